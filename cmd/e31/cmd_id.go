@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+type idOptions struct{ json bool }
+
+func newIDCommand(g *globalOptions) *cobra.Command {
+	var o idOptions
+	cmd := &cobra.Command{
+		Use:   "id",
+		Short: "Show this node's peer ID, addresses and GPUs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runID(cmd.Context(), o, g)
+		},
+	}
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+func runID(ctx context.Context, o idOptions, g *globalOptions) error {
+	id, err := g.client().ID(ctx)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return g.printJSON(id)
+	}
+	fmt.Fprintf(g.stdout, "peer id   %s\nnetwork   %s\nversion   %s\ngpus      %d\n", id.PeerID, id.Network, id.Version, len(id.GPUs))
+	for _, a := range id.Addrs {
+		fmt.Fprintf(g.stdout, "address   %s\n", a)
+	}
+	return nil
+}

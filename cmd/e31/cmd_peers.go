@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+type peersOptions struct{ json bool }
+
+func newPeersCommand(g *globalOptions) *cobra.Command {
+	var o peersOptions
+	cmd := &cobra.Command{
+		Use:   "peers",
+		Short: "List the peers this node is connected to",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPeers(cmd.Context(), o, g)
+		},
+	}
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	return cmd
+}
+
+func runPeers(ctx context.Context, o peersOptions, g *globalOptions) error {
+	peers, err := g.client().Peers(ctx)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return g.printJSON(peers)
+	}
+	for _, p := range peers {
+		fmt.Fprintf(g.stdout, "%s  %s\n", p.PeerID, strings.Join(p.Addrs, " "))
+	}
+	return nil
+}

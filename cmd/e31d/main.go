@@ -1,0 +1,192 @@
+// Command e31d is the E31 daemon: every peer of the network runs one. It
+// offers this machine's GPUs, runs leased jobs in a sandbox, and serves the
+// local API that the e31 command uses.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/e31network/e31/node"
+	"github.com/pelletier/go-toml/v2"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// fileConfig is the TOML config file; every key mirrors a flag, and a flag
+// given on the command line wins over the file.
+type fileConfig struct {
+	Data      string   `toml:"data"`
+	Listen    []string `toml:"listen"`
+	Bootstrap []string `toml:"bootstrap"`
+	API       string   `toml:"api"`
+	SimGPUs   string   `toml:"sim-gpus"`
+	Network   string   `toml:"network"`
+	MDNS      bool     `toml:"mdns"`
+	Heartbeat string   `toml:"heartbeat"`
+	LogLevel  string   `toml:"log-level"`
+	LogFormat string   `toml:"log-format"`
+}
+
+type options struct {
+	config    string
+	file      fileConfig
+	heartbeat time.Duration
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("E31_DATA"); d != "" {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".e31"
+	}
+	return filepath.Join(home, ".e31")
+}
+
+func newCommand() *cobra.Command {
+	var o options
+	cmd := &cobra.Command{
+		Use:   "e31d",
+		Short: "The E31 daemon: offer GPUs, run leased jobs, serve the local API",
+		Long: `e31d joins an E31 network, offers this machine's GPUs (found with NVML, or
+simulated with --sim-gpus), runs leased jobs in an OCI sandbox, and serves the
+local API that the e31 command talks to (a unix socket in the data dir unless
+--api names a loopback address).
+
+A config file (TOML, --config) may set any flag by its long name; flags given
+on the command line win.`,
+		Example: `  e31d --data ~/.e31 --listen /ip4/0.0.0.0/tcp/4031
+  e31d --data /tmp/n1 --listen /ip4/127.0.0.1/tcp/0 --sim-gpus 4xH100:80GiB \
+       --bootstrap /ip4/127.0.0.1/tcp/4031/p2p/12D3KooW...`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd, &o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.config, "config", "", "TOML config file (flags win over it)")
+	f.StringVar(&o.file.Data, "data", defaultDataDir(), "data dir: identity key, stores, API socket (env E31_DATA)")
+	f.StringArrayVar(&o.file.Listen, "listen", nil, "libp2p multiaddr to listen on, repeatable (default: a free TCP and QUIC port on all interfaces)")
+	f.StringArrayVar(&o.file.Bootstrap, "bootstrap", nil, "multiaddr of a peer to stay connected to, ending in /p2p/<peer ID>; repeatable")
+	f.StringVar(&o.file.API, "api", "", "local API address: a unix socket path or a loopback host:port (default DATA/e31.sock)")
+	f.StringVar(&o.file.SimGPUs, "sim-gpus", "", `simulated GPUs instead of real ones, e.g. "4xH100:80GiB" or "2xA100:40GiB,1xL4:24GiB"`)
+	f.StringVar(&o.file.Network, "network", node.DefaultNetwork, "network name; peers on other networks are ignored")
+	f.BoolVar(&o.file.MDNS, "mdns", false, "discover peers on the LAN with mDNS (multicasts on every interface)")
+	f.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "how often the offer is re-published; 3 missed heartbeats drop a provider")
+	f.StringVar(&o.file.LogLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.file.LogFormat, "log-format", "text", "text or json")
+	return cmd
+}
+
+// applyFile fills every flag not given on the command line from the config
+// file.
+func applyFile(flags *pflag.FlagSet, path string, o *options) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	var fc fileConfig
+	dec := toml.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fc); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	set := func(name string, apply func()) {
+		if !flags.Changed(name) {
+			apply()
+		}
+	}
+	set("data", func() {
+		if fc.Data != "" {
+			o.file.Data = fc.Data
+		}
+	})
+	set("listen", func() { o.file.Listen = append(o.file.Listen, fc.Listen...) })
+	set("bootstrap", func() { o.file.Bootstrap = append(o.file.Bootstrap, fc.Bootstrap...) })
+	set("api", func() { o.file.API = or(fc.API, o.file.API) })
+	set("sim-gpus", func() { o.file.SimGPUs = or(fc.SimGPUs, o.file.SimGPUs) })
+	set("network", func() { o.file.Network = or(fc.Network, o.file.Network) })
+	set("mdns", func() { o.file.MDNS = o.file.MDNS || fc.MDNS })
+	set("log-level", func() { o.file.LogLevel = or(fc.LogLevel, o.file.LogLevel) })
+	set("log-format", func() { o.file.LogFormat = or(fc.LogFormat, o.file.LogFormat) })
+	var herr error
+	set("heartbeat", func() {
+		if fc.Heartbeat != "" {
+			o.heartbeat, herr = time.ParseDuration(fc.Heartbeat)
+		}
+	})
+	if herr != nil {
+		return fmt.Errorf("config %s: heartbeat: %w", path, herr)
+	}
+	return nil
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+func run(cmd *cobra.Command, o *options) error {
+	if o.config != "" {
+		if err := applyFile(cmd.Flags(), o.config, o); err != nil {
+			return err
+		}
+	}
+	log, err := newLogger(o.file.LogLevel, o.file.LogFormat)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	n, err := node.New(ctx, node.Config{
+		DataDir:   o.file.Data,
+		Listen:    o.file.Listen,
+		Bootstrap: o.file.Bootstrap,
+		API:       o.file.API,
+		SimGPUs:   o.file.SimGPUs,
+		Network:   o.file.Network,
+		MDNS:      o.file.MDNS,
+		Heartbeat: o.heartbeat,
+		Log:       log,
+	})
+	if err != nil {
+		return err
+	}
+	return n.Run(ctx)
+}
+
+func main() {
+	if err := newCommand().Execute(); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "e31d:", err)
+		os.Exit(1)
+	}
+}

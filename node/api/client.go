@@ -1,0 +1,125 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// ErrNoDaemon means nothing answered at the API address.
+var ErrNoDaemon = errors.New("no e31d answers")
+
+// Client talks to one daemon's local API.
+type Client struct {
+	addr string
+	http *http.Client
+	base string
+}
+
+// IsUnix reports whether an API address names a unix socket (a path) rather
+// than a TCP host:port.
+func IsUnix(addr string) bool {
+	return strings.HasPrefix(addr, "unix:") || strings.ContainsRune(addr, '/')
+}
+
+// NewClient returns a client for addr: a unix socket path (optionally
+// prefixed "unix:") or a TCP host:port.
+func NewClient(addr string) *Client {
+	c := &Client{addr: addr}
+	tr := &http.Transport{}
+	if IsUnix(addr) {
+		path := strings.TrimPrefix(addr, "unix:")
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}
+		c.base = "http://e31d"
+	} else {
+		c.base = "http://" + addr
+	}
+	c.http = &http.Client{Transport: tr}
+	return c
+}
+
+// Addr is the address the client talks to.
+func (c *Client) Addr() string { return c.addr }
+
+// Do sends a request with an optional JSON body and decodes a JSON reply into
+// out (which may be nil).
+func (c *Client) Do(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	u := c.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w at %s (is the daemon running? start it with e31d, or set --api / E31_API): %v", ErrNoDaemon, c.addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e Error
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			return &StatusError{Code: resp.StatusCode, Msg: e.Error}
+		}
+		return &StatusError{Code: resp.StatusCode, Msg: strings.TrimSpace(string(b))}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode reply of %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// StatusError is an error the daemon reported.
+type StatusError struct {
+	Code int
+	Msg  string
+}
+
+func (e *StatusError) Error() string { return e.Msg }
+
+// ID asks the daemon who it is.
+func (c *Client) ID(ctx context.Context) (ID, error) {
+	var out ID
+	return out, c.Do(ctx, http.MethodGet, "/v1/id", nil, nil, &out)
+}
+
+// Peers lists connected peers.
+func (c *Client) Peers(ctx context.Context) ([]Peer, error) {
+	var out []Peer
+	return out, c.Do(ctx, http.MethodGet, "/v1/peers", nil, nil, &out)
+}
+
+// Nodes lists the providers in the daemon's view of offers.
+func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
+	var out []Node
+	return out, c.Do(ctx, http.MethodGet, "/v1/nodes", nil, nil, &out)
+}

@@ -1,0 +1,305 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/e31network/e31/exec"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// Version is the daemon's version string.
+const Version = "0.1.0"
+
+// RunFile is written into the data dir once the node is ready, and removed
+// on a clean stop: how scripts and the testnet find a node's addresses.
+const RunFile = "run.json"
+
+// RunInfo is the content of RunFile.
+type RunInfo struct {
+	PeerID string   `json:"peer_id"`
+	API    string   `json:"api"`
+	Addrs  []string `json:"addrs"`
+	PID    int      `json:"pid"`
+}
+
+// Node is a running E31 daemon.
+type Node struct {
+	// Immutable after New.
+	cfg     Config
+	log     *slog.Logger
+	key     crypto.PrivKey
+	self    peer.ID
+	host    host.Host
+	gossip  *p2p.Gossip
+	gpus    []exec.GPU
+	started time.Time
+	offers  *offerView
+
+	offerChanged chan struct{} // a signal to publish the offer now
+
+	wg sync.WaitGroup // background loops
+}
+
+// New opens the data dir and starts the host and gossip; Run serves.
+func New(ctx context.Context, cfg Config) (*Node, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	key, err := p2p.LoadOrCreateIdentity(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	self, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:          cfg,
+		log:          cfg.Log,
+		key:          key,
+		self:         self,
+		started:      time.Now(),
+		offers:       newOfferView(),
+		offerChanged: make(chan struct{}, 1),
+	}
+	if cfg.SimGPUs != "" {
+		n.gpus, err = exec.ParseSimSpec(cfg.SimGPUs, self.String())
+		if err != nil {
+			return nil, fmt.Errorf("--sim-gpus: %w", err)
+		}
+	} else {
+		n.gpus = exec.Discover(ctx, n.log)
+	}
+	n.host, err = p2p.NewHost(p2p.HostConfig{Key: key, Listen: cfg.Listen, UserAgent: "e31d/" + Version})
+	if err != nil {
+		return nil, err
+	}
+	n.gossip, err = p2p.NewGossip(ctx, n.host, key, p2p.GossipConfig{
+		Network: cfg.Network,
+		Log:     n.log,
+		Validators: map[string]p2p.BodyValidator{
+			p2p.TopicOffers: validateOffer,
+		},
+	})
+	if err != nil {
+		n.host.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// ID is the node's peer ID.
+func (n *Node) ID() peer.ID { return n.self }
+
+// Host is the node's libp2p host.
+func (n *Node) Host() host.Host { return n.host }
+
+// Addrs are the node's listen addresses with its peer ID appended.
+func (n *Node) Addrs() []string {
+	var out []string
+	for _, a := range n.host.Addrs() {
+		out = append(out, a.String()+"/p2p/"+n.self.String())
+	}
+	return out
+}
+
+// Run serves until ctx is cancelled, then stops everything it started.
+func (n *Node) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer n.host.Close()
+
+	boot, err := p2p.ParseBootstrap(n.cfg.Bootstrap)
+	if err != nil {
+		return err
+	}
+	b := p2p.StartBootstrap(ctx, n.host, boot, n.log)
+	defer b.Wait()
+	if n.cfg.MDNS {
+		closeMDNS, err := p2p.StartMDNS(ctx, n.host, n.cfg.Network, n.log)
+		if err != nil {
+			return fmt.Errorf("start mdns: %w", err)
+		}
+		defer closeMDNS()
+	}
+
+	offersSub, err := n.gossip.Subscribe(p2p.TopicOffers)
+	if err != nil {
+		return err
+	}
+	defer offersSub.Cancel()
+
+	srv, err := n.serveAPI(ctx)
+	if err != nil {
+		return err
+	}
+	defer srv.close()
+
+	n.goLoop(ctx, "offers in", func(ctx context.Context) { n.receiveOffers(ctx, offersSub) })
+	n.goLoop(ctx, "offers out", n.publishOffers)
+	n.goLoop(ctx, "offers expiry", n.expireOffers)
+
+	if err := n.writeRunFile(srv.addr); err != nil {
+		return err
+	}
+	defer os.Remove(filepath.Join(n.cfg.DataDir, RunFile))
+	n.log.Info("e31d ready", "peer_id", n.self, "api", srv.addr, "addrs", n.Addrs(), "gpus", len(n.gpus), "network", n.cfg.Network)
+
+	<-ctx.Done()
+	n.log.Info("e31d stopping")
+	cancel()
+	n.wg.Wait()
+	return nil
+}
+
+func (n *Node) goLoop(ctx context.Context, name string, fn func(ctx context.Context)) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		fn(ctx)
+		n.log.Debug("loop stopped", "loop", name)
+	}()
+}
+
+func (n *Node) writeRunFile(api string) error {
+	info := RunInfo{PeerID: n.self.String(), API: api, Addrs: n.Addrs(), PID: os.Getpid()}
+	b, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(n.cfg.DataDir, RunFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write run file: %w", err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// ownOffer is the offer this node publishes.
+func (n *Node) ownOffer() market.Offer {
+	o := market.Offer{Provider: n.self.String(), CPUs: hostCPUs(), MemoryBytes: hostMemory()}
+	for _, g := range n.gpus {
+		o.GPUs = append(o.GPUs, market.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: true})
+	}
+	return o
+}
+
+// publishOffers publishes the node's offer at start, whenever it changes and
+// every heartbeat. A node with no GPUs offers nothing.
+func (n *Node) publishOffers(ctx context.Context) {
+	if len(n.gpus) == 0 {
+		return
+	}
+	t := time.NewTicker(n.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		body := offerBody{
+			Offer:       n.ownOffer(),
+			Addrs:       n.Addrs(),
+			HeartbeatMs: n.cfg.Heartbeat.Milliseconds(),
+		}
+		if _, err := n.gossip.Publish(ctx, p2p.TopicOffers, kindOffer, body); err != nil && ctx.Err() == nil {
+			n.log.Warn("publish offer", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-n.offerChanged:
+		}
+	}
+}
+
+// receiveOffers applies every accepted offer to the view.
+func (n *Node) receiveOffers(ctx context.Context, sub *p2p.Subscription) {
+	for {
+		s, err := sub.Next(ctx)
+		if err != nil {
+			return
+		}
+		var b offerBody
+		if err := s.Decode(&b); err != nil {
+			continue // the validator already checked it; cannot happen
+		}
+		if isNew := n.offers.apply(b, s.Message.Time, time.Now()); isNew {
+			n.log.Info("provider joined the view", "provider", b.Offer.Provider, "gpus", len(b.Offer.GPUs))
+			n.learnAddrs(ctx, s.Signer, b.Addrs)
+		}
+	}
+}
+
+// learnAddrs keeps a provider's addresses so that a direct stream can reach
+// it, and connects to it so that gossip does not hang on the bootstrap peers
+// alone.
+func (n *Node) learnAddrs(ctx context.Context, p peer.ID, addrs []string) {
+	if p == n.self {
+		return
+	}
+	info := peer.AddrInfo{ID: p}
+	for _, a := range addrs {
+		m, err := ma.NewMultiaddr(a)
+		if err != nil {
+			continue
+		}
+		if ai, err := peer.AddrInfoFromP2pAddr(m); err == nil && ai.ID == p {
+			info.Addrs = append(info.Addrs, ai.Addrs...)
+		}
+	}
+	if len(info.Addrs) == 0 {
+		return
+	}
+	n.host.Peerstore().AddAddrs(p, info.Addrs, peerstore.RecentlyConnectedAddrTTL)
+	if len(n.host.Network().Peers()) >= maxDialedPeers {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := n.host.Connect(cctx, info); err != nil && ctx.Err() == nil {
+			n.log.Debug("connect to provider", "peer", p, "err", err)
+		}
+	}()
+}
+
+// maxDialedPeers caps the connections a node opens on its own to providers it
+// learns of; beyond it gossip's mesh is already well connected.
+const maxDialedPeers = 32
+
+// expireOffers drops providers that missed their heartbeats.
+func (n *Node) expireOffers(ctx context.Context) {
+	t := time.NewTicker(max(n.cfg.Heartbeat/2, 50*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			for _, p := range n.offers.expire(now) {
+				n.log.Info("provider left the view", "provider", p, "reason", "missed heartbeats")
+			}
+		}
+	}
+}
+
+// errNotFound marks API lookups of things that do not exist.
+var errNotFound = errors.New("not found")

@@ -1,0 +1,41 @@
+package p2p
+
+import (
+	"bytes"
+	"testing"
+	"time"
+)
+
+func FuzzOpen(f *testing.F) {
+	sk := newKey(f)
+	s, _ := Seal(sk, "offer", map[string]any{"provider": "x", "gpus": []int{1, 2}}, time.Unix(1700000000, 0))
+	f.Add(s.Raw)
+	f.Add([]byte{})
+	f.Add([]byte("\x0a\x02garbage"))
+	f.Add(s.Raw[:len(s.Raw)/2])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := Open(data)
+		if err != nil {
+			return
+		}
+		// Anything accepted must verify again and carry a kind and body.
+		if got.Message.Kind == "" || len(got.Message.Body) == 0 {
+			t.Fatalf("accepted a message without kind or body: %+v", got.Message)
+		}
+		if _, err := Open(got.Raw); err != nil {
+			t.Fatalf("accepted payload does not reopen: %v", err)
+		}
+	})
+}
+
+func FuzzReadFrame(f *testing.F) {
+	var buf bytes.Buffer
+	_ = WriteFrame(&buf, reply{Body: []byte(`{"a":1}`)})
+	f.Add(buf.Bytes())
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r reply
+		_ = ReadFrame(bytes.NewReader(data), &r)
+	})
+}

@@ -1,0 +1,261 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// The two gossip topics of the protocol, by short name.
+const (
+	TopicOffers = "offers"
+	TopicJobs   = "jobs"
+)
+
+// TopicName is the full pubsub topic of a short name on a network.
+func TopicName(network, short string) string {
+	return "/e31/" + network + "/" + short + "/1"
+}
+
+// Rejection reasons, as counted by Gossip.Rejections.
+const (
+	ReasonOversized = "oversized"
+	ReasonMalformed = "malformed"
+	ReasonUnsigned  = "unsigned"
+	ReasonForged    = "forged"
+	ReasonStale     = "stale"
+	ReasonReplayed  = "replayed"
+	ReasonInvalid   = "invalid"
+)
+
+var reasons = []string{ReasonOversized, ReasonMalformed, ReasonUnsigned, ReasonForged, ReasonStale, ReasonReplayed, ReasonInvalid}
+
+// BodyValidator checks a message's body for one topic. Returning an error
+// wrapping ErrForged counts the message as forged (the body claims to come
+// from someone other than its signer); any other error counts as invalid.
+type BodyValidator func(s Signed) error
+
+// GossipConfig configures NewGossip.
+type GossipConfig struct {
+	// Network names the E31 network; peers on other networks never meet.
+	Network string
+	// MaxAge and MaxSkew bound a message's signing time; defaults 2m and 30s.
+	MaxAge, MaxSkew time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Log receives rejections at debug level.
+	Log *slog.Logger
+	// Validators holds the body validator of each topic (by short name). A
+	// topic without one accepts any well-signed body.
+	Validators map[string]BodyValidator
+}
+
+// Gossip publishes and receives signed envelopes on the E31 topics.
+type Gossip struct {
+	// Immutable after NewGossip.
+	ps       *pubsub.PubSub
+	key      crypto.PrivKey
+	self     peer.ID
+	network  string
+	now      func() time.Time
+	log      *slog.Logger
+	checker  *Checker
+	topics   map[string]*pubsub.Topic
+	rejected map[string]*atomic.Uint64
+}
+
+// NewGossip starts gossipsub on h and joins both topics.
+func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipConfig) (*Gossip, error) {
+	if cfg.Network == "" {
+		return nil, errors.New("gossip: no network name")
+	}
+	if cfg.MaxAge == 0 {
+		cfg.MaxAge = 2 * time.Minute
+	}
+	if cfg.MaxSkew == 0 {
+		cfg.MaxSkew = 30 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	ps, err := pubsub.NewGossipSub(ctx, h,
+		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
+		pubsub.WithPeerExchange(true),
+		pubsub.WithFloodPublish(true),
+		pubsub.WithLogger(cfg.Log.With("component", "pubsub")),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("start gossipsub: %w", err)
+	}
+	g := &Gossip{
+		ps:       ps,
+		key:      key,
+		self:     h.ID(),
+		network:  cfg.Network,
+		now:      cfg.Now,
+		log:      cfg.Log,
+		checker:  NewChecker(cfg.MaxAge, cfg.MaxSkew),
+		topics:   make(map[string]*pubsub.Topic),
+		rejected: make(map[string]*atomic.Uint64),
+	}
+	for _, r := range reasons {
+		g.rejected[r] = new(atomic.Uint64)
+	}
+	for _, short := range []string{TopicOffers, TopicJobs} {
+		name := TopicName(cfg.Network, short)
+		bv := cfg.Validators[short]
+		if err := ps.RegisterTopicValidator(name, g.validator(short, bv)); err != nil {
+			return nil, fmt.Errorf("register validator for %s: %w", name, err)
+		}
+		t, err := ps.Join(name)
+		if err != nil {
+			return nil, fmt.Errorf("join %s: %w", name, err)
+		}
+		g.topics[short] = t
+	}
+	return g, nil
+}
+
+// Validate runs every check of an incoming payload: size, envelope, signature,
+// author, freshness, replay and the topic's body validator. It is what the
+// pubsub validator calls, exposed so that payloads arriving by other routes
+// (and fuzz tests) get the same treatment.
+func (g *Gossip) Validate(author peer.ID, data []byte, bv BodyValidator) (Signed, error) {
+	s, err := Open(data)
+	if err != nil {
+		return Signed{}, err
+	}
+	if s.Signer != author {
+		return Signed{}, fmt.Errorf("%w: envelope signed by %s but published by %s", ErrForged, s.Signer, author)
+	}
+	if err := g.checker.Check(s, g.now()); err != nil {
+		return Signed{}, err
+	}
+	if bv != nil {
+		if err := bv(s); err != nil {
+			return Signed{}, err
+		}
+	}
+	return s, nil
+}
+
+func (g *Gossip) validator(short string, bv BodyValidator) pubsub.ValidatorEx {
+	return func(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+		s, err := g.Validate(msg.GetFrom(), msg.GetData(), bv)
+		if err == nil {
+			msg.ValidatorData = s
+			return pubsub.ValidationAccept
+		}
+		reason := reasonOf(err)
+		g.rejected[reason].Add(1)
+		g.log.Debug("gossip payload rejected", "topic", short, "reason", reason, "author", msg.GetFrom(), "forwarder", from, "err", err)
+		switch reason {
+		case ReasonStale, ReasonReplayed:
+			// Not necessarily the forwarder's fault (clocks drift, paths
+			// differ): drop without penalising it.
+			return pubsub.ValidationIgnore
+		}
+		return pubsub.ValidationReject
+	}
+}
+
+func reasonOf(err error) string {
+	switch {
+	case errors.Is(err, ErrOversized):
+		return ReasonOversized
+	case errors.Is(err, ErrUnsigned):
+		return ReasonUnsigned
+	case errors.Is(err, ErrForged):
+		return ReasonForged
+	case errors.Is(err, ErrStale):
+		return ReasonStale
+	case errors.Is(err, ErrReplayed):
+		return ReasonReplayed
+	case errors.Is(err, ErrMalformed):
+		return ReasonMalformed
+	}
+	return ReasonInvalid
+}
+
+// Rejections returns how many payloads were rejected, by reason.
+func (g *Gossip) Rejections() map[string]uint64 {
+	out := make(map[string]uint64, len(g.rejected))
+	for r, c := range g.rejected {
+		out[r] = c.Load()
+	}
+	return out
+}
+
+// Publish signs body as a message of kind and publishes it on a topic.
+func (g *Gossip) Publish(ctx context.Context, topic, kind string, body any) (Signed, error) {
+	s, err := Seal(g.key, kind, body, g.now())
+	if err != nil {
+		return Signed{}, err
+	}
+	return s, g.PublishRaw(ctx, topic, s.Raw)
+}
+
+// PublishRaw publishes an already sealed envelope; the validators still run
+// on it, so a caller cannot spread what others would reject.
+func (g *Gossip) PublishRaw(ctx context.Context, topic string, raw []byte) error {
+	t, ok := g.topics[topic]
+	if !ok {
+		return fmt.Errorf("publish: unknown topic %q", topic)
+	}
+	if err := t.Publish(ctx, raw); err != nil {
+		return fmt.Errorf("publish on %s: %w", topic, err)
+	}
+	return nil
+}
+
+// Subscription delivers the accepted messages of one topic.
+type Subscription struct{ sub *pubsub.Subscription }
+
+// Subscribe starts delivering a topic's accepted messages, including this
+// node's own.
+func (g *Gossip) Subscribe(topic string) (*Subscription, error) {
+	t, ok := g.topics[topic]
+	if !ok {
+		return nil, fmt.Errorf("subscribe: unknown topic %q", topic)
+	}
+	sub, err := t.Subscribe(pubsub.WithBufferSize(1024))
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to %s: %w", topic, err)
+	}
+	return &Subscription{sub: sub}, nil
+}
+
+// Next waits for the next accepted message.
+func (s *Subscription) Next(ctx context.Context) (Signed, error) {
+	for {
+		msg, err := s.sub.Next(ctx)
+		if err != nil {
+			return Signed{}, err
+		}
+		if sg, ok := msg.ValidatorData.(Signed); ok {
+			return sg, nil
+		}
+	}
+}
+
+// Cancel stops the subscription.
+func (s *Subscription) Cancel() { s.sub.Cancel() }
+
+// TopicPeers lists the peers known on a topic, sorted.
+func (g *Gossip) TopicPeers(topic string) []peer.ID {
+	ps := g.ps.ListPeers(TopicName(g.network, topic))
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	return ps
+}

@@ -1,0 +1,152 @@
+package p2p
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-msgio"
+)
+
+// MaxFrame is the largest request or reply on a direct stream.
+const MaxFrame = 1 << 20
+
+// DefaultCallTimeout bounds a request/response exchange whose context has no
+// deadline of its own.
+const DefaultCallTimeout = 30 * time.Second
+
+// RemoteError is an error that the other party reported.
+type RemoteError struct{ Msg string }
+
+func (e *RemoteError) Error() string { return "peer says: " + e.Msg }
+
+type reply struct {
+	Error string          `json:"error,omitempty"`
+	Body  json.RawMessage `json:"body,omitempty"`
+}
+
+// WriteFrame writes v as one varint-length-prefixed JSON frame.
+func WriteFrame(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(b) > MaxFrame {
+		return fmt.Errorf("frame of %d bytes over the %d limit", len(b), MaxFrame)
+	}
+	return msgio.NewVarintWriter(w).WriteMsg(b)
+}
+
+// ReadFrame reads one frame written by WriteFrame and decodes it strictly.
+func ReadFrame(r io.Reader, v any) error {
+	b, err := msgio.NewVarintReaderSize(r, MaxFrame).ReadMsg()
+	if err != nil {
+		return err
+	}
+	return DecodeStrict(b, v)
+}
+
+// DecodeStrict decodes one JSON value, refusing unknown fields and trailing
+// data: input from the network that a newer or hostile peer padded is
+// refused rather than half-read.
+func DecodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data", ErrMalformed)
+	}
+	return nil
+}
+
+// Call sends req to p on protocol proto and decodes the reply into resp
+// (which may be nil). The exchange is bounded by ctx, or DefaultCallTimeout.
+func Call(ctx context.Context, h host.Host, p peer.ID, proto protocol.ID, req, resp any) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultCallTimeout)
+		defer cancel()
+	}
+	s, err := h.NewStream(ctx, p, proto)
+	if err != nil {
+		return fmt.Errorf("open %s stream to %s: %w", proto, p, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(dl)
+	}
+	if err := WriteFrame(s, req); err != nil {
+		s.Reset()
+		return fmt.Errorf("send %s request: %w", proto, err)
+	}
+	if err := s.CloseWrite(); err != nil {
+		s.Reset()
+		return fmt.Errorf("send %s request: %w", proto, err)
+	}
+	var rep reply
+	if err := ReadFrame(s, &rep); err != nil {
+		s.Reset()
+		return fmt.Errorf("read %s reply from %s: %w", proto, p, err)
+	}
+	s.Close()
+	if rep.Error != "" {
+		return &RemoteError{Msg: rep.Error}
+	}
+	if resp == nil {
+		return nil
+	}
+	return DecodeStrict(rep.Body, resp)
+}
+
+// Handler answers one request from a peer. The request is raw JSON; use
+// DecodeStrict on it. A returned error is sent to the caller as its text.
+type Handler func(ctx context.Context, from peer.ID, req json.RawMessage) (any, error)
+
+// Serve installs fn as the handler of proto on h. Each request is bounded by
+// timeout.
+func Serve(ctx context.Context, h host.Host, proto protocol.ID, timeout time.Duration, log *slog.Logger, fn Handler) {
+	h.SetStreamHandler(proto, func(s network.Stream) {
+		defer s.Close()
+		_ = s.SetDeadline(time.Now().Add(timeout))
+		b, err := msgio.NewVarintReaderSize(s, MaxFrame).ReadMsg()
+		if err != nil {
+			log.Debug("bad request frame", "proto", proto, "peer", s.Conn().RemotePeer(), "err", err)
+			s.Reset()
+			return
+		}
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		out, err := fn(rctx, s.Conn().RemotePeer(), json.RawMessage(b))
+		var rep reply
+		if err != nil {
+			rep.Error = err.Error()
+		} else if out != nil {
+			body, merr := json.Marshal(out)
+			if merr != nil {
+				rep.Error = "internal error"
+			} else {
+				rep.Body = body
+			}
+		}
+		if err := WriteFrame(s, rep); err != nil {
+			s.Reset()
+		}
+	})
+}
+
+// IsRemote reports whether err came from the other party rather than the
+// transport.
+func IsRemote(err error) bool {
+	var re *RemoteError
+	return errors.As(err, &re)
+}

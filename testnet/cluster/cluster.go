@@ -1,0 +1,317 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/e31network/e31/node"
+	"github.com/e31network/e31/node/api"
+)
+
+// Options configures Start.
+type Options struct {
+	// N is the number of nodes.
+	N int
+	// GPUs per node, all of one model; ignored when SimGPUs is set.
+	GPUs int
+	// SimGPUs, when set, is the --sim-gpus spec of every node.
+	SimGPUs string
+	// Dir holds the nodes' data dirs, logs and nodes.json.
+	Dir string
+	// Bin holds the built commands; see Build.
+	Bin Binaries
+	// Heartbeat of every node; default 1s.
+	Heartbeat time.Duration
+	// Network name; default "testnet".
+	Network string
+	// Args are extra e31d flags for every node.
+	Args []string
+	// Detach starts the nodes in their own session so that they outlive the
+	// process that started them (the testnet command); tests leave it off.
+	Detach bool
+}
+
+// Node is one started node, as written to nodes.json.
+type Node struct {
+	Name   string `json:"name"`
+	PeerID string `json:"peer_id"`
+	API    string `json:"api"`
+	Data   string `json:"data"`
+	PID    int    `json:"pid"`
+	// Addrs are the node's libp2p addresses.
+	Addrs []string `json:"addrs"`
+
+	args []string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Cluster is a started set of nodes.
+type Cluster struct {
+	opts  Options
+	Nodes []*Node
+}
+
+// NodesFile is the name of the file listing a cluster's nodes.
+const NodesFile = "nodes.json"
+
+// Start launches opts.N nodes, node 0 first as the others' bootstrap peer,
+// and waits until each has written its run file.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	if opts.N < 1 {
+		return nil, errors.New("a cluster needs at least one node")
+	}
+	if opts.Heartbeat == 0 {
+		opts.Heartbeat = time.Second
+	}
+	if opts.Network == "" {
+		opts.Network = "testnet"
+	}
+	if opts.SimGPUs == "" && opts.GPUs > 0 {
+		opts.SimGPUs = fmt.Sprintf("%dxH100:80GiB", opts.GPUs)
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	opts.Dir = dir
+	c := &Cluster{opts: opts}
+	for i := 0; i < opts.N; i++ {
+		var boot []string
+		if i > 0 {
+			boot = c.Nodes[0].Addrs
+		}
+		n, err := c.startNode(ctx, i, boot)
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	return c, c.WriteNodesFile()
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, error) {
+	name := fmt.Sprintf("node%d", i)
+	data := filepath.Join(c.opts.Dir, name)
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--data", data,
+		"--listen", "/ip4/127.0.0.1/tcp/0",
+		"--listen", "/ip4/127.0.0.1/udp/0/quic-v1",
+		"--api", "127.0.0.1:" + strconv.Itoa(port),
+		"--network", c.opts.Network,
+		"--heartbeat", c.opts.Heartbeat.String(),
+	}
+	if c.opts.SimGPUs != "" {
+		args = append(args, "--sim-gpus", c.opts.SimGPUs)
+	}
+	for _, b := range boot {
+		args = append(args, "--bootstrap", b)
+	}
+	args = append(args, c.opts.Args...)
+	n := &Node{Name: name, Data: data, args: args}
+	return n, c.launch(ctx, n)
+}
+
+// launch starts (or restarts) a node's process and waits for its run file.
+func (c *Cluster) launch(ctx context.Context, n *Node) error {
+	_ = os.Remove(filepath.Join(n.Data, node.RunFile))
+	logf, err := os.OpenFile(filepath.Join(n.Data, "e31d.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(c.opts.Bin.E31d, n.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: c.opts.Detach}
+	if !c.opts.Detach {
+		// A test that dies must not leave daemons behind.
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", n.Name, err)
+	}
+	logf.Close()
+	n.cmd = cmd
+	n.PID = cmd.Process.Pid
+	n.done = make(chan struct{})
+	go func(done chan struct{}) {
+		_ = cmd.Wait()
+		close(done)
+	}(n.done)
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join(n.Data, node.RunFile))
+		if err == nil {
+			var ri node.RunInfo
+			if json.Unmarshal(b, &ri) == nil && ri.PID == n.PID {
+				n.PeerID, n.API, n.Addrs = ri.PeerID, ri.API, ri.Addrs
+				return nil
+			}
+		}
+		select {
+		case <-n.done:
+			return fmt.Errorf("%s exited during start; see %s", n.Name, filepath.Join(n.Data, "e31d.log"))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not become ready in 60s; see %s", n.Name, filepath.Join(n.Data, "e31d.log"))
+		}
+	}
+}
+
+// Client returns an API client for node i.
+func (c *Cluster) Client(i int) *api.Client { return api.NewClient(c.Nodes[i].API) }
+
+// WriteNodesFile writes Dir/nodes.json.
+func (c *Cluster) WriteNodesFile() error {
+	b, err := json.MarshalIndent(c.Nodes, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(c.opts.Dir, NodesFile), append(b, '\n'), 0o644)
+}
+
+// WaitConverged waits until every live node's view lists every live node as
+// a provider with all its GPUs.
+func (c *Cluster) WaitConverged(ctx context.Context) error {
+	var live []*Node
+	for _, n := range c.Nodes {
+		if n.Alive() {
+			live = append(live, n)
+		}
+	}
+	return WaitViews(ctx, live, len(live), c.gpusPerNode())
+}
+
+func (c *Cluster) gpusPerNode() int {
+	total := 0
+	for _, part := range strings.Split(c.opts.SimGPUs, ",") {
+		k, _, ok := strings.Cut(part, "x")
+		if v, err := strconv.Atoi(k); ok && err == nil {
+			total += v
+		}
+	}
+	return total
+}
+
+// WaitViews waits until every node in nodes sees exactly want providers,
+// each with gpus GPUs.
+func WaitViews(ctx context.Context, nodes []*Node, want, gpus int) error {
+	for {
+		ok := true
+		var last string
+		for _, n := range nodes {
+			got, err := api.NewClient(n.API).Nodes(ctx)
+			if err != nil {
+				ok, last = false, err.Error()
+				break
+			}
+			if len(got) != want {
+				ok, last = false, fmt.Sprintf("%s sees %d providers, want %d", n.Name, len(got), want)
+				break
+			}
+			for _, p := range got {
+				if len(p.GPUs) != gpus {
+					ok, last = false, fmt.Sprintf("%s sees %s with %d GPUs, want %d", n.Name, p.PeerID, len(p.GPUs), gpus)
+				}
+			}
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("views did not converge: %s: %w", last, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Alive reports whether the node's process is running.
+func (n *Node) Alive() bool {
+	if n.done == nil {
+		return false
+	}
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL to node i and waits for it to die.
+func (c *Cluster) Kill(i int) error {
+	n := c.Nodes[i]
+	if !n.Alive() {
+		return nil
+	}
+	if err := n.cmd.Process.Kill(); err != nil {
+		return err
+	}
+	<-n.done
+	return nil
+}
+
+// Restart starts node i again on the same data dir and flags.
+func (c *Cluster) Restart(ctx context.Context, i int) error {
+	if err := c.Kill(i); err != nil {
+		return err
+	}
+	if err := c.launch(ctx, c.Nodes[i]); err != nil {
+		return err
+	}
+	return c.WriteNodesFile()
+}
+
+// Stop ends every node: SIGTERM, then SIGKILL for any still running after
+// ten seconds.
+func (c *Cluster) Stop() {
+	for _, n := range c.Nodes {
+		if n.Alive() {
+			_ = n.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	deadline := time.After(10 * time.Second)
+	for _, n := range c.Nodes {
+		if n.done == nil {
+			continue
+		}
+		select {
+		case <-n.done:
+		case <-deadline:
+			_ = n.cmd.Process.Kill()
+			<-n.done
+		}
+	}
+}

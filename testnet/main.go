@@ -1,0 +1,33 @@
+// Command testnet runs a local E31 network of real e31d processes on
+// 127.0.0.1, for development and demonstrations.
+//
+//	go run ./testnet up -n 5 --gpus 2 --dir /tmp/e31net
+//	go run ./testnet down --dir /tmp/e31net
+//	go run ./testnet demo
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	root := &cobra.Command{
+		Use:           "testnet",
+		Short:         "Run a local E31 network on 127.0.0.1",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand())
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "testnet:", err)
+		os.Exit(1)
+	}
+}
