@@ -16,7 +16,7 @@ import (
 type Checker struct {
 	maxAge, maxSkew time.Duration
 
-	mu   sync.Mutex // guards seen
+	mu   sync.Mutex          // guards seen
 	seen map[replayKey]int64 // -> expiry, Unix ms
 	// sweepAt is when seen is next pruned.
 	sweepAt int64

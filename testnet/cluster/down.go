@@ -68,4 +68,3 @@ func isE31d(pid int) bool {
 	argv0, _, _ := strings.Cut(string(cmdline), "\x00")
 	return filepath.Base(argv0) == "e31d"
 }
-
