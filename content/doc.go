@@ -1,0 +1,28 @@
+// Package content stores, moves and checks the data of E31 jobs: inputs,
+// outputs and checkpoints.
+//
+// A job's files become a UnixFS DAG (CIDv1, sha2-256, raw leaves, 1 MiB
+// chunks) held in a Store, a blockstore on Badger. The store re-hashes every
+// block it hands out, so a damaged disk shows up as ErrInvalidData instead of
+// as wrong bytes inside a job. A DAG that a node must keep is pinned with a
+// reason ("input of job X", "checkpoint 3 of lease Y"); GC deletes every block
+// that no pin reaches.
+//
+// An Exchange moves DAGs between the two parties of a lease over the node's
+// libp2p host. Fetch walks the local copy first and asks only for what is
+// missing: nothing when the DAG is complete; otherwise the peer streams, as
+// CAR over one libp2p stream (protocol /e31/content/car/1), first the
+// structure (dag-pb nodes) of the missing parts, then exactly the leaves not
+// already held. A stream has no per-block round trips and costs less CPU per
+// byte than bitswap, which is also served and is the fallback for peers that
+// do not speak the bulk protocol. Either way every block is hashed on arrival and written in
+// batches, and the DAG is pinned only once it is complete: a transfer that
+// fails leaves no pin behind, and a retry fetches only what is still missing.
+//
+// Content is private to the parties of a job. The Exchange serves a peer only
+// blocks of DAGs that Access allows it, and it answers bitswap requests block
+// by block from an index of which roots each block belongs to.
+//
+// Progress is reported to an injected Progress sink; how it is shown is up to
+// the caller.
+package content

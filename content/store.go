@@ -1,0 +1,334 @@
+package content
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+	blocks "github.com/ipfs/go-block-format"
+	"github.com/ipfs/go-cid"
+	mh "github.com/multiformats/go-multihash"
+)
+
+// StoreOptions configures Open. The zero value is a usable on-disk store
+// that logs nowhere.
+type StoreOptions struct {
+	// Log receives Badger's warnings and the store's own notes.
+	// nil discards them.
+	Log *slog.Logger
+	// InMemory keeps everything in memory (dir is ignored); for tests.
+	InMemory bool
+}
+
+// Store is a content-addressed block store on Badger holding UnixFS DAGs,
+// their pins, and the index of which roots each block belongs to.
+//
+// Key layout in Badger (one byte of kind, then '/'):
+//
+//	b/<multihash>            block bytes
+//	s/<multihash>            block size, 4 bytes big-endian; written after
+//	                         b/ and deleted before it, so its presence means
+//	                         the block is there
+//	p/<root cid><0><reason>  a pin; the value is empty
+//	r/<multihash><root cid>  the block belongs to the DAG of root (access index)
+//
+// Blocks are keyed by multihash, as in boxo, so one copy serves a raw and a
+// dag-pb CID of the same bytes. Sizes live apart from the bytes because
+// Badger can only estimate the size of a value stored in its value log, and
+// presence checks should not touch the value log at all.
+type Store struct {
+	db  *badger.DB // immutable after Open
+	log *slog.Logger
+
+	// gcMu orders GC against writers that end in a pin: Import, Fetch and
+	// Pin hold it for reading from their first block write until their pin
+	// lands, GC holds it for writing, so GC never sees a DAG half-written
+	// and not yet pinned.
+	gcMu sync.RWMutex
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+const (
+	kindBlock = 'b'
+	kindSize  = 's'
+	kindPin   = 'p'
+	kindIndex = 'r'
+
+	// maxBlockSize bounds any block we accept or create. The importer
+	// makes at most 1 MiB leaves; 2 MiB is the bitswap limit.
+	maxBlockSize = 2 << 20
+)
+
+func key(kind byte, parts ...[]byte) []byte {
+	n := 2
+	for _, p := range parts {
+		n += len(p)
+	}
+	k := make([]byte, 0, n)
+	k = append(k, kind, '/')
+	for _, p := range parts {
+		k = append(k, p...)
+	}
+	return k
+}
+
+// Open opens (or creates) the store in dir.
+func Open(ctx context.Context, dir string, o StoreOptions) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := badger.DefaultOptions(dir).
+		WithInMemory(o.InMemory).
+		WithLogger(badgerLogger{log.With("component", "badger")}).
+		// Blocks above 1 KiB go to the value log: with Badger's default
+		// (1 MiB) big blocks land in the LSM tree and fetches run at half
+		// speed.
+		WithValueThreshold(1 << 10).
+		// Sized for a node, not a database server: the LSM tree here holds
+		// only keys, pins and small blocks.
+		WithMemTableSize(32 << 20).
+		WithNumMemtables(3).
+		WithBlockCacheSize(32 << 20).
+		WithIndexCacheSize(16 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithNumCompactors(2).
+		// Every write here is idempotent (same key, same bytes), so
+		// conflict detection would only cost time.
+		WithDetectConflicts(false)
+	if o.InMemory {
+		opts = opts.WithDir("").WithValueDir("")
+	}
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open store in %s: %w", dir, err)
+	}
+	return &Store{db: db, log: log}, nil
+}
+
+// Close closes the store. Only the first call does anything.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
+}
+
+// checkCid accepts only what the importer produces: sha2-256 over raw or
+// dag-pb blocks. Refusing other codecs and hashes keeps hostile DAGs from
+// using identity hashes (data inside the CID) or codecs we cannot walk.
+func checkCid(c cid.Cid) error {
+	if !c.Defined() {
+		return fmt.Errorf("%w: undefined CID", ErrUnsupported)
+	}
+	p := c.Prefix()
+	if p.MhType != mh.SHA2_256 || p.MhLength != 32 {
+		return fmt.Errorf("%w: CID %s uses hash 0x%x, only sha2-256 is accepted", ErrUnsupported, c, p.MhType)
+	}
+	if p.Codec != cid.Raw && p.Codec != cid.DagProtobuf {
+		return fmt.Errorf("%w: CID %s uses codec 0x%x, only raw and dag-pb are accepted", ErrUnsupported, c, p.Codec)
+	}
+	return nil
+}
+
+// verify checks that data hashes to c.
+func verify(c cid.Cid, data []byte) error {
+	if err := checkCid(c); err != nil {
+		return err
+	}
+	sum, err := mh.Sum(data, mh.SHA2_256, -1)
+	if err != nil {
+		return fmt.Errorf("hash block %s: %w", c, err)
+	}
+	if !bytes.Equal(sum, c.Hash()) {
+		return fmt.Errorf("%w: block %s", ErrInvalidData, c)
+	}
+	return nil
+}
+
+// blockSize returns the size of the block behind c and whether it is held.
+func (s *Store) blockSize(c cid.Cid) (int, bool, error) {
+	var n int
+	var found bool
+	err := s.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get(key(kindSize, c.Hash()))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return it.Value(func(v []byte) error {
+			if len(v) != 4 {
+				return fmt.Errorf("%w: size record of %s has %d bytes", ErrInvalidData, c, len(v))
+			}
+			n = int(binary.BigEndian.Uint32(v))
+			found = true
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("size of block %s: %w", c, err)
+	}
+	return n, found, nil
+}
+
+// has reports whether the block behind c is held.
+func (s *Store) has(c cid.Cid) (bool, error) {
+	_, ok, err := s.blockSize(c)
+	return ok, err
+}
+
+// viewBlock calls fn with the stored bytes of c, unverified; fn must not
+// keep the slice. The bulk sender uses it because the receiver hashes every
+// block anyway; everything else uses getBlock.
+func (s *Store) viewBlock(c cid.Cid, fn func([]byte) error) error {
+	err := s.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get(key(kindBlock, c.Hash()))
+		if err != nil {
+			return err
+		}
+		return it.Value(fn)
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return fmt.Errorf("block %s: %w", c, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("read block %s: %w", c, err)
+	}
+	return nil
+}
+
+// getBlock reads the block behind c and checks its hash.
+func (s *Store) getBlock(c cid.Cid) (blocks.Block, error) {
+	var data []byte
+	err := s.viewBlock(c, func(v []byte) error {
+		data = bytes.Clone(v)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := verify(c, data); err != nil {
+		return nil, err
+	}
+	return blocks.NewBlockWithCid(data, c)
+}
+
+// putBlocks writes blocks the caller has already verified, skipping those
+// already held. It returns the number of blocks and bytes newly written.
+func (s *Store) putBlocks(bs []blocks.Block) (int, int64, error) {
+	txn := s.db.NewTransaction(true)
+	defer func() { txn.Discard() }()
+	var n int
+	var written int64
+	var size [4]byte
+	for _, b := range bs {
+		held, err := s.has(b.Cid())
+		if err != nil {
+			return n, written, err
+		}
+		if held {
+			continue
+		}
+		data := b.RawData()
+		if len(data) > maxBlockSize {
+			return n, written, fmt.Errorf("%w: block %s is %d bytes, over the %d limit", ErrUnsupported, b.Cid(), len(data), maxBlockSize)
+		}
+		binary.BigEndian.PutUint32(size[:], uint32(len(data)))
+		// The size record goes second so that it never exists without
+		// the bytes, even when the batch is split across transactions.
+		entries := []*badger.Entry{
+			badger.NewEntry(key(kindBlock, b.Cid().Hash()), data),
+			badger.NewEntry(key(kindSize, b.Cid().Hash()), bytes.Clone(size[:])),
+		}
+		for _, e := range entries {
+			err := txn.SetEntry(e)
+			if errors.Is(err, badger.ErrTxnTooBig) {
+				if err := txn.Commit(); err != nil {
+					return n, written, fmt.Errorf("write blocks: %w", err)
+				}
+				txn = s.db.NewTransaction(true)
+				err = txn.SetEntry(e)
+			}
+			if err != nil {
+				return n, written, fmt.Errorf("write block %s: %w", b.Cid(), err)
+			}
+		}
+		n++
+		written += int64(len(data))
+	}
+	if err := txn.Commit(); err != nil {
+		return n, written, fmt.Errorf("write blocks: %w", err)
+	}
+	return n, written, nil
+}
+
+// deleteKeys deletes keys in one batch; callers order size records before
+// block bytes.
+func (s *Store) deleteKeys(keys [][]byte) error {
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range keys {
+		if err := wb.Delete(k); err != nil {
+			return fmt.Errorf("delete: %w", err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	return nil
+}
+
+// scanPrefix calls fn with every key under prefix (a copy) without reading
+// values.
+func (s *Store) scanPrefix(ctx context.Context, prefix []byte, fn func(k []byte) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		o := badger.DefaultIteratorOptions
+		o.PrefetchValues = false
+		o.Prefix = prefix
+		it := txn.NewIterator(o)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := fn(it.Item().KeyCopy(nil)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// sync makes every write so far durable. Pins are written only after a
+// sync, so a pin never names blocks a crash could lose.
+func (s *Store) sync() error {
+	if err := s.db.Sync(); err != nil {
+		return fmt.Errorf("sync store: %w", err)
+	}
+	return nil
+}
+
+// badgerLogger sends Badger's log lines to slog. Badger's Info lines are
+// chatter about compactions, so they go to Debug.
+type badgerLogger struct{ log *slog.Logger }
+
+func (l badgerLogger) Errorf(f string, a ...any)   { l.log.Error(trimf(f, a...)) }
+func (l badgerLogger) Warningf(f string, a ...any) { l.log.Warn(trimf(f, a...)) }
+func (l badgerLogger) Infof(f string, a ...any)    { l.log.Debug(trimf(f, a...)) }
+func (l badgerLogger) Debugf(f string, a ...any)   { l.log.Debug(trimf(f, a...)) }
+
+func trimf(f string, a ...any) string {
+	return string(bytes.TrimRight(fmt.Appendf(nil, f, a...), "\n"))
+}

@@ -1,0 +1,537 @@
+package exec
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrNoRuntime is returned by NewRunner when no working OCI runtime is
+// found. Such a node cannot run jobs.
+var ErrNoRuntime = errors.New("no working container runtime (runc or crun)")
+
+// ErrRuntime is wrapped by Run's error when the runtime failed before the
+// job started: the provider's failure, not the job's.
+var ErrRuntime = errors.New("container runtime failed")
+
+// Outcome is how a run ended.
+type Outcome string
+
+const (
+	// Completed: the job exited 0.
+	Completed Outcome = "completed"
+	// Failed: the job exited non-zero, was OOM-killed, or could not be
+	// started.
+	Failed Outcome = "failed"
+	// Limit: the job reached its time limit and was stopped.
+	Limit Outcome = "limit"
+	// Stopped: Run's context was cancelled and the job was stopped.
+	Stopped Outcome = "stopped"
+)
+
+// Attribution says whose doing an outcome is.
+const (
+	ByJob      = "job"
+	ByProvider = "provider"
+)
+
+// Result is the end of a run.
+type Result struct {
+	Outcome Outcome
+	// Attribution is ByJob or ByProvider. Stopped is ByProvider because
+	// the runner knows only that its caller stopped the job; a caller
+	// that stopped it for the job's owner says so itself.
+	Attribution string
+	// ExitCode is the job's exit status, 128+n for death by signal n, or
+	// -1 when it never ran or its status was lost.
+	ExitCode int
+	// Reason explains a failure: "oom", "signal: killed", "exit status 3",
+	// or the runtime's error.
+	Reason         string
+	Started, Ended time.Time
+	// Stdout and Stderr are the host paths of the kept log tails.
+	Stdout, Stderr string
+}
+
+// RunnerOptions configure NewRunner. Zero fields take the defaults given.
+type RunnerOptions struct {
+	// Runtime is the OCI runtime binary, a path or a name in PATH. Default:
+	// runc, else crun, whichever passes the probe.
+	Runtime string
+	// StateRoot is the runtime's --root, where it keeps container state;
+	// Sweep finds leftover containers there. Best on a tmpfs, since the
+	// containers do not survive a reboot either. Default: /run/e31/runc.
+	StateRoot string
+	// Log receives the runner's own events. Default: discarded.
+	Log *slog.Logger
+	// Clock times runs and limits. Default: the system clock.
+	Clock Clock
+}
+
+// Runner runs jobs in sandboxes. Every field is set by NewRunner and never
+// changed, so a Runner may run many jobs at once.
+type Runner struct {
+	rt    ociRuntime
+	log   *slog.Logger
+	clock Clock
+	host  hostLayout
+}
+
+// NewRunner finds an OCI runtime that works on this host and returns a
+// Runner that uses it. A runtime is accepted only after it has run a
+// probe container with the same sandbox as a job's, since a runtime that
+// is installed but cannot run this host's cgroup layout is common.
+func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
+	if o.StateRoot == "" {
+		o.StateRoot = "/run/e31/runc"
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = systemClock{}
+	}
+	root, err := filepath.Abs(o.StateRoot)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("runner: state root: %w", err)
+	}
+	host, err := detectHost()
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+
+	candidates := runtimeCandidates(o.Runtime)
+	if len(candidates) == 0 {
+		what := "runc or crun"
+		if o.Runtime != "" {
+			what = o.Runtime
+		}
+		return nil, fmt.Errorf("%w: %s not found; install runc (Debian/Ubuntu: apt-get install -y runc; Fedora/RHEL: dnf install -y runc)", ErrNoRuntime, what)
+	}
+	var failures []string
+	for _, path := range candidates {
+		r := &Runner{rt: ociRuntime{path: path, root: root}, log: o.Log, clock: o.Clock, host: host}
+		version, err := r.rt.version(ctx)
+		if err == nil {
+			err = r.probe(ctx)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("runner: %w", ctx.Err())
+			}
+			o.Log.WarnContext(ctx, "container runtime does not work on this host", "runtime", path, "err", err)
+			failures = append(failures, fmt.Sprintf("%s: %v", path, err))
+			continue
+		}
+		o.Log.InfoContext(ctx, "container runtime ready", "runtime", path, "version", version,
+			"cgroup_v2", host.cgroups.unified, "swap_limit", host.cgroups.swap)
+		return r, nil
+	}
+	return nil, fmt.Errorf("%w: %s; install a runc that works here (apt-get install -y runc)", ErrNoRuntime, strings.Join(failures, "; "))
+}
+
+// probe runs `true` in a sandbox with every kind of limit set.
+func (r *Runner) probe(ctx context.Context) error {
+	dir, err := os.MkdirTemp("", "e31-probe-")
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	var nonce [6]byte
+	rand.Read(nonce[:])
+	res, err := r.Run(ctx, Spec{
+		ID:          "probe-" + hex.EncodeToString(nonce[:]),
+		Dir:         dir,
+		Command:     []string{"true"},
+		Output:      Mount{Source: filepath.Join(dir, "out"), Target: "/out"},
+		CPUs:        1,
+		MemoryBytes: 64 << 20,
+		Pids:        16,
+		Limit:       30 * time.Second,
+		Grace:       time.Second,
+		LogCap:      64 << 10,
+	})
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	if res.Outcome != Completed {
+		stderr, _ := os.ReadFile(res.Stderr)
+		return fmt.Errorf("probe: %s (%s): %s", res.Outcome, res.Reason, strings.TrimSpace(string(stderr)))
+	}
+	return nil
+}
+
+// Run runs the job described by s and blocks until it ends. At s.Limit,
+// or when ctx is cancelled, the job gets SIGTERM and, s.Grace later,
+// SIGKILL. Run returns an error only for a failure on the provider's side
+// before the job started (a bad spec, an unusable directory, the runtime
+// failing); the Result is then also filled in, with Attribution
+// ByProvider. Whatever happens, the container, the bundle and the job's
+// cgroup are gone when Run returns; the log files stay.
+func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
+	res := Result{Outcome: Failed, Attribution: ByProvider, ExitCode: -1}
+	fail := func(err error) (Result, error) {
+		res.Reason = err.Error()
+		if res.Started.IsZero() {
+			res.Started = r.clock.Now()
+		}
+		res.Ended = r.clock.Now()
+		return res, err
+	}
+	s, err := s.withDefaults()
+	if err != nil {
+		return fail(err)
+	}
+	cid := ContainerID(s.ID)
+	if ctx.Err() != nil {
+		// Stopped before it started: nothing ran and there are no logs.
+		res.Outcome, res.Reason = Stopped, "stopped before start"
+		res.Started = r.clock.Now()
+		res.Ended = res.Started
+		return res, nil
+	}
+	res.Stdout = filepath.Join(s.Dir, "stdout.log")
+	res.Stderr = filepath.Join(s.Dir, "stderr.log")
+	log := r.log.With("lease", s.ID, "container", cid)
+
+	// Cleanup must run even when ctx is what ended the run.
+	cleanupCtx := context.WithoutCancel(ctx)
+	// A container or bundle left by a crash would make the runtime refuse
+	// the name or the bundle directory.
+	if err := r.Cleanup(cleanupCtx, s.ID, s.Dir); err != nil {
+		return fail(fmt.Errorf("%w: clearing a previous run: %w", ErrRuntime, err))
+	}
+	defer func() {
+		if err := r.Cleanup(cleanupCtx, s.ID, s.Dir); err != nil {
+			log.ErrorContext(ctx, "sandbox cleanup failed", "err", err)
+		}
+	}()
+
+	if err := prepareDirs(s); err != nil {
+		return fail(err)
+	}
+	devices, err := gpuDevices(s.GPUs)
+	if err != nil {
+		return fail(err)
+	}
+	bundle := bundleDir(s.Dir)
+	if err := writeBundle(bundle, sandboxConfig(s, cid, r.host, devices), r.host); err != nil {
+		return fail(err)
+	}
+	stdout, err := createTailFile(res.Stdout, s.LogCap)
+	if err != nil {
+		return fail(err)
+	}
+	defer stdout.Close()
+	stderr, err := createTailFile(res.Stderr, s.LogCap)
+	if err != nil {
+		return fail(err)
+	}
+	defer stderr.Close()
+
+	runtimeLog := filepath.Join(bundle, "runtime.log")
+	pidFile := filepath.Join(bundle, "pid")
+	cmd := r.rt.command(context.Background(),
+		"--log", runtimeLog, "--log-format", "json",
+		"run", "--keep", "--bundle", bundle, "--pid-file", pidFile, cid)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// Its own process group, so that a terminal's ^C reaches the daemon
+	// (which stops jobs through ctx) and not every job at once.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The runtime passes the pipes on to the job; once the job is dead,
+	// nothing should hold them, but never wait forever for EOF.
+	cmd.WaitDelay = 10 * time.Second
+
+	res.Started = r.clock.Now()
+	if err := cmd.Start(); err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrRuntime, err))
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+
+	var limit <-chan time.Time
+	if s.Limit > 0 {
+		limit = r.clock.After(s.Limit)
+	}
+	stop := Outcome("")
+	select {
+	case <-done:
+	case <-limit:
+		stop = Limit
+	case <-ctx.Done():
+		stop = Stopped
+	}
+	signalled := false
+	if stop != "" {
+		log.InfoContext(ctx, "stopping job", "why", stop, "grace", s.Grace)
+		signalled = r.stop(cleanupCtx, log, cid, s.Grace, done, func() { cmd.Process.Kill() })
+	}
+	<-done
+	res.Ended = r.clock.Now()
+
+	exit := cmd.ProcessState.ExitCode()
+	_, startErr := os.Stat(pidFile)
+	started := startErr == nil
+	rtErr := runtimeError(runtimeLog)
+	oom, oomKnown, hitLimit := r.host.cgroups.oomKilled(cid)
+	res.ExitCode = exit
+	res.Attribution = ByJob
+
+	switch {
+	case !started && commandNotRunnable(rtErr):
+		// The runtime could not execute the job's command: a missing or
+		// non-executable file, which is the job's to fix.
+		res.Outcome, res.ExitCode, res.Reason = Failed, 127, rtErr
+	case !started && stop == "":
+		if rtErr == "" {
+			rtErr = describeExit(exit)
+		}
+		res.Outcome, res.Attribution, res.ExitCode, res.Reason = Failed, ByProvider, -1, rtErr
+		return res, fmt.Errorf("%w: %s", ErrRuntime, rtErr)
+	case signalled:
+		res.Outcome, res.Reason = stop, describeExit(exit)
+		if stop == Stopped {
+			res.Attribution = ByProvider
+			if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
+				res.Reason = cause.Error() + "; " + res.Reason
+			}
+		}
+	case exit < 0:
+		// The runtime process itself was killed: the job's status is
+		// lost with it.
+		res.Outcome, res.Attribution, res.Reason = Failed, ByProvider, "runtime died: "+cmd.ProcessState.String()
+	case exit == 0:
+		res.Outcome, res.Reason = Completed, ""
+	case oom || (!oomKnown && hitLimit && exit == 128+int(syscall.SIGKILL)):
+		res.Outcome, res.Reason = Failed, "oom"
+	case rtErr != "":
+		res.Outcome, res.Attribution, res.Reason = Failed, ByProvider, rtErr
+	default:
+		res.Outcome, res.Reason = Failed, describeExit(exit)
+	}
+	log.InfoContext(ctx, "job ended", "outcome", res.Outcome, "attribution", res.Attribution,
+		"exit", res.ExitCode, "reason", res.Reason, "took", res.Ended.Sub(res.Started))
+	return res, nil
+}
+
+// stop sends SIGTERM to every process of the job, waits up to grace for
+// it to end, then sends SIGKILL. A signal is retried until it is
+// delivered or the job ends, since the container may still be being
+// created. It reports whether a signal reached the job (if none did, the
+// job ended on its own). If the job outlives SIGKILL, kill ends the
+// runtime process and the cleanup after Run removes the rest.
+func (r *Runner) stop(ctx context.Context, log *slog.Logger, cid string, grace time.Duration, done <-chan struct{}, kill func()) bool {
+	graceEnd := r.clock.After(grace)
+	signalled := r.signalUntil(ctx, cid, "TERM", done, graceEnd)
+	select {
+	case <-done:
+		return signalled
+	case <-graceEnd:
+	}
+	killEnd := r.clock.After(runtimeTimeout)
+	if r.signalUntil(ctx, cid, "KILL", done, killEnd) {
+		signalled = true
+	}
+	select {
+	case <-done:
+	case <-killEnd:
+		log.ErrorContext(ctx, "job survived SIGKILL; killing the runtime process")
+		kill()
+	}
+	return signalled
+}
+
+// signalUntil retries sending sig until it is delivered, the job ends or
+// deadline fires, and reports whether it was delivered.
+func (r *Runner) signalUntil(ctx context.Context, cid, sig string, done <-chan struct{}, deadline <-chan time.Time) bool {
+	for {
+		if r.rt.signal(ctx, cid, sig) == nil {
+			return true
+		}
+		select {
+		case <-done:
+			return false
+		case <-deadline:
+			return false
+		case <-r.clock.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// commandNotRunnable reports whether a runtime error says the job's
+// command could not be executed (missing, not executable, wrong format):
+// runc says "unable to start container process: exec: ...", crun
+// "executable file `x` not found".
+func commandNotRunnable(rtErr string) bool {
+	return strings.Contains(rtErr, "container process: exec: ") ||
+		strings.Contains(rtErr, "executable file") && strings.Contains(rtErr, "not found")
+}
+
+// describeExit turns a runtime's exit status into a reason in the words
+// Go uses for a process.
+func describeExit(code int) string {
+	if code > 128 && code < 128+65 {
+		return "signal: " + syscall.Signal(code-128).String()
+	}
+	return fmt.Sprintf("exit status %d", code)
+}
+
+// prepareDirs creates the lease directory and the job's writable
+// directories, and hands the writable ones to the job's uid. The hand-over
+// is recursive because a checkpoint restored from an earlier run must be
+// rewritable; it does not follow symlinks, which a job could have planted.
+func prepareDirs(s Spec) error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("lease dir: %w", err)
+	}
+	for _, m := range s.Inputs {
+		if _, err := os.Stat(m.Source); err != nil {
+			return fmt.Errorf("input %s: %w", m.Target, err)
+		}
+	}
+	writable := []Mount{s.Output}
+	if s.Checkpoint != nil {
+		writable = append(writable, *s.Checkpoint)
+	}
+	for _, m := range writable {
+		if err := os.MkdirAll(m.Source, 0o755); err != nil {
+			return fmt.Errorf("%s: %w", m.Target, err)
+		}
+		err := filepath.WalkDir(m.Source, func(p string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(p, jobUID, jobGID)
+		})
+		if err != nil {
+			return fmt.Errorf("%s: hand to job uid: %w", m.Target, err)
+		}
+	}
+	return nil
+}
+
+// Cleanup removes what a run of lease id in dir may have left: the
+// container (killed if still running), its bundle and its cgroup
+// directories. It is idempotent; Run calls it before and after every run.
+func (r *Runner) Cleanup(ctx context.Context, id string, dir string) error {
+	cid := ContainerID(id)
+	var errs []error
+	if err := r.rt.remove(ctx, cid); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeBundle(bundleDir(dir)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := r.host.cgroups.remove(cid); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// removeBundle deletes a bundle directory, unless something is mounted
+// inside it on the host: the runtime mounts only in the container's own
+// mount namespace, so a mount here is a leak, and deleting through it
+// could delete what it binds.
+func removeBundle(bundle string) error {
+	mounted, err := mountedUnder(bundle)
+	if err != nil {
+		return fmt.Errorf("remove bundle: %w", err)
+	}
+	if len(mounted) > 0 {
+		return fmt.Errorf("remove bundle: %s is still mounted", mounted[0])
+	}
+	if err := os.RemoveAll(bundle); err != nil {
+		return fmt.Errorf("remove bundle: %w", err)
+	}
+	return nil
+}
+
+// mountedUnder lists the host's mount points at or below dir.
+func mountedUnder(dir string) ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		p := unescapeMountinfo(f[4])
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// Sweep removes, after a daemon restart, every container of this runner's
+// state root whose lease keep says is not live, with its bundle and
+// cgroups, and any cgroup a lost container left. Containers of live leases
+// are left alone.
+func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
+	cs, err := r.rt.list(ctx)
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	var errs []error
+	known := map[string]bool{}
+	for _, c := range cs {
+		if !strings.HasPrefix(c.ID, "e31-") {
+			continue
+		}
+		known[c.ID] = true
+		lease := c.Annotations[leaseAnnotation]
+		if lease == "" {
+			lease = leaseOfBundle(c.Bundle)
+		}
+		if lease != "" && ContainerID(lease) == c.ID && keep(lease) {
+			continue
+		}
+		r.log.InfoContext(ctx, "sweeping container of a dead lease", "container", c.ID, "lease", lease, "status", c.Status)
+		if err := r.rt.remove(ctx, c.ID); err != nil {
+			errs = append(errs, err)
+		}
+		// Only a directory that is one of our bundles.
+		if filepath.Base(c.Bundle) == "bundle" && lease != "" {
+			if err := removeBundle(c.Bundle); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := r.host.cgroups.remove(c.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// A cgroup still in use belongs to a container of another state
+	// root, or one being created: rmdir refuses it, and that is right.
+	for _, id := range r.host.cgroups.leftovers() {
+		if !known[id] {
+			if err := r.host.cgroups.remove(id); err != nil && !errors.Is(err, syscall.EBUSY) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("sweep: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Runtime is the path of the OCI runtime binary in use.
+func (r *Runner) Runtime() string { return r.rt.path }

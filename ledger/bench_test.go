@@ -1,0 +1,161 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Run with: go test -run '^$' -bench . -cpu 1 ./ledger/
+
+// benchAppenders is how many goroutines append at once: receipts from that
+// many leases arriving together. Group commit batches what is waiting while
+// the previous commit syncs, so more appenders mean fuller commits.
+const benchAppenders = 256
+
+// BenchmarkAppend signs (provider and submitter) and appends receipts from
+// many goroutines into an on-disk ledger with synced commits, as a busy node
+// would; the concurrency is what group commit batches.
+func BenchmarkAppend(b *testing.B) {
+	prov, sub := newParty(b, 1), newParty(b, 2)
+	l, err := Open(context.Background(), b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	var next atomic.Uint64
+	b.SetParallelism(benchAppenders)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r := interim(fmt.Sprintf("lease-%d", next.Add(1)), "job-1", prov, sub, 0, "")
+			if err := r.SignProvider(prov.sk); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := r.Countersign(sub.sk); err != nil {
+				b.Error(err)
+				return
+			}
+			if _, err := l.Append(context.Background(), r); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "receipts/s")
+	if c := l.commits.Load(); c > 0 {
+		b.ReportMetric(float64(l.appended.Load())/float64(c), "receipts/commit")
+	}
+}
+
+// BenchmarkAppendSigned is BenchmarkAppend without the signing: what the
+// store takes per receipt (verifying both signatures, encoding, the synced
+// commit) when the receipts arrive already signed.
+func BenchmarkAppendSigned(b *testing.B) {
+	prov, sub := newParty(b, 1), newParty(b, 2)
+	l, err := Open(context.Background(), b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	rs := make([]Receipt, b.N)
+	for i := range rs {
+		rs[i] = sign(b, interim(fmt.Sprintf("lease-%d", i), "job-1", prov, sub, 0, ""), prov, sub)
+	}
+	var next atomic.Int64
+	b.SetParallelism(benchAppenders)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := l.Append(context.Background(), rs[next.Add(1)-1]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "receipts/s")
+}
+
+// BenchmarkVerify walks an on-disk ledger of verifyEntries receipts:
+// reading, decoding, hashing the chain and checking both signatures of each.
+// One op is one whole walk.
+func BenchmarkVerify(b *testing.B) {
+	const verifyEntries = 2000
+	prov, sub := newParty(b, 1), newParty(b, 2)
+	l, err := Open(context.Background(), b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < verifyEntries; i += 8 {
+				r := sign(b, interim(fmt.Sprintf("lease-%d", i), "job-1", prov, sub, 0, ""), prov, sub)
+				if _, err := l.Append(context.Background(), r); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		rep, err := l.Verify(context.Background())
+		if err != nil || !rep.OK || rep.Entries != verifyEntries {
+			b.Fatalf("verify: %+v, %v", rep, err)
+		}
+	}
+	perReceipt := b.Elapsed().Seconds() / float64(b.N*verifyEntries)
+	b.ReportMetric(perReceipt*1e9, "ns/receipt")
+	b.ReportMetric(1/perReceipt, "receipts/s")
+}
+
+// BenchmarkReceiptSign and BenchmarkReceiptVerify measure the Ed25519 work
+// alone (two signatures per receipt): the floor under the two benchmarks
+// above.
+func BenchmarkReceiptSign(b *testing.B) {
+	prov, sub := newParty(b, 1), newParty(b, 2)
+	r := interim("lease-1", "job-1", prov, sub, 0, "")
+	for b.Loop() {
+		if err := r.SignProvider(prov.sk); err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Countersign(sub.sk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "receipts/s")
+}
+
+func BenchmarkReceiptVerify(b *testing.B) {
+	prov, sub := newParty(b, 1), newParty(b, 2)
+	r := sign(b, interim("lease-1", "job-1", prov, sub, 0, ""), prov, sub)
+	for b.Loop() {
+		if err := r.Verify(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "receipts/s")
+}
+
+// BenchmarkDecodeEntry is the per-entry decoding and canonical check in
+// Verify, apart from hashing and signatures.
+func BenchmarkDecodeEntry(b *testing.B) {
+	prov, sub := newParty(b, 1), newParty(b, 2)
+	l := openMem(b, Options{})
+	mustAppend(b, l, leaseChain(b, "lease-1", "job-1", prov, sub, 2, true)...)
+	raw := rawEntry(b, l, 2)
+	pc := newPeerText()
+	for b.Loop() {
+		if _, err := decodeEntry(raw, true, pc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,272 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Phases of a lease, as named in receipts.
+const (
+	PhaseStaging = "staging"
+	PhaseRun     = "run"
+	PhaseOutput  = "output"
+)
+
+// Outcomes a final receipt can record.
+const (
+	OutcomeCompleted    = "completed"
+	OutcomeFailed       = "failed"
+	OutcomeLimit        = "limit"
+	OutcomeWithdrawn    = "withdrawn"
+	OutcomeProviderLost = "provider-lost"
+	OutcomeOutputLost   = "output-lost"
+)
+
+// Parties a final receipt can hold responsible for how the lease ended.
+const (
+	AttributionJob       = "job"
+	AttributionProvider  = "provider"
+	AttributionSubmitter = "submitter"
+	AttributionNetwork   = "network"
+)
+
+// Sentinel errors callers branch on.
+var (
+	// ErrUnsigned: a signature the operation needs is absent.
+	ErrUnsigned = errors.New("receipt not signed")
+	// ErrBadSignature: a signature is present but does not verify against the
+	// signer's peer ID, or that peer ID carries no usable public key.
+	ErrBadSignature = errors.New("receipt signature does not verify")
+	// ErrWrongKey: the private key offered for signing is not the one behind
+	// the peer ID named in the role being signed for.
+	ErrWrongKey = errors.New("key does not match the receipt's peer ID")
+	// ErrInvalidReceipt: the receipt breaks a structural rule (see Validate).
+	ErrInvalidReceipt = errors.New("invalid receipt")
+)
+
+// signingDomain separates receipt signatures from any other message the same
+// peer key signs (offers, leases, pubsub envelopes), so a signature made for
+// one can never be replayed as the other.
+const signingDomain = "e31-receipt/1\n"
+
+// Phases holds the seconds a lease spent in each phase.
+type Phases struct {
+	Staging float64 `json:"staging"`
+	Run     float64 `json:"run"`
+	Output  float64 `json:"output"`
+}
+
+// Receipt is one signed statement of compute held under a lease. The provider
+// signs it, the submitter countersigns the same bytes, and both keep it.
+// Interim receipts (Seq 0, 1, …) are cumulative: each covers HeldFrom to
+// HeldUntil and links to its predecessor through Prev. The final receipt adds
+// the outcome and the phase durations.
+//
+// Times are meaningful to the millisecond: SigningBytes and the JSON form both
+// drop anything finer, so a receipt survives a round trip through JSON with
+// its signatures intact.
+type Receipt struct {
+	Lease     string
+	Job       string
+	Provider  peer.ID
+	Submitter peer.ID
+	// GPUs is the number of GPUs held under the lease; with Held it gives the
+	// GPU-seconds owed, so it is signed like every other field.
+	GPUs      int
+	Seq       uint64
+	Final     bool
+	HeldFrom  time.Time
+	HeldUntil time.Time
+	// Phase is the phase the lease is in (interim) or ended in (final).
+	Phase string
+	// Prev is Digest() of the receipt with Seq-1 in the same lease, "" for Seq 0.
+	Prev string
+
+	// Set on the final receipt only.
+	Outcome     string
+	Attribution string
+	ExitCode    *int
+	Reason      string
+	Phases      Phases
+	Output      string  // CID of the output
+	Checkpoint  string  // CID of the last checkpoint
+	OutputWait  float64 // seconds the output waited for the submitter to fetch it
+
+	ProviderSig  []byte
+	SubmitterSig []byte
+}
+
+// Held is the compute time the receipt covers.
+func (r *Receipt) Held() time.Duration {
+	return msTime(r.HeldUntil).Sub(msTime(r.HeldFrom))
+}
+
+// GPUSeconds is Held times the number of GPUs held.
+func (r *Receipt) GPUSeconds() float64 {
+	return r.Held().Seconds() * float64(r.GPUs)
+}
+
+// SigningBytes is the canonical encoding both parties sign: every field but
+// the two signatures, in a fixed order, each string length-prefixed so that no
+// two different receipts encode alike. It is independent of JSON so that
+// field order, spacing or escaping on the wire cannot change what was signed.
+func (r *Receipt) SigningBytes() []byte {
+	b := make([]byte, 0, 256+len(r.Lease)+len(r.Job)+len(r.Reason)+len(r.Output)+len(r.Checkpoint))
+	b = append(b, signingDomain...)
+	b = appendString(b, r.Lease)
+	b = appendString(b, r.Job)
+	b = appendString(b, string(r.Provider))
+	b = appendString(b, string(r.Submitter))
+	b = binary.BigEndian.AppendUint64(b, uint64(int64(r.GPUs)))
+	b = binary.BigEndian.AppendUint64(b, r.Seq)
+	b = appendBool(b, r.Final)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.HeldFrom.UnixMilli()))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.HeldUntil.UnixMilli()))
+	b = appendString(b, r.Phase)
+	b = appendString(b, r.Prev)
+	b = appendString(b, r.Outcome)
+	b = appendString(b, r.Attribution)
+	b = appendBool(b, r.ExitCode != nil)
+	if r.ExitCode != nil {
+		b = binary.BigEndian.AppendUint64(b, uint64(int64(*r.ExitCode)))
+	}
+	b = appendString(b, r.Reason)
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Phases.Staging))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Phases.Run))
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Phases.Output))
+	b = appendString(b, r.Output)
+	b = appendString(b, r.Checkpoint)
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.OutputWait))
+	return b
+}
+
+// Digest is the hex SHA-256 of SigningBytes: what the next receipt of the
+// lease puts in Prev.
+func (r *Receipt) Digest() string {
+	sum := sha256.Sum256(r.SigningBytes())
+	return hex.EncodeToString(sum[:])
+}
+
+// SignProvider signs the receipt as its provider. sk must be the key behind
+// r.Provider, so that a node cannot sign for a role it does not hold.
+func (r *Receipt) SignProvider(sk crypto.PrivKey) error {
+	if !r.Provider.MatchesPrivateKey(sk) {
+		return fmt.Errorf("sign as provider %s: %w", r.Provider, ErrWrongKey)
+	}
+	sig, err := r.sign(sk)
+	if err != nil {
+		return fmt.Errorf("sign as provider: %w", err)
+	}
+	r.ProviderSig = sig
+	return nil
+}
+
+// Countersign signs the receipt as its submitter, after the provider. It
+// refuses a receipt the provider has not signed, since a countersignature
+// only means something over a provider's claim. It does not check the
+// provider's signature itself: Verify does, and Ledger.Append refuses any
+// receipt that fails Verify, so checking here would only double the cost.
+func (r *Receipt) Countersign(sk crypto.PrivKey) error {
+	if len(r.ProviderSig) == 0 {
+		return fmt.Errorf("countersign: provider signature: %w", ErrUnsigned)
+	}
+	if !r.Submitter.MatchesPrivateKey(sk) {
+		return fmt.Errorf("countersign as submitter %s: %w", r.Submitter, ErrWrongKey)
+	}
+	sig, err := r.sign(sk)
+	if err != nil {
+		return fmt.Errorf("countersign: %w", err)
+	}
+	r.SubmitterSig = sig
+	return nil
+}
+
+func (r *Receipt) sign(sk crypto.PrivKey) ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	sig, err := sk.Sign(r.SigningBytes())
+	if err != nil {
+		return nil, fmt.Errorf("sign receipt: %w", err)
+	}
+	return sig, nil
+}
+
+// Verify checks both signatures using nothing but the two peer IDs, which
+// embed their public keys (Ed25519 and secp256k1 identities do), so any third
+// party can check a receipt without contacting either peer.
+func (r *Receipt) Verify() error {
+	pp, err := publicKey(r.Provider)
+	if err != nil {
+		return fmt.Errorf("provider: %w", err)
+	}
+	sp, err := publicKey(r.Submitter)
+	if err != nil {
+		return fmt.Errorf("submitter: %w", err)
+	}
+	return r.verifyWith(r.SigningBytes(), pp, sp)
+}
+
+func (r *Receipt) verifyWith(msg []byte, provider, submitter crypto.PubKey) error {
+	if err := checkSig(provider, msg, r.ProviderSig); err != nil {
+		return fmt.Errorf("provider %s: %w", r.Provider, err)
+	}
+	if err := checkSig(submitter, msg, r.SubmitterSig); err != nil {
+		return fmt.Errorf("submitter %s: %w", r.Submitter, err)
+	}
+	return nil
+}
+
+func checkSig(pk crypto.PubKey, msg, sig []byte) error {
+	if len(sig) == 0 {
+		return ErrUnsigned
+	}
+	ok, err := pk.Verify(msg, sig)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadSignature, err)
+	}
+	if !ok {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// publicKey extracts the key a peer ID embeds. A hashed peer ID (RSA, ECDSA)
+// has none, and a receipt from such a peer could not be checked by a third
+// party, so it counts as a bad signature.
+func publicKey(id peer.ID) (crypto.PubKey, error) {
+	pk, err := id.ExtractPublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("%w: no public key in peer ID %q: %w", ErrBadSignature, id, err)
+	}
+	return pk, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+// msTime drops what a receipt cannot carry: anything below a millisecond, the
+// monotonic reading and the zone.
+func msTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return time.UnixMilli(t.UnixMilli()).UTC()
+}

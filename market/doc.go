@@ -1,0 +1,102 @@
+// Package market holds what every E31 peer must agree on about jobs:
+// declarations (what a submitter asks for) and Match (which open job goes to
+// which provider). It is the pure core of the network, in the way raft's
+// RawNode is: a value goes in, decisions come out as data, and the node
+// carries them out. market does no I/O, reads no clock, draws no random
+// numbers and never depends on map order; deps_test.go keeps it that way.
+// Instants are int64 milliseconds since the Unix epoch and spans are
+// Duration, so time is always an input.
+//
+// # Declarations
+//
+// DecodeDeclaration reads the YAML (or JSON) a person writes, strictly: an
+// unknown field, a missing work, request or output section, or a bad value
+// is a Problem naming the field and what is wanted, and every problem is
+// reported at once in a *DeclarationError. Aliases are expanded under a
+// small budget, so a "billion laughs" document is refused after a thousand
+// nodes. Omitted fields take defaults before checking: request.cpus 1,
+// request.memory 1GiB, output.checkpoints.max_resumes 3 with resume: auto.
+// request.gpus may be 0, for CPU-only jobs. Validate applies the same rules
+// to a declaration that arrived already decoded (from gossip), where nothing
+// is defaulted; Canonical gives the bytes to sign.
+//
+// # Matching
+//
+// Match(view) runs once per epoch on a view frozen for it. The view is
+// normalized (every collection sorted, duplicates dropped by a rule that
+// ignores arrival order) and hashed with SHA-256; ties are broken with the
+// seed SHA-256(epoch ‖ view hash), through H(seed ‖ name), which is
+// SipHash-2-4 keyed by the seed (siphash.go). The pipeline, for each job in
+// priority order:
+//
+//  1. Order (order.go). A starving tier first: jobs at least StarvingAfter
+//     old, oldest first. Then the rest by their submitter's dominant share of
+//     recent use, recomputed as the pass assigns, ties by H(seed ‖ submitter);
+//     a submitter's own jobs by SubmittedAt, then H(seed ‖ job).
+//  2. Feasibility (feasible.go). Filters, each a small type: gpu_model,
+//     gpu_memory, gpus (too few devices at all), busy (too few free now),
+//     cpus, memory. An offer turned away is counted under the first filter
+//     it fails, which is what Wait.Counts and Wait.Reason report.
+//  3. Fit (fit.go). Best fit: fewest free devices left over, then least
+//     memory left over, so that a 1-GPU job does not break up the only free
+//     8-GPU machine. Ties go to the provider nearest the job by the
+//     rendezvous weight H(seed ‖ provider) XOR H(seed ‖ job) (trie.go).
+//  4. Reserve and backfill (reserve.go). The first K jobs that cannot start
+//     each reserve the provider whose leases free enough for them earliest,
+//     counting every lease as ending at Start+Limit. A later job may use a
+//     reserved provider only if Now + its limit ≤ the reservation's start:
+//     it then gives back everything it holds before the reserved job needs
+//     it, so the reserved capacity is still there at that instant.
+//
+// Nothing is assigned twice within a pass: each placement takes its devices,
+// CPUs and memory out of the offer before the next job is looked at.
+//
+// # Claims
+//
+// Match proposes; the signed lease decides. A proposal carries the epoch,
+// the view hash and the job's Rank. The provider is the arbiter: it signs
+// only if the devices are still free and its own Match of that epoch gives
+// the same pair; between two claims on the same devices it keeps the
+// better-ranked. Peers whose views differ can lose a round, never double-book
+// a device. A job that loses keeps its SubmittedAt and so its age.
+//
+// # Starvation bound
+//
+// Let A be StarvingAfter, E the epoch length, Lmax the longest limit of any
+// lease on the providers concerned (at most MaxLimit), R the time from a
+// lease's limit to its release being in the view (grace period plus
+// announcement), C the time for an assignment to become a signed lease, and
+// q the number of jobs older than job J, still waiting when J turns
+// starving, that some provider could hold. If
+//
+//   - reservations and the starving tier are on (K ≥ 1, A > 0),
+//   - every peer matches the same view each epoch and claims settle within C,
+//     before the next pass,
+//   - providers enforce limits, so a lease is over by Start+Limit and its
+//     release is in the view within R,
+//   - some provider able to hold J stays in the view with the same devices,
+//   - SubmittedAt is set by the node when a job first enters its view, so no
+//     job older than J shows up later,
+//
+// then J's lease is signed no later than
+//
+//	SubmittedAt + A + E + (q + 1) · (Lmax + R + E) + C.
+//
+// Why: within one epoch of reaching age A, J is in the starving tier, behind
+// only the q older jobs, a number that only falls. The oldest waiting job H
+// is looked at first in every pass. If it cannot start, it is the first
+// blocked job and reserves the provider P that will have room earliest,
+// at some S ≤ now + Lmax. In later passes H is still first, so it reserves
+// again before anything else is placed, and nothing placed on P meanwhile
+// ends after S (that is the backfill rule), so its earliest instant never
+// moves later. By S + R the room is in the view and within another E a pass
+// places H. The next job then becomes first in that same pass. Each of the
+// q + 1 jobs thus takes at most Lmax + R + E.
+//
+// K > 1 lets the next K−1 blocked jobs hold providers at the same time,
+// which in a fleet of like machines brings the wait near ⌈(q+1)/K⌉ rounds,
+// but that is not guaranteed: Match keeps no state, and a job placed in one
+// pass may take, by best fit, the provider another job had reserved in the
+// previous pass. The bound above uses only the first reservation, which
+// nothing can take. starve_test.go checks it under a stream of small jobs.
+package market

@@ -1,0 +1,525 @@
+package market
+
+import (
+	"encoding/hex"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Options tune Match. The zero value gives the defaults.
+type Options struct {
+	// Reservations is K, how many blocked jobs may each reserve a provider
+	// per pass. 0 means DefaultReservations; a negative value turns
+	// reservations (and with them the wait bound) off.
+	Reservations int
+	// StarvingAfter is the age after which a job moves to the starving tier,
+	// served first and oldest first. 0 means DefaultStarvingAfter; a negative
+	// value turns the tier off.
+	StarvingAfter Duration
+}
+
+// Defaults of Options.
+const (
+	DefaultReservations  = 4
+	DefaultStarvingAfter = 10 * Minute
+)
+
+// Assignment is a lease to propose: this job on these devices of this
+// provider.
+type Assignment struct {
+	Job      string   `json:"job"`
+	Provider string   `json:"provider"`
+	GPUs     []string `json:"gpus"` // UUIDs, by device index
+	// Rank is the job's place in this pass's priority order, 0 first. It
+	// travels in the lease proposal: a provider offered two claims on the
+	// same devices keeps the better-ranked.
+	Rank int `json:"rank"`
+}
+
+// Reservation holds a provider for a blocked job: from From on, when its
+// running leases will have freed enough, nothing else may hold it past From.
+type Reservation struct {
+	Job      string `json:"job"`
+	Provider string `json:"provider"`
+	From     int64  `json:"from"` // ms since the Unix epoch
+}
+
+// Wait says why a job was not assigned.
+type Wait struct {
+	Job    string `json:"job"`
+	Reason string `json:"reason"`
+	// Counts is how many offers each filter turned away (keys are the
+	// Reason constants), as the offers stand after this pass's assignments.
+	// Jobs with the same request share one map: treat it as read-only.
+	Counts map[string]int `json:"counts,omitempty"`
+}
+
+// Result is what Match decided, as data for the node to carry out:
+// propose Assignments, show Waiting to submitters. Reservations are
+// informative; they are recomputed every pass.
+type Result struct {
+	ViewHash     string        `json:"view_hash"`
+	Assignments  []Assignment  `json:"assignments"`  // in rank order
+	Reservations []Reservation `json:"reservations"` // in rank order
+	Waiting      []Wait        `json:"waiting"`      // in rank order, then invalid requests by job ID
+}
+
+// never is the instant of a device that nothing will free.
+const never = math.MaxInt64
+
+// Match decides, for one epoch's view, which open jobs go where, which
+// blocked jobs reserve a provider, and why the rest wait. It is a pure
+// function: no clock, no randomness, no I/O, and every collection is sorted
+// before it is walked, so that every peer holding the same view gets the
+// same Result byte for byte, whatever order the view was assembled in.
+// See the package documentation for the pipeline and its guarantees.
+func Match(v View, o Options) Result {
+	m := newMatcher(&v, o)
+	m.run()
+	return m.res
+}
+
+// provider is an offer being matched.
+type provider struct {
+	idx    int32
+	id     string
+	static *staticShape
+	shape  shape
+	slots  []slot         // usable devices, by index
+	byUUID map[string]int // slot by UUID, only for oversized offers
+	avail  []int32        // free slots, by memory then index: the order devices are taken in
+	events []event        // when leased CPUs and memory come back, existing and new
+	sorted bool           // events is sorted
+	class  *class         // nil when reserved
+	res    *reservation
+}
+
+type slot struct {
+	gpu    *GPU
+	typ    int32
+	leased bool  // held by a lease in the view
+	freeAt int64 // now when free; the end of the leases holding it; never
+}
+
+type event struct {
+	end  int64
+	cpus int64
+	mem  uint64
+}
+
+type reservation struct {
+	job  *jobState
+	from int64
+}
+
+// demand is a request as the filters see it.
+type demand struct {
+	gpus int
+	con  *constraint
+	cpus int64
+	mem  uint64
+}
+
+// demandShape is the state shared by every job with the same request.
+// Feasibility only shrinks during a pass (offers lose free devices, and
+// reserved offers leave the index), so a request that found no room once
+// finds none for the rest of the pass, and later jobs asking the same skip
+// the search.
+type demandShape struct {
+	demand
+	model     string // as requested, for messages
+	indexDead bool   // no unreserved offer can take it now
+	noReserve bool   // no offer can be reserved for it
+	counts    map[string]int
+	message   string
+}
+
+type shapeKey struct {
+	gpus   int
+	model  string
+	minMem uint64
+	cpus   int64
+	mem    uint64
+}
+
+type jobState struct {
+	job     *Job
+	at      int64    // job.SubmittedAt and
+	limit   Duration // job.Request.Limit, kept here for locality
+	shape   *demandShape
+	invalid string
+	h       uint64
+	hashed  bool
+	res     *provider       // reserved for this job
+	sub     *submitterQueue // its submitter's running share
+}
+
+type matcher struct {
+	now      int64
+	k        int
+	starving int64
+	hash     [32]byte
+	seed     [32]byte
+	in       *interner
+	filters  [6]namedFilter
+	provs    []provider
+	ix       *index
+	reserved []*provider // in the order reserved
+	shapes   map[shapeKey]*demandShape
+	usage    map[string]int64
+	jobs     []*jobState
+	waiting  []*jobState
+	ties     []*class
+	scratch  []int32
+	taken    []int32
+	empty    shape // couldEverFit's offer with nothing leased, kept off the heap
+	uuids    []string
+	res      Result
+}
+
+func newMatcher(v *View, o Options) *matcher {
+	n := normalize(v)
+	m := &matcher{
+		now:      v.Now,
+		k:        o.Reservations,
+		starving: int64(o.StarvingAfter),
+		hash:     n.hash,
+		seed:     seedFor(v.Epoch, n.hash),
+		in:       newInterner(),
+		filters:  feasibility(),
+		shapes:   make(map[shapeKey]*demandShape),
+		usage:    make(map[string]int64, len(n.usage)),
+	}
+	if m.k == 0 {
+		m.k = DefaultReservations
+	}
+	if m.starving == 0 {
+		m.starving = int64(DefaultStarvingAfter)
+	}
+	m.res = Result{
+		ViewHash:     hex.EncodeToString(n.hash[:]),
+		Assignments:  []Assignment{},
+		Reservations: []Reservation{},
+		Waiting:      []Wait{},
+	}
+	for _, u := range n.usage {
+		m.usage[u.Submitter] = max(u.GPUMillis, 0)
+	}
+	m.buildProviders(n)
+	m.buildJobs(n)
+	return m
+}
+
+// buildProviders works out what each offer has free: a device is free when
+// the offer says so and no lease in the view holds it; CPUs and memory are
+// the offer's totals less those of its leases.
+func (m *matcher) buildProviders(n *normalized) {
+	m.provs = make([]provider, len(n.offers))
+	byID := make(map[string]int32, len(n.offers))
+	maxGPUs := 0
+	for i, o := range n.offers {
+		p := &m.provs[i]
+		p.idx = int32(i)
+		p.id = o.Provider
+		byID[o.Provider] = int32(i)
+		p.slots = make([]slot, len(n.gpus[i]))
+		for s, g := range n.gpus[i] {
+			p.slots[s] = slot{gpu: g, typ: m.in.gpuType(g.Model, g.MemoryBytes), freeAt: never}
+			if g.Free {
+				p.slots[s].freeAt = m.now
+			}
+		}
+		p.shape.cpus = int64(max(o.CPUs, 0))
+		p.shape.mem = o.MemoryBytes
+		maxGPUs = max(maxGPUs, len(p.slots))
+	}
+	for li, l := range n.leases {
+		pi, ok := byID[l.Provider]
+		if !ok {
+			continue // its provider has left the view
+		}
+		p := &m.provs[pi]
+		end := max(l.End(), m.now) // an overdue lease is still held until released
+		for _, u := range n.lgpus[li] {
+			s := p.slotOf(u)
+			if s < 0 {
+				continue
+			}
+			// A leased device is held whatever a stale offer says, and comes
+			// back when the last lease on it ends.
+			sl := &p.slots[s]
+			if !sl.leased || sl.freeAt < end {
+				sl.freeAt = end
+			}
+			sl.leased = true
+		}
+		c := int64(max(l.CPUs, 0))
+		p.shape.cpus = max(p.shape.cpus-c, 0)
+		if l.MemoryBytes > p.shape.mem {
+			p.shape.mem = 0
+		} else {
+			p.shape.mem -= l.MemoryBytes
+		}
+		p.events = append(p.events, event{end: end, cpus: c, mem: l.MemoryBytes})
+	}
+	hashes := make([]uint64, len(m.provs))
+	types := make([]int32, 0, maxGPUs)
+	for i := range m.provs {
+		p := &m.provs[i]
+		o := n.offers[i]
+		types = types[:0]
+		for _, s := range p.slots {
+			types = append(types, s.typ)
+		}
+		p.static = m.in.static(m.in.multiset(types), int64(max(o.CPUs, 0)), o.MemoryBytes)
+		p.shape.static = p.static
+		p.avail = make([]int32, 0, len(p.slots))
+		for s := range p.slots {
+			if sl := &p.slots[s]; sl.gpu.Free && !sl.leased {
+				p.avail = append(p.avail, int32(s))
+			}
+		}
+		slices.SortStableFunc(p.avail, func(a, b int32) int {
+			return compareUint(p.slots[a].gpu.MemoryBytes, p.slots[b].gpu.MemoryBytes)
+		})
+		types = p.refreshAvail(m.in, types)
+		hashes[i] = tieHash(&m.seed, 'p', p.id)
+	}
+	m.ix = newIndex(newTrieArena(hashes), maxGPUs)
+	free := 0
+	for i := range m.provs {
+		m.ix.add(&m.provs[i])
+		free += len(m.provs[i].avail)
+	}
+	m.uuids = make([]string, 0, free)
+	m.res.Assignments = make([]Assignment, 0, min(len(n.jobs), free+len(m.provs)))
+}
+
+// slotOf returns the slot of the device with the given UUID, or -1. Offers
+// hold a handful of devices; an oversized one gets a map on first use so
+// that its leases do not cost quadratic time.
+func (p *provider) slotOf(uuid string) int {
+	if len(p.slots) <= 16 {
+		for s := range p.slots {
+			if p.slots[s].gpu.UUID == uuid {
+				return s
+			}
+		}
+		return -1
+	}
+	if p.byUUID == nil {
+		p.byUUID = make(map[string]int, len(p.slots))
+		for s := range p.slots {
+			p.byUUID[p.slots[s].gpu.UUID] = s
+		}
+	}
+	if s, ok := p.byUUID[uuid]; ok {
+		return s
+	}
+	return -1
+}
+
+func compareUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// refreshAvail interns the bag of p's free device types; buf is scratch.
+func (p *provider) refreshAvail(in *interner, buf []int32) []int32 {
+	buf = buf[:0]
+	for _, s := range p.avail {
+		buf = append(buf, p.slots[s].typ)
+	}
+	p.shape.avail = in.multiset(buf)
+	return buf
+}
+
+// buildJobs drops jobs that already hold a lease, sets aside invalid
+// requests, and interns the shapes of the rest.
+func (m *matcher) buildJobs(n *normalized) {
+	// Both lists sorted, a merge finds the leased jobs without hashing a
+	// hundred thousand IDs.
+	leased := make([]string, len(n.leases))
+	for i, l := range n.leases {
+		leased[i] = l.Job
+	}
+	slices.Sort(leased)
+	m.jobs = make([]*jobState, 0, len(n.jobs))
+	m.waiting = make([]*jobState, 0, len(n.jobs))
+	states := make([]jobState, len(n.jobs))
+	for i, j := range n.jobs {
+		for len(leased) > 0 && leased[0] < j.ID {
+			leased = leased[1:]
+		}
+		if len(leased) > 0 && leased[0] == j.ID {
+			continue
+		}
+		js := &states[i]
+		js.job = j
+		js.at = j.SubmittedAt
+		js.limit = j.Request.Limit
+		var ps problems
+		validateRequest(&j.Request, &ps)
+		if len(ps.list) > 0 {
+			js.invalid = "invalid request: " + ps.list[0].String()
+		} else {
+			js.shape = m.shapeOf(&j.Request)
+		}
+		m.jobs = append(m.jobs, js)
+	}
+}
+
+func (m *matcher) shapeOf(r *Request) *demandShape {
+	k := shapeKey{gpus: r.GPUs, model: r.GPUModel, minMem: uint64(r.GPUMemory), cpus: int64(r.CPUs), mem: uint64(r.Memory)}
+	if s, ok := m.shapes[k]; ok {
+		return s
+	}
+	s := &demandShape{
+		demand: demand{gpus: r.GPUs, con: m.in.constraint(r.GPUModel, uint64(r.GPUMemory)), cpus: int64(r.CPUs), mem: uint64(r.Memory)},
+		model:  r.GPUModel,
+	}
+	m.shapes[k] = s
+	return s
+}
+
+func (m *matcher) jobHash(j *jobState) uint64 {
+	if !j.hashed {
+		j.h = tieHash(&m.seed, 'j', j.job.ID)
+		j.hashed = true
+	}
+	return j.h
+}
+
+// run walks the jobs in priority order, placing, reserving, or recording why
+// each waits.
+func (m *matcher) run() {
+	var invalid []*jobState
+	rank := 0
+	m.walk(func(j *jobState) bool {
+		if j.invalid != "" {
+			invalid = append(invalid, j)
+			return false
+		}
+		ok := m.process(j, rank)
+		rank++
+		return ok
+	})
+	m.res.Waiting = make([]Wait, 0, len(m.waiting)+len(invalid))
+	for _, j := range m.waiting {
+		m.res.Waiting = append(m.res.Waiting, m.waitFor(j))
+	}
+	slices.SortFunc(invalid, func(a, b *jobState) int { return strings.Compare(a.job.ID, b.job.ID) })
+	for _, j := range invalid {
+		m.res.Waiting = append(m.res.Waiting, Wait{Job: j.job.ID, Reason: j.invalid})
+	}
+}
+
+// process places j or, failing that, lets it reserve. It reports whether j
+// was assigned.
+func (m *matcher) process(j *jobState, rank int) bool {
+	if p, ok := m.place(j); ok {
+		m.assign(j, p, rank)
+		return true
+	}
+	if len(m.reserved) < m.k {
+		if p := m.reserve(j); p != nil {
+			m.res.Reservations = append(m.res.Reservations, Reservation{Job: j.job.ID, Provider: p.id, From: p.res.from})
+		}
+	}
+	m.waiting = append(m.waiting, j)
+	return false
+}
+
+// place finds the best provider for j now, or reports there is none.
+func (m *matcher) place(j *jobState) (*provider, bool) {
+	s := j.shape
+	d := &s.demand
+	var best *provider
+	var bestFit fitKey
+	var bestW uint64
+	consider := func(p *provider, w uint64) {
+		f := fitKey{gpusLeft: p.shape.avail.total - d.gpus, memLeft: p.shape.mem - d.mem}
+		if best == nil {
+			best, bestFit, bestW = p, f, w
+			return
+		}
+		c := f.compare(bestFit)
+		if c < 0 || c == 0 && (w < bestW || w == bestW && p.idx < best.idx) {
+			best, bestFit, bestW = p, f, w
+		}
+	}
+	if !s.indexDead {
+		m.ties = m.ix.bestFit(d, &m.filters, m.ties[:0])
+		switch {
+		case len(m.ties) == 0:
+			s.indexDead = true
+		case len(m.ties) == 1 && m.ties[0].count == 1 && len(m.reserved) == 0:
+			// A single candidate: no weight to compute.
+			pi, _ := m.ix.nearest(m.ties[0], 0)
+			return &m.provs[pi], true
+		default:
+			key := m.jobHash(j)
+			for _, c := range m.ties {
+				pi, w := m.ix.nearest(c, key)
+				consider(&m.provs[pi], w)
+			}
+		}
+	}
+	// A reserved provider takes only jobs whose lease will be over before
+	// the reservation starts: everything they hold is back by then, so the
+	// reserved job finds the provider as the reservation counted on.
+	end := satAdd(m.now, int64(j.limit))
+	for _, p := range m.reserved {
+		if end <= p.res.from && firstFailure(&m.filters, d, &p.shape) == "" {
+			consider(p, m.jobHash(j)^m.ix.arena.hash[p.idx])
+		}
+	}
+	return best, best != nil
+}
+
+// assign records j on p and takes what it holds out of p's free capacity.
+func (m *matcher) assign(j *jobState, p *provider, rank int) {
+	d := &j.shape.demand
+	end := satAdd(m.now, int64(j.limit))
+	taken := m.taken[:0]
+	kept := p.avail[:0]
+	for _, s := range p.avail {
+		if len(taken) < d.gpus && d.con.satisfies(p.slots[s].typ) {
+			taken = append(taken, s)
+			p.slots[s].freeAt = end
+			p.slots[s].leased = true
+		} else {
+			kept = append(kept, s)
+		}
+	}
+	p.avail = kept
+	m.taken = taken
+	sortInt32(taken) // slots are in device index order
+	// Every assignment's UUIDs are carved from one array: a device is
+	// assigned at most once, so the array never needs more than the free
+	// devices of the view.
+	start := len(m.uuids)
+	for _, s := range taken {
+		m.uuids = append(m.uuids, p.slots[s].gpu.UUID)
+	}
+	uuids := m.uuids[start:len(m.uuids):len(m.uuids)]
+	if p.class != nil {
+		m.ix.remove(p)
+	}
+	p.shape.cpus -= d.cpus
+	p.shape.mem -= d.mem
+	m.scratch = p.refreshAvail(m.in, m.scratch)
+	p.events = append(p.events, event{end: end, cpus: d.cpus, mem: d.mem})
+	p.sorted = false
+	if p.res == nil {
+		m.ix.add(p)
+	}
+	j.sub.use = satAdd(j.sub.use, Charge(d.gpus, j.limit))
+	m.res.Assignments = append(m.res.Assignments, Assignment{Job: j.job.ID, Provider: p.id, GPUs: uuids, Rank: rank})
+}

@@ -1,0 +1,615 @@
+package market
+
+import (
+	"cmp"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// refMatch is a deliberately plain matcher: it tests every provider for
+// every job, keeps no index, classes or caches, and recounts everything from
+// scratch. It shares with Match only the hash primitives and the wording of
+// messages. Match must agree with it exactly.
+func refMatch(v View, o Options) Result {
+	k := o.Reservations
+	if k == 0 {
+		k = DefaultReservations
+	}
+	starving := int64(o.StarvingAfter)
+	if starving == 0 {
+		starving = int64(DefaultStarvingAfter)
+	}
+	var hash [32]byte
+	raw, _ := hex.DecodeString(v.Hash())
+	copy(hash[:], raw)
+	seed := seedFor(v.Epoch, hash)
+	now := v.Now
+	res := Result{ViewHash: v.Hash(), Assignments: []Assignment{}, Reservations: []Reservation{}, Waiting: []Wait{}}
+
+	type rgpu struct {
+		uuid   string
+		model  string
+		mem    uint64
+		index  int
+		free   bool
+		leased bool
+		freeAt int64
+	}
+	type rprov struct {
+		id       string
+		h        uint64
+		gpus     []*rgpu
+		cpus     int64
+		mem      uint64
+		totCPUs  int64
+		totMem   uint64
+		events   []event
+		reserved bool
+		from     int64
+	}
+	var provs []*rprov
+	offers := slices.Clone(v.Offers)
+	slices.SortFunc(offers, func(a, b Offer) int { return cmp.Compare(a.Provider, b.Provider) })
+	for _, off := range offers {
+		p := &rprov{id: off.Provider, h: tieHash(&seed, 'p', off.Provider), cpus: int64(max(off.CPUs, 0)), mem: off.MemoryBytes}
+		p.totCPUs, p.totMem = p.cpus, p.mem
+		for _, g := range off.GPUs {
+			if g.UUID == "" {
+				continue
+			}
+			fa := int64(never)
+			if g.Free {
+				fa = now
+			}
+			p.gpus = append(p.gpus, &rgpu{uuid: g.UUID, model: g.Model, mem: g.MemoryBytes, index: g.Index, free: g.Free, freeAt: fa})
+		}
+		slices.SortFunc(p.gpus, func(a, b *rgpu) int { return cmp.Compare(a.index, b.index) })
+		provs = append(provs, p)
+	}
+	leasedJobs := map[string]bool{}
+	for _, l := range v.Leases {
+		leasedJobs[l.Job] = true
+		for _, p := range provs {
+			if p.id != l.Provider {
+				continue
+			}
+			end := max(l.End(), now)
+			for _, g := range p.gpus {
+				if slices.Contains(l.GPUs, g.uuid) {
+					if !g.leased || g.freeAt < end {
+						g.freeAt = end
+					}
+					g.leased = true
+				}
+			}
+			p.cpus = max(p.cpus-int64(max(l.CPUs, 0)), 0)
+			if l.MemoryBytes > p.mem {
+				p.mem = 0
+			} else {
+				p.mem -= l.MemoryBytes
+			}
+			p.events = append(p.events, event{end: end, cpus: int64(max(l.CPUs, 0)), mem: l.MemoryBytes})
+		}
+	}
+	available := func(g *rgpu) bool { return g.free && !g.leased }
+	modelOK := func(g *rgpu, want string) bool {
+		if want == "" {
+			return true
+		}
+		want = strings.ToLower(want)
+		if strings.ToLower(g.model) == want {
+			return true
+		}
+		return slices.Contains(strings.FieldsFunc(strings.ToLower(g.model), func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+		}), want)
+	}
+	suits := func(g *rgpu, r *Request) bool { return modelOK(g, r.GPUModel) && g.mem >= uint64(r.GPUMemory) }
+	countGPUs := func(p *rprov, r *Request, onlyFree bool) int {
+		n := 0
+		for _, g := range p.gpus {
+			if suits(g, r) && (!onlyFree || available(g)) {
+				n++
+			}
+		}
+		return n
+	}
+	freeCount := func(p *rprov) int {
+		n := 0
+		for _, g := range p.gpus {
+			if available(g) {
+				n++
+			}
+		}
+		return n
+	}
+	fitsNow := func(p *rprov, r *Request) bool {
+		return countGPUs(p, r, true) >= r.GPUs && p.cpus >= int64(r.CPUs) && p.mem >= uint64(r.Memory)
+	}
+	reason := func(p *rprov, r *Request) string {
+		n := r.GPUs
+		anyModel, anyBoth := false, false
+		for _, g := range p.gpus {
+			if modelOK(g, r.GPUModel) {
+				anyModel = true
+				if g.mem >= uint64(r.GPUMemory) {
+					anyBoth = true
+				}
+			}
+		}
+		switch {
+		case n > 0 && r.GPUModel != "" && !anyModel:
+			return ReasonGPUModel
+		case n > 0 && r.GPUMemory > 0 && !anyBoth:
+			return ReasonGPUMemory
+		case n > 0 && countGPUs(p, r, false) < n:
+			return ReasonGPUs
+		case n > 0 && countGPUs(p, r, true) < n:
+			return ReasonBusy
+		case p.cpus < int64(r.CPUs):
+			return ReasonCPUs
+		case p.mem < uint64(r.Memory):
+			return ReasonMemory
+		case p.reserved:
+			return ReasonReserved
+		}
+		return ReasonBusy
+	}
+
+	usage := map[string]int64{}
+	for _, u := range v.Usage {
+		usage[u.Submitter] = max(u.GPUMillis, 0)
+	}
+	jobs := slices.Clone(v.Jobs)
+	slices.SortFunc(jobs, func(a, b Job) int { return cmp.Compare(a.ID, b.ID) })
+	jh := func(j *Job) uint64 { return tieHash(&seed, 'j', j.ID) }
+	byAge := func(a, b *Job) int {
+		if c := cmp.Compare(a.SubmittedAt, b.SubmittedAt); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(jh(a), jh(b)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	}
+	var invalid []Wait
+	var starvingJobs []*Job
+	queues := map[string][]*Job{}
+	for i := range jobs {
+		j := &jobs[i]
+		if leasedJobs[j.ID] {
+			continue
+		}
+		var ps problems
+		validateRequest(&j.Request, &ps)
+		if len(ps.list) > 0 {
+			invalid = append(invalid, Wait{Job: j.ID, Reason: "invalid request: " + ps.list[0].String()})
+			continue
+		}
+		if starving > 0 && now-j.SubmittedAt >= starving {
+			starvingJobs = append(starvingJobs, j)
+		} else {
+			queues[j.Submitter] = append(queues[j.Submitter], j)
+		}
+	}
+	slices.SortFunc(starvingJobs, byAge)
+	for _, q := range queues {
+		slices.SortFunc(q, byAge)
+	}
+
+	type waiting struct {
+		job *Job
+		res *rprov
+	}
+	var waits []waiting
+	reservations := 0
+	rank := 0
+	visit := func(j *Job) bool {
+		r := &j.Request
+		defer func() { rank++ }()
+		var best *rprov
+		var bestKey [3]uint64
+		for pi, p := range provs {
+			if !fitsNow(p, r) || p.reserved && satAdd(now, int64(r.Limit)) > p.from {
+				continue
+			}
+			key := [3]uint64{uint64(freeCount(p) - r.GPUs), p.mem - uint64(r.Memory), p.h ^ jh(j)}
+			if best == nil || slices.Compare(key[:], bestKey[:]) < 0 {
+				best, bestKey = p, key
+			}
+			_ = pi
+		}
+		if best != nil {
+			var cand []*rgpu
+			for _, g := range best.gpus {
+				if available(g) && suits(g, r) {
+					cand = append(cand, g)
+				}
+			}
+			slices.SortStableFunc(cand, func(a, b *rgpu) int { return cmp.Compare(a.mem, b.mem) })
+			cand = cand[:r.GPUs]
+			slices.SortFunc(cand, func(a, b *rgpu) int { return cmp.Compare(a.index, b.index) })
+			end := satAdd(now, int64(r.Limit))
+			uuids := []string{}
+			for _, g := range cand {
+				g.leased, g.freeAt = true, end
+				uuids = append(uuids, g.uuid)
+			}
+			best.cpus -= int64(r.CPUs)
+			best.mem -= uint64(r.Memory)
+			best.events = append(best.events, event{end: end, cpus: int64(r.CPUs), mem: uint64(r.Memory)})
+			usage[j.Submitter] = satAdd(usage[j.Submitter], Charge(r.GPUs, r.Limit))
+			res.Assignments = append(res.Assignments, Assignment{Job: j.ID, Provider: best.id, GPUs: uuids, Rank: rank})
+			return true
+		}
+		w := waiting{job: j}
+		if reservations < k {
+			var bestAt int64
+			var bestW uint64
+			for _, p := range provs {
+				if p.reserved || countGPUs(p, r, false) < r.GPUs || p.totCPUs < int64(r.CPUs) || p.totMem < uint64(r.Memory) {
+					continue
+				}
+				if r.GPUs > 0 && r.GPUModel != "" && reason(&rprov{gpus: p.gpus, cpus: 1 << 62, mem: 1 << 62}, r) == ReasonGPUModel {
+					continue
+				}
+				// Earliest instant: devices, then CPUs and memory.
+				at := now
+				var times []int64
+				for _, g := range p.gpus {
+					if suits(g, r) && g.freeAt != never {
+						times = append(times, g.freeAt)
+					}
+				}
+				if len(times) < r.GPUs {
+					continue
+				}
+				slices.Sort(times)
+				if r.GPUs > 0 {
+					at = max(at, times[r.GPUs-1])
+				}
+				evs := slices.Clone(p.events)
+				slices.SortStableFunc(evs, func(a, b event) int { return cmp.Compare(a.end, b.end) })
+				c, m := p.cpus, p.mem
+				for _, e := range evs {
+					if c >= int64(r.CPUs) && m >= uint64(r.Memory) {
+						break
+					}
+					c, m = c+e.cpus, m+e.mem
+					at = max(at, e.end)
+				}
+				if c < int64(r.CPUs) || m < uint64(r.Memory) {
+					continue
+				}
+				wgt := p.h ^ jh(j)
+				if w.res == nil || at < bestAt || at == bestAt && wgt < bestW {
+					w.res, bestAt, bestW = p, at, wgt
+				}
+			}
+			if w.res != nil {
+				w.res.reserved, w.res.from = true, bestAt
+				reservations++
+				res.Reservations = append(res.Reservations, Reservation{Job: j.ID, Provider: w.res.id, From: bestAt})
+			}
+		}
+		waits = append(waits, w)
+		return false
+	}
+	for _, j := range starvingJobs {
+		visit(j)
+	}
+	for {
+		var pick string
+		found := false
+		for _, s := range sortedKeys(queues) {
+			if len(queues[s]) == 0 {
+				continue
+			}
+			if !found || usage[s] < usage[pick] || usage[s] == usage[pick] &&
+				(tieHash(&seed, 's', s) < tieHash(&seed, 's', pick) || tieHash(&seed, 's', s) == tieHash(&seed, 's', pick) && s < pick) {
+				pick, found = s, true
+			}
+		}
+		if !found {
+			break
+		}
+		j := queues[pick][0]
+		queues[pick] = queues[pick][1:]
+		visit(j)
+	}
+	for _, w := range waits {
+		r := &w.job.Request
+		counts := map[string]int{}
+		for _, p := range provs {
+			counts[reason(p, r)]++
+		}
+		ds := &demandShape{demand: demand{gpus: r.GPUs, con: &constraint{minMem: uint64(r.GPUMemory)}, cpus: int64(r.CPUs), mem: uint64(r.Memory)}, model: r.GPUModel}
+		text := describeWait(ds, counts)
+		if w.res != nil {
+			text = fmt.Sprintf("reserved: waiting for provider %s to free %s at %s", ShortID(w.res.id), describeNeed(ds, false), FormatInstant(w.res.from))
+		}
+		res.Waiting = append(res.Waiting, Wait{Job: w.job.ID, Reason: text, Counts: counts})
+	}
+	res.Waiting = append(res.Waiting, invalid...)
+	return res
+}
+
+// genView draws a small view. With dups, some entries repeat a key with
+// other contents, to exercise the deduplication rule.
+func genView(t *rapid.T, dups bool) (View, Options) {
+	now := scenarioStart + rapid.Int64Range(0, 1_000_000).Draw(t, "now")
+	v := View{Epoch: rapid.Uint64Range(0, 5).Draw(t, "epoch"), Now: now}
+	models := []string{"H100", "NVIDIA H100 80GB HBM3", "A100-SXM4-40GB", "H1000"}
+	mems := []uint64{uint64(40 * GiB), uint64(80 * GiB)}
+	nProv := rapid.IntRange(0, 6).Draw(t, "providers")
+	for i := range nProv {
+		o := Offer{
+			Provider:    fmt.Sprintf("12D3KooWprovider%02d", i),
+			CPUs:        rapid.SampledFrom([]int{0, 8, 32, 64, 128}).Draw(t, "cpus"),
+			MemoryBytes: uint64(rapid.SampledFrom([]int{0, 16, 64, 256, 512}).Draw(t, "memGiB")) * uint64(GiB),
+		}
+		for g := range rapid.IntRange(0, 8).Draw(t, "gpus") {
+			uuid := fmt.Sprintf("GPU-%d-%d", i, g)
+			if rapid.IntRange(0, 20).Draw(t, "nouuid") == 0 {
+				uuid = ""
+			}
+			o.GPUs = append(o.GPUs, GPU{
+				Index: g, UUID: uuid,
+				Model:       rapid.SampledFrom(models).Draw(t, "model"),
+				MemoryBytes: rapid.SampledFrom(mems).Draw(t, "gpumem"),
+				Free:        rapid.IntRange(0, 4).Draw(t, "free") > 0,
+			})
+		}
+		v.Offers = append(v.Offers, o)
+	}
+	for i := range rapid.IntRange(0, 6).Draw(t, "leases") {
+		p := rapid.IntRange(0, nProv).Draw(t, "leaseProvider") // nProv: a provider not in the view
+		l := Lease{
+			ID: fmt.Sprintf("lease%d", i), Job: fmt.Sprintf("running%d", i), Provider: fmt.Sprintf("12D3KooWprovider%02d", p),
+			Submitter: "x", CPUs: rapid.IntRange(0, 16).Draw(t, "leaseCPUs"),
+			MemoryBytes: uint64(rapid.IntRange(0, 64).Draw(t, "leaseMem")) * uint64(GiB),
+			Start:       now - rapid.Int64Range(0, int64(3*Hour)).Draw(t, "leaseAge"),
+			Limit:       rapid.SampledFrom([]Duration{Minute, 30 * Minute, Hour, 3 * Hour}).Draw(t, "leaseLimit"),
+		}
+		for g := range 8 {
+			if rapid.IntRange(0, 3).Draw(t, "leaseGPU") == 0 {
+				l.GPUs = append(l.GPUs, fmt.Sprintf("GPU-%d-%d", p, g))
+			}
+		}
+		v.Leases = append(v.Leases, l)
+	}
+	subs := []string{"alice", "bob", "carol", "dave"}
+	nJobs := rapid.IntRange(0, 16).Draw(t, "jobs")
+	for i := range nJobs {
+		id := fmt.Sprintf("job%02d", i)
+		if i == 0 && rapid.IntRange(0, 5).Draw(t, "runningJob") == 0 {
+			id = "running0" // already leased, if lease0 is drawn
+		}
+		v.Jobs = append(v.Jobs, Job{
+			ID: id, Submitter: rapid.SampledFrom(subs).Draw(t, "submitter"),
+			SubmittedAt: now - rapid.SampledFrom([]int64{0, int64(Minute), int64(5 * Minute), int64(20 * Minute)}).Draw(t, "age"),
+			Request: Request{
+				GPUs:      rapid.SampledFrom([]int{-1, 0, 1, 1, 1, 2, 2, 3, 4, 8, 9}).Draw(t, "jobGPUs"),
+				GPUModel:  rapid.SampledFrom([]string{"", "", "H100", "a100", "H200"}).Draw(t, "jobModel"),
+				GPUMemory: rapid.SampledFrom([]Size{0, 0, 40 * GiB, 64 * GiB}).Draw(t, "jobGPUMem"),
+				CPUs:      rapid.SampledFrom([]int{1, 2, 4, 8, 32}).Draw(t, "jobCPUs"),
+				Memory:    Size(rapid.SampledFrom([]int{1, 4, 16, 64}).Draw(t, "jobMem")) * GiB,
+				Limit:     rapid.SampledFrom([]Duration{10 * Minute, 30 * Minute, Hour, 2 * Hour, 4 * Hour}).Draw(t, "jobLimit"),
+			},
+		})
+	}
+	for _, s := range subs {
+		if rapid.Bool().Draw(t, "hasUsage") {
+			v.Usage = append(v.Usage, Usage{Submitter: s, GPUMillis: rapid.Int64Range(0, int64(4*Hour)).Draw(t, "usage")})
+		}
+	}
+	if dups {
+		if len(v.Jobs) > 0 && rapid.Bool().Draw(t, "dupJob") {
+			j := v.Jobs[0]
+			j.Request.GPUs = (j.Request.GPUs + 1) % 9
+			v.Jobs = append(v.Jobs, j)
+		}
+		if len(v.Offers) > 0 && rapid.Bool().Draw(t, "dupOffer") {
+			o := v.Offers[0]
+			o.CPUs++
+			v.Offers = append(v.Offers, o)
+		}
+		if len(v.Leases) > 0 && rapid.Bool().Draw(t, "dupLease") {
+			l := v.Leases[0]
+			l.Limit++
+			v.Leases = append(v.Leases, l)
+		}
+	}
+	o := Options{
+		Reservations:  rapid.SampledFrom([]int{-1, 0, 1, 2}).Draw(t, "k"),
+		StarvingAfter: rapid.SampledFrom([]Duration{0, -1, 3 * Minute}).Draw(t, "starving"),
+	}
+	return v, o
+}
+
+func TestMatchAgainstReference(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		v, o := genView(t, false)
+		got := Match(v, o)
+		want := refMatch(v, o)
+		if !reflect.DeepEqual(got, want) {
+			gj, _ := json.MarshalIndent(got, "", " ")
+			wj, _ := json.MarshalIndent(want, "", " ")
+			vj, _ := json.Marshal(v)
+			t.Fatalf("Match and the reference differ\nview %s\noptions %+v\nMatch:\n%s\nreference:\n%s", vj, o, gj, wj)
+		}
+	})
+}
+
+// TestMatchInvariants checks, on views with duplicates and their shuffles,
+// what must hold whatever the algorithm: no device, CPU or byte given twice,
+// constraints respected, every open job accounted for, and the same bytes
+// out for any order in.
+func TestMatchInvariants(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		v, o := genView(t, true)
+		r := Match(v, o)
+		checkInvariants(t, v, o, r)
+		a, _ := json.Marshal(r)
+		for range 3 {
+			s := shuffleView(t, v)
+			b, _ := json.Marshal(Match(s, o))
+			if string(a) != string(b) {
+				t.Fatalf("shuffled input changed the result\n%s\n%s", a, b)
+			}
+		}
+	})
+}
+
+func checkInvariants(t *rapid.T, v View, o Options, r Result) {
+	n := normalize(&v)
+	offers := map[string]*Offer{}
+	for _, off := range n.offers {
+		offers[off.Provider] = off
+	}
+	leasedJob := map[string]bool{}
+	held := map[string]bool{} // provider/uuid
+	usedCPUs := map[string]int{}
+	usedMem := map[string]uint64{}
+	for _, l := range n.leases {
+		leasedJob[l.Job] = true
+		for _, g := range l.GPUs {
+			held[l.Provider+"/"+g] = true
+		}
+		usedCPUs[l.Provider] += max(l.CPUs, 0)
+		usedMem[l.Provider] += l.MemoryBytes
+	}
+	jobs := map[string]*Job{}
+	for _, j := range n.jobs {
+		if !leasedJob[j.ID] {
+			jobs[j.ID] = j
+		}
+	}
+	seen := map[string]bool{}
+	for _, a := range r.Assignments {
+		j, ok := jobs[a.Job]
+		if !ok || seen[a.Job] {
+			t.Fatalf("assignment of unknown, leased or repeated job %s", a.Job)
+		}
+		seen[a.Job] = true
+		off := offers[a.Provider]
+		if off == nil {
+			t.Fatalf("assignment to unknown provider %s", a.Provider)
+		}
+		if len(a.GPUs) != j.Request.GPUs {
+			t.Fatalf("%s got %d devices, asked %d", a.Job, len(a.GPUs), j.Request.GPUs)
+		}
+		for _, u := range a.GPUs {
+			key := a.Provider + "/" + u
+			if held[key] {
+				t.Fatalf("device %s given twice or while leased", key)
+			}
+			held[key] = true
+			i := slices.IndexFunc(off.GPUs, func(g GPU) bool { return g.UUID == u })
+			if i < 0 || !off.GPUs[i].Free {
+				t.Fatalf("device %s not free in the offer", key)
+			}
+			g := off.GPUs[i]
+			if g.MemoryBytes < uint64(j.Request.GPUMemory) || !modelMatches(strings.ToLower(g.Model), strings.ToLower(j.Request.GPUModel)) && j.Request.GPUModel != "" {
+				t.Fatalf("device %s (%s, %d) breaks %s's constraints %+v", key, g.Model, g.MemoryBytes, a.Job, j.Request)
+			}
+		}
+		usedCPUs[a.Provider] += j.Request.CPUs
+		usedMem[a.Provider] += uint64(j.Request.Memory)
+		if usedCPUs[a.Provider] > max(off.CPUs, 0) || usedMem[a.Provider] > off.MemoryBytes {
+			t.Fatalf("provider %s over-committed: %d CPUs of %d, %d bytes of %d", a.Provider, usedCPUs[a.Provider], off.CPUs, usedMem[a.Provider], off.MemoryBytes)
+		}
+	}
+	for _, w := range r.Waiting {
+		if _, ok := jobs[w.Job]; !ok || seen[w.Job] {
+			t.Fatalf("wait for unknown, leased or repeated job %s", w.Job)
+		}
+		seen[w.Job] = true
+		if w.Reason == "" {
+			t.Fatalf("job %s waits without a reason", w.Job)
+		}
+	}
+	if len(seen) != len(jobs) {
+		t.Fatalf("%d open jobs, %d accounted for", len(jobs), len(seen))
+	}
+	k := o.Reservations
+	if k == 0 {
+		k = DefaultReservations
+	}
+	if len(r.Reservations) > max(k, 0) {
+		t.Fatalf("%d reservations, K is %d", len(r.Reservations), k)
+	}
+	rp := map[string]bool{}
+	for _, res := range r.Reservations {
+		if rp[res.Provider] {
+			t.Fatalf("provider %s reserved twice", res.Provider)
+		}
+		rp[res.Provider] = true
+		if res.From < v.Now {
+			t.Fatalf("reservation in the past: %+v", res)
+		}
+	}
+}
+
+func shuffleView(t *rapid.T, v View) View {
+	perm := func(n int, label string) []int {
+		return rapid.Permutation(seq(n)).Draw(t, label)
+	}
+	s := View{Epoch: v.Epoch, Now: v.Now}
+	for _, i := range perm(len(v.Jobs), "pj") {
+		s.Jobs = append(s.Jobs, v.Jobs[i])
+	}
+	for _, i := range perm(len(v.Offers), "po") {
+		o := v.Offers[i]
+		gs := make([]GPU, 0, len(o.GPUs))
+		for _, g := range perm(len(o.GPUs), "pg") {
+			gs = append(gs, o.GPUs[g])
+		}
+		o.GPUs = gs
+		s.Offers = append(s.Offers, o)
+	}
+	for _, i := range perm(len(v.Leases), "pl") {
+		l := v.Leases[i]
+		us := make([]string, 0, len(l.GPUs))
+		for _, g := range perm(len(l.GPUs), "plg") {
+			us = append(us, l.GPUs[g])
+		}
+		l.GPUs = us
+		s.Leases = append(s.Leases, l)
+	}
+	for _, i := range perm(len(v.Usage), "pu") {
+		s.Usage = append(s.Usage, v.Usage[i])
+	}
+	return s
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// TestMain runs the property tests over a few thousand views unless told
+// otherwise with -rapid.checks.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
+	if !set {
+		if err := flag.Set("rapid.checks", "3000"); err != nil {
+			panic(err)
+		}
+	}
+	os.Exit(m.Run())
+}

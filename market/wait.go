@@ -1,0 +1,140 @@
+package market
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Why a job waits. The counts are taken once per request shape after the
+// pass, against the offers as the pass leaves them. That is exact for every
+// blocked job, not an approximation: an offer only loses room during a pass,
+// so an offer that turned a job away when its turn came still does at the
+// end, and the first filter it fails then is the one a person can act on.
+
+func (m *matcher) waitFor(j *jobState) Wait {
+	s := j.shape
+	if s.counts == nil {
+		s.counts = m.countReasons(&s.demand)
+		s.message = describeWait(s, s.counts)
+	}
+	w := Wait{Job: j.job.ID, Reason: s.message, Counts: s.counts}
+	if p := j.res; p != nil {
+		w.Reason = fmt.Sprintf("reserved: waiting for provider %s to free %s at %s",
+			ShortID(p.id), describeNeed(s, false), FormatInstant(p.res.from))
+	}
+	return w
+}
+
+func (m *matcher) countReasons(d *demand) map[string]int {
+	counts := make(map[string]int)
+	for _, b := range m.ix.buckets {
+		for _, c := range b {
+			r := firstFailure(&m.filters, d, &c.shape)
+			if r == "" {
+				r = ReasonBusy // cannot happen for a blocked job; see above
+			}
+			counts[r] += c.count
+		}
+	}
+	for _, p := range m.reserved {
+		r := firstFailure(&m.filters, d, &p.shape)
+		if r == "" {
+			r = ReasonReserved
+		}
+		counts[r]++
+	}
+	return counts
+}
+
+// describeWait turns counts into a sentence such as
+// "no offer has 8 free GPUs (3 offers too small, 2 busy)".
+func describeWait(s *demandShape, counts map[string]int) string {
+	total := 0
+	for _, r := range reasonOrder() {
+		total += counts[r]
+	}
+	switch {
+	case total == 0:
+		return "no offers in the view"
+	case counts[ReasonGPUModel] == total:
+		return "no offer has gpu_model " + s.model
+	case counts[ReasonGPUModel]+counts[ReasonGPUMemory] == total:
+		return fmt.Sprintf("no offer has %s with %s or more each", gpuNoun(s, 0), Size(s.con.minMem))
+	}
+	var parts []string
+	for _, r := range reasonOrder() {
+		n := counts[r]
+		if n == 0 {
+			continue
+		}
+		var phrase string
+		switch r {
+		case ReasonGPUModel:
+			phrase = "without gpu_model " + s.model
+		case ReasonGPUMemory:
+			phrase = "without GPUs of " + Size(s.con.minMem).String()
+		case ReasonGPUs:
+			phrase = "too small"
+		case ReasonBusy:
+			phrase = "busy"
+		case ReasonCPUs:
+			phrase = "short of CPUs"
+		case ReasonMemory:
+			phrase = "short of memory"
+		case ReasonReserved:
+			phrase = "reserved for earlier jobs"
+		}
+		num := strconv.Itoa(n)
+		if len(parts) == 0 {
+			num += " offer"
+			if n != 1 {
+				num += "s"
+			}
+		}
+		parts = append(parts, num+" "+phrase)
+	}
+	return fmt.Sprintf("no offer has %s (%s)", describeNeed(s, true), strings.Join(parts, ", "))
+}
+
+func reasonOrder() [7]string {
+	return [7]string{ReasonGPUModel, ReasonGPUMemory, ReasonGPUs, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved}
+}
+
+// describeNeed says what the job needs: "8 free GPUs", or with free false
+// "8 GPUs"; CPUs and memory are named only for a job without GPUs, where
+// they are all it asks for.
+func describeNeed(s *demandShape, free bool) string {
+	adj := ""
+	if free {
+		adj = "free "
+	}
+	if s.gpus == 0 {
+		cpus := "CPUs"
+		if s.cpus == 1 {
+			cpus = "CPU"
+		}
+		return fmt.Sprintf("%d %s%s and %s of memory", s.cpus, adj, cpus, Size(s.mem))
+	}
+	return strconv.Itoa(s.gpus) + " " + adj + gpuNoun(s, s.gpus)
+}
+
+// gpuNoun names the requested devices: "GPU", "H100 GPUs".
+func gpuNoun(s *demandShape, n int) string {
+	noun := "GPUs"
+	if n == 1 {
+		noun = "GPU"
+	}
+	if s.model != "" {
+		noun = s.model + " " + noun
+	}
+	return noun
+}
+
+// ShortID abbreviates a peer ID for messages: "12D3…k2Xabc".
+func ShortID(id string) string {
+	if len(id) <= 12 {
+		return id
+	}
+	return id[:4] + "…" + id[len(id)-6:]
+}
