@@ -122,6 +122,7 @@ func (n *Node) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/id", handler(func(r *http.Request) (any, error) { return n.apiID(), nil }))
 	mux.HandleFunc("GET /v1/peers", handler(func(r *http.Request) (any, error) { return n.apiPeers(), nil }))
 	mux.HandleFunc("GET /v1/nodes", handler(func(r *http.Request) (any, error) { return n.apiNodes(), nil }))
+	n.jobRoutes(mux)
 }
 
 func (n *Node) apiGPUs() []api.GPU {
@@ -138,6 +139,7 @@ func (n *Node) apiID() api.ID {
 		Network: n.cfg.Network,
 		Addrs:   n.Addrs(),
 		GPUs:    n.apiGPUs(),
+		Runtime: n.runtimeName(),
 		Started: n.started.UTC(),
 		Version: Version,
 	}
@@ -173,4 +175,11 @@ func (n *Node) apiNodes() []api.Node {
 		out = append(out, an)
 	}
 	return out
+}
+
+func (n *Node) runtimeName() string {
+	if n.runner == nil {
+		return ""
+	}
+	return n.runner.Runtime()
 }

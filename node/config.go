@@ -31,6 +31,32 @@ type Config struct {
 	// Heartbeat is how often a provider re-publishes its offer; a provider
 	// silent for three heartbeats leaves every view. Default 10s.
 	Heartbeat time.Duration
+	// Epoch is the length of a matching epoch; default 1s.
+	Epoch time.Duration
+	// EpochDelay is how long before an epoch's start a message must have
+	// arrived to be in that epoch's view: more than gossip's p99, so that
+	// every peer matches on the same facts. Default 150ms.
+	EpochDelay time.Duration
+	// ProposalTTL is how long a lease proposal waits for the submitter's
+	// answer; default 10s.
+	ProposalTTL time.Duration
+	// ReceiptInterval is how often the provider signs an interim receipt
+	// while compute is held; default 60s.
+	ReceiptInterval time.Duration
+	// Grace is the time between SIGTERM and SIGKILL when a job reaches its
+	// limit or is withdrawn; default 30s.
+	Grace time.Duration
+	// OutputTimeout bounds handing the output to the submitter; default 10m.
+	OutputTimeout time.Duration
+	// StallTimeout fails a transfer when no block arrives for this long;
+	// default 60s.
+	StallTimeout time.Duration
+	// MaxInputBytes caps the data a job may declare; default 64 GiB.
+	MaxInputBytes int64
+	// Runtime is the OCI runtime binary; default runc, else crun.
+	Runtime string
+	// Metrics is the address of the Prometheus endpoint; off when empty.
+	Metrics string
 	// Log receives the node's structured logs; default discards.
 	Log *slog.Logger
 }
@@ -58,6 +84,24 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Heartbeat < 50*time.Millisecond {
 		return c, fmt.Errorf("heartbeat %s is too short (minimum 50ms)", c.Heartbeat)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.Epoch, time.Second)
+	def(&c.EpochDelay, 150*time.Millisecond)
+	def(&c.ProposalTTL, 10*time.Second)
+	def(&c.ReceiptInterval, 60*time.Second)
+	def(&c.Grace, 30*time.Second)
+	def(&c.OutputTimeout, 10*time.Minute)
+	def(&c.StallTimeout, 60*time.Second)
+	if c.MaxInputBytes == 0 {
+		c.MaxInputBytes = 64 << 30
+	}
+	if c.Epoch < 50*time.Millisecond || c.EpochDelay >= c.Epoch {
+		return c, fmt.Errorf("epoch %s must be at least 50ms and longer than the epoch delay %s", c.Epoch, c.EpochDelay)
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)

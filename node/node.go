@@ -11,13 +11,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/exec"
+	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/p2p"
+	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
@@ -39,24 +42,46 @@ type RunInfo struct {
 // Node is a running E31 daemon.
 type Node struct {
 	// Immutable after New.
-	cfg     Config
-	log     *slog.Logger
-	key     crypto.PrivKey
-	self    peer.ID
-	host    host.Host
-	gossip  *p2p.Gossip
-	gpus    []exec.GPU
-	started time.Time
-	offers  *offerView
+	cfg      Config
+	log      *slog.Logger
+	key      crypto.PrivKey
+	self     peer.ID
+	host     host.Host
+	gossip   *p2p.Gossip
+	gpus     []exec.GPU
+	started  time.Time
+	offers   *offerView
+	view     *marketView
+	state    *stateStore
+	ledger   *ledger.Ledger
+	store    *content.Store
+	exchange *content.Exchange
+	runner   *exec.Runner // nil: no OCI runtime, so no compute offered
+	metrics  *metrics
+
+	// runCtx lives as long as Run; leases and transfers hang off it.
+	runCtx context.Context
 
 	offerChanged chan struct{} // a signal to publish the offer now
 
-	wg sync.WaitGroup // background loops
+	mu        sync.Mutex                  // guards the fields below
+	jobs      map[string]*jobRecord       // jobs this node submitted
+	leases    map[string]*activeLease     // leases this node provides, not yet released
+	held      map[string]string           // GPU UUID -> lease ID, or "proposal:<job>"
+	proposing map[string]bool             // jobs with a proposal of ours in flight
+	access    map[string]map[peer.ID]bool // root CID -> peers that may fetch it
+
+	// handlers are the direct-stream handlers, set in Run before any loop
+	// starts and never changed after.
+	handlers map[protocol.ID]p2p.Handler
+
+	wg sync.WaitGroup // background loops and lease goroutines
 }
 
-// New opens the data dir and starts the host and gossip; Run serves.
-func New(ctx context.Context, cfg Config) (*Node, error) {
-	cfg, err := cfg.withDefaults()
+// New opens the data dir and starts the host, gossip and stores; Run serves.
+// On error everything opened so far is closed again.
+func New(ctx context.Context, cfg Config) (n *Node, err error) {
+	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -71,15 +96,32 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{
+	n = &Node{
 		cfg:          cfg,
 		log:          cfg.Log,
 		key:          key,
 		self:         self,
 		started:      time.Now(),
 		offers:       newOfferView(),
+		view:         newMarketView(),
+		metrics:      newMetrics(),
+		runCtx:       ctx,
 		offerChanged: make(chan struct{}, 1),
+		jobs:         make(map[string]*jobRecord),
+		leases:       make(map[string]*activeLease),
+		held:         make(map[string]string),
+		proposing:    make(map[string]bool),
+		access:       make(map[string]map[peer.ID]bool),
+		handlers:     make(map[protocol.ID]p2p.Handler),
 	}
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				_ = closers[i]()
+			}
+		}
+	}()
 	if cfg.SimGPUs != "" {
 		n.gpus, err = exec.ParseSimSpec(cfg.SimGPUs, self.String())
 		if err != nil {
@@ -88,22 +130,75 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	} else {
 		n.gpus = exec.Discover(ctx, n.log)
 	}
-	n.host, err = p2p.NewHost(p2p.HostConfig{Key: key, Listen: cfg.Listen, UserAgent: "e31d/" + Version})
-	if err != nil {
+	if len(n.gpus) > 0 {
+		n.runner, err = exec.NewRunner(ctx, exec.RunnerOptions{Runtime: cfg.Runtime, StateRoot: filepath.Join(cfg.DataDir, "runtime"), Log: n.log})
+		if err != nil {
+			if !errors.Is(err, exec.ErrNoRuntime) {
+				return nil, err
+			}
+			n.log.Warn("no OCI runtime: this node offers no compute but can still submit jobs; install one with: apt-get install -y runc", "err", err)
+			n.runner, err = nil, nil
+		}
+	}
+	if n.state, err = openState(filepath.Join(cfg.DataDir, "state"), n.log); err != nil {
 		return nil, err
 	}
+	closers = append(closers, n.state.close)
+	if n.ledger, err = ledger.Open(ctx, filepath.Join(cfg.DataDir, "ledger"), ledger.Options{Log: n.log, Self: self}); err != nil {
+		return nil, err
+	}
+	closers = append(closers, n.ledger.Close)
+	if n.store, err = content.Open(ctx, filepath.Join(cfg.DataDir, "blocks"), content.StoreOptions{Log: n.log}); err != nil {
+		return nil, err
+	}
+	closers = append(closers, n.store.Close)
+	if n.host, err = p2p.NewHost(p2p.HostConfig{Key: key, Listen: cfg.Listen, UserAgent: "e31d/" + Version}); err != nil {
+		return nil, err
+	}
+	closers = append(closers, n.host.Close)
+	if n.exchange, err = content.NewExchange(ctx, n.host, n.store, content.AccessFunc(n.allowed), content.ExchangeOptions{Log: n.log, StallTimeout: cfg.StallTimeout}); err != nil {
+		return nil, err
+	}
+	closers = append(closers, n.exchange.Close)
 	n.gossip, err = p2p.NewGossip(ctx, n.host, key, p2p.GossipConfig{
 		Network: cfg.Network,
 		Log:     n.log,
 		Validators: map[string]p2p.BodyValidator{
 			p2p.TopicOffers: validateOffer,
+			p2p.TopicJobs:   n.validateJobMessage,
 		},
 	})
 	if err != nil {
-		n.host.Close()
+		return nil, err
+	}
+	n.metrics.register(n)
+	if err := n.recover(ctx); err != nil {
 		return nil, err
 	}
 	return n, nil
+}
+
+// allowed answers the content exchange: may p fetch root?
+func (n *Node) allowed(p peer.ID, root cid.Cid) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.access[root.String()][p]
+}
+
+// allow lets p fetch root.
+func (n *Node) allow(p peer.ID, root cid.Cid) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.allowLocked(p, root)
+}
+
+func (n *Node) allowLocked(p peer.ID, root cid.Cid) {
+	m := n.access[root.String()]
+	if m == nil {
+		m = make(map[peer.ID]bool)
+		n.access[root.String()] = m
+	}
+	m[p] = true
 }
 
 // ID is the node's peer ID.
@@ -125,7 +220,8 @@ func (n *Node) Addrs() []string {
 func (n *Node) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer n.host.Close()
+	n.runCtx = ctx
+	defer n.close()
 
 	boot, err := p2p.ParseBootstrap(n.cfg.Bootstrap)
 	if err != nil {
@@ -146,28 +242,58 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	defer offersSub.Cancel()
+	jobsSub, err := n.gossip.Subscribe(p2p.TopicJobs)
+	if err != nil {
+		return err
+	}
+	defer jobsSub.Cancel()
+
+	n.serve(ctx, protoLease, n.cfg.ProposalTTL, n.handleProposal)
+	n.serve(ctx, protoEvent, 30*time.Second, n.handleEvent)
+	n.serve(ctx, protoOutput, n.cfg.OutputTimeout, n.handleOutput)
+	n.serve(ctx, protoReceipt, 30*time.Second, n.handleReceipt)
+	n.serve(ctx, protoWithdraw, 30*time.Second, n.handleWithdraw)
 
 	srv, err := n.serveAPI(ctx)
 	if err != nil {
 		return err
 	}
 	defer srv.close()
+	if n.cfg.Metrics != "" {
+		stop, err := n.metrics.serve(ctx, n.cfg.Metrics)
+		if err != nil {
+			return fmt.Errorf("metrics on %s: %w", n.cfg.Metrics, err)
+		}
+		defer stop()
+	}
 
 	n.goLoop(ctx, "offers in", func(ctx context.Context) { n.receiveOffers(ctx, offersSub) })
 	n.goLoop(ctx, "offers out", n.publishOffers)
 	n.goLoop(ctx, "offers expiry", n.expireOffers)
+	n.goLoop(ctx, "jobs in", func(ctx context.Context) { n.receiveJobs(ctx, jobsSub) })
+	n.goLoop(ctx, "match", n.matchLoop)
+	n.goLoop(ctx, "resume", n.resumeAfterRestart)
 
 	if err := n.writeRunFile(srv.addr); err != nil {
 		return err
 	}
 	defer os.Remove(filepath.Join(n.cfg.DataDir, RunFile))
-	n.log.Info("e31d ready", "peer_id", n.self, "api", srv.addr, "addrs", n.Addrs(), "gpus", len(n.gpus), "network", n.cfg.Network)
+	n.log.Info("e31d ready", "peer_id", n.self, "api", srv.addr, "addrs", n.Addrs(), "gpus", len(n.gpus), "compute", n.runner != nil, "network", n.cfg.Network)
 
 	<-ctx.Done()
 	n.log.Info("e31d stopping")
 	cancel()
 	n.wg.Wait()
 	return nil
+}
+
+// close releases the stores and the host, in reverse order of opening.
+func (n *Node) close() {
+	_ = n.exchange.Close()
+	_ = n.host.Close()
+	_ = n.store.Close()
+	_ = n.ledger.Close()
+	_ = n.state.close()
 }
 
 func (n *Node) goLoop(ctx context.Context, name string, fn func(ctx context.Context)) {
@@ -196,16 +322,19 @@ func (n *Node) writeRunFile(api string) error {
 // ownOffer is the offer this node publishes.
 func (n *Node) ownOffer() market.Offer {
 	o := market.Offer{Provider: n.self.String(), CPUs: hostCPUs(), MemoryBytes: hostMemory()}
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	for _, g := range n.gpus {
-		o.GPUs = append(o.GPUs, market.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: true})
+		o.GPUs = append(o.GPUs, market.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: n.held[g.UUID] == ""})
 	}
 	return o
 }
 
 // publishOffers publishes the node's offer at start, whenever it changes and
-// every heartbeat. A node with no GPUs offers nothing.
+// every heartbeat. A node with no GPUs, or no runtime to run jobs in, offers
+// nothing.
 func (n *Node) publishOffers(ctx context.Context) {
-	if len(n.gpus) == 0 {
+	if len(n.gpus) == 0 || n.runner == nil {
 		return
 	}
 	t := time.NewTicker(n.cfg.Heartbeat)
@@ -253,20 +382,11 @@ func (n *Node) learnAddrs(ctx context.Context, p peer.ID, addrs []string) {
 	if p == n.self {
 		return
 	}
-	info := peer.AddrInfo{ID: p}
-	for _, a := range addrs {
-		m, err := ma.NewMultiaddr(a)
-		if err != nil {
-			continue
-		}
-		if ai, err := peer.AddrInfoFromP2pAddr(m); err == nil && ai.ID == p {
-			info.Addrs = append(info.Addrs, ai.Addrs...)
-		}
-	}
-	if len(info.Addrs) == 0 {
+	info, ok := addrInfo(p, addrs)
+	if !ok {
 		return
 	}
-	n.host.Peerstore().AddAddrs(p, info.Addrs, peerstore.RecentlyConnectedAddrTTL)
+	n.host.Peerstore().AddAddrs(p, info.Addrs, peerAddrTTL)
 	if len(n.host.Network().Peers()) >= maxDialedPeers {
 		return
 	}
@@ -279,6 +399,25 @@ func (n *Node) learnAddrs(ctx context.Context, p peer.ID, addrs []string) {
 			n.log.Debug("connect to provider", "peer", p, "err", err)
 		}
 	}()
+}
+
+// peerAddrTTL is how long learned addresses are kept.
+const peerAddrTTL = time.Hour
+
+// addrInfo parses the /p2p/ multiaddrs a peer published about itself,
+// keeping only those that name it.
+func addrInfo(p peer.ID, addrs []string) (peer.AddrInfo, bool) {
+	info := peer.AddrInfo{ID: p}
+	for _, a := range addrs {
+		m, err := ma.NewMultiaddr(a)
+		if err != nil {
+			continue
+		}
+		if ai, err := peer.AddrInfoFromP2pAddr(m); err == nil && ai.ID == p {
+			info.Addrs = append(info.Addrs, ai.Addrs...)
+		}
+	}
+	return info, len(info.Addrs) > 0
 }
 
 // maxDialedPeers caps the connections a node opens on its own to providers it

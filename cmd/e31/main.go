@@ -65,6 +65,13 @@ The daemon is found at --api, else $E31_API, else $E31_DATA/e31.sock, else
 		newIDCommand(g),
 		newPeersCommand(g),
 		newNodesCommand(g),
+		newSubmitCommand(g),
+		newStatusCommand(g),
+		newListCommand(g),
+		newWithdrawCommand(g),
+		newGetCommand(g),
+		newResumeCommand(g),
+		newReceiptsCommand(g),
 	)
 	return root
 }

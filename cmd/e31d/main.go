@@ -34,12 +34,43 @@ type fileConfig struct {
 	Heartbeat string   `toml:"heartbeat"`
 	LogLevel  string   `toml:"log-level"`
 	LogFormat string   `toml:"log-format"`
+	Metrics   string   `toml:"metrics"`
+	Runtime   string   `toml:"runtime"`
+	// Durations, as Go durations ("30s").
+	Epoch           string `toml:"epoch"`
+	ReceiptInterval string `toml:"receipt-interval"`
+	Grace           string `toml:"grace"`
+	OutputTimeout   string `toml:"output-timeout"`
+	ProposalTTL     string `toml:"proposal-ttl"`
+	StallTimeout    string `toml:"stall-timeout"`
 }
 
 type options struct {
-	config    string
-	file      fileConfig
-	heartbeat time.Duration
+	config string
+	file   fileConfig
+	// Durations parsed from flags, or from the file where no flag was given.
+	heartbeat, epoch, receiptInterval, grace, outputTimeout, proposalTTL, stallTimeout time.Duration
+}
+
+// durationFlags ties each duration flag to its option and config key.
+func (o *options) durationFlags(fc *fileConfig) []struct {
+	name string
+	dst  *time.Duration
+	file string
+} {
+	return []struct {
+		name string
+		dst  *time.Duration
+		file string
+	}{
+		{"heartbeat", &o.heartbeat, fc.Heartbeat},
+		{"epoch", &o.epoch, fc.Epoch},
+		{"receipt-interval", &o.receiptInterval, fc.ReceiptInterval},
+		{"grace", &o.grace, fc.Grace},
+		{"output-timeout", &o.outputTimeout, fc.OutputTimeout},
+		{"proposal-ttl", &o.proposalTTL, fc.ProposalTTL},
+		{"stall-timeout", &o.stallTimeout, fc.StallTimeout},
+	}
 }
 
 func defaultDataDir() string {
@@ -85,6 +116,14 @@ on the command line win.`,
 	f.StringVar(&o.file.Network, "network", node.DefaultNetwork, "network name; peers on other networks are ignored")
 	f.BoolVar(&o.file.MDNS, "mdns", false, "discover peers on the LAN with mDNS (multicasts on every interface)")
 	f.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "how often the offer is re-published; 3 missed heartbeats drop a provider")
+	f.DurationVar(&o.epoch, "epoch", time.Second, "length of a matching epoch")
+	f.DurationVar(&o.receiptInterval, "receipt-interval", time.Minute, "how often an interim receipt is signed while compute is held")
+	f.DurationVar(&o.grace, "grace", 30*time.Second, "time between SIGTERM and SIGKILL at a job's limit or withdrawal")
+	f.DurationVar(&o.outputTimeout, "output-timeout", 10*time.Minute, "how long output waits to be handed to the submitter")
+	f.DurationVar(&o.proposalTTL, "proposal-ttl", 10*time.Second, "how long a lease proposal waits for an answer")
+	f.DurationVar(&o.stallTimeout, "stall-timeout", time.Minute, "a transfer with no block for this long fails")
+	f.StringVar(&o.file.Metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9031); off when empty")
+	f.StringVar(&o.file.Runtime, "runtime", "", "OCI runtime binary (default: runc, else crun, whichever works)")
 	f.StringVar(&o.file.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.file.LogFormat, "log-format", "text", "text or json")
 	return cmd
@@ -121,14 +160,17 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("mdns", func() { o.file.MDNS = o.file.MDNS || fc.MDNS })
 	set("log-level", func() { o.file.LogLevel = or(fc.LogLevel, o.file.LogLevel) })
 	set("log-format", func() { o.file.LogFormat = or(fc.LogFormat, o.file.LogFormat) })
-	var herr error
-	set("heartbeat", func() {
-		if fc.Heartbeat != "" {
-			o.heartbeat, herr = time.ParseDuration(fc.Heartbeat)
+	set("metrics", func() { o.file.Metrics = or(fc.Metrics, o.file.Metrics) })
+	set("runtime", func() { o.file.Runtime = or(fc.Runtime, o.file.Runtime) })
+	for _, d := range o.durationFlags(&fc) {
+		if flags.Changed(d.name) || d.file == "" {
+			continue
 		}
-	})
-	if herr != nil {
-		return fmt.Errorf("config %s: heartbeat: %w", path, herr)
+		v, err := time.ParseDuration(d.file)
+		if err != nil {
+			return fmt.Errorf("config %s: %s: %w", path, d.name, err)
+		}
+		*d.dst = v
 	}
 	return nil
 }
@@ -168,15 +210,23 @@ func run(cmd *cobra.Command, o *options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	n, err := node.New(ctx, node.Config{
-		DataDir:   o.file.Data,
-		Listen:    o.file.Listen,
-		Bootstrap: o.file.Bootstrap,
-		API:       o.file.API,
-		SimGPUs:   o.file.SimGPUs,
-		Network:   o.file.Network,
-		MDNS:      o.file.MDNS,
-		Heartbeat: o.heartbeat,
-		Log:       log,
+		DataDir:         o.file.Data,
+		Listen:          o.file.Listen,
+		Bootstrap:       o.file.Bootstrap,
+		API:             o.file.API,
+		SimGPUs:         o.file.SimGPUs,
+		Network:         o.file.Network,
+		MDNS:            o.file.MDNS,
+		Heartbeat:       o.heartbeat,
+		Epoch:           o.epoch,
+		ReceiptInterval: o.receiptInterval,
+		Grace:           o.grace,
+		OutputTimeout:   o.outputTimeout,
+		ProposalTTL:     o.proposalTTL,
+		StallTimeout:    o.stallTimeout,
+		Metrics:         o.file.Metrics,
+		Runtime:         o.file.Runtime,
+		Log:             log,
 	})
 	if err != nil {
 		return err

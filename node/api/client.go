@@ -123,3 +123,84 @@ func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
 	var out []Node
 	return out, c.Do(ctx, http.MethodGet, "/v1/nodes", nil, nil, &out)
 }
+
+// Submit sends a declaration (JSON or YAML bytes, with absolute local
+// paths) and reports import progress to onProgress until the job is
+// created.
+func (c *Client) Submit(ctx context.Context, req SubmitRequest, onProgress func(Transfer)) (Job, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return Job{}, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/jobs", bytes.NewReader(b))
+	if err != nil {
+		return Job{}, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(hr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Job{}, ctx.Err()
+		}
+		return Job{}, fmt.Errorf("%w at %s (is the daemon running? start it with e31d, or set --api / E31_API): %v", ErrNoDaemon, c.addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e Error
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
+		return Job{}, &StatusError{Code: resp.StatusCode, Msg: e.Error}
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev SubmitEvent
+		if err := dec.Decode(&ev); err != nil {
+			return Job{}, fmt.Errorf("submit: the daemon's answer ended early: %w", err)
+		}
+		switch {
+		case ev.Error != "":
+			return Job{}, &StatusError{Code: http.StatusBadRequest, Msg: ev.Error}
+		case ev.Job != nil:
+			return *ev.Job, nil
+		case ev.Progress != nil && onProgress != nil:
+			onProgress(*ev.Progress)
+		}
+	}
+}
+
+// Jobs lists the jobs submitted from this node.
+func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
+	var out []Job
+	return out, c.Do(ctx, http.MethodGet, "/v1/jobs", nil, nil, &out)
+}
+
+// Job returns one job by ID or unique ID prefix.
+func (c *Client) Job(ctx context.Context, id string) (Job, error) {
+	var out Job
+	return out, c.Do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, nil, &out)
+}
+
+// Withdraw withdraws a job.
+func (c *Client) Withdraw(ctx context.Context, id string) (Job, error) {
+	var out Job
+	return out, c.Do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/withdraw", nil, nil, &out)
+}
+
+// Get writes a job's output (or last checkpoint) into an absolute dir.
+func (c *Client) Get(ctx context.Context, id string, req GetRequest) (GetResult, error) {
+	var out GetResult
+	return out, c.Do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/get", nil, req, &out)
+}
+
+// Receipts lists receipts, of one job when job is not empty, and verifies
+// the ledger when verify is set.
+func (c *Client) Receipts(ctx context.Context, job string, verify bool) (Receipts, error) {
+	q := url.Values{}
+	if job != "" {
+		q.Set("job", job)
+	}
+	if verify {
+		q.Set("verify", "1")
+	}
+	var out Receipts
+	return out, c.Do(ctx, http.MethodGet, "/v1/receipts", q, nil, &out)
+}

@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Error is the body of every failed request.
 type Error struct {
@@ -41,4 +44,81 @@ type Node struct {
 	MemoryBytes uint64    `json:"memory_bytes"`
 	LastSeen    time.Time `json:"last_seen"`
 	Self        bool      `json:"self,omitempty"`
+}
+
+// Step is one of the five steps of a job and when it was reached.
+type Step struct {
+	Step string    `json:"step"`
+	At   time.Time `json:"at"`
+}
+
+// Transfer is the progress of a data transfer.
+type Transfer struct {
+	What  string `json:"what"`
+	Done  int64  `json:"done"`
+	Total int64  `json:"total"`
+}
+
+// Job is a job's status as `e31 status --json` prints it.
+type Job struct {
+	ID          string    `json:"id"`
+	Name        string    `json:"name"`
+	State       string    `json:"state"`
+	Outcome     string    `json:"outcome,omitempty"`
+	Attribution string    `json:"attribution,omitempty"`
+	Provider    string    `json:"provider,omitempty"`
+	Lease       string    `json:"lease,omitempty"`
+	Steps       []Step    `json:"steps"`
+	ExitCode    *int      `json:"exit_code"`
+	Output      string    `json:"output,omitempty"`
+	Checkpoint  string    `json:"checkpoint,omitempty"`
+	GPUs        []string  `json:"gpus"`
+	Reason      string    `json:"reason,omitempty"`
+	Submitted   time.Time `json:"submitted"`
+	ResumeOf    string    `json:"resume_of,omitempty"`
+	Inputs      []string  `json:"inputs,omitempty"`
+}
+
+// SubmitRequest asks the daemon to submit a declaration. Local data sources
+// must be absolute paths; the daemon imports them.
+type SubmitRequest struct {
+	Declaration json.RawMessage `json:"declaration"`
+	// ResumeOf, with an empty Declaration, resubmits that job from its last
+	// checkpoint.
+	ResumeOf string `json:"resume_of,omitempty"`
+}
+
+// SubmitEvent is one line of the NDJSON stream that answers a submit:
+// progress of input imports, then the job or an error.
+type SubmitEvent struct {
+	Progress *Transfer `json:"progress,omitempty"`
+	Job      *Job      `json:"job,omitempty"`
+	Error    string    `json:"error,omitempty"`
+}
+
+// GetRequest asks the daemon to write a job's output (or last checkpoint)
+// into Dir.
+type GetRequest struct {
+	Dir        string `json:"dir"`
+	Checkpoint bool   `json:"checkpoint"`
+}
+
+// GetResult says what was written.
+type GetResult struct {
+	CID   string `json:"cid"`
+	Dir   string `json:"dir"`
+	Bytes int64  `json:"bytes"`
+}
+
+// Receipts is the answer to a receipts query.
+type Receipts struct {
+	Receipts json.RawMessage `json:"receipts"`
+	Verify   *Verify         `json:"verify,omitempty"`
+}
+
+// Verify is the result of checking the ledger.
+type Verify struct {
+	Entries int    `json:"entries"`
+	OK      bool   `json:"ok"`
+	Problem string `json:"problem,omitempty"`
 }

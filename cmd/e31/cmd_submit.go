@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/ipfs/go-cid"
+	"github.com/spf13/cobra"
+)
+
+type submitOptions struct {
+	json   bool
+	wait   bool
+	outDir string
+	// The declaration from flags, when no FILE is given.
+	name        string
+	gpus        int
+	gpuModel    string
+	cpus        int
+	memory      string
+	limit       string
+	inputs      []string
+	outputPath  string
+	env         []string
+	ckptPath    string
+	ckptEvery   string
+	pollEvery   time.Duration
+	waitTimeout time.Duration
+}
+
+func newSubmitCommand(g *globalOptions) *cobra.Command {
+	var o submitOptions
+	cmd := &cobra.Command{
+		Use:   "submit FILE | submit [--gpus N --limit D --input SRC:MOUNT ...] -- CMD...",
+		Short: "Submit a job: a declaration file, or flags and a command",
+		Long: `submit checks a job's declaration here, before anything is broadcast, imports
+its local inputs into the daemon's store, signs it and broadcasts it. The job
+waits, unmetered, until a provider can hold what it asks for.
+
+With FILE, the declaration is read from a YAML (or JSON) file; relative data
+sources are taken from the file's folder. Without FILE, flags build one around
+the command given after --.
+
+With --wait, submit follows the job through its five steps, writes the output
+to -o DIR (default ./<job>-out) and prints the final receipt; it exits non-zero
+unless the job completed.`,
+		Example: `  e31 submit job.yaml --wait
+  e31 submit --gpus 1 --limit 1h --input ./data:/data -- python3 train.py
+  e31 submit --gpus 2 --limit 10m --json -- sh -c 'nvidia-smi > /out/smi.txt'`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSubmit(cmd.Context(), o, g, args, cmd.ArgsLenAtDash())
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.json, "json", false, "print the job as JSON (with --wait, the final status)")
+	f.BoolVar(&o.wait, "wait", false, "follow the job to its end, fetch its output and print the receipt")
+	f.StringVarP(&o.outDir, "output", "o", "", "with --wait: where to write the output (default ./<job>-out)")
+	f.StringVar(&o.name, "name", "", "job name (flags form; default from the command)")
+	f.IntVar(&o.gpus, "gpus", 1, "GPUs to hold (flags form)")
+	f.StringVar(&o.gpuModel, "gpu-model", "", "GPU model the job needs, e.g. H100 (flags form)")
+	f.IntVar(&o.cpus, "cpus", 0, "CPUs (flags form; default 1)")
+	f.StringVar(&o.memory, "memory", "", "memory, e.g. 8GiB (flags form; default 1GiB)")
+	f.StringVar(&o.limit, "limit", "", "wall-clock limit after which the job is stopped, e.g. 8h (flags form; required)")
+	f.StringArrayVar(&o.inputs, "input", nil, "SRC:MOUNT, a local path or CID staged read-only at MOUNT; repeatable (flags form)")
+	f.StringVar(&o.outputPath, "output-path", "/out", "path inside the job whose content comes back (flags form)")
+	f.StringArrayVar(&o.env, "env", nil, "NAME=VALUE for the job; repeatable (flags form)")
+	f.StringVar(&o.ckptPath, "checkpoint-path", "", "path inside the job for checkpoints (flags form)")
+	f.StringVar(&o.ckptEvery, "checkpoint-every", "10m", "how often checkpoints are taken (flags form)")
+	f.DurationVar(&o.pollEvery, "poll", 500*time.Millisecond, "with --wait: how often to ask the daemon")
+	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up following after this long (0: never)")
+	return cmd
+}
+
+// declarationFromFile reads and checks a declaration file; relative local
+// sources are resolved against the file's folder.
+func declarationFromFile(path string) (market.Declaration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return market.Declaration{}, err
+	}
+	if len(data) > market.MaxDeclarationBytes {
+		return market.Declaration{}, fmt.Errorf("%s: %d bytes, over the %d-byte limit of a declaration", path, len(data), market.MaxDeclarationBytes)
+	}
+	d, err := market.DecodeDeclaration(data)
+	if err != nil {
+		return market.Declaration{}, fmt.Errorf("%s is not a valid declaration:\n%w", path, err)
+	}
+	base, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return market.Declaration{}, err
+	}
+	return d, absSources(&d, base)
+}
+
+func absSources(d *market.Declaration, base string) error {
+	for i := range d.Data {
+		src := d.Data[i].Source
+		if _, err := cid.Decode(src); err == nil {
+			continue
+		}
+		if !filepath.IsAbs(src) {
+			d.Data[i].Source = filepath.Join(base, src)
+		}
+	}
+	return market.CheckSources(*d, func(p string) (bool, error) {
+		_, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+}
+
+// declarationFromFlags builds a declaration around a command.
+func declarationFromFlags(o submitOptions, command []string) (market.Declaration, error) {
+	if o.limit == "" {
+		return market.Declaration{}, errors.New("--limit is required: how long may the job hold its GPUs? (e.g. --limit 1h)")
+	}
+	limit, err := market.ParseDuration(o.limit)
+	if err != nil {
+		return market.Declaration{}, fmt.Errorf("--limit: %w", err)
+	}
+	var inputs []market.Input
+	for _, in := range o.inputs {
+		i := strings.LastIndex(in, ":")
+		if i <= 0 || i == len(in)-1 {
+			return market.Declaration{}, fmt.Errorf("--input %q: want SRC:MOUNT, e.g. ./data:/data", in)
+		}
+		inputs = append(inputs, market.Input{Source: in[:i], Mount: in[i+1:]})
+	}
+	name := o.name
+	if name == "" {
+		name = filepath.Base(command[0])
+	}
+	d := market.NewDeclaration(name, command, o.gpus, limit, inputs)
+	d.Request.GPUModel = o.gpuModel
+	if o.cpus > 0 {
+		d.Request.CPUs = o.cpus
+	}
+	if o.memory != "" {
+		m, err := market.ParseSize(o.memory)
+		if err != nil {
+			return market.Declaration{}, fmt.Errorf("--memory: %w", err)
+		}
+		d.Request.Memory = m
+	}
+	d.Output.Path = o.outputPath
+	for _, kv := range o.env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return market.Declaration{}, fmt.Errorf("--env %q: want NAME=VALUE", kv)
+		}
+		if d.Work.Env == nil {
+			d.Work.Env = map[string]string{}
+		}
+		d.Work.Env[k] = v
+	}
+	if o.ckptPath != "" {
+		every, err := market.ParseDuration(o.ckptEvery)
+		if err != nil {
+			return market.Declaration{}, fmt.Errorf("--checkpoint-every: %w", err)
+		}
+		d.Output.Checkpoints = &market.Checkpoints{Path: o.ckptPath, Every: every}
+	}
+	if err := d.Validate(); err != nil {
+		return market.Declaration{}, fmt.Errorf("the job is not valid:\n%w", err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return market.Declaration{}, err
+	}
+	return d, absSources(&d, wd)
+}
+
+func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []string, dash int) error {
+	var d market.Declaration
+	var err error
+	switch {
+	case dash >= 0:
+		if dash > 0 {
+			return fmt.Errorf("give either FILE or flags and -- CMD, not both")
+		}
+		if len(args) == 0 {
+			return errors.New("no command after --")
+		}
+		d, err = declarationFromFlags(o, args)
+	case len(args) == 1:
+		d, err = declarationFromFile(args[0])
+	default:
+		return errors.New("submit takes one declaration FILE, or flags and -- CMD (see e31 submit --help)")
+	}
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	bars := newProgress(g.stderr, o.json)
+	job, err := g.client().Submit(ctx, api.SubmitRequest{Declaration: raw}, bars.update)
+	bars.finish()
+	if err != nil {
+		return err
+	}
+	if o.wait {
+		return followJob(ctx, g, job.ID, followOptions{json: o.json, outDir: o.outDir, poll: o.pollEvery, timeout: o.waitTimeout})
+	}
+	if o.json {
+		return g.printJSON(job)
+	}
+	fmt.Fprintf(g.stdout, "%s\n", job.ID)
+	fmt.Fprintf(g.stderr, "submitted %q as job %s; follow it with: e31 status %s\n", d.Name, job.ID, job.ID)
+	return nil
+}

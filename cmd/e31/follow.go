@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/node/api"
+)
+
+const defaultPoll = 500 * time.Millisecond
+
+type followOptions struct {
+	json    bool
+	outDir  string
+	poll    time.Duration
+	timeout time.Duration
+}
+
+// terminal reports whether a job state is an end.
+func terminal(state string) bool {
+	return state == "released" || state == "rejected" || state == "withdrawn"
+}
+
+// followJob prints one line per step as the job reaches it, then writes the
+// output and prints the final receipt.
+func followJob(ctx context.Context, g *globalOptions, id string, o followOptions) error {
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	if o.poll <= 0 {
+		o.poll = defaultPoll
+	}
+	cl := g.client()
+	seen := 0
+	lastReason := ""
+	var j api.Job
+	for {
+		var err error
+		j, err = cl.Job(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !o.json {
+			for ; seen < len(j.Steps); seen++ {
+				s := j.Steps[seen]
+				line := fmt.Sprintf("%s  %-8s", s.At.Local().Format("15:04:05.000"), s.Step)
+				switch s.Step {
+				case "submit":
+					line += " job " + j.ID
+				case "rent":
+					line += fmt.Sprintf(" provider %s, %d GPUs", j.Provider, len(j.GPUs))
+				}
+				fmt.Fprintln(g.stderr, line)
+			}
+			if j.State == "queued" && j.Reason != lastReason {
+				lastReason = j.Reason
+				fmt.Fprintf(g.stderr, "              waiting: %s\n", j.Reason)
+			}
+		}
+		if terminal(j.State) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stopped following job %s (still %s): %w", id, j.State, ctx.Err())
+		case <-time.After(o.poll):
+		}
+	}
+	if j.Output != "" {
+		dir := o.outDir
+		if dir == "" {
+			dir = j.ID + "-out"
+		}
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return err
+		}
+		res, err := cl.Get(ctx, j.ID, api.GetRequest{Dir: abs})
+		if err != nil {
+			return err
+		}
+		if !o.json {
+			fmt.Fprintf(g.stderr, "output %s written to %s\n", res.CID, res.Dir)
+		}
+	}
+	rres, err := cl.Receipts(ctx, j.ID, false)
+	if err != nil {
+		return err
+	}
+	var rs []ledger.Receipt
+	_ = json.Unmarshal(rres.Receipts, &rs)
+	if o.json {
+		if err := g.printJSON(j); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range rs {
+			if r.Final {
+				fmt.Fprintln(g.stdout, "final receipt:")
+				_ = g.printJSON(r)
+			}
+		}
+	}
+	if j.Outcome != "completed" {
+		exit := ""
+		if j.ExitCode != nil {
+			exit = fmt.Sprintf(", exit code %d", *j.ExitCode)
+		}
+		return fmt.Errorf("job %s ended %s (attributed to %s%s)", j.ID, j.Outcome, j.Attribution, exit)
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// validateJobMessage is the body validator of the jobs topic: the stateless
+// checks of checkJobBody, plus the one check that needs the view: a
+// withdrawal of a known job must be signed by that job's submitter.
+func (n *Node) validateJobMessage(s p2p.Signed) error {
+	if err := validateJobMessage(s); err != nil {
+		return err
+	}
+	if s.Message.Kind == kindWithdrawal {
+		var b withdrawalBody
+		_ = s.Decode(&b)
+		if sub, ok := n.view.submitterOf(b.Job); ok && sub != s.Signer {
+			return fmt.Errorf("%w: withdrawal of job %s signed by %s, not its submitter %s", p2p.ErrForged, b.Job, s.Signer, sub)
+		}
+	}
+	return nil
+}
+
+// receiveJobs applies every accepted message of the jobs topic to the view,
+// and to this node's own jobs and leases where they are concerned.
+func (n *Node) receiveJobs(ctx context.Context, sub *p2p.Subscription) {
+	for {
+		s, err := sub.Next(ctx)
+		if err != nil {
+			return
+		}
+		now := time.Now()
+		switch s.Message.Kind {
+		case kindDeclaration:
+			var b declarationBody
+			if s.Decode(&b) != nil {
+				continue
+			}
+			id := jobID(s)
+			if n.view.addJob(&openJob{id: id, submitter: s.Signer, body: b, raw: s.Raw, seen: now}) {
+				n.log.Debug("job declared", "job", id, "submitter", s.Signer)
+				n.learnAddrsOnly(s.Signer, b.Addrs)
+			}
+		case kindWithdrawal:
+			var b withdrawalBody
+			if s.Decode(&b) != nil {
+				continue
+			}
+			if sub, ok := n.view.submitterOf(b.Job); ok && sub != s.Signer {
+				continue // counted as forged by the validator
+			}
+			n.view.closeJob(b.Job, now)
+			n.withdrawLease(b.Job, s.Signer)
+		case kindLease:
+			var l SignedLease
+			if s.Decode(&l) != nil {
+				continue
+			}
+			if n.view.addLease(l, now) {
+				n.log.Debug("lease announced", "lease", l.Terms.ID, "job", l.Terms.Job, "provider", l.Terms.Provider)
+			}
+		case kindRelease:
+			var r releaseBody
+			if s.Decode(&r) != nil {
+				continue
+			}
+			n.view.releaseLease(r, now)
+			n.log.Debug("lease released", "lease", r.Lease, "outcome", r.Outcome)
+		}
+	}
+}
+
+// epochOf returns the epoch number of t and its start.
+func (n *Node) epochOf(t time.Time) (uint64, time.Time) {
+	e := n.cfg.Epoch.Milliseconds()
+	num := t.UnixMilli() / e
+	return uint64(num), time.UnixMilli(num * e)
+}
+
+// matchLoop runs Match once an epoch, on the view frozen at the epoch's
+// start minus the gossip delay, and acts on what concerns this node: as a
+// provider it proposes the leases Match assigned to it; as a submitter it
+// records why its jobs wait.
+func (n *Node) matchLoop(ctx context.Context) {
+	for {
+		_, start := n.epochOf(time.Now())
+		next := start.Add(n.cfg.Epoch)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(next)):
+		}
+		epoch, start := n.epochOf(next)
+		v := n.view.snapshot(epoch, start, start.Add(-n.cfg.EpochDelay), n.offers.snapshot())
+		if len(v.Jobs) == 0 {
+			continue
+		}
+		res := market.Match(v, market.Options{})
+		n.recordWaits(res)
+		for _, a := range res.Assignments {
+			if a.Provider == n.self.String() {
+				n.propose(ctx, a, epoch, res.ViewHash)
+			}
+		}
+		n.view.prune(time.Now(), time.Hour)
+	}
+}
+
+// recordWaits keeps, for this node's queued jobs, the reason Match gave.
+func (n *Node) recordWaits(res market.Result) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, w := range res.Waiting {
+		if j, ok := n.jobs[w.Job]; ok && j.State == stateQueued {
+			j.Wait = w.Reason
+		}
+	}
+	for _, a := range res.Assignments {
+		if j, ok := n.jobs[a.Job]; ok && j.State == stateQueued {
+			j.Wait = "matched to provider " + a.Provider + "; waiting for its proposal"
+		}
+	}
+}
+
+// learnAddrsOnly records a peer's addresses without dialling it.
+func (n *Node) learnAddrsOnly(p peer.ID, addrs []string) {
+	if p == n.self {
+		return
+	}
+	if info, ok := addrInfo(p, addrs); ok {
+		n.host.Peerstore().AddAddrs(p, info.Addrs, peerAddrTTL)
+	}
+}
+
+// errClosed reports work refused because the node is stopping.
+var errClosed = errors.New("node is stopping")

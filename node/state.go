@@ -1,0 +1,90 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// stateStore persists the node's own jobs and leases in Badger, so that a
+// restart resumes them. Every write is synced: a job accepted or a lease
+// signed must survive a crash the instant the peer is told.
+type stateStore struct {
+	db *badger.DB
+}
+
+// Record prefixes.
+const (
+	prefixJob   = "job/"   // a job this node submitted: jobRecord
+	prefixLease = "lease/" // a lease this node provides: leaseRecord
+)
+
+func openState(dir string, log *slog.Logger) (*stateStore, error) {
+	opts := badger.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithMemTableSize(8 << 20).
+		WithBlockCacheSize(8 << 20).
+		WithIndexCacheSize(4 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithNumMemtables(2).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(4).
+		WithLogger(badgerLogger{log})
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open state store %s: %w", dir, err)
+	}
+	return &stateStore{db: db}, nil
+}
+
+func (s *stateStore) close() error { return s.db.Close() }
+
+func (s *stateStore) put(prefix, id string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(prefix+id), b) }); err != nil {
+		return fmt.Errorf("save %s%s: %w", prefix, id, err)
+	}
+	return nil
+}
+
+func (s *stateStore) get(prefix, id string, v any) (bool, error) {
+	err := s.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get([]byte(prefix + id))
+		if err != nil {
+			return err
+		}
+		return it.Value(func(b []byte) error { return json.Unmarshal(b, v) })
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// each calls fn with every record under prefix, in key order.
+func (s *stateStore) each(prefix string, fn func(b []byte) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix), PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := it.Item().Value(fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// badgerLogger sends Badger's chatter to slog: its info lines at debug.
+type badgerLogger struct{ log *slog.Logger }
+
+func (l badgerLogger) Errorf(f string, a ...any)   { l.log.Error(fmt.Sprintf(f, a...), "component", "badger") }
+func (l badgerLogger) Warningf(f string, a ...any) { l.log.Warn(fmt.Sprintf(f, a...), "component", "badger") }
+func (l badgerLogger) Infof(f string, a ...any)    { l.log.Debug(fmt.Sprintf(f, a...), "component", "badger") }
+func (l badgerLogger) Debugf(f string, a ...any)   { l.log.Debug(fmt.Sprintf(f, a...), "component", "badger") }

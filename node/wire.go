@@ -1,0 +1,228 @@
+package node
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/p2p"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Message kinds of the jobs topic.
+const (
+	kindDeclaration = "declaration"
+	kindWithdrawal  = "withdrawal"
+	kindLease       = "lease"
+	kindRelease     = "release"
+)
+
+// declarationBody announces a job. Every data source is a CID by the time it
+// is broadcast: local paths were imported by the submitter's node.
+type declarationBody struct {
+	Declaration market.Declaration `json:"declaration"`
+	// Addrs is where the submitter's node can be reached for a proposal.
+	Addrs []string `json:"addrs"`
+	// ResumeOf names the job this one resumes from its checkpoint.
+	ResumeOf string `json:"resume_of,omitempty"`
+}
+
+// withdrawalBody withdraws a job; only its submitter's signature counts.
+type withdrawalBody struct {
+	Job string `json:"job"`
+}
+
+// LeaseTerms are what both parties of a lease sign.
+type LeaseTerms struct {
+	ID          string          `json:"id"`
+	Job         string          `json:"job"`
+	Provider    string          `json:"provider"`
+	Submitter   string          `json:"submitter"`
+	GPUs        []string        `json:"gpus"` // UUIDs
+	CPUs        int             `json:"cpus"`
+	MemoryBytes uint64          `json:"memory_bytes"`
+	Limit       market.Duration `json:"limit"`
+	// Proposed is when the provider signed, in Unix ms; the lease's start
+	// for reservations.
+	Proposed int64 `json:"proposed"`
+	// Expires is when an unanswered proposal lapses, in Unix ms.
+	Expires int64 `json:"expires"`
+	// The claim: which pass of Match chose this pair.
+	Epoch    uint64 `json:"epoch"`
+	ViewHash string `json:"view_hash"`
+	Rank     int    `json:"rank"`
+}
+
+// signingBytes are the bytes each party signs, domain-separated from every
+// other signature a peer key makes.
+func (t LeaseTerms) signingBytes() []byte {
+	b, _ := json.Marshal(t) // fixed struct: field order is stable
+	return append([]byte("e31-lease/1\n"), b...)
+}
+
+// SignedLease is a lease with both signatures: evidence, on its own, that
+// both parties agreed.
+type SignedLease struct {
+	Terms        LeaseTerms `json:"terms"`
+	ProviderSig  []byte     `json:"provider_sig"`
+	SubmitterSig []byte     `json:"submitter_sig,omitempty"`
+}
+
+func (l *SignedLease) signProvider(sk crypto.PrivKey) error {
+	sig, err := sk.Sign(l.Terms.signingBytes())
+	if err != nil {
+		return err
+	}
+	l.ProviderSig = sig
+	return nil
+}
+
+func (l *SignedLease) countersign(sk crypto.PrivKey) error {
+	sig, err := sk.Sign(l.Terms.signingBytes())
+	if err != nil {
+		return err
+	}
+	l.SubmitterSig = sig
+	return nil
+}
+
+var errBadLeaseSig = errors.New("lease signature does not verify")
+
+// verify checks the provider's signature, and the submitter's when both is
+// set, using only the peer IDs named in the terms.
+func (l *SignedLease) verify(both bool) error {
+	check := func(who string, sig []byte) error {
+		id, err := peer.Decode(who)
+		if err != nil {
+			return fmt.Errorf("lease names a bad peer ID %q: %w", who, err)
+		}
+		pk, err := id.ExtractPublicKey()
+		if err != nil {
+			return fmt.Errorf("lease peer %s: %w", who, err)
+		}
+		ok, err := pk.Verify(l.Terms.signingBytes(), sig)
+		if err != nil || !ok {
+			return fmt.Errorf("%w (%s)", errBadLeaseSig, who)
+		}
+		return nil
+	}
+	if err := check(l.Terms.Provider, l.ProviderSig); err != nil {
+		return err
+	}
+	if both {
+		return check(l.Terms.Submitter, l.SubmitterSig)
+	}
+	return nil
+}
+
+// market returns the lease as Match sees it.
+func (l *SignedLease) market() market.Lease {
+	t := l.Terms
+	return market.Lease{ID: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs, CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, Start: t.Proposed, Limit: t.Limit}
+}
+
+// releaseBody announces that a lease ended and its GPUs are free.
+type releaseBody struct {
+	Lease       string   `json:"lease"`
+	Job         string   `json:"job"`
+	Provider    string   `json:"provider"`
+	Submitter   string   `json:"submitter"`
+	GPUs        []string `json:"gpus"`
+	Outcome     string   `json:"outcome"`
+	Attribution string   `json:"attribution"`
+	// Held is the GPU time actually held, in ms: it refunds the charge made
+	// at the lease announcement.
+	HeldMs int64 `json:"held_ms"`
+	At     int64 `json:"at"`
+}
+
+// jobID is the short printable form of a declaration envelope's hash.
+func jobID(s p2p.Signed) string {
+	h := s.Hash()
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:10]))
+}
+
+// leaseID derives a lease's ID from its job, provider and proposal time.
+func leaseID(job, provider string, proposed int64, nonce uint64) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%d|%d", job, provider, proposed, nonce))
+	return "l" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:9]))
+}
+
+// validateJobMessage is the body validator of the jobs topic. It checks what
+// can be checked without state: structure, the declaration's rules, and that
+// whoever a body names as its author is its signer.
+func validateJobMessage(s p2p.Signed) error {
+	switch s.Message.Kind {
+	case kindDeclaration:
+		var b declarationBody
+		if err := s.Decode(&b); err != nil {
+			return err
+		}
+		return b.check()
+	case kindWithdrawal:
+		var b withdrawalBody
+		if err := s.Decode(&b); err != nil {
+			return err
+		}
+		if b.Job == "" || len(b.Job) > 64 {
+			return errors.New("withdrawal names no job")
+		}
+		return nil
+	case kindLease:
+		var b SignedLease
+		if err := s.Decode(&b); err != nil {
+			return err
+		}
+		if b.Terms.Provider != s.Signer.String() {
+			return fmt.Errorf("%w: lease announced by %s names provider %s", p2p.ErrForged, s.Signer, b.Terms.Provider)
+		}
+		if err := b.verify(true); err != nil {
+			return fmt.Errorf("%w: %v", p2p.ErrForged, err)
+		}
+		return checkTerms(b.Terms)
+	case kindRelease:
+		var b releaseBody
+		if err := s.Decode(&b); err != nil {
+			return err
+		}
+		if b.Provider != s.Signer.String() && b.Submitter != s.Signer.String() {
+			return fmt.Errorf("%w: release signed by %s, a party to neither side", p2p.ErrForged, s.Signer)
+		}
+		if b.Lease == "" || len(b.GPUs) > maxOfferGPUs {
+			return errors.New("release names no lease")
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown message kind %q on the jobs topic", s.Message.Kind)
+}
+
+func (b declarationBody) check() error {
+	if err := b.Declaration.Validate(); err != nil {
+		return err
+	}
+	for i, in := range b.Declaration.Data {
+		if _, err := cid.Decode(in.Source); err != nil {
+			return fmt.Errorf("data[%d].source: a broadcast declaration names inputs by CID, not %q", i, in.Source)
+		}
+	}
+	if len(b.Addrs) > maxOfferAddrs {
+		return fmt.Errorf("declaration lists %d addresses, limit %d", len(b.Addrs), maxOfferAddrs)
+	}
+	return nil
+}
+
+func checkTerms(t LeaseTerms) error {
+	if t.ID == "" || t.Job == "" || t.Submitter == "" {
+		return errors.New("lease terms incomplete")
+	}
+	if len(t.GPUs) > maxOfferGPUs || t.CPUs < 0 || t.Limit <= 0 {
+		return errors.New("lease terms out of range")
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package cluster_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/testnet/cluster"
+)
+
+// bin holds the commands built once for every test in the package.
+var bin cluster.Binaries
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "e31-bin-")
+	if err != nil {
+		panic(err)
+	}
+	bin, err = cluster.Build(context.Background(), dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func start(t *testing.T, opts cluster.Options) *cluster.Cluster {
+	t.Helper()
+	opts.Bin = bin
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	c, err := cluster.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+func TestTenNodesConvergeAndDropKilledNode(t *testing.T) {
+	hb := 300 * time.Millisecond
+	c := start(t, cluster.Options{N: 10, GPUs: 2, Heartbeat: hb})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.WaitConverged(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	victim := c.Nodes[7]
+	if err := c.Kill(7); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	if err := c.WaitConverged(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gone := time.Since(killed)
+	// It must not leave before three heartbeats have passed unseen.
+	if gone < 2*hb {
+		t.Fatalf("killed node left the views after %s, before 3 heartbeats of %s could be missed", gone, hb)
+	}
+	for i, n := range c.Nodes {
+		if !n.Alive() {
+			continue
+		}
+		nodes, err := c.Client(i).Nodes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range nodes {
+			if p.PeerID == victim.PeerID {
+				t.Fatalf("%s still lists the killed node", n.Name)
+			}
+		}
+	}
+}
+
+func TestIdentitySurvivesRestart(t *testing.T) {
+	c := start(t, cluster.Options{N: 1, GPUs: 1})
+	before := c.Nodes[0].PeerID
+	beforeGPUs := gpuUUIDs(t, c.Client(0))
+	if err := c.Restart(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if c.Nodes[0].PeerID != before {
+		t.Fatalf("peer ID changed across restart: %s -> %s", before, c.Nodes[0].PeerID)
+	}
+	// Simulated GPU UUIDs derive from the peer ID, so they stay too.
+	if after := gpuUUIDs(t, c.Client(0)); after[0] != beforeGPUs[0] {
+		t.Fatalf("GPU UUIDs changed: %v -> %v", beforeGPUs, after)
+	}
+}
+
+func gpuUUIDs(t *testing.T, cl *api.Client) []string {
+	t.Helper()
+	id, err := cl.ID(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, g := range id.GPUs {
+		out = append(out, g.UUID)
+	}
+	if len(out) == 0 {
+		t.Fatal("node has no GPUs")
+	}
+	return out
+}
+
+func TestCorruptIdentityRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "node0")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "identity.key"), []byte("junk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := cluster.Start(context.Background(), cluster.Options{N: 1, Dir: dir, Bin: bin})
+	if err == nil {
+		t.Fatal("node started with a corrupt identity key")
+	}
+	log, _ := os.ReadFile(filepath.Join(data, "e31d.log"))
+	if !contains(string(log), "corrupt") {
+		t.Fatalf("log does not say the key is corrupt:\n%s", log)
+	}
+}
+
+func TestDownStopsDetachedNodes(t *testing.T) {
+	dir := t.TempDir()
+	c, err := cluster.Start(context.Background(), cluster.Options{N: 2, GPUs: 1, Dir: dir, Bin: bin, Detach: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := cluster.StopDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("stopped %d nodes, want 2", n)
+	}
+	for _, nd := range c.Nodes {
+		deadline := time.Now().Add(10 * time.Second)
+		for nd.Alive() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still running after down", nd.Name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
