@@ -167,6 +167,7 @@ func (n *Node) apiNodes() []api.Node {
 			CPUs:        e.offer.CPUs,
 			MemoryBytes: e.offer.MemoryBytes,
 			LastSeen:    e.lastSeen.UTC(),
+			SignedAt:    time.UnixMilli(e.signedAt).UTC(),
 			Self:        e.offer.Provider == n.self.String(),
 		}
 		for _, g := range e.offer.GPUs {

@@ -35,7 +35,8 @@ type Config struct {
 	Epoch time.Duration
 	// EpochDelay is how long before an epoch's start a message must have
 	// arrived to be in that epoch's view: more than gossip's p99, so that
-	// every peer matches on the same facts. Default 150ms.
+	// every peer matches on the same facts. Default 150ms, or half the
+	// epoch if that is shorter.
 	EpochDelay time.Duration
 	// ProposalTTL is how long a lease proposal waits for the submitter's
 	// answer; default 10s.
@@ -53,6 +54,10 @@ type Config struct {
 	StallTimeout time.Duration
 	// MaxInputBytes caps the data a job may declare; default 64 GiB.
 	MaxInputBytes int64
+	// CPUs and MemoryBytes are what the node offers besides its GPUs;
+	// default the machine's.
+	CPUs        int
+	MemoryBytes uint64
 	// Runtime is the OCI runtime binary; default runc, else crun.
 	Runtime string
 	// Metrics is the address of the Prometheus endpoint; off when empty.
@@ -91,12 +96,18 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	def(&c.Epoch, time.Second)
-	def(&c.EpochDelay, 150*time.Millisecond)
+	def(&c.EpochDelay, min(150*time.Millisecond, c.Epoch/2))
 	def(&c.ProposalTTL, 10*time.Second)
 	def(&c.ReceiptInterval, 60*time.Second)
 	def(&c.Grace, 30*time.Second)
 	def(&c.OutputTimeout, 10*time.Minute)
 	def(&c.StallTimeout, 60*time.Second)
+	if c.CPUs == 0 {
+		c.CPUs = hostCPUs()
+	}
+	if c.MemoryBytes == 0 {
+		c.MemoryBytes = hostMemory()
+	}
 	if c.MaxInputBytes == 0 {
 		c.MaxInputBytes = 64 << 30
 	}

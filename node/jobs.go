@@ -12,11 +12,21 @@ import (
 )
 
 // validateJobMessage is the body validator of the jobs topic: the stateless
-// checks of checkJobBody, plus the one check that needs the view: a
-// withdrawal of a known job must be signed by that job's submitter.
+// checks, plus those that need the view: a withdrawal of a known job must be
+// signed by that job's submitter, and a release of a known lease must name
+// its parties (one of whom signed it).
 func (n *Node) validateJobMessage(s p2p.Signed) error {
 	if err := validateJobMessage(s); err != nil {
 		return err
+	}
+	if s.Message.Kind == kindRelease {
+		var b releaseBody
+		_ = s.Decode(&b)
+		if prov, sub, ok := n.view.leaseParties(b.Lease); ok {
+			if b.Provider != prov || b.Submitter != sub {
+				return fmt.Errorf("%w: release of lease %s names parties %s and %s, the lease %s and %s", p2p.ErrForged, b.Lease, b.Provider, b.Submitter, prov, sub)
+			}
+		}
 	}
 	if s.Message.Kind == kindWithdrawal {
 		var b withdrawalBody
@@ -98,7 +108,8 @@ func (n *Node) matchLoop(ctx context.Context) {
 		case <-time.After(time.Until(next)):
 		}
 		epoch, start := n.epochOf(next)
-		v := n.view.snapshot(epoch, start, start.Add(-n.cfg.EpochDelay), n.offers.snapshot())
+		cutoff := start.Add(-n.cfg.EpochDelay)
+		v := n.view.snapshot(epoch, start, cutoff, n.offers.at(cutoff))
 		if len(v.Jobs) == 0 {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -321,14 +322,19 @@ func (n *Node) writeRunFile(api string) error {
 
 // ownOffer is the offer this node publishes.
 func (n *Node) ownOffer() market.Offer {
-	o := market.Offer{Provider: n.self.String(), CPUs: hostCPUs(), MemoryBytes: hostMemory()}
+	o := market.Offer{Provider: n.self.String(), CPUs: n.cfg.CPUs, MemoryBytes: n.cfg.MemoryBytes}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, g := range n.gpus {
-		o.GPUs = append(o.GPUs, market.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: n.held[g.UUID] == ""})
+		o.GPUs = append(o.GPUs, market.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: isFree(n.held[g.UUID])})
 	}
 	return o
 }
+
+// isFree says whether a GPU with this hold is free in the offer. A GPU held
+// for a proposal in flight still shows free: only a signed lease changes the
+// offer, so that every peer's view changes once, with the lease.
+func isFree(hold string) bool { return hold == "" || strings.HasPrefix(hold, "proposal:") }
 
 // publishOffers publishes the node's offer at start, whenever it changes and
 // every heartbeat. A node with no GPUs, or no runtime to run jobs in, offers

@@ -91,6 +91,10 @@ type offerEntry struct {
 	signedAt  int64 // ms; an older offer never replaces a newer one
 	lastSeen  time.Time
 	heartbeat time.Duration
+	// prev is the offer this one replaced and when it arrived, so that an
+	// epoch's view can take the offer as it stood at the epoch's cutoff.
+	prev     market.Offer
+	prevSeen time.Time
 }
 
 // offerView is this node's view of every provider's latest offer.
@@ -114,6 +118,9 @@ func (v *offerView) apply(b offerBody, signedAt int64, now time.Time) (isNew boo
 	if !ok {
 		e = &offerEntry{}
 		v.byProvider[b.Offer.Provider] = e
+	}
+	if ok && e.lastSeen.Before(now) {
+		e.prev, e.prevSeen = e.offer, e.lastSeen
 	}
 	e.offer = b.Offer
 	e.addrs = b.Addrs
@@ -151,6 +158,23 @@ func (v *offerView) snapshot() []offerEntry {
 		out = append(out, c)
 	}
 	slices.SortFunc(out, func(a, b offerEntry) int { return strings.Compare(a.offer.Provider, b.offer.Provider) })
+	return out
+}
+
+// at returns every provider's offer as it stood at cutoff, sorted.
+func (v *offerView) at(cutoff time.Time) []market.Offer {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([]market.Offer, 0, len(v.byProvider))
+	for _, e := range v.byProvider {
+		switch {
+		case !e.lastSeen.After(cutoff):
+			out = append(out, e.offer)
+		case !e.prevSeen.IsZero() && !e.prevSeen.After(cutoff):
+			out = append(out, e.prev)
+		}
+	}
+	slices.SortFunc(out, func(a, b market.Offer) int { return strings.Compare(a.Provider, b.Provider) })
 	return out
 }
 

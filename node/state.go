@@ -84,7 +84,15 @@ func (s *stateStore) each(prefix string, fn func(b []byte) error) error {
 // badgerLogger sends Badger's chatter to slog: its info lines at debug.
 type badgerLogger struct{ log *slog.Logger }
 
-func (l badgerLogger) Errorf(f string, a ...any)   { l.log.Error(fmt.Sprintf(f, a...), "component", "badger") }
-func (l badgerLogger) Warningf(f string, a ...any) { l.log.Warn(fmt.Sprintf(f, a...), "component", "badger") }
-func (l badgerLogger) Infof(f string, a ...any)    { l.log.Debug(fmt.Sprintf(f, a...), "component", "badger") }
-func (l badgerLogger) Debugf(f string, a ...any)   { l.log.Debug(fmt.Sprintf(f, a...), "component", "badger") }
+func (l badgerLogger) Errorf(f string, a ...any) {
+	l.log.Error(fmt.Sprintf(f, a...), "component", "badger")
+}
+func (l badgerLogger) Warningf(f string, a ...any) {
+	l.log.Warn(fmt.Sprintf(f, a...), "component", "badger")
+}
+func (l badgerLogger) Infof(f string, a ...any) {
+	l.log.Debug(fmt.Sprintf(f, a...), "component", "badger")
+}
+func (l badgerLogger) Debugf(f string, a ...any) {
+	l.log.Debug(fmt.Sprintf(f, a...), "component", "badger")
+}

@@ -13,72 +13,93 @@ import (
 // usageHalfLife is how fast a submitter's recent use fades from its share.
 const usageHalfLife = time.Hour
 
-// openJob is a declared job not yet leased, withdrawn or expired.
+// usageWindow is how far back leases count towards recent use: past eight
+// half-lives a lease weighs under 0.4% of its charge. The cut is made
+// against the epoch's time, so every peer drops the same leases.
+const usageWindow = 8 * usageHalfLife
+
+// openJob is a declared job, open until leased or withdrawn.
 type openJob struct {
 	id        string
 	submitter peer.ID
 	body      declarationBody
 	raw       []byte    // the signed envelope, evidence of the declaration
 	seen      time.Time // when this node received it
+	closed    time.Time // when it was leased or withdrawn; zero while open
 	// submittedAt is the start of the epoch in which the job entered this
 	// node's view (see market.Job.SubmittedAt).
 	submittedAt int64
 }
 
-// liveLease is an announced lease not yet released.
-type liveLease struct {
-	lease SignedLease
-	seen  time.Time
+// knownLease is an announced lease, live until released.
+type knownLease struct {
+	lease    SignedLease
+	seen     time.Time
+	released time.Time // zero while live
+	heldMs   int64     // from the release: the GPU time actually held
+	// early is a release that arrived before the lease's announcement; it
+	// counts only if it names the same parties as the lease.
+	early *releaseBody
 }
 
-type usageEntry struct {
-	millis int64
-	asOf   int64 // ms
-}
-
-// marketView is what this node knows of the jobs topic: open jobs, live
-// leases and each submitter's recent use. Together with the offer view it is
-// the input of Match.
+// marketView is what this node knows of the jobs topic: jobs and leases,
+// each with when it arrived and when it ended, so that the view of an epoch
+// can be taken as it stood at the epoch's cutoff. Together with the offer
+// view it is the input of Match.
 type marketView struct {
 	mu     sync.Mutex // guards everything below
 	jobs   map[string]*openJob
-	leases map[string]*liveLease
-	// closed remembers jobs that were leased or withdrawn, so that a late
-	// copy of their declaration does not reopen them.
+	leases map[string]*knownLease
+	// closed remembers jobs that were leased or withdrawn before (or
+	// without) their declaration arriving, so that a late copy of it does
+	// not open them.
 	closed map[string]time.Time
-	usage  map[string]usageEntry
 }
 
 func newMarketView() *marketView {
 	return &marketView{
 		jobs:   make(map[string]*openJob),
-		leases: make(map[string]*liveLease),
+		leases: make(map[string]*knownLease),
 		closed: make(map[string]time.Time),
-		usage:  make(map[string]usageEntry),
 	}
 }
 
 func (v *marketView) addJob(j *openJob) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if _, ok := v.closed[j.id]; ok {
-		return false
-	}
 	if _, ok := v.jobs[j.id]; ok {
 		return false
 	}
+	if t, ok := v.closed[j.id]; ok {
+		j.closed = t
+	}
 	v.jobs[j.id] = j
-	return true
+	return j.closed.IsZero()
 }
 
+// job returns a job that is open now.
 func (v *marketView) job(id string) (*openJob, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	j, ok := v.jobs[id]
-	return j, ok
+	if !ok || !j.closed.IsZero() {
+		return nil, false
+	}
+	return j, true
 }
 
-// submitterOf returns the submitter of a job known open.
+// leaseParties returns the provider and submitter of a known lease.
+func (v *marketView) leaseParties(id string) (provider, submitter string, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	kl, ok := v.leases[id]
+	if !ok || kl.early != nil {
+		return "", "", false
+	}
+	return kl.lease.Terms.Provider, kl.lease.Terms.Submitter, true
+}
+
+// submitterOf returns the submitter of a job whose declaration arrived.
 func (v *marketView) submitterOf(id string) (peer.ID, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -91,103 +112,119 @@ func (v *marketView) submitterOf(id string) (peer.ID, bool) {
 func (v *marketView) closeJob(id string, now time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	delete(v.jobs, id)
-	v.closed[id] = now
+	v.closeJobLocked(id, now)
+}
+
+func (v *marketView) closeJobLocked(id string, now time.Time) {
+	if j, ok := v.jobs[id]; ok && j.closed.IsZero() {
+		j.closed = now
+	}
+	if _, ok := v.closed[id]; !ok {
+		v.closed[id] = now
+	}
 }
 
 func (v *marketView) addLease(l SignedLease, now time.Time) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if _, ok := v.leases[l.Terms.ID]; ok {
+	kl, ok := v.leases[l.Terms.ID]
+	if ok && kl.early == nil {
 		return false
 	}
-	if _, ok := v.closed["lease:"+l.Terms.ID]; ok {
-		return false // released before its announcement arrived
+	if ok && (kl.early.Provider != l.Terms.Provider || kl.early.Submitter != l.Terms.Submitter) {
+		ok = false // a release by strangers: ignore it
 	}
-	v.leases[l.Terms.ID] = &liveLease{lease: l, seen: now}
-	delete(v.jobs, l.Terms.Job)
-	v.closed[l.Terms.Job] = now
-	u := v.usage[l.Terms.Submitter]
-	u.millis = market.Decay(u.millis, l.Terms.Proposed-u.asOf, usageHalfLife.Milliseconds()) + market.Charge(len(l.Terms.GPUs), l.Terms.Limit)
-	u.asOf = l.Terms.Proposed
-	v.usage[l.Terms.Submitter] = u
+	if ok {
+		kl.lease, kl.seen, kl.early = l, now, nil
+	} else {
+		v.leases[l.Terms.ID] = &knownLease{lease: l, seen: now}
+	}
+	v.closeJobLocked(l.Terms.Job, now)
 	return true
 }
 
+// releaseLease records a release. Only a party to the lease can release
+// it: validateRelease checked the signer against the known lease, or, for a
+// lease not yet announced, against the parties the release names, which
+// addLease then compares with the lease's own.
 func (v *marketView) releaseLease(r releaseBody, now time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.closed["lease:"+r.Lease] = now
-	ll, ok := v.leases[r.Lease]
+	kl, ok := v.leases[r.Lease]
 	if !ok {
-		return
+		// Released before its announcement arrived: remember the end so
+		// that the announcement, when it comes, is born released.
+		kl = &knownLease{seen: now, early: &r}
+		v.leases[r.Lease] = kl
 	}
-	delete(v.leases, r.Lease)
-	// Refund the unused part of the charge, decayed as the charge was.
-	t := ll.lease.Terms
-	unused := market.Charge(len(t.GPUs), t.Limit) - int64(len(t.GPUs))*max(r.HeldMs, 0)
-	if unused <= 0 {
-		return
+	if kl.released.IsZero() {
+		kl.released = now
+		kl.heldMs = max(r.HeldMs, 0)
 	}
-	u := v.usage[t.Submitter]
-	u.millis = market.Decay(u.millis, r.At-u.asOf, usageHalfLife.Milliseconds())
-	u.millis = max(u.millis-market.Decay(unused, r.At-t.Proposed, usageHalfLife.Milliseconds()), 0)
-	u.asOf = max(u.asOf, r.At)
-	v.usage[t.Submitter] = u
 }
 
-// heldGPUs returns the UUIDs of a provider's GPUs in live leases.
-func (v *marketView) heldGPUs(provider string) map[string]string {
+// snapshot builds Match's view for the epoch starting at start, from what
+// had arrived by cutoff: a job leased or a lease released after the cutoff
+// still counts as open or live, so that every peer, whatever its gossip
+// delay, decides on the same facts. Acting on a stale assignment is caught
+// before it costs anything: a provider proposes only for jobs open now.
+func (v *marketView) snapshot(epoch uint64, start, cutoff time.Time, offers []market.Offer) market.View {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	out := map[string]string{}
-	for _, l := range v.leases {
-		if l.lease.Terms.Provider == provider {
-			for _, g := range l.lease.Terms.GPUs {
-				out[g] = l.lease.Terms.ID
-			}
-		}
-	}
-	return out
-}
-
-// snapshot builds Match's view for the epoch starting at start: only what
-// arrived before cutoff, so that every peer, whatever its gossip delay, holds
-// the same facts.
-func (v *marketView) snapshot(epoch uint64, start, cutoff time.Time, offers []offerEntry) market.View {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	mv := market.View{Epoch: epoch, Now: start.UnixMilli()}
+	now := start.UnixMilli()
+	mv := market.View{Epoch: epoch, Now: now, Offers: offers}
+	at := func(t time.Time) bool { return !t.IsZero() && !t.After(cutoff) }
 	for _, j := range v.jobs {
-		if j.seen.After(cutoff) {
+		if !at(j.seen) || at(j.closed) {
 			continue
 		}
 		if j.submittedAt == 0 {
-			j.submittedAt = start.UnixMilli()
+			j.submittedAt = now
 		}
 		mv.Jobs = append(mv.Jobs, market.Job{ID: j.id, Submitter: j.submitter.String(), SubmittedAt: j.submittedAt, Request: j.body.Declaration.Request})
 	}
-	for _, l := range v.leases {
-		mv.Leases = append(mv.Leases, l.lease.market())
+	usage := map[string]int64{}
+	for _, kl := range v.leases {
+		t := kl.lease.Terms
+		if t.ID == "" || !at(kl.seen) || now-t.Proposed > usageWindow.Milliseconds() {
+			continue
+		}
+		// Use is charged at the declared limit when the lease is signed,
+		// and the unused part refunded when it is released.
+		charge := market.Charge(len(t.GPUs), t.Limit)
+		if at(kl.released) {
+			charge = min(charge, int64(len(t.GPUs))*kl.heldMs)
+		} else {
+			mv.Leases = append(mv.Leases, kl.lease.market())
+		}
+		usage[t.Submitter] += market.Decay(charge, now-t.Proposed, usageHalfLife.Milliseconds())
 	}
-	for _, o := range offers {
-		mv.Offers = append(mv.Offers, o.offer)
+	for s, u := range usage {
+		mv.Usage = append(mv.Usage, market.Usage{Submitter: s, GPUMillis: u})
 	}
-	for s, u := range v.usage {
-		mv.Usage = append(mv.Usage, market.Usage{Submitter: s, GPUMillis: market.Decay(u.millis, start.UnixMilli()-u.asOf, usageHalfLife.Milliseconds())})
-	}
-	// Match sorts for itself; sorting here keeps logs and hashes readable.
+	// Match sorts for itself; sorting here keeps logs readable.
 	slices.SortFunc(mv.Jobs, func(a, b market.Job) int { return strings.Compare(a.ID, b.ID) })
 	return mv
 }
 
-// prune forgets closed jobs older than keep.
+// prune forgets jobs closed, and leases released, more than keep ago, and
+// leases too old to count towards use.
 func (v *marketView) prune(now time.Time, keep time.Duration) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for id, t := range v.closed {
 		if now.Sub(t) > keep {
 			delete(v.closed, id)
+		}
+	}
+	for id, j := range v.jobs {
+		if !j.closed.IsZero() && now.Sub(j.closed) > keep {
+			delete(v.jobs, id)
+		}
+	}
+	for id, kl := range v.leases {
+		if !kl.released.IsZero() && now.Sub(kl.released) > usageWindow {
+			delete(v.leases, id)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
@@ -35,6 +36,9 @@ type fileConfig struct {
 	LogLevel  string   `toml:"log-level"`
 	LogFormat string   `toml:"log-format"`
 	Metrics   string   `toml:"metrics"`
+	CPUs      int      `toml:"cpus"`
+	Memory    string   `toml:"memory"`
+	MaxInput  string   `toml:"max-input"`
 	Runtime   string   `toml:"runtime"`
 	// Durations, as Go durations ("30s").
 	Epoch           string `toml:"epoch"`
@@ -122,6 +126,9 @@ on the command line win.`,
 	f.DurationVar(&o.outputTimeout, "output-timeout", 10*time.Minute, "how long output waits to be handed to the submitter")
 	f.DurationVar(&o.proposalTTL, "proposal-ttl", 10*time.Second, "how long a lease proposal waits for an answer")
 	f.DurationVar(&o.stallTimeout, "stall-timeout", time.Minute, "a transfer with no block for this long fails")
+	f.IntVar(&o.file.CPUs, "cpus", 0, "CPUs to offer beside the GPUs (default: all of this machine's)")
+	f.StringVar(&o.file.Memory, "memory", "", "memory to offer beside the GPUs, e.g. 64GiB (default: all of this machine's)")
+	f.StringVar(&o.file.MaxInput, "max-input", "64GiB", "largest total of input data a job submitted here may declare")
 	f.StringVar(&o.file.Metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9031); off when empty")
 	f.StringVar(&o.file.Runtime, "runtime", "", "OCI runtime binary (default: runc, else crun, whichever works)")
 	f.StringVar(&o.file.LogLevel, "log-level", "info", "debug, info, warn or error")
@@ -160,6 +167,13 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("mdns", func() { o.file.MDNS = o.file.MDNS || fc.MDNS })
 	set("log-level", func() { o.file.LogLevel = or(fc.LogLevel, o.file.LogLevel) })
 	set("log-format", func() { o.file.LogFormat = or(fc.LogFormat, o.file.LogFormat) })
+	set("cpus", func() {
+		if fc.CPUs != 0 {
+			o.file.CPUs = fc.CPUs
+		}
+	})
+	set("memory", func() { o.file.Memory = or(fc.Memory, o.file.Memory) })
+	set("max-input", func() { o.file.MaxInput = or(fc.MaxInput, o.file.MaxInput) })
 	set("metrics", func() { o.file.Metrics = or(fc.Metrics, o.file.Metrics) })
 	set("runtime", func() { o.file.Runtime = or(fc.Runtime, o.file.Runtime) })
 	for _, d := range o.durationFlags(&fc) {
@@ -207,9 +221,27 @@ func run(cmd *cobra.Command, o *options) error {
 	if err != nil {
 		return err
 	}
+	var memory uint64
+	if o.file.Memory != "" {
+		m, err := market.ParseSize(o.file.Memory)
+		if err != nil {
+			return fmt.Errorf("--memory: %w", err)
+		}
+		memory = uint64(m)
+	}
+	maxInput, err := market.ParseSize(o.file.MaxInput)
+	if err != nil {
+		return fmt.Errorf("--max-input: %w", err)
+	}
+	if o.file.CPUs < 0 {
+		return fmt.Errorf("--cpus %d: must not be negative", o.file.CPUs)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	n, err := node.New(ctx, node.Config{
+		CPUs:            o.file.CPUs,
+		MemoryBytes:     memory,
+		MaxInputBytes:   int64(maxInput),
 		DataDir:         o.file.Data,
 		Listen:          o.file.Listen,
 		Bootstrap:       o.file.Bootstrap,

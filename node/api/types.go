@@ -43,7 +43,10 @@ type Node struct {
 	CPUs        int       `json:"cpus"`
 	MemoryBytes uint64    `json:"memory_bytes"`
 	LastSeen    time.Time `json:"last_seen"`
-	Self        bool      `json:"self,omitempty"`
+	// SignedAt is when the provider signed the offer last seen; LastSeen
+	// minus SignedAt is how long gossip took to bring it here.
+	SignedAt time.Time `json:"signed_at"`
+	Self     bool      `json:"self,omitempty"`
 }
 
 // Step is one of the five steps of a job and when it was reached.

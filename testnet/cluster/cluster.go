@@ -26,6 +26,9 @@ type Options struct {
 	GPUs int
 	// SimGPUs, when set, is the --sim-gpus spec of every node.
 	SimGPUs string
+	// SimGPUsByNode, when set, gives node i the spec SimGPUsByNode[i]
+	// instead ("" for none: a node that only submits).
+	SimGPUsByNode []string
 	// Dir holds the nodes' data dirs, logs and nodes.json.
 	Dir string
 	// Bin holds the built commands; see Build.
@@ -127,9 +130,13 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 		"--api", "127.0.0.1:" + strconv.Itoa(port),
 		"--network", c.opts.Network,
 		"--heartbeat", c.opts.Heartbeat.String(),
+		// Simulated GPUs come with room for their jobs' CPUs and memory,
+		// whatever the size of the machine the testnet runs on.
+		"--cpus", "64",
+		"--memory", "256GiB",
 	}
-	if c.opts.SimGPUs != "" {
-		args = append(args, "--sim-gpus", c.opts.SimGPUs)
+	if spec := c.simGPUs(i); spec != "" {
+		args = append(args, "--sim-gpus", spec)
 	}
 	for _, b := range boot {
 		args = append(args, "--bootstrap", b)
@@ -189,6 +196,16 @@ func (c *Cluster) launch(ctx context.Context, n *Node) error {
 	}
 }
 
+func (c *Cluster) simGPUs(i int) string {
+	if c.opts.SimGPUsByNode != nil {
+		if i < len(c.opts.SimGPUsByNode) {
+			return c.opts.SimGPUsByNode[i]
+		}
+		return ""
+	}
+	return c.opts.SimGPUs
+}
+
 // Client returns an API client for node i.
 func (c *Cluster) Client(i int) *api.Client { return api.NewClient(c.Nodes[i].API) }
 
@@ -201,21 +218,26 @@ func (c *Cluster) WriteNodesFile() error {
 	return os.WriteFile(filepath.Join(c.opts.Dir, NodesFile), append(b, '\n'), 0o644)
 }
 
-// WaitConverged waits until every live node's view lists every live node as
-// a provider with all its GPUs.
+// WaitConverged waits until every live node's view lists every live node
+// that has GPUs, with all of them.
 func (c *Cluster) WaitConverged(ctx context.Context) error {
 	var live []*Node
-	for _, n := range c.Nodes {
+	want := map[string]int{}
+	for i, n := range c.Nodes {
 		if n.Alive() {
 			live = append(live, n)
+			if g := countGPUs(c.simGPUs(i)); g > 0 {
+				want[n.PeerID] = g
+			}
 		}
 	}
-	return WaitViews(ctx, live, len(live), c.gpusPerNode())
+	return waitViews(ctx, live, want)
 }
 
-func (c *Cluster) gpusPerNode() int {
+// countGPUs counts the GPUs of a --sim-gpus spec.
+func countGPUs(spec string) int {
 	total := 0
-	for _, part := range strings.Split(c.opts.SimGPUs, ",") {
+	for _, part := range strings.Split(spec, ",") {
 		k, _, ok := strings.Cut(part, "x")
 		if v, err := strconv.Atoi(k); ok && err == nil {
 			total += v
@@ -224,25 +246,27 @@ func (c *Cluster) gpusPerNode() int {
 	return total
 }
 
-// WaitViews waits until every node in nodes sees exactly want providers,
-// each with gpus GPUs.
-func WaitViews(ctx context.Context, nodes []*Node, want, gpus int) error {
+// waitViews waits until every node in nodes sees exactly the providers of
+// want, each with its number of GPUs.
+func waitViews(ctx context.Context, nodes []*Node, want map[string]int) error {
 	for {
 		ok := true
 		var last string
+	check:
 		for _, n := range nodes {
 			got, err := api.NewClient(n.API).Nodes(ctx)
 			if err != nil {
 				ok, last = false, err.Error()
 				break
 			}
-			if len(got) != want {
-				ok, last = false, fmt.Sprintf("%s sees %d providers, want %d", n.Name, len(got), want)
+			if len(got) != len(want) {
+				ok, last = false, fmt.Sprintf("%s sees %d providers, want %d", n.Name, len(got), len(want))
 				break
 			}
 			for _, p := range got {
-				if len(p.GPUs) != gpus {
-					ok, last = false, fmt.Sprintf("%s sees %s with %d GPUs, want %d", n.Name, p.PeerID, len(p.GPUs), gpus)
+				if g, known := want[p.PeerID]; !known || len(p.GPUs) != g {
+					ok, last = false, fmt.Sprintf("%s sees %s with %d GPUs, want %d", n.Name, p.PeerID, len(p.GPUs), g)
+					break check
 				}
 			}
 		}

@@ -1,0 +1,468 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/p2p"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// The fuzz targets below feed the body validators of the gossip topics and
+// the request decoders of the direct streams what a hostile peer could send.
+// The envelope around a gossip body is p2p's concern (FuzzOpen); here the
+// signer is taken as proven, and the question is what a signer can make a
+// body say. Identities are seeded, so that corpus files under testdata/fuzz
+// naming them stay valid.
+
+// sealedBody is the body of a message as a receiving peer opens it.
+func sealedBody(tb testing.TB, signer party, kind string, body any) []byte {
+	tb.Helper()
+	return []byte(onWire(tb, signer, kind, body).Message.Body)
+}
+
+func mustMarshal(tb testing.TB, v any) []byte {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+func FuzzOfferBody(f *testing.F) {
+	prov, other := seededParty(f, 1), seededParty(f, 3)
+
+	valid := testOffer(prov.id)
+	cpuOnly := testOffer(prov.id)
+	cpuOnly.Offer.GPUs = nil
+	eight := testOffer(prov.id)
+	eight.Offer.GPUs = nil
+	for i := range 8 {
+		eight.Offer.GPUs = append(eight.Offer.GPUs, valid.Offer.GPUs[0])
+		eight.Offer.GPUs[i].Index = i
+		eight.Offer.GPUs[i].UUID = fmt.Sprintf("GPU-5a1e8c34-7f0b-4b7e-9d0c-2b8f1e6a9c%02d", i)
+	}
+	eight.HeartbeatMs = 50
+	for _, b := range []offerBody{valid, cpuOnly, eight} {
+		s := onWire(f, prov, kindOffer, b)
+		if err := validateOffer(s); err != nil {
+			f.Fatalf("valid seed refused: %v", err)
+		}
+		f.Add([]byte(s.Message.Body))
+	}
+
+	foreign := testOffer(other.id)
+	dupIndex := testOffer(prov.id)
+	dupIndex.Offer.GPUs[1].Index = 0
+	silent := testOffer(prov.id)
+	silent.HeartbeatMs = 0
+	for _, b := range []offerBody{foreign, dupIndex, silent} {
+		f.Add(sealedBody(f, prov, kindOffer, b))
+	}
+	body := sealedBody(f, prov, kindOffer, valid)
+	f.Add(append(bytes.Clone(body), `{}`...))
+	f.Add(bytes.Replace(body, []byte(`"addrs"`), []byte(`"extra"`), 1))
+
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s := p2p.Signed{Signer: prov.id, Message: p2p.Message{Kind: kindOffer, Body: body}}
+		if validateOffer(s) != nil {
+			return
+		}
+		var b offerBody
+		if err := s.Decode(&b); err != nil {
+			t.Fatalf("accepted, but the body does not decode: %v", err)
+		}
+		if err := b.check(prov.id); err != nil {
+			t.Fatalf("accepted, but check refuses it: %v", err)
+		}
+		// The same rules again, stated without check, so that a change to
+		// check that loosens them fails here.
+		if b.Offer.Provider != prov.id.String() {
+			t.Fatalf("accepted an offer for %q signed by %s", b.Offer.Provider, prov.id)
+		}
+		if len(b.Offer.GPUs) > maxOfferGPUs || len(b.Addrs) > maxOfferAddrs || b.Offer.CPUs < 0 {
+			t.Fatalf("accepted an offer out of bounds: %d GPUs, %d addrs, %d CPUs", len(b.Offer.GPUs), len(b.Addrs), b.Offer.CPUs)
+		}
+		hb := time.Duration(b.HeartbeatMs) * time.Millisecond
+		if hb < 50*time.Millisecond || hb > time.Hour {
+			t.Fatalf("accepted heartbeat %dms", b.HeartbeatMs)
+		}
+		idx, uuid := map[int]bool{}, map[string]bool{}
+		for _, g := range b.Offer.GPUs {
+			if g.Index < 0 || g.UUID == "" || idx[g.Index] || uuid[g.UUID] {
+				t.Fatalf("accepted GPU %+v: negative, empty or repeated", g)
+			}
+			idx[g.Index], uuid[g.UUID] = true, true
+		}
+	})
+}
+
+// jobKinds are the kinds FuzzJobMessage sends; the last is foreign to the
+// jobs topic.
+var jobKinds = [...]string{kindDeclaration, kindWithdrawal, kindLease, kindRelease, kindOffer}
+
+// jobSelector packs a kind and a signer (0 provider, 1 submitter, 2 a third
+// party) into FuzzJobMessage's first argument.
+func jobSelector(kind string, signer int) byte {
+	for i, k := range jobKinds {
+		if k == kind {
+			return byte(i + len(jobKinds)*signer)
+		}
+	}
+	panic("unknown kind " + kind)
+}
+
+func FuzzJobMessage(f *testing.F) {
+	prov, sub, other := seededParty(f, 1), seededParty(f, 2), seededParty(f, 3)
+	signers := [...]party{prov, sub, other}
+
+	lease := signedLease(f, prov, sub)
+	forgedLease := lease
+	if err := forgedLease.signProvider(other.sk); err != nil {
+		f.Fatal(err)
+	}
+	provOnly := lease
+	provOnly.SubmitterSig = nil
+	decl := testDeclaration(f, testCID(f, "shard-0"), testCID(f, "shard-1"))
+	bare := testDeclaration(f)
+	resumed := testDeclaration(f, testCID(f, "shard-0"))
+	resumed.ResumeOf = "q3v7kz2mxa4bnc6dpe8f"
+	localPath := testDeclaration(f, "/home/alice/data")
+	release := testRelease(prov.id, sub.id)
+
+	for _, s := range []struct {
+		kind   string
+		signer int
+		body   any
+		ok     bool
+	}{
+		{kindDeclaration, 1, decl, true},
+		{kindDeclaration, 1, bare, true},
+		{kindDeclaration, 1, resumed, true},
+		{kindWithdrawal, 1, withdrawalBody{Job: "q3v7kz2mxa4bnc6dpe8f"}, true},
+		{kindLease, 0, lease, true},
+		{kindRelease, 0, release, true},
+		{kindRelease, 1, release, true},
+		{kindDeclaration, 1, localPath, false},
+		{kindWithdrawal, 1, withdrawalBody{}, false},
+		{kindLease, 0, forgedLease, false},
+		{kindLease, 0, provOnly, false},
+		{kindLease, 2, lease, false},
+		{kindRelease, 2, release, false},
+		{kindOffer, 0, testOffer(prov.id), false},
+	} {
+		m := onWire(f, signers[s.signer], s.kind, s.body)
+		if err := validateJobMessage(m); (err == nil) != s.ok {
+			f.Fatalf("seed %s by party %d: validateJobMessage = %v, want accepted %t", s.kind, s.signer, err, s.ok)
+		}
+		f.Add(jobSelector(s.kind, s.signer), []byte(m.Message.Body))
+	}
+
+	f.Fuzz(func(t *testing.T, sel byte, body []byte) {
+		kind := jobKinds[int(sel)%len(jobKinds)]
+		signer := signers[int(sel)/len(jobKinds)%len(signers)]
+		s := p2p.Signed{Signer: signer.id, Message: p2p.Message{Kind: kind, Body: body}}
+		if validateJobMessage(s) != nil {
+			return
+		}
+		switch kind {
+		case kindDeclaration:
+			var b declarationBody
+			if err := s.Decode(&b); err != nil {
+				t.Fatalf("accepted, but the body does not decode: %v", err)
+			}
+			if err := b.Declaration.Validate(); err != nil {
+				t.Fatalf("accepted an invalid declaration: %v", err)
+			}
+			for i, in := range b.Declaration.Data {
+				if _, err := cid.Decode(in.Source); err != nil {
+					t.Fatalf("accepted data[%d].source %q, not a CID", i, in.Source)
+				}
+			}
+		case kindWithdrawal:
+			var b withdrawalBody
+			if err := s.Decode(&b); err != nil {
+				t.Fatalf("accepted, but the body does not decode: %v", err)
+			}
+			if b.Job == "" || len(b.Job) > 64 {
+				t.Fatalf("accepted withdrawal of job %q", b.Job)
+			}
+		case kindLease:
+			var b SignedLease
+			if err := s.Decode(&b); err != nil {
+				t.Fatalf("accepted, but the body does not decode: %v", err)
+			}
+			if b.Terms.Provider != signer.id.String() {
+				t.Fatalf("accepted a lease for provider %q announced by %s", b.Terms.Provider, signer.id)
+			}
+			if err := b.verify(true); err != nil {
+				t.Fatalf("accepted a lease whose signatures do not verify: %v", err)
+			}
+			if err := checkTerms(b.Terms); err != nil {
+				t.Fatalf("accepted lease terms: %v", err)
+			}
+		case kindRelease:
+			var b releaseBody
+			if err := s.Decode(&b); err != nil {
+				t.Fatalf("accepted, but the body does not decode: %v", err)
+			}
+			if b.Provider != signer.id.String() && b.Submitter != signer.id.String() {
+				t.Fatalf("accepted a release signed by %s, a party to neither side", signer.id)
+			}
+			if b.Lease == "" {
+				t.Fatal("accepted a release of no lease")
+			}
+		default:
+			t.Fatalf("accepted kind %q on the jobs topic", kind)
+		}
+	})
+}
+
+// roundTrip decodes body as the stream handlers do. What is accepted must
+// encode and decode again to the same value once norm has put it in the
+// form encoding/json writes.
+func roundTrip[T any](t *testing.T, body []byte, norm func(*T)) (T, bool) {
+	var v T
+	if p2p.DecodeStrict(body, &v) != nil {
+		return v, false
+	}
+	enc, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("%T accepted but does not encode: %v", v, err)
+	}
+	var back T
+	if err := p2p.DecodeStrict(enc, &back); err != nil {
+		t.Fatalf("%T encodes to %s, which does not decode: %v", v, enc, err)
+	}
+	want := v
+	if norm != nil {
+		norm(&want)
+	}
+	if !reflect.DeepEqual(want, back) {
+		t.Fatalf("%T changed on a round trip\n%#v\nto\n%#v", v, want, back)
+	}
+	again, err := json.Marshal(back)
+	if err != nil || !bytes.Equal(again, enc) {
+		t.Fatalf("%T encoding not stable:\n%s\n%s", v, enc, again)
+	}
+	return v, true
+}
+
+// sameJSON reports whether two JSON texts hold the same value; a raw field
+// keeps its sender's spacing and escapes, which encoding/json rewrites.
+func sameJSON(a, b []byte) bool {
+	decode := func(b []byte) (any, error) {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		var v any
+		err := dec.Decode(&v)
+		return v, err
+	}
+	va, errA := decode(a)
+	vb, errB := decode(b)
+	return errA == nil && errB == nil && reflect.DeepEqual(va, vb)
+}
+
+func FuzzStreamRequests(f *testing.F) {
+	prov, sub := seededParty(f, 1), seededParty(f, 2)
+
+	proposal := signedLease(f, prov, sub)
+	proposal.SubmitterSig = nil
+	f.Add(mustMarshal(f, proposeRequest{Lease: proposal}))
+	f.Add(mustMarshal(f, proposeRequest{Lease: signedLease(f, prov, sub)}))
+	terms := testTerms(prov.id, sub.id)
+	f.Add(mustMarshal(f, eventRequest{Lease: terms.ID, Job: terms.Job, Step: stepRun, At: terms.Proposed + 2000}))
+	f.Add(mustMarshal(f, eventRequest{Lease: terms.ID, Job: terms.Job, At: terms.Proposed + 600_000, Checkpoint: testCID(f, "checkpoint-1"), N: 1}))
+	f.Add(mustMarshal(f, outputRequest{Lease: terms.ID, Job: terms.Job, Output: testCID(f, "output")}))
+	f.Add(mustMarshal(f, withdrawRequest{Lease: terms.ID, Job: terms.Job}))
+	r := ledger.Receipt{
+		Lease: terms.ID, Job: terms.Job, Provider: prov.id, Submitter: sub.id, GPUs: len(terms.GPUs),
+		HeldFrom: time.UnixMilli(terms.Proposed), HeldUntil: time.UnixMilli(terms.Proposed + 900_000), Phase: ledger.PhaseRun,
+	}
+	if err := r.SignProvider(prov.sk); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(mustMarshal(f, receiptRequest{Receipt: mustMarshal(f, r)}))
+	f.Add([]byte(`{"receipt": {"lease": "<l&>" , "seq" : 1.0}}`))
+	f.Add([]byte(`{"lease":"a","job":"b"} {"lease":"a"}`))
+	f.Add([]byte(`{"lease":"a","job":"b","pad":1}`))
+	f.Add([]byte(`{"LEASE":"a","Job":"b"}`))
+
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if req, ok := roundTrip(t, body, func(v *proposeRequest) {
+			// omitempty drops an empty countersignature.
+			if len(v.Lease.SubmitterSig) == 0 {
+				v.Lease.SubmitterSig = nil
+			}
+		}); ok {
+			// What handleProposal checks before it looks at any state.
+			_ = req.Lease.verify(false)
+			_ = checkTerms(req.Lease.Terms)
+		}
+		if ev, ok := roundTrip[eventRequest](t, body, nil); ok && ev.Checkpoint != "" {
+			_, _ = cid.Decode(ev.Checkpoint)
+		}
+		if out, ok := roundTrip[outputRequest](t, body, nil); ok {
+			_, _ = cid.Decode(out.Output)
+		}
+		roundTrip[withdrawRequest](t, body, nil)
+
+		var req receiptRequest
+		if p2p.DecodeStrict(body, &req) != nil {
+			return
+		}
+		enc, err := json.Marshal(req)
+		if err != nil {
+			t.Fatalf("receipt request accepted but does not encode: %v", err)
+		}
+		var back receiptRequest
+		if err := p2p.DecodeStrict(enc, &back); err != nil {
+			t.Fatalf("receipt request encodes to %s, which does not decode: %v", enc, err)
+		}
+		want := req.Receipt
+		if want == nil {
+			want = json.RawMessage("null") // an absent field is written as null
+		}
+		if !sameJSON(want, back.Receipt) {
+			t.Fatalf("receipt changed on a round trip: %s to %s", want, back.Receipt)
+		}
+		if r, err := ledger.DecodeReceipt(req.Receipt); err == nil {
+			_ = r.Verify()
+		}
+	})
+}
+
+func FuzzSignedLease(f *testing.F) {
+	prov, sub := seededParty(f, 1), seededParty(f, 2)
+	good := signedLease(f, prov, sub)
+	goodTerms := mustMarshal(f, good.Terms)
+
+	f.Add(mustMarshal(f, good), uint16(0), byte('{'))
+	f.Add(mustMarshal(f, good), uint16(3), byte('I'))
+	f.Add(mustMarshal(f, good), uint16(len(goodTerms)/2), byte('0'))
+	provOnly := good
+	provOnly.SubmitterSig = nil
+	f.Add(mustMarshal(f, provOnly), uint16(bytes.Index(goodTerms, []byte(`"cpus":`))+7), byte('9'))
+	// A pair of secp256k1 identities, whose keys are inlined in their peer
+	// IDs as Ed25519 keys are, so verify reaches another key type.
+	k1, _, err := crypto.GenerateSecp256k1Key(bytes.NewReader(bytes.Repeat([]byte{4}, 64)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	k2, _, err := crypto.GenerateSecp256k1Key(bytes.NewReader(bytes.Repeat([]byte{5}, 64)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	id1, _ := peer.IDFromPrivateKey(k1)
+	id2, _ := peer.IDFromPrivateKey(k2)
+	f.Add(mustMarshal(f, signedLease(f, party{k1, id1}, party{k2, id2})), uint16(1), byte('x'))
+	f.Add([]byte(`{"terms":{"provider":"12D3KooW","submitter":""},"provider_sig":"AAAA"}`), uint16(7), byte(0x80))
+	f.Add([]byte(`{"terms":null,"provider_sig":null}`), uint16(0), byte(0))
+
+	f.Fuzz(func(t *testing.T, raw []byte, pos uint16, b byte) {
+		// Any lease at all: verify must answer, not panic.
+		var l SignedLease
+		if p2p.DecodeStrict(raw, &l) == nil {
+			_ = l.verify(false)
+			_ = l.verify(true)
+		}
+		// The real lease with one byte of its terms changed.
+		i := int(pos) % len(goodTerms)
+		if goodTerms[i] == b {
+			return
+		}
+		tampered := bytes.Clone(goodTerms)
+		tampered[i] = b
+		checkTamperedTerms(t, good, tampered)
+	})
+}
+
+// checkTamperedTerms checks that good's signatures do not cover terms that
+// decode from tampered to anything else. encoding/json matches keys without
+// regard to case, so "ID" for "id" yields the very same terms, which the
+// signatures rightly still cover.
+func checkTamperedTerms(t *testing.T, good SignedLease, tampered []byte) (decoded bool) {
+	t.Helper()
+	var terms LeaseTerms
+	if p2p.DecodeStrict(tampered, &terms) != nil {
+		return false
+	}
+	l := SignedLease{Terms: terms, ProviderSig: good.ProviderSig, SubmitterSig: good.SubmitterSig}
+	err := l.verify(true)
+	switch same := reflect.DeepEqual(terms, good.Terms); {
+	case same && err != nil:
+		t.Fatalf("terms %s decode unchanged but no longer verify: %v", tampered, err)
+	case !same && err == nil:
+		t.Fatalf("tampered terms %s verify under the original signatures", tampered)
+	}
+	return true
+}
+
+func TestSignedLeaseTamper(t *testing.T) {
+	prov, sub := freshParty(t), freshParty(t)
+	good := signedLease(t, prov, sub)
+	if err := good.verify(true); err != nil {
+		t.Fatalf("a lease signed by both parties does not verify: %v", err)
+	}
+	provOnly := good
+	provOnly.SubmitterSig = nil
+	if err := provOnly.verify(false); err != nil {
+		t.Fatalf("a proposal signed by its provider does not verify: %v", err)
+	}
+	if err := provOnly.verify(true); err == nil {
+		t.Fatal("a lease without the submitter's signature verifies as countersigned")
+	}
+	swapped := good
+	swapped.ProviderSig, swapped.SubmitterSig = good.SubmitterSig, good.ProviderSig
+	if err := swapped.verify(false); err == nil {
+		t.Fatal("the submitter's signature passes for the provider's")
+	}
+
+	terms := mustMarshal(t, good.Terms)
+	decoded := 0
+	for i := range terms {
+		for _, b := range []byte{terms[i] ^ 0x01, terms[i] ^ 0x20, '0', '9', '"', 'x', 0x80} {
+			if b == terms[i] {
+				continue
+			}
+			tampered := bytes.Clone(terms)
+			tampered[i] = b
+			if checkTamperedTerms(t, good, tampered) {
+				decoded++
+			}
+		}
+	}
+	// Most changes break the JSON; enough must survive decoding for the
+	// check above to have tested the signatures at all.
+	if decoded < len(terms) {
+		t.Fatalf("only %d of the changed terms decode; the test no longer reaches verify", decoded)
+	}
+
+	flip := func(sig []byte, i int) []byte {
+		c := bytes.Clone(sig)
+		c[i] ^= 0x01
+		return c
+	}
+	for i := range good.ProviderSig {
+		l := good
+		l.ProviderSig = flip(good.ProviderSig, i)
+		if err := l.verify(false); err == nil {
+			t.Fatalf("the provider's signature with byte %d changed verifies", i)
+		}
+	}
+	for i := range good.SubmitterSig {
+		l := good
+		l.SubmitterSig = flip(good.SubmitterSig, i)
+		if err := l.verify(true); err == nil {
+			t.Fatalf("the submitter's signature with byte %d changed verifies", i)
+		}
+	}
+}

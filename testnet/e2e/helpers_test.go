@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/testnet/cluster"
+)
+
+// bin holds the commands, built once for the package.
+var bin cluster.Binaries
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "e31-e2e-bin-")
+	if err != nil {
+		panic(err)
+	}
+	bin, err = cluster.Build(context.Background(), dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// requireSandbox skips (or, in CI, fails) where jobs cannot run.
+func requireSandbox(t *testing.T) {
+	t.Helper()
+	_, err := exec.LookPath("runc")
+	if os.Geteuid() == 0 && err == nil {
+		return
+	}
+	msg := "end-to-end jobs need root and runc (apt-get install -y runc)"
+	if os.Getenv("E31_REQUIRE_RUNC") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+func start(t *testing.T, opts cluster.Options) *cluster.Cluster {
+	t.Helper()
+	requireSandbox(t)
+	opts.Bin = bin
+	opts.Dir = t.TempDir()
+	c, err := cluster.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.WaitConverged(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func submit(t *testing.T, cl *api.Client, d market.Declaration) api.Job {
+	t.Helper()
+	raw, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := cl.Submit(context.Background(), api.SubmitRequest{Declaration: raw}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// decl builds a declaration that runs a shell script.
+func decl(name, script string, gpus int, limit time.Duration) market.Declaration {
+	d := market.NewDeclaration(name, []string{"sh", "-c", script}, gpus, market.Duration(limit.Milliseconds()), nil)
+	d.Request.Memory = 256 * market.MiB
+	return d
+}
+
+// waitJob polls a job until cond holds, failing the test at the deadline.
+func waitJob(t *testing.T, cl *api.Client, id string, d time.Duration, what string, cond func(api.Job) bool) api.Job {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var j api.Job
+	for {
+		var err error
+		j, err = cl.Job(ctx, id)
+		if err == nil && cond(j) {
+			return j
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("job %s: timed out waiting for %s; last: %+v (err %v)", id, what, j, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func released(j api.Job) bool { return j.State == "released" }
+
+func stepNames(j api.Job) []string {
+	var out []string
+	for _, s := range j.Steps {
+		out = append(out, s.Step)
+	}
+	return out
+}
+
+func stepAt(j api.Job, name string) time.Time {
+	for _, s := range j.Steps {
+		if s.Step == name {
+			return s.At
+		}
+	}
+	return time.Time{}
+}
+
+// receipts returns a node's receipts of a job, and checks that its ledger
+// verifies.
+func receipts(t *testing.T, cl *api.Client, job string) []ledger.Receipt {
+	t.Helper()
+	res, err := cl.Receipts(context.Background(), job, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Verify == nil || !res.Verify.OK {
+		t.Fatalf("ledger does not verify: %+v", res.Verify)
+	}
+	var rs []ledger.Receipt
+	if err := json.Unmarshal(res.Receipts, &rs); err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func finalOf(t *testing.T, rs []ledger.Receipt) ledger.Receipt {
+	t.Helper()
+	var finals []ledger.Receipt
+	for _, r := range rs {
+		if r.Final {
+			finals = append(finals, r)
+		}
+	}
+	if len(finals) != 1 {
+		t.Fatalf("want exactly one final receipt, got %d of %d", len(finals), len(rs))
+	}
+	return finals[0]
+}
+
+// waitAllFree waits until every node's view shows every GPU free.
+func waitAllFree(t *testing.T, c *cluster.Cluster, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for {
+		busy := ""
+		for i := range c.Nodes {
+			nodes, err := c.Client(i).Nodes(ctx)
+			if err != nil {
+				busy = err.Error()
+				break
+			}
+			for _, n := range nodes {
+				for _, g := range n.GPUs {
+					if !g.Free {
+						busy = fmt.Sprintf("node%d sees %s held on %s", i, g.UUID, n.PeerID)
+					}
+				}
+			}
+		}
+		if busy == "" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("GPUs not all free again: %s", busy)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func containsAll(have []string, want ...string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
