@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/e31network/e31/testnet/cluster"
@@ -13,49 +15,197 @@ import (
 )
 
 func newDemoCommand() *cobra.Command {
-	return &cobra.Command{
+	var keep bool
+	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Start 3 nodes, show the network, and stop them",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return runDemo(cmd.Context()) },
+		Short: "Run a sample job through all five steps on a local 3-node network",
+		Long: `demo starts three e31d nodes on 127.0.0.1: node0 only submits (a laptop),
+node1 and node2 each offer two simulated H100s. It submits a job that reads an
+input folder, writes checkpoints and an output, follows it through submit,
+rent, run, output and release with the e31 command, fetches the output,
+verifies the signed receipts on both sides, and stops the network.
+
+Jobs run in a runc sandbox: where runc is missing, demo installs it with
+apt-get (as root) and says so.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd.Context(), keep) },
 	}
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the demo's folder (data dirs, logs, output) instead of removing it")
+	return cmd
 }
 
-func runDemo(ctx context.Context) error {
+// ensureRunc makes sure an OCI runtime is there, installing runc from
+// Debian's packages when it is missing and we may.
+func ensureRunc(ctx context.Context, say func(string, ...any)) error {
+	if _, err := exec.LookPath("runc"); err == nil {
+		return nil
+	}
+	if _, err := exec.LookPath("crun"); err == nil {
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("jobs run in an OCI sandbox and no runc is installed; as root, run: apt-get install -y runc")
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return errors.New("jobs run in an OCI sandbox: install runc (or crun) with your package manager")
+	}
+	say("runc (the OCI runtime that sandboxes jobs) is missing: installing it with apt-get")
+	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "runc"}} {
+		c := exec.CommandContext(ctx, "apt-get", args...)
+		c.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := c.CombinedOutput(); err != nil {
+			return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}
+
+// demoJob reads every file of the input, checkpoints its progress, and
+// writes a summary.
+const demoJob = `name: line-count
+work:
+  command:
+    - sh
+    - -c
+    - |
+      set -e
+      start=1
+      [ -f /ckpt/done ] && start=$(($(cat /ckpt/done) + 1))
+      i=0
+      for f in /data/*.txt; do
+        i=$((i + 1))
+        [ $i -lt $start ] && continue
+        echo "$(basename $f) $(wc -l < $f) lines" >> /out/summary.txt
+        echo $i > /ckpt/done
+        sleep 0.5
+      done
+      echo "counted $i files on GPU $CUDA_VISIBLE_DEVICES"
+  env:
+    SEED: "1"
+data:
+  - source: ./dataset
+    mount: /data
+request:
+  gpus: 1
+  cpus: 1
+  memory: 256MiB
+  limit: 5m
+output:
+  path: /out
+  checkpoints:
+    path: /ckpt
+    every: 1s
+`
+
+func runDemo(ctx context.Context, keep bool) error {
 	began := time.Now()
+	step := func(format string, args ...any) {
+		fmt.Printf("\n[%5.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
+	}
+	if err := ensureRunc(ctx, step); err != nil {
+		return err
+	}
 	dir, err := os.MkdirTemp("", "e31-demo-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	step := func(format string, args ...any) {
-		fmt.Printf("[%5.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
+	if keep {
+		defer fmt.Printf("\nkept %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
 	}
+
 	step("building e31d and e31")
 	bin, err := cluster.Build(ctx, filepath.Join(dir, "bin"))
 	if err != nil {
 		return err
 	}
-	step("starting 3 nodes on 127.0.0.1 with 2 simulated H100s each")
-	c, err := cluster.Start(ctx, cluster.Options{N: 3, GPUs: 2, Dir: dir, Bin: bin, Heartbeat: 500 * time.Millisecond})
+	step("starting 3 nodes on 127.0.0.1: node0 submits, node1 and node2 offer 2 simulated H100s each")
+	c, err := cluster.Start(ctx, cluster.Options{
+		N:             3,
+		SimGPUsByNode: []string{"", "2xH100:80GiB", "2xH100:80GiB"},
+		Dir:           filepath.Join(dir, "net"),
+		Bin:           bin,
+		Heartbeat:     time.Second,
+		Args:          []string{"--epoch", "250ms", "--receipt-interval", "1s"},
+	})
 	if err != nil {
 		return err
 	}
 	defer c.Stop()
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := c.WaitConverged(wctx); err != nil {
 		return err
 	}
-	step("every node sees every offer; e31 nodes on node0:")
-	cmd := exec.CommandContext(ctx, bin.E31, "nodes")
-	cmd.Env = append(os.Environ(), "E31_API="+c.Nodes[0].API)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("e31 nodes: %w", err)
+	e31 := func(node int, args ...string) error {
+		fmt.Printf("$ e31 %s\n", strings.Join(args, " "))
+		cmd := exec.CommandContext(ctx, bin.E31, args...)
+		cmd.Env = append(os.Environ(), "E31_API="+c.Nodes[node].API)
+		cmd.Dir = dir
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+		return cmd.Run()
 	}
-	step("stopping the testnet")
+	step("every node sees every offer")
+	if err := e31(0, "nodes"); err != nil {
+		return err
+	}
+
+	// The job's input: a small dataset next to its declaration.
+	data := filepath.Join(dir, "dataset")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return err
+	}
+	for i := 1; i <= 4; i++ {
+		body := strings.Repeat(fmt.Sprintf("sample %d\n", i), i*10)
+		if err := os.WriteFile(filepath.Join(data, fmt.Sprintf("part-%d.txt", i)), []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "job.yaml"), []byte(demoJob), 0o644); err != nil {
+		return err
+	}
+	step("submitting job.yaml from node0 and following it through submit, rent, run, output, release")
+	fmt.Print(indent(demoJob))
+	if err := e31(0, "submit", "job.yaml", "--wait", "-o", "output"); err != nil {
+		return err
+	}
+	step("the output came back, content-addressed and verified")
+	summary, err := os.ReadFile(filepath.Join(dir, "output", "out", "summary.txt"))
+	if err != nil {
+		return err
+	}
+	fmt.Print(indent(string(summary)))
+	logs, _ := os.ReadFile(filepath.Join(dir, "output", "stdout.log"))
+	fmt.Print(indent("stdout: " + string(logs)))
+
+	step("the submitter's ledger: receipts signed by both sides, hash-chained")
+	if err := e31(0, "receipts", "--verify"); err != nil {
+		return err
+	}
+	jobs, err := c.Client(0).Jobs(ctx)
+	if err != nil || len(jobs) != 1 {
+		return fmt.Errorf("list the demo's job: %v", err)
+	}
+	for i, n := range c.Nodes {
+		if n.PeerID == jobs[0].Provider {
+			step("the provider's ledger (%s): the same receipts, signed by the same two keys", n.Name)
+			if err := e31(i, "receipts", "--verify"); err != nil {
+				return err
+			}
+		}
+	}
+	step("the GPUs are back in the pool")
+	if err := e31(0, "nodes"); err != nil {
+		return err
+	}
+	step("stopping the network")
 	c.Stop()
-	step("done")
+	step("done: five steps, one job, two signed ledgers")
 	return nil
+}
+
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return "    " + strings.Join(lines, "\n    ") + "\n"
 }
