@@ -33,6 +33,11 @@ func (n *Node) jobRoutes(mux *http.ServeMux) {
 	}))
 	mux.HandleFunc("POST /v1/jobs/{id}/get", handler(n.apiGet))
 	mux.HandleFunc("GET /v1/receipts", handler(n.apiReceipts))
+	mux.HandleFunc("GET /v1/matches", handler(func(r *http.Request) (any, error) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return slices.Clone(n.matches), nil
+	}))
 }
 
 func (n *Node) apiJobs() []api.Job {

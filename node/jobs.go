@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -115,12 +116,26 @@ func (n *Node) matchLoop(ctx context.Context) {
 		}
 		res := market.Match(v, market.Options{})
 		n.recordWaits(res)
+		n.recordMatch(api.Match{Epoch: epoch, ViewHash: res.ViewHash, Jobs: len(v.Jobs), Assignments: res.Assignments})
 		for _, a := range res.Assignments {
 			if a.Provider == n.self.String() {
 				n.propose(ctx, a, epoch, res.ViewHash)
 			}
 		}
 		n.view.prune(time.Now(), time.Hour)
+	}
+}
+
+// matchHistory is how many recent Match results the node keeps for
+// inspection (GET /v1/matches).
+const matchHistory = 64
+
+func (n *Node) recordMatch(m api.Match) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.matches = append(n.matches, m)
+	if len(n.matches) > matchHistory {
+		n.matches = n.matches[len(n.matches)-matchHistory:]
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -71,6 +72,7 @@ type Node struct {
 	held      map[string]string           // GPU UUID -> lease ID, or "proposal:<job>"
 	proposing map[string]bool             // jobs with a proposal of ours in flight
 	access    map[string]map[peer.ID]bool // root CID -> peers that may fetch it
+	matches   []api.Match                 // the last Match results, oldest first
 
 	// handlers are the direct-stream handlers, set in Run before any loop
 	// starts and never changed after.

@@ -204,3 +204,9 @@ func (c *Client) Receipts(ctx context.Context, job string, verify bool) (Receipt
 	var out Receipts
 	return out, c.Do(ctx, http.MethodGet, "/v1/receipts", q, nil, &out)
 }
+
+// Matches returns the node's recent Match results, oldest first.
+func (c *Client) Matches(ctx context.Context) ([]Match, error) {
+	var out []Match
+	return out, c.Do(ctx, http.MethodGet, "/v1/matches", nil, nil, &out)
+}

@@ -3,6 +3,8 @@ package api
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/e31network/e31/market"
 )
 
 // Error is the body of every failed request.
@@ -124,4 +126,14 @@ type Verify struct {
 	Entries int    `json:"entries"`
 	OK      bool   `json:"ok"`
 	Problem string `json:"problem,omitempty"`
+}
+
+// Match is one epoch's Match result on a node: what it decided, with the
+// hash of the view it decided on. Peers holding the same view decide the
+// same.
+type Match struct {
+	Epoch       uint64              `json:"epoch"`
+	ViewHash    string              `json:"view_hash"`
+	Jobs        int                 `json:"jobs"`
+	Assignments []market.Assignment `json:"assignments"`
 }
