@@ -49,6 +49,13 @@ type Config struct {
 	Grace time.Duration
 	// OutputTimeout bounds handing the output to the submitter; default 10m.
 	OutputTimeout time.Duration
+	// Retention is how long a provider keeps output that its submitter has
+	// not fetched, retrying the hand-over; default 7 days.
+	Retention time.Duration
+	// ProviderLostAfter is how long a submitter waits, hearing nothing from
+	// a provider holding its job (no offer heartbeat, no message), before it
+	// ends the lease as provider-lost; default 30s.
+	ProviderLostAfter time.Duration
 	// StallTimeout fails a transfer when no block arrives for this long;
 	// default 60s.
 	StallTimeout time.Duration
@@ -102,6 +109,8 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.Grace, 30*time.Second)
 	def(&c.OutputTimeout, 10*time.Minute)
 	def(&c.StallTimeout, 60*time.Second)
+	def(&c.Retention, 7*24*time.Hour)
+	def(&c.ProviderLostAfter, 30*time.Second)
 	if c.CPUs == 0 {
 		c.CPUs = hostCPUs()
 	}

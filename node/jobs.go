@@ -59,6 +59,18 @@ func (n *Node) receiveJobs(ctx context.Context, sub *p2p.Subscription) {
 				n.log.Debug("job declared", "job", id, "submitter", s.Signer)
 				n.learnAddrsOnly(s.Signer, b.Addrs)
 			}
+		case kindRequeue:
+			decls, err := checkRequeue(s)
+			if err != nil {
+				continue
+			}
+			for _, d := range decls {
+				var b declarationBody
+				if d.Decode(&b) != nil {
+					continue
+				}
+				n.view.addJob(&openJob{id: jobID(d), submitter: d.Signer, body: b, raw: d.Raw, seen: now})
+			}
 		case kindWithdrawal:
 			var b withdrawalBody
 			if s.Decode(&b) != nil {

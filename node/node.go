@@ -73,6 +73,7 @@ type Node struct {
 	proposing map[string]bool             // jobs with a proposal of ours in flight
 	access    map[string]map[peer.ID]bool // root CID -> peers that may fetch it
 	matches   []api.Match                 // the last Match results, oldest first
+	joined    time.Time                   // when the first offer of another provider arrived
 
 	// handlers are the direct-stream handlers, set in Run before any loop
 	// starts and never changed after.
@@ -230,6 +231,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	n.redialKnownPeers(ctx)
 	b := p2p.StartBootstrap(ctx, n.host, boot, n.log)
 	defer b.Wait()
 	if n.cfg.MDNS {
@@ -276,6 +278,8 @@ func (n *Node) Run(ctx context.Context) error {
 	n.goLoop(ctx, "jobs in", func(ctx context.Context) { n.receiveJobs(ctx, jobsSub) })
 	n.goLoop(ctx, "match", n.matchLoop)
 	n.goLoop(ctx, "resume", n.resumeAfterRestart)
+	n.goLoop(ctx, "providers", n.watchProviders)
+	n.goLoop(ctx, "requeue", n.requeueLoop)
 
 	if err := n.writeRunFile(srv.addr); err != nil {
 		return err
@@ -376,9 +380,18 @@ func (n *Node) receiveOffers(ctx context.Context, sub *p2p.Subscription) {
 		if err := s.Decode(&b); err != nil {
 			continue // the validator already checked it; cannot happen
 		}
-		if isNew := n.offers.apply(b, s.Message.Time, time.Now()); isNew {
+		now := time.Now()
+		if isNew := n.offers.apply(b, s.Message.Time, now); isNew {
 			n.log.Info("provider joined the view", "provider", b.Offer.Provider, "gpus", len(b.Offer.GPUs))
 			n.learnAddrs(ctx, s.Signer, b.Addrs)
+			if s.Signer != n.self {
+				n.rememberPeer(s.Signer, b.Addrs)
+				n.mu.Lock()
+				if n.joined.IsZero() {
+					n.joined = now
+				}
+				n.mu.Unlock()
+			}
 		}
 	}
 }

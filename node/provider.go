@@ -338,26 +338,31 @@ func (n *Node) runLease(ctx context.Context, al *activeLease) {
 	n.setLeaseState(al, leaseOutput, now)
 	n.sendEvent(submitter, eventRequest{Lease: t.ID, Job: t.Job, Step: stepOutput, At: now.UnixMilli()})
 	if ran {
-		if err := n.deliverOutput(context.Background(), al, submitter, dir, res); err != nil {
-			log.Warn("output not delivered", "err", err)
+		if err := n.importOutput(context.Background(), al, submitter, dir, res); err != nil {
+			log.Warn("output not imported", "err", err)
 			al.mu.Lock()
 			if al.rec.Outcome == ledger.OutcomeCompleted {
-				al.rec.Outcome, al.rec.Attribution, al.rec.Reason = ledger.OutcomeOutputLost, ledger.AttributionNetwork, err.Error()
+				al.rec.Outcome, al.rec.Attribution, al.rec.Reason = ledger.OutcomeOutputLost, ledger.AttributionProvider, err.Error()
 			}
 			al.mu.Unlock()
+		} else if err := n.deliverOutput(n.runCtx, al, submitter, n.cfg.OutputTimeout); err != nil {
+			// The submitter is away: the GPUs go back now and the output
+			// waits, pinned, for it to return (see settle).
+			log.Info("output waits for the submitter", "err", err)
 		}
 	}
 
 	// Release.
 	stopReceipts()
 	<-receiptsDone
-	n.release(al, submitter)
+	n.release(al)
 	if n.runner != nil {
 		if err := n.runner.Cleanup(context.Background(), t.ID, filepath.Join(dir, "run")); err != nil {
 			log.Warn("cleanup", "err", err)
 		}
 	}
 	_ = os.RemoveAll(dir)
+	n.settle(n.runCtx, al, submitter)
 }
 
 func (n *Node) gpusByUUID(uuids []string) []exec.GPU {
@@ -427,9 +432,9 @@ func (n *Node) takeCheckpoint(ctx context.Context, al *activeLease, submitter pe
 	n.sendEvent(submitter, eventRequest{Lease: id, Job: job, Checkpoint: c.String(), N: num, At: time.Now().UnixMilli()})
 }
 
-// deliverOutput imports the output folder and the logs and has the
-// submitter fetch them.
-func (n *Node) deliverOutput(ctx context.Context, al *activeLease, submitter peer.ID, dir string, res exec.Result) error {
+// importOutput imports the output folder and the logs as one DAG, pinned
+// for the submitter to fetch.
+func (n *Node) importOutput(ctx context.Context, al *activeLease, submitter peer.ID, dir string, res exec.Result) error {
 	al.mu.Lock()
 	t := al.rec.Lease.Terms
 	al.mu.Unlock()
@@ -464,17 +469,90 @@ func (n *Node) deliverOutput(ctx context.Context, al *activeLease, submitter pee
 	al.rec.Output = c.String()
 	n.save(al)
 	al.mu.Unlock()
-	cctx, cancel := context.WithTimeout(n.runCtx, n.cfg.OutputTimeout)
-	defer cancel()
-	if err := n.call(cctx, submitter, protoOutput, outputRequest{Lease: t.ID, Job: t.Job, Output: c.String()}, nil); err != nil {
-		return fmt.Errorf("hand output %s to the submitter: %w", c, err)
-	}
-	al.mu.Lock()
-	al.rec.OutputAcked = time.Now()
-	n.save(al)
-	al.mu.Unlock()
 	return nil
 }
+
+// deliverOutput hands the output's CID to the submitter, who fetches and
+// checks it before it answers, retrying with backoff for up to patience.
+func (n *Node) deliverOutput(ctx context.Context, al *activeLease, submitter peer.ID, patience time.Duration) error {
+	al.mu.Lock()
+	t := al.rec.Lease.Terms
+	out := al.rec.Output
+	acked := !al.rec.OutputAcked.IsZero()
+	al.mu.Unlock()
+	if out == "" || acked {
+		return nil
+	}
+	deadline := time.Now().Add(patience)
+	backoff := 500 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, n.cfg.OutputTimeout)
+		err := n.call(cctx, submitter, protoOutput, outputRequest{Lease: t.ID, Job: t.Job, Output: out}, nil)
+		cancel()
+		if err == nil {
+			al.mu.Lock()
+			al.rec.OutputAcked = time.Now()
+			n.save(al)
+			al.mu.Unlock()
+			return nil
+		}
+		if ctx.Err() != nil || !time.Now().Add(backoff).Before(deadline) {
+			return fmt.Errorf("hand output %s to the submitter: %w", out, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// settle finishes what release leaves when the submitter is away: handing
+// over the output and the final receipt. It retries, with backoff, for the
+// retention window; past it the output is unpinned and the lease closed
+// without a countersigned final receipt (its interim receipts stand).
+func (n *Node) settle(ctx context.Context, al *activeLease, submitter peer.ID) {
+	al.mu.Lock()
+	id := al.rec.Lease.Terms.ID
+	until := al.rec.End.Add(n.cfg.Retention)
+	al.mu.Unlock()
+	backoff := 500 * time.Millisecond
+	for {
+		err := n.deliverOutput(ctx, al, submitter, 0)
+		if err == nil {
+			if err = n.exchangeReceipt(ctx, al, submitter, true); err == nil || errors.Is(err, errFinalDone) {
+				n.log.Info("lease settled", "lease", id)
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Now().After(until) {
+			n.log.Warn("submitter never came back: giving up the lease's output", "lease", id, "err", err)
+			al.mu.Lock()
+			if c, cerr := cid.Decode(al.rec.Output); cerr == nil {
+				_ = n.store.Unpin(context.Background(), c, "output of lease "+id)
+			}
+			al.rec.FinalSigned = true // nothing more can be signed
+			al.rec.Reason = "submitter did not return within the retention window"
+			n.save(al)
+			al.mu.Unlock()
+			return
+		}
+		n.log.Debug("lease not settled yet", "lease", id, "retry_in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, time.Minute)
+	}
+}
+
+// errFinalDone says the final receipt was already exchanged.
+var errFinalDone = errors.New("final receipt already signed")
 
 // interimReceipts signs a receipt every interval while compute is held.
 func (n *Node) interimReceipts(ctx context.Context, al *activeLease, submitter peer.ID) {
@@ -508,6 +586,9 @@ func (n *Node) exchangeReceipt(ctx context.Context, al *activeLease, submitter p
 	al.mu.Lock()
 	defer al.mu.Unlock()
 	rec := al.rec
+	if rec.FinalSigned {
+		return errFinalDone
+	}
 	now := time.Now()
 	if final {
 		now = rec.End
@@ -583,9 +664,9 @@ func phases(rec *leaseRecord) ledger.Phases {
 	return p
 }
 
-// release ends a lease: the final receipt, the release announcement, and
-// the GPUs back in the offer.
-func (n *Node) release(al *activeLease, submitter peer.ID) {
+// release ends a lease: the meter stops, the GPUs go back into the offer
+// and the release is announced. The final receipt follows (settle).
+func (n *Node) release(al *activeLease) {
 	al.mu.Lock()
 	al.rec.End = time.Now()
 	al.rec.State = leaseReleased
@@ -614,9 +695,6 @@ func (n *Node) release(al *activeLease, submitter peer.ID) {
 	al.mu.Unlock()
 	if _, err := n.gossip.Publish(n.runCtx, p2p.TopicJobs, kindRelease, body); err != nil {
 		n.log.Warn("announce release", "lease", t.ID, "err", err)
-	}
-	if err := n.exchangeReceipt(n.runCtx, al, submitter, true); err != nil {
-		n.log.Warn("final receipt", "lease", t.ID, "err", err)
 	}
 	n.log.Info("lease released", "lease", t.ID, "outcome", body.Outcome, "held", time.Duration(body.HeldMs)*time.Millisecond)
 }

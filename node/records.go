@@ -49,8 +49,15 @@ type jobRecord struct {
 	Wait        string        `json:"wait,omitempty"` // why it waits, from the last Match
 	LastReceipt time.Time     `json:"last_receipt,omitempty"`
 	Withdrawn   bool          `json:"withdrawn,omitempty"` // asked to withdraw while leased
-	Progress    *api.Transfer `json:"-"`
+	// Resumes counts how many resumptions lead to this job (0 for an
+	// original).
+	Resumes int `json:"resumes,omitempty"`
+	// lastContact is when the provider was last heard from; not persisted:
+	// after a restart the provider gets a full window again.
+	lastContact time.Time
 }
+
+func (j *jobRecord) resumes() int { return j.Resumes }
 
 func (j *jobRecord) step(name string, at time.Time) {
 	for _, s := range j.Steps {

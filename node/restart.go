@@ -57,8 +57,10 @@ func (n *Node) recover(ctx context.Context) error {
 		}
 		al := &activeLease{rec: &rec}
 		n.leases[rec.Lease.Terms.ID] = al
-		for _, g := range rec.Lease.Terms.GPUs {
-			n.held[g] = rec.Lease.Terms.ID
+		if rec.State != leaseReleased {
+			for _, g := range rec.Lease.Terms.GPUs {
+				n.held[g] = rec.Lease.Terms.ID
+			}
 		}
 		return nil
 	})
@@ -100,19 +102,21 @@ func (n *Node) resumeAfterRestart(ctx context.Context) {
 		}
 		n.log.Info("settling a lease left open by a restart", "lease", id)
 		if released {
-			// Only the final receipt is missing.
-			if err := n.exchangeReceipt(ctx, al, sub, true); err != nil {
-				n.log.Warn("final receipt after restart", "lease", id, "err", err)
-			}
+			// Only the output hand-over or the final receipt is missing.
 			n.mu.Lock()
 			delete(n.leases, id)
 			n.mu.Unlock()
-			continue
+		} else {
+			n.release(al)
+			if n.runner != nil {
+				_ = n.runner.Cleanup(ctx, id, filepath.Join(n.leaseDir(id), "run"))
+			}
+			_ = os.RemoveAll(n.leaseDir(id))
 		}
-		n.release(al, sub)
-		if n.runner != nil {
-			_ = n.runner.Cleanup(ctx, id, filepath.Join(n.leaseDir(id), "run"))
-		}
-		_ = os.RemoveAll(n.leaseDir(id))
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.settle(ctx, al, sub)
+		}()
 	}
 }

@@ -79,6 +79,9 @@ func (n *Node) submit(ctx context.Context, raw []byte, resumeOf string, progress
 	j.step(stepSubmit, now)
 	// Saved before it is broadcast: a proposal may arrive at once.
 	n.mu.Lock()
+	if parent, ok := n.jobs[resumeOf]; ok {
+		j.Resumes = parent.Resumes + 1
+	}
 	n.jobs[id] = j
 	err = n.state.put(prefixJob, id, j)
 	n.mu.Unlock()
@@ -184,6 +187,7 @@ func (n *Node) handleProposal(ctx context.Context, from peer.ID, raw json.RawMes
 	j.State = stateRenting
 	j.Lease = &sl
 	j.Wait = ""
+	j.lastContact = now
 	j.step(stepRent, now)
 	if err := n.state.put(prefixJob, j.ID, j); err != nil {
 		return nil, err
@@ -222,6 +226,7 @@ func (n *Node) handleEvent(ctx context.Context, from peer.ID, raw json.RawMessag
 		n.mu.Unlock()
 		return nil, err
 	}
+	j.lastContact = time.Now()
 	at := time.UnixMilli(ev.At)
 	if time.Since(at).Abs() > time.Minute {
 		at = time.Now() // the provider's clock is off; record our own
@@ -364,6 +369,7 @@ func (n *Node) handleReceipt(ctx context.Context, from peer.ID, raw json.RawMess
 		return nil, err
 	}
 	j.LastReceipt = time.Now()
+	j.lastContact = j.LastReceipt
 	if r.Final {
 		j.State = stateReleased
 		j.Outcome, j.Attribution, j.Reason, j.ExitCode = r.Outcome, r.Attribution, r.Reason, r.ExitCode

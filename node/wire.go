@@ -186,6 +186,9 @@ func validateJobMessage(s p2p.Signed) error {
 			return fmt.Errorf("%w: %v", p2p.ErrForged, err)
 		}
 		return checkTerms(b.Terms)
+	case kindRequeue:
+		_, err := checkRequeue(s)
+		return err
 	case kindRelease:
 		var b releaseBody
 		if err := s.Decode(&b); err != nil {

@@ -17,7 +17,7 @@ import (
 // Backoff bounds for reconnecting to a bootstrap peer.
 const (
 	minBackoff = 250 * time.Millisecond
-	maxBackoff = 30 * time.Second
+	maxBackoff = 5 * time.Second
 )
 
 // ParseBootstrap turns multiaddrs ending in /p2p/<peer ID> into AddrInfos,

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -56,10 +55,10 @@ testnets on 127.0.0.1, one after another, stopping each before the next:
     each node and to the last of them.
   - 10 nodes with 4 simulated GPUs and a 1s heartbeat, once with the default
     epoch and once with --epoch 250ms: small jobs submitted one after
-    another (each after a random pause under 1s, so that submits fall
-    anywhere in an epoch), round-robin over the nodes; the time from submit to the signed
-    lease, and from the release step until a node other than the provider
-    sees the GPU free again.
+    another, round-robin over the nodes, each after a random pause under
+    1s so that submits fall anywhere in an epoch; the time from submit to
+    the signed lease, and from the release step until a node other than
+    the provider sees the GPU free again.
 
 The figures depend on the load of the machine; the load average is printed
 with them.`,
@@ -332,11 +331,12 @@ func sampleViews(ctx context.Context, nodes []*cluster.Node, interval, total tim
 	sctx, cancel := context.WithTimeout(ctx, total)
 	defer cancel()
 	var (
-		mu     sync.Mutex
-		seen   = make(map[viewKey]time.Time)
-		errs   int
-		failed = make(map[string]error)
-		wg     sync.WaitGroup
+		mu      sync.Mutex // guards seen, errs, answers and lastErr
+		seen    = make(map[viewKey]time.Time)
+		errs    int
+		answers = make([]int, len(nodes))
+		lastErr = make([]error, len(nodes))
+		wg      sync.WaitGroup
 	)
 	for i, n := range nodes {
 		// Stagger the observers so that their requests do not arrive
@@ -349,18 +349,14 @@ func sampleViews(ctx context.Context, nodes []*cluster.Node, interval, total tim
 			cl := api.NewClient(n.API)
 			t := time.NewTicker(interval)
 			defer t.Stop()
-			ok := 0
 			for {
 				rctx, rcancel := context.WithTimeout(sctx, 2*time.Second)
 				view, err := cl.Nodes(rctx)
 				rcancel()
 				mu.Lock()
 				switch {
-				case err != nil && sctx.Err() == nil:
-					errs++
-					failed[n.Name] = err
 				case err == nil:
-					ok++
+					answers[i]++
 					for _, p := range view {
 						if p.Self || p.PeerID == n.PeerID {
 							continue
@@ -370,13 +366,9 @@ func sampleViews(ctx context.Context, nodes []*cluster.Node, interval, total tim
 							seen[k] = p.LastSeen
 						}
 					}
-				}
-				if ok == 0 && sctx.Err() != nil {
-					if _, had := failed[n.Name]; !had {
-						failed[n.Name] = errors.New("no answer")
-					}
-				} else if ok > 0 {
-					delete(failed, n.Name)
+				case sctx.Err() == nil:
+					errs++
+					lastErr[i] = err
 				}
 				mu.Unlock()
 				select {
@@ -391,8 +383,10 @@ func sampleViews(ctx context.Context, nodes []*cluster.Node, interval, total tim
 	if ctx.Err() != nil {
 		return nil, errs, ctx.Err()
 	}
-	for name, err := range failed {
-		return nil, errs, fmt.Errorf("%s answered no view request in %s: %w", name, total, err)
+	for i, n := range nodes {
+		if answers[i] == 0 {
+			return nil, errs, fmt.Errorf("%s answered no view request in %s: %v", n.Name, total, lastErr[i])
+		}
 	}
 	return seen, errs, nil
 }

@@ -47,13 +47,15 @@ type fileConfig struct {
 	OutputTimeout   string `toml:"output-timeout"`
 	ProposalTTL     string `toml:"proposal-ttl"`
 	StallTimeout    string `toml:"stall-timeout"`
+	Retention       string `toml:"retention"`
+	ProviderLost    string `toml:"provider-lost-after"`
 }
 
 type options struct {
 	config string
 	file   fileConfig
 	// Durations parsed from flags, or from the file where no flag was given.
-	heartbeat, epoch, receiptInterval, grace, outputTimeout, proposalTTL, stallTimeout time.Duration
+	heartbeat, epoch, receiptInterval, grace, outputTimeout, proposalTTL, stallTimeout, retention, providerLost time.Duration
 }
 
 // durationFlags ties each duration flag to its option and config key.
@@ -74,6 +76,8 @@ func (o *options) durationFlags(fc *fileConfig) []struct {
 		{"output-timeout", &o.outputTimeout, fc.OutputTimeout},
 		{"proposal-ttl", &o.proposalTTL, fc.ProposalTTL},
 		{"stall-timeout", &o.stallTimeout, fc.StallTimeout},
+		{"retention", &o.retention, fc.Retention},
+		{"provider-lost-after", &o.providerLost, fc.ProviderLost},
 	}
 }
 
@@ -126,6 +130,8 @@ on the command line win.`,
 	f.DurationVar(&o.outputTimeout, "output-timeout", 10*time.Minute, "how long output waits to be handed to the submitter")
 	f.DurationVar(&o.proposalTTL, "proposal-ttl", 10*time.Second, "how long a lease proposal waits for an answer")
 	f.DurationVar(&o.stallTimeout, "stall-timeout", time.Minute, "a transfer with no block for this long fails")
+	f.DurationVar(&o.retention, "retention", 7*24*time.Hour, "how long output waits, pinned, for a submitter that is away")
+	f.DurationVar(&o.providerLost, "provider-lost-after", 30*time.Second, "a provider silent this long loses its lease (outcome provider-lost)")
 	f.IntVar(&o.file.CPUs, "cpus", 0, "CPUs to offer beside the GPUs (default: all of this machine's)")
 	f.StringVar(&o.file.Memory, "memory", "", "memory to offer beside the GPUs, e.g. 64GiB (default: all of this machine's)")
 	f.StringVar(&o.file.MaxInput, "max-input", "64GiB", "largest total of input data a job submitted here may declare")
@@ -239,26 +245,28 @@ func run(cmd *cobra.Command, o *options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	n, err := node.New(ctx, node.Config{
-		CPUs:            o.file.CPUs,
-		MemoryBytes:     memory,
-		MaxInputBytes:   int64(maxInput),
-		DataDir:         o.file.Data,
-		Listen:          o.file.Listen,
-		Bootstrap:       o.file.Bootstrap,
-		API:             o.file.API,
-		SimGPUs:         o.file.SimGPUs,
-		Network:         o.file.Network,
-		MDNS:            o.file.MDNS,
-		Heartbeat:       o.heartbeat,
-		Epoch:           o.epoch,
-		ReceiptInterval: o.receiptInterval,
-		Grace:           o.grace,
-		OutputTimeout:   o.outputTimeout,
-		ProposalTTL:     o.proposalTTL,
-		StallTimeout:    o.stallTimeout,
-		Metrics:         o.file.Metrics,
-		Runtime:         o.file.Runtime,
-		Log:             log,
+		CPUs:              o.file.CPUs,
+		MemoryBytes:       memory,
+		MaxInputBytes:     int64(maxInput),
+		DataDir:           o.file.Data,
+		Listen:            o.file.Listen,
+		Bootstrap:         o.file.Bootstrap,
+		API:               o.file.API,
+		SimGPUs:           o.file.SimGPUs,
+		Network:           o.file.Network,
+		MDNS:              o.file.MDNS,
+		Heartbeat:         o.heartbeat,
+		Epoch:             o.epoch,
+		ReceiptInterval:   o.receiptInterval,
+		Grace:             o.grace,
+		OutputTimeout:     o.outputTimeout,
+		ProposalTTL:       o.proposalTTL,
+		StallTimeout:      o.stallTimeout,
+		Retention:         o.retention,
+		ProviderLostAfter: o.providerLost,
+		Metrics:           o.file.Metrics,
+		Runtime:           o.file.Runtime,
+		Log:               log,
 	})
 	if err != nil {
 		return err
