@@ -33,22 +33,22 @@ type jobRecord struct {
 	Envelope    []byte             `json:"envelope"` // the signed declaration
 	Declaration market.Declaration `json:"declaration"`
 	// Sources are the declaration's data sources as the user gave them.
-	Sources     []string      `json:"sources,omitempty"`
-	ResumeOf    string        `json:"resume_of,omitempty"`
-	State       string        `json:"state"`
-	Outcome     string        `json:"outcome,omitempty"`
-	Attribution string        `json:"attribution,omitempty"`
-	Reason      string        `json:"reason,omitempty"`
-	ExitCode    *int          `json:"exit_code,omitempty"`
-	Lease       *SignedLease  `json:"lease,omitempty"`
-	Steps       []api.Step    `json:"steps"`
-	Output      string        `json:"output,omitempty"`
-	Checkpoint  string        `json:"checkpoint,omitempty"`
-	CheckpointN int           `json:"checkpoint_n,omitempty"`
-	Submitted   time.Time     `json:"submitted"`
-	Wait        string        `json:"wait,omitempty"` // why it waits, from the last Match
-	LastReceipt time.Time     `json:"last_receipt,omitempty"`
-	Withdrawn   bool          `json:"withdrawn,omitempty"` // asked to withdraw while leased
+	Sources     []string     `json:"sources,omitempty"`
+	ResumeOf    string       `json:"resume_of,omitempty"`
+	State       string       `json:"state"`
+	Outcome     string       `json:"outcome,omitempty"`
+	Attribution string       `json:"attribution,omitempty"`
+	Reason      string       `json:"reason,omitempty"`
+	ExitCode    *int         `json:"exit_code,omitempty"`
+	Lease       *SignedLease `json:"lease,omitempty"`
+	Steps       []api.Step   `json:"steps"`
+	Output      string       `json:"output,omitempty"`
+	Checkpoint  string       `json:"checkpoint,omitempty"`
+	CheckpointN int          `json:"checkpoint_n,omitempty"`
+	Submitted   time.Time    `json:"submitted"`
+	Wait        string       `json:"wait,omitempty"` // why it waits, from the last Match
+	LastReceipt time.Time    `json:"last_receipt,omitempty"`
+	Withdrawn   bool         `json:"withdrawn,omitempty"` // asked to withdraw while leased
 	// Resumes counts how many resumptions lead to this job (0 for an
 	// original).
 	Resumes int `json:"resumes,omitempty"`
