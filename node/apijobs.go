@@ -15,6 +15,7 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/api"
 	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // maxRequestBody caps what a client may post.
@@ -33,6 +34,7 @@ func (n *Node) jobRoutes(mux *http.ServeMux) {
 	}))
 	mux.HandleFunc("POST /v1/jobs/{id}/get", handler(n.apiGet))
 	mux.HandleFunc("GET /v1/receipts", handler(n.apiReceipts))
+	mux.HandleFunc("POST /v1/debug/block", handler(n.apiBlock))
 	mux.HandleFunc("GET /v1/matches", handler(func(r *http.Request) (any, error) {
 		n.mu.Lock()
 		defer n.mu.Unlock()
@@ -247,4 +249,29 @@ func (n *Node) apiReceipts(r *http.Request) (any, error) {
 		out.Verify = v
 	}
 	return out, nil
+}
+
+// apiBlock cuts this node off from the peers named (an empty list heals):
+// how a test splits the network into parts on one machine.
+func (n *Node) apiBlock(r *http.Request) (any, error) {
+	var req api.Block
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxRequestBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, badRequest(err)
+	}
+	var ids []peer.ID
+	for _, s := range req.Peers {
+		id, err := peer.Decode(s)
+		if err != nil {
+			return nil, badRequest(fmt.Errorf("peer %q: %w", s, err))
+		}
+		ids = append(ids, id)
+	}
+	n.gater.Block(ids)
+	for _, id := range ids {
+		_ = n.host.Network().ClosePeer(id)
+	}
+	n.log.Info("blocked peers", "peers", len(ids))
+	return req, nil
 }

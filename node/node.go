@@ -60,6 +60,7 @@ type Node struct {
 	exchange *content.Exchange
 	runner   *exec.Runner // nil: no OCI runtime, so no compute offered
 	metrics  *metrics
+	gater    *p2p.Gater
 
 	// runCtx lives as long as Run; leases and transfers hang off it.
 	runCtx context.Context
@@ -117,6 +118,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		proposing:    make(map[string]bool),
 		access:       make(map[string]map[peer.ID]bool),
 		handlers:     make(map[protocol.ID]p2p.Handler),
+		gater:        p2p.NewGater(),
 	}
 	var closers []func() error
 	defer func() {
@@ -137,10 +139,13 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if len(n.gpus) > 0 {
 		n.runner, err = exec.NewRunner(ctx, exec.RunnerOptions{Runtime: cfg.Runtime, StateRoot: filepath.Join(cfg.DataDir, "runtime"), Log: n.log})
 		if err != nil {
+			// Without a working sandbox the node still submits, fetches
+			// and verifies; it only offers no compute.
+			hint := "install one with: apt-get install -y runc"
 			if !errors.Is(err, exec.ErrNoRuntime) {
-				return nil, err
+				hint = "the runtime failed its probe; check it, or pick another with --runtime"
 			}
-			n.log.Warn("no OCI runtime: this node offers no compute but can still submit jobs; install one with: apt-get install -y runc", "err", err)
+			n.log.Warn("no working OCI runtime: this node offers no compute but can still submit jobs; "+hint, "err", err)
 			n.runner, err = nil, nil
 		}
 	}
@@ -156,7 +161,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, n.store.Close)
-	if n.host, err = p2p.NewHost(p2p.HostConfig{Key: key, Listen: cfg.Listen, UserAgent: "e31d/" + Version}); err != nil {
+	if n.host, err = p2p.NewHost(p2p.HostConfig{Key: key, Listen: cfg.Listen, UserAgent: "e31d/" + Version, Gater: n.gater}); err != nil {
 		return nil, err
 	}
 	closers = append(closers, n.host.Close)

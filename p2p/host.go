@@ -24,6 +24,8 @@ type HostConfig struct {
 	Listen []string
 	// UserAgent is sent in identify; empty means "e31".
 	UserAgent string
+	// Gater, if set, decides which peers may connect.
+	Gater *Gater
 }
 
 // NewHost builds a libp2p host that speaks only TCP and QUIC. Relays, NAT port
@@ -48,7 +50,7 @@ func NewHost(cfg HostConfig) (host.Host, error) {
 	if ua == "" {
 		ua = "e31"
 	}
-	h, err := libp2p.New(
+	opts := []libp2p.Option{
 		libp2p.Identity(cfg.Key),
 		libp2p.ListenAddrStrings(listen...),
 		libp2p.Transport(tcp.NewTCPTransport),
@@ -56,7 +58,11 @@ func NewHost(cfg HostConfig) (host.Host, error) {
 		libp2p.DisableRelay(),
 		libp2p.DisableMetrics(),
 		libp2p.UserAgent(ua),
-	)
+	}
+	if cfg.Gater != nil {
+		opts = append(opts, libp2p.ConnectionGater(cfg.Gater))
+	}
+	h, err := libp2p.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("start libp2p host: %w", err)
 	}

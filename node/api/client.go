@@ -210,3 +210,9 @@ func (c *Client) Matches(ctx context.Context) ([]Match, error) {
 	var out []Match
 	return out, c.Do(ctx, http.MethodGet, "/v1/matches", nil, nil, &out)
 }
+
+// Block cuts the node off from peers (nil heals), for tests of a split
+// network.
+func (c *Client) Block(ctx context.Context, peers []string) error {
+	return c.Do(ctx, http.MethodPost, "/v1/debug/block", nil, Block{Peers: peers}, nil)
+}

@@ -137,3 +137,8 @@ type Match struct {
 	Jobs        int                 `json:"jobs"`
 	Assignments []market.Assignment `json:"assignments"`
 }
+
+// Block names the peers a node refuses to connect with; empty heals.
+type Block struct {
+	Peers []string `json:"peers"`
+}

@@ -351,11 +351,17 @@ func TestStorm(t *testing.T) {
 	}
 
 	// The submitter holds one final receipt per job, of the job's lease.
-	finals := map[string][]ledger.Receipt{}
+	// (Nodes 0..4 also provide, so their ledgers hold the receipts of
+	// other submitters' jobs too.)
+	type subJob struct {
+		sub int
+		job string
+	}
+	finals := map[subJob][]ledger.Receipt{}
 	for s := range submitters {
 		for _, r := range all[s] {
 			if r.Final {
-				finals[r.Job] = append(finals[r.Job], r)
+				finals[subJob{s, r.Job}] = append(finals[subJob{s, r.Job}], r)
 			}
 		}
 	}
@@ -365,7 +371,7 @@ func TestStorm(t *testing.T) {
 	}
 	byGPU := map[string][]held{}
 	for _, sj := range jobs {
-		fs := finals[sj.id]
+		fs := finals[subJob{sj.sub, sj.id}]
 		if len(fs) != 1 {
 			var what []string
 			for _, f := range fs {
