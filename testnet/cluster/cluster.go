@@ -39,6 +39,9 @@ type Options struct {
 	Network string
 	// Args are extra e31d flags for every node.
 	Args []string
+	// Metrics gives every node a Prometheus endpoint on a loopback port
+	// (Node.Metrics).
+	Metrics bool
 	// Detach starts the nodes in their own session so that they outlive the
 	// process that started them (the testnet command); tests leave it off.
 	Detach bool
@@ -53,6 +56,8 @@ type Node struct {
 	PID    int    `json:"pid"`
 	// Addrs are the node's libp2p addresses.
 	Addrs []string `json:"addrs"`
+	// Metrics is the node's Prometheus address, when asked for.
+	Metrics string `json:"metrics,omitempty"`
 
 	args []string
 	cmd  *exec.Cmd
@@ -141,8 +146,17 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 	for _, b := range boot {
 		args = append(args, "--bootstrap", b)
 	}
+	var metrics string
+	if c.opts.Metrics {
+		mp, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		metrics = "127.0.0.1:" + strconv.Itoa(mp)
+		args = append(args, "--metrics", metrics)
+	}
 	args = append(args, c.opts.Args...)
-	n := &Node{Name: name, Data: data, args: args}
+	n := &Node{Name: name, Data: data, args: args, Metrics: metrics}
 	return n, c.launch(ctx, n)
 }
 

@@ -3,9 +3,12 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +26,7 @@ func lifecycleNet(t *testing.T) *cluster.Cluster {
 		SimGPUsByNode: []string{"", "2xH100:80GiB", "2xH100:80GiB"},
 		Heartbeat:     500 * time.Millisecond,
 		Args:          []string{"--epoch", "250ms", "--receipt-interval", "1s", "--grace", "1s"},
+		Metrics:       true,
 	})
 }
 
@@ -87,6 +91,50 @@ func TestLifecycleEndings(t *testing.T) {
 	// after it sees them all finished.
 	t.Run("endings", func(t *testing.T) { lifecycleEndings(t, c, sub) })
 	waitAllFree(t, c, 30*time.Second)
+
+	// The metrics tell the same story: leases signed by the providers, the
+	// jobs by state on the submitter, every GPU free again.
+	var leases float64
+	for i := 1; i < len(c.Nodes); i++ {
+		m := scrape(t, c.Nodes[i].Metrics)
+		leases += m["e31_leases_total"]
+		if m[`e31_gpus{state="held"}`] != 0 || m[`e31_gpus{state="free"}`] != 2 {
+			t.Fatalf("node%d metrics: gpus held %v free %v", i, m[`e31_gpus{state="held"}`], m[`e31_gpus{state="free"}`])
+		}
+	}
+	m := scrape(t, c.Nodes[0].Metrics)
+	if leases != m[`e31_jobs{state="released"}`] || leases < 4 {
+		t.Fatalf("providers signed %v leases, the submitter has %v released jobs", leases, m[`e31_jobs{state="released"}`])
+	}
+	if m[`e31_jobs{state="withdrawn"}`] != 1 || m["e31_receipts_total"] < leases {
+		t.Fatalf("submitter metrics: %v withdrawn, %v receipts", m[`e31_jobs{state="withdrawn"}`], m["e31_receipts_total"])
+	}
+}
+
+// scrape reads a Prometheus endpoint into series -> value.
+func scrape(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
 }
 
 func lifecycleEndings(t *testing.T, c *cluster.Cluster, sub *api.Client) {
