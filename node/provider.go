@@ -29,8 +29,11 @@ var (
 
 // activeLease is a lease this node provides that has not been released.
 type activeLease struct {
-	mu  sync.Mutex // guards rec, and serialises receipts
-	rec *leaseRecord
+	// receipts serialises receipt exchanges; it is taken before mu, and mu
+	// is never held across a call to the submitter.
+	receipts sync.Mutex
+	mu       sync.Mutex // guards rec
+	rec      *leaseRecord
 	// cancel stops the lease's work with a cause (errWithdrawn, or the
 	// node stopping).
 	cancel context.CancelCauseFunc
@@ -377,14 +380,19 @@ func (n *Node) gpusByUUID(uuids []string) []exec.GPU {
 	return out
 }
 
-// sendEvent tells the submitter of a step; best effort, the receipts carry
+// sendEvent tells the submitter of a step, in the background so that an
+// absent submitter does not slow the lease; best effort, the receipts carry
 // the phases anyway.
 func (n *Node) sendEvent(to peer.ID, ev eventRequest) {
-	ctx, cancel := context.WithTimeout(n.runCtx, 10*time.Second)
-	defer cancel()
-	if err := n.call(ctx, to, protoEvent, ev, nil); err != nil {
-		n.log.Debug("event not delivered", "lease", ev.Lease, "step", ev.Step, "err", err)
-	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		ctx, cancel := context.WithTimeout(n.runCtx, 10*time.Second)
+		defer cancel()
+		if err := n.call(ctx, to, protoEvent, ev, nil); err != nil {
+			n.log.Debug("event not delivered", "lease", ev.Lease, "step", ev.Step, "err", err)
+		}
+	}()
 }
 
 // checkpointLoop imports the checkpoint folder every interval while the job
@@ -483,10 +491,17 @@ func (n *Node) deliverOutput(ctx context.Context, al *activeLease, submitter pee
 	if out == "" || acked {
 		return nil
 	}
+	// With patience, every attempt ends by the deadline too: the GPUs are
+	// held only that long. Without, one attempt may take the whole output
+	// timeout, since the submitter answers only once it has the output.
 	deadline := time.Now().Add(patience)
+	attemptEnd := deadline
+	if patience == 0 {
+		attemptEnd = time.Now().Add(n.cfg.OutputTimeout)
+	}
 	backoff := 500 * time.Millisecond
 	for {
-		cctx, cancel := context.WithTimeout(ctx, n.cfg.OutputTimeout)
+		cctx, cancel := context.WithDeadline(ctx, attemptEnd)
 		err := n.call(cctx, submitter, protoOutput, outputRequest{Lease: t.ID, Job: t.Job, Output: out}, nil)
 		cancel()
 		if err == nil {
@@ -583,10 +598,15 @@ func phaseOf(state string) string {
 // exchangeReceipt signs the next receipt, has the submitter countersign it
 // and stores it. The caller must not hold al.mu.
 func (n *Node) exchangeReceipt(ctx context.Context, al *activeLease, submitter peer.ID, final bool) error {
+	// Receipts of a lease go one at a time (each links to the last), but
+	// the lease's state lock is not held while the submitter answers: a
+	// submitter that is slow or gone must not stall the run.
+	al.receipts.Lock()
+	defer al.receipts.Unlock()
 	al.mu.Lock()
-	defer al.mu.Unlock()
 	rec := al.rec
 	if rec.FinalSigned {
+		al.mu.Unlock()
 		return errFinalDone
 	}
 	now := time.Now()
@@ -614,6 +634,7 @@ func (n *Node) exchangeReceipt(ctx context.Context, al *activeLease, submitter p
 			r.OutputWait = rec.OutputAcked.Sub(rec.OutputStart).Seconds()
 		}
 	}
+	al.mu.Unlock()
 	if err := r.SignProvider(n.key); err != nil {
 		return err
 	}
@@ -621,7 +642,7 @@ func (n *Node) exchangeReceipt(ctx context.Context, al *activeLease, submitter p
 	if err != nil {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	var rep receiptReply
 	if err := n.call(cctx, submitter, protoReceipt, receiptRequest{Receipt: raw}, &rep); err != nil {
@@ -638,6 +659,8 @@ func (n *Node) exchangeReceipt(ctx context.Context, al *activeLease, submitter p
 		return fmt.Errorf("store receipt: %w", err)
 	}
 	n.metrics.receipts.Inc()
+	al.mu.Lock()
+	defer al.mu.Unlock()
 	rec.Seq++
 	rec.Prev = cr.Digest()
 	if final {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"time"
 
 	"github.com/e31network/e31/market"
@@ -59,6 +60,11 @@ type jobRecord struct {
 
 func (j *jobRecord) resumes() int { return j.Resumes }
 
+// stepOrder is the order of the five steps.
+var stepOrder = map[string]int{stepSubmit: 0, stepRent: 1, stepRun: 2, stepOutput: 3, stepRelease: 4}
+
+// step records that a step was reached, once, keeping the steps in their
+// order whatever order the news of them arrived in.
 func (j *jobRecord) step(name string, at time.Time) {
 	for _, s := range j.Steps {
 		if s.Step == name {
@@ -66,6 +72,7 @@ func (j *jobRecord) step(name string, at time.Time) {
 		}
 	}
 	j.Steps = append(j.Steps, api.Step{Step: name, At: at.UTC()})
+	slices.SortStableFunc(j.Steps, func(a, b api.Step) int { return stepOrder[a.Step] - stepOrder[b.Step] })
 }
 
 func (j *jobRecord) terminal() bool {

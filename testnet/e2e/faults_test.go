@@ -165,3 +165,57 @@ func TestSubmitterKilledAndRestarted(t *testing.T) {
 		t.Fatalf("queued job is %s after the restart", q.State)
 	}
 }
+
+// A submitter that goes away while its job runs: the provider releases the
+// GPUs after its output timeout, keeps the output pinned, and when the
+// submitter returns it fetches the output and both sign the final receipt,
+// which says how long the output waited.
+func TestSubmitterAwayOutputWaits(t *testing.T) {
+	c := start(t, cluster.Options{
+		N:             2,
+		SimGPUsByNode: []string{"", "1xH100:80GiB"},
+		Heartbeat:     500 * time.Millisecond,
+		Args:          []string{"--epoch", "250ms", "--receipt-interval", "1s", "--output-timeout", "1s"},
+	})
+	sub := c.Client(0)
+	j := submit(t, sub, decl("away", "sleep 2; echo result > /out/r", 1, time.Minute))
+	waitJob(t, sub, j.ID, 60*time.Second, "run", func(j api.Job) bool { return j.State == "running" })
+	if err := c.Kill(0); err != nil {
+		t.Fatal(err)
+	}
+	gone := time.Now()
+	// The provider gives the GPU back without the submitter.
+	prov := c.Client(1)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		id, err := prov.ID(context.Background())
+		if err == nil && len(id.GPUs) == 1 && id.GPUs[0].Free && time.Since(gone) > 2*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the provider still holds its GPU with the submitter away: %+v %v", id.GPUs, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // the output waits a while: what the receipt must report
+	if err := c.Restart(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	sub = c.Client(0)
+	j = waitJob(t, sub, j.ID, 60*time.Second, "release", released)
+	if j.Outcome != "completed" {
+		t.Fatalf("ended %s (%s)", j.Outcome, j.Reason)
+	}
+	f := finalOf(t, receipts(t, sub, j.ID))
+	finalOf(t, receipts(t, prov, j.ID))
+	if f.OutputWait < 1 {
+		t.Fatalf("the receipt says the output waited %.2fs; it waited for the submitter's restart", f.OutputWait)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := sub.Get(context.Background(), j.ID, api.GetRequest{Dir: out}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "out", "r")); string(b) != "result\n" {
+		t.Fatalf("output %q", b)
+	}
+}

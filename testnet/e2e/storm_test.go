@@ -398,14 +398,19 @@ func TestStorm(t *testing.T) {
 	overlaps := 0
 	for g, hs := range byGPU {
 		slices.SortFunc(hs, func(a, b held) int { return a.from.Compare(b.from) })
+		// prev is the hold, of those before k, that ends last.
+		prev := hs[0]
 		for k := 1; k < len(hs); k++ {
-			if prev := hs[k-1]; hs[k].from.Before(prev.till) {
+			if hs[k].from.Before(prev.till) {
 				overlaps++
 				if overlaps <= 5 {
 					t.Errorf("GPU %s is in two leases at once: job %s held it %s–%s, job %s from %s\n%s", g,
 						prev.job, prev.from.Format(time.StampMilli), prev.till.Format(time.StampMilli),
 						hs[k].job, hs[k].from.Format(time.StampMilli), describeJobs(c, byID, []string{prev.job, hs[k].job}, 2))
 				}
+			}
+			if hs[k].till.After(prev.till) {
+				prev = hs[k]
 			}
 		}
 	}

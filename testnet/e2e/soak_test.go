@@ -1,0 +1,805 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/testnet/cluster"
+)
+
+// ended reports whether a job has reached a state it never leaves.
+func ended(j api.Job) bool {
+	return j.State == "released" || j.State == "rejected" || j.State == "withdrawn"
+}
+
+// peerIDs returns the peer IDs of the nodes at the given indexes.
+func peerIDs(c *cluster.Cluster, idx []int) []string {
+	var out []string
+	for _, i := range idx {
+		out = append(out, c.Nodes[i].PeerID)
+	}
+	return out
+}
+
+// waitProviderViews waits until every node of nodes sees exactly the
+// providers want, each with gpus GPUs, and is connected to none of the
+// peers in shut. It returns how long that took.
+func waitProviderViews(t *testing.T, c *cluster.Cluster, nodes []int, want []string, gpus int, shut []string, d time.Duration) time.Duration {
+	t.Helper()
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	wantSorted := slices.Sorted(slices.Values(want))
+	for {
+		last := ""
+	check:
+		for _, i := range nodes {
+			cl := c.Client(i)
+			ns, err := cl.Nodes(ctx)
+			if err != nil {
+				last = fmt.Sprintf("node%d: %v", i, err)
+				break
+			}
+			var have []string
+			for _, n := range ns {
+				have = append(have, n.PeerID)
+				if len(n.GPUs) != gpus {
+					last = fmt.Sprintf("node%d sees %s with %d GPUs, want %d", i, n.PeerID, len(n.GPUs), gpus)
+					break check
+				}
+			}
+			slices.Sort(have)
+			if !slices.Equal(have, wantSorted) {
+				last = fmt.Sprintf("node%d sees providers %v, want %v", i, have, wantSorted)
+				break
+			}
+			ps, err := cl.Peers(ctx)
+			if err != nil {
+				last = fmt.Sprintf("node%d: %v", i, err)
+				break
+			}
+			for _, p := range ps {
+				if slices.Contains(shut, p.PeerID) {
+					last = fmt.Sprintf("node%d is still connected to %s", i, p.PeerID)
+					break check
+				}
+			}
+		}
+		if last == "" {
+			return time.Since(began)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("views did not settle in %s: %s\n%s", d, last, connectivity(c, nodes))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// connectivity says, for each of nodes, whom it is connected to and which
+// providers it sees: the evidence when views do not settle.
+func connectivity(c *cluster.Cluster, nodes []int) string {
+	name := map[string]string{}
+	for _, n := range c.Nodes {
+		name[n.PeerID] = n.Name
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var b strings.Builder
+	for _, i := range nodes {
+		var peers, seen []string
+		if ps, err := c.Client(i).Peers(ctx); err == nil {
+			for _, p := range ps {
+				peers = append(peers, name[p.PeerID])
+			}
+		}
+		if ns, err := c.Client(i).Nodes(ctx); err == nil {
+			for _, n := range ns {
+				seen = append(seen, fmt.Sprintf("%s(last seen %s ago)", name[n.PeerID], time.Since(n.LastSeen).Round(time.Millisecond)))
+			}
+		}
+		slices.Sort(peers)
+		fmt.Fprintf(&b, "  node%d: connected to %v; sees %v\n", i, peers, seen)
+	}
+	return b.String()
+}
+
+// allLedgers returns every node's receipts, checking that each ledger
+// verifies.
+func allLedgers(t *testing.T, c *cluster.Cluster) [][]ledger.Receipt {
+	t.Helper()
+	all := make([][]ledger.Receipt, len(c.Nodes))
+	for i := range c.Nodes {
+		all[i] = receipts(t, c.Client(i), "")
+	}
+	return all
+}
+
+// leasesOfJobs maps each job with receipts in any ledger to its leases,
+// each with the nodes holding receipts of it.
+func leasesOfJobs(c *cluster.Cluster, all [][]ledger.Receipt) map[string]map[string][]string {
+	out := map[string]map[string][]string{}
+	for i, rs := range all {
+		for _, r := range rs {
+			if out[r.Job] == nil {
+				out[r.Job] = map[string][]string{}
+			}
+			if ns := out[r.Job][r.Lease]; !slices.Contains(ns, c.Nodes[i].Name) {
+				out[r.Job][r.Lease] = append(ns, c.Nodes[i].Name)
+			}
+		}
+	}
+	return out
+}
+
+// gpuHold is a span during which a job held a GPU, on its provider's clock.
+type gpuHold struct {
+	job         string
+	from, until time.Time
+}
+
+// checkNoOverlap fails the test for every GPU held by two jobs at once.
+func checkNoOverlap(t *testing.T, c *cluster.Cluster, byID map[string]api.Job, byGPU map[string][]gpuHold) {
+	t.Helper()
+	overlaps := 0
+	for g, hs := range byGPU {
+		slices.SortFunc(hs, func(a, b gpuHold) int { return a.from.Compare(b.from) })
+		for k := 1; k < len(hs); k++ {
+			if prev := hs[k-1]; hs[k].from.Before(prev.until) {
+				overlaps++
+				if overlaps <= 5 {
+					t.Errorf("GPU %s is in two leases at once: job %s held it %s–%s, job %s from %s\n%s", g,
+						prev.job, prev.from.Format(time.StampMilli), prev.until.Format(time.StampMilli),
+						hs[k].job, hs[k].from.Format(time.StampMilli), describeJobs(c, byID, []string{prev.job, hs[k].job}, 2))
+				}
+			}
+		}
+	}
+	if overlaps > 0 {
+		t.Errorf("%d overlapping holds in all", overlaps)
+	}
+}
+
+// finalOn reports whether a node holds a final receipt of a job.
+func finalOn(ctx context.Context, cl *api.Client, job string) (bool, error) {
+	res, err := cl.Receipts(ctx, job, false)
+	if err != nil {
+		return false, err
+	}
+	var rs []ledger.Receipt
+	if err := json.Unmarshal(res.Receipts, &rs); err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(rs, func(r ledger.Receipt) bool { return r.Final }), nil
+}
+
+// partitionEpoch is the --epoch of TestPartitionNoDoubleLease.
+const partitionEpoch = 250 * time.Millisecond
+
+func epochNow() uint64 { return uint64(time.Now().UnixMilli() / partitionEpoch.Milliseconds()) }
+
+// A network split in two halves, each with a submitter and two providers,
+// while jobs run across the cut and others wait in every view: both sides
+// go on renting without leasing any job twice; once healed, the views
+// converge again, the leases cut off settle, and jobs from both submitters
+// run anywhere.
+func TestPartitionNoDoubleLease(t *testing.T) {
+	c := start(t, cluster.Options{
+		N:             6,
+		SimGPUsByNode: []string{"", "2xH100:80GiB", "2xH100:80GiB", "", "2xH100:80GiB", "2xH100:80GiB"},
+		Heartbeat:     500 * time.Millisecond,
+		// A provider cut off from a submitter frees the GPUs after 2s; the
+		// output waits for the submitter to come back.
+		Args: []string{"--epoch", partitionEpoch.String(), "--provider-lost-after", "5s", "--output-timeout", "2s"},
+	})
+	keepLogsOnFailure(t, c)
+	ctx := context.Background()
+	sides := [2][]int{{0, 1, 2}, {3, 4, 5}}
+	submitters := [2]int{0, 3}
+	providersOf := [2][]string{peerIDs(c, []int{1, 2}), peerIDs(c, []int{4, 5})}
+	began := time.Now()
+
+	subOf := map[string]int{} // job -> submitting node
+	var order []string
+	submitWave := func(prefix string, count, gpus int, script string) []string {
+		var ids []string
+		for s, sub := range submitters {
+			for k := range count {
+				j := submit(t, c.Client(sub), decl(fmt.Sprintf("%s-%d-%d", prefix, s, k), script, gpus, time.Minute))
+				subOf[j.ID] = sub
+				ids = append(ids, j.ID)
+			}
+		}
+		order = append(order, ids...)
+		return ids
+	}
+	waitWave := func(ids []string, d time.Duration, what string, cond func(api.Job) bool) map[string]api.Job {
+		out := map[string]api.Job{}
+		for _, id := range ids {
+			out[id] = waitJob(t, c.Client(subOf[id]), id, d, what, cond)
+		}
+		return out
+	}
+
+	// Before the split: fillers hold all eight GPUs, wherever Match put
+	// them, and four more jobs wait in every node's view.
+	fillers := submitWave("filler", 2, 2, "sleep 6")
+	running := waitWave(fillers, time.Minute, "running", func(j api.Job) bool { return j.State == "running" })
+	since := epochNow()
+	queued := submitWave("queued", 2, 1, "sleep 1")
+	{
+		ctxQ, cancel := context.WithTimeout(ctx, 30*time.Second)
+		for i := range c.Nodes {
+			for {
+				ms, err := c.Client(i).Matches(ctxQ)
+				if err == nil && len(ms) > 0 && ms[len(ms)-1].Epoch > since && ms[len(ms)-1].Jobs >= len(queued) {
+					break
+				}
+				select {
+				case <-ctxQ.Done():
+					t.Fatalf("node%d never matched the %d queued jobs: %v %v", i, len(queued), ms, err)
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}
+		cancel()
+	}
+	cross := 0
+	for _, id := range fillers {
+		s := slices.Index(submitters[:], subOf[id])
+		if slices.Contains(providersOf[1-s], running[id].Provider) {
+			cross++
+		}
+	}
+	t.Logf("before the split: 4 fillers hold the 8 GPUs (%d of them across the coming cut), %d jobs wait in every view", cross, len(queued))
+
+	// Split: every node refuses the other side.
+	for s, side := range sides {
+		other := peerIDs(c, sides[1-s])
+		for _, i := range side {
+			if err := c.Client(i).Block(ctx, other); err != nil {
+				t.Fatalf("node%d: block: %v", i, err)
+			}
+		}
+	}
+	split := time.Now()
+	for s, side := range sides {
+		took := waitProviderViews(t, c, side, providersOf[s], 2, peerIDs(c, sides[1-s]), 60*time.Second)
+		t.Logf("split: side %v sees only its own providers after %s", side, took.Round(time.Millisecond))
+	}
+
+	// Both sides rent while split: the queued jobs and six more each, on
+	// their own side. A filler across the cut ends on its submitter as
+	// provider-lost.
+	during := submitWave("split", 6, 1, "sleep 2")
+	onOwnSide := append(slices.Clone(queued), during...)
+	splitJobs := waitWave(append(slices.Clone(fillers), onOwnSide...), 2*time.Minute, "an end", ended)
+	t.Logf("split: %d jobs ended on the two sides %s after the cut", len(splitJobs), time.Since(split).Round(time.Millisecond))
+	for _, id := range onOwnSide {
+		j := splitJobs[id]
+		s := slices.Index(submitters[:], subOf[id])
+		if j.Outcome != "completed" || !slices.Contains(providersOf[s], j.Provider) {
+			t.Errorf("job %s from node%d ended %s on %s during the split, want completed on its own side %v (reason %q)\n%s",
+				id, subOf[id], j.Outcome, j.Provider, providersOf[s], j.Reason, describeJobs(c, splitJobs, []string{id}, 1))
+		}
+	}
+	for _, id := range fillers {
+		j := splitJobs[id]
+		t.Logf("split: filler %s from node%d on %s ended %s/%s (%s)", id, subOf[id], c.Nodes[nodeIndex(t, c, j.Provider)].Name, j.Outcome, j.Attribution, j.Reason)
+	}
+
+	// Heal: the nodes find each other again through their bootstrap peer and
+	// the providers they remember.
+	for i := range c.Nodes {
+		if err := c.Client(i).Block(ctx, nil); err != nil {
+			t.Fatalf("node%d: heal: %v", i, err)
+		}
+	}
+	everyone := []int{0, 1, 2, 3, 4, 5}
+	took := waitProviderViews(t, c, everyone, append(slices.Clone(providersOf[0]), providersOf[1]...), 2, nil, 90*time.Second)
+	t.Logf("healed: every view holds all 4 providers again after %s", took.Round(time.Millisecond))
+
+	// The leases cut off settle: each filler's submitter gets its final
+	// receipt.
+	healed := time.Now()
+	{
+		ctxS, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		for _, id := range fillers {
+			for {
+				ok, err := finalOn(ctxS, c.Client(subOf[id]), id)
+				if ok {
+					break
+				}
+				select {
+				case <-ctxS.Done():
+					t.Fatalf("job %s: no final receipt on its submitter 2m after the heal (%v)\n%s", id, err, describeJobs(c, splitJobs, []string{id}, 1))
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}
+		cancel()
+	}
+	t.Logf("healed: every filler's final receipt reached its submitter after %s", time.Since(healed).Round(time.Millisecond))
+
+	// Jobs from both submitters complete on the healed network; ten of them
+	// for eight GPUs, so that some wait and the healed views are matched
+	// while busy.
+	after := submitWave("healed", 5, 1, "sleep 1")
+	healedJobs := waitWave(after, 2*time.Minute, "release", released)
+	crossed := 0
+	for _, id := range after {
+		j := healedJobs[id]
+		if j.Outcome != "completed" {
+			t.Errorf("job %s from node%d ended %s after the heal (reason %q)\n%s", id, subOf[id], j.Outcome, j.Reason, describeJobs(c, healedJobs, []string{id}, 1))
+		}
+		s := slices.Index(submitters[:], subOf[id])
+		if slices.Contains(providersOf[1-s], j.Provider) {
+			crossed++
+		}
+	}
+	t.Logf("healed: %d jobs completed, %d of them on the other side's providers", len(after), crossed)
+
+	// Every job has one lease and one final receipt on each side, which says
+	// what the submitter says; no GPU is in two leases at once.
+	byID := map[string]api.Job{}
+	for _, sub := range submitters {
+		list, err := c.Client(sub).Jobs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range list {
+			byID[j.ID] = j
+		}
+	}
+	all := allLedgers(t, c)
+	leases := leasesOfJobs(c, all)
+	byGPU := map[string][]gpuHold{}
+	for _, id := range order {
+		j := byID[id]
+		if ls := leases[id]; len(ls) != 1 || len(ls[j.Lease]) == 0 {
+			t.Errorf("job %s (lease %s) has receipts of %d leases, want 1: %v\n%s", id, j.Lease, len(ls), ls, describeJobs(c, byID, []string{id}, 1))
+			continue
+		}
+		prov := nodeIndex(t, c, j.Provider)
+		var finals [2][]ledger.Receipt
+		for k, n := range []int{subOf[id], prov} {
+			for _, r := range all[n] {
+				if r.Job == id && r.Final {
+					finals[k] = append(finals[k], r)
+				}
+			}
+		}
+		if len(finals[0]) != 1 || len(finals[1]) != 1 {
+			t.Errorf("job %s: %d final receipts on its submitter, %d on its provider, want 1 and 1\n%s", id, len(finals[0]), len(finals[1]), describeJobs(c, byID, []string{id}, 1))
+			continue
+		}
+		f := finals[0][0]
+		same := string(f.ProviderSig) == string(finals[1][0].ProviderSig)
+		if !same || f.Verify() != nil || f.Outcome != j.Outcome || f.GPUs != len(j.GPUs) {
+			t.Errorf("job %s ended %s on %v; its final receipt: %s on %d GPUs, verify %v, the same on both sides %v\n%s",
+				id, j.Outcome, j.GPUs, f.Outcome, f.GPUs, f.Verify(), same, describeJobs(c, byID, []string{id}, 1))
+		}
+		for _, g := range j.GPUs {
+			byGPU[g] = append(byGPU[g], gpuHold{id, f.HeldFrom, f.HeldUntil})
+		}
+	}
+	checkNoOverlap(t, c, byID, byGPU)
+	waitAllFree(t, c, 30*time.Second)
+
+	// No view keeps a job open once every job has ended: a node matches
+	// only while its view holds open jobs.
+	{
+		ctxV, cancel := context.WithTimeout(ctx, 30*time.Second)
+		quiet := 8 * time.Duration(partitionEpoch) // epochs without a Match
+		for {
+			stale := ""
+			for i := range c.Nodes {
+				ms, err := c.Client(i).Matches(ctxV)
+				if err != nil {
+					stale = err.Error()
+					break
+				}
+				if len(ms) > 0 && epochNow()-ms[len(ms)-1].Epoch < uint64(quiet/partitionEpoch) {
+					m := ms[len(ms)-1]
+					stale = fmt.Sprintf("node%d still matches %d open jobs (epoch %d, %d assignments: %+v)", i, m.Jobs, m.Epoch, len(m.Assignments), m.Assignments)
+					break
+				}
+			}
+			if stale == "" {
+				break
+			}
+			select {
+			case <-ctxV.Done():
+				t.Errorf("views still hold open jobs 30s after every job ended: %s", stale)
+			case <-time.After(200 * time.Millisecond):
+				continue
+			}
+			break
+		}
+		cancel()
+	}
+	t.Logf("%d jobs, %d GPUs used, in %s", len(order), len(byGPU), time.Since(began).Round(time.Millisecond))
+}
+
+// soakCount counts to 8, a quarter second a step, keeping the count in its
+// checkpoint and starting from a resumed checkpoint when there is one (a
+// checkpoint taken before the first step is empty).
+const soakCount = `n=0
+[ -f "$E31_RESUME_FROM/count" ] && n=$(cat "$E31_RESUME_FROM/count")
+echo "start at $n"
+while [ "$n" -lt 8 ]; do n=$((n+1)); echo "$n" > /ckpt/count; sleep 0.25; done
+echo "$n" > /out/final`
+
+// soakMaxResumes is the max_resumes of every soak job.
+const soakMaxResumes = 3
+
+// soakJobs is the number of jobs TestSoak submits: E31_SOAK_JOBS, else 40
+// with -short, else 200.
+func soakJobs(t *testing.T) int {
+	if s := os.Getenv("E31_SOAK_JOBS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("E31_SOAK_JOBS=%q: want a positive number", s)
+		}
+		return n
+	}
+	if testing.Short() {
+		return 40
+	}
+	return 200
+}
+
+// killer kills a random provider every interval and restarts it after
+// down, until stopped; the cadence is load, not synchronisation.
+type killer struct {
+	stop chan struct{}
+	done chan struct{}
+	// Written by the killer's goroutine, read after done is closed.
+	victims []int
+	errs    []string
+}
+
+func startKiller(c *cluster.Cluster, providers []int, every, down time.Duration) *killer {
+	k := &killer{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(k.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-k.stop:
+				return
+			case <-tick.C:
+			}
+			i := providers[rand.IntN(len(providers))]
+			if err := c.Kill(i); err != nil {
+				k.errs = append(k.errs, fmt.Sprintf("kill node%d: %v", i, err))
+				continue
+			}
+			k.victims = append(k.victims, i)
+			// The node comes back whether or not the soak is stopping, so
+			// that it settles what it left open.
+			wait := time.NewTimer(down)
+			select {
+			case <-wait.C:
+			case <-k.stop:
+				wait.Stop()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			if err := c.Restart(ctx, i); err != nil {
+				k.errs = append(k.errs, fmt.Sprintf("restart node%d: %v", i, err))
+			}
+			cancel()
+		}
+	}()
+	return k
+}
+
+// halt stops the killer once and waits for its last restart.
+func (k *killer) halt() {
+	select {
+	case <-k.stop:
+	default:
+		close(k.stop)
+	}
+	<-k.done
+}
+
+// soakChain is one submitted job and the automatic resumes that continue it.
+type soakChain struct {
+	jobs []string // the original first, then each resume
+	// multiple is set when a job in the chain has more than one resume.
+	multiple string
+}
+
+// soakChains follows each original's resumes through byID.
+func soakChains(originals []string, byID map[string]api.Job) []soakChain {
+	children := map[string][]string{}
+	for id, j := range byID {
+		if j.ResumeOf != "" {
+			children[j.ResumeOf] = append(children[j.ResumeOf], id)
+		}
+	}
+	out := make([]soakChain, len(originals))
+	for k, id := range originals {
+		ch := soakChain{jobs: []string{id}}
+		for cur := id; len(children[cur]) > 0; {
+			kids := children[cur]
+			if len(kids) > 1 {
+				slices.Sort(kids)
+				ch.multiple = fmt.Sprintf("job %s was resumed %d times: %v", cur, len(kids), kids)
+			}
+			cur = kids[0]
+			ch.jobs = append(ch.jobs, cur)
+		}
+		out[k] = ch
+	}
+	return out
+}
+
+// settled reports whether a chain will not change any more: its last job
+// has ended, and an automatic resume, if one is due, has had time to
+// appear (the submitter resumes at the moment it ends the lease).
+func (ch soakChain) settled(byID map[string]api.Job, now time.Time) bool {
+	last := byID[ch.jobs[len(ch.jobs)-1]]
+	if !ended(last) {
+		return false
+	}
+	if last.Outcome == ledger.OutcomeProviderLost && last.Checkpoint != "" && len(ch.jobs)-1 < soakMaxResumes {
+		return now.Sub(stepAt(last, "release")) > 3*time.Second
+	}
+	return true
+}
+
+// Jobs that checkpoint and ask to be resumed automatically, on providers
+// killed with kill -9 and restarted again and again: every job completes,
+// directly or through its resumes, or fails with a receipt; no job is leased
+// twice, no GPU is held by two leases or at the end, and every ledger
+// verifies.
+func TestSoak(t *testing.T) {
+	n := soakJobs(t)
+	spec := []string{""}
+	var providers []int
+	for i := 1; i < 10; i++ {
+		spec = append(spec, "2xH100:80GiB")
+		providers = append(providers, i)
+	}
+	c := start(t, cluster.Options{
+		N:             10,
+		SimGPUsByNode: spec,
+		Heartbeat:     500 * time.Millisecond,
+		Args:          []string{"--epoch", "250ms", "--receipt-interval", "1s", "--provider-lost-after", "4s", "--grace", "1s"},
+	})
+	keepLogsOnFailure(t, c)
+	// Only node0 is talked to while the killer runs: it is never killed.
+	sub := c.Client(0)
+	ctx := context.Background()
+
+	began := time.Now()
+	originals := make([]string, 0, n)
+	for i := range n {
+		d := decl(fmt.Sprintf("soak-%d", i), soakCount, 1, time.Minute)
+		d.Request.Memory = 64 * market.MiB
+		d.Output.Checkpoints = &market.Checkpoints{Path: "/ckpt", Every: market.Duration(500), Resume: market.ResumeAuto, MaxResumes: soakMaxResumes}
+		originals = append(originals, submit(t, sub, d).ID)
+	}
+	t.Logf("%d jobs submitted in %s", n, time.Since(began).Round(time.Millisecond))
+
+	k := startKiller(c, providers, 3*time.Second, 2*time.Second)
+	t.Cleanup(k.halt) // before the cluster stops
+	var stoppedKilling time.Duration
+
+	deadline := 8 * time.Minute
+	if n > 200 {
+		deadline = deadline * time.Duration(n) / 200
+	}
+	ctxW, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	byID := map[string]api.Job{}
+	var chains []soakChain
+	lastReport := time.Now()
+	for {
+		list, err := sub.Jobs(ctxW)
+		if err == nil {
+			clear(byID)
+			for _, j := range list {
+				byID[j.ID] = j
+			}
+			chains = soakChains(originals, byID)
+			now := time.Now()
+			done := 0
+			for _, ch := range chains {
+				if ch.settled(byID, now) {
+					done++
+				}
+			}
+			if stoppedKilling == 0 && done*5 >= n*4 {
+				k.halt()
+				stoppedKilling = time.Since(began)
+				t.Logf("%d of %d jobs ended after %s: no more kills (%d so far)", done, n, stoppedKilling.Round(time.Millisecond), len(k.victims))
+			}
+			if done == n {
+				break
+			}
+			if time.Since(lastReport) > 30*time.Second {
+				states := map[string]int{}
+				for _, j := range byID {
+					states[j.State+"/"+j.Outcome]++
+				}
+				t.Logf("after %s: %d of %d chains settled; jobs %v", time.Since(began).Round(time.Second), done, n, states)
+				lastReport = time.Now()
+			}
+		}
+		select {
+		case <-ctxW.Done():
+			k.halt()
+			var stuck []string
+			now := time.Now()
+			for _, ch := range chains {
+				if !ch.settled(byID, now) {
+					stuck = append(stuck, ch.jobs[len(ch.jobs)-1])
+				}
+			}
+			t.Fatalf("after %s, %d of %d jobs have not ended (last error %v); the first stuck:\n%s",
+				deadline, len(stuck), n, err, describeJobs(c, byID, stuck, 5))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	wall := time.Since(began)
+	k.halt()
+	if stoppedKilling == 0 {
+		stoppedKilling = wall
+	}
+	var victims []string
+	for _, v := range k.victims {
+		victims = append(victims, c.Nodes[v].Name)
+	}
+	t.Logf("%d kills -9 in the first %s: %s", len(k.victims), stoppedKilling.Round(time.Millisecond), strings.Join(victims, " "))
+	for _, e := range k.errs {
+		t.Errorf("a provider did not come back: %s", e)
+	}
+
+	// Every original ended completed, directly or through its resumes, or
+	// failed.
+	var completed, resumed, failed, resumes int
+	var lost []string
+	for _, ch := range chains {
+		resumes += len(ch.jobs) - 1
+		if ch.multiple != "" {
+			t.Errorf("%s\n%s", ch.multiple, describeJobs(c, byID, ch.jobs, 3))
+		}
+		last := byID[ch.jobs[len(ch.jobs)-1]]
+		switch {
+		case last.Outcome == ledger.OutcomeCompleted && len(ch.jobs) == 1:
+			completed++
+		case last.Outcome == ledger.OutcomeCompleted:
+			resumed++
+		case last.Outcome == ledger.OutcomeFailed:
+			failed++
+		default:
+			why := "no checkpoint to resume from"
+			switch {
+			case last.Outcome != ledger.OutcomeProviderLost:
+				why = "not a provider loss"
+			case len(ch.jobs)-1 >= soakMaxResumes:
+				why = "resumes used up"
+			case last.Checkpoint != "":
+				why = "not resumed although it has a checkpoint"
+			}
+			lost = append(lost, fmt.Sprintf("%s ended %s/%s after %d resumes (%s; reason %q)", last.ID, last.Outcome, last.Attribution, len(ch.jobs)-1, why, last.Reason))
+			if len(lost) <= 5 {
+				t.Errorf("job %s: chain %v ends %s/%s: %s (reason %q)\n%s", ch.jobs[0], ch.jobs, last.Outcome, last.Attribution, why, last.Reason, describeJobs(c, byID, ch.jobs[len(ch.jobs)-1:], 1))
+			}
+		}
+	}
+	t.Logf("soak: %d jobs in %s (%.2f jobs/s): %d completed, %d completed through resumes, %d failed, %d neither; %d automatic resumes in all",
+		n, wall.Round(time.Millisecond), float64(n)/wall.Seconds(), completed, resumed, failed, len(lost), resumes)
+	if len(lost) > 0 {
+		byWhy := map[string]int{}
+		for _, l := range lost {
+			_, why, _ := strings.Cut(l, "(")
+			why, _, _ = strings.Cut(why, ";")
+			byWhy[why]++
+		}
+		t.Errorf("%d jobs neither completed nor failed: %v", len(lost), byWhy)
+	}
+
+	// Receipts: every released job has receipts on its submitter signed by
+	// both; a completed or failed one has exactly one final receipt, and
+	// no job has more than one lease anywhere.
+	all := allLedgers(t, c) // every ledger verifies
+	leases := leasesOfJobs(c, all)
+	bySubmitter := map[string][]ledger.Receipt{}
+	for _, r := range all[0] {
+		bySubmitter[r.Job] = append(bySubmitter[r.Job], r)
+	}
+	byGPU := map[string][]gpuHold{}
+	noReceipt := 0
+	for id, j := range byID {
+		if ls := leases[id]; len(ls) > 1 || (len(ls) == 1 && len(ls[j.Lease]) == 0) {
+			t.Errorf("job %s (lease %s) has receipts of %d leases: %v\n%s", id, j.Lease, len(ls), ls, describeJobs(c, byID, []string{id}, 1))
+		}
+		if j.State != "released" {
+			continue
+		}
+		rs := bySubmitter[id]
+		if len(rs) == 0 {
+			noReceipt++
+			if noReceipt <= 5 {
+				t.Errorf("released job %s (%s/%s, reason %q) has no receipt on its submitter\n%s", id, j.Outcome, j.Attribution, j.Reason, describeJobs(c, byID, []string{id}, 1))
+			}
+			continue
+		}
+		var finals int
+		from, until := rs[0].HeldFrom, rs[0].HeldUntil
+		for _, r := range rs {
+			if err := r.Verify(); err != nil {
+				t.Errorf("job %s: receipt %d of lease %s is not signed by both: %v", id, r.Seq, r.Lease, err)
+			}
+			if r.Final {
+				finals++
+				if r.Outcome != j.Outcome {
+					t.Errorf("job %s ended %s, its final receipt says %s", id, j.Outcome, r.Outcome)
+				}
+			}
+			if r.HeldFrom.Before(from) {
+				from = r.HeldFrom
+			}
+			if r.HeldUntil.After(until) {
+				until = r.HeldUntil
+			}
+		}
+		if finals > 1 || (finals == 0 && (j.Outcome == ledger.OutcomeCompleted || j.Outcome == ledger.OutcomeFailed)) {
+			t.Errorf("job %s ended %s with %d final receipts on its submitter", id, j.Outcome, finals)
+		}
+		for _, g := range j.GPUs {
+			byGPU[g] = append(byGPU[g], gpuHold{id, from, until})
+		}
+	}
+	if noReceipt > 0 {
+		t.Errorf("%d released jobs have no receipt on their submitter", noReceipt)
+	}
+	checkNoOverlap(t, c, byID, byGPU)
+
+	// Resumed runs went on from their checkpoint: a few of them are read
+	// back.
+	checked := 0
+	var starts []string
+	for _, ch := range chains {
+		last := byID[ch.jobs[len(ch.jobs)-1]]
+		if len(ch.jobs) == 1 || last.Outcome != ledger.OutcomeCompleted || checked == 5 {
+			continue
+		}
+		checked++
+		out := filepath.Join(t.TempDir(), "out")
+		if _, err := sub.Get(ctx, last.ID, api.GetRequest{Dir: out}); err != nil {
+			t.Errorf("get %s: %v", last.ID, err)
+			continue
+		}
+		final, _ := os.ReadFile(filepath.Join(out, "out", "final"))
+		logs, _ := os.ReadFile(filepath.Join(out, "stdout.log"))
+		if strings.TrimSpace(string(final)) != "8" || !strings.Contains(string(logs), "start at ") {
+			t.Errorf("resumed job %s: final count %q, log %q", last.ID, final, logs)
+		}
+		starts = append(starts, strings.TrimSpace(string(logs)))
+	}
+
+	if len(starts) > 0 {
+		t.Logf("resumed runs read back: %q", starts)
+	}
+
+	waitAllFree(t, c, 60*time.Second)
+	t.Logf("soak done in %s (the kills stopped at %s)", time.Since(began).Round(time.Millisecond), stoppedKilling.Round(time.Millisecond))
+}
