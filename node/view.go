@@ -186,16 +186,21 @@ func (v *marketView) snapshot(epoch uint64, start, cutoff time.Time, offers []ma
 	usage := map[string]int64{}
 	for _, kl := range v.leases {
 		t := kl.lease.Terms
-		if t.ID == "" || !at(kl.seen) || now-t.Proposed > usageWindow.Milliseconds() {
+		if t.ID == "" || !at(kl.seen) {
+			continue
+		}
+		live := !at(kl.released)
+		if live {
+			mv.Leases = append(mv.Leases, kl.lease.market())
+		}
+		if now-t.Proposed > usageWindow.Milliseconds() {
 			continue
 		}
 		// Use is charged at the declared limit when the lease is signed,
 		// and the unused part refunded when it is released.
 		charge := market.Charge(len(t.GPUs), t.Limit)
-		if at(kl.released) {
+		if !live {
 			charge = min(charge, int64(len(t.GPUs))*kl.heldMs)
-		} else {
-			mv.Leases = append(mv.Leases, kl.lease.market())
 		}
 		usage[t.Submitter] += market.Decay(charge, now-t.Proposed, usageHalfLife.Milliseconds())
 	}
@@ -223,7 +228,7 @@ func (v *marketView) prune(now time.Time, keep time.Duration) {
 		}
 	}
 	for id, kl := range v.leases {
-		if !kl.released.IsZero() && now.Sub(kl.released) > usageWindow {
+		if !kl.released.IsZero() && now.Sub(kl.released) > max(usageWindow, keep) {
 			delete(v.leases, id)
 		}
 	}

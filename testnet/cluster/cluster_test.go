@@ -2,7 +2,9 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -158,3 +160,45 @@ func TestDownStopsDetachedNodes(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// The CLI says why and exits non-zero when no daemon answers, and every
+// verb has help.
+func TestCLIWithoutDaemon(t *testing.T) {
+	cmd := exec.Command(bin.E31, "--api", filepath.Join(t.TempDir(), "none.sock"), "nodes")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("exit %v, want 3; output %s", err, out)
+	}
+	if !strings.Contains(string(out), "no e31d answers") {
+		t.Fatalf("no reason given: %s", out)
+	}
+	for _, verb := range []string{"id", "peers", "nodes", "submit", "status", "list", "withdraw", "get", "resume", "receipts"} {
+		out, err := exec.Command(bin.E31, verb, "--help").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Usage:") {
+			t.Fatalf("e31 %s --help: %v\n%s", verb, err, out)
+		}
+	}
+}
+
+// A clean stop (SIGTERM) removes the run file; flags in a config file are
+// used, and flags on the command line win over them.
+func TestConfigFileAndCleanStop(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "e31d.toml")
+	if err := os.WriteFile(cfg, []byte("sim-gpus = \"3xL4:24GiB\"\nnetwork = \"from-file\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := start(t, cluster.Options{N: 1, Dir: dir, Args: []string{"--config", cfg, "--network", "from-flag"}})
+	id, err := c.Client(0).ID(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(id.GPUs) != 3 || id.GPUs[0].Model != "L4" || id.Network != "from-flag" {
+		t.Fatalf("config not applied: %d GPUs of %q on network %q", len(id.GPUs), id.GPUs[0].Model, id.Network)
+	}
+	c.Stop()
+	if _, err := os.Stat(filepath.Join(c.Nodes[0].Data, "run.json")); !os.IsNotExist(err) {
+		t.Fatalf("run.json left after a clean stop: %v", err)
+	}
+}
