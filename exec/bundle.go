@@ -249,7 +249,7 @@ func sandboxConfig(s Spec, cid string, h hostLayout, devices []specs.LinuxDevice
 			Namespaces:  namespaces,
 			Devices:     devices,
 			Resources:   res,
-			CgroupsPath: cgroupPath(cid),
+			CgroupsPath: h.cgroups.path(cid),
 			Seccomp:     seccompProfile(),
 			MaskedPaths: []string{
 				"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",

@@ -2,6 +2,8 @@ package exec
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,11 +16,20 @@ import (
 	"syscall"
 )
 
-// cgroupParent is the cgroup under which every job's cgroup is made:
-// cgroupsPath is /e31/<container id>, a plain path rather than a systemd
-// slice, so the same layout works with or without systemd and on v1 and
-// v2.
-const cgroupParent = "/e31"
+// cgroupRoot is the cgroup under which every runner makes its own parent:
+// a job's cgroupsPath is /e31/<runner>/<container id>, a plain path rather
+// than a systemd slice, so the same layout works with or without systemd
+// and on v1 and v2. <runner> derives from the runner's state root, so that
+// several daemons on one host (a test network) never sweep each other's
+// cgroups: a cgroup is empty for a moment between its creation and its
+// first process, and a neighbour's sweep must not remove it then.
+const cgroupRoot = "/e31"
+
+// cgroupParentFor is the cgroup parent of the runner with a state root.
+func cgroupParentFor(stateRoot string) string {
+	sum := sha256.Sum256([]byte(stateRoot))
+	return cgroupRoot + "/" + hex.EncodeToString(sum[:6])
+}
 
 // cgroupMount is one mounted cgroup hierarchy.
 type cgroupMount struct {
@@ -39,6 +50,8 @@ type cgroupLayout struct {
 	// swap is whether memory+swap can be limited; where it cannot, the
 	// runtime rejects a swap limit.
 	swap bool
+	// parent is this runner's cgroup parent (cgroupParentFor).
+	parent string
 }
 
 const cgroup2Magic = 0x63677270
@@ -162,8 +175,14 @@ func (c cgroupLayout) v2() string {
 	return ""
 }
 
-// cgroupPath is the cgroupsPath of container cid.
-func cgroupPath(cid string) string { return cgroupParent + "/" + cid }
+// path is the cgroupsPath of container cid.
+func (c cgroupLayout) path(cid string) string {
+	parent := c.parent
+	if parent == "" {
+		parent = cgroupRoot
+	}
+	return parent + "/" + cid
+}
 
 // oomKilled reports whether the kernel OOM-killed a process of the
 // container's memory cgroup. known is false when the kernel keeps no
@@ -172,10 +191,10 @@ func cgroupPath(cid string) string { return cgroupParent + "/" + cid }
 // evidence left.
 func (c cgroupLayout) oomKilled(cid string) (killed, known, hitLimit bool) {
 	if c.unified {
-		n, ok := readKeyed(filepath.Join(c.v2(), cgroupPath(cid), "memory.events"), "oom_kill")
+		n, ok := readKeyed(filepath.Join(c.v2(), c.path(cid), "memory.events"), "oom_kill")
 		return n > 0, ok, false
 	}
-	dir := filepath.Join(c.v1("memory"), cgroupPath(cid))
+	dir := filepath.Join(c.v1("memory"), c.path(cid))
 	n, ok := readKeyed(filepath.Join(dir, "memory.oom_control"), "oom_kill")
 	if ok {
 		return n > 0, true, false
@@ -210,7 +229,7 @@ func readKeyed(name, key string) (int64, bool) {
 func (c cgroupLayout) remove(cid string) error {
 	var errs []error
 	for _, m := range c.mounts {
-		dir := filepath.Join(m.point, cgroupPath(cid))
+		dir := filepath.Join(m.point, c.path(cid))
 		if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
 		}
@@ -218,12 +237,12 @@ func (c cgroupLayout) remove(cid string) error {
 	return errors.Join(errs...)
 }
 
-// leftovers lists the container IDs that have a cgroup directory under
-// cgroupParent in any hierarchy.
+// leftovers lists the container IDs that have a cgroup directory under this
+// runner's parent in any hierarchy.
 func (c cgroupLayout) leftovers() []string {
 	var ids []string
 	for _, m := range c.mounts {
-		entries, err := os.ReadDir(filepath.Join(m.point, cgroupParent))
+		entries, err := os.ReadDir(filepath.Join(m.point, c.path("")))
 		if err != nil {
 			continue
 		}

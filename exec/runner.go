@@ -111,6 +111,7 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
+	host.cgroups.parent = cgroupParentFor(root)
 
 	candidates := runtimeCandidates(o.Runtime)
 	if len(candidates) == 0 {
@@ -518,8 +519,8 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 			errs = append(errs, err)
 		}
 	}
-	// A cgroup still in use belongs to a container of another state
-	// root, or one being created: rmdir refuses it, and that is right.
+	// Only this runner's own parent is swept; rmdir refuses a cgroup that
+	// still has processes, and that is right.
 	for _, id := range r.host.cgroups.leftovers() {
 		if !known[id] {
 			if err := r.host.cgroups.remove(id); err != nil && !errors.Is(err, syscall.EBUSY) {

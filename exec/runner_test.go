@@ -97,7 +97,7 @@ func assertGone(t testing.TB, r *Runner, s Spec) {
 		t.Errorf("bundle dir still there: %v", err)
 	}
 	for _, m := range r.host.cgroups.mounts {
-		if _, err := os.Stat(filepath.Join(m.point, cgroupPath(cid))); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(m.point, r.host.cgroups.path(cid))); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("cgroup dir left in %s: %v", m.point, err)
 		}
 	}

@@ -320,10 +320,12 @@ func TestStorm(t *testing.T) {
 	t.Logf("%d jobs released in %s: %.2f jobs/s", n, wall.Round(time.Millisecond), float64(n)/wall.Seconds())
 
 	// Every job was leased once and completed, on as many GPUs as it asked.
+	failures := &cappedErrors{t: t, max: 20}
+	defer failures.summary()
 	for _, sj := range jobs {
 		j := byID[sj.id]
 		if j.State != "released" || j.Outcome != "completed" || j.Lease == "" || len(j.GPUs) != sj.gpus {
-			t.Errorf("job %s: %s/%s lease %q on %d GPUs (want %d); reason %q\n%s", j.ID, j.State, j.Outcome, j.Lease, len(j.GPUs), sj.gpus, j.Reason, describeJobs(c, byID, []string{j.ID}, 1))
+			failures.errorf("job %s: %s/%s lease %q on %d GPUs (want %d); reason %q\n%s", j.ID, j.State, j.Outcome, j.Lease, len(j.GPUs), sj.gpus, j.Reason, failures.evidence(c, byID, j.ID))
 		}
 	}
 
@@ -346,7 +348,7 @@ func TestStorm(t *testing.T) {
 	}
 	for _, sj := range jobs {
 		if ls := leasesOf[sj.id]; len(ls) != 1 {
-			t.Errorf("job %s has receipts of %d leases (want 1): %v\n%s", sj.id, len(ls), ls, describeJobs(c, byID, []string{sj.id}, 1))
+			failures.errorf("job %s has receipts of %d leases (want 1): %v\n%s", sj.id, len(ls), ls, failures.evidence(c, byID, sj.id))
 		}
 	}
 
@@ -381,12 +383,12 @@ func TestStorm(t *testing.T) {
 			if byID[sj.id].Provider == c.Nodes[sj.sub].PeerID {
 				self = " (the job ran on its submitter's own GPUs)"
 			}
-			t.Errorf("job %s: %d final receipts on its submitter node%d%s, want 1: %s", sj.id, len(fs), sj.sub, self, strings.Join(what, "; "))
+			failures.errorf("job %s: %d final receipts on its submitter node%d%s, want 1: %s", sj.id, len(fs), sj.sub, self, strings.Join(what, "; "))
 			continue
 		}
 		f, j := fs[0], byID[sj.id]
 		if f.Lease != j.Lease || f.Provider.String() != j.Provider || f.Outcome != "completed" || f.GPUs != sj.gpus {
-			t.Errorf("job %s: final receipt of lease %s by %s, %s on %d GPUs; the job has lease %s by %s on %d", sj.id, f.Lease, f.Provider, f.Outcome, f.GPUs, j.Lease, j.Provider, len(j.GPUs))
+			failures.errorf("job %s: final receipt of lease %s by %s, %s on %d GPUs; the job has lease %s by %s on %d", sj.id, f.Lease, f.Provider, f.Outcome, f.GPUs, j.Lease, j.Provider, len(j.GPUs))
 		}
 		for _, g := range j.GPUs {
 			byGPU[g] = append(byGPU[g], held{sj.id, f.HeldFrom, f.HeldUntil})
@@ -423,6 +425,36 @@ func TestStorm(t *testing.T) {
 	t.Logf("%d of %d GPUs were used", len(byGPU), 4*len(c.Nodes))
 
 	waitAllFree(t, c, 60*time.Second)
+}
+
+// cappedErrors reports the first max failures in full, the first few of
+// them with the daemons' log lines, and counts the rest, so that a failure
+// of every job stays readable.
+type cappedErrors struct {
+	t      *testing.T
+	n, max int
+}
+
+func (e *cappedErrors) errorf(format string, args ...any) {
+	e.t.Helper()
+	e.n++
+	if e.n <= e.max {
+		e.t.Errorf(format, args...)
+	}
+}
+
+// evidence is describeJobs for the first three failures, "" after.
+func (e *cappedErrors) evidence(c *cluster.Cluster, byID map[string]api.Job, ids ...string) string {
+	if e.n >= 3 {
+		return ""
+	}
+	return describeJobs(c, byID, ids, len(ids))
+}
+
+func (e *cappedErrors) summary() {
+	if e.n > e.max {
+		e.t.Errorf("%d job failures in all, the first %d shown", e.n, e.max)
+	}
 }
 
 // describeJobs says, for up to max of the jobs ids, what the submitter
