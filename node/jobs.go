@@ -29,6 +29,13 @@ func (n *Node) validateJobMessage(s p2p.Signed) error {
 			}
 		}
 	}
+	if s.Message.Kind == kindLease {
+		var l SignedLease
+		_ = s.Decode(&l)
+		if sub, ok := n.view.submitterOf(l.Terms.Job); ok && sub.String() != l.Terms.Submitter {
+			return fmt.Errorf("%w: lease of job %s names submitter %s, not its declarer %s", p2p.ErrForged, l.Terms.Job, l.Terms.Submitter, sub)
+		}
+	}
 	if s.Message.Kind == kindWithdrawal {
 		var b withdrawalBody
 		_ = s.Decode(&b)
@@ -79,7 +86,7 @@ func (n *Node) receiveJobs(ctx context.Context, sub *p2p.Subscription) {
 			if sub, ok := n.view.submitterOf(b.Job); ok && sub != s.Signer {
 				continue // counted as forged by the validator
 			}
-			n.view.closeJob(b.Job, now)
+			n.view.closeJob(b.Job, s.Signer, now)
 			n.withdrawLease(b.Job, s.Signer)
 		case kindLease:
 			var l SignedLease
@@ -94,7 +101,7 @@ func (n *Node) receiveJobs(ctx context.Context, sub *p2p.Subscription) {
 			if s.Decode(&r) != nil {
 				continue
 			}
-			n.view.releaseLease(r, now)
+			n.view.releaseLease(r, s.Signer, now)
 			n.log.Debug("lease released", "lease", r.Lease, "outcome", r.Outcome)
 		}
 	}
@@ -135,6 +142,13 @@ func (n *Node) matchLoop(ctx context.Context) {
 			}
 		}
 		n.view.prune(time.Now(), time.Hour)
+		n.mu.Lock()
+		for job, w := range n.withdrawn {
+			if time.Since(w.at) > time.Hour {
+				delete(n.withdrawn, job)
+			}
+		}
+		n.mu.Unlock()
 	}
 }
 

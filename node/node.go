@@ -74,6 +74,7 @@ type Node struct {
 	proposing map[string]bool             // jobs with a proposal of ours in flight
 	access    map[string]map[peer.ID]bool // root CID -> peers that may fetch it
 	matches   []api.Match                 // the last Match results, oldest first
+	withdrawn map[string]withdrawal       // job -> who withdrew it and when, as a provider saw it
 	joined    time.Time                   // when the first offer of another provider arrived
 
 	// handlers are the direct-stream handlers, set in Run before any loop
@@ -119,6 +120,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		access:       make(map[string]map[peer.ID]bool),
 		handlers:     make(map[protocol.ID]p2p.Handler),
 		gater:        p2p.NewGater(),
+		withdrawn:    make(map[string]withdrawal),
 	}
 	var closers []func() error
 	defer func() {
@@ -210,6 +212,12 @@ func (n *Node) allowLocked(p peer.ID, root cid.Cid) {
 	m[p] = true
 }
 
+// withdrawal is a job's withdrawal as a provider saw it.
+type withdrawal struct {
+	by string
+	at time.Time
+}
+
 // ID is the node's peer ID.
 func (n *Node) ID() peer.ID { return n.self }
 
@@ -238,7 +246,13 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.redialKnownPeers(ctx)
 	b := p2p.StartBootstrap(ctx, n.host, boot, n.log)
-	defer b.Wait()
+	// Whatever way Run returns, every loop stops before the stores close
+	// (deferred calls run last first: this one runs before n.close).
+	defer func() {
+		cancel()
+		n.wg.Wait()
+		b.Wait()
+	}()
 	if n.cfg.MDNS {
 		closeMDNS, err := p2p.StartMDNS(ctx, n.host, n.cfg.Network, n.log)
 		if err != nil {
@@ -294,8 +308,6 @@ func (n *Node) Run(ctx context.Context) error {
 
 	<-ctx.Done()
 	n.log.Info("e31d stopping")
-	cancel()
-	n.wg.Wait()
 	return nil
 }
 

@@ -163,7 +163,13 @@ func (n *Node) startLease(al *activeLease) {
 	ctx, cancel := context.WithCancelCause(n.runCtx)
 	al.mu.Lock()
 	al.cancel = cancel
+	t := al.rec.Lease.Terms
 	al.mu.Unlock()
+	n.mu.Lock()
+	if w, ok := n.withdrawn[t.Job]; ok && w.by == t.Submitter {
+		cancel(errWithdrawn) // withdrawn while the lease was being signed
+	}
+	n.mu.Unlock()
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -178,6 +184,9 @@ func (n *Node) withdrawLease(job string, by peer.ID) {
 	// Collected first: a lease's lock is never taken under n.mu, because a
 	// receipt exchange holds it while it calls into this node.
 	n.mu.Lock()
+	// Remembered too, for a lease whose run has not started yet:
+	// startLease checks it.
+	n.withdrawn[job] = withdrawal{by: by.String(), at: time.Now()}
 	leases := make([]*activeLease, 0, len(n.leases))
 	for _, al := range n.leases {
 		leases = append(leases, al)
@@ -358,7 +367,7 @@ func (n *Node) runLease(ctx context.Context, al *activeLease) {
 	// Release.
 	stopReceipts()
 	<-receiptsDone
-	n.release(al)
+	n.release(al, time.Now())
 	if n.runner != nil {
 		if err := n.runner.Cleanup(context.Background(), t.ID, filepath.Join(dir, "run")); err != nil {
 			log.Warn("cleanup", "err", err)
@@ -577,7 +586,11 @@ func (n *Node) interimReceipts(ctx context.Context, al *activeLease, submitter p
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case now := <-t.C:
+			al.mu.Lock()
+			al.rec.LastAlive = now
+			n.save(al)
+			al.mu.Unlock()
 			if err := n.exchangeReceipt(ctx, al, submitter, false); err != nil {
 				n.log.Warn("interim receipt", "lease", al.rec.Lease.Terms.ID, "err", err)
 			}
@@ -652,8 +665,15 @@ func (n *Node) exchangeReceipt(ctx context.Context, al *activeLease, submitter p
 	if err != nil {
 		return fmt.Errorf("countersigned receipt: %w", err)
 	}
+	adopted := false
 	if string(cr.SigningBytes()) != string(r.SigningBytes()) {
-		return errors.New("the submitter countersigned a different receipt")
+		// The submitter answered a retry with the receipt of this seq it
+		// countersigned before (our earlier reply was lost): it carries our
+		// own signature, so we adopt it and go on from it.
+		if cr.Lease != r.Lease || cr.Seq != r.Seq || cr.Provider != n.self || cr.Verify() != nil {
+			return errors.New("the submitter countersigned a different receipt")
+		}
+		adopted = true
 	}
 	if _, err := n.ledger.Append(ctx, cr); err != nil {
 		return fmt.Errorf("store receipt: %w", err)
@@ -663,10 +683,16 @@ func (n *Node) exchangeReceipt(ctx context.Context, al *activeLease, submitter p
 	defer al.mu.Unlock()
 	rec.Seq++
 	rec.Prev = cr.Digest()
-	if final {
+	if cr.HeldUntil.After(rec.LastAlive) {
+		rec.LastAlive = cr.HeldUntil
+	}
+	if cr.Final {
 		rec.FinalSigned = true
 	}
 	n.save(al)
+	if adopted && final && !cr.Final {
+		return errors.New("adopted an earlier interim receipt; the final one follows")
+	}
 	return nil
 }
 
@@ -689,9 +715,9 @@ func phases(rec *leaseRecord) ledger.Phases {
 
 // release ends a lease: the meter stops, the GPUs go back into the offer
 // and the release is announced. The final receipt follows (settle).
-func (n *Node) release(al *activeLease) {
+func (n *Node) release(al *activeLease, end time.Time) {
 	al.mu.Lock()
-	al.rec.End = time.Now()
+	al.rec.End = end
 	al.rec.State = leaseReleased
 	n.save(al)
 	t := al.rec.Lease.Terms

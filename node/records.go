@@ -99,21 +99,25 @@ type leaseRecord struct {
 	SubmitterAddrs []string           `json:"submitter_addrs"`
 	State          string             `json:"state"`
 	// Meter: Start is when both had signed; the phase times split it.
-	Start            time.Time `json:"start"`
-	RunStart         time.Time `json:"run_start,omitzero"`
-	OutputStart      time.Time `json:"output_start,omitzero"`
-	OutputAcked      time.Time `json:"output_acked,omitzero"`
-	End              time.Time `json:"end,omitzero"`
-	Seq              uint64    `json:"seq"`  // next receipt sequence number
-	Prev             string    `json:"prev"` // digest of the last receipt
-	Outcome          string    `json:"outcome,omitempty"`
-	Attribution      string    `json:"attribution,omitempty"`
-	ExitCode         *int      `json:"exit_code,omitempty"`
-	Reason           string    `json:"reason,omitempty"`
-	Output           string    `json:"output,omitempty"`
-	Checkpoint       string    `json:"checkpoint,omitempty"`
-	CheckpointN      int       `json:"checkpoint_n,omitempty"`
-	Inputs           []string  `json:"inputs,omitempty"`
-	FinalSigned      bool      `json:"final_signed,omitempty"`
+	Start       time.Time `json:"start"`
+	RunStart    time.Time `json:"run_start,omitzero"`
+	OutputStart time.Time `json:"output_start,omitzero"`
+	OutputAcked time.Time `json:"output_acked,omitzero"`
+	End         time.Time `json:"end,omitzero"`
+	Seq         uint64    `json:"seq"`  // next receipt sequence number
+	Prev        string    `json:"prev"` // digest of the last receipt
+	Outcome     string    `json:"outcome,omitempty"`
+	Attribution string    `json:"attribution,omitempty"`
+	ExitCode    *int      `json:"exit_code,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	Output      string    `json:"output,omitempty"`
+	Checkpoint  string    `json:"checkpoint,omitempty"`
+	CheckpointN int       `json:"checkpoint_n,omitempty"`
+	Inputs      []string  `json:"inputs,omitempty"`
+	FinalSigned bool      `json:"final_signed,omitempty"`
+	// LastAlive is the last time the lease was seen held, stamped every
+	// receipt interval: after a crash, the meter stops there, not at the
+	// restart.
+	LastAlive        time.Time `json:"last_alive,omitzero"`
 	ReleaseAnnounced bool      `json:"release_announced,omitempty"`
 }

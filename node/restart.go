@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"time"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -55,6 +56,16 @@ func (n *Node) recover(ctx context.Context) error {
 		if rec.State == leaseReleased && rec.FinalSigned {
 			return nil
 		}
+		// The ledger is written before the record: after a crash between
+		// the two, the chain goes on from what the ledger holds.
+		if es, err := n.ledger.ByLease(ctx, rec.Lease.Terms.ID); err == nil && uint64(len(es)) > rec.Seq {
+			last := es[len(es)-1].Receipt
+			rec.Seq, rec.Prev, rec.FinalSigned = uint64(len(es)), last.Digest(), last.Final
+			rec.LastAlive = latest(rec.LastAlive, last.HeldUntil)
+			if rec.FinalSigned && rec.State == leaseReleased {
+				return nil
+			}
+		}
 		al := &activeLease{rec: &rec}
 		n.leases[rec.Lease.Terms.ID] = al
 		if rec.State != leaseReleased {
@@ -107,7 +118,12 @@ func (n *Node) resumeAfterRestart(ctx context.Context) {
 			delete(n.leases, id)
 			n.mu.Unlock()
 		} else {
-			n.release(al)
+			// The meter stops at the last moment the lease was seen held,
+			// not at this restart: the downtime is not the submitter's.
+			al.mu.Lock()
+			end := latest(rec.LastAlive, rec.Start, rec.RunStart, rec.OutputStart)
+			al.mu.Unlock()
+			n.release(al, end)
 			if n.runner != nil {
 				_ = n.runner.Cleanup(ctx, id, filepath.Join(n.leaseDir(id), "run"))
 			}
@@ -119,4 +135,14 @@ func (n *Node) resumeAfterRestart(ctx context.Context) {
 			n.settle(ctx, al, sub)
 		}()
 	}
+}
+
+func latest(ts ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range ts {
+		if t.After(out) {
+			out = t
+		}
+	}
+	return out
 }

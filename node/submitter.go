@@ -180,6 +180,16 @@ func (n *Node) handleProposal(ctx context.Context, from peer.ID, raw json.RawMes
 	if len(t.GPUs) != req2.GPUs || t.Limit != req2.Limit || t.CPUs != req2.CPUs || t.MemoryBytes != uint64(req2.Memory) {
 		return nil, errors.New("declined: terms do not match the declaration")
 	}
+	if !distinct(t.GPUs) {
+		return nil, errors.New("declined: the proposal names a GPU twice")
+	}
+	if e, ok := n.offers.get(t.Provider); ok {
+		for _, u := range t.GPUs {
+			if !slices.ContainsFunc(e.offer.GPUs, func(g market.GPU) bool { return g.UUID == u }) {
+				return nil, fmt.Errorf("declined: GPU %s is not in the provider's offer", u)
+			}
+		}
+	}
 	if err := sl.countersign(n.key); err != nil {
 		return nil, err
 	}
@@ -346,16 +356,28 @@ func (n *Node) handleReceipt(ctx context.Context, from peer.ID, raw json.RawMess
 	if r.HeldFrom.Before(signed.Add(-time.Minute)) || r.HeldUntil.After(time.Now().Add(time.Minute)) {
 		return nil, errors.New("receipt claims time outside the lease")
 	}
+	if j.Outcome == ledger.OutcomeProviderLost {
+		// This side ended the lease when the provider went silent: no time
+		// after that is owed.
+		if end := stepAt(j.Steps, stepRelease); !end.IsZero() && r.HeldUntil.After(end.Add(time.Second)) {
+			return nil, fmt.Errorf("receipt holds until %s, but the provider was lost at %s", r.HeldUntil.Format(time.RFC3339), end.Format(time.RFC3339))
+		}
+	}
 	prev, err := n.ledger.ByLease(ctx, r.Lease)
 	if err != nil {
 		return nil, err
 	}
 	if uint64(len(prev)) != r.Seq {
-		// A retry of a receipt already countersigned gets the same answer.
-		for _, e := range prev {
-			if e.Receipt.Seq == r.Seq && string(e.Receipt.SigningBytes()) == string(r.SigningBytes()) {
-				return receiptReply{Receipt: mustJSON(e.Receipt)}, nil
+		// A retry of the last receipt (its reply was lost) gets the one
+		// already countersigned: the provider adopts it and goes on from
+		// there, so the chain never forks.
+		if len(prev) > 0 && r.Seq == uint64(len(prev)-1) {
+			last := prev[len(prev)-1].Receipt
+			if last.Final {
+				n.applyFinal(j, last)
+				_ = n.state.put(prefixJob, j.ID, j)
 			}
+			return receiptReply{Receipt: mustJSON(last)}, nil
 		}
 		return nil, fmt.Errorf("receipt %d out of sequence (have %d)", r.Seq, len(prev))
 	}
@@ -371,17 +393,48 @@ func (n *Node) handleReceipt(ctx context.Context, from peer.ID, raw json.RawMess
 	j.LastReceipt = time.Now()
 	j.lastContact = j.LastReceipt
 	if r.Final {
-		j.State = stateReleased
-		j.Outcome, j.Attribution, j.Reason, j.ExitCode = r.Outcome, r.Attribution, r.Reason, r.ExitCode
-		if r.Checkpoint != "" && j.Checkpoint == "" {
-			j.Checkpoint = r.Checkpoint
-		}
-		j.step(stepRelease, time.Now())
-		n.log.Info("job released", "job", j.ID, "outcome", r.Outcome, "attribution", r.Attribution)
+		n.applyFinal(j, r)
 	}
 	_ = n.state.put(prefixJob, j.ID, j)
 	n.metrics.receipts.Inc()
 	return receiptReply{Receipt: mustJSON(r)}, nil
+}
+
+// applyFinal records a final receipt's ending on the job. The caller holds
+// n.mu.
+func (n *Node) applyFinal(j *jobRecord, r ledger.Receipt) {
+	if j.State != stateReleased {
+		n.log.Info("job released", "job", j.ID, "outcome", r.Outcome, "attribution", r.Attribution)
+	}
+	lost := j.Outcome == ledger.OutcomeProviderLost
+	j.State = stateReleased
+	if !lost {
+		j.Outcome, j.Attribution, j.Reason, j.ExitCode = r.Outcome, r.Attribution, r.Reason, r.ExitCode
+	}
+	if r.Checkpoint != "" && j.Checkpoint == "" {
+		j.Checkpoint = r.Checkpoint
+	}
+	j.step(stepRelease, time.Now())
+}
+
+func stepAt(steps []api.Step, name string) time.Time {
+	for _, s := range steps {
+		if s.Step == name {
+			return s.At
+		}
+	}
+	return time.Time{}
+}
+
+func distinct(s []string) bool {
+	seen := make(map[string]bool, len(s))
+	for _, v := range s {
+		if seen[v] {
+			return false
+		}
+		seen[v] = true
+	}
+	return true
 }
 
 func mustJSON(v any) json.RawMessage {

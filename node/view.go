@@ -51,16 +51,23 @@ type marketView struct {
 	jobs   map[string]*openJob
 	leases map[string]*knownLease
 	// closed remembers jobs that were leased or withdrawn before (or
-	// without) their declaration arriving, so that a late copy of it does
-	// not open them.
-	closed map[string]time.Time
+	// without) their declaration arriving, and by whom (the submitter
+	// named by the lease, or the withdrawal's signer), so that a late copy
+	// of the declaration does not open them, unless the closer was not its
+	// submitter.
+	closed map[string]closedMark
+}
+
+type closedMark struct {
+	at time.Time
+	by peer.ID
 }
 
 func newMarketView() *marketView {
 	return &marketView{
 		jobs:   make(map[string]*openJob),
 		leases: make(map[string]*knownLease),
-		closed: make(map[string]time.Time),
+		closed: make(map[string]closedMark),
 	}
 }
 
@@ -70,8 +77,8 @@ func (v *marketView) addJob(j *openJob) bool {
 	if _, ok := v.jobs[j.id]; ok {
 		return false
 	}
-	if t, ok := v.closed[j.id]; ok {
-		j.closed = t
+	if m, ok := v.closed[j.id]; ok && m.by == j.submitter {
+		j.closed = m.at
 	}
 	v.jobs[j.id] = j
 	return j.closed.IsZero()
@@ -109,18 +116,22 @@ func (v *marketView) submitterOf(id string) (peer.ID, bool) {
 	return "", false
 }
 
-func (v *marketView) closeJob(id string, now time.Time) {
+// closeJob closes a job on the word of by, who must be its submitter.
+func (v *marketView) closeJob(id string, by peer.ID, now time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.closeJobLocked(id, now)
+	v.closeJobLocked(id, by, now)
 }
 
-func (v *marketView) closeJobLocked(id string, now time.Time) {
-	if j, ok := v.jobs[id]; ok && j.closed.IsZero() {
-		j.closed = now
+func (v *marketView) closeJobLocked(id string, by peer.ID, now time.Time) {
+	if j, ok := v.jobs[id]; ok {
+		if j.submitter == by && j.closed.IsZero() {
+			j.closed = now
+		}
+		return
 	}
 	if _, ok := v.closed[id]; !ok {
-		v.closed[id] = now
+		v.closed[id] = closedMark{at: now, by: by}
 	}
 }
 
@@ -137,9 +148,11 @@ func (v *marketView) addLease(l SignedLease, now time.Time) bool {
 	if ok {
 		kl.lease, kl.seen, kl.early = l, now, nil
 	} else {
-		v.leases[l.Terms.ID] = &knownLease{lease: l, seen: now}
+			v.leases[l.Terms.ID] = &knownLease{lease: l, seen: now}
 	}
-	v.closeJobLocked(l.Terms.Job, now)
+	if sub, err := peer.Decode(l.Terms.Submitter); err == nil {
+		v.closeJobLocked(l.Terms.Job, sub, now)
+	}
 	return true
 }
 
@@ -147,9 +160,14 @@ func (v *marketView) addLease(l SignedLease, now time.Time) bool {
 // it: validateRelease checked the signer against the known lease, or, for a
 // lease not yet announced, against the parties the release names, which
 // addLease then compares with the lease's own.
-func (v *marketView) releaseLease(r releaseBody, now time.Time) {
+func (v *marketView) releaseLease(r releaseBody, by peer.ID, now time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if by.String() != r.Provider {
+		// Only the provider's word sets the refund: a submitter ending a
+		// lease (provider lost) is charged for all the time since it began.
+		r.HeldMs = max(r.HeldMs, r.At-leaseStart(v.leases[r.Lease], r.At))
+	}
 	kl, ok := v.leases[r.Lease]
 	if !ok {
 		// Released before its announcement arrived: remember the end so
@@ -217,8 +235,8 @@ func (v *marketView) snapshot(epoch uint64, start, cutoff time.Time, offers []ma
 func (v *marketView) prune(now time.Time, keep time.Duration) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for id, t := range v.closed {
-		if now.Sub(t) > keep {
+	for id, m := range v.closed {
+		if now.Sub(m.at) > keep {
 			delete(v.closed, id)
 		}
 	}
@@ -232,4 +250,12 @@ func (v *marketView) prune(now time.Time, keep time.Duration) {
 			delete(v.leases, id)
 		}
 	}
+}
+
+// leaseStart is when a known lease was signed, or at if it is unknown.
+func leaseStart(kl *knownLease, at int64) int64 {
+	if kl == nil || kl.lease.Terms.ID == "" {
+		return at
+	}
+	return kl.lease.Terms.Proposed
 }

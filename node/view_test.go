@@ -66,7 +66,7 @@ func TestEarlyReleaseMustNameTheParties(t *testing.T) {
 	l := signedLease(t, prov, sub)
 	r := testRelease(stranger.id, sub.id)
 	r.Lease = l.Terms.ID
-	v.releaseLease(r, now)
+	v.releaseLease(r, stranger.id, now)
 	v.addLease(l, now)
 	mv := v.snapshot(1, now.Add(time.Second), now.Add(time.Second), nil)
 	if len(mv.Leases) != 1 {

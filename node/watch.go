@@ -3,10 +3,12 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -27,6 +29,7 @@ func (n *Node) watchProviders(ctx context.Context) {
 			for _, id := range n.silentProviders(now) {
 				n.providerLost(ctx, id, now)
 			}
+			n.requeueUnconfirmed(now)
 		}
 	}
 }
@@ -134,5 +137,31 @@ func (n *Node) providerLost(ctx context.Context, id string, now time.Time) {
 			return
 		}
 		n.log.Info("resumed from the last checkpoint", "job", id, "as", r.ID)
+	}
+}
+
+// requeueUnconfirmed puts back in the queue a job whose lease this node
+// countersigned but that its provider never announced: the countersignature
+// was lost on the way, or the provider crashed before it recorded the lease.
+// The provider never held the GPUs for it, so nothing is owed.
+func (n *Node) requeueUnconfirmed(now time.Time) {
+	wait := 2*n.cfg.ProposalTTL + 3*n.cfg.Heartbeat
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, j := range n.jobs {
+		if j.State != stateRenting || j.Lease == nil || j.Withdrawn {
+			continue
+		}
+		if now.Sub(stepAt(j.Steps, stepRent)) < wait || !j.LastReceipt.IsZero() {
+			continue
+		}
+		if _, _, ok := n.view.leaseParties(j.Lease.Terms.ID); ok {
+			continue
+		}
+		n.log.Warn("lease never announced by its provider: back in the queue", "job", j.ID, "lease", j.Lease.Terms.ID)
+		j.State = stateQueued
+		j.Lease = nil
+		j.Steps = slices.DeleteFunc(j.Steps, func(s api.Step) bool { return s.Step != stepSubmit })
+		_ = n.state.put(prefixJob, j.ID, j)
 	}
 }
