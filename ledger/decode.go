@@ -403,17 +403,25 @@ func (r *Receipt) validateFinal() error {
 		{"phases.staging", r.Phases.Staging},
 		{"phases.run", r.Phases.Run},
 		{"phases.output", r.Phases.Output},
-		{"output_wait", r.OutputWait},
 	} {
 		if math.IsNaN(f.v) || f.v < 0 || f.v > held {
 			return fmt.Errorf("%s: %v, want 0 to the %v s held", f.name, f.v, r.Held().Seconds())
 		}
+	}
+	// Output may wait for an absent submitter long after the GPUs were
+	// released, so its wait is bounded by the retention window, not by the
+	// time held.
+	if math.IsNaN(r.OutputWait) || r.OutputWait < 0 || r.OutputWait > maxOutputWait {
+		return fmt.Errorf("output_wait: %v, want 0 to %v s", r.OutputWait, float64(maxOutputWait))
 	}
 	if sum := r.Phases.Staging + r.Phases.Run + r.Phases.Output; sum > held {
 		return fmt.Errorf("phases add up to %v s, more than the %v s held", sum, r.Held().Seconds())
 	}
 	return nil
 }
+
+// maxOutputWait bounds output_wait: a year, in seconds.
+const maxOutputWait = 366 * 24 * 3600
 
 func (r *Receipt) validateInterim() error {
 	if r.Outcome != "" || r.Attribution != "" || r.ExitCode != nil || r.Reason != "" ||

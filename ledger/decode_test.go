@@ -84,7 +84,7 @@ func TestDecodeReceiptRefuses(t *testing.T) {
 		"bad attribution":   edit(func(m map[string]any) { m["attribution"] = "moon" }),
 		"negative phase":    edit(func(m map[string]any) { m["phases"].(map[string]any)["run"] = -1 }),
 		"phases too long":   edit(func(m map[string]any) { m["phases"].(map[string]any)["run"] = 1e6 }),
-		"output wait long":  edit(func(m map[string]any) { m["output_wait"] = 1e6 }),
+		"output wait long":  edit(func(m map[string]any) { m["output_wait"] = 1e9 }),
 		"exit code float":   edit(func(m map[string]any) { m["exit_code"] = 1.5 }),
 		"exit code huge":    edit(func(m map[string]any) { m["exit_code"] = 1 << 40 }),
 		"bad CID":           edit(func(m map[string]any) { m["output"] = "not a cid" }),

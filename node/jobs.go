@@ -129,6 +129,7 @@ func (n *Node) matchLoop(ctx context.Context) {
 		}
 		epoch, start := n.epochOf(next)
 		cutoff := start.Add(-n.cfg.EpochDelay)
+		n.prune()
 		v := n.view.snapshot(epoch, start, cutoff, n.offers.at(cutoff))
 		if len(v.Jobs) == 0 {
 			continue
@@ -141,14 +142,21 @@ func (n *Node) matchLoop(ctx context.Context) {
 				n.propose(ctx, a, epoch, res.ViewHash)
 			}
 		}
-		n.view.prune(time.Now(), time.Hour)
-		n.mu.Lock()
-		for job, w := range n.withdrawn {
-			if time.Since(w.at) > time.Hour {
-				delete(n.withdrawn, job)
-			}
+	}
+}
+
+// prune forgets what no longer matters: closed jobs and released leases
+// after an hour, open jobs not re-announced for ten heartbeats (a submitter
+// re-announces every requeueEvery), withdrawals after an hour.
+func (n *Node) prune() {
+	now := time.Now()
+	n.view.prune(now, time.Hour, max(10*n.cfg.Heartbeat, 3*requeueEvery*n.cfg.Heartbeat))
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for job, w := range n.withdrawn {
+		if now.Sub(w.at) > time.Hour {
+			delete(n.withdrawn, job)
 		}
-		n.mu.Unlock()
 	}
 }
 

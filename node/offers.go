@@ -93,8 +93,9 @@ type offerEntry struct {
 	heartbeat time.Duration
 	// prev is the offer this one replaced and when it arrived, so that an
 	// epoch's view can take the offer as it stood at the epoch's cutoff.
-	prev     market.Offer
-	prevSeen time.Time
+	prev         market.Offer
+	prevSeen     time.Time
+	prevSignedAt int64
 }
 
 // offerView is this node's view of every provider's latest offer.
@@ -120,7 +121,7 @@ func (v *offerView) apply(b offerBody, signedAt int64, now time.Time) (isNew boo
 		v.byProvider[b.Offer.Provider] = e
 	}
 	if ok && e.lastSeen.Before(now) {
-		e.prev, e.prevSeen = e.offer, e.lastSeen
+		e.prev, e.prevSeen, e.prevSignedAt = e.offer, e.lastSeen, e.signedAt
 	}
 	e.offer = b.Offer
 	e.addrs = b.Addrs
@@ -161,20 +162,26 @@ func (v *offerView) snapshot() []offerEntry {
 	return out
 }
 
+// signedOffer is an offer with the time its provider signed it.
+type signedOffer struct {
+	market.Offer
+	signedAt int64 // ms
+}
+
 // at returns every provider's offer as it stood at cutoff, sorted.
-func (v *offerView) at(cutoff time.Time) []market.Offer {
+func (v *offerView) at(cutoff time.Time) []signedOffer {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	out := make([]market.Offer, 0, len(v.byProvider))
+	out := make([]signedOffer, 0, len(v.byProvider))
 	for _, e := range v.byProvider {
 		switch {
 		case !e.lastSeen.After(cutoff):
-			out = append(out, e.offer)
+			out = append(out, signedOffer{e.offer, e.signedAt})
 		case !e.prevSeen.IsZero() && !e.prevSeen.After(cutoff):
-			out = append(out, e.prev)
+			out = append(out, signedOffer{e.prev, e.prevSignedAt})
 		}
 	}
-	slices.SortFunc(out, func(a, b market.Offer) int { return strings.Compare(a.Provider, b.Provider) })
+	slices.SortFunc(out, func(a, b signedOffer) int { return strings.Compare(a.Provider, b.Provider) })
 	return out
 }
 

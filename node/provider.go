@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -113,6 +114,12 @@ func (n *Node) proposeLease(ctx context.Context, a market.Assignment, oj *openJo
 	var rep proposeReply
 	if err := n.call(cctx, oj.submitter, protoLease, proposeRequest{Lease: sl}, &rep); err != nil {
 		n.log.Info("proposal not accepted", "job", a.Job, "err", err)
+		var re *p2p.RemoteError
+		if errors.As(err, &re) && strings.HasPrefix(re.Msg, declinedNotQueued) {
+			// The submitter's word: the job is leased or over, whatever
+			// this view missed (a partition, a lost announcement).
+			n.view.closeJob(a.Job, oj.submitter, time.Now())
+		}
 		return false
 	}
 	sl.SubmitterSig = rep.SubmitterSig
@@ -543,6 +550,12 @@ func (n *Node) settle(ctx context.Context, al *activeLease, submitter peer.ID) {
 	al.mu.Unlock()
 	backoff := 500 * time.Millisecond
 	for {
+		al.mu.Lock()
+		announced, body := al.rec.ReleaseAnnounced, releaseOf(al.rec)
+		al.mu.Unlock()
+		if !announced {
+			n.announceRelease(al, body)
+		}
 		err := n.deliverOutput(ctx, al, submitter, 0)
 		if err == nil {
 			if err = n.exchangeReceipt(ctx, al, submitter, true); err == nil || errors.Is(err, errFinalDone) {
@@ -572,6 +585,29 @@ func (n *Node) settle(ctx context.Context, al *activeLease, submitter peer.ID) {
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, time.Minute)
+	}
+}
+
+// announceRelease publishes a lease's release and records that it did;
+// settle tries again for a release that could not be published.
+func (n *Node) announceRelease(al *activeLease, body releaseBody) {
+	if _, err := n.gossip.Publish(n.runCtx, p2p.TopicJobs, kindRelease, body); err != nil {
+		n.log.Warn("announce release", "lease", body.Lease, "err", err)
+		return
+	}
+	al.mu.Lock()
+	al.rec.ReleaseAnnounced = true
+	n.save(al)
+	al.mu.Unlock()
+}
+
+// releaseOf is the release announcement of a released lease.
+func releaseOf(rec *leaseRecord) releaseBody {
+	t := rec.Lease.Terms
+	return releaseBody{
+		Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
+		Outcome: rec.Outcome, Attribution: rec.Attribution,
+		HeldMs: rec.End.Sub(rec.Start).Milliseconds(), At: rec.End.UnixMilli(),
 	}
 }
 
@@ -675,7 +711,9 @@ func (n *Node) exchangeReceipt(ctx context.Context, al *activeLease, submitter p
 		}
 		adopted = true
 	}
-	if _, err := n.ledger.Append(ctx, cr); err != nil {
+	// Stored whatever happens to ctx now: the submitter has countersigned
+	// and stored it, and the chain must not go on without it here.
+	if _, err := n.ledger.Append(context.Background(), cr); err != nil {
 		return fmt.Errorf("store receipt: %w", err)
 	}
 	n.metrics.receipts.Inc()
@@ -736,14 +774,8 @@ func (n *Node) release(al *activeLease, end time.Time) {
 	n.signalOfferChanged()
 
 	al.mu.Lock()
-	body := releaseBody{
-		Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
-		Outcome: al.rec.Outcome, Attribution: al.rec.Attribution,
-		HeldMs: al.rec.End.Sub(al.rec.Start).Milliseconds(), At: al.rec.End.UnixMilli(),
-	}
+	body := releaseOf(al.rec)
 	al.mu.Unlock()
-	if _, err := n.gossip.Publish(n.runCtx, p2p.TopicJobs, kindRelease, body); err != nil {
-		n.log.Warn("announce release", "lease", t.ID, "err", err)
-	}
+	n.announceRelease(al, body)
 	n.log.Info("lease released", "lease", t.ID, "outcome", body.Outcome, "held", time.Duration(body.HeldMs)*time.Millisecond)
 }

@@ -53,6 +53,9 @@ type jobRecord struct {
 	// Resumes counts how many resumptions lead to this job (0 for an
 	// original).
 	Resumes int `json:"resumes,omitempty"`
+	// Resumed is set once a resumption of this job was submitted
+	// automatically, so that it happens once.
+	Resumed bool `json:"resumed,omitempty"`
 	// lastContact is when the provider was last heard from; not persisted:
 	// after a restart the provider gets a full window again.
 	lastContact time.Time

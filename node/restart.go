@@ -2,10 +2,10 @@ package node
 
 import (
 	"context"
-	"time"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/e31network/e31/ledger"
 	"github.com/ipfs/go-cid"

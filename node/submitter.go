@@ -114,13 +114,18 @@ func (n *Node) resumeDeclaration(of string) (market.Declaration, error) {
 	if cp == nil {
 		return market.Declaration{}, badRequest(fmt.Errorf("job %s declares no checkpoints to resume from", of))
 	}
-	if j.Checkpoint == "" {
-		return market.Declaration{}, badRequest(fmt.Errorf("job %s has no checkpoint yet", of))
-	}
 	if !j.terminal() {
 		return market.Declaration{}, badRequest(fmt.Errorf("job %s is still %s; withdraw it first", of, j.State))
 	}
 	d := j.Declaration
+	if j.Checkpoint == "" {
+		if !j.Resumed {
+			return market.Declaration{}, badRequest(fmt.Errorf("job %s has no checkpoint yet", of))
+		}
+		// Lost before its first checkpoint: an automatic resume starts it
+		// again from the beginning.
+		return d, d.Validate()
+	}
 	d.Data = slices.Clone(d.Data)
 	// The resumed run finds its checkpoint where it left it, read-only; it
 	// writes new ones to the same path, which is a fresh writable mount.
@@ -174,7 +179,7 @@ func (n *Node) handleProposal(ctx context.Context, from peer.ID, raw json.RawMes
 		return nil, fmt.Errorf("job %s: %w", t.Job, errNotFound)
 	}
 	if j.State != stateQueued {
-		return nil, fmt.Errorf("declined: job %s is %s", t.Job, j.State)
+		return nil, fmt.Errorf("%s: job %s is %s", declinedNotQueued, t.Job, j.State)
 	}
 	req2 := j.Declaration.Request
 	if len(t.GPUs) != req2.GPUs || t.Limit != req2.Limit || t.CPUs != req2.CPUs || t.MemoryBytes != uint64(req2.Memory) {
@@ -210,6 +215,10 @@ func (n *Node) handleProposal(ctx context.Context, from peer.ID, raw json.RawMes
 	n.log.Info("lease accepted", "job", j.ID, "lease", t.ID, "provider", from)
 	return proposeReply{SubmitterSig: sl.SubmitterSig}, nil
 }
+
+// declinedNotQueued opens the refusal of a proposal for a job that is no
+// longer queued; a provider that reads it closes the job in its view.
+const declinedNotQueued = "declined, not queued"
 
 // leasedJob finds this node's job under a lease from the given provider.
 // The caller holds n.mu.
@@ -394,6 +403,14 @@ func (n *Node) handleReceipt(ctx context.Context, from peer.ID, raw json.RawMess
 	j.lastContact = j.LastReceipt
 	if r.Final {
 		n.applyFinal(j, r)
+		if r.Outcome == ledger.OutcomeProviderLost {
+			// A provider that restarted mid-run ends the lease itself.
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				n.autoResume(n.runCtx, r.Job)
+			}()
+		}
 	}
 	_ = n.state.put(prefixJob, j.ID, j)
 	n.metrics.receipts.Inc()

@@ -13,6 +13,12 @@ import (
 // usageHalfLife is how fast a submitter's recent use fades from its share.
 const usageHalfLife = time.Hour
 
+// leaseOfferMargin is how much later than a lease's proposal an offer must
+// be signed for its free GPUs to end the lease: by then the provider has
+// recorded the lease (or dropped the proposal), so its offer tells the truth.
+// It is longer than a proposal may wait for its answer.
+const leaseOfferMargin = 15 * time.Second
+
 // usageWindow is how far back leases count towards recent use: past eight
 // half-lives a lease weighs under 0.4% of its charge. The cut is made
 // against the epoch's time, so every peer drops the same leases.
@@ -25,6 +31,7 @@ type openJob struct {
 	body      declarationBody
 	raw       []byte    // the signed envelope, evidence of the declaration
 	seen      time.Time // when this node received it
+	refreshed time.Time // when it was last announced (declared or requeued)
 	closed    time.Time // when it was leased or withdrawn; zero while open
 	// submittedAt is the start of the epoch in which the job entered this
 	// node's view (see market.Job.SubmittedAt).
@@ -74,9 +81,11 @@ func newMarketView() *marketView {
 func (v *marketView) addJob(j *openJob) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if _, ok := v.jobs[j.id]; ok {
+	if old, ok := v.jobs[j.id]; ok {
+		old.refreshed = j.seen
 		return false
 	}
+	j.refreshed = j.seen
 	if m, ok := v.closed[j.id]; ok && m.by == j.submitter {
 		j.closed = m.at
 	}
@@ -148,7 +157,7 @@ func (v *marketView) addLease(l SignedLease, now time.Time) bool {
 	if ok {
 		kl.lease, kl.seen, kl.early = l, now, nil
 	} else {
-			v.leases[l.Terms.ID] = &knownLease{lease: l, seen: now}
+		v.leases[l.Terms.ID] = &knownLease{lease: l, seen: now}
 	}
 	if sub, err := peer.Decode(l.Terms.Submitter); err == nil {
 		v.closeJobLocked(l.Terms.Job, sub, now)
@@ -186,11 +195,32 @@ func (v *marketView) releaseLease(r releaseBody, by peer.ID, now time.Time) {
 // still counts as open or live, so that every peer, whatever its gossip
 // delay, decides on the same facts. Acting on a stale assignment is caught
 // before it costs anything: a provider proposes only for jobs open now.
-func (v *marketView) snapshot(epoch uint64, start, cutoff time.Time, offers []market.Offer) market.View {
+//
+// A provider's offer is the last word on its own GPUs: a lease whose GPUs
+// an offer signed after the lease shows free again has ended, even if its
+// release announcement was lost.
+func (v *marketView) snapshot(epoch uint64, start, cutoff time.Time, offers []signedOffer) market.View {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	now := start.UnixMilli()
-	mv := market.View{Epoch: epoch, Now: now, Offers: offers}
+	mv := market.View{Epoch: epoch, Now: now}
+	byProvider := make(map[string]signedOffer, len(offers))
+	for _, o := range offers {
+		mv.Offers = append(mv.Offers, o.Offer)
+		byProvider[o.Provider] = o
+	}
+	endedByOffer := func(t LeaseTerms) bool {
+		o, ok := byProvider[t.Provider]
+		if !ok || o.signedAt <= t.Proposed+leaseOfferMargin.Milliseconds() {
+			return false
+		}
+		for _, u := range t.GPUs {
+			if !slices.ContainsFunc(o.GPUs, func(g market.GPU) bool { return g.UUID == u && g.Free }) {
+				return false
+			}
+		}
+		return true
+	}
 	at := func(t time.Time) bool { return !t.IsZero() && !t.After(cutoff) }
 	for _, j := range v.jobs {
 		if !at(j.seen) || at(j.closed) {
@@ -207,7 +237,7 @@ func (v *marketView) snapshot(epoch uint64, start, cutoff time.Time, offers []ma
 		if t.ID == "" || !at(kl.seen) {
 			continue
 		}
-		live := !at(kl.released)
+		live := !at(kl.released) && !endedByOffer(t)
 		if live {
 			mv.Leases = append(mv.Leases, kl.lease.market())
 		}
@@ -230,11 +260,18 @@ func (v *marketView) snapshot(epoch uint64, start, cutoff time.Time, offers []ma
 	return mv
 }
 
-// prune forgets jobs closed, and leases released, more than keep ago, and
-// leases too old to count towards use.
-func (v *marketView) prune(now time.Time, keep time.Duration) {
+// prune forgets jobs closed, and leases released, more than keep ago,
+// leases too old to count towards use, and open jobs whose submitter has
+// not re-announced them for stale: a submitter that left for good does not
+// keep providers proposing to it.
+func (v *marketView) prune(now time.Time, keep, stale time.Duration) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	for id, j := range v.jobs {
+		if j.closed.IsZero() && now.Sub(j.refreshed) > stale {
+			delete(v.jobs, id)
+		}
+	}
 	for id, m := range v.closed {
 		if now.Sub(m.at) > keep {
 			delete(v.closed, id)

@@ -112,7 +112,6 @@ func (n *Node) providerLost(ctx context.Context, id string, now time.Time) {
 	j.Reason = fmt.Sprintf("provider %s silent for %s", t.Provider, silent)
 	j.step(stepRelease, now)
 	err := n.state.put(prefixJob, id, j)
-	resume := j.Declaration.Output.Checkpoints != nil && j.Declaration.Output.Checkpoints.Resume == market.ResumeAuto && j.Checkpoint != "" && j.resumes() < j.Declaration.Output.Checkpoints.MaxResumes
 	n.mu.Unlock()
 	if err != nil {
 		n.log.Error("persist job", "job", id, "err", err)
@@ -130,14 +129,32 @@ func (n *Node) providerLost(ctx context.Context, id string, now time.Time) {
 	if _, err := n.gossip.Publish(ctx, p2p.TopicJobs, kindRelease, body); err != nil {
 		n.log.Warn("announce provider-lost release", "lease", t.ID, "err", err)
 	}
-	if resume {
-		r, err := n.submit(ctx, nil, id, nil)
-		if err != nil {
-			n.log.Warn("automatic resume", "job", id, "err", err)
-			return
-		}
-		n.log.Info("resumed from the last checkpoint", "job", id, "as", r.ID)
+	n.autoResume(ctx, id)
+}
+
+// autoResume resubmits a job lost with its provider, from its last
+// checkpoint (or from the start, if none was taken), when its declaration
+// asks for it and its resumes are not used up.
+func (n *Node) autoResume(ctx context.Context, id string) {
+	n.mu.Lock()
+	j, ok := n.jobs[id]
+	want := ok && j.Outcome == ledger.OutcomeProviderLost && !j.Resumed &&
+		j.Declaration.Output.Checkpoints != nil && j.Declaration.Output.Checkpoints.Resume == market.ResumeAuto &&
+		j.resumes() < j.Declaration.Output.Checkpoints.MaxResumes
+	if want {
+		j.Resumed = true
+		_ = n.state.put(prefixJob, id, j)
 	}
+	n.mu.Unlock()
+	if !want {
+		return
+	}
+	r, err := n.submit(ctx, nil, id, nil)
+	if err != nil {
+		n.log.Warn("automatic resume", "job", id, "err", err)
+		return
+	}
+	n.log.Info("resumed after losing its provider", "job", id, "as", r.ID)
 }
 
 // requeueUnconfirmed puts back in the queue a job whose lease this node
