@@ -365,13 +365,10 @@ func (n *Node) handleReceipt(ctx context.Context, from peer.ID, raw json.RawMess
 	if r.HeldFrom.Before(signed.Add(-time.Minute)) || r.HeldUntil.After(time.Now().Add(time.Minute)) {
 		return nil, errors.New("receipt claims time outside the lease")
 	}
-	if j.Outcome == ledger.OutcomeProviderLost {
-		// This side ended the lease when the provider went silent: no time
-		// after that is owed.
-		if end := stepAt(j.Steps, stepRelease); !end.IsZero() && r.HeldUntil.After(end.Add(time.Second)) {
-			return nil, fmt.Errorf("receipt holds until %s, but the provider was lost at %s", r.HeldUntil.Format(time.RFC3339), end.Format(time.RFC3339))
-		}
-	}
+	// A final receipt that comes after this side gave the provider up (a
+	// partition healed) is still countersigned: the provider held the GPUs
+	// and ran the job all along. A provider's own restart is billed only
+	// to the last time it saw the lease held (restart.go).
 	prev, err := n.ledger.ByLease(ctx, r.Lease)
 	if err != nil {
 		return nil, err
@@ -423,11 +420,11 @@ func (n *Node) applyFinal(j *jobRecord, r ledger.Receipt) {
 	if j.State != stateReleased {
 		n.log.Info("job released", "job", j.ID, "outcome", r.Outcome, "attribution", r.Attribution)
 	}
-	lost := j.Outcome == ledger.OutcomeProviderLost
+	// The final receipt, signed by both, is the record: it replaces this
+	// side's own verdict (a provider given up for lost during a partition
+	// may come back with the job completed).
 	j.State = stateReleased
-	if !lost {
-		j.Outcome, j.Attribution, j.Reason, j.ExitCode = r.Outcome, r.Attribution, r.Reason, r.ExitCode
-	}
+	j.Outcome, j.Attribution, j.Reason, j.ExitCode = r.Outcome, r.Attribution, r.Reason, r.ExitCode
 	if r.Checkpoint != "" && j.Checkpoint == "" {
 		j.Checkpoint = r.Checkpoint
 	}
