@@ -61,6 +61,9 @@ type Config struct {
 	StallTimeout time.Duration
 	// MaxInputBytes caps the data a job may declare; default 64 GiB.
 	MaxInputBytes int64
+	// MaxOutputBytes caps an output or checkpoint this node fetches as a
+	// submitter; default 1 TiB.
+	MaxOutputBytes int64
 	// CPUs and MemoryBytes are what the node offers besides its GPUs;
 	// default the machine's.
 	CPUs        int
@@ -116,6 +119,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MemoryBytes == 0 {
 		c.MemoryBytes = hostMemory()
+	}
+	if c.MaxOutputBytes == 0 {
+		c.MaxOutputBytes = 1 << 40
 	}
 	if c.MaxInputBytes == 0 {
 		c.MaxInputBytes = 64 << 30

@@ -250,6 +250,10 @@ func (n *Node) Run(ctx context.Context) error {
 	// (deferred calls run last first: this one runs before n.close).
 	defer func() {
 		cancel()
+		// No new stream may start work the wait below would miss.
+		for proto := range n.handlers {
+			n.host.RemoveStreamHandler(proto)
+		}
 		n.wg.Wait()
 		b.Wait()
 	}()

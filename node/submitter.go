@@ -284,7 +284,7 @@ func (n *Node) pullCheckpoint(job string, from peer.ID, c cid.Cid, num int) {
 	ctx, cancel := context.WithTimeout(n.runCtx, n.cfg.OutputTimeout)
 	defer cancel()
 	reason := fmt.Sprintf("checkpoint %d of job %s", num, job)
-	if _, err := n.exchange.Fetch(ctx, from, c, content.FetchOptions{Pin: reason, Progress: n.metrics.returned()}); err != nil {
+	if _, err := n.exchange.Fetch(ctx, from, c, content.FetchOptions{Pin: reason, MaxBytes: n.cfg.MaxOutputBytes, Progress: n.metrics.returned()}); err != nil {
 		n.log.Warn("pull checkpoint", "job", job, "n", num, "err", err)
 		return
 	}
@@ -292,6 +292,8 @@ func (n *Node) pullCheckpoint(job string, from peer.ID, c cid.Cid, num int) {
 	defer n.mu.Unlock()
 	j, ok := n.jobs[job]
 	if !ok || num <= j.CheckpointN {
+		// A newer checkpoint arrived first: this one is not kept.
+		_ = n.store.Unpin(ctx, c, reason)
 		return
 	}
 	if j.Checkpoint != "" {
@@ -320,7 +322,7 @@ func (n *Node) handleOutput(ctx context.Context, from peer.ID, raw json.RawMessa
 	if err != nil {
 		return nil, err
 	}
-	if _, err := n.exchange.Fetch(ctx, from, c, content.FetchOptions{Pin: "output of job " + req.Job, Progress: n.metrics.returned()}); err != nil {
+	if _, err := n.exchange.Fetch(ctx, from, c, content.FetchOptions{Pin: "output of job " + req.Job, MaxBytes: n.cfg.MaxOutputBytes, Progress: n.metrics.returned()}); err != nil {
 		return nil, fmt.Errorf("fetch output %s: %w", c, err)
 	}
 	n.mu.Lock()
