@@ -69,16 +69,16 @@ type Job struct {
 	ID          string    `json:"id"`
 	Name        string    `json:"name"`
 	State       string    `json:"state"`
-	Outcome     string    `json:"outcome,omitempty"`
-	Attribution string    `json:"attribution,omitempty"`
-	Provider    string    `json:"provider,omitempty"`
+	Outcome     string    `json:"outcome"`
+	Attribution string    `json:"attribution"`
+	Provider    string    `json:"provider"`
 	Lease       string    `json:"lease,omitempty"`
 	Steps       []Step    `json:"steps"`
 	ExitCode    *int      `json:"exit_code"`
-	Output      string    `json:"output,omitempty"`
-	Checkpoint  string    `json:"checkpoint,omitempty"`
+	Output      string    `json:"output"`
+	Checkpoint  string    `json:"checkpoint"`
 	GPUs        []string  `json:"gpus"`
-	Reason      string    `json:"reason,omitempty"`
+	Reason      string    `json:"reason"`
 	Submitted   time.Time `json:"submitted"`
 	ResumeOf    string    `json:"resume_of,omitempty"`
 	Inputs      []string  `json:"inputs,omitempty"`
