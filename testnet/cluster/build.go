@@ -54,3 +54,18 @@ func Build(ctx context.Context, dir string) (Binaries, error) {
 	}
 	return b, nil
 }
+
+// BuildTemp compiles e31d and e31 into a new temporary folder, for a test
+// binary's TestMain; remove deletes the folder.
+func BuildTemp(ctx context.Context) (b Binaries, remove func(), err error) {
+	dir, err := os.MkdirTemp("", "e31-bin-")
+	if err != nil {
+		return Binaries{}, nil, err
+	}
+	remove = func() { os.RemoveAll(dir) }
+	if b, err = Build(ctx, dir); err != nil {
+		remove()
+		return Binaries{}, nil, err
+	}
+	return b, remove, nil
+}

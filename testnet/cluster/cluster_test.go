@@ -18,17 +18,14 @@ import (
 var bin cluster.Binaries
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "e31-bin-")
+	var remove func()
+	var err error
+	bin, remove, err = cluster.BuildTemp(context.Background())
 	if err != nil {
-		panic(err)
-	}
-	bin, err = cluster.Build(context.Background(), dir)
-	if err != nil {
-		os.RemoveAll(dir)
 		panic(err)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 

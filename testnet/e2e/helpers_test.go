@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -20,18 +21,31 @@ import (
 var bin cluster.Binaries
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "e31-e2e-bin-")
+	var remove func()
+	var err error
+	bin, remove, err = cluster.BuildTemp(context.Background())
 	if err != nil {
-		panic(err)
-	}
-	bin, err = cluster.Build(context.Background(), dir)
-	if err != nil {
-		os.RemoveAll(dir)
 		panic(err)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
+}
+
+// jobCount is how many jobs a load test submits: the environment variable
+// env if set, else short with -short, else full.
+func jobCount(t *testing.T, env string, short, full int) int {
+	if s := os.Getenv(env); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a positive number", env, s)
+		}
+		return n
+	}
+	if testing.Short() {
+		return short
+	}
+	return full
 }
 
 // requireSandbox skips (or, in CI, fails) where jobs cannot run.

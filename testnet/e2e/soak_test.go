@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -478,19 +477,7 @@ const soakMaxResumes = 3
 
 // soakJobs is the number of jobs TestSoak submits: E31_SOAK_JOBS, else 40
 // with -short, else 200.
-func soakJobs(t *testing.T) int {
-	if s := os.Getenv("E31_SOAK_JOBS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("E31_SOAK_JOBS=%q: want a positive number", s)
-		}
-		return n
-	}
-	if testing.Short() {
-		return 40
-	}
-	return 200
-}
+func soakJobs(t *testing.T) int { return jobCount(t, "E31_SOAK_JOBS", 40, 200) }
 
 // killer kills a random provider every interval and restarts it after
 // down, until stopped; the cadence is load, not synchronisation. One

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -191,19 +190,7 @@ func latestEpoch(t *testing.T, cl *api.Client) uint64 {
 
 // stormJobs is the number of jobs TestStorm submits: E31_STORM_JOBS, else
 // 100 with -short, else 500.
-func stormJobs(t *testing.T) int {
-	if s := os.Getenv("E31_STORM_JOBS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("E31_STORM_JOBS=%q: want a positive number", s)
-		}
-		return n
-	}
-	if testing.Short() {
-		return 100
-	}
-	return 500
-}
+func stormJobs(t *testing.T) int { return jobCount(t, "E31_STORM_JOBS", 100, 500) }
 
 // A storm of small jobs from five submitters on twenty providers: every job
 // is leased once and completes, no GPU is in two leases at once, and every
