@@ -63,7 +63,13 @@ type marketView struct {
 	// of the declaration does not open them, unless the closer was not its
 	// submitter.
 	closed map[string]closedMark
+	// open counts each submitter's open jobs, to bound them.
+	open map[peer.ID]int
 }
+
+// maxOpenJobsPerSubmitter bounds what one peer can make every view hold
+// and every epoch's Match walk.
+const maxOpenJobsPerSubmitter = 10_000
 
 type closedMark struct {
 	at time.Time
@@ -75,6 +81,7 @@ func newMarketView() *marketView {
 		jobs:   make(map[string]*openJob),
 		leases: make(map[string]*knownLease),
 		closed: make(map[string]closedMark),
+		open:   make(map[peer.ID]int),
 	}
 }
 
@@ -88,6 +95,12 @@ func (v *marketView) addJob(j *openJob) bool {
 	j.refreshed = j.seen
 	if m, ok := v.closed[j.id]; ok && m.by == j.submitter {
 		j.closed = m.at
+	}
+	if j.closed.IsZero() {
+		if v.open[j.submitter] >= maxOpenJobsPerSubmitter {
+			return false
+		}
+		v.open[j.submitter]++
 	}
 	v.jobs[j.id] = j
 	return j.closed.IsZero()
@@ -136,6 +149,7 @@ func (v *marketView) closeJobLocked(id string, by peer.ID, now time.Time) {
 	if j, ok := v.jobs[id]; ok {
 		if j.submitter == by && j.closed.IsZero() {
 			j.closed = now
+			v.dropOpen(j.submitter)
 		}
 		return
 	}
@@ -270,6 +284,7 @@ func (v *marketView) prune(now time.Time, keep, stale time.Duration) {
 	for id, j := range v.jobs {
 		if j.closed.IsZero() && now.Sub(j.refreshed) > stale {
 			delete(v.jobs, id)
+			v.dropOpen(j.submitter)
 		}
 	}
 	for id, m := range v.closed {
@@ -295,4 +310,11 @@ func leaseStart(kl *knownLease, at int64) int64 {
 		return at
 	}
 	return kl.lease.Terms.Proposed
+}
+
+// dropOpen counts one open job of a submitter fewer. The caller holds v.mu.
+func (v *marketView) dropOpen(p peer.ID) {
+	if v.open[p]--; v.open[p] <= 0 {
+		delete(v.open, p)
+	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -71,5 +72,29 @@ func TestEarlyReleaseMustNameTheParties(t *testing.T) {
 	mv := v.snapshot(1, now.Add(time.Second), now.Add(time.Second), nil)
 	if len(mv.Leases) != 1 {
 		t.Fatalf("lease released by a stranger's early release: %d live", len(mv.Leases))
+	}
+}
+
+// One submitter cannot make a view hold more than its share of open jobs,
+// and closing or expiring jobs frees room.
+func TestOpenJobsPerSubmitterBounded(t *testing.T) {
+	sub := freshParty(t)
+	v := newMarketView()
+	now := time.Now()
+	for i := 0; i < maxOpenJobsPerSubmitter; i++ {
+		if !v.addJob(&openJob{id: fmt.Sprint("j", i), submitter: sub.id, seen: now}) {
+			t.Fatalf("job %d refused under the bound", i)
+		}
+	}
+	if v.addJob(&openJob{id: "over", submitter: sub.id, seen: now}) {
+		t.Fatal("a job over the bound was accepted")
+	}
+	v.closeJob("j0", sub.id, now)
+	if !v.addJob(&openJob{id: "over", submitter: sub.id, seen: now}) {
+		t.Fatal("closing a job did not free room")
+	}
+	v.prune(now.Add(time.Hour), time.Hour, time.Minute)
+	if len(v.open) != 0 {
+		t.Fatalf("expired jobs still counted: %v", v.open)
 	}
 }
