@@ -660,6 +660,11 @@ func (n *Node) exchangeReceipt(ctx context.Context, al *activeLease, submitter p
 	}
 	now := time.Now()
 	if final {
+		// Never before a receipt already signed: after a crash the end
+		// may have been estimated short of the last interim receipt.
+		if rec.LastAlive.After(rec.End) {
+			rec.End = rec.LastAlive
+		}
 		now = rec.End
 	}
 	r := ledger.Receipt{
