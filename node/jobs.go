@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -198,6 +197,3 @@ func (n *Node) learnAddrsOnly(p peer.ID, addrs []string) {
 		n.host.Peerstore().AddAddrs(p, info.Addrs, peerAddrTTL)
 	}
 }
-
-// errClosed reports work refused because the node is stopping.
-var errClosed = errors.New("node is stopping")

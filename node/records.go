@@ -61,8 +61,6 @@ type jobRecord struct {
 	lastContact time.Time
 }
 
-func (j *jobRecord) resumes() int { return j.Resumes }
-
 // stepOrder is the order of the five steps.
 var stepOrder = map[string]int{stepSubmit: 0, stepRent: 1, stepRun: 2, stepOutput: 3, stepRelease: 4}
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -130,21 +131,12 @@ func (n *Node) resumeDeclaration(of string) (market.Declaration, error) {
 	// The resumed run finds its checkpoint where it left it, read-only; it
 	// writes new ones to the same path, which is a fresh writable mount.
 	d.Data = append(d.Data, market.Input{Source: j.Checkpoint, Mount: cp.Path + "-resume"})
+	d.Work.Env = maps.Clone(d.Work.Env)
 	if d.Work.Env == nil {
 		d.Work.Env = map[string]string{}
-	} else {
-		d.Work.Env = maps(d.Work.Env)
 	}
 	d.Work.Env["E31_RESUME_FROM"] = cp.Path + "-resume"
 	return d, d.Validate()
-}
-
-func maps(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // handleProposal answers a provider's lease proposal: accept the first for a

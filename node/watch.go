@@ -140,7 +140,7 @@ func (n *Node) autoResume(ctx context.Context, id string) {
 	j, ok := n.jobs[id]
 	want := ok && j.Outcome == ledger.OutcomeProviderLost && !j.Resumed &&
 		j.Declaration.Output.Checkpoints != nil && j.Declaration.Output.Checkpoints.Resume == market.ResumeAuto &&
-		j.resumes() < j.Declaration.Output.Checkpoints.MaxResumes
+		j.Resumes < j.Declaration.Output.Checkpoints.MaxResumes
 	if want {
 		j.Resumed = true
 		_ = n.state.put(prefixJob, id, j)

@@ -75,10 +75,7 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("%w at %s (is the daemon running? start it with e31d, or set --api / E31_API): %v", ErrNoDaemon, c.addr, err)
+		return c.unreachable(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
@@ -96,6 +93,14 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 		return fmt.Errorf("decode reply of %s %s: %w", method, path, err)
 	}
 	return nil
+}
+
+// unreachable explains a request that reached no daemon.
+func (c *Client) unreachable(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w at %s (is the daemon running? start it with e31d, or set --api / E31_API): %v", ErrNoDaemon, c.addr, err)
 }
 
 // StatusError is an error the daemon reported.
@@ -139,10 +144,7 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest, onProgress func(
 	hr.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(hr)
 	if err != nil {
-		if ctx.Err() != nil {
-			return Job{}, ctx.Err()
-		}
-		return Job{}, fmt.Errorf("%w at %s (is the daemon running? start it with e31d, or set --api / E31_API): %v", ErrNoDaemon, c.addr, err)
+		return Job{}, c.unreachable(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
