@@ -127,15 +127,17 @@ func (n *Node) resumeDeclaration(of string) (market.Declaration, error) {
 		// again from the beginning.
 		return d, d.Validate()
 	}
-	d.Data = slices.Clone(d.Data)
 	// The resumed run finds its checkpoint where it left it, read-only; it
-	// writes new ones to the same path, which is a fresh writable mount.
-	d.Data = append(d.Data, market.Input{Source: j.Checkpoint, Mount: cp.Path + "-resume"})
+	// writes new ones to the same path, which is a fresh writable mount. A
+	// job that was itself a resumption swaps its old checkpoint for the new.
+	mount := cp.Path + "-resume"
+	d.Data = slices.DeleteFunc(slices.Clone(d.Data), func(in market.Input) bool { return in.Mount == mount })
+	d.Data = append(d.Data, market.Input{Source: j.Checkpoint, Mount: mount})
 	d.Work.Env = maps.Clone(d.Work.Env)
 	if d.Work.Env == nil {
 		d.Work.Env = map[string]string{}
 	}
-	d.Work.Env["E31_RESUME_FROM"] = cp.Path + "-resume"
+	d.Work.Env["E31_RESUME_FROM"] = mount
 	return d, d.Validate()
 }
 

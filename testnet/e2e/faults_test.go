@@ -219,3 +219,47 @@ func TestSubmitterAwayOutputWaits(t *testing.T) {
 		t.Fatalf("output %q", b)
 	}
 }
+
+// A resumed job that loses its provider too resumes again, from its own
+// newer checkpoint.
+func TestResumeOfAResumption(t *testing.T) {
+	c := faultNet(t)
+	sub := c.Client(0)
+	d := decl("count", countJob, 1, 5*time.Minute)
+	d.Output.Checkpoints = &market.Checkpoints{Path: "/ckpt", Every: market.Duration(500), Resume: market.ResumeAuto, MaxResumes: 3}
+	j := submit(t, sub, d)
+	for round := 0; round < 2; round++ {
+		j = waitJob(t, sub, j.ID, 60*time.Second, "a checkpoint", func(j api.Job) bool { return j.State == "running" && j.Checkpoint != "" })
+		victim := nodeIndex(t, c, j.Provider)
+		if err := c.Kill(victim); err != nil {
+			t.Fatal(err)
+		}
+		waitJob(t, sub, j.ID, 30*time.Second, "provider-lost", released)
+		if err := c.Restart(context.Background(), victim); err != nil {
+			t.Fatal(err)
+		}
+		// The automatic resumption of this job.
+		next := ""
+		deadline := time.Now().Add(30 * time.Second)
+		for next == "" {
+			jobs, err := sub.Jobs(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range jobs {
+				if r.ResumeOf == j.ID {
+					next = r.ID
+				}
+			}
+			if next == "" && time.Now().After(deadline) {
+				t.Fatalf("round %d: job %s was not resumed", round, j.ID)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		j, _ = sub.Job(context.Background(), next)
+	}
+	j = waitJob(t, sub, j.ID, 90*time.Second, "the second resumption to end", released)
+	if j.Outcome != "completed" {
+		t.Fatalf("second resumption ended %s (%s)", j.Outcome, j.Reason)
+	}
+}
