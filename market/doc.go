@@ -53,12 +53,16 @@
 //
 // # Claims
 //
-// Match proposes; the signed lease decides. A proposal carries the epoch,
-// the view hash and the job's Rank. The provider is the arbiter: it signs
-// only if the devices are still free and its own Match of that epoch gives
-// the same pair; between two claims on the same devices it keeps the
-// better-ranked. Peers whose views differ can lose a round, never double-book
-// a device. A job that loses keeps its SubmittedAt and so its age.
+// Match proposes; the signed lease decides. Only the provider that Match
+// assigned a job proposes it, and only from its own pass, so the provider's
+// Match is the claim. A proposal records the epoch, the view hash and the
+// job's Rank, as evidence of which pass chose the pair. The provider is the
+// arbiter: it holds the devices before it proposes and proposes only while
+// none of them is held, so between two claims on the same devices the
+// first one proposed wins and the other waits for a later pass; the
+// submitter accepts one proposal per job. Peers whose views differ can lose
+// a round, never double-book a device. A job that loses keeps its
+// SubmittedAt and so its age.
 //
 // # Starvation bound
 //

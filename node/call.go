@@ -3,34 +3,30 @@ package node
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
-// serve installs a direct-stream handler and remembers it, so that a call to
-// this node itself (a provider leasing to its own submitter) takes the same
-// path without a dial: libp2p refuses to dial itself.
-func (n *Node) serve(ctx context.Context, proto protocol.ID, timeout time.Duration, fn p2p.Handler) {
-	n.handlers[proto] = fn
-	p2p.Serve(ctx, n.host, proto, timeout, n.log, fn)
-}
+// caller sends direct-stream requests for the roles. A call to this node
+// itself (a provider leasing to its own submitter) takes the same handler
+// without a dial: libp2p refuses to dial itself.
+type caller struct{ n *Node }
 
-// call sends a request to a peer's handler of proto, or to this node's own.
-func (n *Node) call(ctx context.Context, to peer.ID, proto protocol.ID, req, resp any) error {
+// Call sends req to a peer's handler of proto and decodes its reply.
+func (c caller) Call(ctx context.Context, to peer.ID, proto protocol.ID, req, resp any) error {
+	n := c.n
 	if to != n.self {
 		return p2p.Call(ctx, n.host, to, proto, req, resp)
 	}
-	fn := n.handlers[proto]
 	b, err := json.Marshal(req)
 	if err != nil {
 		return err
 	}
-	out, err := fn(ctx, n.self, b)
+	out, err := n.tracked(n.handlers[proto])(ctx, n.self, b)
 	if err != nil {
-		return &p2p.RemoteError{Msg: err.Error()}
+		return &p2p.RemoteError{Code: p2p.RefusalCode(err), Msg: err.Error()}
 	}
 	if resp == nil {
 		return nil
@@ -41,3 +37,9 @@ func (n *Node) call(ctx context.Context, to peer.ID, proto protocol.ID, req, res
 	}
 	return p2p.DecodeStrict(ob, resp)
 }
+
+// addrBook records peers' addresses for later dials.
+type addrBook struct{ n *Node }
+
+// AddAddrs keeps the /p2p/ multiaddrs a peer published about itself.
+func (a addrBook) AddAddrs(p peer.ID, addrs []string) { a.n.learnAddrsOnly(p, addrs) }

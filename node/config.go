@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"path/filepath"
 	"time"
+
+	"github.com/e31network/e31/node/view"
 )
 
 // Config is what a node is started with. The zero value of every field but
@@ -72,6 +74,19 @@ type Config struct {
 	Runtime string
 	// Metrics is the address of the Prometheus endpoint; off when empty.
 	Metrics string
+	// ShutdownTimeout bounds how long a stopping node waits for its leases
+	// to finish what they were doing (stopping a run, importing an output)
+	// before it abandons them; default Grace plus 15s.
+	ShutdownTimeout time.Duration
+	// EventTimeout bounds telling a submitter of a step or a checkpoint;
+	// ReceiptTimeout bounds one receipt exchange; ConnectTimeout bounds
+	// dialling a peer. Defaults 10s, 15s and 10s.
+	EventTimeout   time.Duration
+	ReceiptTimeout time.Duration
+	ConnectTimeout time.Duration
+	// DebugPartition serves POST /v1/debug/block, which cuts the node off
+	// from peers: how tests split a network on one machine. Off by default.
+	DebugPartition bool
 	// Log receives the node's structured logs; default discards.
 	Log *slog.Logger
 }
@@ -114,6 +129,16 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.StallTimeout, 60*time.Second)
 	def(&c.Retention, 7*24*time.Hour)
 	def(&c.ProviderLostAfter, 30*time.Second)
+	def(&c.ShutdownTimeout, c.Grace+15*time.Second)
+	def(&c.EventTimeout, 10*time.Second)
+	def(&c.ReceiptTimeout, 15*time.Second)
+	def(&c.ConnectTimeout, 10*time.Second)
+	if c.ProposalTTL >= view.LeaseOfferMargin {
+		// Every peer ends a lease whose GPUs an offer signed this long after
+		// the proposal shows free; a proposal still waiting then would be
+		// ended before it is answered.
+		return c, fmt.Errorf("proposal TTL %s must be shorter than %s", c.ProposalTTL, view.LeaseOfferMargin)
+	}
 	if c.CPUs == 0 {
 		c.CPUs = hostCPUs()
 	}

@@ -8,65 +8,71 @@ import (
 	"time"
 
 	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/provider"
+	"github.com/e31network/e31/node/submitter"
 	"github.com/e31network/e31/p2p"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // metrics are the node's Prometheus series, in a registry of its own so
-// that several nodes can share a process (tests).
+// that several nodes can share a process (tests). Every series read at
+// scrape time answers from memory: no scrape waits on a disk or a peer.
 type metrics struct {
-	reg           *prometheus.Registry
-	submitted     prometheus.Counter
-	leases        prometheus.Counter
-	receipts      prometheus.Counter
-	bytesStaged   prometheus.Counter
-	bytesReturned prometheus.Counter
+	reg       *prometheus.Registry
+	provider  *provider.Metrics
+	submitter *submitter.Metrics
 }
 
 func newMetrics() *metrics {
-	m := &metrics{
-		reg:           prometheus.NewRegistry(),
-		submitted:     prometheus.NewCounter(prometheus.CounterOpts{Name: "e31_jobs_submitted_total", Help: "Jobs submitted from this node."}),
-		leases:        prometheus.NewCounter(prometheus.CounterOpts{Name: "e31_leases_total", Help: "Leases this node signed as provider."}),
-		receipts:      prometheus.NewCounter(prometheus.CounterOpts{Name: "e31_receipts_total", Help: "Receipts stored in this node's ledger."}),
-		bytesStaged:   prometheus.NewCounter(prometheus.CounterOpts{Name: "e31_bytes_staged_total", Help: "Input bytes fetched to run leases."}),
-		bytesReturned: prometheus.NewCounter(prometheus.CounterOpts{Name: "e31_bytes_returned_total", Help: "Output and checkpoint bytes fetched by this submitter."}),
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	}
-	m.reg.MustRegister(m.submitted, m.leases, m.receipts, m.bytesStaged, m.bytesReturned)
+	receipts := counter("e31_receipts_total", "Receipts stored in this node's ledger.")
+	persist := counter("e31_persist_errors_total", "Writes of job or lease records that failed (each also logged).")
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		provider: &provider.Metrics{
+			Leases:        counter("e31_leases_total", "Leases this node signed as provider."),
+			Receipts:      receipts,
+			PersistErrors: persist,
+		},
+		submitter: &submitter.Metrics{
+			Submitted:     counter("e31_jobs_submitted_total", "Jobs submitted from this node."),
+			Rejected:      counter("e31_jobs_rejected_total", "Declarations refused at submit."),
+			Receipts:      receipts,
+			PersistErrors: persist,
+		},
+	}
+	staged := counter("e31_bytes_staged_total", "Input bytes fetched to run leases.")
+	returned := counter("e31_bytes_returned_total", "Output and checkpoint bytes fetched by this submitter.")
+	m.provider.Staged = counterProgress{staged}
+	m.submitter.Returned = counterProgress{returned}
+	m.reg.MustRegister(m.submitter.Submitted, m.submitter.Rejected, m.provider.Leases, receipts, persist, staged, returned)
 	return m
 }
 
 // register adds the series that are read from the node when scraped.
 func (m *metrics) register(n *Node) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "e31_gpus", Help: "GPUs of this node.", ConstLabels: prometheus.Labels{"state": "held"}}, func() float64 {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		return float64(len(n.held))
-	}))
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "e31_gpus", Help: "GPUs of this node.", ConstLabels: prometheus.Labels{"state": "free"}}, func() float64 {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		return float64(len(n.gpus) - len(n.held))
-	}))
-	for _, st := range []string{stateQueued, stateRenting, stateRunning, stateOutput, stateReleased, stateRejected, stateWithdrawn} {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "e31_jobs", Help: "Jobs submitted from this node, by state.", ConstLabels: prometheus.Labels{"state": st}}, func() float64 {
-			n.mu.Lock()
-			defer n.mu.Unlock()
-			c := 0
-			for _, j := range n.jobs {
-				if j.State == st {
-					c++
-				}
-			}
-			return float64(c)
-		}))
+	gauge := func(name, help string, labels prometheus.Labels, fn func() float64) {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, fn))
 	}
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "e31_leases_active", Help: "Leases this node provides now."}, func() float64 {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		return float64(len(n.leases))
-	}))
+	gauge("e31_gpus", "GPUs of this node, held by a signed lease or free.", prometheus.Labels{"state": "held"}, func() float64 {
+		return float64(n.provider.Counts().Held)
+	})
+	gauge("e31_gpus", "GPUs of this node, held by a signed lease or free.", prometheus.Labels{"state": "free"}, func() float64 {
+		c := n.provider.Counts()
+		return float64(c.GPUs - c.Held)
+	})
+	for _, st := range api.JobStates {
+		gauge("e31_jobs", "Jobs submitted from this node, by state.", prometheus.Labels{"state": string(st)}, func() float64 {
+			return float64(n.submitter.Counts()[st])
+		})
+	}
+	gauge("e31_leases_active", "Leases this node provides now.", nil, func() float64 {
+		return float64(n.provider.Counts().Leases)
+	})
 	for _, r := range []string{p2p.ReasonOversized, p2p.ReasonMalformed, p2p.ReasonUnsigned, p2p.ReasonForged, p2p.ReasonStale, p2p.ReasonReplayed, p2p.ReasonInvalid} {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "e31_gossip_rejected_total", Help: "Gossip payloads rejected, by reason.", ConstLabels: prometheus.Labels{"reason": r}}, func() float64 {
 			return float64(n.gossip.Rejections()[r])
@@ -74,20 +80,16 @@ func (m *metrics) register(n *Node) {
 	}
 }
 
-// staged returns a progress sink that counts input bytes.
-func (m *metrics) staged() content.Progress { return counterProgress{m.bytesStaged} }
-
-// returned returns a progress sink that counts output bytes.
-func (m *metrics) returned() content.Progress { return counterProgress{m.bytesReturned} }
-
 type counterProgress struct{ c prometheus.Counter }
 
 func (p counterProgress) Start(int64, string) {}
 func (p counterProgress) Add(n int64)         { p.c.Add(float64(n)) }
 func (p counterProgress) Done()               {}
 
-// serveMetrics serves /metrics on addr until ctx ends.
-func (m *metrics) serve(ctx context.Context, addr string) (func(), error) {
+var _ content.Progress = counterProgress{}
+
+// serve serves /metrics on addr until the returned stop is called.
+func (m *metrics) serve(addr string) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -95,14 +97,14 @@ func (m *metrics) serve(ctx context.Context, addr string) (func(), error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			_ = err
-		}
-	}()
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
 	return func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		_ = srv.Shutdown(ctx)
+		if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err // the listener failed before shutdown; nothing to undo
+		}
 	}, nil
 }

@@ -8,22 +8,26 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/ledger"
-	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/acl"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/apiserver"
+	"github.com/e31network/e31/node/provider"
+	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/submitter"
+	"github.com/e31network/e31/node/task"
+	"github.com/e31network/e31/node/view"
+	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
-	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
-	ma "github.com/multiformats/go-multiaddr"
 )
 
 // Version is the daemon's version string.
@@ -41,47 +45,40 @@ type RunInfo struct {
 	PID    int      `json:"pid"`
 }
 
-// Node is a running E31 daemon.
+// Node is a running E31 daemon. It only wires the parts together and runs
+// the loops that feed them: gossip in and out, the epoch's Match.
 type Node struct {
 	// Immutable after New.
-	cfg      Config
-	log      *slog.Logger
-	key      crypto.PrivKey
-	self     peer.ID
-	host     host.Host
-	gossip   *p2p.Gossip
-	gpus     []exec.GPU
-	started  time.Time
-	offers   *offerView
-	view     *marketView
-	state    *stateStore
-	ledger   *ledger.Ledger
-	store    *content.Store
-	exchange *content.Exchange
-	runner   *exec.Runner // nil: no OCI runtime, so no compute offered
-	metrics  *metrics
-	gater    *p2p.Gater
-
-	// runCtx lives as long as Run; leases and transfers hang off it.
-	runCtx context.Context
-
-	offerChanged chan struct{} // a signal to publish the offer now
-
-	mu        sync.Mutex                  // guards the fields below
-	jobs      map[string]*jobRecord       // jobs this node submitted
-	leases    map[string]*activeLease     // leases this node provides, not yet released
-	held      map[string]string           // GPU UUID -> lease ID, or "proposal:<job>"
-	proposing map[string]bool             // jobs with a proposal of ours in flight
-	access    map[string]map[peer.ID]bool // root CID -> peers that may fetch it
-	matches   []api.Match                 // the last Match results, oldest first
-	withdrawn map[string]withdrawal       // job -> who withdrew it and when, as a provider saw it
-	joined    time.Time                   // when the first offer of another provider arrived
-
-	// handlers are the direct-stream handlers, set in Run before any loop
-	// starts and never changed after.
+	cfg       Config
+	log       *slog.Logger
+	key       crypto.PrivKey
+	self      peer.ID
+	host      host.Host
+	gossip    *p2p.Gossip
+	gpus      []exec.GPU
+	started   time.Time
+	offers    *view.Offers
+	market    *view.Market
+	state     *state.Store
+	ledger    *ledger.Ledger
+	store     *content.Store
+	exchange  *content.Exchange
+	runner    *exec.Runner // nil: no OCI runtime, so no compute offered
+	access    *acl.List
+	provider  *provider.Provider
+	submitter *submitter.Submitter
+	metrics   *metrics
+	gater     *p2p.Gater
+	// handlers are the direct-stream handlers, set in New and never
+	// changed after.
 	handlers map[protocol.ID]p2p.Handler
 
-	wg sync.WaitGroup // background loops and lease goroutines
+	offerChanged chan struct{} // a signal to publish the offer now
+	loops        task.Group    // the node's own loops
+	inflight     task.Group    // stream handlers being answered
+
+	mu      sync.Mutex  // guards matches
+	matches []api.Match // the last Match results, oldest first
 }
 
 // New opens the data dir and starts the host, gossip and stores; Run serves.
@@ -108,19 +105,13 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		key:          key,
 		self:         self,
 		started:      time.Now(),
-		offers:       newOfferView(),
-		view:         newMarketView(),
+		offers:       view.NewOffers(),
+		market:       view.NewMarket(),
+		access:       acl.New(),
 		metrics:      newMetrics(),
-		runCtx:       ctx,
 		offerChanged: make(chan struct{}, 1),
-		jobs:         make(map[string]*jobRecord),
-		leases:       make(map[string]*activeLease),
-		held:         make(map[string]string),
-		proposing:    make(map[string]bool),
-		access:       make(map[string]map[peer.ID]bool),
 		handlers:     make(map[protocol.ID]p2p.Handler),
 		gater:        p2p.NewGater(),
-		withdrawn:    make(map[string]withdrawal),
 	}
 	var closers []func() error
 	defer func() {
@@ -151,10 +142,10 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 			n.runner, err = nil, nil
 		}
 	}
-	if n.state, err = openState(filepath.Join(cfg.DataDir, "state"), n.log); err != nil {
+	if n.state, err = state.Open(filepath.Join(cfg.DataDir, "state"), n.log); err != nil {
 		return nil, err
 	}
-	closers = append(closers, n.state.close)
+	closers = append(closers, n.state.Close)
 	if n.ledger, err = ledger.Open(ctx, filepath.Join(cfg.DataDir, "ledger"), ledger.Options{Log: n.log, Self: self}); err != nil {
 		return nil, err
 	}
@@ -167,7 +158,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, n.host.Close)
-	if n.exchange, err = content.NewExchange(ctx, n.host, n.store, content.AccessFunc(n.allowed), content.ExchangeOptions{Log: n.log, StallTimeout: cfg.StallTimeout}); err != nil {
+	if n.exchange, err = content.NewExchange(ctx, n.host, n.store, n.access, content.ExchangeOptions{Log: n.log, StallTimeout: cfg.StallTimeout}); err != nil {
 		return nil, err
 	}
 	closers = append(closers, n.exchange.Close)
@@ -175,54 +166,97 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		Network: cfg.Network,
 		Log:     n.log,
 		Validators: map[string]p2p.BodyValidator{
-			p2p.TopicOffers: validateOffer,
-			p2p.TopicJobs:   n.validateJobMessage,
+			p2p.TopicOffers: wire.ValidateOffer,
+			p2p.TopicJobs:   n.market.ValidateJobMessage,
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
+	n.wireRoles()
 	n.metrics.register(n)
-	if err := n.recover(ctx); err != nil {
-		return nil, err
+	if err := n.submitter.Recover(); err != nil {
+		return nil, fmt.Errorf("load jobs: %w", err)
+	}
+	if err := n.provider.Recover(ctx); err != nil {
+		return nil, fmt.Errorf("load leases: %w", err)
 	}
 	return n, nil
 }
 
-// allowed answers the content exchange: may p fetch root?
-func (n *Node) allowed(p peer.ID, root cid.Cid) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.access[root.String()][p]
-}
-
-// allow lets p fetch root.
-func (n *Node) allow(p peer.ID, root cid.Cid) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.allowLocked(p, root)
-}
-
-func (n *Node) allowLocked(p peer.ID, root cid.Cid) {
-	m := n.access[root.String()]
-	if m == nil {
-		m = make(map[peer.ID]bool)
-		n.access[root.String()] = m
+// wireRoles builds the provider and the submitter and the stream handlers
+// that reach them.
+func (n *Node) wireRoles() {
+	calls := caller{n}
+	addrs := addrBook{n}
+	n.provider = provider.New(provider.Config{
+		DataDir:         n.cfg.DataDir,
+		ProposalTTL:     n.cfg.ProposalTTL,
+		ReceiptInterval: n.cfg.ReceiptInterval,
+		Grace:           n.cfg.Grace,
+		OutputTimeout:   n.cfg.OutputTimeout,
+		Retention:       n.cfg.Retention,
+		EventTimeout:    n.cfg.EventTimeout,
+		ReceiptTimeout:  n.cfg.ReceiptTimeout,
+	}, provider.Deps{
+		Key: n.key, Self: n.self, GPUs: n.gpus, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger,
+		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: addrs,
+		Metrics: n.metrics.provider, Log: n.log, OfferChanged: n.signalOfferChanged,
+		Runner: runnerOrNil(n.runner),
+	})
+	n.submitter = submitter.New(submitter.Config{
+		ProposalTTL:       n.cfg.ProposalTTL,
+		Heartbeat:         n.cfg.Heartbeat,
+		OutputTimeout:     n.cfg.OutputTimeout,
+		ProviderLostAfter: n.cfg.ProviderLostAfter,
+		MaxInputBytes:     n.cfg.MaxInputBytes,
+		MaxOutputBytes:    n.cfg.MaxOutputBytes,
+		RequeueEvery:      requeueEvery * n.cfg.Heartbeat,
+	}, submitter.Deps{
+		Key: n.key, Self: n.self, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger, Calls: calls,
+		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,
+		Metrics: n.metrics.submitter, Log: n.log, Addrs: n.Addrs,
+	})
+	n.handlers[wire.ProtoLease] = n.submitter.HandleProposal
+	n.handlers[wire.ProtoEvent] = n.submitter.HandleEvent
+	n.handlers[wire.ProtoOutput] = n.submitter.HandleOutput
+	n.handlers[wire.ProtoReceipt] = n.submitter.HandleReceipt
+	n.handlers[wire.ProtoWithdraw] = func(_ context.Context, from peer.ID, raw json.RawMessage) (any, error) {
+		var req wire.WithdrawRequest
+		if err := p2p.DecodeStrict(raw, &req); err != nil {
+			return nil, err
+		}
+		n.provider.Withdraw(req.Job, from)
+		return struct{}{}, nil
 	}
-	m[p] = true
 }
 
-// withdrawal is a job's withdrawal as a provider saw it.
-type withdrawal struct {
-	by string
-	at time.Time
+// runnerOrNil keeps a nil *exec.Runner from becoming a non-nil interface.
+func runnerOrNil(r *exec.Runner) provider.Runner {
+	if r == nil {
+		return nil
+	}
+	return r
 }
 
-// ID is the node's peer ID.
-func (n *Node) ID() peer.ID { return n.self }
+// requeueEvery is how many heartbeats pass between re-announcements of
+// queued jobs; prune drops an open job not re-announced for three times
+// that.
+const requeueEvery = 3
 
-// Host is the node's libp2p host.
-func (n *Node) Host() host.Host { return n.host }
+// handlerTimeouts bound how long each direct-stream request may take.
+func (n *Node) handlerTimeout(proto protocol.ID) time.Duration {
+	switch proto {
+	case wire.ProtoLease:
+		return n.cfg.ProposalTTL
+	case wire.ProtoOutput:
+		return n.cfg.OutputTimeout
+	}
+	return 30 * time.Second
+}
+
+// PeerID is the node's peer ID.
+func (n *Node) PeerID() peer.ID { return n.self }
 
 // Addrs are the node's listen addresses with its peer ID appended.
 func (n *Node) Addrs() []string {
@@ -233,32 +267,25 @@ func (n *Node) Addrs() []string {
 	return out
 }
 
-// Run serves until ctx is cancelled, then stops everything it started.
+// Run serves until ctx is cancelled, then shuts everything down, waiting
+// for work in flight at most ShutdownTimeout.
 func (n *Node) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	n.runCtx = ctx
-	defer n.close()
-
 	boot, err := p2p.ParseBootstrap(n.cfg.Bootstrap)
 	if err != nil {
+		n.closeStores()
 		return err
 	}
-	n.redialKnownPeers(ctx)
-	b := p2p.StartBootstrap(ctx, n.host, boot, n.log)
-	// Whatever way Run returns, every loop stops before the stores close
-	// (deferred calls run last first: this one runs before n.close).
+	loopCtx, stopLoops := context.WithCancel(ctx)
+	b := p2p.StartBootstrap(loopCtx, n.host, boot, n.log)
+	var srv *apiserver.Server
 	defer func() {
-		cancel()
-		// No new stream may start work the wait below would miss.
-		for proto := range n.handlers {
-			n.host.RemoveStreamHandler(proto)
-		}
-		n.wg.Wait()
+		stopLoops()
 		b.Wait()
+		n.shutdown(srv)
 	}()
+	n.redialKnownPeers(loopCtx)
 	if n.cfg.MDNS {
-		closeMDNS, err := p2p.StartMDNS(ctx, n.host, n.cfg.Network, n.log)
+		closeMDNS, err := p2p.StartMDNS(loopCtx, n.host, n.cfg.Network, n.log)
 		if err != nil {
 			return fmt.Errorf("start mdns: %w", err)
 		}
@@ -276,61 +303,94 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	defer jobsSub.Cancel()
 
-	n.serve(ctx, protoLease, n.cfg.ProposalTTL, n.handleProposal)
-	n.serve(ctx, protoEvent, 30*time.Second, n.handleEvent)
-	n.serve(ctx, protoOutput, n.cfg.OutputTimeout, n.handleOutput)
-	n.serve(ctx, protoReceipt, 30*time.Second, n.handleReceipt)
-	n.serve(ctx, protoWithdraw, 30*time.Second, n.handleWithdraw)
-
-	srv, err := n.serveAPI(ctx)
-	if err != nil {
+	for proto, fn := range n.handlers {
+		p2p.Serve(loopCtx, n.host, proto, n.handlerTimeout(proto), n.log, n.tracked(fn))
+	}
+	acfg := apiserver.Config{Addr: n.cfg.API, Network: n, Jobs: n.submitter, Content: n.store, Ledger: n.ledger, Log: n.log}
+	if n.cfg.DebugPartition {
+		acfg.Block = n.block
+	}
+	if srv, err = apiserver.Listen(loopCtx, acfg); err != nil {
 		return err
 	}
-	defer srv.close()
 	if n.cfg.Metrics != "" {
-		stop, err := n.metrics.serve(ctx, n.cfg.Metrics)
+		stop, err := n.metrics.serve(n.cfg.Metrics)
 		if err != nil {
 			return fmt.Errorf("metrics on %s: %w", n.cfg.Metrics, err)
 		}
 		defer stop()
 	}
 
-	n.goLoop(ctx, "offers in", func(ctx context.Context) { n.receiveOffers(ctx, offersSub) })
-	n.goLoop(ctx, "offers out", n.publishOffers)
-	n.goLoop(ctx, "offers expiry", n.expireOffers)
-	n.goLoop(ctx, "jobs in", func(ctx context.Context) { n.receiveJobs(ctx, jobsSub) })
-	n.goLoop(ctx, "match", n.matchLoop)
-	n.goLoop(ctx, "resume", n.resumeAfterRestart)
-	n.goLoop(ctx, "providers", n.watchProviders)
-	n.goLoop(ctx, "requeue", n.requeueLoop)
+	n.loops.Go(func() { n.receiveOffers(loopCtx, offersSub) })
+	n.loops.Go(func() { n.publishOffers(loopCtx) })
+	n.loops.Go(func() { n.expireOffers(loopCtx) })
+	n.loops.Go(func() { n.receiveJobs(loopCtx, jobsSub) })
+	n.loops.Go(func() { n.matchLoop(loopCtx) })
+	n.submitter.Start()
+	n.provider.Resume()
 
-	if err := n.writeRunFile(srv.addr); err != nil {
+	if err := n.writeRunFile(srv.Addr()); err != nil {
 		return err
 	}
 	defer os.Remove(filepath.Join(n.cfg.DataDir, RunFile))
-	n.log.Info("e31d ready", "peer_id", n.self, "api", srv.addr, "addrs", n.Addrs(), "gpus", len(n.gpus), "compute", n.runner != nil, "network", n.cfg.Network)
+	n.log.Info("e31d ready", "peer_id", n.self, "api", srv.Addr(), "addrs", n.Addrs(), "gpus", len(n.gpus), "compute", n.runner != nil, "network", n.cfg.Network)
 
 	<-ctx.Done()
 	n.log.Info("e31d stopping")
 	return nil
 }
 
-// close releases the stores and the host, in reverse order of opening.
-func (n *Node) close() {
-	_ = n.exchange.Close()
-	_ = n.host.Close()
-	_ = n.store.Close()
-	_ = n.ledger.Close()
-	_ = n.state.close()
+// tracked wraps a stream handler so that shutdown waits for the requests
+// being answered and refuses new ones.
+func (n *Node) tracked(fn p2p.Handler) p2p.Handler {
+	return func(ctx context.Context, from peer.ID, raw json.RawMessage) (out any, err error) {
+		if !n.inflight.Do(func() { out, err = fn(ctx, from, raw) }) {
+			return nil, errShuttingDown
+		}
+		return out, err
+	}
 }
 
-func (n *Node) goLoop(ctx context.Context, name string, fn func(ctx context.Context)) {
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		fn(ctx)
-		n.log.Debug("loop stopped", "loop", name)
-	}()
+var errShuttingDown = errors.New("the node is shutting down")
+
+// shutdown stops, in order: new requests (streams, API), the roles' work
+// (bounded by ShutdownTimeout), the node's loops, then closes the host and
+// the stores.
+func (n *Node) shutdown(srv *apiserver.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+	defer cancel()
+	for proto := range n.handlers {
+		n.host.RemoveStreamHandler(proto)
+	}
+	if srv != nil {
+		if err := srv.Shutdown(ctx); err != nil {
+			n.log.Warn("api shutdown", "err", err)
+		}
+	}
+	if err := n.submitter.Shutdown(ctx); err != nil {
+		n.log.Warn("submitter shutdown", "err", err)
+	}
+	if err := n.provider.Shutdown(ctx); err != nil {
+		n.log.Warn("provider shutdown", "err", err)
+	}
+	if err := n.inflight.Wait(ctx); err != nil {
+		n.log.Warn("requests still being answered at shutdown", "err", err)
+	}
+	_ = n.loops.Wait(context.Background())
+	n.closeStores()
+}
+
+// closeStores releases the host and the stores, in reverse order of
+// opening.
+func (n *Node) closeStores() {
+	for _, c := range []struct {
+		name  string
+		close func() error
+	}{{"exchange", n.exchange.Close}, {"host", n.host.Close}, {"blocks", n.store.Close}, {"ledger", n.ledger.Close}, {"state", n.state.Close}} {
+		if err := c.close(); err != nil {
+			n.log.Warn("close", "what", c.name, "err", err)
+		}
+	}
 }
 
 func (n *Node) writeRunFile(api string) error {
@@ -347,140 +407,10 @@ func (n *Node) writeRunFile(api string) error {
 	return os.Rename(tmp, path)
 }
 
-// ownOffer is the offer this node publishes.
-func (n *Node) ownOffer() market.Offer {
-	o := market.Offer{Provider: n.self.String(), CPUs: n.cfg.CPUs, MemoryBytes: n.cfg.MemoryBytes}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, g := range n.gpus {
-		o.GPUs = append(o.GPUs, market.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: isFree(n.held[g.UUID])})
-	}
-	return o
-}
-
-// isFree says whether a GPU with this hold is free in the offer. A GPU held
-// for a proposal in flight still shows free: only a signed lease changes the
-// offer, so that every peer's view changes once, with the lease.
-func isFree(hold string) bool { return hold == "" || strings.HasPrefix(hold, "proposal:") }
-
-// publishOffers publishes the node's offer at start, whenever it changes and
-// every heartbeat. A node with no GPUs, or no runtime to run jobs in, offers
-// nothing.
-func (n *Node) publishOffers(ctx context.Context) {
-	if len(n.gpus) == 0 || n.runner == nil {
-		return
-	}
-	t := time.NewTicker(n.cfg.Heartbeat)
-	defer t.Stop()
-	for {
-		body := offerBody{
-			Offer:       n.ownOffer(),
-			Addrs:       n.Addrs(),
-			HeartbeatMs: n.cfg.Heartbeat.Milliseconds(),
-		}
-		if _, err := n.gossip.Publish(ctx, p2p.TopicOffers, kindOffer, body); err != nil && ctx.Err() == nil {
-			n.log.Warn("publish offer", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-n.offerChanged:
-		}
+// block cuts this node off from peers (POST /v1/debug/block).
+func (n *Node) block(ids []peer.ID) {
+	n.gater.Block(ids)
+	for _, id := range ids {
+		_ = n.host.Network().ClosePeer(id)
 	}
 }
-
-// receiveOffers applies every accepted offer to the view.
-func (n *Node) receiveOffers(ctx context.Context, sub *p2p.Subscription) {
-	for {
-		s, err := sub.Next(ctx)
-		if err != nil {
-			return
-		}
-		var b offerBody
-		if err := s.Decode(&b); err != nil {
-			continue // the validator already checked it; cannot happen
-		}
-		now := time.Now()
-		if isNew := n.offers.apply(b, s.Message.Time, now); isNew {
-			n.log.Info("provider joined the view", "provider", b.Offer.Provider, "gpus", len(b.Offer.GPUs))
-			n.learnAddrs(ctx, s.Signer, b.Addrs)
-			if s.Signer != n.self {
-				n.rememberPeer(s.Signer, b.Addrs)
-				n.mu.Lock()
-				if n.joined.IsZero() {
-					n.joined = now
-				}
-				n.mu.Unlock()
-			}
-		}
-	}
-}
-
-// learnAddrs keeps a provider's addresses so that a direct stream can reach
-// it, and connects to it so that gossip does not hang on the bootstrap peers
-// alone.
-func (n *Node) learnAddrs(ctx context.Context, p peer.ID, addrs []string) {
-	if p == n.self {
-		return
-	}
-	info, ok := addrInfo(p, addrs)
-	if !ok {
-		return
-	}
-	n.host.Peerstore().AddAddrs(p, info.Addrs, peerAddrTTL)
-	if len(n.host.Network().Peers()) >= maxDialedPeers {
-		return
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := n.host.Connect(cctx, info); err != nil && ctx.Err() == nil {
-			n.log.Debug("connect to provider", "peer", p, "err", err)
-		}
-	}()
-}
-
-// peerAddrTTL is how long learned addresses are kept.
-const peerAddrTTL = time.Hour
-
-// addrInfo parses the /p2p/ multiaddrs a peer published about itself,
-// keeping only those that name it.
-func addrInfo(p peer.ID, addrs []string) (peer.AddrInfo, bool) {
-	info := peer.AddrInfo{ID: p}
-	for _, a := range addrs {
-		m, err := ma.NewMultiaddr(a)
-		if err != nil {
-			continue
-		}
-		if ai, err := peer.AddrInfoFromP2pAddr(m); err == nil && ai.ID == p {
-			info.Addrs = append(info.Addrs, ai.Addrs...)
-		}
-	}
-	return info, len(info.Addrs) > 0
-}
-
-// maxDialedPeers caps the connections a node opens on its own to providers it
-// learns of; beyond it gossip's mesh is already well connected.
-const maxDialedPeers = 32
-
-// expireOffers drops providers that missed their heartbeats.
-func (n *Node) expireOffers(ctx context.Context) {
-	t := time.NewTicker(max(n.cfg.Heartbeat/2, 50*time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			for _, p := range n.offers.expire(now) {
-				n.log.Info("provider left the view", "provider", p, "reason", "missed heartbeats")
-			}
-		}
-	}
-}
-
-// errNotFound marks API lookups of things that do not exist.
-var errNotFound = errors.New("not found")

@@ -5,13 +5,9 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/e31network/e31/node/state"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
-
-// prefixPeer holds the addresses of providers this node has seen, so that
-// after a restart it can find the network again without waiting for others
-// to dial it: a restarted bootstrap node has no bootstrap of its own.
-const prefixPeer = "peer/"
 
 type peerRecord struct {
 	ID    string    `json:"id"`
@@ -19,9 +15,12 @@ type peerRecord struct {
 	Seen  time.Time `json:"seen"`
 }
 
-// rememberPeer saves a provider's addresses.
+// rememberPeer saves a provider's addresses (under state.PrefixPeer), so
+// that after a restart this node can find the network again without waiting
+// for others to dial it: a restarted bootstrap node has no bootstrap of its
+// own.
 func (n *Node) rememberPeer(p peer.ID, addrs []string) {
-	if err := n.state.put(prefixPeer, p.String(), peerRecord{ID: p.String(), Addrs: addrs, Seen: time.Now()}); err != nil {
+	if err := n.state.Put(state.PrefixPeer, p.String(), peerRecord{ID: p.String(), Addrs: addrs, Seen: time.Now()}); err != nil {
 		n.log.Debug("remember peer", "peer", p, "err", err)
 	}
 }
@@ -30,13 +29,16 @@ func (n *Node) rememberPeer(p peer.ID, addrs []string) {
 // the last day before this start.
 func (n *Node) redialKnownPeers(ctx context.Context) {
 	var known []peerRecord
-	_ = n.state.each(prefixPeer, func(b []byte) error {
+	err := n.state.Each(state.PrefixPeer, func(b []byte) error {
 		var r peerRecord
 		if json.Unmarshal(b, &r) == nil && time.Since(r.Seen) < 24*time.Hour {
 			known = append(known, r)
 		}
 		return nil
 	})
+	if err != nil {
+		n.log.Warn("read remembered peers", "err", err)
+	}
 	for _, r := range known {
 		p, err := peer.Decode(r.ID)
 		if err != nil || p == n.self {

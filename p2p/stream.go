@@ -24,13 +24,46 @@ const MaxFrame = 1 << 20
 // deadline of its own.
 const DefaultCallTimeout = 30 * time.Second
 
-// RemoteError is an error that the other party reported.
-type RemoteError struct{ Msg string }
+// RemoteError is an error that the other party reported. Code, when set, is
+// the refusal's machine-readable reason (see Refusal): callers branch on it,
+// never on Msg.
+type RemoteError struct {
+	Code string
+	Msg  string
+}
 
 func (e *RemoteError) Error() string { return "peer says: " + e.Msg }
 
+// Refusal is an error a handler returns to refuse a request with a code the
+// caller can branch on. Its text goes along for people.
+type Refusal struct {
+	Code string
+	Err  error
+}
+
+func (e *Refusal) Error() string { return e.Err.Error() }
+func (e *Refusal) Unwrap() error { return e.Err }
+
+// Refuse wraps err with a refusal code.
+func Refuse(code string, err error) error { return &Refusal{Code: code, Err: err} }
+
+// RefusalCode returns the code of a refusal a peer sent (a *RemoteError) or
+// a handler returned (a *Refusal), or "".
+func RefusalCode(err error) string {
+	var re *RemoteError
+	if errors.As(err, &re) {
+		return re.Code
+	}
+	var rf *Refusal
+	if errors.As(err, &rf) {
+		return rf.Code
+	}
+	return ""
+}
+
 type reply struct {
 	Error string          `json:"error,omitempty"`
+	Code  string          `json:"code,omitempty"`
 	Body  json.RawMessage `json:"body,omitempty"`
 }
 
@@ -100,7 +133,7 @@ func Call(ctx context.Context, h host.Host, p peer.ID, proto protocol.ID, req, r
 	}
 	s.Close()
 	if rep.Error != "" {
-		return &RemoteError{Msg: rep.Error}
+		return &RemoteError{Code: rep.Code, Msg: rep.Error}
 	}
 	if resp == nil {
 		return nil
@@ -130,6 +163,7 @@ func Serve(ctx context.Context, h host.Host, proto protocol.ID, timeout time.Dur
 		var rep reply
 		if err != nil {
 			rep.Error = err.Error()
+			rep.Code = RefusalCode(err)
 		} else if out != nil {
 			body, merr := json.Marshal(out)
 			if merr != nil {
@@ -142,11 +176,4 @@ func Serve(ctx context.Context, h host.Host, proto protocol.ID, timeout time.Dur
 			s.Reset()
 		}
 	})
-}
-
-// IsRemote reports whether err came from the other party rather than the
-// transport.
-func IsRemote(err error) bool {
-	var re *RemoteError
-	return errors.As(err, &re)
 }

@@ -459,7 +459,7 @@ func measureJobs(ctx context.Context, bin cluster.Binaries, dir string, o measur
 			if _, ok := stepAt(j, "rent"); ok {
 				return true, nil
 			}
-			if j.State == "rejected" || j.State == "withdrawn" || j.State == "released" {
+			if j.State == api.JobRejected || j.State == api.JobWithdrawn || j.State == api.JobReleased {
 				return false, fmt.Errorf("ended %s (%s) without a rent step", j.State, j.Outcome)
 			}
 			return false, nil
@@ -481,14 +481,14 @@ func measureJobs(ctx context.Context, bin cluster.Binaries, dir string, o measur
 		cl := c.Client(run.submitter)
 		left := time.Until(deadline)
 		job, err := waitJob(ctx, cl, run.id, left, func(j api.Job) (bool, error) {
-			return j.State == "released" || j.State == "rejected" || j.State == "withdrawn", nil
+			return j.State.Terminal(), nil
 		})
 		if err != nil {
 			return r, fmt.Errorf("job %s on %s was not released within 120s of the last submit: %w", run.id, c.Nodes[run.submitter].Name, err)
 		}
 		run.outcome = job.Outcome
 		if run.outcome == "" {
-			run.outcome = job.State
+			run.outcome = string(job.State)
 		}
 		r.Outcomes[run.outcome]++
 		run.provider = job.Provider
@@ -696,7 +696,7 @@ func nodeName(c *cluster.Cluster, peerID string) string {
 	return peerID
 }
 
-func stepAt(j api.Job, name string) (time.Time, bool) {
+func stepAt(j api.Job, name api.StepName) (time.Time, bool) {
 	for _, s := range j.Steps {
 		if s.Step == name {
 			return s.At, true

@@ -114,7 +114,7 @@ checkpoint, then goes through release with outcome "withdrawn".`,
 			if asJSON {
 				return g.printJSON(j)
 			}
-			if j.State == "withdrawn" {
+			if j.State == api.JobWithdrawn {
 				fmt.Fprintf(g.stdout, "job %s withdrawn; nothing is owed\n", j.ID)
 			} else {
 				fmt.Fprintf(g.stdout, "job %s: its provider is stopping it; it ends released with outcome withdrawn\n", j.ID)

@@ -20,10 +20,6 @@ type followOptions struct {
 	timeout time.Duration
 }
 
-// terminal reports whether a job state is an end.
-func terminal(state string) bool {
-	return state == "released" || state == "rejected" || state == "withdrawn"
-}
 
 // followJob prints one line per step as the job reaches it, then writes the
 // output and prints the final receipt.
@@ -58,12 +54,12 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 				}
 				fmt.Fprintln(g.stderr, line)
 			}
-			if j.State == "queued" && j.Reason != lastReason {
+			if j.State == api.JobQueued && j.Reason != lastReason {
 				lastReason = j.Reason
 				fmt.Fprintf(g.stderr, "              waiting: %s\n", j.Reason)
 			}
 		}
-		if terminal(j.State) {
+		if j.State.Terminal() {
 			break
 		}
 		select {

@@ -53,6 +53,8 @@ type fileConfig struct {
 
 type options struct {
 	config string
+	// debugPartition serves the partition switch tests use; hidden.
+	debugPartition bool
 	file   fileConfig
 	// Durations parsed from flags, or from the file where no flag was given.
 	heartbeat, epoch, receiptInterval, grace, outputTimeout, proposalTTL, stallTimeout, retention, providerLost time.Duration
@@ -139,6 +141,8 @@ on the command line win.`,
 	f.StringVar(&o.file.Runtime, "runtime", "", "OCI runtime binary (default: runc, else crun, whichever works)")
 	f.StringVar(&o.file.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.file.LogFormat, "log-format", "text", "text or json")
+	f.BoolVar(&o.debugPartition, "debug-partition", false, "serve POST /v1/debug/block on the API, which cuts this node off from peers (for tests)")
+	_ = f.MarkHidden("debug-partition")
 	return cmd
 }
 
@@ -266,6 +270,7 @@ func run(cmd *cobra.Command, o *options) error {
 		ProviderLostAfter: o.providerLost,
 		Metrics:           o.file.Metrics,
 		Runtime:           o.file.Runtime,
+		DebugPartition:    o.debugPartition,
 		Log:               log,
 	})
 	if err != nil {

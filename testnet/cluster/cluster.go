@@ -141,6 +141,7 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 		// whatever the size of the machine the testnet runs on.
 		"--cpus", "64",
 		"--memory", "256GiB",
+		"--debug-partition",
 	}
 	if spec := c.simGPUs(i); spec != "" {
 		args = append(args, "--sim-gpus", spec)

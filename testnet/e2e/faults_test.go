@@ -52,7 +52,7 @@ func TestProviderKilledResumeFromCheckpoint(t *testing.T) {
 	d.Output.Checkpoints = &market.Checkpoints{Path: "/ckpt", Every: market.Duration(1000)}
 	j := submit(t, sub, d)
 	j = waitJob(t, sub, j.ID, 60*time.Second, "two checkpoints", func(j api.Job) bool {
-		return j.State == "running" && j.Checkpoint != "" && j.Provider != ""
+		return j.State == api.JobRunning && j.Checkpoint != "" && j.Provider != ""
 	})
 	// Let a couple more checkpoints and an interim receipt land.
 	before := j.Checkpoint
@@ -66,7 +66,7 @@ func TestProviderKilledResumeFromCheckpoint(t *testing.T) {
 	// its restart sweeps the orphaned container.
 	t.Cleanup(func() { _ = c.Restart(context.Background(), victim) })
 
-	j = waitJob(t, sub, j.ID, 30*time.Second, "provider-lost", func(j api.Job) bool { return j.State == "released" })
+	j = waitJob(t, sub, j.ID, 30*time.Second, "provider-lost", func(j api.Job) bool { return j.State == api.JobReleased })
 	detect := time.Since(killed)
 	t.Logf("provider loss detected after %s", detect.Round(time.Millisecond))
 	if j.Outcome != "provider-lost" || j.Attribution != "provider" {
@@ -127,7 +127,7 @@ func TestSubmitterKilledAndRestarted(t *testing.T) {
 	done := submit(t, sub, decl("quick", "echo hi > /out/x", 1, time.Minute))
 	waitJob(t, sub, done.ID, 60*time.Second, "release", released)
 	running := submit(t, sub, decl("slow", "sleep 3; echo ok > /out/x", 1, time.Minute))
-	waitJob(t, sub, running.ID, 60*time.Second, "run", func(j api.Job) bool { return j.State == "running" })
+	waitJob(t, sub, running.ID, 60*time.Second, "run", func(j api.Job) bool { return j.State == api.JobRunning })
 	queued := submit(t, sub, func() market.Declaration {
 		d := decl("never", "true", 1, time.Minute)
 		d.Request.GPUModel = "H200"
@@ -161,7 +161,7 @@ func TestSubmitterKilledAndRestarted(t *testing.T) {
 	}
 	finalOf(t, receipts(t, sub, running.ID))
 	finalOf(t, receipts(t, sub, done.ID))
-	if q, _ := sub.Job(context.Background(), queued.ID); q.State != "queued" {
+	if q, _ := sub.Job(context.Background(), queued.ID); q.State != api.JobQueued {
 		t.Fatalf("queued job is %s after the restart", q.State)
 	}
 }
@@ -179,7 +179,7 @@ func TestSubmitterAwayOutputWaits(t *testing.T) {
 	})
 	sub := c.Client(0)
 	j := submit(t, sub, decl("away", "sleep 2; echo result > /out/r", 1, time.Minute))
-	waitJob(t, sub, j.ID, 60*time.Second, "run", func(j api.Job) bool { return j.State == "running" })
+	waitJob(t, sub, j.ID, 60*time.Second, "run", func(j api.Job) bool { return j.State == api.JobRunning })
 	if err := c.Kill(0); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestResumeOfAResumption(t *testing.T) {
 	d.Output.Checkpoints = &market.Checkpoints{Path: "/ckpt", Every: market.Duration(500), Resume: market.ResumeAuto, MaxResumes: 3}
 	j := submit(t, sub, d)
 	for round := 0; round < 2; round++ {
-		j = waitJob(t, sub, j.ID, 60*time.Second, "a checkpoint", func(j api.Job) bool { return j.State == "running" && j.Checkpoint != "" })
+		j = waitJob(t, sub, j.ID, 60*time.Second, "a checkpoint", func(j api.Job) bool { return j.State == api.JobRunning && j.Checkpoint != "" })
 		victim := nodeIndex(t, c, j.Provider)
 		if err := c.Kill(victim); err != nil {
 			t.Fatal(err)

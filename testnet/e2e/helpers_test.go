@@ -120,17 +120,17 @@ func waitJob(t *testing.T, cl *api.Client, id string, d time.Duration, what stri
 	}
 }
 
-func released(j api.Job) bool { return j.State == "released" }
+func released(j api.Job) bool { return j.State == api.JobReleased }
 
 func stepNames(j api.Job) []string {
 	var out []string
 	for _, s := range j.Steps {
-		out = append(out, s.Step)
+		out = append(out, string(s.Step))
 	}
 	return out
 }
 
-func stepAt(j api.Job, name string) time.Time {
+func stepAt(j api.Job, name api.StepName) time.Time {
 	for _, s := range j.Steps {
 		if s.Step == name {
 			return s.At

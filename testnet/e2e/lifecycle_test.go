@@ -47,7 +47,7 @@ func providerClient(t *testing.T, c *cluster.Cluster, id string) *api.Client {
 // equal to the lease's wall time.
 func checkReleased(t *testing.T, c *cluster.Cluster, j api.Job, outcome, attribution string) {
 	t.Helper()
-	if j.State != "released" || j.Outcome != outcome || j.Attribution != attribution {
+	if j.State != api.JobReleased || j.Outcome != outcome || j.Attribution != attribution {
 		t.Fatalf("job ended %s/%s/%s, want released/%s/%s (reason %q)", j.State, j.Outcome, j.Attribution, outcome, attribution, j.Reason)
 	}
 	names := stepNames(j)
@@ -194,7 +194,7 @@ func lifecycleEndings(t *testing.T, c *cluster.Cluster, sub *api.Client) {
 		d := decl("endless", "trap 'echo stopped > /ckpt/last; exit 0' TERM; while true; do sleep 0.1; done", 1, time.Minute)
 		d.Output.Checkpoints = &market.Checkpoints{Path: "/ckpt", Every: market.Duration(60_000)}
 		j := submit(t, sub, d)
-		waitJob(t, sub, j.ID, 60*time.Second, "run", func(j api.Job) bool { return j.State == "running" })
+		waitJob(t, sub, j.ID, 60*time.Second, "run", func(j api.Job) bool { return j.State == api.JobRunning })
 		if _, err := sub.Withdraw(context.Background(), j.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -216,14 +216,14 @@ func lifecycleEndings(t *testing.T, c *cluster.Cluster, sub *api.Client) {
 		d.Request.GPUModel = "H200"
 		j := submit(t, sub, d)
 		j = waitJob(t, sub, j.ID, 30*time.Second, "a reason", func(j api.Job) bool { return strings.Contains(j.Reason, "H200") })
-		if j.State != "queued" {
+		if j.State != api.JobQueued {
 			t.Fatalf("state %s", j.State)
 		}
 		w, err := sub.Withdraw(context.Background(), j.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if w.State != "withdrawn" {
+		if w.State != api.JobWithdrawn {
 			t.Fatalf("state after withdraw %s", w.State)
 		}
 		if rs := receipts(t, sub, j.ID); len(rs) != 0 {

@@ -29,7 +29,7 @@ func TestTenJobsFillTwentyGPUs(t *testing.T) {
 	}
 	var jobs []api.Job
 	for _, id := range ids {
-		jobs = append(jobs, waitJob(t, sub, id, 90*time.Second, "running", func(j api.Job) bool { return j.State == "running" }))
+		jobs = append(jobs, waitJob(t, sub, id, 90*time.Second, "running", func(j api.Job) bool { return j.State == api.JobRunning }))
 	}
 	owner := map[string]string{}
 	for _, j := range jobs {
@@ -90,7 +90,7 @@ func TestWithdrawalRacesLease(t *testing.T) {
 		if _, err := sub.Withdraw(context.Background(), j.ID); err != nil {
 			t.Fatal(err)
 		}
-		j = waitJob(t, sub, j.ID, 60*time.Second, "an end", func(j api.Job) bool { return j.State == "withdrawn" || j.State == "released" })
+		j = waitJob(t, sub, j.ID, 60*time.Second, "an end", func(j api.Job) bool { return j.State == api.JobWithdrawn || j.State == api.JobReleased })
 		subFinals := 0
 		for _, r := range receipts(t, sub, j.ID) {
 			if r.Final {

@@ -20,7 +20,7 @@ import (
 
 // ended reports whether a job has reached a state it never leaves.
 func ended(j api.Job) bool {
-	return j.State == "released" || j.State == "rejected" || j.State == "withdrawn"
+	return j.State == api.JobReleased || j.State == api.JobRejected || j.State == api.JobWithdrawn
 }
 
 // peerIDs returns the peer IDs of the nodes at the given indexes.
@@ -258,7 +258,7 @@ func TestPartitionNoDoubleLease(t *testing.T) {
 	// Before the split: fillers hold all eight GPUs, wherever Match put
 	// them, and four more jobs wait in every node's view.
 	fillers := submitWave("filler", 2, 2, "sleep 6")
-	running := waitWave(fillers, time.Minute, "running", func(j api.Job) bool { return j.State == "running" })
+	running := waitWave(fillers, time.Minute, "running", func(j api.Job) bool { return j.State == api.JobRunning })
 	since := epochNow()
 	queued := submitWave("queued", 2, 1, "sleep 1")
 	{
@@ -699,7 +699,7 @@ func TestSoak(t *testing.T) {
 			if time.Since(lastReport) > 30*time.Second {
 				states := map[string]int{}
 				for _, j := range byID {
-					states[j.State+"/"+j.Outcome]++
+					states[string(j.State)+"/"+j.Outcome]++
 				}
 				t.Logf("after %s: %d of %d chains settled; jobs %v", time.Since(began).Round(time.Second), done, n, states)
 				lastReport = time.Now()
@@ -788,7 +788,7 @@ func TestSoak(t *testing.T) {
 		if ls := leases[id]; len(ls) > 1 || (len(ls) == 1 && len(ls[j.Lease]) == 0) {
 			t.Errorf("job %s (lease %s) has receipts of %d leases: %v\n%s", id, j.Lease, len(ls), ls, describeJobs(c, byID, []string{id}, 1))
 		}
-		if j.State != "released" {
+		if j.State != api.JobReleased {
 			continue
 		}
 		rs := bySubmitter[id]

@@ -43,7 +43,7 @@ func TestSameViewSameAssignments(t *testing.T) {
 		jobs = append(jobs, submitted{j.ID, s})
 		return jobs[len(jobs)-1]
 	}
-	running := func(j api.Job) bool { return j.State == "running" }
+	running := func(j api.Job) bool { return j.State == api.JobRunning }
 
 	// Three jobs no offer can take keep every epoch's view non-empty, so
 	// every node records a Match each epoch.
@@ -169,7 +169,7 @@ func TestSameViewSameAssignments(t *testing.T) {
 	}
 	for _, s := range jobs {
 		waitJob(t, c.Client(s.sub), s.id, 60*time.Second, "an end", func(j api.Job) bool {
-			return j.State == "released" || j.State == "withdrawn"
+			return j.State == api.JobReleased || j.State == api.JobWithdrawn
 		})
 	}
 	waitAllFree(t, c, 60*time.Second)
@@ -279,8 +279,8 @@ func TestStorm(t *testing.T) {
 				states["unknown"]++
 				continue
 			}
-			states[j.State]++
-			if j.State == "released" || j.State == "rejected" || j.State == "withdrawn" {
+			states[string(j.State)]++
+			if j.State.Terminal() {
 				done++
 			}
 		}
@@ -295,7 +295,7 @@ func TestStorm(t *testing.T) {
 		case <-ctxW.Done():
 			var stuck []string
 			for _, sj := range jobs {
-				if j := byID[sj.id]; j.State != "released" && j.State != "rejected" && j.State != "withdrawn" {
+				if j := byID[sj.id]; j.State != api.JobReleased && j.State != api.JobRejected && j.State != api.JobWithdrawn {
 					stuck = append(stuck, sj.id)
 				}
 			}
@@ -311,7 +311,7 @@ func TestStorm(t *testing.T) {
 	defer failures.summary()
 	for _, sj := range jobs {
 		j := byID[sj.id]
-		if j.State != "released" || j.Outcome != "completed" || j.Lease == "" || len(j.GPUs) != sj.gpus {
+		if j.State != api.JobReleased || j.Outcome != "completed" || j.Lease == "" || len(j.GPUs) != sj.gpus {
 			failures.errorf("job %s: %s/%s lease %q on %d GPUs (want %d); reason %q\n%s", j.ID, j.State, j.Outcome, j.Lease, len(j.GPUs), sj.gpus, j.Reason, failures.evidence(c, byID, j.ID))
 		}
 	}

@@ -1,4 +1,11 @@
-package node
+// Package state persists a node's own records (the jobs it submitted, the
+// leases it provides, the peers it has seen) in Badger, so that a restart
+// resumes them. Every write is synced: a job accepted or a lease signed must
+// survive a crash the instant the peer is told.
+//
+// The store has no lock of its own beyond Badger's; callers write outside
+// their own locks (see node/provider and node/submitter).
+package state
 
 import (
 	"encoding/json"
@@ -9,20 +16,21 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-// stateStore persists the node's own jobs and leases in Badger, so that a
-// restart resumes them. Every write is synced: a job accepted or a lease
-// signed must survive a crash the instant the peer is told.
-type stateStore struct {
+// Store is a node's record store.
+type Store struct {
 	db *badger.DB
 }
 
-// Record prefixes.
+// Record prefixes: each names one kind of record and the package that owns
+// it.
 const (
-	prefixJob   = "job/"   // a job this node submitted: jobRecord
-	prefixLease = "lease/" // a lease this node provides: leaseRecord
+	PrefixJob   = "job/"   // a job this node submitted (node/submitter)
+	PrefixLease = "lease/" // a lease this node provides (node/provider)
+	PrefixPeer  = "peer/"  // a provider this node has seen (node)
 )
 
-func openState(dir string, log *slog.Logger) (*stateStore, error) {
+// Open opens (or creates) the store in dir.
+func Open(dir string, log *slog.Logger) (*Store, error) {
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(true).
 		WithMemTableSize(8 << 20).
@@ -37,12 +45,14 @@ func openState(dir string, log *slog.Logger) (*stateStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open state store %s: %w", dir, err)
 	}
-	return &stateStore{db: db}, nil
+	return &Store{db: db}, nil
 }
 
-func (s *stateStore) close() error { return s.db.Close() }
+// Close closes the store.
+func (s *Store) Close() error { return s.db.Close() }
 
-func (s *stateStore) put(prefix, id string, v any) error {
+// Put stores v as JSON under prefix+id, synced.
+func (s *Store) Put(prefix, id string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -53,7 +63,8 @@ func (s *stateStore) put(prefix, id string, v any) error {
 	return nil
 }
 
-func (s *stateStore) get(prefix, id string, v any) (bool, error) {
+// Get loads the record under prefix+id into v; false if there is none.
+func (s *Store) Get(prefix, id string, v any) (bool, error) {
 	err := s.db.View(func(txn *badger.Txn) error {
 		it, err := txn.Get([]byte(prefix + id))
 		if err != nil {
@@ -67,8 +78,8 @@ func (s *stateStore) get(prefix, id string, v any) (bool, error) {
 	return err == nil, err
 }
 
-// each calls fn with every record under prefix, in key order.
-func (s *stateStore) each(prefix string, fn func(b []byte) error) error {
+// Each calls fn with every record under prefix, in key order.
+func (s *Store) Each(prefix string, fn func(b []byte) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix), PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
@@ -95,4 +106,12 @@ func (l badgerLogger) Infof(f string, a ...any) {
 }
 func (l badgerLogger) Debugf(f string, a ...any) {
 	l.log.Debug(fmt.Sprintf(f, a...), "component", "badger")
+}
+
+// Delete removes the record under prefix+id.
+func (s *Store) Delete(prefix, id string) error {
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(prefix + id)) }); err != nil {
+		return fmt.Errorf("delete %s%s: %w", prefix, id, err)
+	}
+	return nil
 }

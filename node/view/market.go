@@ -1,4 +1,4 @@
-package node
+package view
 
 import (
 	"slices"
@@ -7,30 +7,33 @@ import (
 	"time"
 
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // usageHalfLife is how fast a submitter's recent use fades from its share.
 const usageHalfLife = time.Hour
 
-// leaseOfferMargin is how much later than a lease's proposal an offer must
+// LeaseOfferMargin is how much later than a lease's proposal an offer must
 // be signed for its free GPUs to end the lease: by then the provider has
 // recorded the lease (or dropped the proposal), so its offer tells the truth.
-// It is longer than a proposal may wait for its answer.
-const leaseOfferMargin = 15 * time.Second
+// It must be longer than a proposal may wait for its answer: a node refuses
+// a proposal TTL that is not (see node.Config). It is a constant, not a
+// setting, because every peer must cut its view the same way.
+const LeaseOfferMargin = 15 * time.Second
 
 // usageWindow is how far back leases count towards recent use: past eight
 // half-lives a lease weighs under 0.4% of its charge. The cut is made
 // against the epoch's time, so every peer drops the same leases.
 const usageWindow = 8 * usageHalfLife
 
-// openJob is a declared job, open until leased or withdrawn.
-type openJob struct {
-	id        string
-	submitter peer.ID
-	body      declarationBody
-	raw       []byte    // the signed envelope, evidence of the declaration
-	seen      time.Time // when this node received it
+// OpenJob is a declared job, open until leased or withdrawn.
+type OpenJob struct {
+	ID        string
+	Submitter peer.ID
+	Body      wire.DeclarationBody
+	Raw       []byte    // the signed envelope, evidence of the declaration
+	Seen      time.Time // when this node received it
 	refreshed time.Time // when it was last announced (declared or requeued)
 	closed    time.Time // when it was leased or withdrawn; zero while open
 	// submittedAt is the start of the epoch in which the job entered this
@@ -40,22 +43,22 @@ type openJob struct {
 
 // knownLease is an announced lease, live until released.
 type knownLease struct {
-	lease    SignedLease
+	lease    wire.SignedLease
 	seen     time.Time
 	released time.Time // zero while live
 	heldMs   int64     // from the release: the GPU time actually held
 	// early is a release that arrived before the lease's announcement; it
 	// counts only if it names the same parties as the lease.
-	early *releaseBody
+	early *wire.ReleaseBody
 }
 
-// marketView is what this node knows of the jobs topic: jobs and leases,
+// Market is what this node knows of the jobs topic: jobs and leases,
 // each with when it arrived and when it ended, so that the view of an epoch
 // can be taken as it stood at the epoch's cutoff. Together with the offer
 // view it is the input of Match.
-type marketView struct {
+type Market struct {
 	mu     sync.Mutex // guards everything below
-	jobs   map[string]*openJob
+	jobs   map[string]*OpenJob
 	leases map[string]*knownLease
 	// closed remembers jobs that were leased or withdrawn before (or
 	// without) their declaration arriving, and by whom (the submitter
@@ -76,38 +79,41 @@ type closedMark struct {
 	by peer.ID
 }
 
-func newMarketView() *marketView {
-	return &marketView{
-		jobs:   make(map[string]*openJob),
+// NewMarket returns an empty view.
+func NewMarket() *Market {
+	return &Market{
+		jobs:   make(map[string]*OpenJob),
 		leases: make(map[string]*knownLease),
 		closed: make(map[string]closedMark),
 		open:   make(map[peer.ID]int),
 	}
 }
 
-func (v *marketView) addJob(j *openJob) bool {
+// AddJob records a declared job; it reports whether the job is new and
+// open. A job already known is only marked re-announced.
+func (v *Market) AddJob(j *OpenJob) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if old, ok := v.jobs[j.id]; ok {
-		old.refreshed = j.seen
+	if old, ok := v.jobs[j.ID]; ok {
+		old.refreshed = j.Seen
 		return false
 	}
-	j.refreshed = j.seen
-	if m, ok := v.closed[j.id]; ok && m.by == j.submitter {
+	j.refreshed = j.Seen
+	if m, ok := v.closed[j.ID]; ok && m.by == j.Submitter {
 		j.closed = m.at
 	}
 	if j.closed.IsZero() {
-		if v.open[j.submitter] >= maxOpenJobsPerSubmitter {
+		if v.open[j.Submitter] >= maxOpenJobsPerSubmitter {
 			return false
 		}
-		v.open[j.submitter]++
+		v.open[j.Submitter]++
 	}
-	v.jobs[j.id] = j
+	v.jobs[j.ID] = j
 	return j.closed.IsZero()
 }
 
-// job returns a job that is open now.
-func (v *marketView) job(id string) (*openJob, bool) {
+// Job returns a job that is open now.
+func (v *Market) Job(id string) (*OpenJob, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	j, ok := v.jobs[id]
@@ -117,8 +123,8 @@ func (v *marketView) job(id string) (*openJob, bool) {
 	return j, true
 }
 
-// leaseParties returns the provider and submitter of a known lease.
-func (v *marketView) leaseParties(id string) (provider, submitter string, ok bool) {
+// LeaseParties returns the provider and submitter of a known lease.
+func (v *Market) LeaseParties(id string) (provider, submitter string, ok bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	kl, ok := v.leases[id]
@@ -128,28 +134,28 @@ func (v *marketView) leaseParties(id string) (provider, submitter string, ok boo
 	return kl.lease.Terms.Provider, kl.lease.Terms.Submitter, true
 }
 
-// submitterOf returns the submitter of a job whose declaration arrived.
-func (v *marketView) submitterOf(id string) (peer.ID, bool) {
+// SubmitterOf returns the submitter of a job whose declaration arrived.
+func (v *Market) SubmitterOf(id string) (peer.ID, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if j, ok := v.jobs[id]; ok {
-		return j.submitter, true
+		return j.Submitter, true
 	}
 	return "", false
 }
 
-// closeJob closes a job on the word of by, who must be its submitter.
-func (v *marketView) closeJob(id string, by peer.ID, now time.Time) {
+// CloseJob closes a job on the word of by, who must be its submitter.
+func (v *Market) CloseJob(id string, by peer.ID, now time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.closeJobLocked(id, by, now)
 }
 
-func (v *marketView) closeJobLocked(id string, by peer.ID, now time.Time) {
+func (v *Market) closeJobLocked(id string, by peer.ID, now time.Time) {
 	if j, ok := v.jobs[id]; ok {
-		if j.submitter == by && j.closed.IsZero() {
+		if j.Submitter == by && j.closed.IsZero() {
 			j.closed = now
-			v.dropOpen(j.submitter)
+			v.dropOpen(j.Submitter)
 		}
 		return
 	}
@@ -158,7 +164,9 @@ func (v *marketView) closeJobLocked(id string, by peer.ID, now time.Time) {
 	}
 }
 
-func (v *marketView) addLease(l SignedLease, now time.Time) bool {
+// AddLease records an announced lease and closes its job; it reports
+// whether the lease is new.
+func (v *Market) AddLease(l wire.SignedLease, now time.Time) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	kl, ok := v.leases[l.Terms.ID]
@@ -179,11 +187,11 @@ func (v *marketView) addLease(l SignedLease, now time.Time) bool {
 	return true
 }
 
-// releaseLease records a release. Only a party to the lease can release
+// ReleaseLease records a release. Only a party to the lease can release
 // it: validateRelease checked the signer against the known lease, or, for a
 // lease not yet announced, against the parties the release names, which
 // addLease then compares with the lease's own.
-func (v *marketView) releaseLease(r releaseBody, by peer.ID, now time.Time) {
+func (v *Market) ReleaseLease(r wire.ReleaseBody, by peer.ID, now time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if by.String() != r.Provider {
@@ -204,7 +212,7 @@ func (v *marketView) releaseLease(r releaseBody, by peer.ID, now time.Time) {
 	}
 }
 
-// snapshot builds Match's view for the epoch starting at start, from what
+// Snapshot builds Match's view for the epoch starting at start, from what
 // had arrived by cutoff: a job leased or a lease released after the cutoff
 // still counts as open or live, so that every peer, whatever its gossip
 // delay, decides on the same facts. Acting on a stale assignment is caught
@@ -213,19 +221,19 @@ func (v *marketView) releaseLease(r releaseBody, by peer.ID, now time.Time) {
 // A provider's offer is the last word on its own GPUs: a lease whose GPUs
 // an offer signed after the lease shows free again has ended, even if its
 // release announcement was lost.
-func (v *marketView) snapshot(epoch uint64, start, cutoff time.Time, offers []signedOffer) market.View {
+func (v *Market) Snapshot(epoch uint64, start, cutoff time.Time, offers []SignedOffer) market.View {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	now := start.UnixMilli()
 	mv := market.View{Epoch: epoch, Now: now}
-	byProvider := make(map[string]signedOffer, len(offers))
+	byProvider := make(map[string]SignedOffer, len(offers))
 	for _, o := range offers {
 		mv.Offers = append(mv.Offers, o.Offer)
 		byProvider[o.Provider] = o
 	}
-	endedByOffer := func(t LeaseTerms) bool {
+	endedByOffer := func(t wire.LeaseTerms) bool {
 		o, ok := byProvider[t.Provider]
-		if !ok || o.signedAt <= t.Proposed+leaseOfferMargin.Milliseconds() {
+		if !ok || o.SignedAt <= t.Proposed+LeaseOfferMargin.Milliseconds() {
 			return false
 		}
 		for _, u := range t.GPUs {
@@ -237,13 +245,13 @@ func (v *marketView) snapshot(epoch uint64, start, cutoff time.Time, offers []si
 	}
 	at := func(t time.Time) bool { return !t.IsZero() && !t.After(cutoff) }
 	for _, j := range v.jobs {
-		if !at(j.seen) || at(j.closed) {
+		if !at(j.Seen) || at(j.closed) {
 			continue
 		}
 		if j.submittedAt == 0 {
 			j.submittedAt = now
 		}
-		mv.Jobs = append(mv.Jobs, market.Job{ID: j.id, Submitter: j.submitter.String(), SubmittedAt: j.submittedAt, Request: j.body.Declaration.Request})
+		mv.Jobs = append(mv.Jobs, market.Job{ID: j.ID, Submitter: j.Submitter.String(), SubmittedAt: j.submittedAt, Request: j.Body.Declaration.Request})
 	}
 	usage := map[string]int64{}
 	for _, kl := range v.leases {
@@ -253,7 +261,7 @@ func (v *marketView) snapshot(epoch uint64, start, cutoff time.Time, offers []si
 		}
 		live := !at(kl.released) && !endedByOffer(t)
 		if live {
-			mv.Leases = append(mv.Leases, kl.lease.market())
+			mv.Leases = append(mv.Leases, kl.lease.Market())
 		}
 		if now-t.Proposed > usageWindow.Milliseconds() {
 			continue
@@ -274,17 +282,17 @@ func (v *marketView) snapshot(epoch uint64, start, cutoff time.Time, offers []si
 	return mv
 }
 
-// prune forgets jobs closed, and leases released, more than keep ago,
+// Prune forgets jobs closed, and leases released, more than keep ago,
 // leases too old to count towards use, and open jobs whose submitter has
 // not re-announced them for stale: a submitter that left for good does not
 // keep providers proposing to it.
-func (v *marketView) prune(now time.Time, keep, stale time.Duration) {
+func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for id, j := range v.jobs {
 		if j.closed.IsZero() && now.Sub(j.refreshed) > stale {
 			delete(v.jobs, id)
-			v.dropOpen(j.submitter)
+			v.dropOpen(j.Submitter)
 		}
 	}
 	for id, m := range v.closed {
@@ -313,7 +321,7 @@ func leaseStart(kl *knownLease, at int64) int64 {
 }
 
 // dropOpen counts one open job of a submitter fewer. The caller holds v.mu.
-func (v *marketView) dropOpen(p peer.ID) {
+func (v *Market) dropOpen(p peer.ID) {
 	if v.open[p]--; v.open[p] <= 0 {
 		delete(v.open, p)
 	}

@@ -1,4 +1,4 @@
-package node
+package wire
 
 import (
 	"crypto/sha256"
@@ -17,15 +17,15 @@ import (
 
 // Message kinds of the jobs topic.
 const (
-	kindDeclaration = "declaration"
-	kindWithdrawal  = "withdrawal"
-	kindLease       = "lease"
-	kindRelease     = "release"
+	KindDeclaration = "declaration"
+	KindWithdrawal  = "withdrawal"
+	KindLease       = "lease"
+	KindRelease     = "release"
 )
 
-// declarationBody announces a job. Every data source is a CID by the time it
+// DeclarationBody announces a job. Every data source is a CID by the time it
 // is broadcast: local paths were imported by the submitter's node.
-type declarationBody struct {
+type DeclarationBody struct {
 	Declaration market.Declaration `json:"declaration"`
 	// Addrs is where the submitter's node can be reached for a proposal.
 	Addrs []string `json:"addrs"`
@@ -33,8 +33,8 @@ type declarationBody struct {
 	ResumeOf string `json:"resume_of,omitempty"`
 }
 
-// withdrawalBody withdraws a job; only its submitter's signature counts.
-type withdrawalBody struct {
+// WithdrawalBody withdraws a job; only its submitter's signature counts.
+type WithdrawalBody struct {
 	Job string `json:"job"`
 }
 
@@ -59,9 +59,9 @@ type LeaseTerms struct {
 	Rank     int    `json:"rank"`
 }
 
-// signingBytes are the bytes each party signs, domain-separated from every
+// SigningBytes are the bytes each party signs, domain-separated from every
 // other signature a peer key makes.
-func (t LeaseTerms) signingBytes() []byte {
+func (t LeaseTerms) SigningBytes() []byte {
 	b, _ := json.Marshal(t) // fixed struct: field order is stable
 	return append([]byte("e31-lease/1\n"), b...)
 }
@@ -74,8 +74,8 @@ type SignedLease struct {
 	SubmitterSig []byte     `json:"submitter_sig,omitempty"`
 }
 
-func (l *SignedLease) signProvider(sk crypto.PrivKey) error {
-	sig, err := sk.Sign(l.Terms.signingBytes())
+func (l *SignedLease) SignProvider(sk crypto.PrivKey) error {
+	sig, err := sk.Sign(l.Terms.SigningBytes())
 	if err != nil {
 		return err
 	}
@@ -83,8 +83,8 @@ func (l *SignedLease) signProvider(sk crypto.PrivKey) error {
 	return nil
 }
 
-func (l *SignedLease) countersign(sk crypto.PrivKey) error {
-	sig, err := sk.Sign(l.Terms.signingBytes())
+func (l *SignedLease) Countersign(sk crypto.PrivKey) error {
+	sig, err := sk.Sign(l.Terms.SigningBytes())
 	if err != nil {
 		return err
 	}
@@ -92,11 +92,11 @@ func (l *SignedLease) countersign(sk crypto.PrivKey) error {
 	return nil
 }
 
-var errBadLeaseSig = errors.New("lease signature does not verify")
+var ErrBadLeaseSig = errors.New("lease signature does not verify")
 
 // verify checks the provider's signature, and the submitter's when both is
 // set, using only the peer IDs named in the terms.
-func (l *SignedLease) verify(both bool) error {
+func (l *SignedLease) Verify(both bool) error {
 	check := func(who string, sig []byte) error {
 		id, err := peer.Decode(who)
 		if err != nil {
@@ -106,9 +106,9 @@ func (l *SignedLease) verify(both bool) error {
 		if err != nil {
 			return fmt.Errorf("lease peer %s: %w", who, err)
 		}
-		ok, err := pk.Verify(l.Terms.signingBytes(), sig)
+		ok, err := pk.Verify(l.Terms.SigningBytes(), sig)
 		if err != nil || !ok {
-			return fmt.Errorf("%w (%s)", errBadLeaseSig, who)
+			return fmt.Errorf("%w (%s)", ErrBadLeaseSig, who)
 		}
 		return nil
 	}
@@ -122,13 +122,13 @@ func (l *SignedLease) verify(both bool) error {
 }
 
 // market returns the lease as Match sees it.
-func (l *SignedLease) market() market.Lease {
+func (l *SignedLease) Market() market.Lease {
 	t := l.Terms
 	return market.Lease{ID: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs, CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, Start: t.Proposed, Limit: t.Limit}
 }
 
-// releaseBody announces that a lease ended and its GPUs are free.
-type releaseBody struct {
+// ReleaseBody announces that a lease ended and its GPUs are free.
+type ReleaseBody struct {
 	Lease       string   `json:"lease"`
 	Job         string   `json:"job"`
 	Provider    string   `json:"provider"`
@@ -142,31 +142,31 @@ type releaseBody struct {
 	At     int64 `json:"at"`
 }
 
-// jobID is the short printable form of a declaration envelope's hash.
-func jobID(s p2p.Signed) string {
+// JobID is the short printable form of a declaration envelope's hash.
+func JobID(s p2p.Signed) string {
 	h := s.Hash()
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:10]))
 }
 
-// leaseID derives a lease's ID from its job, provider and proposal time.
-func leaseID(job, provider string, proposed int64, nonce uint64) string {
+// LeaseID derives a lease's ID from its job, provider and proposal time.
+func LeaseID(job, provider string, proposed int64, nonce uint64) string {
 	h := sha256.Sum256(fmt.Appendf(nil, "%s|%s|%d|%d", job, provider, proposed, nonce))
 	return "l" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:9]))
 }
 
-// validateJobMessage is the body validator of the jobs topic. It checks what
+// ValidateJobMessage is the body validator of the jobs topic. It checks what
 // can be checked without state: structure, the declaration's rules, and that
 // whoever a body names as its author is its signer.
-func validateJobMessage(s p2p.Signed) error {
+func ValidateJobMessage(s p2p.Signed) error {
 	switch s.Message.Kind {
-	case kindDeclaration:
-		var b declarationBody
+	case KindDeclaration:
+		var b DeclarationBody
 		if err := s.Decode(&b); err != nil {
 			return err
 		}
-		return b.check()
-	case kindWithdrawal:
-		var b withdrawalBody
+		return b.Check()
+	case KindWithdrawal:
+		var b WithdrawalBody
 		if err := s.Decode(&b); err != nil {
 			return err
 		}
@@ -174,7 +174,7 @@ func validateJobMessage(s p2p.Signed) error {
 			return errors.New("withdrawal names no job")
 		}
 		return nil
-	case kindLease:
+	case KindLease:
 		var b SignedLease
 		if err := s.Decode(&b); err != nil {
 			return err
@@ -182,22 +182,22 @@ func validateJobMessage(s p2p.Signed) error {
 		if b.Terms.Provider != s.Signer.String() {
 			return fmt.Errorf("%w: lease announced by %s names provider %s", p2p.ErrForged, s.Signer, b.Terms.Provider)
 		}
-		if err := b.verify(true); err != nil {
+		if err := b.Verify(true); err != nil {
 			return fmt.Errorf("%w: %v", p2p.ErrForged, err)
 		}
-		return checkTerms(b.Terms)
-	case kindRequeue:
-		_, err := checkRequeue(s)
+		return CheckTerms(b.Terms)
+	case KindRequeue:
+		_, err := CheckRequeue(s)
 		return err
-	case kindRelease:
-		var b releaseBody
+	case KindRelease:
+		var b ReleaseBody
 		if err := s.Decode(&b); err != nil {
 			return err
 		}
 		if b.Provider != s.Signer.String() && b.Submitter != s.Signer.String() {
 			return fmt.Errorf("%w: release signed by %s, a party to neither side", p2p.ErrForged, s.Signer)
 		}
-		if b.Lease == "" || len(b.GPUs) > maxOfferGPUs {
+		if b.Lease == "" || len(b.GPUs) > MaxOfferGPUs {
 			return errors.New("release names no lease")
 		}
 		return nil
@@ -205,7 +205,7 @@ func validateJobMessage(s p2p.Signed) error {
 	return fmt.Errorf("unknown message kind %q on the jobs topic", s.Message.Kind)
 }
 
-func (b declarationBody) check() error {
+func (b DeclarationBody) Check() error {
 	if err := b.Declaration.Validate(); err != nil {
 		return err
 	}
@@ -214,17 +214,17 @@ func (b declarationBody) check() error {
 			return fmt.Errorf("data[%d].source: a broadcast declaration names inputs by CID, not %q", i, in.Source)
 		}
 	}
-	if len(b.Addrs) > maxOfferAddrs {
-		return fmt.Errorf("declaration lists %d addresses, limit %d", len(b.Addrs), maxOfferAddrs)
+	if len(b.Addrs) > MaxOfferAddrs {
+		return fmt.Errorf("declaration lists %d addresses, limit %d", len(b.Addrs), MaxOfferAddrs)
 	}
 	return nil
 }
 
-func checkTerms(t LeaseTerms) error {
+func CheckTerms(t LeaseTerms) error {
 	if t.ID == "" || t.Job == "" || t.Submitter == "" {
 		return errors.New("lease terms incomplete")
 	}
-	if len(t.GPUs) > maxOfferGPUs || t.CPUs < 0 || t.Limit <= 0 {
+	if len(t.GPUs) > MaxOfferGPUs || t.CPUs < 0 || t.Limit <= 0 {
 		return errors.New("lease terms out of range")
 	}
 	return nil

@@ -1,4 +1,4 @@
-package node
+package wire_test
 
 import (
 	"bytes"
@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/node/wire/wiretest"
+
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -23,9 +27,9 @@ import (
 // naming them stay valid.
 
 // sealedBody is the body of a message as a receiving peer opens it.
-func sealedBody(tb testing.TB, signer party, kind string, body any) []byte {
+func sealedBody(tb testing.TB, signer wiretest.Party, kind string, body any) []byte {
 	tb.Helper()
-	return []byte(onWire(tb, signer, kind, body).Message.Body)
+	return []byte(wiretest.OnWire(tb, signer, kind, body).Message.Body)
 }
 
 func mustMarshal(tb testing.TB, v any) []byte {
@@ -38,12 +42,12 @@ func mustMarshal(tb testing.TB, v any) []byte {
 }
 
 func FuzzOfferBody(f *testing.F) {
-	prov, other := seededParty(f, 1), seededParty(f, 3)
+	prov, other := wiretest.SeededParty(f, 1), wiretest.SeededParty(f, 3)
 
-	valid := testOffer(prov.id)
-	cpuOnly := testOffer(prov.id)
+	valid := wiretest.Offer(prov.ID)
+	cpuOnly := wiretest.Offer(prov.ID)
 	cpuOnly.Offer.GPUs = nil
-	eight := testOffer(prov.id)
+	eight := wiretest.Offer(prov.ID)
 	eight.Offer.GPUs = nil
 	for i := range 8 {
 		eight.Offer.GPUs = append(eight.Offer.GPUs, valid.Offer.GPUs[0])
@@ -51,44 +55,44 @@ func FuzzOfferBody(f *testing.F) {
 		eight.Offer.GPUs[i].UUID = fmt.Sprintf("GPU-5a1e8c34-7f0b-4b7e-9d0c-2b8f1e6a9c%02d", i)
 	}
 	eight.HeartbeatMs = 50
-	for _, b := range []offerBody{valid, cpuOnly, eight} {
-		s := onWire(f, prov, kindOffer, b)
-		if err := validateOffer(s); err != nil {
+	for _, b := range []wire.OfferBody{valid, cpuOnly, eight} {
+		s := wiretest.OnWire(f, prov, wire.KindOffer, b)
+		if err := wire.ValidateOffer(s); err != nil {
 			f.Fatalf("valid seed refused: %v", err)
 		}
 		f.Add([]byte(s.Message.Body))
 	}
 
-	foreign := testOffer(other.id)
-	dupIndex := testOffer(prov.id)
+	foreign := wiretest.Offer(other.ID)
+	dupIndex := wiretest.Offer(prov.ID)
 	dupIndex.Offer.GPUs[1].Index = 0
-	silent := testOffer(prov.id)
+	silent := wiretest.Offer(prov.ID)
 	silent.HeartbeatMs = 0
-	for _, b := range []offerBody{foreign, dupIndex, silent} {
-		f.Add(sealedBody(f, prov, kindOffer, b))
+	for _, b := range []wire.OfferBody{foreign, dupIndex, silent} {
+		f.Add(sealedBody(f, prov, wire.KindOffer, b))
 	}
-	body := sealedBody(f, prov, kindOffer, valid)
+	body := sealedBody(f, prov, wire.KindOffer, valid)
 	f.Add(append(bytes.Clone(body), `{}`...))
 	f.Add(bytes.Replace(body, []byte(`"addrs"`), []byte(`"extra"`), 1))
 
 	f.Fuzz(func(t *testing.T, body []byte) {
-		s := p2p.Signed{Signer: prov.id, Message: p2p.Message{Kind: kindOffer, Body: body}}
-		if validateOffer(s) != nil {
+		s := p2p.Signed{Signer: prov.ID, Message: p2p.Message{Kind: wire.KindOffer, Body: body}}
+		if wire.ValidateOffer(s) != nil {
 			return
 		}
-		var b offerBody
+		var b wire.OfferBody
 		if err := s.Decode(&b); err != nil {
 			t.Fatalf("accepted, but the body does not decode: %v", err)
 		}
-		if err := b.check(prov.id); err != nil {
+		if err := b.Check(prov.ID); err != nil {
 			t.Fatalf("accepted, but check refuses it: %v", err)
 		}
 		// The same rules again, stated without check, so that a change to
 		// check that loosens them fails here.
-		if b.Offer.Provider != prov.id.String() {
-			t.Fatalf("accepted an offer for %q signed by %s", b.Offer.Provider, prov.id)
+		if b.Offer.Provider != prov.ID.String() {
+			t.Fatalf("accepted an offer for %q signed by %s", b.Offer.Provider, prov.ID)
 		}
-		if len(b.Offer.GPUs) > maxOfferGPUs || len(b.Addrs) > maxOfferAddrs || b.Offer.CPUs < 0 {
+		if len(b.Offer.GPUs) > wire.MaxOfferGPUs || len(b.Addrs) > wire.MaxOfferAddrs || b.Offer.CPUs < 0 {
 			t.Fatalf("accepted an offer out of bounds: %d GPUs, %d addrs, %d CPUs", len(b.Offer.GPUs), len(b.Addrs), b.Offer.CPUs)
 		}
 		hb := time.Duration(b.HeartbeatMs) * time.Millisecond
@@ -107,10 +111,10 @@ func FuzzOfferBody(f *testing.F) {
 
 // jobKinds are the kinds FuzzJobMessage sends; the last is foreign to the
 // jobs topic.
-var jobKinds = [...]string{kindDeclaration, kindWithdrawal, kindLease, kindRelease, kindOffer}
+var jobKinds = [...]string{wire.KindDeclaration, wire.KindWithdrawal, wire.KindLease, wire.KindRelease, wire.KindOffer}
 
 // jobSelector packs a kind and a signer (0 provider, 1 submitter, 2 a third
-// party) into FuzzJobMessage's first argument.
+// wiretest.Party) into FuzzJobMessage's first argument.
 func jobSelector(kind string, signer int) byte {
 	for i, k := range jobKinds {
 		if k == kind {
@@ -121,22 +125,22 @@ func jobSelector(kind string, signer int) byte {
 }
 
 func FuzzJobMessage(f *testing.F) {
-	prov, sub, other := seededParty(f, 1), seededParty(f, 2), seededParty(f, 3)
-	signers := [...]party{prov, sub, other}
+	prov, sub, other := wiretest.SeededParty(f, 1), wiretest.SeededParty(f, 2), wiretest.SeededParty(f, 3)
+	signers := [...]wiretest.Party{prov, sub, other}
 
-	lease := signedLease(f, prov, sub)
+	lease := wiretest.SignedLease(f, prov, sub)
 	forgedLease := lease
-	if err := forgedLease.signProvider(other.sk); err != nil {
+	if err := forgedLease.SignProvider(other.SK); err != nil {
 		f.Fatal(err)
 	}
 	provOnly := lease
 	provOnly.SubmitterSig = nil
-	decl := testDeclaration(f, testCID(f, "shard-0"), testCID(f, "shard-1"))
-	bare := testDeclaration(f)
-	resumed := testDeclaration(f, testCID(f, "shard-0"))
+	decl := wiretest.Declaration(f, wiretest.CID(f, "shard-0"), wiretest.CID(f, "shard-1"))
+	bare := wiretest.Declaration(f)
+	resumed := wiretest.Declaration(f, wiretest.CID(f, "shard-0"))
 	resumed.ResumeOf = "q3v7kz2mxa4bnc6dpe8f"
-	localPath := testDeclaration(f, "/home/alice/data")
-	release := testRelease(prov.id, sub.id)
+	localPath := wiretest.Declaration(f, "/home/alice/data")
+	release := wiretest.Release(prov.ID, sub.ID)
 
 	for _, s := range []struct {
 		kind   string
@@ -144,24 +148,24 @@ func FuzzJobMessage(f *testing.F) {
 		body   any
 		ok     bool
 	}{
-		{kindDeclaration, 1, decl, true},
-		{kindDeclaration, 1, bare, true},
-		{kindDeclaration, 1, resumed, true},
-		{kindWithdrawal, 1, withdrawalBody{Job: "q3v7kz2mxa4bnc6dpe8f"}, true},
-		{kindLease, 0, lease, true},
-		{kindRelease, 0, release, true},
-		{kindRelease, 1, release, true},
-		{kindDeclaration, 1, localPath, false},
-		{kindWithdrawal, 1, withdrawalBody{}, false},
-		{kindLease, 0, forgedLease, false},
-		{kindLease, 0, provOnly, false},
-		{kindLease, 2, lease, false},
-		{kindRelease, 2, release, false},
-		{kindOffer, 0, testOffer(prov.id), false},
+		{wire.KindDeclaration, 1, decl, true},
+		{wire.KindDeclaration, 1, bare, true},
+		{wire.KindDeclaration, 1, resumed, true},
+		{wire.KindWithdrawal, 1, wire.WithdrawalBody{Job: "q3v7kz2mxa4bnc6dpe8f"}, true},
+		{wire.KindLease, 0, lease, true},
+		{wire.KindRelease, 0, release, true},
+		{wire.KindRelease, 1, release, true},
+		{wire.KindDeclaration, 1, localPath, false},
+		{wire.KindWithdrawal, 1, wire.WithdrawalBody{}, false},
+		{wire.KindLease, 0, forgedLease, false},
+		{wire.KindLease, 0, provOnly, false},
+		{wire.KindLease, 2, lease, false},
+		{wire.KindRelease, 2, release, false},
+		{wire.KindOffer, 0, wiretest.Offer(prov.ID), false},
 	} {
-		m := onWire(f, signers[s.signer], s.kind, s.body)
-		if err := validateJobMessage(m); (err == nil) != s.ok {
-			f.Fatalf("seed %s by party %d: validateJobMessage = %v, want accepted %t", s.kind, s.signer, err, s.ok)
+		m := wiretest.OnWire(f, signers[s.signer], s.kind, s.body)
+		if err := wire.ValidateJobMessage(m); (err == nil) != s.ok {
+			f.Fatalf("seed %s by wiretest.Party %d: wire.ValidateJobMessage = %v, want accepted %t", s.kind, s.signer, err, s.ok)
 		}
 		f.Add(jobSelector(s.kind, s.signer), []byte(m.Message.Body))
 	}
@@ -169,13 +173,13 @@ func FuzzJobMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, sel byte, body []byte) {
 		kind := jobKinds[int(sel)%len(jobKinds)]
 		signer := signers[int(sel)/len(jobKinds)%len(signers)]
-		s := p2p.Signed{Signer: signer.id, Message: p2p.Message{Kind: kind, Body: body}}
-		if validateJobMessage(s) != nil {
+		s := p2p.Signed{Signer: signer.ID, Message: p2p.Message{Kind: kind, Body: body}}
+		if wire.ValidateJobMessage(s) != nil {
 			return
 		}
 		switch kind {
-		case kindDeclaration:
-			var b declarationBody
+		case wire.KindDeclaration:
+			var b wire.DeclarationBody
 			if err := s.Decode(&b); err != nil {
 				t.Fatalf("accepted, but the body does not decode: %v", err)
 			}
@@ -187,35 +191,35 @@ func FuzzJobMessage(f *testing.F) {
 					t.Fatalf("accepted data[%d].source %q, not a CID", i, in.Source)
 				}
 			}
-		case kindWithdrawal:
-			var b withdrawalBody
+		case wire.KindWithdrawal:
+			var b wire.WithdrawalBody
 			if err := s.Decode(&b); err != nil {
 				t.Fatalf("accepted, but the body does not decode: %v", err)
 			}
 			if b.Job == "" || len(b.Job) > 64 {
 				t.Fatalf("accepted withdrawal of job %q", b.Job)
 			}
-		case kindLease:
-			var b SignedLease
+		case wire.KindLease:
+			var b wire.SignedLease
 			if err := s.Decode(&b); err != nil {
 				t.Fatalf("accepted, but the body does not decode: %v", err)
 			}
-			if b.Terms.Provider != signer.id.String() {
-				t.Fatalf("accepted a lease for provider %q announced by %s", b.Terms.Provider, signer.id)
+			if b.Terms.Provider != signer.ID.String() {
+				t.Fatalf("accepted a lease for provider %q announced by %s", b.Terms.Provider, signer.ID)
 			}
-			if err := b.verify(true); err != nil {
+			if err := b.Verify(true); err != nil {
 				t.Fatalf("accepted a lease whose signatures do not verify: %v", err)
 			}
-			if err := checkTerms(b.Terms); err != nil {
+			if err := wire.CheckTerms(b.Terms); err != nil {
 				t.Fatalf("accepted lease terms: %v", err)
 			}
-		case kindRelease:
-			var b releaseBody
+		case wire.KindRelease:
+			var b wire.ReleaseBody
 			if err := s.Decode(&b); err != nil {
 				t.Fatalf("accepted, but the body does not decode: %v", err)
 			}
-			if b.Provider != signer.id.String() && b.Submitter != signer.id.String() {
-				t.Fatalf("accepted a release signed by %s, a party to neither side", signer.id)
+			if b.Provider != signer.ID.String() && b.Submitter != signer.ID.String() {
+				t.Fatalf("accepted a release signed by %s, a wiretest.Party to neither side", signer.ID)
 			}
 			if b.Lease == "" {
 				t.Fatal("accepted a release of no lease")
@@ -272,50 +276,50 @@ func sameJSON(a, b []byte) bool {
 }
 
 func FuzzStreamRequests(f *testing.F) {
-	prov, sub := seededParty(f, 1), seededParty(f, 2)
+	prov, sub := wiretest.SeededParty(f, 1), wiretest.SeededParty(f, 2)
 
-	proposal := signedLease(f, prov, sub)
+	proposal := wiretest.SignedLease(f, prov, sub)
 	proposal.SubmitterSig = nil
-	f.Add(mustMarshal(f, proposeRequest{Lease: proposal}))
-	f.Add(mustMarshal(f, proposeRequest{Lease: signedLease(f, prov, sub)}))
-	terms := testTerms(prov.id, sub.id)
-	f.Add(mustMarshal(f, eventRequest{Lease: terms.ID, Job: terms.Job, Step: stepRun, At: terms.Proposed + 2000}))
-	f.Add(mustMarshal(f, eventRequest{Lease: terms.ID, Job: terms.Job, At: terms.Proposed + 600_000, Checkpoint: testCID(f, "checkpoint-1"), N: 1}))
-	f.Add(mustMarshal(f, outputRequest{Lease: terms.ID, Job: terms.Job, Output: testCID(f, "output")}))
-	f.Add(mustMarshal(f, withdrawRequest{Lease: terms.ID, Job: terms.Job}))
+	f.Add(mustMarshal(f, wire.ProposeRequest{Lease: proposal}))
+	f.Add(mustMarshal(f, wire.ProposeRequest{Lease: wiretest.SignedLease(f, prov, sub)}))
+	terms := wiretest.Terms(prov.ID, sub.ID)
+	f.Add(mustMarshal(f, wire.EventRequest{Lease: terms.ID, Job: terms.Job, Step: api.StepRun, At: terms.Proposed + 2000}))
+	f.Add(mustMarshal(f, wire.EventRequest{Lease: terms.ID, Job: terms.Job, At: terms.Proposed + 600_000, Checkpoint: wiretest.CID(f, "checkpoint-1"), N: 1}))
+	f.Add(mustMarshal(f, wire.OutputRequest{Lease: terms.ID, Job: terms.Job, Output: wiretest.CID(f, "output")}))
+	f.Add(mustMarshal(f, wire.WithdrawRequest{Lease: terms.ID, Job: terms.Job}))
 	r := ledger.Receipt{
-		Lease: terms.ID, Job: terms.Job, Provider: prov.id, Submitter: sub.id, GPUs: len(terms.GPUs),
+		Lease: terms.ID, Job: terms.Job, Provider: prov.ID, Submitter: sub.ID, GPUs: len(terms.GPUs),
 		HeldFrom: time.UnixMilli(terms.Proposed), HeldUntil: time.UnixMilli(terms.Proposed + 900_000), Phase: ledger.PhaseRun,
 	}
-	if err := r.SignProvider(prov.sk); err != nil {
+	if err := r.SignProvider(prov.SK); err != nil {
 		f.Fatal(err)
 	}
-	f.Add(mustMarshal(f, receiptRequest{Receipt: mustMarshal(f, r)}))
+	f.Add(mustMarshal(f, wire.ReceiptRequest{Receipt: mustMarshal(f, r)}))
 	f.Add([]byte(`{"receipt": {"lease": "<l&>" , "seq" : 1.0}}`))
 	f.Add([]byte(`{"lease":"a","job":"b"} {"lease":"a"}`))
 	f.Add([]byte(`{"lease":"a","job":"b","pad":1}`))
 	f.Add([]byte(`{"LEASE":"a","Job":"b"}`))
 
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if req, ok := roundTrip(t, body, func(v *proposeRequest) {
+		if req, ok := roundTrip(t, body, func(v *wire.ProposeRequest) {
 			// omitempty drops an empty countersignature.
 			if len(v.Lease.SubmitterSig) == 0 {
 				v.Lease.SubmitterSig = nil
 			}
 		}); ok {
 			// What handleProposal checks before it looks at any state.
-			_ = req.Lease.verify(false)
-			_ = checkTerms(req.Lease.Terms)
+			_ = req.Lease.Verify(false)
+			_ = wire.CheckTerms(req.Lease.Terms)
 		}
-		if ev, ok := roundTrip[eventRequest](t, body, nil); ok && ev.Checkpoint != "" {
+		if ev, ok := roundTrip[wire.EventRequest](t, body, nil); ok && ev.Checkpoint != "" {
 			_, _ = cid.Decode(ev.Checkpoint)
 		}
-		if out, ok := roundTrip[outputRequest](t, body, nil); ok {
+		if out, ok := roundTrip[wire.OutputRequest](t, body, nil); ok {
 			_, _ = cid.Decode(out.Output)
 		}
-		roundTrip[withdrawRequest](t, body, nil)
+		roundTrip[wire.WithdrawRequest](t, body, nil)
 
-		var req receiptRequest
+		var req wire.ReceiptRequest
 		if p2p.DecodeStrict(body, &req) != nil {
 			return
 		}
@@ -323,7 +327,7 @@ func FuzzStreamRequests(f *testing.F) {
 		if err != nil {
 			t.Fatalf("receipt request accepted but does not encode: %v", err)
 		}
-		var back receiptRequest
+		var back wire.ReceiptRequest
 		if err := p2p.DecodeStrict(enc, &back); err != nil {
 			t.Fatalf("receipt request encodes to %s, which does not decode: %v", enc, err)
 		}
@@ -341,8 +345,8 @@ func FuzzStreamRequests(f *testing.F) {
 }
 
 func FuzzSignedLease(f *testing.F) {
-	prov, sub := seededParty(f, 1), seededParty(f, 2)
-	good := signedLease(f, prov, sub)
+	prov, sub := wiretest.SeededParty(f, 1), wiretest.SeededParty(f, 2)
+	good := wiretest.SignedLease(f, prov, sub)
 	goodTerms := mustMarshal(f, good.Terms)
 
 	f.Add(mustMarshal(f, good), uint16(0), byte('{'))
@@ -363,16 +367,16 @@ func FuzzSignedLease(f *testing.F) {
 	}
 	id1, _ := peer.IDFromPrivateKey(k1)
 	id2, _ := peer.IDFromPrivateKey(k2)
-	f.Add(mustMarshal(f, signedLease(f, party{k1, id1}, party{k2, id2})), uint16(1), byte('x'))
+	f.Add(mustMarshal(f, wiretest.SignedLease(f, wiretest.Party{SK: k1, ID: id1}, wiretest.Party{SK: k2, ID: id2})), uint16(1), byte('x'))
 	f.Add([]byte(`{"terms":{"provider":"12D3KooW","submitter":""},"provider_sig":"AAAA"}`), uint16(7), byte(0x80))
 	f.Add([]byte(`{"terms":null,"provider_sig":null}`), uint16(0), byte(0))
 
 	f.Fuzz(func(t *testing.T, raw []byte, pos uint16, b byte) {
 		// Any lease at all: verify must answer, not panic.
-		var l SignedLease
+		var l wire.SignedLease
 		if p2p.DecodeStrict(raw, &l) == nil {
-			_ = l.verify(false)
-			_ = l.verify(true)
+			_ = l.Verify(false)
+			_ = l.Verify(true)
 		}
 		// The real lease with one byte of its terms changed.
 		i := int(pos) % len(goodTerms)
@@ -389,14 +393,14 @@ func FuzzSignedLease(f *testing.F) {
 // decode from tampered to anything else. encoding/json matches keys without
 // regard to case, so "ID" for "id" yields the very same terms, which the
 // signatures rightly still cover.
-func checkTamperedTerms(t *testing.T, good SignedLease, tampered []byte) (decoded bool) {
+func checkTamperedTerms(t *testing.T, good wire.SignedLease, tampered []byte) (decoded bool) {
 	t.Helper()
-	var terms LeaseTerms
+	var terms wire.LeaseTerms
 	if p2p.DecodeStrict(tampered, &terms) != nil {
 		return false
 	}
-	l := SignedLease{Terms: terms, ProviderSig: good.ProviderSig, SubmitterSig: good.SubmitterSig}
-	err := l.verify(true)
+	l := wire.SignedLease{Terms: terms, ProviderSig: good.ProviderSig, SubmitterSig: good.SubmitterSig}
+	err := l.Verify(true)
 	switch same := reflect.DeepEqual(terms, good.Terms); {
 	case same && err != nil:
 		t.Fatalf("terms %s decode unchanged but no longer verify: %v", tampered, err)
@@ -407,22 +411,22 @@ func checkTamperedTerms(t *testing.T, good SignedLease, tampered []byte) (decode
 }
 
 func TestSignedLeaseTamper(t *testing.T) {
-	prov, sub := freshParty(t), freshParty(t)
-	good := signedLease(t, prov, sub)
-	if err := good.verify(true); err != nil {
+	prov, sub := wiretest.FreshParty(t), wiretest.FreshParty(t)
+	good := wiretest.SignedLease(t, prov, sub)
+	if err := good.Verify(true); err != nil {
 		t.Fatalf("a lease signed by both parties does not verify: %v", err)
 	}
 	provOnly := good
 	provOnly.SubmitterSig = nil
-	if err := provOnly.verify(false); err != nil {
+	if err := provOnly.Verify(false); err != nil {
 		t.Fatalf("a proposal signed by its provider does not verify: %v", err)
 	}
-	if err := provOnly.verify(true); err == nil {
+	if err := provOnly.Verify(true); err == nil {
 		t.Fatal("a lease without the submitter's signature verifies as countersigned")
 	}
 	swapped := good
 	swapped.ProviderSig, swapped.SubmitterSig = good.SubmitterSig, good.ProviderSig
-	if err := swapped.verify(false); err == nil {
+	if err := swapped.Verify(false); err == nil {
 		t.Fatal("the submitter's signature passes for the provider's")
 	}
 
@@ -454,14 +458,14 @@ func TestSignedLeaseTamper(t *testing.T) {
 	for i := range good.ProviderSig {
 		l := good
 		l.ProviderSig = flip(good.ProviderSig, i)
-		if err := l.verify(false); err == nil {
+		if err := l.Verify(false); err == nil {
 			t.Fatalf("the provider's signature with byte %d changed verifies", i)
 		}
 	}
 	for i := range good.SubmitterSig {
 		l := good
 		l.SubmitterSig = flip(good.SubmitterSig, i)
-		if err := l.verify(true); err == nil {
+		if err := l.Verify(true); err == nil {
 			t.Fatalf("the submitter's signature with byte %d changed verifies", i)
 		}
 	}

@@ -1,0 +1,179 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/node/api"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+func (s *Server) routes(mux *http.ServeMux) {
+	n := s.cfg.Network
+	mux.HandleFunc("GET /v1/id", handler(func(*http.Request) (any, error) { return n.ID(), nil }))
+	mux.HandleFunc("GET /v1/peers", handler(func(*http.Request) (any, error) { return n.Peers(), nil }))
+	mux.HandleFunc("GET /v1/nodes", handler(func(*http.Request) (any, error) { return n.Nodes(), nil }))
+	mux.HandleFunc("GET /v1/matches", handler(func(*http.Request) (any, error) { return n.Matches(), nil }))
+	mux.HandleFunc("POST /v1/jobs", s.submit)
+	mux.HandleFunc("GET /v1/jobs", handler(func(*http.Request) (any, error) { return s.cfg.Jobs.Jobs(), nil }))
+	mux.HandleFunc("GET /v1/jobs/{id}", handler(func(r *http.Request) (any, error) { return s.cfg.Jobs.Job(r.PathValue("id")) }))
+	mux.HandleFunc("POST /v1/jobs/{id}/withdraw", handler(func(r *http.Request) (any, error) {
+		return s.cfg.Jobs.Withdraw(r.Context(), s.cfg.Jobs.FullID(r.PathValue("id")))
+	}))
+	mux.HandleFunc("POST /v1/jobs/{id}/get", handler(s.get))
+	mux.HandleFunc("GET /v1/receipts", handler(s.receipts))
+	if s.cfg.Block != nil {
+		mux.HandleFunc("POST /v1/debug/block", handler(s.block))
+	}
+}
+
+// submit streams NDJSON: progress of input imports, then the job.
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	var req api.SubmitRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, badRequest(fmt.Errorf("submit request: %w", err)))
+		return
+	}
+	if req.ResumeOf != "" {
+		j, err := s.cfg.Jobs.Job(req.ResumeOf)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		req.ResumeOf = j.ID
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	flusher, _ := w.(http.Flusher)
+	var mu sync.Mutex
+	emit := func(ev api.SubmitEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = json.NewEncoder(w).Encode(ev)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	j, err := s.cfg.Jobs.Submit(r.Context(), req.Declaration, req.ResumeOf, &streamProgress{emit: emit})
+	if err != nil {
+		if status(err) == http.StatusInternalServerError {
+			s.cfg.Log.Warn("submit failed", "err", err)
+		}
+		emit(api.SubmitEvent{Error: err.Error()})
+		return
+	}
+	emit(api.SubmitEvent{Job: &j})
+}
+
+// streamProgress turns import progress into NDJSON events, at most one per
+// MiB so that the stream stays small.
+type streamProgress struct {
+	emit        func(api.SubmitEvent)
+	what        string
+	done, total int64
+	lastSent    int64
+}
+
+func (p *streamProgress) Start(total int64, what string) {
+	p.what, p.total, p.done, p.lastSent = what, total, 0, 0
+	p.emit(api.SubmitEvent{Progress: &api.Transfer{What: what, Total: total}})
+}
+
+func (p *streamProgress) Add(n int64) {
+	p.done += n
+	if p.done-p.lastSent >= 1<<20 {
+		p.lastSent = p.done
+		p.emit(api.SubmitEvent{Progress: &api.Transfer{What: p.what, Done: p.done, Total: p.total}})
+	}
+}
+
+func (p *streamProgress) Done() {
+	p.emit(api.SubmitEvent{Progress: &api.Transfer{What: p.what, Done: p.done, Total: max(p.total, p.done)}})
+}
+
+// get writes a job's output or last checkpoint into a folder.
+func (s *Server) get(r *http.Request) (any, error) {
+	var req api.GetRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(req.Dir) {
+		return nil, badRequest(fmt.Errorf("output dir %q must be absolute", req.Dir))
+	}
+	_, c, err := s.cfg.Jobs.Output(r.PathValue("id"), req.Checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	if entries, err := os.ReadDir(req.Dir); err == nil && len(entries) > 0 {
+		return nil, badRequest(fmt.Errorf("output dir %s is not empty", req.Dir))
+	}
+	if err := s.cfg.Content.Export(r.Context(), c, req.Dir, nil); err != nil {
+		return nil, fmt.Errorf("write %s to %s: %w", c, req.Dir, err)
+	}
+	size, err := s.cfg.Content.Size(r.Context(), c)
+	if err != nil {
+		return nil, fmt.Errorf("size of %s: %w", c, err)
+	}
+	return api.GetResult{CID: c.String(), Dir: req.Dir, Bytes: size}, nil
+}
+
+// receipts lists ledger receipts, optionally of one job, and verifies the
+// whole ledger when asked.
+func (s *Server) receipts(r *http.Request) (any, error) {
+	ctx := r.Context()
+	var entries []ledger.Entry
+	var err error
+	if job := r.URL.Query().Get("job"); job != "" {
+		entries, err = s.cfg.Ledger.ByJob(ctx, s.cfg.Jobs.FullID(job))
+	} else {
+		entries, err = s.cfg.Ledger.All(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rs := make([]ledger.Receipt, 0, len(entries))
+	for _, e := range entries {
+		rs = append(rs, e.Receipt)
+	}
+	b, err := json.Marshal(rs)
+	if err != nil {
+		return nil, err
+	}
+	out := api.Receipts{Receipts: b}
+	if r.URL.Query().Get("verify") != "" {
+		rep, err := s.cfg.Ledger.Verify(ctx)
+		if err != nil {
+			return nil, err
+		}
+		v := &api.Verify{Entries: rep.Entries, OK: rep.OK}
+		if rep.FirstBad != nil {
+			v.Problem = fmt.Sprintf("entry %d (lease %s, receipt %d): %s", rep.FirstBad.Index, rep.FirstBad.Lease, rep.FirstBad.Seq, rep.FirstBad.Problem)
+		}
+		out.Verify = v
+	}
+	return out, nil
+}
+
+// block cuts this node off from the peers named (an empty list heals): how
+// a test splits the network into parts on one machine.
+func (s *Server) block(r *http.Request) (any, error) {
+	var req api.Block
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	var ids []peer.ID
+	for _, p := range req.Peers {
+		id, err := peer.Decode(p)
+		if err != nil {
+			return nil, badRequest(fmt.Errorf("peer %q: %w", p, err))
+		}
+		ids = append(ids, id)
+	}
+	s.cfg.Block(ids)
+	s.cfg.Log.Info("blocked peers", "peers", len(ids))
+	return req, nil
+}

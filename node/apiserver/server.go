@@ -1,0 +1,191 @@
+// Package apiserver serves the daemon's local HTTP+JSON API, the one the e31
+// command uses. It maps domain errors to HTTP statuses here, at the edge,
+// and nowhere else: the parts of the node return typed errors.
+package apiserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/submitter"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// What the API serves, each from the part of the node that owns it.
+type (
+	// Network describes this node and what it sees of the network.
+	Network interface {
+		ID() api.ID
+		Peers() []api.Peer
+		Nodes() []api.Node
+		Matches() []api.Match
+	}
+	// Jobs are this node's jobs (submitter.Submitter).
+	Jobs interface {
+		Submit(ctx context.Context, raw []byte, resumeOf string, p content.Progress) (api.Job, error)
+		Jobs() []api.Job
+		Job(id string) (api.Job, error)
+		Withdraw(ctx context.Context, id string) (api.Job, error)
+		Output(id string, checkpoint bool) (string, cid.Cid, error)
+		FullID(id string) string
+	}
+	// Content writes DAGs out of the local store (content.Store).
+	Content interface {
+		Export(ctx context.Context, root cid.Cid, dest string, p content.Progress) error
+		Size(ctx context.Context, root cid.Cid) (int64, error)
+	}
+	// Ledger is this node's receipts (ledger.Ledger).
+	Ledger interface {
+		ByJob(ctx context.Context, job string) ([]ledger.Entry, error)
+		All(ctx context.Context) ([]ledger.Entry, error)
+		Verify(ctx context.Context) (ledger.VerifyReport, error)
+	}
+)
+
+// Config is what the server serves.
+type Config struct {
+	// Addr is a unix socket path (optionally "unix:"-prefixed) or a
+	// loopback host:port.
+	Addr    string
+	Network Network
+	Jobs    Jobs
+	Content Content
+	Ledger  Ledger
+	// Block, when set, serves POST /v1/debug/block: cut this node off from
+	// the peers named (an empty list heals). Off in a default daemon.
+	Block func(peers []peer.ID)
+	Log   *slog.Logger
+}
+
+// Server is the running API.
+type Server struct {
+	cfg  Config
+	srv  *http.Server
+	addr string
+}
+
+// maxRequestBody caps what a client may post.
+const maxRequestBody = 1 << 20
+
+// Listen starts serving. A TCP address must be on loopback: the API can
+// submit jobs and spend the node's key, so it is never reachable from the
+// network. Requests' contexts end with ctx.
+func Listen(ctx context.Context, cfg Config) (*Server, error) {
+	addr := cfg.Addr
+	var ln net.Listener
+	var err error
+	if api.IsUnix(addr) {
+		path := addr
+		if len(path) > 5 && path[:5] == "unix:" {
+			path = path[5:]
+		}
+		// A socket left by a crash would make Listen fail; nothing else
+		// can be listening on it because the data dir is ours alone.
+		_ = os.Remove(path)
+		ln, err = net.Listen("unix", path)
+		if err == nil {
+			err = os.Chmod(path, 0o600)
+		}
+		addr = path
+	} else {
+		host, _, serr := net.SplitHostPort(addr)
+		if serr != nil {
+			return nil, fmt.Errorf("--api %q: %w", addr, serr)
+		}
+		ip := net.ParseIP(host)
+		if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return nil, fmt.Errorf("--api %q: the API must listen on loopback or a unix socket", addr)
+		}
+		ln, err = net.Listen("tcp", addr)
+		if err == nil {
+			addr = ln.Addr().String()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.Addr, err)
+	}
+	s := &Server{cfg: cfg, addr: addr}
+	mux := http.NewServeMux()
+	s.routes(mux)
+	s.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			cfg.Log.Error("api server", "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// Addr is where the server listens.
+func (s *Server) Addr() string { return s.addr }
+
+// Shutdown stops the server, waiting for requests in flight until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+
+// status maps an error to the HTTP status it answers with.
+func status(err error) int {
+	switch {
+	case errors.Is(err, submitter.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, submitter.ErrInvalid), errors.As(err, new(*requestError)):
+		return http.StatusBadRequest
+	case errors.Is(err, submitter.ErrConflict):
+		return http.StatusConflict
+	}
+	return http.StatusInternalServerError
+}
+
+// requestError is a request the server itself cannot read.
+type requestError struct{ err error }
+
+func (e *requestError) Error() string { return e.err.Error() }
+func (e *requestError) Unwrap() error { return e.err }
+
+func badRequest(err error) error { return &requestError{err} }
+
+// writeError writes err as JSON with its status.
+func writeError(w http.ResponseWriter, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status(err))
+	_ = json.NewEncoder(w).Encode(api.Error{Error: err.Error()})
+}
+
+// handler adapts a function returning (value, error) to an HTTP handler that
+// writes JSON.
+func handler(fn func(r *http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		out, err := fn(r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}
+}
+
+// decode reads a JSON request body strictly.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxRequestBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest(err)
+	}
+	return nil
+}

@@ -1,0 +1,283 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/view"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+func (n *Node) signalOfferChanged() {
+	select {
+	case n.offerChanged <- struct{}{}:
+	default:
+	}
+}
+
+// ownOffer is the offer this node publishes.
+func (n *Node) ownOffer() market.Offer {
+	return market.Offer{Provider: n.self.String(), CPUs: n.cfg.CPUs, MemoryBytes: n.cfg.MemoryBytes, GPUs: n.provider.GPUs()}
+}
+
+// publishOffers publishes the node's offer at start, whenever it changes and
+// every heartbeat. A node with no GPUs, or no runtime to run jobs in, offers
+// nothing.
+func (n *Node) publishOffers(ctx context.Context) {
+	if len(n.gpus) == 0 || n.runner == nil {
+		return
+	}
+	t := time.NewTicker(n.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		body := wire.OfferBody{
+			Offer:       n.ownOffer(),
+			Addrs:       n.Addrs(),
+			HeartbeatMs: n.cfg.Heartbeat.Milliseconds(),
+		}
+		if _, err := n.gossip.Publish(ctx, p2p.TopicOffers, wire.KindOffer, body); err != nil && ctx.Err() == nil {
+			n.log.Warn("publish offer", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-n.offerChanged:
+		}
+	}
+}
+
+// receiveOffers applies every accepted offer to the view.
+func (n *Node) receiveOffers(ctx context.Context, sub *p2p.Subscription) {
+	for {
+		s, err := sub.Next(ctx)
+		if err != nil {
+			return
+		}
+		var b wire.OfferBody
+		if err := s.Decode(&b); err != nil {
+			continue // the validator already checked it; cannot happen
+		}
+		now := time.Now()
+		if isNew := n.offers.Apply(b, s.Message.Time, now); isNew {
+			n.log.Info("provider joined the view", "provider", b.Offer.Provider, "gpus", len(b.Offer.GPUs))
+			n.learnAddrs(ctx, s.Signer, b.Addrs)
+			if s.Signer != n.self {
+				n.rememberPeer(s.Signer, b.Addrs)
+				n.submitter.Joined(now)
+			}
+		}
+	}
+}
+
+// learnAddrs keeps a provider's addresses so that a direct stream can reach
+// it, and connects to it so that gossip does not hang on the bootstrap peers
+// alone.
+func (n *Node) learnAddrs(ctx context.Context, p peer.ID, addrs []string) {
+	if p == n.self {
+		return
+	}
+	info, ok := addrInfo(p, addrs)
+	if !ok {
+		return
+	}
+	n.host.Peerstore().AddAddrs(p, info.Addrs, peerAddrTTL)
+	if len(n.host.Network().Peers()) >= maxDialedPeers {
+		return
+	}
+	n.loops.Go(func() {
+		cctx, cancel := context.WithTimeout(ctx, n.cfg.ConnectTimeout)
+		defer cancel()
+		if err := n.host.Connect(cctx, info); err != nil && ctx.Err() == nil {
+			n.log.Debug("connect to provider", "peer", p, "err", err)
+		}
+	})
+}
+
+// learnAddrsOnly records a peer's addresses without dialling it.
+func (n *Node) learnAddrsOnly(p peer.ID, addrs []string) {
+	if p == n.self {
+		return
+	}
+	if info, ok := addrInfo(p, addrs); ok {
+		n.host.Peerstore().AddAddrs(p, info.Addrs, peerAddrTTL)
+	}
+}
+
+// peerAddrTTL is how long learned addresses are kept.
+const peerAddrTTL = time.Hour
+
+// addrInfo parses the /p2p/ multiaddrs a peer published about itself,
+// keeping only those that name it.
+func addrInfo(p peer.ID, addrs []string) (peer.AddrInfo, bool) {
+	info := peer.AddrInfo{ID: p}
+	for _, a := range addrs {
+		m, err := ma.NewMultiaddr(a)
+		if err != nil {
+			continue
+		}
+		if ai, err := peer.AddrInfoFromP2pAddr(m); err == nil && ai.ID == p {
+			info.Addrs = append(info.Addrs, ai.Addrs...)
+		}
+	}
+	return info, len(info.Addrs) > 0
+}
+
+// maxDialedPeers caps the connections a node opens on its own to providers it
+// learns of; beyond it gossip's mesh is already well connected.
+const maxDialedPeers = 32
+
+// expireOffers drops providers that missed their heartbeats.
+func (n *Node) expireOffers(ctx context.Context) {
+	t := time.NewTicker(max(n.cfg.Heartbeat/2, 50*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			for _, p := range n.offers.Expire(now) {
+				n.log.Info("provider left the view", "provider", p, "reason", "missed heartbeats")
+			}
+		}
+	}
+}
+
+// receiveJobs applies every accepted message of the jobs topic to the view,
+// and to this node's own leases where they are concerned.
+func (n *Node) receiveJobs(ctx context.Context, sub *p2p.Subscription) {
+	for {
+		s, err := sub.Next(ctx)
+		if err != nil {
+			return
+		}
+		n.applyJobMessage(s, time.Now())
+	}
+}
+
+func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
+	switch s.Message.Kind {
+	case wire.KindDeclaration:
+		var b wire.DeclarationBody
+		if s.Decode(&b) != nil {
+			return
+		}
+		id := wire.JobID(s)
+		if n.market.AddJob(&view.OpenJob{ID: id, Submitter: s.Signer, Body: b, Raw: s.Raw, Seen: now}) {
+			n.log.Debug("job declared", "job", id, "submitter", s.Signer)
+			n.learnAddrsOnly(s.Signer, b.Addrs)
+		}
+	case wire.KindRequeue:
+		decls, err := wire.CheckRequeue(s)
+		if err != nil {
+			return
+		}
+		for _, d := range decls {
+			var b wire.DeclarationBody
+			if d.Decode(&b) != nil {
+				continue
+			}
+			n.market.AddJob(&view.OpenJob{ID: wire.JobID(d), Submitter: d.Signer, Body: b, Raw: d.Raw, Seen: now})
+		}
+	case wire.KindWithdrawal:
+		var b wire.WithdrawalBody
+		if s.Decode(&b) != nil {
+			return
+		}
+		if sub, ok := n.market.SubmitterOf(b.Job); ok && sub != s.Signer {
+			return // counted as forged by the validator
+		}
+		n.market.CloseJob(b.Job, s.Signer, now)
+		n.provider.Withdraw(b.Job, s.Signer)
+	case wire.KindLease:
+		var l wire.SignedLease
+		if s.Decode(&l) != nil {
+			return
+		}
+		if n.market.AddLease(l, now) {
+			n.log.Debug("lease announced", "lease", l.Terms.ID, "job", l.Terms.Job, "provider", l.Terms.Provider)
+		}
+	case wire.KindRelease:
+		var r wire.ReleaseBody
+		if s.Decode(&r) != nil {
+			return
+		}
+		n.market.ReleaseLease(r, s.Signer, now)
+		n.log.Debug("lease released", "lease", r.Lease, "outcome", r.Outcome)
+	}
+}
+
+// epochOf returns the epoch number of t and its start.
+func (n *Node) epochOf(t time.Time) (uint64, time.Time) {
+	e := n.cfg.Epoch.Milliseconds()
+	num := t.UnixMilli() / e
+	return uint64(num), time.UnixMilli(num * e)
+}
+
+// matchLoop runs Match once an epoch, on the view frozen at the epoch's
+// start minus the gossip delay, and acts on what concerns this node: as a
+// provider it proposes the leases Match assigned to it; as a submitter it
+// records why its jobs wait.
+func (n *Node) matchLoop(ctx context.Context) {
+	for {
+		_, start := n.epochOf(time.Now())
+		next := start.Add(n.cfg.Epoch)
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		epoch, start := n.epochOf(next)
+		cutoff := start.Add(-n.cfg.EpochDelay)
+		n.prune()
+		v := n.market.Snapshot(epoch, start, cutoff, n.offers.At(cutoff))
+		if len(v.Jobs) == 0 {
+			continue
+		}
+		res := market.Match(v, market.Options{})
+		n.submitter.RecordWaits(res)
+		n.recordMatch(api.Match{Epoch: epoch, ViewHash: res.ViewHash, Jobs: len(v.Jobs), Assignments: res.Assignments})
+		for _, a := range res.Assignments {
+			if a.Provider == n.self.String() {
+				n.provider.Propose(a, epoch, res.ViewHash)
+			}
+		}
+	}
+}
+
+// prune forgets what no longer matters: closed jobs and released leases
+// after an hour, open jobs not re-announced for ten heartbeats (a submitter
+// re-announces every requeueEvery), withdrawals after an hour.
+func (n *Node) prune() {
+	now := time.Now()
+	n.market.Prune(now, time.Hour, max(10*n.cfg.Heartbeat, 3*requeueEvery*n.cfg.Heartbeat))
+	n.provider.Prune(now, time.Hour)
+}
+
+// matchHistory is how many recent Match results the node keeps for
+// inspection (GET /v1/matches).
+const matchHistory = 64
+
+func (n *Node) recordMatch(m api.Match) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.matches = append(n.matches, m)
+	if len(n.matches) > matchHistory {
+		n.matches = n.matches[len(n.matches)-matchHistory:]
+	}
+}
+
+// Matches returns the recent Match results, oldest first.
+func (n *Node) Matches() []api.Match {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.matches)
+}

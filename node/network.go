@@ -1,0 +1,63 @@
+package node
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/e31network/e31/node/api"
+)
+
+// ID describes this node (GET /v1/id).
+func (n *Node) ID() api.ID {
+	out := api.ID{
+		PeerID:  n.self.String(),
+		Network: n.cfg.Network,
+		Addrs:   n.Addrs(),
+		GPUs:    []api.GPU{},
+		Started: n.started.UTC(),
+		Version: Version,
+	}
+	for _, g := range n.provider.GPUs() {
+		out.GPUs = append(out.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free})
+	}
+	if n.runner != nil {
+		out.Runtime = n.runner.Runtime()
+	}
+	return out
+}
+
+// Peers lists the connected peers (GET /v1/peers).
+func (n *Node) Peers() []api.Peer {
+	out := []api.Peer{}
+	for _, p := range n.host.Network().Peers() {
+		ap := api.Peer{PeerID: p.String()}
+		for _, c := range n.host.Network().ConnsToPeer(p) {
+			ap.Addrs = append(ap.Addrs, c.RemoteMultiaddr().String())
+		}
+		out = append(out, ap)
+	}
+	slices.SortFunc(out, func(a, b api.Peer) int { return strings.Compare(a.PeerID, b.PeerID) })
+	return out
+}
+
+// Nodes lists the providers in view (GET /v1/nodes).
+func (n *Node) Nodes() []api.Node {
+	out := []api.Node{}
+	for _, e := range n.offers.Snapshot() {
+		an := api.Node{
+			PeerID:      e.Offer.Provider,
+			GPUs:        []api.GPU{},
+			CPUs:        e.Offer.CPUs,
+			MemoryBytes: e.Offer.MemoryBytes,
+			LastSeen:    e.LastSeen.UTC(),
+			SignedAt:    time.UnixMilli(e.SignedAt).UTC(),
+			Self:        e.Offer.Provider == n.self.String(),
+		}
+		for _, g := range e.Offer.GPUs {
+			an.GPUs = append(an.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free})
+		}
+		out = append(out, an)
+	}
+	return out
+}

@@ -1,0 +1,464 @@
+package provider
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/exec"
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/task"
+	"github.com/e31network/e31/node/view"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// What the provider needs from the rest of the node, each as small as it
+// can be.
+type (
+	// Runner runs a job in its sandbox (exec.Runner).
+	Runner interface {
+		Run(ctx context.Context, s exec.Spec) (exec.Result, error)
+		Cleanup(ctx context.Context, id, dir string) error
+		Sweep(ctx context.Context, keep func(id string) bool) error
+	}
+	// Store is the local content store (content.Store).
+	Store interface {
+		Import(ctx context.Context, path string, o content.ImportOptions) (cid.Cid, int64, error)
+		Export(ctx context.Context, root cid.Cid, dest string, p content.Progress) error
+		Unpin(ctx context.Context, root cid.Cid, reason string) error
+	}
+	// Fetcher fetches a DAG from a peer (content.Exchange).
+	Fetcher interface {
+		Fetch(ctx context.Context, from peer.ID, root cid.Cid, o content.FetchOptions) (content.FetchStats, error)
+	}
+	// Ledger stores receipts (ledger.Ledger).
+	Ledger interface {
+		Append(ctx context.Context, r ledger.Receipt) (ledger.Entry, error)
+		ByLease(ctx context.Context, lease string) ([]ledger.Entry, error)
+	}
+	// Caller sends a request over a direct stream and reads the reply.
+	Caller interface {
+		Call(ctx context.Context, to peer.ID, proto protocol.ID, req, resp any) error
+	}
+	// Publisher publishes on a gossip topic (p2p.Gossip).
+	Publisher interface {
+		Publish(ctx context.Context, topic, kind string, body any) (p2p.Signed, error)
+	}
+	// Jobs is the market view's open jobs (view.Market).
+	Jobs interface {
+		Job(id string) (*view.OpenJob, bool)
+		CloseJob(id string, by peer.ID, now time.Time)
+	}
+	// Access grants peers the right to fetch content (acl.List).
+	Access interface {
+		Allow(p peer.ID, root cid.Cid)
+	}
+	// Records persists lease records (state.Store).
+	Records interface {
+		Put(prefix, id string, v any) error
+		Each(prefix string, fn func(b []byte) error) error
+	}
+	// AddrBook keeps the addresses of peers to dial.
+	AddrBook interface {
+		AddAddrs(p peer.ID, addrs []string)
+	}
+)
+
+// Config holds the provider's settings; see node.Config for their meaning
+// and defaults.
+type Config struct {
+	DataDir         string // lease folders go under DataDir/leases
+	ProposalTTL     time.Duration
+	ReceiptInterval time.Duration
+	Grace           time.Duration
+	OutputTimeout   time.Duration
+	Retention       time.Duration
+	// EventTimeout bounds telling the submitter of a step or checkpoint.
+	EventTimeout time.Duration
+	// ReceiptTimeout bounds one receipt exchange with the submitter.
+	ReceiptTimeout time.Duration
+}
+
+// Deps are the parts of the node the provider acts through.
+type Deps struct {
+	Key      crypto.PrivKey
+	Self     peer.ID
+	GPUs     []exec.GPU
+	Runner   Runner // nil: no sandbox, so nothing is proposed
+	Store    Store
+	Fetcher  Fetcher
+	Ledger   Ledger
+	Calls    Caller
+	Gossip   Publisher
+	Jobs     Jobs
+	Access   Access
+	Records  Records
+	AddrBook AddrBook
+	Metrics  *Metrics
+	Log      *slog.Logger
+	// OfferChanged is called whenever the GPUs' state changes, so that the
+	// node publishes its offer at once. It must not block.
+	OfferChanged func()
+}
+
+// Metrics are the provider's counters, registered by the node.
+type Metrics struct {
+	Leases        prometheus.Counter
+	Receipts      prometheus.Counter
+	PersistErrors prometheus.Counter
+	Staged        content.Progress
+}
+
+// ErrWithdrawn is the cause given to a lease's context when its submitter
+// withdraws the job.
+var ErrWithdrawn = errors.New("withdrawn by the submitter")
+
+// hold is what holds a GPU: a proposal in flight (lease empty) or a signed
+// lease.
+type hold struct {
+	job   string
+	lease string
+}
+
+// Provider runs the leases this node provides, from proposal to settlement.
+type Provider struct {
+	// Immutable after New.
+	cfg Config
+	d   Deps
+	log *slog.Logger
+	// ctx ends when Shutdown starts: runs stop, loops and retries end.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// hard ends when Shutdown's patience is spent: what was finishing
+	// (importing an output, cleaning up) is abandoned too.
+	hard     context.Context
+	hardStop context.CancelFunc
+	tasks    task.Group
+
+	mu        sync.Mutex        // guards the fields below; never held across I/O
+	held      map[string]hold   // GPU UUID -> what holds it
+	proposing map[string]bool   // jobs with a proposal of ours in flight
+	leases    map[string]*lease // leases not yet released
+	withdrawn map[string]withdrawal
+}
+
+// withdrawal is a job's withdrawal as this provider saw it.
+type withdrawal struct {
+	by string
+	at time.Time
+}
+
+// lease is one lease's runtime state.
+type lease struct {
+	// receipts serialises receipt exchanges (each links to the last). It is
+	// taken before save and mu, and held while the submitter answers.
+	receipts sync.Mutex
+	// save orders the writes of rec: a snapshot taken later is never
+	// overwritten by one taken earlier. It is taken before mu.
+	save sync.Mutex
+	mu   sync.Mutex // guards rec and cancel; never held across I/O
+	rec  *Record
+	// cancel stops the lease's work with a cause (ErrWithdrawn, or the
+	// provider stopping).
+	cancel context.CancelCauseFunc
+}
+
+// New returns a provider; Recover loads what a previous run left.
+func New(cfg Config, d Deps) *Provider {
+	ctx, cancel := context.WithCancel(context.Background())
+	hard, hardStop := context.WithCancel(context.Background())
+	if d.OfferChanged == nil {
+		d.OfferChanged = func() {}
+	}
+	return &Provider{
+		cfg: cfg, d: d, log: d.Log,
+		ctx: ctx, cancel: cancel, hard: hard, hardStop: hardStop,
+		held:      make(map[string]hold),
+		proposing: make(map[string]bool),
+		leases:    make(map[string]*lease),
+		withdrawn: make(map[string]withdrawal),
+	}
+}
+
+// Shutdown stops every lease and waits for their goroutines until ctx ends;
+// then it abandons what is still finishing and waits for that to return.
+func (p *Provider) Shutdown(ctx context.Context) error {
+	p.cancel()
+	err := p.tasks.Wait(ctx)
+	if err != nil {
+		p.log.Warn("leases still finishing at shutdown: abandoning them", "err", err)
+	}
+	p.hardStop()
+	_ = p.tasks.Wait(context.Background())
+	return err
+}
+
+// GPUs are this node's GPUs as its offer shows them. A GPU held for a
+// proposal in flight still shows free: only a signed lease changes the
+// offer, so that every peer's view changes once, with the lease.
+func (p *Provider) GPUs() []market.GPU {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]market.GPU, 0, len(p.d.GPUs))
+	for _, g := range p.d.GPUs {
+		out = append(out, market.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: p.held[g.UUID].lease == ""})
+	}
+	return out
+}
+
+// Counts are the provider's figures for metrics.
+type Counts struct {
+	GPUs, Held, Leases int
+}
+
+// Counts returns how many GPUs there are, how many signed leases hold, and
+// how many leases are active.
+func (p *Provider) Counts() Counts {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := Counts{GPUs: len(p.d.GPUs), Leases: len(p.leases)}
+	for _, h := range p.held {
+		if h.lease != "" {
+			c.Held++
+		}
+	}
+	return c
+}
+
+// Propose offers a lease for an assignment Match gave this node, unless the
+// job already has a proposal in flight or one of the GPUs is held.
+func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
+	oj, ok := p.d.Jobs.Job(a.Job)
+	if !ok || p.d.Runner == nil {
+		return
+	}
+	p.mu.Lock()
+	if p.proposing[a.Job] {
+		p.mu.Unlock()
+		return
+	}
+	for _, g := range a.GPUs {
+		if _, taken := p.held[g]; taken {
+			p.mu.Unlock()
+			return
+		}
+	}
+	for _, g := range a.GPUs {
+		p.held[g] = hold{job: a.Job}
+	}
+	p.proposing[a.Job] = true
+	p.mu.Unlock()
+
+	started := p.tasks.Go(func() {
+		leased := p.proposeLease(a, oj, epoch, viewHash)
+		p.mu.Lock()
+		delete(p.proposing, a.Job)
+		if !leased {
+			// A declined or lapsed proposal frees its GPUs at once.
+			for _, g := range a.GPUs {
+				if h := p.held[g]; h.lease == "" && h.job == a.Job {
+					delete(p.held, g)
+				}
+			}
+		}
+		p.mu.Unlock()
+	})
+	if !started {
+		p.mu.Lock()
+		delete(p.proposing, a.Job)
+		for _, g := range a.GPUs {
+			delete(p.held, g)
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uint64, viewHash string) bool {
+	now := time.Now()
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	req := oj.Body.Declaration.Request
+	terms := wire.LeaseTerms{
+		ID:          wire.LeaseID(a.Job, p.d.Self.String(), now.UnixMilli(), binary.BigEndian.Uint64(nonce[:])),
+		Job:         a.Job,
+		Provider:    p.d.Self.String(),
+		Submitter:   oj.Submitter.String(),
+		GPUs:        a.GPUs,
+		CPUs:        req.CPUs,
+		MemoryBytes: uint64(req.Memory),
+		Limit:       req.Limit,
+		Proposed:    now.UnixMilli(),
+		Expires:     now.Add(p.cfg.ProposalTTL).UnixMilli(),
+		Epoch:       epoch,
+		ViewHash:    viewHash,
+		Rank:        a.Rank,
+	}
+	sl := wire.SignedLease{Terms: terms}
+	if err := sl.SignProvider(p.d.Key); err != nil {
+		p.log.Error("sign proposal", "err", err)
+		return false
+	}
+	p.d.AddrBook.AddAddrs(oj.Submitter, oj.Body.Addrs)
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.ProposalTTL)
+	defer cancel()
+	var rep wire.ProposeReply
+	if err := p.d.Calls.Call(ctx, oj.Submitter, wire.ProtoLease, wire.ProposeRequest{Lease: sl}, &rep); err != nil {
+		p.log.Info("proposal not accepted", "job", a.Job, "err", err)
+		if p2p.RefusalCode(err) == wire.CodeNotQueued {
+			// The submitter's word: the job is leased or over, whatever
+			// this view missed (a partition, a lost announcement).
+			p.d.Jobs.CloseJob(a.Job, oj.Submitter, time.Now())
+		}
+		return false
+	}
+	sl.SubmitterSig = rep.SubmitterSig
+	if err := sl.Verify(true); err != nil {
+		p.log.Warn("proposal countersignature invalid", "job", a.Job, "err", err)
+		return false
+	}
+	rec := &Record{
+		Lease:          sl,
+		Declaration:    oj.Body.Declaration,
+		SubmitterAddrs: oj.Body.Addrs,
+		State:          Held,
+		Start:          time.Now(),
+	}
+	for _, in := range oj.Body.Declaration.Data {
+		rec.Inputs = append(rec.Inputs, in.Source)
+	}
+	l := &lease{rec: rec}
+	// The submitter has countersigned: the lease exists whether or not this
+	// write succeeds, and a failed write is logged and counted.
+	_ = p.persist(l)
+	p.mu.Lock()
+	for _, g := range terms.GPUs {
+		p.held[g] = hold{job: terms.Job, lease: terms.ID}
+	}
+	p.leases[terms.ID] = l
+	p.mu.Unlock()
+	p.d.OfferChanged()
+	if _, err := p.d.Gossip.Publish(p.ctx, p2p.TopicJobs, wire.KindLease, sl); err != nil {
+		p.log.Warn("announce lease", "lease", terms.ID, "err", err)
+	}
+	p.d.Metrics.Leases.Inc()
+	p.log.Info("lease signed", "lease", terms.ID, "job", a.Job, "submitter", oj.Submitter, "gpus", len(terms.GPUs))
+	p.start(l)
+	return true
+}
+
+// start runs a lease's steps in the background.
+func (p *Provider) start(l *lease) {
+	ctx, cancel := context.WithCancelCause(p.ctx)
+	l.mu.Lock()
+	l.cancel = cancel
+	t := l.rec.Lease.Terms
+	l.mu.Unlock()
+	p.mu.Lock()
+	if w, ok := p.withdrawn[t.Job]; ok && w.by == t.Submitter {
+		cancel(ErrWithdrawn) // withdrawn while the lease was being signed
+	}
+	p.mu.Unlock()
+	if !p.tasks.Go(func() {
+		defer cancel(nil)
+		p.run(ctx, l)
+	}) {
+		cancel(nil)
+	}
+}
+
+// Withdraw stops the lease of a job this node provides, if any, on the
+// submitter's word.
+func (p *Provider) Withdraw(job string, by peer.ID) {
+	p.mu.Lock()
+	// Remembered too, for a lease whose run has not started yet: start
+	// checks it.
+	p.withdrawn[job] = withdrawal{by: by.String(), at: time.Now()}
+	leases := make([]*lease, 0, len(p.leases))
+	for _, l := range p.leases {
+		leases = append(leases, l)
+	}
+	p.mu.Unlock()
+	// A lease's lock is never taken under p.mu.
+	for _, l := range leases {
+		l.mu.Lock()
+		t := l.rec.Lease.Terms
+		cancel := l.cancel
+		l.mu.Unlock()
+		if t.Job == job && t.Submitter == by.String() && cancel != nil {
+			p.log.Info("withdrawal: stopping lease", "lease", t.ID, "job", job)
+			cancel(ErrWithdrawn)
+		}
+	}
+}
+
+// Prune forgets withdrawals older than keep.
+func (p *Provider) Prune(now time.Time, keep time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for job, w := range p.withdrawn {
+		if now.Sub(w.at) > keep {
+			delete(p.withdrawn, job)
+		}
+	}
+}
+
+func (p *Provider) leaseDir(id string) string { return filepath.Join(p.cfg.DataDir, "leases", id) }
+
+// update changes a lease's record under its lock, then persists it outside
+// the lock. Readers of the record never wait on the disk.
+func (p *Provider) update(l *lease, fn func(r *Record)) error {
+	l.save.Lock()
+	defer l.save.Unlock()
+	l.mu.Lock()
+	fn(l.rec)
+	snap := *l.rec
+	l.mu.Unlock()
+	return p.write(&snap)
+}
+
+// persist writes a lease's record as it stands.
+func (p *Provider) persist(l *lease) error { return p.update(l, func(*Record) {}) }
+
+func (p *Provider) write(r *Record) error {
+	if err := p.d.Records.Put(state.PrefixLease, r.ID(), r); err != nil {
+		p.d.Metrics.PersistErrors.Inc()
+		p.log.Error("persist lease", "lease", r.ID(), "err", err)
+		return fmt.Errorf("persist lease %s: %w", r.ID(), err)
+	}
+	return nil
+}
+
+// snapshot copies a lease's record.
+func (l *lease) snapshot() Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return *l.rec
+}
+
+// gpusByUUID returns this node's GPUs with these UUIDs.
+func (p *Provider) gpusByUUID(uuids []string) []exec.GPU {
+	var out []exec.GPU
+	for _, u := range uuids {
+		for _, g := range p.d.GPUs {
+			if g.UUID == u {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
+}

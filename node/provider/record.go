@@ -1,0 +1,111 @@
+package provider
+
+import (
+	"time"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/wire"
+)
+
+// State is where a lease stands on its provider.
+type State string
+
+// Lease states, in their order.
+const (
+	Held     State = "held"
+	Staging  State = "staging"
+	Running  State = "running"
+	Output   State = "output"
+	Released State = "released"
+)
+
+// Record is a lease this node provides, persisted under state.PrefixLease.
+type Record struct {
+	Lease          wire.SignedLease   `json:"lease"`
+	Declaration    market.Declaration `json:"declaration"`
+	SubmitterAddrs []string           `json:"submitter_addrs"`
+	State          State              `json:"state"`
+	// Meter: Start is when both had signed; the phase times split it.
+	Start       time.Time `json:"start"`
+	RunStart    time.Time `json:"run_start,omitzero"`
+	OutputStart time.Time `json:"output_start,omitzero"`
+	OutputAcked time.Time `json:"output_acked,omitzero"`
+	End         time.Time `json:"end,omitzero"`
+	Seq         uint64    `json:"seq"`  // next receipt sequence number
+	Prev        string    `json:"prev"` // digest of the last receipt
+	Outcome     string    `json:"outcome,omitempty"`
+	Attribution string    `json:"attribution,omitempty"`
+	ExitCode    *int      `json:"exit_code,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	Output      string    `json:"output,omitempty"`
+	Checkpoint  string    `json:"checkpoint,omitempty"`
+	CheckpointN int       `json:"checkpoint_n,omitempty"`
+	Inputs      []string  `json:"inputs,omitempty"`
+	FinalSigned bool      `json:"final_signed,omitempty"`
+	// LastAlive is the last time the lease was seen held, stamped every
+	// receipt interval: after a crash, the meter stops there, not at the
+	// restart.
+	LastAlive        time.Time `json:"last_alive,omitzero"`
+	ReleaseAnnounced bool      `json:"release_announced,omitempty"`
+}
+
+// ID is the lease's ID.
+func (r Record) ID() string { return r.Lease.Terms.ID }
+
+// end sets the lease's ending, unless one is set already: the first cause
+// found is the one on record.
+func (r *Record) end(outcome, attribution, reason string, exit *int) {
+	if r.Outcome == "" {
+		r.Outcome, r.Attribution, r.Reason, r.ExitCode = outcome, attribution, reason, exit
+	}
+}
+
+// phase is the receipt phase of a lease in this state.
+func (s State) phase() string {
+	switch s {
+	case Running:
+		return ledger.PhaseRun
+	case Output, Released:
+		return ledger.PhaseOutput
+	}
+	return ledger.PhaseStaging
+}
+
+// phases splits held time into staging, run and output, in seconds.
+func (r *Record) phases() ledger.Phases {
+	var p ledger.Phases
+	end := r.End
+	runStart, outStart := r.RunStart, r.OutputStart
+	if outStart.IsZero() {
+		outStart = end
+	}
+	if runStart.IsZero() {
+		runStart = outStart
+	}
+	p.Staging = runStart.Sub(r.Start).Seconds()
+	p.Run = outStart.Sub(runStart).Seconds()
+	p.Output = end.Sub(outStart).Seconds()
+	return p
+}
+
+// release is the release announcement of a released lease.
+func (r *Record) release() wire.ReleaseBody {
+	t := r.Lease.Terms
+	return wire.ReleaseBody{
+		Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
+		Outcome: r.Outcome, Attribution: r.Attribution,
+		HeldMs: r.End.Sub(r.Start).Milliseconds(), At: r.End.UnixMilli(),
+	}
+}
+
+// latest is the latest of ts.
+func latest(ts ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range ts {
+		if t.After(out) {
+			out = t
+		}
+	}
+	return out
+}

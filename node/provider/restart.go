@@ -1,0 +1,114 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/node/state"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Recover loads the leases a previous run of this node left, so that a
+// restart forgets nothing: their GPUs stay held until Resume settles them,
+// and their submitters may still fetch their outputs and checkpoints.
+func (p *Provider) Recover(ctx context.Context) error {
+	var recs []*Record
+	err := p.d.Records.Each(state.PrefixLease, func(b []byte) error {
+		var rec Record
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return fmt.Errorf("lease record: %w", err)
+		}
+		recs = append(recs, &rec)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		sub, err := peer.Decode(rec.Lease.Terms.Submitter)
+		if err != nil {
+			continue
+		}
+		for _, s := range []string{rec.Output, rec.Checkpoint} {
+			if c, err := cid.Decode(s); err == nil {
+				p.d.Access.Allow(sub, c)
+			}
+		}
+		if rec.State == Released && rec.FinalSigned {
+			continue
+		}
+		// The ledger is written before the record: after a crash between
+		// the two, the chain goes on from what the ledger holds.
+		if es, err := p.d.Ledger.ByLease(ctx, rec.ID()); err == nil && uint64(len(es)) > rec.Seq {
+			last := es[len(es)-1].Receipt
+			rec.Seq, rec.Prev, rec.FinalSigned = uint64(len(es)), last.Digest(), last.Final
+			rec.LastAlive = latest(rec.LastAlive, last.HeldUntil)
+			if rec.FinalSigned && rec.State == Released {
+				continue
+			}
+		}
+		p.mu.Lock()
+		p.leases[rec.ID()] = &lease{rec: rec}
+		if rec.State != Released {
+			for _, g := range rec.Lease.Terms.GPUs {
+				p.held[g] = hold{job: rec.Lease.Terms.Job, lease: rec.ID()}
+			}
+		}
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+// Resume settles, in the background, the leases a previous run of this node
+// left open. A provider that restarts mid-run does not re-adopt the
+// container: it cannot tell what the job did while nobody watched, so it
+// kills it, ends the lease as provider-lost (the provider's fault) and
+// frees the GPUs. The submitter keeps the last checkpoint it pulled and can
+// resume from it.
+func (p *Provider) Resume() {
+	p.tasks.Go(func() { p.resume(p.ctx) })
+}
+
+func (p *Provider) resume(ctx context.Context) {
+	p.mu.Lock()
+	open := make([]*lease, 0, len(p.leases))
+	for _, l := range p.leases {
+		open = append(open, l)
+	}
+	p.mu.Unlock()
+	if p.d.Runner != nil {
+		// No container of ours outlives a restart.
+		if err := p.d.Runner.Sweep(ctx, func(string) bool { return false }); err != nil {
+			p.log.Warn("sweep leftover containers", "err", err)
+		}
+	}
+	for _, l := range open {
+		_ = p.update(l, func(r *Record) {
+			if r.State != Released && r.Outcome == "" {
+				r.Outcome, r.Attribution, r.Reason = ledger.OutcomeProviderLost, ledger.AttributionProvider, "provider restarted"
+			}
+		})
+		rec := l.snapshot()
+		sub, err := peer.Decode(rec.Lease.Terms.Submitter)
+		if err != nil {
+			continue
+		}
+		p.d.AddrBook.AddAddrs(sub, rec.SubmitterAddrs)
+		p.log.Info("settling a lease left open by a restart", "lease", rec.ID())
+		if rec.State == Released {
+			// Only the output hand-over or the final receipt is missing.
+			p.mu.Lock()
+			delete(p.leases, rec.ID())
+			p.mu.Unlock()
+		} else {
+			// The meter stops at the last moment the lease was seen held,
+			// not at this restart: the downtime is not the submitter's.
+			p.release(l, latest(rec.LastAlive, rec.Start, rec.RunStart, rec.OutputStart))
+			p.cleanup(ctx, rec.ID())
+		}
+		p.tasks.Go(func() { p.settle(l, sub) })
+	}
+}

@@ -1,0 +1,286 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/exec"
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/wire"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Pin reasons of the content a provider keeps for a lease.
+func pinInput(lease string) string  { return "input of lease " + lease }
+func pinOutput(lease string) string { return "output of lease " + lease }
+func pinCheckpoint(lease string, n int) string {
+	return fmt.Sprintf("checkpoint %d of lease %s", n, lease)
+}
+
+// run carries a lease through staging, run and output to release. Every
+// way out ends in release: nothing leaves compute held. ctx ends with the
+// run (a withdrawal, or the provider stopping); what follows the run uses
+// p.hard, so that shutdown waits for it only as long as it is willing to.
+func (p *Provider) run(ctx context.Context, l *lease) {
+	rec := l.snapshot()
+	t := rec.Lease.Terms
+	decl := rec.Declaration
+	submitter, _ := peer.Decode(t.Submitter)
+	dir := p.leaseDir(t.ID)
+	log := p.log.With("lease", t.ID, "job", t.Job)
+	end := func(outcome, attribution, reason string, exit *int) {
+		_ = p.update(l, func(r *Record) { r.end(outcome, attribution, reason, exit) })
+	}
+
+	rctx, stopReceipts := context.WithCancel(p.hard)
+	receiptsDone := make(chan struct{})
+	go func() {
+		defer close(receiptsDone)
+		p.interimReceipts(rctx, l, submitter)
+	}()
+
+	// Staging: fetch every input completely, then lay it out for the mounts.
+	_ = p.update(l, func(r *Record) { r.State = Staging })
+	inputs, stagingErr := p.stage(ctx, t.ID, submitter, decl.Data, dir)
+
+	var res exec.Result
+	ran := false
+	if stagingErr != nil {
+		switch {
+		case errors.Is(context.Cause(ctx), ErrWithdrawn):
+			end(ledger.OutcomeWithdrawn, ledger.AttributionSubmitter, "withdrawn during staging", nil)
+		case ctx.Err() != nil:
+			end(ledger.OutcomeProviderLost, ledger.AttributionProvider, "provider stopped during staging", nil)
+		default:
+			log.Warn("staging failed", "err", stagingErr)
+			end(ledger.OutcomeFailed, ledger.AttributionNetwork, "staging: "+stagingErr.Error(), nil)
+		}
+	} else {
+		res, ran = p.runJob(ctx, l, submitter, inputs, dir), true
+	}
+
+	// Output: the declared output path plus the logs, as one DAG.
+	now := time.Now()
+	_ = p.update(l, func(r *Record) { r.State, r.OutputStart = Output, now })
+	p.sendEvent(submitter, wire.EventRequest{Lease: t.ID, Job: t.Job, Step: api.StepOutput, At: now.UnixMilli()})
+	if ran {
+		if err := p.importOutput(p.hard, l, submitter, dir, res); err != nil {
+			log.Warn("output not imported", "err", err)
+			_ = p.update(l, func(r *Record) {
+				if r.Outcome == ledger.OutcomeCompleted {
+					r.Outcome, r.Attribution, r.Reason = ledger.OutcomeOutputLost, ledger.AttributionProvider, err.Error()
+				}
+			})
+		} else if err := p.deliverOutput(p.ctx, l, submitter, p.cfg.OutputTimeout); err != nil {
+			// The submitter is away: the GPUs go back now and the output
+			// waits, pinned, for it to return (see settle).
+			log.Info("output waits for the submitter", "err", err)
+		}
+	}
+
+	// Release.
+	stopReceipts()
+	<-receiptsDone
+	p.release(l, time.Now())
+	p.cleanup(p.hard, t.ID)
+	p.settle(l, submitter)
+}
+
+// stage fetches every input of a lease and lays it out under dir.
+func (p *Provider) stage(ctx context.Context, lease string, from peer.ID, data []market.Input, dir string) ([]exec.Mount, error) {
+	var inputs []exec.Mount
+	for i, in := range data {
+		c, err := cid.Decode(in.Source)
+		if err != nil {
+			return nil, fmt.Errorf("data[%d].source: %w", i, err)
+		}
+		if _, err := p.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: pinInput(lease), Progress: p.d.Metrics.Staged}); err != nil {
+			return nil, fmt.Errorf("fetch data[%d] %s: %w", i, c, err)
+		}
+		dst := filepath.Join(dir, "inputs", strconv.Itoa(i))
+		if err := os.RemoveAll(dst); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return nil, err
+		}
+		if err := p.d.Store.Export(ctx, c, dst, nil); err != nil {
+			return nil, fmt.Errorf("lay out data[%d]: %w", i, err)
+		}
+		inputs = append(inputs, exec.Mount{Source: dst, Target: in.Mount})
+	}
+	return inputs, nil
+}
+
+// runJob runs the job in its sandbox, taking checkpoints as it goes, and
+// records how it ended.
+func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inputs []exec.Mount, dir string) exec.Result {
+	rec := l.snapshot()
+	t := rec.Lease.Terms
+	decl := rec.Declaration
+	now := time.Now()
+	_ = p.update(l, func(r *Record) { r.State, r.RunStart = Running, now })
+	p.sendEvent(submitter, wire.EventRequest{Lease: t.ID, Job: t.Job, Step: api.StepRun, At: now.UnixMilli()})
+	spec := exec.Spec{
+		ID:          t.ID,
+		Dir:         filepath.Join(dir, "run"),
+		Command:     decl.Work.Command,
+		Env:         decl.Work.Env,
+		Inputs:      inputs,
+		Output:      exec.Mount{Source: filepath.Join(dir, "out"), Target: decl.Output.Path},
+		CPUs:        t.CPUs,
+		MemoryBytes: t.MemoryBytes,
+		Limit:       time.Duration(t.Limit) * time.Millisecond,
+		Grace:       p.cfg.Grace,
+		GPUs:        p.gpusByUUID(t.GPUs),
+	}
+	ckptDone := make(chan struct{})
+	cctx, stopCkpt := context.WithCancel(p.hard)
+	if cp := decl.Output.Checkpoints; cp != nil {
+		spec.Checkpoint = &exec.Mount{Source: filepath.Join(dir, "ckpt"), Target: cp.Path}
+		go func() {
+			defer close(ckptDone)
+			p.checkpointLoop(cctx, l, submitter, spec.Checkpoint.Source, time.Duration(cp.Every)*time.Millisecond)
+		}()
+	} else {
+		close(ckptDone)
+	}
+	res, err := p.d.Runner.Run(ctx, spec)
+	stopCkpt()
+	<-ckptDone
+	if spec.Checkpoint != nil {
+		p.takeCheckpoint(p.hard, l, submitter, spec.Checkpoint.Source)
+	}
+	var outcome, attribution, reason string
+	exit := &res.ExitCode
+	switch {
+	case err != nil:
+		p.log.Warn("run could not start", "lease", t.ID, "err", err)
+		outcome, attribution, reason, exit = ledger.OutcomeFailed, ledger.AttributionProvider, err.Error(), nil
+	case res.Outcome == exec.Completed:
+		outcome, attribution = ledger.OutcomeCompleted, ledger.AttributionJob
+	case res.Outcome == exec.Failed:
+		outcome, attribution, reason = ledger.OutcomeFailed, ledger.AttributionJob, res.Reason
+	case res.Outcome == exec.Limit:
+		outcome, attribution, reason = ledger.OutcomeLimit, ledger.AttributionJob, "limit "+spec.Limit.String()+" reached"
+	case errors.Is(context.Cause(ctx), ErrWithdrawn):
+		outcome, attribution, reason = ledger.OutcomeWithdrawn, ledger.AttributionSubmitter, "withdrawn while running"
+	default:
+		outcome, attribution, reason = ledger.OutcomeProviderLost, ledger.AttributionProvider, "provider stopped the run"
+	}
+	_ = p.update(l, func(r *Record) { r.end(outcome, attribution, reason, exit) })
+	p.log.Info("run ended", "lease", t.ID, "outcome", res.Outcome, "exit", res.ExitCode, "reason", res.Reason)
+	return res
+}
+
+// cleanup removes what a lease left on disk and in the runtime.
+func (p *Provider) cleanup(ctx context.Context, id string) {
+	dir := p.leaseDir(id)
+	if p.d.Runner != nil {
+		if err := p.d.Runner.Cleanup(ctx, id, filepath.Join(dir, "run")); err != nil {
+			p.log.Warn("cleanup", "lease", id, "err", err)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		p.log.Warn("remove lease dir", "lease", id, "err", err)
+	}
+}
+
+// sendEvent tells the submitter of a step, in the background so that an
+// absent submitter does not slow the lease; best effort, the receipts carry
+// the phases anyway.
+func (p *Provider) sendEvent(to peer.ID, ev wire.EventRequest) {
+	p.tasks.Go(func() {
+		ctx, cancel := context.WithTimeout(p.ctx, p.cfg.EventTimeout)
+		defer cancel()
+		if err := p.d.Calls.Call(ctx, to, wire.ProtoEvent, ev, nil); err != nil {
+			p.log.Debug("event not delivered", "lease", ev.Lease, "step", ev.Step, "err", err)
+		}
+	})
+}
+
+// checkpointLoop imports the checkpoint folder every interval while the job
+// runs, and announces each new one to the submitter.
+func (p *Provider) checkpointLoop(ctx context.Context, l *lease, submitter peer.ID, dir string, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.takeCheckpoint(ctx, l, submitter, dir)
+		}
+	}
+}
+
+// takeCheckpoint imports dir if it holds something new, pins it and hands
+// it to the submitter, who pulls it at once.
+func (p *Provider) takeCheckpoint(ctx context.Context, l *lease, submitter peer.ID, dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		return
+	}
+	rec := l.snapshot()
+	id, job := rec.ID(), rec.Lease.Terms.Job
+	num := rec.CheckpointN + 1
+	c, _, err := p.d.Store.Import(ctx, dir, content.ImportOptions{Pin: pinCheckpoint(id, num)})
+	if err != nil {
+		p.log.Warn("import checkpoint", "lease", id, "err", err)
+		return
+	}
+	if c.String() == rec.Checkpoint {
+		if err := p.d.Store.Unpin(ctx, c, pinCheckpoint(id, num)); err != nil {
+			p.log.Warn("unpin unchanged checkpoint", "lease", id, "err", err)
+		}
+		return
+	}
+	p.d.Access.Allow(submitter, c)
+	_ = p.update(l, func(r *Record) { r.Checkpoint, r.CheckpointN = c.String(), num })
+	p.sendEvent(submitter, wire.EventRequest{Lease: id, Job: job, Checkpoint: c.String(), N: num, At: time.Now().UnixMilli()})
+}
+
+// importOutput imports the output folder and the logs as one DAG, pinned
+// for the submitter to fetch.
+func (p *Provider) importOutput(ctx context.Context, l *lease, submitter peer.ID, dir string, res exec.Result) error {
+	id := l.snapshot().ID()
+	result := filepath.Join(dir, "result")
+	if err := os.RemoveAll(result); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(result, 0o755); err != nil {
+		return err
+	}
+	out := filepath.Join(dir, "out")
+	if _, err := os.Stat(out); err == nil {
+		if err := os.Rename(out, filepath.Join(result, "out")); err != nil {
+			return err
+		}
+	} else if err := os.Mkdir(filepath.Join(result, "out"), 0o755); err != nil {
+		return err
+	}
+	for _, lg := range []struct{ src, name string }{{res.Stdout, "stdout.log"}, {res.Stderr, "stderr.log"}} {
+		b, err := os.ReadFile(lg.src)
+		if err != nil {
+			b = nil // a run that never started has no logs
+		}
+		if err := os.WriteFile(filepath.Join(result, lg.name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	c, _, err := p.d.Store.Import(ctx, result, content.ImportOptions{Pin: pinOutput(id)})
+	if err != nil {
+		return fmt.Errorf("import output: %w", err)
+	}
+	p.d.Access.Allow(submitter, c)
+	return p.update(l, func(r *Record) { r.Output = c.String() })
+}

@@ -1,0 +1,13 @@
+// Package submitter is the submitter's side of a job: it validates, signs
+// and broadcasts declarations, accepts one provider's proposal per job,
+// records the steps the provider reports, pulls checkpoints as they are
+// taken, fetches and checks the output, countersigns receipts, watches for
+// a provider gone silent (ending its lease as provider-lost and resuming the
+// job where asked), re-announces queued jobs, and withdraws jobs on request.
+//
+// One lock guards the jobs and their records, held only over memory: a
+// change is made under it and persisted after it (update), in the order
+// the changes were made; a job's receipts go one at a time under the job's
+// own receipt lock. No lock is held across a disk write, a network call or
+// a call into another part of the node.
+package submitter

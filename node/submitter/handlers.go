@@ -1,0 +1,360 @@
+package submitter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// HandleProposal answers a provider's lease proposal: accept the first for
+// a queued job, decline every other. The acceptance is persisted before the
+// countersignature leaves, so a crash cannot forget a lease it agreed to.
+func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.RawMessage) (any, error) {
+	var req wire.ProposeRequest
+	if err := p2p.DecodeStrict(raw, &req); err != nil {
+		return nil, err
+	}
+	sl := req.Lease
+	t := sl.Terms
+	if t.Provider != from.String() {
+		return nil, fmt.Errorf("proposal names provider %s but came from %s", t.Provider, from)
+	}
+	if t.Submitter != s.d.Self.String() {
+		return nil, errors.New("proposal is not addressed to this submitter")
+	}
+	if err := sl.Verify(false); err != nil {
+		return nil, err
+	}
+	if err := wire.CheckTerms(t); err != nil {
+		return nil, err
+	}
+	if time.Now().UnixMilli() > t.Expires {
+		return nil, errors.New("proposal expired")
+	}
+	if !distinct(t.GPUs) {
+		return nil, p2p.Refuse(wire.CodeDeclined, errors.New("declined: the proposal names a GPU twice"))
+	}
+	if e, ok := s.d.Offers.Get(t.Provider); ok {
+		for _, u := range t.GPUs {
+			if !slices.ContainsFunc(e.Offer.GPUs, func(g market.GPU) bool { return g.UUID == u }) {
+				return nil, p2p.Refuse(wire.CodeDeclined, fmt.Errorf("declined: GPU %s is not in the provider's offer", u))
+			}
+		}
+	}
+	j := s.get(t.Job)
+	if j == nil {
+		return nil, p2p.Refuse(wire.CodeUnknownJob, fmt.Errorf("job %s: %w", t.Job, ErrNotFound))
+	}
+	if err := sl.Countersign(s.d.Key); err != nil {
+		return nil, err
+	}
+	var inputs []market.Input
+	err := s.update(j, func(r *Record) error {
+		if r.State != api.JobQueued {
+			return p2p.Refuse(wire.CodeNotQueued, fmt.Errorf("declined: job %s is %s", t.Job, r.State))
+		}
+		req := r.Declaration.Request
+		if len(t.GPUs) != req.GPUs || t.Limit != req.Limit || t.CPUs != req.CPUs || t.MemoryBytes != uint64(req.Memory) {
+			return p2p.Refuse(wire.CodeDeclined, errors.New("declined: terms do not match the declaration"))
+		}
+		now := time.Now()
+		r.State = api.JobRenting
+		r.Lease = &sl
+		r.Wait = ""
+		r.step(api.StepRent, now)
+		j.lastContact = now
+		inputs = r.Declaration.Data
+		return nil
+	})
+	if err != nil {
+		if p2p.RefusalCode(err) != "" {
+			return nil, err
+		}
+		// Not on disk: the countersignature must not leave. The job goes
+		// back to the queue in memory too.
+		_ = s.update(j, func(r *Record) error {
+			if r.Lease != nil && r.Lease.Terms.ID == t.ID {
+				r.State, r.Lease = api.JobQueued, nil
+				r.Steps = slices.DeleteFunc(r.Steps, func(st api.Step) bool { return st.Step != api.StepSubmit })
+			}
+			return nil
+		})
+		return nil, fmt.Errorf("accept proposal: %w", err)
+	}
+	for _, in := range inputs {
+		if c, err := cid.Decode(in.Source); err == nil {
+			s.d.Access.Allow(from, c)
+		}
+	}
+	s.log.Info("lease accepted", "job", t.Job, "lease", t.ID, "provider", from)
+	return wire.ProposeReply{SubmitterSig: sl.SubmitterSig}, nil
+}
+
+// leased checks that r is under this lease from this provider.
+func leased(r *Record, lease string, provider peer.ID) error {
+	if r.Lease == nil || r.Lease.Terms.ID != lease || r.Lease.Terms.Provider != provider.String() {
+		return p2p.Refuse(wire.CodeUnknownJob, fmt.Errorf("job %s is not leased as %s from %s", r.ID, lease, provider))
+	}
+	return nil
+}
+
+// leasedJob finds this node's job under a lease from the given provider.
+func (s *Submitter) leasedJob(id, lease string, provider peer.ID) (*job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[id]
+	if !ok {
+		return nil, p2p.Refuse(wire.CodeUnknownJob, fmt.Errorf("job %s: %w", id, ErrNotFound))
+	}
+	if err := leased(j.rec, lease, provider); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// HandleEvent records a step the provider reached, or pulls a checkpoint.
+func (s *Submitter) HandleEvent(ctx context.Context, from peer.ID, raw json.RawMessage) (any, error) {
+	var ev wire.EventRequest
+	if err := p2p.DecodeStrict(raw, &ev); err != nil {
+		return nil, err
+	}
+	j, err := s.leasedJob(ev.Job, ev.Lease, from)
+	if err != nil {
+		return nil, err
+	}
+	var c cid.Cid
+	if ev.Checkpoint != "" {
+		if c, err = cid.Decode(ev.Checkpoint); err != nil {
+			return nil, fmt.Errorf("checkpoint: %w", err)
+		}
+	}
+	now := time.Now()
+	at := time.UnixMilli(ev.At)
+	if at.Sub(now).Abs() > time.Minute {
+		at = now // the provider's clock is off; record our own
+	}
+	err = s.update(j, func(r *Record) error {
+		j.lastContact = now
+		switch ev.Step {
+		case api.StepRun:
+			if r.State == api.JobRenting {
+				r.State = api.JobRunning
+			}
+			r.step(api.StepRun, at)
+		case api.StepOutput:
+			if r.State == api.JobRenting || r.State == api.JobRunning {
+				r.State = api.JobOutput
+			}
+			r.step(api.StepOutput, at)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if c.Defined() {
+		// Pull it now, so that a provider that vanishes does not take the
+		// last checkpoint with it.
+		s.tasks.Go(func() { s.pullCheckpoint(ev.Job, from, c, ev.N) })
+	}
+	return struct{}{}, nil
+}
+
+func (s *Submitter) pullCheckpoint(id string, from peer.ID, c cid.Cid, num int) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.OutputTimeout)
+	defer cancel()
+	reason := pinCheckpoint(id, num)
+	if _, err := s.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: reason, MaxBytes: s.cfg.MaxOutputBytes, Progress: s.d.Metrics.Returned}); err != nil {
+		s.log.Warn("pull checkpoint", "job", id, "n", num, "err", err)
+		return
+	}
+	j := s.get(id)
+	var unpin []pinned
+	kept := false
+	if j != nil {
+		_ = s.update(j, func(r *Record) error {
+			if num <= r.CheckpointN {
+				return errors.New("a newer checkpoint arrived first")
+			}
+			if old, err := cid.Decode(r.Checkpoint); err == nil {
+				unpin = append(unpin, pinned{old, pinCheckpoint(id, r.CheckpointN)})
+			}
+			r.Checkpoint, r.CheckpointN = c.String(), num
+			kept = true
+			return nil
+		})
+	}
+	if !kept {
+		unpin = append(unpin, pinned{c, reason})
+	} else {
+		s.log.Info("checkpoint pulled", "job", id, "n", num, "cid", c)
+	}
+	for _, u := range unpin {
+		if err := s.d.Store.Unpin(ctx, u.root, u.reason); err != nil {
+			s.log.Warn("unpin superseded checkpoint", "job", id, "cid", u.root, "err", err)
+		}
+	}
+}
+
+type pinned struct {
+	root   cid.Cid
+	reason string
+}
+
+// HandleOutput fetches and checks the whole output DAG, then acknowledges.
+func (s *Submitter) HandleOutput(ctx context.Context, from peer.ID, raw json.RawMessage) (any, error) {
+	var req wire.OutputRequest
+	if err := p2p.DecodeStrict(raw, &req); err != nil {
+		return nil, err
+	}
+	c, err := cid.Decode(req.Output)
+	if err != nil {
+		return nil, fmt.Errorf("output: %w", err)
+	}
+	if _, err := s.leasedJob(req.Job, req.Lease, from); err != nil {
+		return nil, err
+	}
+	if _, err := s.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: pinOutput(req.Job), MaxBytes: s.cfg.MaxOutputBytes, Progress: s.d.Metrics.Returned}); err != nil {
+		return nil, fmt.Errorf("fetch output %s: %w", c, err)
+	}
+	j, err := s.leasedJob(req.Job, req.Lease, from)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.update(j, func(r *Record) error { r.Output = c.String(); return nil }); err != nil {
+		return nil, err
+	}
+	s.log.Info("output fetched", "job", req.Job, "cid", c)
+	return struct{}{}, nil
+}
+
+// HandleReceipt countersigns a receipt the provider signed, after checking
+// that it describes this lease and continues the chain, and stores it.
+func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.RawMessage) (any, error) {
+	var req wire.ReceiptRequest
+	if err := p2p.DecodeStrict(raw, &req); err != nil {
+		return nil, err
+	}
+	r, err := ledger.DecodeReceipt(req.Receipt)
+	if err != nil {
+		return nil, err
+	}
+	if r.Provider != from || r.Submitter != s.d.Self {
+		return nil, errors.New("receipt names other parties")
+	}
+	if err := r.Verify(); err != nil && !errors.Is(err, ledger.ErrUnsigned) {
+		return nil, err
+	}
+	j, err := s.leasedJob(r.Job, r.Lease, from)
+	if err != nil {
+		return nil, err
+	}
+	// One receipt of a lease at a time: each continues the last.
+	j.receipts.Lock()
+	defer j.receipts.Unlock()
+	s.mu.Lock()
+	terms := j.rec.Lease.Terms
+	s.mu.Unlock()
+	if r.GPUs != len(terms.GPUs) {
+		return nil, fmt.Errorf("receipt counts %d GPUs, the lease %d", r.GPUs, len(terms.GPUs))
+	}
+	signed := time.UnixMilli(terms.Proposed)
+	if r.HeldFrom.Before(signed.Add(-time.Minute)) || r.HeldUntil.After(time.Now().Add(time.Minute)) {
+		return nil, errors.New("receipt claims time outside the lease")
+	}
+	// A final receipt that comes after this side gave the provider up (a
+	// partition healed) is still countersigned: the provider held the GPUs
+	// and ran the job all along. A provider's own restart is billed only
+	// to the last time it saw the lease held.
+	prev, err := s.d.Ledger.ByLease(ctx, r.Lease)
+	if err != nil {
+		return nil, err
+	}
+	if uint64(len(prev)) != r.Seq {
+		// A retry of the last receipt (its reply was lost) gets the one
+		// already countersigned: the provider adopts it and goes on from
+		// there, so the chain never forks.
+		if len(prev) > 0 && r.Seq == uint64(len(prev)-1) {
+			last := prev[len(prev)-1].Receipt
+			if last.Final {
+				_ = s.update(j, func(rec *Record) error { s.applyFinal(rec, last); return nil })
+			}
+			return wire.ReceiptReply{Receipt: mustJSON(last)}, nil
+		}
+		return nil, fmt.Errorf("receipt %d out of sequence (have %d)", r.Seq, len(prev))
+	}
+	if len(prev) > 0 && prev[len(prev)-1].Receipt.Digest() != r.Prev {
+		return nil, errors.New("receipt does not continue the chain")
+	}
+	if err := r.Countersign(s.d.Key); err != nil {
+		return nil, err
+	}
+	if _, err := s.d.Ledger.Append(ctx, r); err != nil {
+		return nil, err
+	}
+	s.d.Metrics.Receipts.Inc()
+	now := time.Now()
+	// The receipt is in the ledger, the record of what was held; the job's
+	// own record follows, and a failure to write it is logged and counted.
+	_ = s.update(j, func(rec *Record) error {
+		rec.LastReceipt = now
+		j.lastContact = now
+		if r.Final {
+			s.applyFinal(rec, r)
+		}
+		return nil
+	})
+	if r.Final && r.Outcome == ledger.OutcomeProviderLost {
+		// A provider that restarted mid-run ends the lease itself.
+		s.tasks.Go(func() { s.autoResume(s.ctx, r.Job) })
+	}
+	return wire.ReceiptReply{Receipt: mustJSON(r)}, nil
+}
+
+// applyFinal records a final receipt's ending on the job. The caller holds
+// s.mu (through update).
+func (s *Submitter) applyFinal(r *Record, fin ledger.Receipt) {
+	if r.State != api.JobReleased {
+		s.log.Info("job released", "job", r.ID, "outcome", fin.Outcome, "attribution", fin.Attribution)
+	}
+	// The final receipt, signed by both, is the record: it replaces this
+	// side's own verdict (a provider given up for lost during a partition
+	// may come back with the job completed).
+	r.State = api.JobReleased
+	r.Outcome, r.Attribution, r.Reason, r.ExitCode = fin.Outcome, fin.Attribution, fin.Reason, fin.ExitCode
+	if fin.Checkpoint != "" && r.Checkpoint == "" {
+		r.Checkpoint = fin.Checkpoint
+	}
+	r.step(api.StepRelease, time.Now())
+}
+
+func distinct(s []string) bool {
+	seen := make(map[string]bool, len(s))
+	for _, v := range s {
+		if seen[v] {
+			return false
+		}
+		seen[v] = true
+	}
+	return true
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only fixed, marshalable types reach here
+	}
+	return b
+}

@@ -1,0 +1,125 @@
+package submitter
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/wire"
+)
+
+// Record is a job this node submitted, persisted under state.PrefixJob.
+type Record struct {
+	ID          string             `json:"id"`
+	Envelope    []byte             `json:"envelope"` // the signed declaration
+	Declaration market.Declaration `json:"declaration"`
+	// Sources are the declaration's data sources as the user gave them.
+	Sources     []string          `json:"sources,omitempty"`
+	ResumeOf    string            `json:"resume_of,omitempty"`
+	State       api.JobState      `json:"state"`
+	Outcome     string            `json:"outcome,omitempty"`
+	Attribution string            `json:"attribution,omitempty"`
+	Reason      string            `json:"reason,omitempty"`
+	ExitCode    *int              `json:"exit_code,omitempty"`
+	Lease       *wire.SignedLease `json:"lease,omitempty"`
+	Steps       []api.Step        `json:"steps"`
+	Output      string            `json:"output,omitempty"`
+	Checkpoint  string            `json:"checkpoint,omitempty"`
+	CheckpointN int               `json:"checkpoint_n,omitempty"`
+	Submitted   time.Time         `json:"submitted"`
+	Wait        string            `json:"wait,omitempty"` // why it waits, from the last Match
+	LastReceipt time.Time         `json:"last_receipt,omitempty"`
+	Withdrawn   bool              `json:"withdrawn,omitempty"` // asked to withdraw while leased
+	// Resumes counts how many resumptions lead to this job (0 for an
+	// original).
+	Resumes int `json:"resumes,omitempty"`
+	// Resumed is set once a resumption of this job was submitted
+	// automatically, so that it happens once.
+	Resumed bool `json:"resumed,omitempty"`
+}
+
+// step records that a step was reached, once, keeping the steps in their
+// order whatever order the news of them arrived in.
+func (r *Record) step(name api.StepName, at time.Time) {
+	for _, s := range r.Steps {
+		if s.Step == name {
+			return
+		}
+	}
+	r.Steps = append(r.Steps, api.Step{Step: name, At: at.UTC()})
+	slices.SortStableFunc(r.Steps, func(a, b api.Step) int { return a.Step.Order() - b.Step.Order() })
+}
+
+// stepAt is when a step was reached, or zero.
+func (r *Record) stepAt(name api.StepName) time.Time {
+	for _, s := range r.Steps {
+		if s.Step == name {
+			return s.At
+		}
+	}
+	return time.Time{}
+}
+
+func (r *Record) terminal() bool { return r.State.Terminal() }
+
+// copy returns a copy that shares nothing that later changes mutate.
+func (r *Record) copy() Record {
+	c := *r
+	c.Steps = slices.Clone(r.Steps)
+	return c
+}
+
+// job is one submitted job's runtime state.
+type job struct {
+	// rec and lastContact are guarded by the Submitter's mu.
+	rec *Record
+	// lastContact is when the provider was last heard from; not persisted:
+	// after a restart the provider gets a full window again.
+	lastContact time.Time
+	// save orders the writes of rec: a snapshot taken later is never
+	// overwritten by one taken earlier. It is taken before the
+	// Submitter's mu.
+	save sync.Mutex
+	// receipts serialises the receipts of the job's lease, which each link
+	// to the last. It is taken before save.
+	receipts sync.Mutex
+}
+
+// API renders a job record for the local API.
+func (r *Record) API() api.Job {
+	out := api.Job{
+		ID:          r.ID,
+		Name:        r.Declaration.Name,
+		State:       r.State,
+		Outcome:     r.Outcome,
+		Attribution: r.Attribution,
+		Steps:       slices.Clone(r.Steps),
+		ExitCode:    r.ExitCode,
+		Output:      r.Output,
+		Checkpoint:  r.Checkpoint,
+		GPUs:        []string{},
+		Reason:      r.Reason,
+		Submitted:   r.Submitted.UTC(),
+		ResumeOf:    r.ResumeOf,
+	}
+	for _, in := range r.Declaration.Data {
+		out.Inputs = append(out.Inputs, in.Source)
+	}
+	if r.State == api.JobQueued {
+		out.Reason = r.Wait
+		if out.Reason == "" {
+			out.Reason = "waiting for the next matching epoch"
+		}
+	}
+	if r.Lease != nil {
+		out.Provider = r.Lease.Terms.Provider
+		out.Lease = r.Lease.Terms.ID
+		out.GPUs = slices.Clone(r.Lease.Terms.GPUs)
+	}
+	if out.Steps == nil {
+		out.Steps = []api.Step{}
+	}
+	return out
+}

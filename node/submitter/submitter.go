@@ -1,0 +1,550 @@
+package submitter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/task"
+	"github.com/e31network/e31/node/view"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Errors the API maps to statuses (node/apiserver).
+var (
+	// ErrNotFound: no such job on this node.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalid: the request itself is wrong (a bad declaration, an
+	// ambiguous ID prefix); retrying it as is cannot succeed.
+	ErrInvalid = errors.New("invalid request")
+	// ErrConflict: the request does not fit the job's state (withdrawing a
+	// released job, fetching an output not there yet).
+	ErrConflict = errors.New("conflict with the job's state")
+)
+
+// invalid marks err as the caller's mistake, keeping its text.
+func invalid(err error) error { return fmt.Errorf("%w%w", err, errMark{ErrInvalid}) }
+
+// conflict marks err as a conflict with the job's state.
+func conflict(err error) error { return fmt.Errorf("%w%w", err, errMark{ErrConflict}) }
+
+// errMark adds a sentinel to an error's chain without adding to its text.
+type errMark struct{ err error }
+
+func (m errMark) Error() string { return "" }
+func (m errMark) Unwrap() error { return m.err }
+
+// What the submitter needs from the rest of the node.
+type (
+	// Store is the local content store (content.Store).
+	Store interface {
+		Import(ctx context.Context, path string, o content.ImportOptions) (cid.Cid, int64, error)
+		Pin(ctx context.Context, root cid.Cid, reason string) error
+		Unpin(ctx context.Context, root cid.Cid, reason string) error
+	}
+	// Fetcher fetches a DAG from a peer (content.Exchange).
+	Fetcher interface {
+		Fetch(ctx context.Context, from peer.ID, root cid.Cid, o content.FetchOptions) (content.FetchStats, error)
+	}
+	// Ledger stores receipts (ledger.Ledger).
+	Ledger interface {
+		Append(ctx context.Context, r ledger.Receipt) (ledger.Entry, error)
+		ByLease(ctx context.Context, lease string) ([]ledger.Entry, error)
+	}
+	// Caller sends a request over a direct stream and reads the reply.
+	Caller interface {
+		Call(ctx context.Context, to peer.ID, proto protocol.ID, req, resp any) error
+	}
+	// Publisher publishes on a gossip topic (p2p.Gossip).
+	Publisher interface {
+		Publish(ctx context.Context, topic, kind string, body any) (p2p.Signed, error)
+		PublishRaw(ctx context.Context, topic string, raw []byte) error
+	}
+	// Offers is the offer view (view.Offers).
+	Offers interface {
+		Get(provider string) (view.OfferEntry, bool)
+	}
+	// Leases tells which leases the network has heard of (view.Market).
+	Leases interface {
+		LeaseParties(id string) (provider, submitter string, ok bool)
+	}
+	// Access grants peers the right to fetch content (acl.List).
+	Access interface {
+		Allow(p peer.ID, root cid.Cid)
+	}
+	// Records persists job records (state.Store).
+	Records interface {
+		Put(prefix, id string, v any) error
+		Each(prefix string, fn func(b []byte) error) error
+	}
+)
+
+// Config holds the submitter's settings; see node.Config.
+type Config struct {
+	ProposalTTL       time.Duration
+	Heartbeat         time.Duration
+	OutputTimeout     time.Duration
+	ProviderLostAfter time.Duration
+	MaxInputBytes     int64
+	MaxOutputBytes    int64
+	// RequeueEvery is how often queued jobs are re-announced.
+	RequeueEvery time.Duration
+}
+
+// Deps are the parts of the node the submitter acts through.
+type Deps struct {
+	Key     crypto.PrivKey
+	Self    peer.ID
+	Store   Store
+	Fetcher Fetcher
+	Ledger  Ledger
+	Calls   Caller
+	Gossip  Publisher
+	Offers  Offers
+	Leases  Leases
+	Access  Access
+	Records Records
+	Metrics *Metrics
+	Log     *slog.Logger
+	// Addrs are this node's addresses, put in each declaration so that
+	// providers can reach it with a proposal.
+	Addrs func() []string
+}
+
+// Metrics are the submitter's counters, registered by the node.
+type Metrics struct {
+	Submitted     prometheus.Counter
+	Rejected      prometheus.Counter
+	Receipts      prometheus.Counter
+	PersistErrors prometheus.Counter
+	Returned      content.Progress
+}
+
+// Submitter follows the jobs this node submitted through their five steps.
+type Submitter struct {
+	// Immutable after New.
+	cfg Config
+	d   Deps
+	log *slog.Logger
+	// ctx ends when Shutdown starts.
+	ctx    context.Context
+	cancel context.CancelFunc
+	tasks  task.Group
+
+	mu     sync.Mutex      // guards jobs, each job's rec and lastContact, and joined; never held across I/O
+	jobs   map[string]*job // jobs this node submitted
+	joined time.Time       // when the first offer of another provider arrived
+}
+
+// New returns a submitter; Recover loads what a previous run left.
+func New(cfg Config, d Deps) *Submitter {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Submitter{cfg: cfg, d: d, log: d.Log, ctx: ctx, cancel: cancel, jobs: make(map[string]*job)}
+}
+
+// Shutdown stops the submitter's loops and waits for them until ctx ends.
+func (s *Submitter) Shutdown(ctx context.Context) error {
+	s.cancel()
+	return s.tasks.Wait(ctx)
+}
+
+// Start runs the submitter's loops (provider watch, requeue) until
+// Shutdown.
+func (s *Submitter) Start() {
+	s.tasks.Go(func() { s.watchProviders(s.ctx) })
+	s.tasks.Go(func() { s.requeueLoop(s.ctx) })
+}
+
+// Joined records that another provider's offer arrived: silence of a
+// provider counts from then, not from before this node was in touch.
+func (s *Submitter) Joined(at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.joined.IsZero() {
+		s.joined = at
+	}
+}
+
+// update changes a job's record under the lock and persists it after. When
+// fn returns an error nothing changes and nothing is written.
+func (s *Submitter) update(j *job, fn func(r *Record) error) error {
+	j.save.Lock()
+	defer j.save.Unlock()
+	s.mu.Lock()
+	if err := fn(j.rec); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	snap := j.rec.copy()
+	s.mu.Unlock()
+	return s.write(&snap)
+}
+
+func (s *Submitter) write(r *Record) error {
+	if err := s.d.Records.Put(state.PrefixJob, r.ID, r); err != nil {
+		s.d.Metrics.PersistErrors.Inc()
+		s.log.Error("persist job", "job", r.ID, "err", err)
+		return fmt.Errorf("persist job %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// get returns a job, or nil.
+func (s *Submitter) get(id string) *job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.jobs[id]
+}
+
+// Pin reasons of what a submitter keeps for a job.
+func pinInput(job string) string  { return "input of job " + job }
+func pinOutput(job string) string { return "output of job " + job }
+func pinCheckpoint(job string, n int) string {
+	return fmt.Sprintf("checkpoint %d of job %s", n, job)
+}
+
+// pinImporting holds an input between its import and the job's own pin.
+const pinImporting = "input of a submitted job"
+
+// Submit validates a declaration (or, with resumeOf, builds the one that
+// resumes that job), imports its local inputs, signs it and broadcasts it.
+// Nothing is broadcast for a declaration that fails any check.
+func (s *Submitter) Submit(ctx context.Context, raw []byte, resumeOf string, progress content.Progress) (api.Job, error) {
+	var decl market.Declaration
+	if resumeOf != "" {
+		d, err := s.resumeDeclaration(resumeOf)
+		if err != nil {
+			return api.Job{}, err
+		}
+		decl = d
+	} else {
+		d, err := market.DecodeDeclaration(raw)
+		if err != nil {
+			s.d.Metrics.Rejected.Inc()
+			return api.Job{}, invalid(err)
+		}
+		decl = d
+	}
+	if err := market.CheckSources(decl, func(path string) (bool, error) {
+		if !filepath.IsAbs(path) {
+			return false, fmt.Errorf("%q is not an absolute path", path)
+		}
+		_, err := os.Stat(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return err == nil, err
+	}); err != nil {
+		s.d.Metrics.Rejected.Inc()
+		return api.Job{}, invalid(err)
+	}
+	sources := make([]string, len(decl.Data))
+	for i, in := range decl.Data {
+		sources[i] = in.Source
+		if _, err := cid.Decode(in.Source); err == nil {
+			continue
+		}
+		c, _, err := s.d.Store.Import(ctx, in.Source, content.ImportOptions{MaxBytes: s.cfg.MaxInputBytes, Progress: progress, Pin: pinImporting})
+		if err != nil {
+			if errors.Is(err, content.ErrTooLarge) {
+				return api.Job{}, invalid(fmt.Errorf("data[%d].source: %w", i, err))
+			}
+			return api.Job{}, fmt.Errorf("import data[%d].source %s: %w", i, in.Source, err)
+		}
+		decl.Data[i].Source = c.String()
+	}
+	body := wire.DeclarationBody{Declaration: decl, Addrs: s.d.Addrs(), ResumeOf: resumeOf}
+	if err := body.Check(); err != nil {
+		return api.Job{}, invalid(err)
+	}
+	sealed, err := p2p.Seal(s.d.Key, wire.KindDeclaration, body, time.Now())
+	if err != nil {
+		return api.Job{}, invalid(err)
+	}
+	if len(sealed.Raw) > wire.MaxDeclarationEnvelope {
+		return api.Job{}, invalid(fmt.Errorf("the signed declaration is %d bytes, over the %d a queued job can be re-announced in: make work.env or the command shorter", len(sealed.Raw), wire.MaxDeclarationEnvelope))
+	}
+	id := wire.JobID(sealed)
+	now := time.Now()
+	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Sources: sources, ResumeOf: resumeOf, State: api.JobQueued, Submitted: now}
+	rec.step(api.StepSubmit, now)
+	for _, in := range decl.Data {
+		c, _ := cid.Decode(in.Source)
+		if err := s.d.Store.Pin(ctx, c, pinInput(id)); err != nil {
+			return api.Job{}, fmt.Errorf("pin data %s: %w", c, err)
+		}
+	}
+	j := &job{rec: rec}
+	s.mu.Lock()
+	if parent, ok := s.jobs[resumeOf]; ok {
+		rec.Resumes = parent.rec.Resumes + 1
+	}
+	snap := rec.copy()
+	s.mu.Unlock()
+	// Saved before it is broadcast: a proposal may arrive at once.
+	if err := s.write(&snap); err != nil {
+		return api.Job{}, err
+	}
+	s.mu.Lock()
+	s.jobs[id] = j
+	s.mu.Unlock()
+	if err := s.d.Gossip.PublishRaw(ctx, p2p.TopicJobs, sealed.Raw); err != nil {
+		// Saved and queued: the requeue loop announces it again.
+		s.log.Warn("announce job", "job", id, "err", err)
+	}
+	s.d.Metrics.Submitted.Inc()
+	s.log.Info("job submitted", "job", id, "name", decl.Name, "gpus", decl.Request.GPUs)
+	return snap.API(), nil
+}
+
+// resumeDeclaration builds the declaration of a job that continues another
+// from its last checkpoint: the same work, with the checkpoint staged at
+// the checkpoint path.
+func (s *Submitter) resumeDeclaration(of string) (market.Declaration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[of]
+	if !ok {
+		return market.Declaration{}, fmt.Errorf("job %s: %w", of, ErrNotFound)
+	}
+	r := j.rec
+	cp := r.Declaration.Output.Checkpoints
+	if cp == nil {
+		return market.Declaration{}, invalid(fmt.Errorf("job %s declares no checkpoints to resume from", of))
+	}
+	if !r.terminal() {
+		return market.Declaration{}, conflict(fmt.Errorf("job %s is still %s; withdraw it first", of, r.State))
+	}
+	d := r.Declaration
+	if r.Checkpoint == "" {
+		if !r.Resumed {
+			return market.Declaration{}, conflict(fmt.Errorf("job %s has no checkpoint yet", of))
+		}
+		// Lost before its first checkpoint: an automatic resume starts it
+		// again from the beginning.
+		return d, d.Validate()
+	}
+	// The checkpoint is staged read-only beside the checkpoint path, and
+	// named in E31_RESUME_FROM; a job that was itself a resumption swaps
+	// its old checkpoint for the new.
+	mount := cp.Path + "-resume"
+	d.Data = slices.DeleteFunc(slices.Clone(d.Data), func(in market.Input) bool { return in.Mount == mount })
+	d.Data = append(d.Data, market.Input{Source: r.Checkpoint, Mount: mount})
+	d.Work.Env = maps.Clone(d.Work.Env)
+	if d.Work.Env == nil {
+		d.Work.Env = map[string]string{}
+	}
+	d.Work.Env["E31_RESUME_FROM"] = mount
+	return d, d.Validate()
+}
+
+// Withdraw withdraws one of this node's jobs: a queued job ends at once
+// with nothing owed; a leased one is stopped by its provider and released
+// with outcome withdrawn.
+func (s *Submitter) Withdraw(ctx context.Context, id string) (api.Job, error) {
+	j := s.get(id)
+	if j == nil {
+		return api.Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	var provider peer.ID
+	var lease string
+	var out api.Job
+	err := s.update(j, func(r *Record) error {
+		if r.terminal() {
+			return conflict(fmt.Errorf("job %s is already %s", id, r.State))
+		}
+		if r.State == api.JobQueued {
+			r.State = api.JobWithdrawn
+			r.Outcome, r.Attribution = ledger.OutcomeWithdrawn, ledger.AttributionSubmitter
+			r.Wait = ""
+		} else {
+			r.Withdrawn = true
+			provider, _ = peer.Decode(r.Lease.Terms.Provider)
+			lease = r.Lease.Terms.ID
+		}
+		out = r.API()
+		return nil
+	})
+	if err != nil && out.ID == "" {
+		return api.Job{}, err
+	}
+	if err != nil {
+		// Withdrawn in memory; the withdrawal goes out all the same, and a
+		// restart would find the job as it was before.
+		s.log.Warn("withdrawal not persisted", "job", id, "err", err)
+	}
+	if _, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindWithdrawal, wire.WithdrawalBody{Job: id}); err != nil {
+		s.log.Warn("announce withdrawal", "job", id, "err", err)
+	}
+	if provider != "" {
+		if err := s.d.Calls.Call(ctx, provider, wire.ProtoWithdraw, wire.WithdrawRequest{Lease: lease, Job: id}, nil); err != nil {
+			s.log.Warn("tell provider of withdrawal", "job", id, "err", err)
+		}
+	}
+	return out, nil
+}
+
+// Jobs lists this node's jobs, oldest first.
+func (s *Submitter) Jobs() []api.Job {
+	s.mu.Lock()
+	out := make([]api.Job, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		out = append(out, j.rec.API())
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b api.Job) int {
+		if c := a.Submitted.Compare(b.Submitted); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// Job returns one job by its ID or a unique prefix of it.
+func (s *Submitter) Job(id string) (api.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, err := s.find(id)
+	if err != nil {
+		return api.Job{}, err
+	}
+	return j.rec.API(), nil
+}
+
+// Counts returns how many jobs are in each state, for metrics.
+func (s *Submitter) Counts() map[api.JobState]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[api.JobState]int)
+	for _, j := range s.jobs {
+		out[j.rec.State]++
+	}
+	return out
+}
+
+// find resolves a job ID or a unique prefix of one. The caller holds s.mu.
+func (s *Submitter) find(id string) (*job, error) {
+	if j, ok := s.jobs[id]; ok {
+		return j, nil
+	}
+	var found *job
+	for k, j := range s.jobs {
+		if id != "" && strings.HasPrefix(k, id) {
+			if found != nil {
+				return nil, invalid(fmt.Errorf("job ID prefix %q is ambiguous", id))
+			}
+			found = j
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("job %s: %w (only jobs submitted from this node are known here)", id, ErrNotFound)
+	}
+	return found, nil
+}
+
+// Recover loads this node's jobs from the record store, so that a restart
+// forgets nothing: submitted jobs are listed again and go on waiting for
+// their provider, which may fetch their inputs again.
+func (s *Submitter) Recover() error {
+	var recs []*Record
+	err := s.d.Records.Each(state.PrefixJob, func(b []byte) error {
+		var r Record
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("job record: %w", err)
+		}
+		recs = append(recs, &r)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range recs {
+		s.jobs[r.ID] = &job{rec: r}
+		if r.Lease == nil {
+			continue
+		}
+		if p, err := peer.Decode(r.Lease.Terms.Provider); err == nil {
+			for _, in := range r.Declaration.Data {
+				if c, err := cid.Decode(in.Source); err == nil {
+					s.d.Access.Allow(p, c)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// RecordWaits keeps, for this node's queued jobs, the reason Match gave.
+func (s *Submitter) RecordWaits(res market.Result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range res.Waiting {
+		if j, ok := s.jobs[w.Job]; ok && j.rec.State == api.JobQueued {
+			j.rec.Wait = w.Reason
+		}
+	}
+	for _, a := range res.Assignments {
+		if j, ok := s.jobs[a.Job]; ok && j.rec.State == api.JobQueued {
+			j.rec.Wait = "matched to provider " + a.Provider + "; waiting for its proposal"
+		}
+	}
+}
+
+// Output returns the CID of a job's output (or last checkpoint), with the
+// job's full ID.
+func (s *Submitter) Output(id string, checkpoint bool) (jobID string, root cid.Cid, err error) {
+	s.mu.Lock()
+	j, err := s.find(id)
+	if err != nil {
+		s.mu.Unlock()
+		return "", cid.Undef, err
+	}
+	r := j.rec
+	which, what := r.Output, "output"
+	if checkpoint {
+		which, what = r.Checkpoint, "checkpoint"
+	}
+	jobID, st := r.ID, r.State
+	s.mu.Unlock()
+	if which == "" {
+		return jobID, cid.Undef, conflict(fmt.Errorf("job %s has no %s yet (state %s)", jobID, what, st))
+	}
+	c, err := cid.Decode(which)
+	if err != nil {
+		return jobID, cid.Undef, fmt.Errorf("job %s %s %q: %w", jobID, what, which, err)
+	}
+	return jobID, c, nil
+}
+
+// FullID resolves a job ID prefix; an unknown one is returned as given.
+func (s *Submitter) FullID(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j, err := s.find(id); err == nil {
+		return j.rec.ID
+	}
+	return id
+}

@@ -1,0 +1,247 @@
+package submitter
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// watchProviders ends, as provider-lost, the leases of this node's jobs
+// whose provider has gone silent: no offer heartbeat and no message for
+// ProviderLostAfter. The record of held time is the last receipt both
+// signed; the job keeps the last checkpoint it pulled, and a declaration
+// that asks for it is resumed from there at once.
+func (s *Submitter) watchProviders(ctx context.Context) {
+	tick := time.NewTicker(min(s.cfg.ProviderLostAfter/4, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			for _, id := range s.silentProviders(now) {
+				s.providerLost(ctx, id, now)
+			}
+			s.requeueUnconfirmed(now)
+		}
+	}
+}
+
+// silentProviders lists this node's leased jobs whose provider has not been
+// heard from for ProviderLostAfter, and notes when the others were.
+func (s *Submitter) silentProviders(now time.Time) []string {
+	type leased struct {
+		j        *job
+		provider string
+		last     time.Time
+	}
+	var jobs []leased
+	s.mu.Lock()
+	joined := s.joined
+	if joined.IsZero() {
+		// This node has heard no provider since it started: it is the one
+		// cut off, not the providers.
+		s.mu.Unlock()
+		return nil
+	}
+	for _, j := range s.jobs {
+		if j.rec.Lease == nil || j.rec.terminal() {
+			continue
+		}
+		// After a restart, silence counts from when this node rejoined.
+		jobs = append(jobs, leased{j, j.rec.Lease.Terms.Provider, latest(j.lastContact, joined)})
+	}
+	s.mu.Unlock()
+	var out []string
+	for _, l := range jobs {
+		last := l.last
+		if e, ok := s.d.Offers.Get(l.provider); ok && e.LastSeen.After(last) {
+			last = e.LastSeen
+		}
+		// A connection proves nothing: a QUIC connection to a killed peer
+		// looks alive until it idles out. Only a heartbeat or a message does.
+		if p, err := peer.Decode(l.provider); err == nil && p == s.d.Self {
+			last = now
+		}
+		if now.Sub(last) > s.cfg.ProviderLostAfter {
+			s.mu.Lock()
+			out = append(out, l.j.rec.ID)
+			s.mu.Unlock()
+			continue
+		}
+		s.mu.Lock()
+		if last.After(l.j.lastContact) {
+			l.j.lastContact = last
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// providerLost ends a job's lease on the submitter's side.
+func (s *Submitter) providerLost(ctx context.Context, id string, now time.Time) {
+	j := s.get(id)
+	if j == nil {
+		return
+	}
+	var t wire.LeaseTerms
+	var silent time.Duration
+	err := s.update(j, func(r *Record) error {
+		if r.terminal() || r.Lease == nil {
+			return errSkip
+		}
+		t = r.Lease.Terms
+		silent = now.Sub(j.lastContact).Round(time.Second)
+		r.State = api.JobReleased
+		r.Outcome, r.Attribution = ledger.OutcomeProviderLost, ledger.AttributionProvider
+		r.Reason = fmt.Sprintf("provider %s silent for %s", t.Provider, silent)
+		r.step(api.StepRelease, now)
+		return nil
+	})
+	if err == errSkip {
+		return
+	}
+	s.log.Warn("provider lost", "job", id, "lease", t.ID, "provider", t.Provider, "silent", silent)
+
+	// Everyone's view frees the lease, as it would on the provider's own
+	// release; the held time on record is the last countersigned receipt.
+	var heldMs int64
+	if es, err := s.d.Ledger.ByLease(ctx, t.ID); err == nil && len(es) > 0 {
+		heldMs = es[len(es)-1].Receipt.Held().Milliseconds()
+	}
+	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
+		Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, HeldMs: heldMs, At: now.UnixMilli()}
+	if _, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
+		s.log.Warn("announce provider-lost release", "lease", t.ID, "err", err)
+	}
+	s.autoResume(ctx, id)
+}
+
+// errSkip tells update that there is nothing to change.
+var errSkip = fmt.Errorf("nothing to change")
+
+// autoResume resubmits a job lost with its provider, from its last
+// checkpoint (or from the start, if none was taken), when its declaration
+// asks for it and its resumes are not used up.
+func (s *Submitter) autoResume(ctx context.Context, id string) {
+	j := s.get(id)
+	if j == nil {
+		return
+	}
+	err := s.update(j, func(r *Record) error {
+		cp := r.Declaration.Output.Checkpoints
+		if r.Outcome != ledger.OutcomeProviderLost || r.Resumed || cp == nil || cp.Resume != market.ResumeAuto || r.Resumes >= cp.MaxResumes {
+			return errSkip
+		}
+		r.Resumed = true
+		return nil
+	})
+	if err == errSkip {
+		return
+	}
+	if err != nil {
+		// Not on disk: resuming now could resume twice after a restart.
+		s.log.Warn("automatic resume not recorded; not resuming", "job", id, "err", err)
+		return
+	}
+	r, err := s.Submit(ctx, nil, id, nil)
+	if err != nil {
+		s.log.Warn("automatic resume", "job", id, "err", err)
+		return
+	}
+	s.log.Info("resumed after losing its provider", "job", id, "as", r.ID)
+}
+
+// requeueUnconfirmed puts back in the queue a job whose lease this node
+// countersigned but that its provider never announced: the countersignature
+// was lost on the way, or the provider crashed before it recorded the lease.
+// The provider never held the GPUs for it, so nothing is owed.
+func (s *Submitter) requeueUnconfirmed(now time.Time) {
+	wait := 2*s.cfg.ProposalTTL + 3*s.cfg.Heartbeat
+	type candidate struct {
+		j     *job
+		lease string
+	}
+	var cands []candidate
+	s.mu.Lock()
+	for _, j := range s.jobs {
+		r := j.rec
+		if r.State != api.JobRenting || r.Lease == nil || r.Withdrawn {
+			continue
+		}
+		if now.Sub(r.stepAt(api.StepRent)) < wait || !r.LastReceipt.IsZero() {
+			continue
+		}
+		cands = append(cands, candidate{j, r.Lease.Terms.ID})
+	}
+	s.mu.Unlock()
+	for _, c := range cands {
+		if _, _, ok := s.d.Leases.LeaseParties(c.lease); ok {
+			continue
+		}
+		err := s.update(c.j, func(r *Record) error {
+			if r.State != api.JobRenting || r.Lease == nil || r.Lease.Terms.ID != c.lease || !r.LastReceipt.IsZero() {
+				return errSkip
+			}
+			r.State = api.JobQueued
+			r.Lease = nil
+			r.Steps = slices.DeleteFunc(r.Steps, func(st api.Step) bool { return st.Step != api.StepSubmit })
+			return nil
+		})
+		if err != errSkip {
+			s.log.Warn("lease never announced by its provider: back in the queue", "job", c.j.rec.ID, "lease", c.lease)
+		}
+	}
+}
+
+// requeueLoop re-announces this node's queued jobs every RequeueEvery.
+func (s *Submitter) requeueLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.RequeueEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.requeue(ctx)
+	}
+}
+
+// requeue re-announces the queued jobs now.
+func (s *Submitter) requeue(ctx context.Context) {
+	var envs [][]byte
+	s.mu.Lock()
+	for _, j := range s.jobs {
+		if j.rec.State == api.JobQueued {
+			envs = append(envs, j.rec.Envelope)
+		}
+	}
+	s.mu.Unlock()
+	batches, tooLarge := wire.RequeueBatches(envs)
+	if len(tooLarge) > 0 {
+		// Refused at submit since; only a job queued by an older version
+		// can be here.
+		s.log.Warn("queued declarations too large to re-announce", "count", len(tooLarge))
+	}
+	for _, b := range batches {
+		if _, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueBody{Declarations: b}); err != nil && ctx.Err() == nil {
+			s.log.Warn("re-announce queued jobs", "err", err)
+		}
+	}
+}

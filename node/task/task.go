@@ -1,0 +1,74 @@
+// Package task runs the goroutines a long-lived part of the daemon starts
+// (loops, leases, stream handlers) so that its Shutdown knows them all: a
+// Group refuses new work once it is closing, and Wait returns when what was
+// started has ended, or when the caller's patience runs out.
+package task
+
+import (
+	"context"
+	"sync"
+)
+
+// Group is a set of goroutines that stop with their owner. The zero value
+// is ready to use.
+type Group struct {
+	mu      sync.Mutex // guards closing and the Add half of wg
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// Go runs fn in a goroutine unless the group is closing; it reports whether
+// fn was started.
+func (g *Group) Go(fn func()) bool {
+	g.mu.Lock()
+	if g.closing {
+		g.mu.Unlock()
+		return false
+	}
+	g.wg.Add(1)
+	g.mu.Unlock()
+	go func() {
+		defer g.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// Close stops the group from starting anything new.
+func (g *Group) Close() {
+	g.mu.Lock()
+	g.closing = true
+	g.mu.Unlock()
+}
+
+// Wait closes the group and waits until every goroutine it started has
+// returned, or ctx ends; it returns ctx's error in the second case.
+func (g *Group) Wait(ctx context.Context) error {
+	g.Close()
+	done := make(chan struct{})
+	go func() {
+		g.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Do runs fn in the calling goroutine unless the group is closing, and
+// counts it among the work Wait waits for; it reports whether fn ran.
+func (g *Group) Do(fn func()) bool {
+	g.mu.Lock()
+	if g.closing {
+		g.mu.Unlock()
+		return false
+	}
+	g.wg.Add(1)
+	g.mu.Unlock()
+	defer g.wg.Done()
+	fn()
+	return true
+}

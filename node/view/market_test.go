@@ -1,0 +1,102 @@
+package view
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/node/wire/wiretest"
+	"github.com/e31network/e31/p2p"
+)
+
+// The checks of the jobs topic that need the view: a withdrawal counts only
+// from the job's submitter, a release only from a party to its lease, and a
+// requeue only with the wrapper's own declarations.
+func TestJobMessagesCheckedAgainstTheView(t *testing.T) {
+	sub, prov, stranger := wiretest.FreshParty(t), wiretest.FreshParty(t), wiretest.FreshParty(t)
+	v := NewMarket()
+	now := time.Now()
+
+	decl := wiretest.OnWire(t, sub, wire.KindDeclaration, wiretest.Declaration(t, wiretest.CID(t, "input")))
+	if err := v.ValidateJobMessage(decl); err != nil {
+		t.Fatal(err)
+	}
+	var db wire.DeclarationBody
+	if err := decl.Decode(&db); err != nil {
+		t.Fatal(err)
+	}
+	id := wire.JobID(decl)
+	v.AddJob(&OpenJob{ID: id, Submitter: sub.ID, Body: db, Raw: decl.Raw, Seen: now})
+
+	forged := wiretest.OnWire(t, stranger, wire.KindWithdrawal, wire.WithdrawalBody{Job: id})
+	if err := v.ValidateJobMessage(forged); !errors.Is(err, p2p.ErrForged) {
+		t.Fatalf("withdrawal by a stranger: %v, want forged", err)
+	}
+	if err := v.ValidateJobMessage(wiretest.OnWire(t, sub, wire.KindWithdrawal, wire.WithdrawalBody{Job: id})); err != nil {
+		t.Fatalf("withdrawal by the submitter: %v", err)
+	}
+
+	l := wiretest.SignedLease(t, prov, sub)
+	v.AddLease(l, now)
+	r := wiretest.Release(prov.ID, sub.ID)
+	r.Lease = l.Terms.ID
+	if err := v.ValidateJobMessage(wiretest.OnWire(t, prov, wire.KindRelease, r)); err != nil {
+		t.Fatalf("release by the provider: %v", err)
+	}
+	// A stranger naming itself as the submitter of someone else's lease.
+	r2 := r
+	r2.Submitter = stranger.ID.String()
+	if err := v.ValidateJobMessage(wiretest.OnWire(t, stranger, wire.KindRelease, r2)); !errors.Is(err, p2p.ErrForged) {
+		t.Fatalf("release by a stranger: %v, want forged", err)
+	}
+
+	// A requeue must carry only its signer's declarations.
+	if err := v.ValidateJobMessage(wiretest.OnWire(t, sub, wire.KindRequeue, wire.RequeueBody{Declarations: [][]byte{decl.Raw}})); err != nil {
+		t.Fatalf("requeue by the submitter: %v", err)
+	}
+	if err := v.ValidateJobMessage(wiretest.OnWire(t, stranger, wire.KindRequeue, wire.RequeueBody{Declarations: [][]byte{decl.Raw}})); !errors.Is(err, p2p.ErrForged) {
+		t.Fatalf("requeue of another's declaration: %v, want forged", err)
+	}
+}
+
+// An early release by strangers does not end a lease announced later.
+func TestEarlyReleaseMustNameTheParties(t *testing.T) {
+	sub, prov, stranger := wiretest.FreshParty(t), wiretest.FreshParty(t), wiretest.FreshParty(t)
+	v := NewMarket()
+	now := time.Now()
+	l := wiretest.SignedLease(t, prov, sub)
+	r := wiretest.Release(stranger.ID, sub.ID)
+	r.Lease = l.Terms.ID
+	v.ReleaseLease(r, stranger.ID, now)
+	v.AddLease(l, now)
+	mv := v.Snapshot(1, now.Add(time.Second), now.Add(time.Second), nil)
+	if len(mv.Leases) != 1 {
+		t.Fatalf("lease released by a stranger's early release: %d live", len(mv.Leases))
+	}
+}
+
+// One submitter cannot make a view hold more than its share of open jobs,
+// and closing or expiring jobs frees room.
+func TestOpenJobsPerSubmitterBounded(t *testing.T) {
+	sub := wiretest.FreshParty(t)
+	v := NewMarket()
+	now := time.Now()
+	for i := 0; i < maxOpenJobsPerSubmitter; i++ {
+		if !v.AddJob(&OpenJob{ID: fmt.Sprint("j", i), Submitter: sub.ID, Seen: now}) {
+			t.Fatalf("job %d refused under the bound", i)
+		}
+	}
+	if v.AddJob(&OpenJob{ID: "over", Submitter: sub.ID, Seen: now}) {
+		t.Fatal("a job over the bound was accepted")
+	}
+	v.CloseJob("j0", sub.ID, now)
+	if !v.AddJob(&OpenJob{ID: "over", Submitter: sub.ID, Seen: now}) {
+		t.Fatal("closing a job did not free room")
+	}
+	v.Prune(now.Add(time.Hour), time.Hour, time.Minute)
+	if len(v.open) != 0 {
+		t.Fatalf("expired jobs still counted: %v", v.open)
+	}
+}

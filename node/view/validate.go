@@ -1,0 +1,42 @@
+package view
+
+import (
+	"fmt"
+
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+)
+
+// ValidateJobMessage is the body validator of the jobs topic: the stateless
+// checks of wire.ValidateJobMessage, plus those that need the view: a
+// withdrawal of a known job must be signed by that job's submitter, a
+// release of a known lease must name its parties (one of whom signed it),
+// and a lease must name its job's declarer as the submitter.
+func (v *Market) ValidateJobMessage(s p2p.Signed) error {
+	if err := wire.ValidateJobMessage(s); err != nil {
+		return err
+	}
+	switch s.Message.Kind {
+	case wire.KindRelease:
+		var b wire.ReleaseBody
+		_ = s.Decode(&b) // decoded by wire.ValidateJobMessage already
+		if prov, sub, ok := v.LeaseParties(b.Lease); ok {
+			if b.Provider != prov || b.Submitter != sub {
+				return fmt.Errorf("%w: release of lease %s names parties %s and %s, the lease %s and %s", p2p.ErrForged, b.Lease, b.Provider, b.Submitter, prov, sub)
+			}
+		}
+	case wire.KindLease:
+		var l wire.SignedLease
+		_ = s.Decode(&l)
+		if sub, ok := v.SubmitterOf(l.Terms.Job); ok && sub.String() != l.Terms.Submitter {
+			return fmt.Errorf("%w: lease of job %s names submitter %s, not its declarer %s", p2p.ErrForged, l.Terms.Job, l.Terms.Submitter, sub)
+		}
+	case wire.KindWithdrawal:
+		var b wire.WithdrawalBody
+		_ = s.Decode(&b)
+		if sub, ok := v.SubmitterOf(b.Job); ok && sub != s.Signer {
+			return fmt.Errorf("%w: withdrawal of job %s signed by %s, not its submitter %s", p2p.ErrForged, b.Job, s.Signer, sub)
+		}
+	}
+	return nil
+}

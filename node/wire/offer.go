@@ -1,0 +1,78 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// KindOffer is the message kind of a provider's offer on the offers topic.
+const KindOffer = "offer"
+
+// OfferBody is the wire form of an offer. Heartbeat tells every peer how soon
+// to expect the next one, so a provider's absence is judged by its own
+// schedule rather than the receiver's.
+type OfferBody struct {
+	Offer       market.Offer `json:"offer"`
+	Addrs       []string     `json:"addrs"`
+	HeartbeatMs int64        `json:"heartbeat_ms"`
+}
+
+// Bounds on what a remote offer may say, so one peer cannot bloat every view.
+const (
+	MaxOfferGPUs  = 256
+	MaxOfferAddrs = 32
+	MaxStringLen  = 256
+)
+
+// ValidateOffer is the body validator of offers: structurally sound, and
+// the provider named is the signer.
+func ValidateOffer(s p2p.Signed) error {
+	if s.Message.Kind != KindOffer {
+		return fmt.Errorf("offers topic carries offers, not %q", s.Message.Kind)
+	}
+	var b OfferBody
+	if err := s.Decode(&b); err != nil {
+		return err
+	}
+	return b.Check(s.Signer)
+}
+
+func (b OfferBody) Check(signer peer.ID) error {
+	if b.Offer.Provider != signer.String() {
+		return fmt.Errorf("%w: offer names provider %q but is signed by %s", p2p.ErrForged, b.Offer.Provider, signer)
+	}
+	if len(b.Offer.GPUs) > MaxOfferGPUs {
+		return fmt.Errorf("offer lists %d GPUs, limit %d", len(b.Offer.GPUs), MaxOfferGPUs)
+	}
+	if len(b.Addrs) > MaxOfferAddrs {
+		return fmt.Errorf("offer lists %d addresses, limit %d", len(b.Addrs), MaxOfferAddrs)
+	}
+	if b.HeartbeatMs < 50 || b.HeartbeatMs > int64(time.Hour/time.Millisecond) {
+		return fmt.Errorf("offer heartbeat %dms out of range", b.HeartbeatMs)
+	}
+	if b.Offer.CPUs < 0 {
+		return errors.New("offer has negative CPUs")
+	}
+	seenIdx := map[int]bool{}
+	seenUUID := map[string]bool{}
+	for i, g := range b.Offer.GPUs {
+		if g.UUID == "" || len(g.UUID) > MaxStringLen || len(g.Model) > MaxStringLen {
+			return fmt.Errorf("offer gpus[%d]: bad uuid or model", i)
+		}
+		if g.Index < 0 || seenIdx[g.Index] || seenUUID[g.UUID] {
+			return fmt.Errorf("offer gpus[%d]: duplicate or negative index/uuid", i)
+		}
+		seenIdx[g.Index], seenUUID[g.UUID] = true, true
+	}
+	for _, a := range b.Addrs {
+		if len(a) > MaxStringLen {
+			return errors.New("offer address too long")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package wire
+
+import (
+	"encoding/json"
+
+	"github.com/e31network/e31/node/api"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// Direct-stream protocols between the two parties of a lease. Each carries
+// one request and one reply (p2p.Call / p2p.Serve).
+const (
+	// ProtoLease: provider → submitter, a signed proposal; the reply is the
+	// submitter's countersignature or a refusal.
+	ProtoLease protocol.ID = "/e31/lease/1"
+	// ProtoEvent: provider → submitter, a step reached or a checkpoint
+	// taken.
+	ProtoEvent protocol.ID = "/e31/event/1"
+	// ProtoOutput: provider → submitter, the output's CID; the submitter
+	// fetches and checks the whole DAG before it replies.
+	ProtoOutput protocol.ID = "/e31/output/1"
+	// ProtoReceipt: provider → submitter, a provider-signed receipt; the
+	// reply is the same receipt countersigned.
+	ProtoReceipt protocol.ID = "/e31/receipt/1"
+	// ProtoWithdraw: submitter → provider, stop a leased job.
+	ProtoWithdraw protocol.ID = "/e31/withdraw/1"
+)
+
+// Refusal codes: the machine-readable reason a party sends with a refused
+// request (p2p.Refuse on one side, p2p.RefusalCode on the other), so that
+// the caller branches on a code, never on the text.
+const (
+	// CodeNotQueued: the submitter declines a proposal because the job is
+	// no longer queued (leased elsewhere, withdrawn or over). The provider
+	// closes the job in its view.
+	CodeNotQueued = "not-queued"
+	// CodeDeclined: the submitter declines a proposal whose terms do not
+	// match the job.
+	CodeDeclined = "declined"
+	// CodeUnknownJob: no such job, or not under this lease.
+	CodeUnknownJob = "unknown-job"
+)
+
+// ProposeRequest carries a provider's signed proposal (ProtoLease).
+type ProposeRequest struct {
+	Lease SignedLease `json:"lease"`
+}
+
+// ProposeReply carries the submitter's countersignature.
+type ProposeReply struct {
+	SubmitterSig []byte `json:"submitter_sig"`
+}
+
+// EventRequest tells the submitter of a step reached or a checkpoint taken
+// (ProtoEvent).
+type EventRequest struct {
+	Lease string       `json:"lease"`
+	Job   string       `json:"job"`
+	Step  api.StepName `json:"step,omitempty"`
+	At    int64        `json:"at"`
+	// Checkpoint, with N, announces checkpoint N; the submitter pulls it.
+	Checkpoint string `json:"checkpoint,omitempty"`
+	N          int    `json:"n,omitempty"`
+}
+
+// OutputRequest hands the submitter the output's CID (ProtoOutput).
+type OutputRequest struct {
+	Lease  string `json:"lease"`
+	Job    string `json:"job"`
+	Output string `json:"output"`
+}
+
+// ReceiptRequest carries a receipt the provider signed (ProtoReceipt).
+type ReceiptRequest struct {
+	Receipt json.RawMessage `json:"receipt"`
+}
+
+// ReceiptReply carries the receipt countersigned.
+type ReceiptReply struct {
+	Receipt json.RawMessage `json:"receipt"`
+}
+
+// WithdrawRequest asks the provider to stop a leased job (ProtoWithdraw).
+type WithdrawRequest struct {
+	Lease string `json:"lease"`
+	Job   string `json:"job"`
+}

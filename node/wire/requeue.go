@@ -1,0 +1,97 @@
+package wire
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+
+	"github.com/e31network/e31/p2p"
+)
+
+// KindRequeue re-announces a submitter's queued jobs: the original signed
+// declarations, wrapped. A declaration's own envelope is too old to gossip
+// again after a few minutes (validators refuse stale messages), yet a peer
+// that joined or restarted since must still learn of the job.
+const KindRequeue = "requeue"
+
+// RequeueBody carries signed declaration envelopes, each its own evidence.
+type RequeueBody struct {
+	Declarations [][]byte `json:"declarations"`
+}
+
+// requeueOverhead bounds what a requeue envelope adds around its
+// declarations: the message's JSON (kind, time, nonce, the body's field
+// name) and the signed envelope (public key, payload type, signature).
+const requeueOverhead = 1024
+
+// requeueBudget is what a requeue's declarations may take once encoded:
+// each is base64 inside the JSON body, so it costs 4/3 of its size.
+const requeueBudget = p2p.MaxPayload - requeueOverhead
+
+// requeueCost is what one declaration envelope adds to a requeue body: its
+// base64 text, its quotes and a comma.
+func requeueCost(envelope []byte) int { return base64.StdEncoding.EncodedLen(len(envelope)) + 3 }
+
+// MaxDeclarationEnvelope is the largest signed declaration that can still
+// be re-announced alone in a requeue. A larger one would be announced once
+// and then never again, so submit refuses it.
+var MaxDeclarationEnvelope = base64.StdEncoding.DecodedLen(requeueBudget - 3)
+
+// RequeueBatches splits declaration envelopes into the bodies of requeue
+// messages that each fit the gossip size limit, keeping their order. An
+// envelope over MaxDeclarationEnvelope is left out and returned apart.
+func RequeueBatches(envelopes [][]byte) (batches [][][]byte, tooLarge [][]byte) {
+	var cur [][]byte
+	size := 0
+	for _, e := range envelopes {
+		c := requeueCost(e)
+		if c > requeueBudget {
+			tooLarge = append(tooLarge, e)
+			continue
+		}
+		if size+c > requeueBudget && len(cur) > 0 {
+			batches = append(batches, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, e)
+		size += c
+	}
+	if len(cur) > 0 {
+		batches = append(batches, cur)
+	}
+	return batches, tooLarge
+}
+
+// CheckRequeue verifies every wrapped declaration: signed by the wrapper's
+// signer, and valid.
+func CheckRequeue(s p2p.Signed) ([]p2p.Signed, error) {
+	var b RequeueBody
+	if err := s.Decode(&b); err != nil {
+		return nil, err
+	}
+	if len(b.Declarations) == 0 {
+		return nil, errors.New("requeue carries no declaration")
+	}
+	out := make([]p2p.Signed, 0, len(b.Declarations))
+	for i, raw := range b.Declarations {
+		inner, err := p2p.Open(raw)
+		if err != nil {
+			return nil, fmt.Errorf("requeue declarations[%d]: %w", i, err)
+		}
+		if inner.Signer != s.Signer {
+			return nil, fmt.Errorf("%w: requeue by %s carries a declaration signed by %s", p2p.ErrForged, s.Signer, inner.Signer)
+		}
+		if inner.Message.Kind != KindDeclaration {
+			return nil, fmt.Errorf("requeue declarations[%d] is a %q", i, inner.Message.Kind)
+		}
+		var db DeclarationBody
+		if err := inner.Decode(&db); err != nil {
+			return nil, err
+		}
+		if err := db.Check(); err != nil {
+			return nil, fmt.Errorf("requeue declarations[%d]: %w", i, err)
+		}
+		out = append(out, inner)
+	}
+	return out, nil
+}
