@@ -20,7 +20,6 @@ type followOptions struct {
 	timeout time.Duration
 }
 
-
 // followJob prints one line per step as the job reaches it, then writes the
 // output and prints the final receipt.
 func followJob(ctx context.Context, g *globalOptions, id string, o followOptions) error {

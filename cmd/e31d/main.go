@@ -55,7 +55,7 @@ type options struct {
 	config string
 	// debugPartition serves the partition switch tests use; hidden.
 	debugPartition bool
-	file   fileConfig
+	file           fileConfig
 	// Durations parsed from flags, or from the file where no flag was given.
 	heartbeat, epoch, receiptInterval, grace, outputTimeout, proposalTTL, stallTimeout, retention, providerLost time.Duration
 }
