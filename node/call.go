@@ -24,7 +24,7 @@ func (c caller) Call(ctx context.Context, to peer.ID, proto protocol.ID, req, re
 	if err != nil {
 		return err
 	}
-	out, err := n.tracked(n.handlers[proto])(ctx, n.self, b)
+	out, err := n.tracked(proto, n.handlers[proto])(ctx, n.self, b)
 	if err != nil {
 		return &p2p.RemoteError{Code: p2p.RefusalCode(err), Msg: err.Error()}
 	}

@@ -7,7 +7,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/view"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
 // Config is what a node is started with. The zero value of every field but
@@ -89,6 +92,12 @@ type Config struct {
 	DebugPartition bool
 	// Log receives the node's structured logs; default discards.
 	Log *slog.Logger
+
+	// Set by this package's own tests only.
+	testRunner provider.Runner // replaces the OCI runtime
+	// testLoseReply, when it returns true, answers a direct-stream request
+	// with an error after its handler has run: the reply was lost.
+	testLoseReply func(proto protocol.ID, from peer.ID) bool
 }
 
 // DefaultNetwork is the network joined when none is named.

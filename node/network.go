@@ -22,7 +22,7 @@ func (n *Node) ID() api.ID {
 		out.GPUs = append(out.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free})
 	}
 	if n.runner != nil {
-		out.Runtime = n.runner.Runtime()
+		out.Runtime = n.runtime
 	}
 	return out
 }

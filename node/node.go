@@ -63,7 +63,8 @@ type Node struct {
 	ledger    *ledger.Ledger
 	store     *content.Store
 	exchange  *content.Exchange
-	runner    *exec.Runner // nil: no OCI runtime, so no compute offered
+	runner    provider.Runner // nil: no OCI runtime, so no compute offered
+	runtime   string          // the OCI runtime's path, for GET /v1/id
 	access    *acl.List
 	provider  *provider.Provider
 	submitter *submitter.Submitter
@@ -129,18 +130,23 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	} else {
 		n.gpus = exec.Discover(ctx, n.log)
 	}
-	if len(n.gpus) > 0 {
-		n.runner, err = exec.NewRunner(ctx, exec.RunnerOptions{Runtime: cfg.Runtime, StateRoot: filepath.Join(cfg.DataDir, "runtime"), Log: n.log})
-		if err != nil {
-			// Without a working sandbox the node still submits, fetches
-			// and verifies; it only offers no compute.
-			hint := "install one with: apt-get install -y runc"
-			if !errors.Is(err, exec.ErrNoRuntime) {
-				hint = "the runtime failed its probe; check it, or pick another with --runtime"
-			}
-			n.log.Warn("no working OCI runtime: this node offers no compute but can still submit jobs; "+hint, "err", err)
-			n.runner, err = nil, nil
+	switch {
+	case len(n.gpus) == 0:
+	case cfg.testRunner != nil:
+		n.runner, n.runtime = cfg.testRunner, "test"
+	default:
+		r, err := exec.NewRunner(ctx, exec.RunnerOptions{Runtime: cfg.Runtime, StateRoot: filepath.Join(cfg.DataDir, "runtime"), Log: n.log})
+		if err == nil {
+			n.runner, n.runtime = r, r.Runtime()
+			break
 		}
+		// Without a working sandbox the node still submits, fetches and
+		// verifies; it only offers no compute.
+		hint := "install one with: apt-get install -y runc"
+		if !errors.Is(err, exec.ErrNoRuntime) {
+			hint = "the runtime failed its probe; check it, or pick another with --runtime"
+		}
+		n.log.Warn("no working OCI runtime: this node offers no compute but can still submit jobs; "+hint, "err", err)
 	}
 	if n.state, err = state.Open(filepath.Join(cfg.DataDir, "state"), n.log); err != nil {
 		return nil, err
@@ -202,7 +208,7 @@ func (n *Node) wireRoles() {
 		Key: n.key, Self: n.self, GPUs: n.gpus, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger,
 		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: addrs,
 		Metrics: n.metrics.provider, Log: n.log, OfferChanged: n.signalOfferChanged,
-		Runner: runnerOrNil(n.runner),
+		Runner: n.runner,
 	})
 	n.submitter = submitter.New(submitter.Config{
 		ProposalTTL:       n.cfg.ProposalTTL,
@@ -229,14 +235,6 @@ func (n *Node) wireRoles() {
 		n.provider.Withdraw(req.Job, from)
 		return struct{}{}, nil
 	}
-}
-
-// runnerOrNil keeps a nil *exec.Runner from becoming a non-nil interface.
-func runnerOrNil(r *exec.Runner) provider.Runner {
-	if r == nil {
-		return nil
-	}
-	return r
 }
 
 // requeueEvery is how many heartbeats pass between re-announcements of
@@ -304,7 +302,7 @@ func (n *Node) Run(ctx context.Context) error {
 	defer jobsSub.Cancel()
 
 	for proto, fn := range n.handlers {
-		p2p.Serve(loopCtx, n.host, proto, n.handlerTimeout(proto), n.log, n.tracked(fn))
+		p2p.Serve(loopCtx, n.host, proto, n.handlerTimeout(proto), n.log, n.tracked(proto, fn))
 	}
 	acfg := apiserver.Config{Addr: n.cfg.API, Network: n, Jobs: n.submitter, Content: n.store, Ledger: n.ledger, Log: n.log}
 	if n.cfg.DebugPartition {
@@ -342,10 +340,13 @@ func (n *Node) Run(ctx context.Context) error {
 
 // tracked wraps a stream handler so that shutdown waits for the requests
 // being answered and refuses new ones.
-func (n *Node) tracked(fn p2p.Handler) p2p.Handler {
+func (n *Node) tracked(proto protocol.ID, fn p2p.Handler) p2p.Handler {
 	return func(ctx context.Context, from peer.ID, raw json.RawMessage) (out any, err error) {
 		if !n.inflight.Do(func() { out, err = fn(ctx, from, raw) }) {
 			return nil, errShuttingDown
+		}
+		if lose := n.cfg.testLoseReply; lose != nil && lose(proto, from) {
+			return nil, errors.New("reply lost")
 		}
 		return out, err
 	}

@@ -62,7 +62,7 @@ type (
 	// Jobs is the market view's open jobs (view.Market).
 	Jobs interface {
 		Job(id string) (*view.OpenJob, bool)
-		CloseJob(id string, by peer.ID, now time.Time)
+		Decline(id string, by peer.ID, now time.Time)
 	}
 	// Access grants peers the right to fetch content (acl.List).
 	Access interface {
@@ -321,8 +321,9 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 		p.log.Info("proposal not accepted", "job", a.Job, "err", err)
 		if p2p.RefusalCode(err) == wire.CodeNotQueued {
 			// The submitter's word: the job is leased or over, whatever
-			// this view missed (a partition, a lost announcement).
-			p.d.Jobs.CloseJob(a.Job, oj.Submitter, time.Now())
+			// this view missed (a partition, a lost announcement), until
+			// the submitter announces it queued again.
+			p.d.Jobs.Decline(a.Job, oj.Submitter, time.Now())
 		}
 		return false
 	}

@@ -36,6 +36,11 @@ type OpenJob struct {
 	Seen      time.Time // when this node received it
 	refreshed time.Time // when it was last announced (declared or requeued)
 	closed    time.Time // when it was leased or withdrawn; zero while open
+	// declined marks a job closed on its submitter's refusal of a proposal
+	// rather than by a signed lease or withdrawal: a re-announcement after
+	// the refusal (the submitter put the job back in the queue) opens it
+	// again.
+	declined bool
 	// submittedAt is the start of the epoch in which the job entered this
 	// node's view (see market.Job.SubmittedAt).
 	submittedAt int64
@@ -96,6 +101,11 @@ func (v *Market) AddJob(j *OpenJob) bool {
 	defer v.mu.Unlock()
 	if old, ok := v.jobs[j.ID]; ok {
 		old.refreshed = j.Seen
+		if old.declined && j.Seen.After(old.closed) {
+			old.closed, old.declined = time.Time{}, false
+			v.open[old.Submitter]++
+			return true
+		}
 		return false
 	}
 	j.refreshed = j.Seen
@@ -142,6 +152,18 @@ func (v *Market) SubmitterOf(id string) (peer.ID, bool) {
 		return j.Submitter, true
 	}
 	return "", false
+}
+
+// Decline closes a job whose submitter refused a proposal for it because it
+// is no longer queued; unlike CloseJob, a later re-announcement of the job
+// opens it again.
+func (v *Market) Decline(id string, by peer.ID, now time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if j, ok := v.jobs[id]; ok && j.Submitter == by && j.closed.IsZero() {
+		j.closed, j.declined = now, true
+		v.dropOpen(j.Submitter)
+	}
 }
 
 // CloseJob closes a job on the word of by, who must be its submitter.

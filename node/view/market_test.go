@@ -100,3 +100,35 @@ func TestOpenJobsPerSubmitterBounded(t *testing.T) {
 		t.Fatalf("expired jobs still counted: %v", v.open)
 	}
 }
+
+// A job closed on its submitter's refusal opens again when the submitter
+// re-announces it; a withdrawn one does not.
+func TestDeclinedJobReopensOnReannouncement(t *testing.T) {
+	sub := wiretest.FreshParty(t)
+	v := NewMarket()
+	t0 := time.Now()
+	v.AddJob(&OpenJob{ID: "declined", Submitter: sub.ID, Seen: t0})
+	v.AddJob(&OpenJob{ID: "withdrawn", Submitter: sub.ID, Seen: t0})
+	v.Decline("declined", sub.ID, t0.Add(time.Second))
+	v.CloseJob("withdrawn", sub.ID, t0.Add(time.Second))
+	if _, ok := v.Job("declined"); ok {
+		t.Fatal("a declined job is still open")
+	}
+	// A re-announcement sent before the refusal changes nothing.
+	v.AddJob(&OpenJob{ID: "declined", Submitter: sub.ID, Seen: t0.Add(500 * time.Millisecond)})
+	if _, ok := v.Job("declined"); ok {
+		t.Fatal("a stale re-announcement opened a declined job")
+	}
+	for _, id := range []string{"declined", "withdrawn"} {
+		v.AddJob(&OpenJob{ID: id, Submitter: sub.ID, Seen: t0.Add(2 * time.Second)})
+	}
+	if _, ok := v.Job("declined"); !ok {
+		t.Fatal("a declined job re-announced later is not open again")
+	}
+	if _, ok := v.Job("withdrawn"); ok {
+		t.Fatal("a re-announcement opened a withdrawn job")
+	}
+	if v.open[sub.ID] != 1 {
+		t.Fatalf("open count %d, want 1", v.open[sub.ID])
+	}
+}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,6 +74,20 @@ func start(t *testing.T, opts cluster.Options) *cluster.Cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// Cleanups run last first: the logs are read before c.Stop.
+		for _, n := range c.Nodes {
+			b, err := os.ReadFile(filepath.Join(n.Data, "e31d.log"))
+			if err != nil {
+				continue
+			}
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			t.Logf("last lines of %s's log:\n%s", n.Name, strings.Join(lines[max(0, len(lines)-80):], "\n"))
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := c.WaitConverged(ctx); err != nil {

@@ -1,0 +1,431 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/exec"
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/wire"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// The tests in this file run the provider's and the submitter's state
+// machines in one process: real libp2p hosts on 127.0.0.1, real gossipsub,
+// real Badger stores in temp dirs; only the sandbox is a fake (fakeRunner),
+// so they need neither root nor runc. Faults are injected where the wire
+// would lose them: a reply dropped after its handler ran.
+
+// fakeRunner stands in for the OCI sandbox: a run writes its output and
+// checkpoint, then waits for the gate (or its context).
+type fakeRunner struct {
+	gate    chan struct{} // closed: runs end at once
+	started chan string   // lease IDs, as runs start
+	sweeps  atomic.Int32
+}
+
+func newFakeRunner(open bool) *fakeRunner {
+	r := &fakeRunner{gate: make(chan struct{}), started: make(chan string, 64)}
+	if open {
+		close(r.gate)
+	}
+	return r
+}
+
+func (r *fakeRunner) Run(ctx context.Context, s exec.Spec) (exec.Result, error) {
+	res := exec.Result{Started: time.Now(), Stdout: filepath.Join(s.Dir, "stdout.log"), Stderr: filepath.Join(s.Dir, "stderr.log")}
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		return res, err
+	}
+	if err := os.MkdirAll(s.Output.Source, 0o755); err != nil {
+		return res, err
+	}
+	if err := os.WriteFile(filepath.Join(s.Output.Source, "result.txt"), []byte("done "+s.ID), 0o644); err != nil {
+		return res, err
+	}
+	if s.Checkpoint != nil {
+		if err := os.MkdirAll(s.Checkpoint.Source, 0o755); err != nil {
+			return res, err
+		}
+		if err := os.WriteFile(filepath.Join(s.Checkpoint.Source, "n"), []byte("1"), 0o644); err != nil {
+			return res, err
+		}
+	}
+	if err := os.WriteFile(res.Stdout, []byte("hello\n"), 0o644); err != nil {
+		return res, err
+	}
+	select {
+	case r.started <- s.ID:
+	default:
+	}
+	select {
+	case <-r.gate:
+		res.Outcome, res.ExitCode = exec.Completed, 0
+	case <-ctx.Done():
+		res.Outcome, res.ExitCode, res.Attribution = exec.Stopped, 137, exec.ByProvider
+	}
+	res.Ended = time.Now()
+	return res, nil
+}
+
+func (r *fakeRunner) Cleanup(context.Context, string, string) error { return nil }
+
+func (r *fakeRunner) Sweep(context.Context, func(string) bool) error {
+	r.sweeps.Add(1)
+	return nil
+}
+
+// testNode is a node running in this process.
+type testNode struct {
+	*Node
+	dir    string
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run returns
+	err    error         // what Run returned
+}
+
+// stop stops the node and waits for Run to return.
+func (tn *testNode) stop(t *testing.T) {
+	t.Helper()
+	tn.cancel()
+	select {
+	case <-tn.done:
+		if tn.err != nil {
+			t.Errorf("run: %v", tn.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("node did not stop within 30s")
+	}
+}
+
+// nodeOpts are what a test varies between nodes.
+type nodeOpts struct {
+	dir       string // reuse a data dir (a restart); default a new one
+	gpus      string // --sim-gpus; empty: a submitter only
+	runner    *fakeRunner
+	boot      []string
+	loseReply func(proto protocol.ID, from peer.ID) bool
+}
+
+func startNode(t *testing.T, o nodeOpts) *testNode {
+	t.Helper()
+	if o.dir == "" {
+		o.dir = t.TempDir()
+	}
+	cfg := Config{
+		DataDir:           o.dir,
+		Listen:            []string{"/ip4/127.0.0.1/tcp/0"},
+		Bootstrap:         o.boot,
+		API:               "127.0.0.1:0",
+		SimGPUs:           o.gpus,
+		Heartbeat:         200 * time.Millisecond,
+		Epoch:             100 * time.Millisecond,
+		EpochDelay:        30 * time.Millisecond,
+		ProposalTTL:       2 * time.Second,
+		ReceiptInterval:   300 * time.Millisecond,
+		Grace:             time.Second,
+		OutputTimeout:     3 * time.Second,
+		Retention:         time.Minute,
+		ProviderLostAfter: 2 * time.Second,
+		ShutdownTimeout:   10 * time.Second,
+		CPUs:              8,
+		MemoryBytes:       16 << 30,
+		testLoseReply:     o.loseReply,
+	}
+	if o.runner != nil {
+		cfg.testRunner = o.runner
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n, err := New(ctx, cfg)
+	if err != nil {
+		cancel()
+		t.Fatalf("new node: %v", err)
+	}
+	tn := &testNode{Node: n, dir: o.dir, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(tn.done)
+		tn.err = n.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		tn.cancel()
+		<-tn.done
+	})
+	return tn
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pair starts a provider with one simulated GPU and a submitter that
+// bootstraps to it, and waits until the submitter sees the offer.
+func pair(t *testing.T, runner *fakeRunner, subLose func(protocol.ID, peer.ID) bool) (prov, sub *testNode) {
+	t.Helper()
+	prov = startNode(t, nodeOpts{gpus: "1xH100:80GiB", runner: runner})
+	waitFor(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
+	sub = startNode(t, nodeOpts{boot: prov.Addrs()[:1], loseReply: subLose})
+	waitFor(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
+	return prov, sub
+}
+
+const testJob = `name: t
+work: {command: ["sh", "-c", "echo hi"]}
+request: {gpus: 1, cpus: 1, memory: 1GiB, limit: 1h}
+output:
+  path: /out
+  checkpoints: {path: /ckpt, every: 1m, resume: auto}
+`
+
+func submit(t *testing.T, n *testNode) string {
+	t.Helper()
+	j, err := n.submitter.Submit(context.Background(), []byte(testJob), "", nil)
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	return j.ID
+}
+
+func job(t *testing.T, n *testNode, id string) api.Job {
+	t.Helper()
+	j, err := n.submitter.Job(id)
+	if err != nil {
+		t.Fatalf("job %s: %v", id, err)
+	}
+	return j
+}
+
+func waitState(t *testing.T, n *testNode, id string, st api.JobState, within time.Duration) api.Job {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("job %s %s", id, st), within, func() bool { return job(t, n, id).State == st })
+	return job(t, n, id)
+}
+
+// finalReceipt returns the final receipt of a lease in a node's ledger.
+func finalReceipt(t *testing.T, n *testNode, lease string) (ledger.Receipt, bool) {
+	t.Helper()
+	es, err := n.ledger.ByLease(context.Background(), lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) == 0 || !es[len(es)-1].Receipt.Final {
+		return ledger.Receipt{}, false
+	}
+	return es[len(es)-1].Receipt, true
+}
+
+func verifyLedger(t *testing.T, n *testNode) {
+	t.Helper()
+	rep, err := n.ledger.Verify(context.Background())
+	if err != nil || !rep.OK {
+		t.Fatalf("ledger does not verify: %v %+v", err, rep.FirstBad)
+	}
+}
+
+func TestRolesLeaseRunsToRelease(t *testing.T) {
+	prov, sub := pair(t, newFakeRunner(true), nil)
+	id := submit(t, sub)
+	j := waitState(t, sub, id, api.JobReleased, 30*time.Second)
+	if j.Outcome != ledger.OutcomeCompleted || j.Attribution != ledger.AttributionJob || j.Output == "" {
+		t.Fatalf("job ended %s/%s with output %q", j.Outcome, j.Attribution, j.Output)
+	}
+	var steps []api.StepName
+	for _, s := range j.Steps {
+		steps = append(steps, s.Step)
+	}
+	if fmt.Sprint(steps) != fmt.Sprint(api.Steps[:]) {
+		t.Fatalf("steps %v, want %v", steps, api.Steps)
+	}
+	waitFor(t, "the provider's final receipt", 10*time.Second, func() bool { _, ok := finalReceipt(t, prov, j.Lease); return ok })
+	pr, _ := finalReceipt(t, prov, j.Lease)
+	sr, ok := finalReceipt(t, sub, j.Lease)
+	if !ok || pr.Digest() != sr.Digest() {
+		t.Fatalf("the two ledgers end the lease differently: %v", ok)
+	}
+	if c := prov.provider.Counts(); c.Held != 0 || c.Leases != 0 {
+		t.Fatalf("provider still holds %d GPUs in %d leases", c.Held, c.Leases)
+	}
+	verifyLedger(t, prov)
+	verifyLedger(t, sub)
+}
+
+// A withdrawal at any moment ends the job withdrawn, and leaves no GPU held.
+func TestRolesWithdrawalRace(t *testing.T) {
+	runner := newFakeRunner(false)
+	prov, sub := pair(t, runner, nil)
+	for i, delay := range []time.Duration{0, 50 * time.Millisecond, 150 * time.Millisecond, 400 * time.Millisecond} {
+		id := submit(t, sub)
+		time.Sleep(delay) // the moment of the withdrawal is what this test varies
+		if _, err := sub.submitter.Withdraw(context.Background(), id); err != nil {
+			t.Fatalf("withdraw %d: %v", i, err)
+		}
+		waitFor(t, "the job to end", 20*time.Second, func() bool { return job(t, sub, id).State.Terminal() })
+		j := job(t, sub, id)
+		if j.Outcome != ledger.OutcomeWithdrawn || j.Attribution != ledger.AttributionSubmitter {
+			t.Fatalf("withdrawal %d (after %s): ended %s %s/%s", i, delay, j.State, j.Outcome, j.Attribution)
+		}
+		waitFor(t, "the provider's GPU to be free", 10*time.Second, func() bool { return prov.provider.Counts().Held == 0 })
+	}
+}
+
+// The submitter countersigns but its reply is lost: the provider never
+// holds the lease, the submitter puts the job back in the queue when no
+// lease is announced, and the next proposal goes through.
+func TestRolesLostCountersignature(t *testing.T) {
+	var lost atomic.Int32
+	lose := func(proto protocol.ID, _ peer.ID) bool {
+		return proto == wire.ProtoLease && lost.Add(1) == 1
+	}
+	prov, sub := pair(t, newFakeRunner(true), lose)
+	id := submit(t, sub)
+	waitFor(t, "the first countersignature to be lost", 10*time.Second, func() bool { return lost.Load() >= 1 })
+	first := job(t, sub, id)
+	j := waitState(t, sub, id, api.JobReleased, 40*time.Second)
+	if j.Outcome != ledger.OutcomeCompleted {
+		t.Fatalf("job ended %s", j.Outcome)
+	}
+	if first.Lease != "" && first.Lease == j.Lease {
+		t.Fatalf("the lease whose countersignature was lost (%s) is the one that ran", first.Lease)
+	}
+	if es, _ := sub.ledger.ByLease(context.Background(), first.Lease); first.Lease != "" && len(es) != 0 {
+		t.Fatalf("%d receipts for the lease that never started", len(es))
+	}
+	if c := prov.provider.Counts(); c.Held != 0 {
+		t.Fatalf("provider holds %d GPUs", c.Held)
+	}
+}
+
+// The submitter's reply to a receipt is lost: the provider tries again,
+// adopts what the submitter countersigned, and the two chains agree.
+func TestRolesReceiptRetry(t *testing.T) {
+	var lost atomic.Int32
+	lose := func(proto protocol.ID, _ peer.ID) bool {
+		return proto == wire.ProtoReceipt && lost.Add(1) <= 2
+	}
+	runner := newFakeRunner(false)
+	prov, sub := pair(t, runner, lose)
+	id := submit(t, sub)
+	waitFor(t, "two receipt replies lost", 20*time.Second, func() bool { return lost.Load() >= 3 })
+	close(runner.gate)
+	j := waitState(t, sub, id, api.JobReleased, 30*time.Second)
+	waitFor(t, "the provider's final receipt", 10*time.Second, func() bool { _, ok := finalReceipt(t, prov, j.Lease); return ok })
+	pes, _ := prov.ledger.ByLease(context.Background(), j.Lease)
+	ses, _ := sub.ledger.ByLease(context.Background(), j.Lease)
+	if len(pes) != len(ses) {
+		t.Fatalf("provider has %d receipts of the lease, submitter %d", len(pes), len(ses))
+	}
+	for i := range pes {
+		if pes[i].Receipt.Digest() != ses[i].Receipt.Digest() {
+			t.Fatalf("receipt %d differs between the ledgers", i)
+		}
+	}
+	verifyLedger(t, prov)
+	verifyLedger(t, sub)
+}
+
+// A provider restarted while a job runs, or while its output waits for the
+// submitter, ends the lease provider-lost and settles the final receipt
+// with the submitter once it is back.
+func TestRolesProviderRestart(t *testing.T) {
+	for _, step := range []string{"running", "output"} {
+		t.Run(step, func(t *testing.T) {
+			var blockOutput atomic.Bool
+			lose := func(proto protocol.ID, _ peer.ID) bool { return proto == wire.ProtoOutput && blockOutput.Load() }
+			runner := newFakeRunner(step == "output")
+			blockOutput.Store(step == "output")
+			prov, sub := pair(t, runner, lose)
+			id := submit(t, sub)
+			lease := ""
+			select {
+			case lease = <-runner.started:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the run never started")
+			}
+			if step == "output" {
+				waitFor(t, "the output step", 10*time.Second, func() bool { return job(t, sub, id).State == api.JobOutput })
+			}
+			dir := prov.dir
+			prov.stop(t)
+			blockOutput.Store(false)
+			prov2 := startNode(t, nodeOpts{dir: dir, gpus: "1xH100:80GiB", runner: newFakeRunner(true), boot: sub.Addrs()[:1]})
+			j := waitState(t, sub, id, api.JobReleased, 30*time.Second)
+			if j.Lease != lease {
+				t.Fatalf("released lease %s, ran %s", j.Lease, lease)
+			}
+			waitFor(t, "both final receipts", 20*time.Second, func() bool {
+				_, a := finalReceipt(t, prov2, lease)
+				_, b := finalReceipt(t, sub, lease)
+				return a && b
+			})
+			r, _ := finalReceipt(t, sub, lease)
+			if step == "running" && (r.Outcome != ledger.OutcomeProviderLost || r.Attribution != ledger.AttributionProvider) {
+				t.Fatalf("a lease stopped by its provider mid-run ended %s/%s", r.Outcome, r.Attribution)
+			}
+			if c := prov2.provider.Counts(); c.Held != 0 || c.Leases != 0 {
+				t.Fatalf("restarted provider holds %d GPUs in %d leases", c.Held, c.Leases)
+			}
+			verifyLedger(t, prov2)
+			verifyLedger(t, sub)
+		})
+	}
+}
+
+// A provider that goes silent loses its lease on the submitter's side; the
+// job, declared with resume: auto, runs again on another provider.
+func TestRolesProviderLostAndResumed(t *testing.T) {
+	runner := newFakeRunner(false)
+	prov, sub := pair(t, runner, nil)
+	id := submit(t, sub)
+	select {
+	case <-runner.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the run never started")
+	}
+	other := startNode(t, nodeOpts{gpus: "1xA100:40GiB", runner: newFakeRunner(true), boot: sub.Addrs()[:1]})
+	waitFor(t, "the submitter to see both providers", 15*time.Second, func() bool { return len(sub.Nodes()) == 2 })
+	prov.stop(t) // silent from now on
+	j := waitState(t, sub, id, api.JobReleased, 20*time.Second)
+	if j.Outcome != ledger.OutcomeProviderLost || j.Attribution != ledger.AttributionProvider {
+		t.Fatalf("job ended %s/%s", j.Outcome, j.Attribution)
+	}
+	var resumed api.Job
+	waitFor(t, "the automatic resumption to complete", 30*time.Second, func() bool {
+		for _, x := range sub.submitter.Jobs() {
+			if x.ResumeOf == id && x.State == api.JobReleased {
+				resumed = x
+				return true
+			}
+		}
+		return false
+	})
+	if resumed.Outcome != ledger.OutcomeCompleted || resumed.Provider != other.self.String() {
+		t.Fatalf("resumption ended %s on %s", resumed.Outcome, resumed.Provider)
+	}
+}
+
+// A provider that joins after a job was declared learns of it from the
+// submitter's re-announcements and runs it.
+func TestRolesRequeueReachesLateProvider(t *testing.T) {
+	sub := startNode(t, nodeOpts{})
+	waitFor(t, "submitter ready", 10*time.Second, func() bool { return len(sub.Addrs()) > 0 })
+	id := submit(t, sub) // announced while no provider can hear it
+	startNode(t, nodeOpts{gpus: "1xH100:80GiB", runner: newFakeRunner(true), boot: sub.Addrs()[:1]})
+	j := waitState(t, sub, id, api.JobReleased, 30*time.Second)
+	if j.Outcome != ledger.OutcomeCompleted {
+		t.Fatalf("job ended %s", j.Outcome)
+	}
+}
