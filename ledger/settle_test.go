@@ -161,6 +161,24 @@ func TestOneSidedSignVerify(t *testing.T) {
 	}
 }
 
+// TestOneSidedJSONRoundTrip checks the decoder on records: what
+// FuzzDecodeReceipt's seed corpus also feeds it.
+func TestOneSidedJSONRoundTrip(t *testing.T) {
+	prov, sub := newParty(t, 1), newParty(t, 2)
+	r := oneSided(t, interim("lease-1", "job-1", prov, sub, 0, ""), SignerProvider, prov, sub, OutcomeProviderLost, AttributionProvider)
+	b, _ := json.Marshal(r)
+	for name, bad := range map[string][]byte{
+		"unknown evidence field": bytes.Replace(b, []byte(`"terms":`), []byte(`"x":1,"terms":`), 1),
+		"signer on interim":      bytes.Replace(b, []byte(`"final":true`), []byte(`"final":false`), 1),
+		"unknown signer":         bytes.Replace(b, []byte(`"signer":"provider"`), []byte(`"signer":"network"`), 1),
+		"no evidence":            bytes.Replace(b, []byte(`"evidence":{`), []byte(`"evidence":null,"e":{`), 1),
+	} {
+		if _, err := DecodeReceipt(bad); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
 func TestGPUModelKeepsOldBytes(t *testing.T) {
 	prov, sub := newParty(t, 1), newParty(t, 2)
 	r := final(interim("lease-1", "job-1", prov, sub, 1, strings.Repeat("0", 64)))
