@@ -27,6 +27,15 @@ import (
 // and all writes go through an os.Root at dest, so nothing lands outside it
 // whatever the DAG says. Duplicate names fail instead of overwriting. The
 // whole DAG must be held; Export checks before writing anything.
+//
+// Symlink nodes become symlinks with the stored target, created and never
+// followed: a later entry of the same DAG that names a path through the
+// link fails (names cannot hold "/", a second entry of the same name
+// fails, and os.Root refuses to leave dest through a link). A link whose
+// target would leave dest (see linkInside) is refused with ErrUnsafeLink
+// rather than created dangling, since Import never stores one and the DAG
+// is therefore not ours. A DAG whose root is a symlink is refused with
+// ErrUnsupported: its target would mean nothing at dest.
 func (s *Store) Export(ctx context.Context, root cid.Cid, dest string, p Progress) error {
 	sc, err := s.scan(ctx, root)
 	if err != nil {
@@ -44,6 +53,10 @@ func (s *Store) Export(ctx context.Context, root cid.Cid, dest string, p Progres
 	return nil
 }
 
+// ErrUnsafeLink means a DAG holds a symlink whose target is absolute or
+// climbs out of the export directory.
+var ErrUnsafeLink = errors.New("content: symlink in DAG points outside it")
+
 type exporter struct {
 	s *Store
 	p Progress
@@ -54,17 +67,19 @@ type entryKind int
 const (
 	kindFile entryKind = iota
 	kindDir
+	kindSymlink
 )
 
-// inspect tells what a UnixFS node is and the permission bits to give it.
-func inspect(nd ipld.Node) (entryKind, fs.FileMode, error) {
+// inspect tells what a UnixFS node is, the permission bits to give it and,
+// for a symlink, its target.
+func inspect(nd ipld.Node) (entryKind, fs.FileMode, string, error) {
 	pn, ok := nd.(*dag.ProtoNode)
 	if !ok {
-		return kindFile, defaultFileMode, nil // a raw block is file content
+		return kindFile, defaultFileMode, "", nil // a raw block is file content
 	}
 	fsn, err := ft.FSNodeFromBytes(pn.Data())
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: node %s is not UnixFS: %v", ErrInvalidData, nd.Cid(), err)
+		return 0, 0, "", fmt.Errorf("%w: node %s is not UnixFS: %v", ErrInvalidData, nd.Cid(), err)
 	}
 	perm := fsn.Mode().Perm()
 	switch fsn.Type() {
@@ -72,14 +87,19 @@ func inspect(nd ipld.Node) (entryKind, fs.FileMode, error) {
 		if perm == 0 {
 			perm = defaultFileMode
 		}
-		return kindFile, perm, nil
+		return kindFile, perm, "", nil
 	case ft.TDirectory, ft.THAMTShard:
 		if perm == 0 {
 			perm = defaultDirMode
 		}
-		return kindDir, perm, nil
+		return kindDir, perm, "", nil
+	case ft.TSymlink:
+		if len(pn.Links()) > 0 {
+			return 0, 0, "", fmt.Errorf("%w: symlink node %s has links", ErrInvalidData, nd.Cid())
+		}
+		return kindSymlink, 0, string(fsn.Data()), nil
 	default:
-		return 0, 0, fmt.Errorf("%w: node %s is UnixFS type %s", ErrUnsupported, nd.Cid(), fsn.Type())
+		return 0, 0, "", fmt.Errorf("%w: node %s is UnixFS type %s", ErrUnsupported, nd.Cid(), fsn.Type())
 	}
 }
 
@@ -88,9 +108,12 @@ func (e *exporter) export(ctx context.Context, root cid.Cid, dest string) error 
 	if err != nil {
 		return err
 	}
-	kind, perm, err := inspect(nd)
+	kind, perm, _, err := inspect(nd)
 	if err != nil {
 		return err
+	}
+	if kind == kindSymlink {
+		return fmt.Errorf("%w: the DAG's root is a symlink", ErrUnsupported)
 	}
 	if kind == kindFile {
 		f, err := os.OpenFile(dest, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -159,12 +182,18 @@ func (e *exporter) dir(ctx context.Context, r *os.Root, rel string, nd ipld.Node
 		if err != nil {
 			return err
 		}
-		kind, perm, err := inspect(child)
+		kind, perm, target, err := inspect(child)
 		if err != nil {
 			return err
 		}
 		name := path.Join(rel, l.Name)
-		if kind == kindDir {
+		switch kind {
+		case kindSymlink:
+			if !linkInside(name, target) {
+				return fmt.Errorf("%w: %s -> %q", ErrUnsafeLink, name, target)
+			}
+			return r.Symlink(target, name)
+		case kindDir:
 			// Written as 0700 and set to its real mode after its
 			// entries, so a read-only directory can still be filled.
 			if err := r.Mkdir(name, 0o700); err != nil {

@@ -7,7 +7,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	chunk "github.com/ipfs/boxo/chunker"
@@ -60,6 +62,18 @@ type ImportOptions struct {
 	Pin string
 	// Progress receives the bytes of file content read.
 	Progress Progress
+	// SkipUnsupported leaves out, instead of refusing the whole import,
+	// every entry that cannot be stored as data: device nodes, FIFOs,
+	// sockets, and symlinks whose target is outside the imported tree.
+	// Outputs set it, since a job's output is worth keeping even when the
+	// job left a socket or a link to a system file in it; inputs leave it
+	// unset, so the submitter learns at once that a tree is not
+	// self-contained.
+	SkipUnsupported bool
+	// OnSkip, if not nil, is told of every entry SkipUnsupported left
+	// out: its path relative to the imported root (slash-separated) and
+	// why.
+	OnSkip func(path, reason string)
 }
 
 // Import adds the file or directory at path as a UnixFS DAG and returns
@@ -68,11 +82,18 @@ type ImportOptions struct {
 // Directories keep empty subdirectories, and files and directories keep
 // their permission bits (executable bits included); modification times
 // and owners are not kept, so the same tree always gives the same CID.
-// Symlinks, devices, sockets and FIFOs are refused with ErrUnsupported: a
-// link would point at whatever the path means on the other machine, and
-// inputs must be self-contained.
+//
+// A symlink is stored as a UnixFS symlink node holding its target text;
+// it is never followed, so what it points at is not read. Only links that
+// stay inside the tree are kept (see linkInside): a link with an absolute
+// target, or one whose ".." steps climb out of the root, would mean
+// whatever that path holds on the other machine, and following it here
+// would carry out a file of this one. Such a link, a device, a socket or a
+// FIFO is refused with ErrUnsupported, or left out and reported when
+// o.SkipUnsupported is set. The root itself must be a directory or a
+// regular file, not a link.
 func (s *Store) Import(ctx context.Context, path string, o ImportOptions) (cid.Cid, int64, error) {
-	total, err := planImport(ctx, path)
+	total, err := planImport(ctx, path, o.SkipUnsupported)
 	if err != nil {
 		return cid.Undef, 0, fmt.Errorf("import %s: %w", path, err)
 	}
@@ -87,11 +108,14 @@ func (s *Store) Import(ctx context.Context, path string, o ImportOptions) (cid.C
 	defer s.gcMu.RUnlock()
 
 	w := newDagWriter(ctx, s)
-	imp := importer{dag: w, p: o.Progress}
+	imp := importer{dag: w, p: o.Progress, root: path, skip: o.SkipUnsupported, onSkip: o.OnSkip}
 	fi, err := os.Lstat(path)
 	var nd ipld.Node
 	if err == nil {
 		nd, err = imp.entry(ctx, path, fi)
+	}
+	if err == nil && nd == nil {
+		err = fmt.Errorf("%w: %s is neither a file nor a directory", ErrUnsupported, path)
 	}
 	if _, _, cerr := w.close(); err == nil {
 		err = cerr
@@ -117,9 +141,9 @@ func (s *Store) Import(ctx context.Context, path string, o ImportOptions) (cid.C
 // planImport walks path without reading file contents, refusing what Import
 // would refuse, and returns the total size of the regular files. Walking
 // first lets a size cap or a bad entry fail before any block is written.
-func planImport(ctx context.Context, path string) (int64, error) {
+func planImport(ctx context.Context, root string, skip bool) (int64, error) {
 	var total int64
-	err := filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -130,8 +154,12 @@ func planImport(ctx context.Context, path string) (int64, error) {
 		if err != nil {
 			return err
 		}
-		if err := checkEntryType(p, fi); err != nil {
+		c, err := classify(root, p, fi)
+		if err != nil {
 			return err
+		}
+		if c.skip != "" && !skip {
+			return fmt.Errorf("%w: %s %s", ErrUnsupported, p, c.skip)
 		}
 		if fi.Mode().IsRegular() {
 			total += fi.Size()
@@ -141,31 +169,128 @@ func planImport(ctx context.Context, path string) (int64, error) {
 	return total, err
 }
 
-func checkEntryType(path string, fi fs.FileInfo) error {
+// entryClass is what Import does with one entry: store it (skip empty) or
+// leave it out for the reason in skip.
+type entryClass struct {
+	skip   string
+	target string // a kept symlink's target
+}
+
+// classify decides the fate of the entry at p inside root. It fails only
+// on what no option makes acceptable: a root that is a link, or a link
+// that cannot be read.
+func classify(root, p string, fi fs.FileInfo) (entryClass, error) {
 	switch m := fi.Mode(); {
 	case m.IsRegular(), m.IsDir():
-		return nil
+		return entryClass{}, nil
 	case m&fs.ModeSymlink != 0:
-		return fmt.Errorf("%w: %s is a symlink; copy the target in instead", ErrUnsupported, path)
+		if p == root {
+			return entryClass{}, fmt.Errorf("%w: %s is a symlink; name its target instead", ErrUnsupported, p)
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			return entryClass{}, err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return entryClass{}, err
+		}
+		if !linkInside(filepath.ToSlash(rel), target) {
+			return entryClass{skip: fmt.Sprintf("is a symlink to %q, outside the tree", target)}, nil
+		}
+		return entryClass{target: target}, nil
 	default:
-		return fmt.Errorf("%w: %s is not a regular file or directory (%s)", ErrUnsupported, path, m.Type())
+		return entryClass{skip: fmt.Sprintf("is not a regular file, directory or symlink (%s)", m.Type())}, nil
 	}
+}
+
+// maxLinkTarget is the longest symlink target Linux accepts (PATH_MAX less
+// the NUL).
+const maxLinkTarget = 4095
+
+// linkInside reports whether a symlink at rel (slash-separated, relative to
+// the tree's root) with the given target resolves inside the tree. The
+// target must be relative, and its ".." steps must all come first and
+// climb no higher than the root. ".." after a name is refused outright:
+// the name may itself be a symlink, and the kernel resolves "name/.." from
+// where that link leads, not from where it sits, so a lexical check could
+// not vouch for it.
+func linkInside(rel, target string) bool {
+	if target == "" || len(target) > maxLinkTarget || strings.ContainsRune(target, 0) || path.IsAbs(target) {
+		return false
+	}
+	depth := 0
+	if dir := path.Dir(path.Clean(rel)); dir != "." {
+		if dir == ".." || strings.HasPrefix(dir, "../") || path.IsAbs(dir) {
+			return false
+		}
+		depth = strings.Count(dir, "/") + 1
+	}
+	named := false
+	for _, c := range strings.Split(target, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if named {
+				return false
+			}
+			if depth--; depth < 0 {
+				return false
+			}
+		default:
+			named = true
+		}
+	}
+	return true
 }
 
 type importer struct {
-	dag  *dagWriter
-	p    Progress
-	read int64
+	dag    *dagWriter
+	p      Progress
+	read   int64
+	root   string
+	skip   bool
+	onSkip func(path, reason string)
 }
 
+// entry stores the entry at path and returns its node, or nil when the
+// entry is left out.
 func (imp *importer) entry(ctx context.Context, path string, fi fs.FileInfo) (ipld.Node, error) {
-	if err := checkEntryType(path, fi); err != nil {
+	c, err := classify(imp.root, path, fi)
+	if err != nil {
 		return nil, err
 	}
-	if fi.IsDir() {
+	if c.skip != "" {
+		if !imp.skip {
+			return nil, fmt.Errorf("%w: %s %s", ErrUnsupported, path, c.skip)
+		}
+		if imp.onSkip != nil {
+			rel, _ := filepath.Rel(imp.root, path)
+			imp.onSkip(filepath.ToSlash(rel), c.skip)
+		}
+		return nil, nil
+	}
+	switch {
+	case fi.IsDir():
 		return imp.dir(ctx, path, fi)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return imp.symlink(ctx, c.target)
 	}
 	return imp.file(ctx, path, fi)
+}
+
+// symlink stores a link's target text as a UnixFS symlink node. Links
+// carry no mode: Linux ignores a symlink's permission bits.
+func (imp *importer) symlink(ctx context.Context, target string) (ipld.Node, error) {
+	data, err := ft.SymlinkData(target)
+	if err != nil {
+		return nil, err
+	}
+	pn := dag.NodeWithData(data)
+	if err := pn.SetCidBuilder(cidPrefix()); err != nil {
+		return nil, err
+	}
+	return pn, imp.dag.Add(ctx, pn)
 }
 
 func (imp *importer) dir(ctx context.Context, path string, fi fs.FileInfo) (ipld.Node, error) {
@@ -197,6 +322,9 @@ func (imp *importer) dir(ctx context.Context, path string, fi fs.FileInfo) (ipld
 		child, err := imp.entry(ctx, p, cfi)
 		if err != nil {
 			return nil, err
+		}
+		if child == nil {
+			continue
 		}
 		if err := d.AddChild(ctx, e.Name(), child); err != nil {
 			return nil, fmt.Errorf("add %s: %w", p, err)

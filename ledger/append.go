@@ -16,11 +16,29 @@ import (
 // prepared is a receipt checked and encoded by the caller of Append, so that
 // the single writer goroutine only looks up, hashes and writes.
 type prepared struct {
-	r        Receipt
-	json     []byte     // the receipt's JSON, as stored inside the entry
+	kind     entryKind
+	r        Receipt    // the receipt or record; a dispute's Ours
+	d        *Dispute   // set on kindDispute
+	json     []byte     // the receipt's or dispute's JSON, as stored inside the entry
 	content  []byte     // receiptContent: input to the entry hash
 	state    leaseState // index left zero until the writer assigns one
 	estimate int        // bytes this receipt adds to a transaction
+}
+
+// entryKind is what an entry holds.
+type entryKind int
+
+const (
+	kindReceipt  entryKind = iota // signed by both parties
+	kindOneSided                  // a one-sided final record
+	kindDispute                   // two versions of a lease's end
+)
+
+func (k entryKind) field() string {
+	if k == kindDispute {
+		return fieldDispute
+	}
+	return fieldReceipt
 }
 
 type appendReq struct {
@@ -43,11 +61,24 @@ type appendResult struct {
 // its entry is durable. If ctx ends after the receipt was handed to the
 // writer, Append returns ctx's error and the receipt may still be stored;
 // appending it again is safe.
+//
+// A two-sided final receipt settles its lease: one-sided records and
+// disputes stored for the lease before it stay in the chain and show as
+// superseded (Entry.Superseded, Ledger.Lease).
 func (l *Ledger) Append(ctx context.Context, r Receipt) (Entry, error) {
+	what := fmt.Sprintf("append lease %s seq %d", r.Lease, r.Seq)
+	if r.OneSided() {
+		return Entry{}, fmt.Errorf("%s: %w: a one-sided record goes through AppendOneSided", what, ErrInvalidReceipt)
+	}
 	p, err := prepare(r)
 	if err != nil {
-		return Entry{}, fmt.Errorf("append lease %s seq %d: %w", r.Lease, r.Seq, err)
+		return Entry{}, fmt.Errorf("%s: %w", what, err)
 	}
+	return l.submit(ctx, p, what)
+}
+
+// submit hands p to the writer and waits for its entry.
+func (l *Ledger) submit(ctx context.Context, p *prepared, what string) (Entry, error) {
 	req := &appendReq{p: p, done: make(chan appendResult, 1)}
 	l.mu.RLock()
 	if l.closed {
@@ -58,18 +89,44 @@ func (l *Ledger) Append(ctx context.Context, r Receipt) (Entry, error) {
 	case l.reqs <- req:
 	case <-ctx.Done():
 		l.mu.RUnlock()
-		return Entry{}, fmt.Errorf("append lease %s seq %d: %w", r.Lease, r.Seq, ctx.Err())
+		return Entry{}, fmt.Errorf("%s: %w", what, ctx.Err())
 	}
 	l.mu.RUnlock()
 	select {
 	case res := <-req.done:
 		if res.err != nil {
-			return Entry{}, fmt.Errorf("append lease %s seq %d: %w", r.Lease, r.Seq, res.err)
+			return Entry{}, fmt.Errorf("%s: %w", what, res.err)
 		}
 		return res.entry, nil
 	case <-ctx.Done():
-		return Entry{}, fmt.Errorf("append lease %s seq %d (may yet be stored): %w", r.Lease, r.Seq, ctx.Err())
+		return Entry{}, fmt.Errorf("%s (may yet be stored): %w", what, ctx.Err())
 	}
+}
+
+func maxSize(r *Receipt) int {
+	if r.OneSided() {
+		return MaxRecordSize
+	}
+	return MaxReceiptSize
+}
+
+// clean copies what a caller could still change through a shared pointer or
+// slice, and drops what the JSON form cannot carry.
+func clean(r Receipt) Receipt {
+	r.HeldFrom, r.HeldUntil = msTime(r.HeldFrom), msTime(r.HeldUntil)
+	if r.ExitCode != nil {
+		c := *r.ExitCode
+		r.ExitCode = &c
+	}
+	r.ProviderSig, r.SubmitterSig = slices.Clone(r.ProviderSig), slices.Clone(r.SubmitterSig)
+	if r.Evidence != nil {
+		r.Evidence = &LeaseEvidence{
+			Terms:        slices.Clone(r.Evidence.Terms),
+			ProviderSig:  slices.Clone(r.Evidence.ProviderSig),
+			SubmitterSig: slices.Clone(r.Evidence.SubmitterSig),
+		}
+	}
+	return r
 }
 
 // prepare does all the per-receipt work that needs no store: checks,
@@ -78,12 +135,7 @@ func (l *Ledger) Append(ctx context.Context, r Receipt) (Entry, error) {
 func prepare(r Receipt) (*prepared, error) {
 	// Store exactly what the JSON form can carry, and nothing the caller can
 	// still change through a shared pointer or slice.
-	r.HeldFrom, r.HeldUntil = msTime(r.HeldFrom), msTime(r.HeldUntil)
-	if r.ExitCode != nil {
-		c := *r.ExitCode
-		r.ExitCode = &c
-	}
-	r.ProviderSig, r.SubmitterSig = slices.Clone(r.ProviderSig), slices.Clone(r.SubmitterSig)
+	r = clean(r)
 
 	if err := r.Validate(); err != nil {
 		return nil, err
@@ -104,11 +156,16 @@ func prepare(r Receipt) (*prepared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode receipt: %w", err)
 	}
-	if len(rj) > MaxReceiptSize {
-		return nil, fmt.Errorf("%w: encodes to %d bytes, at most %d", ErrInvalidReceipt, len(rj), MaxReceiptSize)
+	if limit := maxSize(&r); len(rj) > limit {
+		return nil, fmt.Errorf("%w: encodes to %d bytes, at most %d", ErrInvalidReceipt, len(rj), limit)
 	}
 	content := receiptContent(sb, r.ProviderSig, r.SubmitterSig)
+	kind := kindReceipt
+	if r.OneSided() {
+		kind = kindOneSided
+	}
 	p := &prepared{
+		kind:    kind,
 		r:       r,
 		json:    rj,
 		content: content,
@@ -233,6 +290,9 @@ func (l *Ledger) finish(tb *txnBatch, failed error) chainHead {
 // it as the entry after *h, advancing *h. wrote reports whether anything was
 // written to txn, which matters only when err is set.
 func (l *Ledger) apply(txn *badger.Txn, h *chainHead, p *prepared) (e Entry, wrote bool, err error) {
+	if p.kind != kindReceipt {
+		return l.applySide(txn, h, p)
+	}
 	r := &p.r
 	same, found, err := getLeaseState(txn, leaseKey(r.Lease, r.Seq))
 	if err != nil {
@@ -258,7 +318,7 @@ func (l *Ledger) apply(txn *badger.Txn, h *chainHead, p *prepared) (e Entry, wro
 	st := p.state
 	st.index = index
 	sets := [][2][]byte{
-		{entryKey(index), encodeEntry(index, p.json, e.Prev, e.Hash)},
+		{entryKey(index), encodeEntry(index, fieldReceipt, p.json, e.Prev, e.Hash)},
 		{leaseKey(r.Lease, r.Seq), st.encode()},
 		{jobKey(r.Job, index), nil},
 		{peerKey(r.Provider, index), nil},

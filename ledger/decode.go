@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -17,6 +19,10 @@ import (
 // 2 KiB; the cap bounds what a peer can make us parse and store.
 const MaxReceiptSize = 16 << 10
 
+// MaxRecordSize caps the JSON of a one-sided record, which carries the
+// lease terms besides what a receipt holds.
+const MaxRecordSize = MaxReceiptSize + 2*maxTermsLen
+
 // Bounds on single fields, generous for real values, tight enough that a
 // receipt cannot grow past MaxReceiptSize through any one of them.
 const (
@@ -25,6 +31,7 @@ const (
 	maxReasonLen = 2048 // free text
 	maxSigLen    = 128  // Ed25519 is 64 bytes, secp256k1 DER at most 72
 	maxGPUs      = 1024
+	maxModelLen  = 128 // GPU model names ("NVIDIA H100 80GB HBM3")
 	// slackSeconds absorbs clock rounding between the meter and the phase
 	// timers when phases are compared with the held time.
 	slackSeconds = 1.0
@@ -41,27 +48,41 @@ const maxUnixMilli = 253402300799999
 // `e31 receipts --json` prints. Every field is always written so that scripts
 // see one schema for interim and final receipts.
 type receiptJSON struct {
-	Lease        string  `json:"lease"`
-	Job          string  `json:"job"`
-	Provider     string  `json:"provider"`
-	Submitter    string  `json:"submitter"`
-	GPUs         int     `json:"gpus"`
-	Seq          uint64  `json:"seq"`
-	Final        bool    `json:"final"`
-	HeldFrom     string  `json:"held_from"`
-	HeldUntil    string  `json:"held_until"`
-	Phase        string  `json:"phase"`
-	Prev         string  `json:"prev"`
-	Outcome      string  `json:"outcome"`
-	Attribution  string  `json:"attribution"`
-	ExitCode     *int    `json:"exit_code"`
-	Reason       string  `json:"reason"`
-	Phases       Phases  `json:"phases"`
-	Output       string  `json:"output"`
-	Checkpoint   string  `json:"checkpoint"`
-	OutputWait   float64 `json:"output_wait"`
-	ProviderSig  []byte  `json:"provider_sig"`
-	SubmitterSig []byte  `json:"submitter_sig"`
+	Lease       string  `json:"lease"`
+	Job         string  `json:"job"`
+	Provider    string  `json:"provider"`
+	Submitter   string  `json:"submitter"`
+	GPUs        int     `json:"gpus"`
+	Seq         uint64  `json:"seq"`
+	Final       bool    `json:"final"`
+	HeldFrom    string  `json:"held_from"`
+	HeldUntil   string  `json:"held_until"`
+	Phase       string  `json:"phase"`
+	Prev        string  `json:"prev"`
+	Outcome     string  `json:"outcome"`
+	Attribution string  `json:"attribution"`
+	ExitCode    *int    `json:"exit_code"`
+	Reason      string  `json:"reason"`
+	Phases      Phases  `json:"phases"`
+	Output      string  `json:"output"`
+	Checkpoint  string  `json:"checkpoint"`
+	OutputWait  float64 `json:"output_wait"`
+	// Fields added after the first receipts were stored are left out when
+	// empty, so that those receipts keep their stored bytes.
+	GPUModel     string        `json:"gpu_model,omitempty"`
+	Signer       string        `json:"signer,omitempty"`
+	Evidence     *evidenceJSON `json:"evidence,omitempty"`
+	ProviderSig  []byte        `json:"provider_sig"`
+	SubmitterSig []byte        `json:"submitter_sig"`
+}
+
+// evidenceJSON carries the lease terms as a JSON string rather than an
+// embedded object: encoding/json would re-indent or re-escape an object,
+// and the signatures cover the terms byte for byte.
+type evidenceJSON struct {
+	Terms        string `json:"terms"`
+	ProviderSig  []byte `json:"provider_sig"`
+	SubmitterSig []byte `json:"submitter_sig"`
 }
 
 // MarshalJSON writes the receipt with times in UTC to the millisecond and the
@@ -72,7 +93,14 @@ func (r Receipt) MarshalJSON() ([]byte, error) {
 }
 
 func (r *Receipt) wire(pc *peerText) receiptJSON {
+	var ev *evidenceJSON
+	if r.Evidence != nil {
+		ev = &evidenceJSON{Terms: string(r.Evidence.Terms), ProviderSig: r.Evidence.ProviderSig, SubmitterSig: r.Evidence.SubmitterSig}
+	}
 	return receiptJSON{
+		GPUModel:     r.GPUModel,
+		Signer:       r.Signer,
+		Evidence:     ev,
 		Lease:        r.Lease,
 		Job:          r.Job,
 		Provider:     pc.encode(r.Provider),
@@ -112,8 +140,8 @@ func (r *Receipt) UnmarshalJSON(data []byte) error {
 // MaxReceiptSize, unknown fields, trailing data, and anything Validate
 // refuses. It does not check signatures; call Verify for that.
 func DecodeReceipt(data []byte) (Receipt, error) {
-	if len(data) > MaxReceiptSize {
-		return Receipt{}, fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidReceipt, len(data), MaxReceiptSize)
+	if len(data) > MaxRecordSize {
+		return Receipt{}, fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidReceipt, len(data), MaxRecordSize)
 	}
 	if err := checkKeys(data, receiptField); err != nil {
 		return Receipt{}, fmt.Errorf("%w: %w", ErrInvalidReceipt, err)
@@ -134,6 +162,9 @@ func DecodeReceipt(data []byte) (Receipt, error) {
 	if err := r.Validate(); err != nil {
 		return Receipt{}, err
 	}
+	if !r.OneSided() && len(data) > MaxReceiptSize {
+		return Receipt{}, fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidReceipt, len(data), MaxReceiptSize)
+	}
 	return r, nil
 }
 
@@ -145,9 +176,20 @@ func receiptField(name string) (fieldSet, bool) {
 	switch name {
 	case "phases":
 		return phasesField, true
-	case "lease", "job", "provider", "submitter", "gpus", "seq", "final", "held_from", "held_until",
+	case "evidence":
+		return evidenceField, true
+	case "gpu_model", "signer",
+		"lease", "job", "provider", "submitter", "gpus", "seq", "final", "held_from", "held_until",
 		"phase", "prev", "outcome", "attribution", "exit_code", "reason", "output", "checkpoint",
 		"output_wait", "provider_sig", "submitter_sig":
+		return nil, true
+	}
+	return nil, false
+}
+
+func evidenceField(name string) (fieldSet, bool) {
+	switch name {
+	case "terms", "provider_sig", "submitter_sig":
 		return nil, true
 	}
 	return nil, false
@@ -199,6 +241,8 @@ func checkKeys(data []byte, fields fieldSet) error {
 
 func (w *receiptJSON) receipt(pc *peerText) (Receipt, error) {
 	r := Receipt{
+		GPUModel:     w.GPUModel,
+		Signer:       w.Signer,
 		Lease:        w.Lease,
 		Job:          w.Job,
 		GPUs:         w.GPUs,
@@ -216,6 +260,9 @@ func (w *receiptJSON) receipt(pc *peerText) (Receipt, error) {
 		OutputWait:   w.OutputWait,
 		ProviderSig:  w.ProviderSig,
 		SubmitterSig: w.SubmitterSig,
+	}
+	if w.Evidence != nil {
+		r.Evidence = &LeaseEvidence{Terms: json.RawMessage(w.Evidence.Terms), ProviderSig: w.Evidence.ProviderSig, SubmitterSig: w.Evidence.SubmitterSig}
 	}
 	var err error
 	if r.Provider, err = pc.decode(w.Provider); err != nil {
@@ -357,6 +404,32 @@ func (r *Receipt) validate() error {
 	}
 	if len(r.ProviderSig) > maxSigLen || len(r.SubmitterSig) > maxSigLen {
 		return fmt.Errorf("signature longer than %d bytes", maxSigLen)
+	}
+	if len(r.GPUModel) > maxModelLen || !utf8.ValidString(r.GPUModel) || strings.ContainsFunc(r.GPUModel, unicode.IsControl) {
+		return fmt.Errorf("gpu_model: want printable UTF-8 of at most %d bytes", maxModelLen)
+	}
+	return r.validateSigner()
+}
+
+func (r *Receipt) validateSigner() error {
+	switch r.Signer {
+	case "":
+		if r.Evidence != nil {
+			return errors.New("evidence: only a one-sided record carries lease evidence")
+		}
+		return nil
+	case SignerProvider, SignerSubmitter:
+	default:
+		return fmt.Errorf("signer: %q, want provider or submitter", r.Signer)
+	}
+	if !r.Final {
+		return errors.New("signer: only a final record can be one-sided")
+	}
+	if r.Evidence == nil {
+		return errors.New("evidence: missing on a one-sided record")
+	}
+	if err := r.Evidence.validate(); err != nil {
+		return fmt.Errorf("evidence: %w", err)
 	}
 	return nil
 }

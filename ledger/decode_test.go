@@ -137,6 +137,18 @@ func FuzzDecodeReceipt(f *testing.F) {
 		}
 		f.Add(data)
 	}
+	withModel := final(interim("lease-1", "job-1", prov, sub, 2, hex.EncodeToString(make([]byte, 32))))
+	withModel.GPUModel = "NVIDIA H100 80GB HBM3"
+	for _, r := range []Receipt{
+		sign(f, withModel, prov, sub),
+		oneSided(f, interim("lease-1", "job-1", prov, sub, 0, ""), SignerSubmitter, prov, sub, OutcomeProviderLost, AttributionProvider),
+	} {
+		data, err := json.Marshal(r)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := DecodeReceipt(data)
 		if err != nil {

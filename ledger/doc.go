@@ -36,4 +36,57 @@
 // store needs no conflict detection.
 //
 // Key layout is described in keys.go.
+//
+// # One-sided records, disputes and settlement
+//
+// Every lease both parties signed ends in a record on every surviving side.
+// Where the other party vanished before it could countersign, the survivor
+// stores a one-sided final record (Receipt.Signer names it, SignOneSided,
+// Ledger.AppendOneSided): the held interval as it saw it, outcome,
+// attribution and reason, signed under its own domain ("e31-record/1\n")
+// together with the lease evidence (LeaseEvidence: the exact terms both
+// signed and both signatures over "e31-lease/1\n" + terms). A third party
+// checks such a record with the peer IDs inside it alone.
+//
+// When the other side returns, the two either sign a final receipt, which
+// Ledger.Append stores and which supersedes the lease's one-sided records,
+// or record a dispute (Ledger.RecordDispute): an entry that keeps both
+// parties' signed versions. Nothing is deleted or overwritten; queries mark
+// what was superseded (Entry.Superseded) and Ledger.Lease tells how a lease
+// stands (open, two-sided, one-sided, disputed). ByLease lists only the
+// two-sided chain, whose length is the next seq. Ledger.Verify checks the
+// single signature and lease evidence of one-sided records and both
+// versions of disputes, and counts the one-sided records and disputes not
+// yet settled.
+//
+// Receipts may name the leased GPUs' model (GPUModel). It is appended to
+// the signing bytes only when set, so receipts signed before it existed
+// keep their bytes and signatures.
+//
+// # Export
+//
+// Ledger.Export writes a self-contained JSON file (format "e31-receipts/1")
+// of the receipts, records (with their evidence) and disputes a filter
+// selects; VerifyExport checks every signature in it with no daemon and no
+// network, and names the first entry that fails.
+//
+// # Usage and what is owed
+//
+// Ledger.Usage sums GPU-hours held (GPUs × held time) per counterpart and
+// per GPU model, split by outcome and attribution, and marks what a Policy
+// makes owed. Each lease counts once, by one record: its two-sided final
+// receipt; else, if disputed, this node's version; else its last one-sided
+// record; else its latest interim receipt. One-sided and disputed time is
+// reported apart, since it rests on one party's word.
+//
+// DefaultPolicy owes held time by who caused the end:
+//
+//   - queued time is never owed: it is never held, so no receipt covers it;
+//   - attribution job (completed, the job's own failure, its limit) and
+//     submitter (withdrawn) are owed;
+//   - attribution provider or network (provider-lost, output-lost, a
+//     failure of the provider or of staging) are not owed;
+//   - a lease still open is owed up to its latest countersigned receipt.
+//
+// Totals, which predates Usage, counts two-sided receipts only.
 package ledger

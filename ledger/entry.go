@@ -13,11 +13,29 @@ import (
 
 // Entry is a receipt as this node stored it: its place in the node's chain
 // and the hash that ties it to every entry before it.
+//
+// An entry holds one of three things: a receipt both parties signed, a
+// one-sided final record (Receipt.Signer set), or a dispute (Dispute set,
+// Receipt zero).
 type Entry struct {
-	Index   uint64  `json:"index"` // 1 for the first entry, no gaps
-	Receipt Receipt `json:"receipt"`
-	Prev    string  `json:"prev"` // Hash of entry Index-1, "" for the first
-	Hash    string  `json:"hash"` // see entryHash
+	Index   uint64   `json:"index"` // 1 for the first entry, no gaps
+	Receipt Receipt  `json:"receipt"`
+	Dispute *Dispute `json:"dispute,omitempty"`
+	Prev    string   `json:"prev"` // Hash of entry Index-1, "" for the first
+	Hash    string   `json:"hash"` // see entryHash
+	// Superseded is set by queries, not stored: the entry is a one-sided
+	// record or a dispute of a lease that a two-sided final receipt later
+	// settled. It stays in the chain, which is append-only.
+	Superseded bool `json:"superseded,omitempty"`
+}
+
+// subject is the receipt that names the entry's lease, job and parties:
+// the receipt itself, or this node's version of a disputed lease.
+func (e *Entry) subject() *Receipt {
+	if e.Dispute != nil {
+		return &e.Dispute.Ours
+	}
+	return &e.Receipt
 }
 
 // entryDomain keeps the chain hash apart from every other SHA-256 in E31.
@@ -71,12 +89,16 @@ func hashHex(h [32]byte) string { return hex.EncodeToString(h[:]) }
 // off the single writer goroutine, and hex strings need no escaping. Verify
 // rebuilds these bytes from the decoded entry and compares, so the stored
 // form is canonical and no byte of it can change unnoticed.
-func encodeEntry(index uint64, receiptJSON []byte, prev, hash string) []byte {
-	b := make([]byte, 0, len(receiptJSON)+200)
+//
+// field is "receipt" (receipts and one-sided records) or "dispute".
+func encodeEntry(index uint64, field string, body []byte, prev, hash string) []byte {
+	b := make([]byte, 0, len(body)+200)
 	b = append(b, `{"index":`...)
 	b = strconv.AppendUint(b, index, 10)
-	b = append(b, `,"receipt":`...)
-	b = append(b, receiptJSON...)
+	b = append(b, `,"`...)
+	b = append(b, field...)
+	b = append(b, `":`...)
+	b = append(b, body...)
 	b = append(b, `,"prev":"`...)
 	b = append(b, prev...)
 	b = append(b, `","hash":"`...)
@@ -85,11 +107,17 @@ func encodeEntry(index uint64, receiptJSON []byte, prev, hash string) []byte {
 }
 
 type storedEntry struct {
-	Index   uint64      `json:"index"`
-	Receipt receiptJSON `json:"receipt"`
-	Prev    string      `json:"prev"`
-	Hash    string      `json:"hash"`
+	Index   uint64       `json:"index"`
+	Receipt *receiptJSON `json:"receipt"`
+	Dispute *disputeJSON `json:"dispute"`
+	Prev    string       `json:"prev"`
+	Hash    string       `json:"hash"`
 }
+
+const (
+	fieldReceipt = "receipt"
+	fieldDispute = "dispute"
+)
 
 var errNotCanonical = errors.New("entry bytes are not in canonical form")
 
@@ -102,21 +130,44 @@ func decodeEntry(data []byte, canonical bool, pc *peerText) (Entry, error) {
 	if err := json.Unmarshal(data, &s); err != nil {
 		return Entry{}, fmt.Errorf("decode entry: %w", err)
 	}
-	r, err := s.Receipt.receipt(pc)
-	if err == nil {
-		err = r.Validate()
+	e := Entry{Index: s.Index, Prev: s.Prev, Hash: s.Hash}
+	var (
+		field string
+		body  func() ([]byte, error)
+		err   error
+	)
+	switch {
+	case s.Receipt != nil && s.Dispute == nil:
+		field = fieldReceipt
+		e.Receipt, err = s.Receipt.receipt(pc)
+		if err == nil {
+			err = e.Receipt.Validate()
+		}
+		body = func() ([]byte, error) {
+			w := e.Receipt.wire(pc)
+			return json.Marshal(&w)
+		}
+	case s.Dispute != nil && s.Receipt == nil:
+		field = fieldDispute
+		var d Dispute
+		d, err = s.Dispute.dispute(pc)
+		e.Dispute = &d
+		body = func() ([]byte, error) {
+			w := d.wire(pc)
+			return json.Marshal(&w)
+		}
+	default:
+		err = errors.New("entry holds neither a receipt nor a dispute, or both")
 	}
 	if err != nil {
 		return Entry{}, fmt.Errorf("decode entry %d: %w", s.Index, err)
 	}
-	e := Entry{Index: s.Index, Receipt: r, Prev: s.Prev, Hash: s.Hash}
 	if canonical {
-		w := r.wire(pc)
-		rj, err := json.Marshal(&w)
+		b, err := body()
 		if err != nil {
 			return Entry{}, fmt.Errorf("re-encode entry %d: %w", s.Index, err)
 		}
-		if !bytes.Equal(encodeEntry(e.Index, rj, e.Prev, e.Hash), data) {
+		if !bytes.Equal(encodeEntry(e.Index, field, b, e.Prev, e.Hash), data) {
 			return Entry{}, fmt.Errorf("entry %d: %w", s.Index, errNotCanonical)
 		}
 	}

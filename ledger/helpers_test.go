@@ -198,7 +198,7 @@ func rebuildFrom(tb testing.TB, l *Ledger, index uint64) {
 			if err != nil {
 				tb.Fatal(err)
 			}
-			setRaw(tb, l, entryKey(e.Index), encodeEntry(e.Index, rj, p, hashHex(h)))
+			setRaw(tb, l, entryKey(e.Index), encodeEntry(e.Index, fieldReceipt, rj, p, hashHex(h)))
 			prev = h
 			continue
 		}

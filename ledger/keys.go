@@ -16,9 +16,15 @@ import (
 //	h                             head: <index><hash 32>
 //	l/<len><lease><seq>           leaseState (see below)
 //	f/<len><lease>                <seq> of the lease's final receipt
+//	o/<len><lease><index>         sha256 of a one-sided record's entry content
+//	d/<len><lease><index>         sha256 of a dispute's entry content
 //	j/<len><job><index>           empty
 //	p/<len><peer><index>          empty; one per party of the receipt
 //	t/<held_until ms><index>      empty
+//
+// Receipts both parties signed have l/ (and f/) keys; one-sided records
+// have o/ keys and disputes d/ keys instead, so that the l/ keys of a lease
+// are exactly its chain of two-sided receipts. Disputes have no t/ key.
 //
 // Only e/ and h carry the chain; every other key is derived from entries and
 // serves lookups, so Ledger.Verify does not rely on them.
@@ -29,6 +35,8 @@ const (
 	prefixJob   = "j/"
 	prefixPeer  = "p/"
 	prefixTime  = "t/"
+	prefixOne   = "o/"
+	prefixDisp  = "d/"
 	keyHead     = "h"
 )
 
@@ -56,6 +64,13 @@ func leaseKey(lease string, seq uint64) []byte {
 }
 
 func finalKey(lease string) []byte { return appendVarString([]byte(prefixFinal), lease) }
+
+func sidePrefix(kind entryKind, lease string) []byte {
+	if kind == kindDispute {
+		return appendVarString([]byte(prefixDisp), lease)
+	}
+	return appendVarString([]byte(prefixOne), lease)
+}
 
 func jobPrefix(job string) []byte { return appendVarString([]byte(prefixJob), job) }
 

@@ -30,6 +30,12 @@ const (
 	OutcomeOutputLost   = "output-lost"
 )
 
+// Signers of a one-sided final record: the one party that signed it.
+const (
+	SignerProvider  = "provider"
+	SignerSubmitter = "submitter"
+)
+
 // Parties a final receipt can hold responsible for how the lease ended.
 const (
 	AttributionJob       = "job"
@@ -56,6 +62,11 @@ var (
 // peer key signs (offers, leases, pubsub envelopes), so a signature made for
 // one can never be replayed as the other.
 const signingDomain = "e31-receipt/1\n"
+
+// recordDomain separates one-sided final records from receipts, so that a
+// signature one party made on its own can never pass for half of a receipt
+// both signed, nor the other way round.
+const recordDomain = "e31-record/1\n"
 
 // Phases holds the seconds a lease spent in each phase.
 type Phases struct {
@@ -100,8 +111,33 @@ type Receipt struct {
 	Checkpoint  string  // CID of the last checkpoint
 	OutputWait  float64 // seconds the output waited for the submitter to fetch it
 
+	// GPUModel is the model of the leased GPUs, "" if not known. It is
+	// signed, so that usage split per model rests on both parties' word.
+	GPUModel string
+
+	// Signer is "" on a receipt both parties sign. On a one-sided final
+	// record, stored where the other party vanished before it could
+	// countersign, it names the one party that signed: SignerProvider or
+	// SignerSubmitter. Only that party's signature is set.
+	Signer string
+	// Evidence is the lease both parties signed, which a one-sided record
+	// must carry so that its claim rests on more than one side's word. Nil
+	// on two-sided receipts.
+	Evidence *LeaseEvidence
+
 	ProviderSig  []byte
 	SubmitterSig []byte
+}
+
+// OneSided reports whether r is a one-sided final record.
+func (r *Receipt) OneSided() bool { return r.Signer != "" }
+
+// signerID is the peer behind r.Signer.
+func (r *Receipt) signerID() peer.ID {
+	if r.Signer == SignerSubmitter {
+		return r.Submitter
+	}
+	return r.Provider
 }
 
 // Held is the compute time the receipt covers.
@@ -118,9 +154,36 @@ func (r *Receipt) GPUSeconds() float64 {
 // the two signatures, in a fixed order, each string length-prefixed so that no
 // two different receipts encode alike. It is independent of JSON so that
 // field order, spacing or escaping on the wire cannot change what was signed.
+//
+// GPUModel is appended only when set, so receipts signed before it existed
+// keep their bytes; the encoding before it is self-delimiting, so the tail
+// cannot be confused with another field. A one-sided record is signed under
+// recordDomain and also covers GPUModel, Signer and the whole lease
+// evidence.
 func (r *Receipt) SigningBytes() []byte {
-	b := make([]byte, 0, 256+len(r.Lease)+len(r.Job)+len(r.Reason)+len(r.Output)+len(r.Checkpoint))
-	b = append(b, signingDomain...)
+	n := 256 + len(r.Lease) + len(r.Job) + len(r.Reason) + len(r.Output) + len(r.Checkpoint) + len(r.GPUModel)
+	if r.OneSided() {
+		b := make([]byte, 0, n+512)
+		b = r.appendBody(append(b, recordDomain...))
+		b = appendString(b, r.GPUModel)
+		b = appendString(b, r.Signer)
+		var ev LeaseEvidence
+		if r.Evidence != nil {
+			ev = *r.Evidence
+		}
+		b = appendString(b, string(ev.Terms))
+		b = appendString(b, string(ev.ProviderSig))
+		return appendString(b, string(ev.SubmitterSig))
+	}
+	b := r.appendBody(append(make([]byte, 0, n), signingDomain...))
+	if r.GPUModel != "" {
+		b = appendString(b, r.GPUModel)
+	}
+	return b
+}
+
+// appendBody encodes the fields receipts and one-sided records share.
+func (r *Receipt) appendBody(b []byte) []byte {
 	b = appendString(b, r.Lease)
 	b = appendString(b, r.Job)
 	b = appendString(b, string(r.Provider))
@@ -158,6 +221,9 @@ func (r *Receipt) Digest() string {
 // SignProvider signs the receipt as its provider. sk must be the key behind
 // r.Provider, so that a node cannot sign for a role it does not hold.
 func (r *Receipt) SignProvider(sk crypto.PrivKey) error {
+	if r.OneSided() {
+		return fmt.Errorf("sign as provider: %w: a one-sided record is signed with SignOneSided", ErrInvalidReceipt)
+	}
 	if !r.Provider.MatchesPrivateKey(sk) {
 		return fmt.Errorf("sign as provider %s: %w", r.Provider, ErrWrongKey)
 	}
@@ -175,6 +241,9 @@ func (r *Receipt) SignProvider(sk crypto.PrivKey) error {
 // provider's signature itself: Verify does, and Ledger.Append refuses any
 // receipt that fails Verify, so checking here would only double the cost.
 func (r *Receipt) Countersign(sk crypto.PrivKey) error {
+	if r.OneSided() {
+		return fmt.Errorf("countersign: %w: a one-sided record has one signer", ErrInvalidReceipt)
+	}
 	if len(r.ProviderSig) == 0 {
 		return fmt.Errorf("countersign: provider signature: %w", ErrUnsigned)
 	}
@@ -186,6 +255,33 @@ func (r *Receipt) Countersign(sk crypto.PrivKey) error {
 		return fmt.Errorf("countersign: %w", err)
 	}
 	r.SubmitterSig = sig
+	return nil
+}
+
+// SignOneSided signs a one-sided final record as the party r.Signer names;
+// sk must be that party's key. The record must carry the lease evidence,
+// which is checked first: a survivor's record is only worth storing with
+// the lease both parties signed.
+func (r *Receipt) SignOneSided(sk crypto.PrivKey) error {
+	if !r.OneSided() {
+		return fmt.Errorf("sign one-sided record: %w: signer not set", ErrInvalidReceipt)
+	}
+	if id := r.signerID(); !id.MatchesPrivateKey(sk) {
+		return fmt.Errorf("sign one-sided record as %s %s: %w", r.Signer, id, ErrWrongKey)
+	}
+	if err := r.checkEvidence(); err != nil {
+		return fmt.Errorf("sign one-sided record: %w", err)
+	}
+	sig, err := r.sign(sk)
+	if err != nil {
+		return fmt.Errorf("sign one-sided record: %w", err)
+	}
+	r.ProviderSig, r.SubmitterSig = nil, nil
+	if r.Signer == SignerSubmitter {
+		r.SubmitterSig = sig
+	} else {
+		r.ProviderSig = sig
+	}
 	return nil
 }
 
@@ -202,8 +298,14 @@ func (r *Receipt) sign(sk crypto.PrivKey) ([]byte, error) {
 
 // Verify checks both signatures using nothing but the two peer IDs, which
 // embed their public keys (Ed25519 and secp256k1 identities do), so any third
-// party can check a receipt without contacting either peer.
+// party can check a receipt without contacting either peer. On a one-sided
+// record it checks the signer's signature, that the other is absent, and the
+// lease evidence: both parties' signatures over the lease terms, and that
+// the terms name this record's lease, job, parties and GPU count.
 func (r *Receipt) Verify() error {
+	if r.OneSided() {
+		return r.verifyOneSided()
+	}
 	pp, err := publicKey(r.Provider)
 	if err != nil {
 		return fmt.Errorf("provider: %w", err)
@@ -215,7 +317,54 @@ func (r *Receipt) Verify() error {
 	return r.verifyWith(r.SigningBytes(), pp, sp)
 }
 
+func (r *Receipt) verifyOneSided() error {
+	pk, err := publicKey(r.signerID())
+	if err != nil {
+		return fmt.Errorf("%s: %w", r.Signer, err)
+	}
+	return r.verifyWith(r.SigningBytes(), pk, pk)
+}
+
+// checkEvidence checks the lease evidence of a one-sided record: both
+// signatures, and that the lease is the record's.
+func (r *Receipt) checkEvidence() error {
+	if r.Evidence == nil {
+		return fmt.Errorf("%w: one-sided record without lease evidence", ErrInvalidReceipt)
+	}
+	t, err := r.Evidence.verify()
+	if err != nil {
+		return fmt.Errorf("lease evidence: %w", err)
+	}
+	switch {
+	case t.ID != r.Lease:
+		return fmt.Errorf("%w: lease evidence is for lease %q, not %q", ErrInvalidReceipt, t.ID, r.Lease)
+	case t.Job != r.Job:
+		return fmt.Errorf("%w: lease evidence is for job %q, not %q", ErrInvalidReceipt, t.Job, r.Job)
+	case t.Provider != r.Provider || t.Submitter != r.Submitter:
+		return fmt.Errorf("%w: lease evidence names other parties", ErrInvalidReceipt)
+	case t.GPUs != r.GPUs:
+		return fmt.Errorf("%w: lease evidence holds %d GPUs, the record %d", ErrInvalidReceipt, t.GPUs, r.GPUs)
+	}
+	return nil
+}
+
+// verifyWith checks the signatures over msg. On a one-sided record the
+// signer's key must be passed for its role (the other is not used) and the
+// lease evidence is checked too.
 func (r *Receipt) verifyWith(msg []byte, provider, submitter crypto.PubKey) error {
+	if r.OneSided() {
+		sig, other, pk := r.ProviderSig, r.SubmitterSig, provider
+		if r.Signer == SignerSubmitter {
+			sig, other, pk = r.SubmitterSig, r.ProviderSig, submitter
+		}
+		if len(other) != 0 {
+			return fmt.Errorf("%w: a one-sided record carries the other party's signature", ErrBadSignature)
+		}
+		if err := checkSig(pk, msg, sig); err != nil {
+			return fmt.Errorf("%s %s: %w", r.Signer, r.signerID(), err)
+		}
+		return r.checkEvidence()
+	}
 	if err := checkSig(provider, msg, r.ProviderSig); err != nil {
 		return fmt.Errorf("provider %s: %w", r.Provider, err)
 	}

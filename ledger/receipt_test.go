@@ -140,8 +140,12 @@ func TestTamperAnyFieldBreaksVerify(t *testing.T) {
 		"Output":      func(r *Receipt) { r.Output = "bafkqaaa" },
 		"Checkpoint":  func(r *Receipt) { r.Checkpoint = "" },
 		"OutputWait":  func(r *Receipt) { r.OutputWait = 0 },
+		"GPUModel":    func(r *Receipt) { r.GPUModel = "H100" },
+		"Signer":      func(r *Receipt) { r.Signer = SignerProvider },
 	}
-	unsigned := map[string]bool{"ProviderSig": true, "SubmitterSig": true}
+	// Evidence is signed on one-sided records only, where
+	// TestOneSidedTamperBreaksVerify changes it.
+	unsigned := map[string]bool{"ProviderSig": true, "SubmitterSig": true, "Evidence": true}
 	rt := reflect.TypeFor[Receipt]()
 	for i := range rt.NumField() {
 		name := rt.Field(i).Name

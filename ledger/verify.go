@@ -27,7 +27,13 @@ const (
 
 // VerifyReport is the outcome of Ledger.Verify.
 type VerifyReport struct {
-	Entries  int       `json:"entries"` // entries read
+	Entries int `json:"entries"` // entries read
+	// OneSided counts one-sided records whose lease no two-sided final
+	// receipt has settled: held time resting on one party's word.
+	OneSided int `json:"one_sided"`
+	// Disputed counts leases with a recorded dispute and no two-sided
+	// final receipt since.
+	Disputed int       `json:"disputed"`
 	OK       bool      `json:"ok"`
 	FirstBad *BadEntry `json:"first_bad,omitempty"`
 }
@@ -46,7 +52,9 @@ type BadEntry struct {
 // is the hash of the entry before, that its own hash is right, and that
 // both signatures of its receipt verify against the two peer IDs. It ends by
 // checking that the head record names the last entry, which catches entries
-// removed from the end. A broken ledger is reported in VerifyReport, not as
+// removed from the end. One-sided records are checked by their one
+// signature and their lease evidence, disputes by both versions' signatures.
+// A broken ledger is reported in VerifyReport, not as
 // an error; the error is for failing to read the store at all.
 //
 // Hashes are checked before signatures, so an edited receipt shows as an
@@ -95,6 +103,11 @@ func walkChain(ctx context.Context, txn *badger.Txn, sigs *sigChecker) (VerifyRe
 		next = uint64(1)
 		keys = map[peer.ID]crypto.PubKey{}
 		pc   = newPeerText()
+		// Leases not (yet) settled by a two-sided final receipt: a
+		// one-sided record or a dispute always comes before that receipt,
+		// since the store refuses either after it.
+		oneSided = map[string]int{}
+		disputed = map[string]bool{}
 	)
 	bad := func(index uint64, r *Receipt, problem string) (VerifyReport, error) {
 		b := &BadEntry{Index: index, Problem: problem}
@@ -138,7 +151,7 @@ func walkChain(ctx context.Context, txn *badger.Txn, sigs *sigChecker) (VerifyRe
 		case decErr != nil:
 			return bad(index, nil, ProblemUnreadable)
 		}
-		r := &e.Receipt
+		r := e.subject()
 		if e.Index != index {
 			return bad(index, r, ProblemIndex)
 		}
@@ -149,20 +162,41 @@ func walkChain(ctx context.Context, txn *badger.Txn, sigs *sigChecker) (VerifyRe
 		if e.Prev != wantPrev {
 			return bad(index, r, ProblemPrev)
 		}
-		sb := r.SigningBytes()
-		h := entryHash(prev, index, receiptContent(sb, r.ProviderSig, r.SubmitterSig))
+		var content []byte
+		job := sigJob{index: index, r: *r}
+		if e.Dispute != nil {
+			content = e.Dispute.content()
+			job.dispute = e.Dispute
+			disputed[r.Lease] = true
+		} else {
+			job.msg = r.SigningBytes()
+			content = receiptContent(job.msg, r.ProviderSig, r.SubmitterSig)
+			var perr, serr error
+			job.provider, perr = cachedKey(keys, r.Provider)
+			job.submitter, serr = cachedKey(keys, r.Submitter)
+			if perr != nil || serr != nil {
+				return bad(index, r, ProblemSignature)
+			}
+			switch {
+			case r.OneSided():
+				oneSided[r.Lease]++
+			case r.Final:
+				delete(oneSided, r.Lease)
+				delete(disputed, r.Lease)
+			}
+		}
+		h := entryHash(prev, index, content)
 		if hashHex(h) != e.Hash {
 			return bad(index, r, ProblemHash)
 		}
-		pp, perr := cachedKey(keys, r.Provider)
-		sp, serr := cachedKey(keys, r.Submitter)
-		if perr != nil || serr != nil {
-			return bad(index, r, ProblemSignature)
-		}
-		sigs.check(sigJob{index: index, r: e.Receipt, msg: sb, provider: pp, submitter: sp})
+		sigs.check(job)
 		prev = h
 		next++
 	}
+	for _, n := range oneSided {
+		rep.OneSided += n
+	}
+	rep.Disputed = len(disputed)
 	hd, err := readHead(txn)
 	if err != nil {
 		return rep, err
@@ -193,9 +227,10 @@ func cachedKey(keys map[peer.ID]crypto.PubKey, id peer.ID) (crypto.PubKey, error
 
 type sigJob struct {
 	index               uint64
-	r                   Receipt
+	r                   Receipt // a dispute's Ours
 	msg                 []byte
 	provider, submitter crypto.PubKey
+	dispute             *Dispute // set on a dispute entry, checked whole
 }
 
 // sigChecker verifies receipt signatures, inline with one CPU or on a pool
@@ -238,7 +273,13 @@ func (c *sigChecker) check(j sigJob) {
 }
 
 func (c *sigChecker) run(j *sigJob) {
-	if j.r.verifyWith(j.msg, j.provider, j.submitter) == nil {
+	var err error
+	if j.dispute != nil {
+		err = j.dispute.Verify()
+	} else {
+		err = j.r.verifyWith(j.msg, j.provider, j.submitter)
+	}
+	if err == nil {
 		return
 	}
 	c.mu.Lock()

@@ -48,7 +48,7 @@ func TestVerifyDetectsForgedSignature(t *testing.T) {
 		r.GPUs = 8
 		r.SubmitterSig, _ = newParty(t, 9).sk.Sign(r.SigningBytes())
 		rj, _ := r.MarshalJSON()
-		setRaw(t, l, entryKey(index), encodeEntry(index, rj, e.Prev, e.Hash))
+		setRaw(t, l, entryKey(index), encodeEntry(index, fieldReceipt, rj, e.Prev, e.Hash))
 	}
 	rebuildFrom(t, l, 4)
 	rep := mustVerify(t, l)
@@ -94,7 +94,7 @@ func TestVerifyDetectsRenumbering(t *testing.T) {
 			t.Fatal(err)
 		}
 		rj, _ := e.Receipt.MarshalJSON()
-		setRaw(t, l, entryKey(i), encodeEntry(i, rj, e.Prev, e.Hash))
+		setRaw(t, l, entryKey(i), encodeEntry(i, fieldReceipt, rj, e.Prev, e.Hash))
 	}
 	setRaw(t, l, entryKey(7), nil)
 	wantBad(t, l, 3, ProblemPrev)

@@ -1,0 +1,205 @@
+package ledger
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Cause is how a lease ended: its final outcome and who caused it.
+type Cause struct {
+	Outcome     string `json:"outcome"`
+	Attribution string `json:"attribution"`
+}
+
+// Policy says which held time the submitter owes. It is data, so a node can
+// show, store or compare the rule it billed by.
+type Policy struct {
+	// Owed lists the endings whose held time is owed.
+	Owed []Cause `json:"owed"`
+	// OpenOwed says whether the held time of a lease with no final record
+	// yet (countersigned interim receipts) is owed so far.
+	OpenOwed bool `json:"open_owed"`
+}
+
+// Owes reports whether time held under a lease that ended in c is owed.
+func (p Policy) Owes(c Cause) bool { return slices.Contains(p.Owed, c) }
+
+// DefaultPolicy is the rule described in the package documentation: what
+// the job or its submitter caused is owed (completed, the job's own failure
+// or limit, a withdrawal); what the provider or the network caused is not
+// (provider-lost, output-lost, failures by the provider or in staging).
+// Queued time is never held, so never on a receipt and never owed.
+func DefaultPolicy() Policy {
+	p := Policy{OpenOwed: true}
+	for _, o := range []string{OutcomeCompleted, OutcomeFailed, OutcomeLimit, OutcomeWithdrawn, OutcomeProviderLost, OutcomeOutputLost} {
+		for _, a := range []string{AttributionJob, AttributionSubmitter} {
+			p.Owed = append(p.Owed, Cause{o, a})
+		}
+	}
+	return p
+}
+
+// UsageFilter narrows Usage. The zero value counts everything.
+type UsageFilter struct {
+	// Since cuts each lease's held time at this instant; zero counts all.
+	Since time.Time
+	// Peer keeps only leases with this counterpart; empty keeps all.
+	Peer peer.ID
+}
+
+// UsageRow is the held time of the leases that share every key field.
+type UsageRow struct {
+	Peer     peer.ID `json:"peer"`      // the counterpart
+	Role     string  `json:"role"`      // the role Peer played: RoleProvider or RoleSubmitter
+	GPUModel string  `json:"gpu_model"` // "" where receipts do not name it
+	// Outcome and Attribution are "" for a lease with no final record.
+	Outcome     string `json:"outcome"`
+	Attribution string `json:"attribution"`
+	// Basis is how the counted record stands: two-sided, one-sided,
+	// disputed (this node's version counted) or open.
+	Basis    Settlement `json:"basis"`
+	Leases   int        `json:"leases"`
+	GPUHours float64    `json:"gpu_hours"`
+	Owed     bool       `json:"owed"`
+}
+
+// UsageTotal sums rows for one counterpart in one role, or for one GPU
+// model (Peer and Role empty).
+type UsageTotal struct {
+	Peer     peer.ID `json:"peer,omitempty"`
+	Role     string  `json:"role,omitempty"`
+	GPUModel string  `json:"gpu_model,omitempty"`
+	GPUHours float64 `json:"gpu_hours"`
+	Owed     float64 `json:"owed_gpu_hours"`
+	// OneSided is the part of GPUHours that rests on one-sided records or
+	// disputed versions: one party's word.
+	OneSided float64 `json:"one_sided_gpu_hours"`
+}
+
+// UsageReport is what Usage returns. Rows are sorted by every key field.
+type UsageReport struct {
+	Policy  Policy       `json:"policy"`
+	Rows    []UsageRow   `json:"rows"`
+	ByPeer  []UsageTotal `json:"by_peer"`  // sorted by peer, then role
+	ByModel []UsageTotal `json:"by_model"` // sorted by model
+}
+
+// Usage sums the GPU-hours held under leases, per counterpart and GPU
+// model, split by how each lease ended, and what policy makes owed. Each
+// lease counts once, by the record LeaseRecord.Counted names, so a
+// superseded one-sided record is never added to the receipt that settled
+// it. Options.Self is left out as a counterpart.
+func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (UsageReport, error) {
+	es, err := l.All(ctx)
+	if err != nil {
+		return UsageReport{}, fmt.Errorf("usage: %w", err)
+	}
+	leases := map[string]*LeaseRecord{}
+	var order []string
+	for _, e := range es {
+		name := e.subject().Lease
+		lr := leases[name]
+		if lr == nil {
+			lr = &LeaseRecord{Lease: name}
+			leases[name] = lr
+			order = append(order, name)
+		}
+		lr.add(e)
+	}
+	type key struct {
+		peer                              peer.ID
+		role, model, outcome, attribution string
+		basis                             Settlement
+	}
+	rows := map[key]*UsageRow{}
+	for _, name := range order {
+		lr := leases[name]
+		lr.settle()
+		r := lr.Counted()
+		if r == nil {
+			continue
+		}
+		hours := heldSince(r, f.Since).Hours() * float64(r.GPUs)
+		owed := policy.OpenOwed
+		if r.Final {
+			owed = policy.Owes(Cause{r.Outcome, r.Attribution})
+		}
+		for _, side := range []struct {
+			id   peer.ID
+			role string
+		}{{r.Provider, RoleProvider}, {r.Submitter, RoleSubmitter}} {
+			if side.id == l.self || (f.Peer != "" && side.id != f.Peer) {
+				continue
+			}
+			if side.role == RoleSubmitter && r.Submitter == r.Provider {
+				continue
+			}
+			k := key{side.id, side.role, r.GPUModel, r.Outcome, r.Attribution, lr.State}
+			row := rows[k]
+			if row == nil {
+				row = &UsageRow{Peer: k.peer, Role: k.role, GPUModel: k.model, Outcome: k.outcome,
+					Attribution: k.attribution, Basis: k.basis, Owed: owed}
+				rows[k] = row
+			}
+			row.Leases++
+			row.GPUHours += hours
+		}
+	}
+	rep := UsageReport{Policy: policy, Rows: make([]UsageRow, 0, len(rows))}
+	for _, r := range rows {
+		rep.Rows = append(rep.Rows, *r)
+	}
+	slices.SortFunc(rep.Rows, func(a, b UsageRow) int {
+		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Role, b.Role), cmp.Compare(a.GPUModel, b.GPUModel),
+			cmp.Compare(a.Outcome, b.Outcome), cmp.Compare(a.Attribution, b.Attribution), cmp.Compare(a.Basis, b.Basis))
+	})
+	rep.ByPeer = totals(rep.Rows, func(r *UsageRow) UsageTotal { return UsageTotal{Peer: r.Peer, Role: r.Role} })
+	rep.ByModel = totals(rep.Rows, func(r *UsageRow) UsageTotal { return UsageTotal{GPUModel: r.GPUModel} })
+	return rep, nil
+}
+
+// totals sums sorted rows into the groups key names, in first-seen order
+// of a sort by the key.
+func totals(rows []UsageRow, key func(*UsageRow) UsageTotal) []UsageTotal {
+	var out []UsageTotal
+	for i := range rows {
+		r := &rows[i]
+		k := key(r)
+		j := slices.IndexFunc(out, func(t UsageTotal) bool {
+			return t.Peer == k.Peer && t.Role == k.Role && t.GPUModel == k.GPUModel
+		})
+		if j < 0 {
+			out = append(out, k)
+			j = len(out) - 1
+		}
+		t := &out[j]
+		t.GPUHours += r.GPUHours
+		if r.Owed {
+			t.Owed += r.GPUHours
+		}
+		if r.Basis == SettlementOneSided || r.Basis == SettlementDisputed {
+			t.OneSided += r.GPUHours
+		}
+	}
+	slices.SortFunc(out, func(a, b UsageTotal) int {
+		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Role, b.Role), cmp.Compare(a.GPUModel, b.GPUModel))
+	})
+	return out
+}
+
+// heldSince is the part of r's held interval at or after since.
+func heldSince(r *Receipt, since time.Time) time.Duration {
+	from, until := msTime(r.HeldFrom), msTime(r.HeldUntil)
+	if !since.IsZero() && from.Before(since) {
+		from = since
+	}
+	if until.Before(from) {
+		return 0
+	}
+	return until.Sub(from)
+}
