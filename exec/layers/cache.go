@@ -101,6 +101,8 @@ type Cache struct {
 	seq     uint64            // logical clock of uses, for LRU order
 	closed  bool
 	overCap bool
+
+	// Counters, guarded by mu.
 	hits, unpacks, evictions, repairs uint64
 }
 
