@@ -98,4 +98,3 @@ func list(tb testing.TB, dir string) []string {
 	}
 	return names
 }
-
