@@ -184,6 +184,13 @@ func Unpack(ctx context.Context, r io.Reader, dir string, opts UnpackOptions) (U
 		if u.stats.Entries > opts.MaxEntries {
 			return u.stats, &EntryError{hdr.Name, fmt.Errorf("%w: more than %d entries", ErrTooLarge, opts.MaxEntries)}
 		}
+		// Count every entry's size, not only files': the reader must read
+		// through a skipped entry's data too.
+		if hdr.Size > opts.MaxBytes-u.claimed {
+			return u.stats, &EntryError{hdr.Name, fmt.Errorf("%w: %d bytes would pass the cap of %d",
+				ErrTooLarge, u.claimed+hdr.Size, opts.MaxBytes)}
+		}
+		u.claimed += hdr.Size
 		if err := u.entry(hdr, tr); err != nil {
 			if ctx.Err() != nil {
 				return u.stats, ctx.Err()
@@ -235,6 +242,8 @@ type unpacker struct {
 	dirTimes map[string]time.Time
 	buf      []byte
 	stats    UnpackStats
+	// claimed is the sum of the sizes the headers so far declared.
+	claimed int64
 }
 
 // cleanName turns a tar name into a path relative to the layer root, or
@@ -435,9 +444,6 @@ func (u *unpacker) file(name string, hdr *tar.Header, tr io.Reader) error {
 	uid, gid, err := u.hostIDs(hdr)
 	if err != nil {
 		return err
-	}
-	if hdr.Size > u.opts.MaxBytes-u.stats.Bytes {
-		return fmt.Errorf("%w: %d bytes would pass the cap of %d", ErrTooLarge, u.stats.Bytes+hdr.Size, u.opts.MaxBytes)
 	}
 	if _, err := u.prepare(name, kindFile); err != nil {
 		return err
