@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -25,6 +26,14 @@ func FuzzUnpack(f *testing.F) {
 			f.Add(b)
 		}
 		f.Add(gzipped(f, b))
+	}
+	foreign, _ := filepath.Glob("testdata/*.tar*")
+	for _, p := range foreign {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, blob []byte) {
 		top := t.TempDir()
