@@ -67,7 +67,8 @@ type CacheOptions struct {
 
 // CacheStats is a snapshot of the cache.
 type CacheStats struct {
-	// Entries and Bytes: complete layers on disk and their disk use.
+	// Entries: layers on disk or being unpacked for an Acquire. Bytes:
+	// the disk use of the complete ones.
 	Entries int
 	Bytes   int64
 	// InUse and InUseBytes: the layers acquired and not yet released.
