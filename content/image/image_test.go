@@ -343,6 +343,10 @@ func TestRegistry(t *testing.T) {
 	if err != nil || rec4.CID != rec.CID || !strings.HasSuffix(rec4.Pinned, "/team/multi@"+d.String()) {
 		t.Fatalf("from an index: %+v, %v", rec4, err)
 	}
+	list, err := List(ctx, s)
+	if err != nil || len(list) != 1 || list[0].CID != rec.CID || !strings.HasSuffix(list[0].Pinned, "@"+d.String()) || !strings.HasPrefix(list[0].Pinned, "docker://"+host+"/team/") {
+		t.Fatalf("list: %+v, %v", list, err)
+	}
 }
 
 func TestRegistryCorruptBlob(t *testing.T) {

@@ -38,9 +38,19 @@ func List(ctx context.Context, store *content.Store) ([]Record, error) {
 			out = append(out, Record{CID: p.Root, Ref: ref})
 			continue
 		}
-		out = append(out, im.record(ref, ""))
+		out = append(out, im.record(ref, pinnedName(ref, im.Digest.String())))
 	}
 	return out, nil
+}
+
+// pinnedName is the digest-pinned form of a docker:// reference, or ""
+// for other references.
+func pinnedName(ref, digest string) string {
+	r, err := ParseRef(ref)
+	if err != nil || r.Transport != Docker {
+		return ""
+	}
+	return "docker://" + r.Name.Context().Digest(digest).String()
 }
 
 func imageRef(reasons []string) (string, bool) {
