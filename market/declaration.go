@@ -27,8 +27,17 @@ type Declaration struct {
 
 // Work is the program the sandbox runs.
 type Work struct {
-	Command []string          `json:"command" yaml:"command"`
-	Env     map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
+	// Image is the job's software as an OCI image; empty runs the job on
+	// the provider's base root. See image.go for the forms accepted and
+	// how submit rewrites it.
+	Image string `json:"image,omitempty" yaml:"image,omitempty"`
+	// ImageRef is set by the submitter, never by a person: the registry
+	// reference of a docker:// image pinned to its digest, so that a
+	// provider may pull the same bytes from the registry instead of from
+	// the submitter.
+	ImageRef string            `json:"image_ref,omitempty" yaml:"image_ref,omitempty"`
+	Command  []string          `json:"command" yaml:"command"`
+	Env      map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
 }
 
 // Input is data staged read-only before the run.
@@ -318,6 +327,7 @@ func validateWork(w *Work, ps *problems) {
 		}
 		validateText(f, w.Env[k], ps)
 	}
+	validateImage(w, ps)
 }
 
 func validateRequest(r *Request, ps *problems) {

@@ -301,14 +301,18 @@ func (dc *decoder) declaration(n *yaml.Node) Declaration {
 
 func (dc *decoder) work(n *yaml.Node, field string) Work {
 	var w Work
-	dc.fields(n, field, "a mapping with command and env", func(key, f string, v *yaml.Node) {
+	dc.fields(n, field, "a mapping with image, command and env", func(key, f string, v *yaml.Node) {
 		switch key {
+		case "image":
+			w.Image, _ = dc.str(v, f)
+		case "image_ref":
+			w.ImageRef, _ = dc.str(v, f)
 		case "command":
 			w.Command = dc.strings(v, f)
 		case "env":
 			w.Env = dc.env(v, f)
 		default:
-			dc.unknown(f, "command, env")
+			dc.unknown(f, "image, command, env")
 		}
 	})
 	return w

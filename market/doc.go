@@ -20,6 +20,15 @@
 // to a declaration that arrived already decoded (from gossip), where nothing
 // is defaulted; Canonical gives the bytes to sign.
 //
+// work.image names the job's software as an OCI image in skopeo's
+// transport syntax (oci:, oci-archive:, docker-archive:, docker://) or as
+// the CID of an image already imported; image.go lists the forms. Only the
+// shape is checked here. The submitting node imports the image and
+// rewrites work.image to the CID of its DAG before signing, adding
+// work.image_ref, the docker:// reference pinned to the manifest digest,
+// when the image came from a registry; a broadcast declaration names its
+// image by CID only.
+//
 // # Matching
 //
 // Match(view) runs once per epoch on a view frozen for it. The view is

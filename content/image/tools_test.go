@@ -1,0 +1,268 @@
+package image
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/e31network/e31/content"
+)
+
+// needTools returns the paths of the named programs. Where one is missing
+// the test is skipped, unless E31_REQUIRE_RUNC is set (CI), where a
+// missing tool must fail the run rather than pass it by skipping.
+func needTools(t *testing.T, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if _, err := exec.LookPath(n); err != nil {
+			if os.Getenv("E31_REQUIRE_RUNC") != "" {
+				t.Fatalf("%s is missing and E31_REQUIRE_RUNC is set: install it (.ci/deps)", n)
+			}
+			t.Skipf("%s is missing", n)
+		}
+	}
+}
+
+func run(t *testing.T, dir string, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// buildBusyboxImage builds a two-layer image with umoci in dir/layout,
+// tagged v1: the first layer has /bin/busybox, symlinks to it and a file
+// bin/gone.txt; the second deletes gone.txt (a whiteout) and adds bin/tool
+// and bin/tool-link, a hard link to it.
+func buildBusyboxImage(t *testing.T, dir string) {
+	t.Helper()
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rootless []string
+	if os.Geteuid() != 0 {
+		rootless = []string{"--rootless"}
+	}
+	run(t, dir, "umoci", "init", "--layout", "layout")
+	run(t, dir, "umoci", "new", "--image", "layout:v1")
+	run(t, dir, "umoci", append([]string{"unpack", "--image", "layout:v1"}, append(rootless, "b1")...)...)
+	bin := filepath.Join(dir, "b1", "rootfs", "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "busybox"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{"sh", "ls", "cat"} {
+		if err := os.Symlink("busybox", filepath.Join(bin, l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(bin, "gone.txt"), []byte("deleted in layer 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, dir, "umoci", append([]string{"repack", "--image", "layout:v1"}, append(rootless, "b1")...)...)
+	run(t, dir, "umoci", "config", "--image", "layout:v1", "--config.entrypoint", "/bin/sh", "--config.cmd=-c", "--config.cmd=ls /bin",
+		"--config.workingdir", "/work", "--config.env", "E31=1")
+	run(t, dir, "umoci", append([]string{"unpack", "--image", "layout:v1"}, append(rootless, "b2")...)...)
+	bin = filepath.Join(dir, "b2", "rootfs", "bin")
+	if err := os.Remove(filepath.Join(bin, "gone.txt")); err != nil {
+		t.Fatal(err)
+	}
+	// A hard link goes into a layer as a link only when its target is in
+	// the same layer, so both are new here.
+	if err := os.WriteFile(filepath.Join(bin, "tool"), []byte("#!/bin/sh\necho tool\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(bin, "tool"), filepath.Join(bin, "tool-link")); err != nil {
+		t.Fatal(err)
+	}
+	run(t, dir, "umoci", append([]string{"repack", "--image", "layout:v1"}, append(rootless, "b2")...)...)
+}
+
+// tarDir writes the tree at dir as a tar file, the way an oci-archive is
+// a tar of a layout.
+func tarDir(t *testing.T, dir, out string) {
+	t.Helper()
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		h, err := tar.FileInfoHeader(fi, "")
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		h.Name = filepath.ToSlash(rel)
+		if fi.IsDir() {
+			h.Name += "/"
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if fi.Mode().IsRegular() {
+			src, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer src.Close()
+			_, err = io.Copy(tw, src)
+			return err
+		}
+		return nil
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestImportRealTools(t *testing.T) {
+	needTools(t, "umoci", "skopeo", "busybox")
+	ctx := context.Background()
+	dir := t.TempDir()
+	buildBusyboxImage(t, dir)
+	layoutDir := filepath.Join(dir, "layout")
+	tarDir(t, layoutDir, filepath.Join(dir, "oci.tar"))
+	run(t, dir, "skopeo", "--insecure-policy", "copy", "oci:layout:v1", "docker-archive:docker.tar:e31/busybox:v1")
+
+	s := openStore(t)
+	fromDir, err := Import(ctx, s, Ref{Transport: OCI, Path: layoutDir, Tag: "v1"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromTar, err := Import(ctx, s, Ref{Transport: OCIArchive, Path: filepath.Join(dir, "oci.tar")}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fromTar.CID != fromDir.CID || fromTar.Digest != fromDir.Digest {
+		t.Fatalf("oci-archive gave %s (%s), the layout %s (%s)", fromTar.CID, fromTar.Digest, fromDir.CID, fromDir.Digest)
+	}
+	if _, err := Import(ctx, s, Ref{Transport: OCI, Path: layoutDir, Tag: "v2"}, Options{}); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "v1") {
+		t.Errorf("missing tag: %v, want ErrNotFound listing v1", err)
+	}
+	ref, err := ParseRef("docker-archive:" + filepath.Join(dir, "docker.tar") + ":e31/busybox:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromDocker, err := Import(ctx, s, ref, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	oci, err := Load(ctx, s, fromDir.CID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docker, err := Load(ctx, s, fromDocker.CID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, im := range []*Image{oci, docker} {
+		c := im.Config
+		if !slices.Equal(c.Entrypoint, []string{"/bin/sh"}) || !slices.Equal(c.Cmd, []string{"-c", "ls /bin"}) ||
+			c.WorkingDir != "/work" || !slices.Contains(c.Env, "E31=1") {
+			t.Errorf("config of %s: %+v", im.Root, c)
+		}
+		if len(im.Layers) != 2 {
+			t.Fatalf("%s has %d layers, want 2", im.Root, len(im.Layers))
+		}
+	}
+	// docker save keeps layers as plain tars: their digests are the OCI
+	// image's diff_ids, and the bytes unpack to the same entries.
+	for i := range 2 {
+		if docker.Layers[i].DiffID != oci.Layers[i].DiffID || docker.Layers[i].Digest != oci.Layers[i].DiffID {
+			t.Errorf("layer %d: docker %s/%s, oci diff_id %s", i, docker.Layers[i].Digest, docker.Layers[i].DiffID, oci.Layers[i].DiffID)
+		}
+		if oci.Layers[i].Compression() != "gzip" || docker.Layers[i].Compression() != "" {
+			t.Errorf("layer %d: compression %q and %q", i, oci.Layers[i].Compression(), docker.Layers[i].Compression())
+		}
+	}
+	for _, im := range []*Image{oci, docker} {
+		top := readLayer(t, s, im.Layers[1])
+		if h := top["bin/.wh.gone.txt"]; h == nil {
+			t.Errorf("%s: the second layer has no whiteout for bin/gone.txt: %v", im.Root, slices.Sorted(mapKeys(top)))
+		}
+		if h := top["bin/tool-link"]; h == nil || h.Typeflag != tar.TypeLink || strings.TrimPrefix(strings.TrimPrefix(h.Linkname, "/"), "./") != "bin/tool" {
+			t.Errorf("%s: bin/tool-link is %+v, want a hard link to bin/tool", im.Root, h)
+		}
+		base := readLayer(t, s, im.Layers[0])
+		if h := base["bin/sh"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "busybox" {
+			t.Errorf("%s: bin/sh is %+v, want a symlink to busybox", im.Root, h)
+		}
+	}
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// readLayer reads a whole layer through OpenLayer (so its digest is
+// checked) and returns its headers by clean name.
+func readLayer(t *testing.T, s *content.Store, l Layer) map[string]*tar.Header {
+	t.Helper()
+	rc, err := OpenLayer(context.Background(), s, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var r io.Reader = rc
+	if l.Compression() == "gzip" {
+		zr, err := gzip.NewReader(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = zr
+	}
+	out := map[string]*tar.Header{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimSuffix(strings.TrimPrefix(h.Name, "./"), "/")] = h
+	}
+	// Drain to EOF so that the digest check runs.
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -1,0 +1,114 @@
+package market
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+const imageCID = "bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi"
+
+var pinnedRef = "docker://registry.example:5000/team/trainer@sha256:" + strings.Repeat("ab", 32)
+
+func withImage(image, ref string) string {
+	w := "work:\n"
+	if image != "" {
+		w += "  image: " + image + "\n"
+	}
+	if ref != "" {
+		w += "  image_ref: " + ref + "\n"
+	}
+	return strings.Replace(base, "work:\n", w, 1)
+}
+
+func TestDecodeImageAccepted(t *testing.T) {
+	for _, c := range []struct{ image, ref string }{
+		{"oci:./layout", ""},
+		{"oci:/abs/layout:v1.2", ""},
+		{"oci-archive:trainer.tar", ""},
+		{"oci-archive:./trainer.tar:latest", ""},
+		{"docker-archive:./saved.tar", ""},
+		{"docker-archive:./saved.tar:busybox:latest", ""},
+		{"docker://busybox", ""},
+		{"docker://docker.io/library/busybox:1.36", ""},
+		{"docker://127.0.0.1:5000/a/b-c__d.e:tag_1", ""},
+		{"docker://[::1]:5000/a/b@sha256:" + strings.Repeat("0", 64), ""},
+		{"docker://ghcr.io/org/img:v1@sha256:" + strings.Repeat("f", 64), ""},
+		{imageCID, ""},
+		{imageCID, pinnedRef},
+	} {
+		d, err := DecodeDeclaration([]byte(withImage(c.image, c.ref)))
+		if err != nil {
+			t.Errorf("image %q ref %q: %v", c.image, c.ref, err)
+			continue
+		}
+		if d.Work.Image != c.image || d.Work.ImageRef != c.ref {
+			t.Errorf("decoded image %q ref %q, want %q %q", d.Work.Image, d.Work.ImageRef, c.image, c.ref)
+		}
+	}
+}
+
+func TestDecodeImageRejected(t *testing.T) {
+	for _, c := range []struct{ image, ref, want string }{
+		{"./layout", "", "work.image: must be oci:PATH"},
+		{"docker-daemon:busybox", "", "work.image: must be oci:PATH"},
+		{`"oci:"`, "", "work.image: names no path: want oci:PATH"},
+		{"oci-archive::tag", "", "work.image: names no path"},
+		{`"oci:dir:"`, "", "work.image: has an empty or unprintable tag"},
+		{`"oci:dir:a b"`, "", "work.image: has an empty or unprintable tag"},
+		{"docker://", "", "work.image: is not a registry reference"},
+		{"docker://Busybox", "", "work.image: is not a registry reference"},
+		{"docker://busybox@sha256:abc", "", "work.image: is not a registry reference"},
+		{"docker://busybox@sha512:" + strings.Repeat("0", 128), "", "work.image: is not a registry reference"},
+		{"docker://a//b", "", "work.image: is not a registry reference"},
+		{"[a]", "", "work.image: must be a string"},
+		{`"oci:a\u0000b"`, "", "work.image: must not contain NUL"},
+		{"oci:" + strings.Repeat("x", MaxImageLen), "", "work.image: must be at most"},
+		{"", pinnedRef, "work.image_ref: needs work.image"},
+		{"oci:./x", pinnedRef, "work.image_ref: is set at submit"},
+		{imageCID, "docker://registry.example/a:latest", "work.image_ref: must be pinned to a digest"},
+		{imageCID, "oci:./x", "work.image_ref: must be a registry reference"},
+		{imageCID, "docker://reg/UPPER@sha256:" + strings.Repeat("0", 64), "work.image_ref: must be a registry reference"},
+	} {
+		_, err := DecodeDeclaration([]byte(withImage(c.image, c.ref)))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("image %q ref %q: got %v, want %q", c.image, c.ref, err, c.want)
+		}
+	}
+	if _, err := DecodeDeclaration([]byte(strings.Replace(base, "work:\n", "work:\n  images: x\n", 1))); err == nil ||
+		!strings.Contains(err.Error(), "work.images: unknown field (want one of image, command, env)") {
+		t.Errorf("unknown work field: %v", err)
+	}
+}
+
+// TestImageCanonical: a declaration without an image signs the same bytes
+// as before the field existed, and one with an image round-trips through
+// JSON (the gossip path) and validates there.
+func TestImageCanonical(t *testing.T) {
+	d, err := DecodeDeclaration([]byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(c), "image") {
+		t.Fatalf("canonical form mentions an absent image: %s", c)
+	}
+	d.Work.Image, d.Work.ImageRef = imageCID, pinnedRef
+	c, err = d.Canonical()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(c), `"work":{"image":"`+imageCID+`","image_ref":"`+pinnedRef+`","command":["run"]`) {
+		t.Fatalf("canonical: %s", c)
+	}
+	var back Declaration
+	if err := json.Unmarshal(c, &back); err != nil {
+		t.Fatal(err)
+	}
+	if err := back.Validate(); err != nil || back.Work.ImageRef != pinnedRef {
+		t.Fatalf("round trip: %+v, %v", back.Work, err)
+	}
+}
