@@ -234,10 +234,10 @@ func (s *Store) Open(ctx context.Context, c cid.Cid) (io.ReadSeekCloser, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", c, err)
 	}
-	if kind, _, err := inspect(nd); err != nil {
+	if kind, _, _, err := inspect(nd); err != nil {
 		return nil, fmt.Errorf("open %s: %w", c, err)
 	} else if kind != kindFile {
-		return nil, fmt.Errorf("open %s: %w: a directory, not a file", c, ErrUnsupported)
+		return nil, fmt.Errorf("open %s: %w: not a file", c, ErrUnsupported)
 	}
 	r, err := uio.NewDagReader(ctx, nd, storeDAG{s})
 	if err != nil {
