@@ -134,6 +134,11 @@ func writeBundle(bundle string, cfg *specs.Spec, h hostLayout) error {
 			return fmt.Errorf("bundle: %w", err)
 		}
 	}
+	return writeConfig(bundle, cfg)
+}
+
+// writeConfig writes the bundle's config.json.
+func writeConfig(bundle string, cfg *specs.Spec) error {
 	b, err := json.MarshalIndent(cfg, "", "\t")
 	if err != nil {
 		return fmt.Errorf("bundle: %w", err)
@@ -222,6 +227,10 @@ func sandboxConfig(s Spec, cid string, h hostLayout, devices []specs.LinuxDevice
 		res.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
 	}
 
+	cwd := s.Output.Target
+	if s.Image != nil {
+		cwd, _ = imageWorkDir(s.Image.Config) // checked by withDefaults
+	}
 	oomScore := 1000 // on host memory pressure, the guest goes first
 	return &specs.Spec{
 		// runc 1.1 implements 1.0.2; nothing newer is used.
@@ -232,7 +241,7 @@ func sandboxConfig(s Spec, cid string, h hostLayout, devices []specs.LinuxDevice
 			User: specs.User{UID: jobUID, GID: jobGID},
 			Args: s.Command,
 			Env:  jobEnv(s),
-			Cwd:  s.Output.Target,
+			Cwd:  cwd,
 			// Present but empty: an absent capabilities object would
 			// leave the runtime's defaults.
 			Capabilities:    &specs.LinuxCapabilities{Bounding: []string{}, Effective: []string{}, Inheritable: []string{}, Permitted: []string{}, Ambient: []string{}},
@@ -265,9 +274,10 @@ func sandboxConfig(s Spec, cid string, h hostLayout, devices []specs.LinuxDevice
 // then the variables the runner owns, which a spec cannot override. Sorted,
 // so that equal specs give equal configs.
 func jobEnv(s Spec) []string {
-	env := map[string]string{
-		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME": "/tmp",
+	env := map[string]string{"PATH": defaultPath, "HOME": "/tmp"}
+	if s.Image != nil {
+		// HOME is set once the image's user is known (setImageUser).
+		env = imageEnv(s.Image.Config, nil)
 	}
 	maps.Copy(env, s.Env)
 	delete(env, "CUDA_VISIBLE_DEVICES")
