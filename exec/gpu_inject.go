@@ -167,9 +167,17 @@ func driverMountsFor(files []string) ([]specs.Mount, []string) {
 		if err != nil {
 			continue
 		}
-		mounts = append(mounts, specs.Mount{Destination: f, Type: "bind", Source: src, Options: []string{"bind", "ro", "nosuid", "nodev"}})
-		if strings.Contains(filepath.Base(f), ".so") && !slices.Contains(dirs, filepath.Dir(f)) {
-			dirs = append(dirs, filepath.Dir(f))
+		// The canonical directory: on a usr-merged host ldconfig says
+		// /lib/..., and in a usr-merged image /lib is a symlink, through
+		// which no mount point can be prepared.
+		dir, err := filepath.EvalSymlinks(filepath.Dir(f))
+		if err != nil {
+			continue
+		}
+		dest := filepath.Join(dir, filepath.Base(f))
+		mounts = append(mounts, specs.Mount{Destination: dest, Type: "bind", Source: src, Options: []string{"bind", "ro", "nosuid", "nodev"}})
+		if strings.Contains(filepath.Base(f), ".so") && !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
 		}
 	}
 	return mounts, dirs

@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -27,12 +28,18 @@ import (
 // not be. Mount sources (inputs, output) are opened by the runtime before
 // it enters the namespace, so they may stay private.
 //
-// The top lower layer is the bundle's skeleton: the mount points the
-// sandbox needs (/proc, /dev, /out, the inputs, driver library files) and
-// a generated /etc/hosts. An overlay without an upper layer is read-only,
-// so the runtime could not create them itself; and an overlay without an
-// upper layer needs at least two lower ones, which the skeleton also
-// guarantees for a single-layer image.
+// The bottom lower layer is the bundle's skeleton: the mount points the
+// sandbox needs (/proc, /dev, /tmp, /out, the inputs, driver library
+// files) and a generated /etc/hosts. An overlay without an upper layer is
+// read-only, so the runtime could not create them itself; and an overlay
+// without an upper layer needs at least two lower ones, which the
+// skeleton also guarantees for a single-layer image. It goes under the
+// image, not over it, so that whatever the image has keeps its own owner,
+// mode and symlinks (a directory on top would lend the merged directory
+// its attributes, and replace a symlink such as /lib -> usr/lib); the
+// skeleton only fills what the image lacks. A mount point that the image
+// hides under a whiteout or an opaque directory stays hidden, and the
+// runtime then fails to start the job.
 
 // rootMount is where an image job's root is mounted.
 type rootMount struct{ dir string }
@@ -161,6 +168,9 @@ func unmountImageRoot(m rootMount) error {
 type skeletonEntry struct {
 	path string // absolute, inside the root
 	file bool   // a file mount point (a bind of a file), else a directory
+	// mode of a directory: the mode option of a tmpfs mounted there,
+	// since runc gives a tmpfs the mode of the directory it covers.
+	mode fs.FileMode
 }
 
 // skeletonEntries lists the mount points the runtime will need on an
@@ -170,16 +180,16 @@ type skeletonEntry struct {
 func skeletonEntries(cfg *specs.Spec) ([]skeletonEntry, error) {
 	var out []skeletonEntry
 	var seen []string
-	add := func(p string, file bool) {
+	add := func(p string, file bool, mode fs.FileMode) {
 		for _, s := range seen {
 			if p == s || strings.HasPrefix(p, s+"/") {
 				return
 			}
 		}
-		out = append(out, skeletonEntry{path: p, file: file})
+		out = append(out, skeletonEntry{path: p, file: file, mode: mode})
 	}
 	for _, m := range cfg.Mounts {
-		file := false
+		file, mode := false, fs.FileMode(0o755)
 		if m.Type == "bind" {
 			st, err := os.Stat(m.Source)
 			if err != nil {
@@ -187,13 +197,36 @@ func skeletonEntries(cfg *specs.Spec) ([]skeletonEntry, error) {
 			}
 			file = !st.IsDir()
 		}
-		add(path.Clean(m.Destination), file)
+		for _, o := range m.Options {
+			if v, ok := strings.CutPrefix(o, "mode="); ok && m.Type == "tmpfs" {
+				if n, err := strconv.ParseUint(v, 8, 32); err == nil {
+					mode = fs.FileMode(n&0o777) | modeBits(n)
+				}
+			}
+		}
+		add(path.Clean(m.Destination), file, mode)
 		seen = append(seen, path.Clean(m.Destination))
 	}
 	if cfg.Process.Cwd != "/" {
-		add(cfg.Process.Cwd, false)
+		add(cfg.Process.Cwd, false, 0o755)
 	}
 	return out, nil
+}
+
+// modeBits turns the sticky, setgid and setuid bits of a numeric mode
+// into Go's.
+func modeBits(n uint64) fs.FileMode {
+	var m fs.FileMode
+	if n&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	if n&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if n&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	return m
 }
 
 // writeSkeleton creates the skeleton layer at dir, owned by the sandbox's
@@ -223,8 +256,15 @@ func writeSkeleton(dir string, entries []skeletonEntry, hosts string, base uint3
 				return fmt.Errorf("skeleton %s: %w", e.path, err)
 			}
 			f.Close()
-		} else if err := root.MkdirAll(rel, 0o755); err != nil {
-			return fmt.Errorf("skeleton %s: %w", e.path, err)
+		} else {
+			if err := root.MkdirAll(rel, 0o755); err != nil {
+				return fmt.Errorf("skeleton %s: %w", e.path, err)
+			}
+			if e.mode != 0 {
+				if err := root.Chmod(rel, e.mode); err != nil {
+					return fmt.Errorf("skeleton %s: %w", e.path, err)
+				}
+			}
 		}
 	}
 	if err := root.WriteFile("etc/hosts", []byte(hosts), 0o644); err != nil {

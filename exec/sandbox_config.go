@@ -67,7 +67,7 @@ func (r *Runner) prepareSandbox(s Spec, cid, bundle string) error {
 		return err
 	}
 	m := r.rootMount(cid)
-	if err := mountImageRoot(m, s.ID, slices.Concat([]string{skeleton}, s.Image.Layers)); err != nil {
+	if err := mountImageRoot(m, s.ID, slices.Concat(s.Image.Layers, []string{skeleton})); err != nil {
 		return err
 	}
 	cfg.Root = &specs.Root{Path: m.rootfs(), Readonly: true}
