@@ -88,6 +88,9 @@ func imageWorkDir(c ImageConfig) (string, error) {
 // imageUser is a job's identity inside its image.
 type imageUser struct {
 	uid, gid uint32
+	// groups are the supplementary groups: those of /etc/group that
+	// list the user's name as a member, as Docker and runc give them.
+	groups []uint32
 	// home is the passwd entry's home directory, or /root for uid 0
 	// without an entry, or "".
 	home string
@@ -172,6 +175,17 @@ func resolveUser(spec string, passwd, group []byte) (imageUser, error) {
 	}
 	if u.uid > maxID || u.gid > maxID {
 		return u, fmt.Errorf("%w: user %q is %d:%d, beyond the %d ids the sandbox maps", ErrSpec, spec, u.uid, u.gid, idRange)
+	}
+	if entry != nil {
+		for _, e := range parseIDFile(group, 4) {
+			n, err := strconv.ParseUint(e[2], 10, 32)
+			if err != nil || n > maxID || uint32(n) == u.gid || slices.Contains(u.groups, uint32(n)) {
+				continue
+			}
+			if slices.Contains(strings.Split(e[3], ","), entry[0]) {
+				u.groups = append(u.groups, uint32(n))
+			}
+		}
 	}
 	return u, nil
 }

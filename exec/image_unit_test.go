@@ -54,6 +54,9 @@ func TestResolveUser(t *testing.T) {
 	if u, err := resolveUser("", nil, nil); err != nil || u.home != "/root" {
 		t.Errorf("no passwd: %+v %v", u, err)
 	}
+	if u, _ := resolveUser("worker", []byte(testPasswd), []byte(testGroup)); !slices.Equal(u.groups, []uint32{2000}) {
+		t.Errorf("supplementary groups %v, want [2000]", u.groups)
+	}
 	if _, err := resolveUser("worker", nil, nil); !errors.Is(err, ErrNoSuchUser) {
 		t.Errorf("no passwd, named user: %v", err)
 	}

@@ -3,6 +3,7 @@ package exec
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -37,6 +38,12 @@ func (r *Runner) prepareSandbox(s Spec, cid, bundle string) error {
 		// The spec may set its own; the runner's names only the leased
 		// GPUs, by UUID.
 		setEnv(cfg, "CUDA_VISIBLE_DEVICES", visibleDevices(s.GPUs))
+		if s.Image != nil {
+			// An image's ld.so.cache does not know the libraries the
+			// spec mounts, and the spec's update-ldcache hook cannot
+			// write to the read-only root.
+			addLibraryPath(cfg, libraryDirs(cfg.Mounts))
+		}
 	}
 	if s.Image == nil {
 		if err := writeBundle(bundle, cfg, host); err != nil {
@@ -101,7 +108,7 @@ func (r *Runner) setImageUser(cfg *specs.Spec, s Spec, m rootMount) error {
 	if err != nil {
 		return fmt.Errorf("%w: image user: %w", ErrSpec, err)
 	}
-	cfg.Process.User = specs.User{UID: u.uid, GID: u.gid}
+	cfg.Process.User = specs.User{UID: u.uid, GID: u.gid, AdditionalGids: u.groups}
 
 	var taken []string
 	for _, mnt := range cfg.Mounts {
@@ -168,6 +175,17 @@ func addLibraryPath(cfg *specs.Spec, dirs []string) {
 		}
 	}
 	setEnv(cfg, "LD_LIBRARY_PATH", strings.Join(parts, ":"))
+}
+
+// libraryDirs are the directories of the shared libraries among mounts.
+func libraryDirs(mounts []specs.Mount) []string {
+	var dirs []string
+	for _, m := range mounts {
+		if m.Type == "bind" && strings.Contains(path.Base(m.Destination), ".so") && !slices.Contains(dirs, path.Dir(m.Destination)) {
+			dirs = append(dirs, path.Dir(m.Destination))
+		}
+	}
+	return dirs
 }
 
 func getEnv(cfg *specs.Spec, key string) (string, bool) {
