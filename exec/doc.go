@@ -102,8 +102,9 @@
 //     is an unprivileged uid outside, so a host file that only root may
 //     read stays unreadable, and the image's files, owned by UIDBase plus
 //     their owner, mean to the job what the image says. The range must be
-//     the daemon's alone: NewRunner fails with [ErrIDRange] when
-//     /etc/subuid or /etc/subgid gives any part of it to anyone but "e31";
+//     the daemon's alone: image jobs are refused ([Runner.ImageSupport],
+//     [ErrIDRange]) when /etc/subuid or /etc/subgid gives any part of it
+//     to anyone but "e31";
 //     reserve it with "e31:100000:65536" in both files, and give the layer
 //     cache the same base. The output and checkpoint directories are
 //     handed to UIDBase plus the job's uid and gid (recursively, with

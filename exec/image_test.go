@@ -209,6 +209,18 @@ func TestImageConfig(t *testing.T) {
 			t.Errorf("stdout %q", got)
 		}
 	})
+	t.Run("images unavailable", func(t *testing.T) {
+		if err := r.ImageSupport(); err != nil {
+			t.Fatalf("ImageSupport: %v", err)
+		}
+		broken := *r
+		broken.imageErr = fmt.Errorf("%w: test", ErrNoImages)
+		s := imageSpec(t, "", layers, "true")
+		if _, err := broken.Run(context.Background(), s); !errors.Is(err, ErrNoImages) {
+			t.Errorf("err %v, want ErrNoImages", err)
+		}
+		assertGone(t, r, s)
+	})
 	t.Run("unknown user", func(t *testing.T) {
 		s := imageSpec(t, "", layers, "true")
 		s.Image.Config.User = "ghost"

@@ -18,6 +18,11 @@ import (
 // found. Such a node cannot run jobs.
 var ErrNoRuntime = errors.New("no working container runtime (runc or crun)")
 
+// ErrNoImages is wrapped by the error of Run for an image job, and by
+// ImageSupport, on a host where image jobs cannot run (no usable mount
+// root, or a uid range that is not the daemon's own).
+var ErrNoImages = errors.New("jobs with their own image cannot run on this host")
+
 // ErrRuntime is wrapped by Run's error when the runtime failed before the
 // job started: the provider's failure, not the job's.
 var ErrRuntime = errors.New("container runtime failed")
@@ -98,6 +103,7 @@ type Runner struct {
 	host      hostLayout
 	uidBase   uint32
 	mountRoot string
+	imageErr  error // why image jobs cannot run here, or nil
 	gpu       *gpuInjector
 }
 
@@ -131,12 +137,14 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 	if o.MountRoot == "" {
 		o.MountRoot = filepath.Join("/run/e31-rootfs", strings.TrimPrefix(cgroupParentFor(root), cgroupRoot+"/"))
 	}
-	mountRoot, err := prepareMountRoot(o.MountRoot)
-	if err != nil {
-		return nil, fmt.Errorf("runner: %w", err)
+	// A host that cannot run image jobs still runs jobs on its own root.
+	mountRoot, imageErr := prepareMountRoot(o.MountRoot)
+	if imageErr == nil {
+		imageErr = checkHostSubIDs(o.UIDBase)
 	}
-	if err := checkHostSubIDs(o.UIDBase); err != nil {
-		return nil, fmt.Errorf("runner: %w", err)
+	if imageErr != nil {
+		imageErr = fmt.Errorf("%w: %w", ErrNoImages, imageErr)
+		o.Log.WarnContext(ctx, "jobs with their own image cannot run here", "err", imageErr)
 	}
 	gpu, err := newGPUInjector(o.CDISpecDirs)
 	if err != nil {
@@ -159,7 +167,7 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 	var failures []string
 	for _, path := range candidates {
 		r := &Runner{rt: ociRuntime{path: path, root: root}, log: o.Log, clock: o.Clock, host: host,
-			uidBase: o.UIDBase, mountRoot: mountRoot, gpu: gpu}
+			uidBase: o.UIDBase, mountRoot: mountRoot, imageErr: imageErr, gpu: gpu}
 		version, err := r.rt.version(ctx)
 		if err == nil {
 			err = r.probe(ctx)
@@ -553,7 +561,7 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 	// Image roots whose container is already gone (a crash between the
 	// mount and the runtime's start, or after its delete).
 	entries, err := os.ReadDir(r.mountRoot)
-	if err != nil {
+	if err != nil && r.imageErr == nil {
 		errs = append(errs, fmt.Errorf("sweep: %w", err))
 	}
 	for _, e := range entries {
@@ -584,6 +592,11 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 	}
 	return nil
 }
+
+// ImageSupport returns nil when this runner can run jobs in their own
+// image, else an error wrapping ErrNoImages that says why. The daemon
+// should not offer to run image jobs then.
+func (r *Runner) ImageSupport() error { return r.imageErr }
 
 // GPUInjection says how this runner gives leased GPUs to jobs, for the
 // daemon to log at start: "cdi (N specs in DIRS)", "driver device nodes

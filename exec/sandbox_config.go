@@ -16,6 +16,9 @@ import (
 // mounts its root and hands the writable directories to the image's
 // user). The caller's Cleanup undoes all of it, also after an error.
 func (r *Runner) prepareSandbox(s Spec, cid, bundle string) error {
+	if s.Image != nil && r.imageErr != nil {
+		return r.imageErr
+	}
 	host := r.host
 	if s.Image != nil {
 		host.binds, host.links = nil, nil

@@ -29,7 +29,7 @@ const (
 	subIDOwner = "e31"
 )
 
-// ErrIDRange is returned by NewRunner when the uid range for image jobs
+// ErrIDRange is wrapped by ImageSupport's error when the uid range for image jobs
 // overlaps another owner's range in /etc/subuid or /etc/subgid: that
 // owner's rootless containers would share host uids with jobs, and could
 // signal them or read their files.
