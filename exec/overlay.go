@@ -135,6 +135,9 @@ func mountOverlayLegacy(target string, lowers []string) error {
 // with rmdir only, which fails on a mount point: whatever happens, nothing
 // is ever deleted through the overlay into the image's layers.
 func unmountImageRoot(m rootMount) error {
+	if m.dir == "" {
+		return nil // a runner without image support mounts nothing
+	}
 	if _, err := os.Lstat(m.dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

@@ -134,18 +134,6 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("runner: state root: %w", err)
 	}
-	if o.MountRoot == "" {
-		o.MountRoot = filepath.Join("/run/e31-rootfs", strings.TrimPrefix(cgroupParentFor(root), cgroupRoot+"/"))
-	}
-	// A host that cannot run image jobs still runs jobs on its own root.
-	mountRoot, imageErr := prepareMountRoot(o.MountRoot)
-	if imageErr == nil {
-		imageErr = checkHostSubIDs(o.UIDBase)
-	}
-	if imageErr != nil {
-		imageErr = fmt.Errorf("%w: %w", ErrNoImages, imageErr)
-		o.Log.WarnContext(ctx, "jobs with their own image cannot run here", "err", imageErr)
-	}
 	gpu, err := newGPUInjector(o.CDISpecDirs)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
@@ -163,6 +151,18 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 			what = o.Runtime
 		}
 		return nil, fmt.Errorf("%w: %s not found; install runc (Debian/Ubuntu: apt-get install -y runc; Fedora/RHEL: dnf install -y runc)", ErrNoRuntime, what)
+	}
+	if o.MountRoot == "" {
+		o.MountRoot = filepath.Join("/run/e31-rootfs", strings.TrimPrefix(cgroupParentFor(root), cgroupRoot+"/"))
+	}
+	// A host that cannot run image jobs still runs jobs on its own root.
+	mountRoot, imageErr := prepareMountRoot(o.MountRoot)
+	if imageErr == nil {
+		imageErr = checkHostSubIDs(o.UIDBase)
+	}
+	if imageErr != nil {
+		imageErr = fmt.Errorf("%w: %w", ErrNoImages, imageErr)
+		o.Log.WarnContext(ctx, "jobs with their own image cannot run here", "err", imageErr)
 	}
 	var failures []string
 	for _, path := range candidates {
@@ -605,6 +605,9 @@ func (r *Runner) GPUInjection() string { return r.gpu.describe() }
 
 // rootMount is where the image root of container cid is mounted.
 func (r *Runner) rootMount(cid string) rootMount {
+	if r.mountRoot == "" {
+		return rootMount{}
+	}
 	return rootMount{dir: filepath.Join(r.mountRoot, cid)}
 }
 
