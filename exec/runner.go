@@ -152,22 +152,10 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 		}
 		return nil, fmt.Errorf("%w: %s not found; install runc (Debian/Ubuntu: apt-get install -y runc; Fedora/RHEL: dnf install -y runc)", ErrNoRuntime, what)
 	}
-	if o.MountRoot == "" {
-		o.MountRoot = filepath.Join("/run/e31-rootfs", strings.TrimPrefix(cgroupParentFor(root), cgroupRoot+"/"))
-	}
-	// A host that cannot run image jobs still runs jobs on its own root.
-	mountRoot, imageErr := prepareMountRoot(o.MountRoot)
-	if imageErr == nil {
-		imageErr = checkHostSubIDs(o.UIDBase)
-	}
-	if imageErr != nil {
-		imageErr = fmt.Errorf("%w: %w", ErrNoImages, imageErr)
-		o.Log.WarnContext(ctx, "jobs with their own image cannot run here", "err", imageErr)
-	}
 	var failures []string
 	for _, path := range candidates {
 		r := &Runner{rt: ociRuntime{path: path, root: root}, log: o.Log, clock: o.Clock, host: host,
-			uidBase: o.UIDBase, mountRoot: mountRoot, imageErr: imageErr, gpu: gpu}
+			uidBase: o.UIDBase, gpu: gpu}
 		version, err := r.rt.version(ctx)
 		if err == nil {
 			err = r.probe(ctx)
@@ -180,8 +168,22 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 			failures = append(failures, fmt.Sprintf("%s: %v", path, err))
 			continue
 		}
+		if o.MountRoot == "" {
+			o.MountRoot = filepath.Join("/run/e31-rootfs", strings.TrimPrefix(cgroupParentFor(root), cgroupRoot+"/"))
+		}
+		// A host that cannot run image jobs still runs jobs on its own root.
+		mountRoot, imageErr := prepareMountRoot(o.MountRoot)
+		if imageErr == nil {
+			imageErr = checkHostSubIDs(o.UIDBase)
+		}
+		if imageErr != nil {
+			imageErr = fmt.Errorf("%w: %w", ErrNoImages, imageErr)
+			o.Log.WarnContext(ctx, "jobs with their own image cannot run here", "err", imageErr)
+		}
+		r.mountRoot, r.imageErr = mountRoot, imageErr
 		o.Log.InfoContext(ctx, "container runtime ready", "runtime", path, "version", version,
-			"cgroup_v2", host.cgroups.unified, "swap_limit", host.cgroups.swap)
+			"cgroup_v2", host.cgroups.unified, "swap_limit", host.cgroups.swap,
+			"images", imageErr == nil, "gpu_injection", r.GPUInjection())
 		return r, nil
 	}
 	return nil, fmt.Errorf("%w: %s; install a runc that works here (apt-get install -y runc)", ErrNoRuntime, strings.Join(failures, "; "))
