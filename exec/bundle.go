@@ -134,6 +134,11 @@ func writeBundle(bundle string, cfg *specs.Spec, h hostLayout) error {
 			return fmt.Errorf("bundle: %w", err)
 		}
 	}
+	return writeConfig(bundle, cfg)
+}
+
+// writeConfig writes the bundle's config.json.
+func writeConfig(bundle string, cfg *specs.Spec) error {
 	b, err := json.MarshalIndent(cfg, "", "\t")
 	if err != nil {
 		return fmt.Errorf("bundle: %w", err)
@@ -222,6 +227,10 @@ func sandboxConfig(s Spec, cid string, h hostLayout, devices []specs.LinuxDevice
 		res.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
 	}
 
+	cwd := s.Output.Target
+	if s.Image != nil {
+		cwd, _ = imageWorkDir(s.Image.Config) // checked by withDefaults
+	}
 	oomScore := 1000 // on host memory pressure, the guest goes first
 	return &specs.Spec{
 		// runc 1.1 implements 1.0.2; nothing newer is used.
@@ -232,7 +241,7 @@ func sandboxConfig(s Spec, cid string, h hostLayout, devices []specs.LinuxDevice
 			User: specs.User{UID: jobUID, GID: jobGID},
 			Args: s.Command,
 			Env:  jobEnv(s),
-			Cwd:  s.Output.Target,
+			Cwd:  cwd,
 			// Present but empty: an absent capabilities object would
 			// leave the runtime's defaults.
 			Capabilities:    &specs.LinuxCapabilities{Bounding: []string{}, Effective: []string{}, Inheritable: []string{}, Permitted: []string{}, Ambient: []string{}},
@@ -265,9 +274,10 @@ func sandboxConfig(s Spec, cid string, h hostLayout, devices []specs.LinuxDevice
 // then the variables the runner owns, which a spec cannot override. Sorted,
 // so that equal specs give equal configs.
 func jobEnv(s Spec) []string {
-	env := map[string]string{
-		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME": "/tmp",
+	env := map[string]string{"PATH": defaultPath, "HOME": "/tmp"}
+	if s.Image != nil {
+		// HOME is set once the image's user is known (setImageUser).
+		env = imageEnv(s.Image.Config, nil)
 	}
 	maps.Copy(env, s.Env)
 	delete(env, "CUDA_VISIBLE_DEVICES")
@@ -293,41 +303,47 @@ func jobEnv(s Spec) []string {
 // GPUs need none. A missing GPU or control node is an error: the lease
 // promised a GPU the machine cannot give.
 func gpuDevices(gpus []GPU) ([]specs.LinuxDevice, error) {
-	var paths []string
+	return gpuDevicesIn("/dev", gpus)
+}
+
+// gpuDevicesIn is gpuDevices with the host's nodes looked up in devDir
+// instead of /dev, for tests.
+func gpuDevicesIn(devDir string, gpus []GPU) ([]specs.LinuxDevice, error) {
+	var names []string
 	for _, g := range gpus {
 		if !g.Simulated {
-			paths = append(paths, "/dev/nvidia"+strconv.Itoa(g.Minor))
+			names = append(names, "nvidia"+strconv.Itoa(g.Minor))
 		}
 	}
-	if len(paths) == 0 {
+	if len(names) == 0 {
 		return nil, nil
 	}
-	paths = append(paths, "/dev/nvidiactl")
+	names = append(names, "nvidiactl")
 	var devs []specs.LinuxDevice
-	for _, p := range paths {
-		d, err := deviceNode(p)
+	for _, n := range names {
+		d, err := deviceNode(filepath.Join(devDir, n), "/dev/"+n)
 		if err != nil {
 			return nil, fmt.Errorf("GPU device: %w", err)
 		}
 		devs = append(devs, d)
 	}
-	for _, p := range []string{"/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"} {
-		if d, err := deviceNode(p); err == nil {
+	for _, n := range []string{"nvidia-uvm", "nvidia-uvm-tools"} {
+		if d, err := deviceNode(filepath.Join(devDir, n), "/dev/"+n); err == nil {
 			devs = append(devs, d)
 		}
 	}
 	return devs, nil
 }
 
-// deviceNode describes the host's character device at path for the
-// runtime to recreate. Mode 0666 because the job is not root.
-func deviceNode(path string) (specs.LinuxDevice, error) {
+// deviceNode describes the host's character device at host for the
+// runtime to recreate at path. Mode 0666 because the job is not root.
+func deviceNode(host, path string) (specs.LinuxDevice, error) {
 	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		return specs.LinuxDevice{}, fmt.Errorf("%s: %w", path, err)
+	if err := syscall.Stat(host, &st); err != nil {
+		return specs.LinuxDevice{}, fmt.Errorf("%s: %w", host, err)
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFCHR {
-		return specs.LinuxDevice{}, fmt.Errorf("%s is not a character device", path)
+		return specs.LinuxDevice{}, fmt.Errorf("%s is not a character device", host)
 	}
 	mode := fs.FileMode(0o666)
 	var root uint32

@@ -118,7 +118,7 @@ func TestSandboxConfig(t *testing.T) {
 	if len(r.Devices) != 3 || !r.Devices[1].Allow || *r.Devices[1].Major != 195 || len(l.Devices) != 2 {
 		t.Errorf("device rules %+v", r.Devices)
 	}
-	if l.Seccomp == nil || l.Seccomp.DefaultAction != specs.ActAllow || !slices.Contains(l.Seccomp.Syscalls[0].Names, "bpf") {
+	if l.Seccomp == nil || l.Seccomp.DefaultAction != specs.ActErrno || !slices.Contains(l.Seccomp.Syscalls[0].Names, "read") || slices.Contains(l.Seccomp.Syscalls[0].Names, "bpf") {
 		t.Errorf("seccomp %+v", l.Seccomp)
 	}
 	if !slices.Contains(l.MaskedPaths, "/proc/kcore") || !slices.Contains(l.ReadonlyPaths, "/proc/sys") {

@@ -1,7 +1,7 @@
 // Package exec finds a provider's GPUs and runs leased batch jobs in a
-// sandbox.
+// sandbox, on the host's system directories or on the job's own image.
 //
-// # GPUs
+// # Finding GPUs
 //
 // [Discover] asks NVML (through go-nvml, loaded with dlopen at run time) for
 // the machine's GPUs. A machine without the NVIDIA driver is an ordinary
@@ -21,7 +21,7 @@
 // refuses the v1/v2 hybrid that many hosts still use), and a failure at
 // start-up is cheaper than a failed lease.
 //
-// What the job sees:
+// What a job without an image sees:
 //
 //   - A root filesystem that is an empty directory of the bundle, mounted
 //     read-only, holding read-only bind mounts of the host's /usr and of
@@ -57,29 +57,100 @@
 //     swap), CPU quota (CPUs × period), pids (default 1024), and a device
 //     allow-list (runc's defaults plus the leased GPUs).
 //
-// The job runs as nobody (uid and gid 65534) with every capability set
-// empty and no_new_privs, not as root without capabilities. Root without
-// capabilities would already be held by the read-only mounts, but the
-// kernel still treats uid 0 specially in places (files owned by root on
-// the writable mounts, /proc entries checked by uid, past escapes such as
-// CVE-2019-5736 that needed uid 0 inside), and an unprivileged uid costs
-// only a chown of the output and checkpoint directories, which the runner
-// does before each run. RLIMIT_NPROC is deliberately not set: it counts
-// every process of uid 65534 on the host, across leases; the pids cgroup
-// limits each job instead. RLIMIT_NOFILE is 65536 (data loaders open many
-// files), or the daemon's own hard limit where that is lower, and
-// RLIMIT_CORE is 0 (a core dump would fill the output).
+// Without an image the job runs as nobody (uid and gid 65534) with every
+// capability set empty and no_new_privs, not as root without
+// capabilities. Root without capabilities would already be held by the
+// read-only mounts, but the kernel still treats uid 0 specially in places
+// (files owned by root on the writable mounts, /proc entries checked by
+// uid, past escapes such as CVE-2019-5736 that needed uid 0 inside), and
+// an unprivileged uid costs only a chown of the output and checkpoint
+// directories, which the runner does before each run. RLIMIT_NPROC is
+// deliberately not set: it counts every process of a uid on the host,
+// across leases; the pids cgroup limits each job instead. RLIMIT_NOFILE is
+// 65536 (data loaders open many files), or the daemon's own hard limit
+// where that is lower, and RLIMIT_CORE is 0 (a core dump would fill the
+// output).
 //
-// A seccomp filter allows everything except calls that reach kernel
-// surface a batch job has no use for and that container escapes have used:
-// keyrings (keyctl, add_key, request_key), bpf, perf_event_open, userfaultfd,
-// io_uring, fanotify, mount and the new mount API, pivot_root, chroot,
-// unshare, setns,
-// creating user namespaces through clone, ptrace and process_vm_*, module
-// and kexec loading, open_by_handle_at, clock and time setting, swap,
-// reboot, acct and quotactl. clone3 answers ENOSYS so that libc falls back
-// to clone, whose flags a filter can inspect. These fail with EPERM rather
-// than killing the job, so a program that probes for a feature degrades.
+// # Jobs in their own image
+//
+// A [Spec] with an [ImageRoot] runs on the job's own OCI image instead of
+// the host's system directories. The layers are unpacked directories in
+// overlay format, top first (the layer cache's business); the runner
+// mounts them on the host, before the runtime starts, as one overlay with
+// no upper layer, so the kernel itself refuses every write (overlay.go
+// explains the skeleton layer under them and where the mount lives). The
+// mount is removed by Cleanup, and after a crash by Sweep, before the
+// bundle that holds the skeleton is deleted; the rootfs directory itself
+// is only ever removed with rmdir, so nothing is deleted through a mount
+// that is still there.
+//
+//   - The command follows `docker run`: a Spec.Command replaces the
+//     image's Entrypoint and Cmd; without one, Entrypoint then Cmd run,
+//     and an image with neither is an [ErrSpec]. The environment is the
+//     image's Env with Spec.Env over it (PATH from the image when it sets
+//     one), then the runner's own variables. The working directory is the
+//     image's WorkingDir, else /.
+//   - The user is the image's User ("uid", "uid:gid", "name",
+//     "name:group"), resolved through the image's own /etc/passwd and
+//     /etc/group, read from the mounted root through [os.Root] so that a
+//     symlink cannot lead to the host's files; default 0:0. Supplementary
+//     groups are those that list the user by name. HOME is the user's
+//     home from passwd (/root for uid 0), made a private tmpfs owned by
+//     the user when the image has that directory; else HOME is /tmp.
+//   - The job runs in a user namespace: container ids 0..65535 are host
+//     ids UIDBase..UIDBase+65535 ([DefaultUIDBase], 100000). Root inside
+//     is an unprivileged uid outside, so a host file that only root may
+//     read stays unreadable, and the image's files, owned by UIDBase plus
+//     their owner, mean to the job what the image says. The range must be
+//     the daemon's alone: image jobs are refused ([Runner.ImageSupport],
+//     [ErrIDRange]) when /etc/subuid or /etc/subgid gives any part of it
+//     to anyone but "e31";
+//     reserve it with "e31:100000:65536" in both files, and give the layer
+//     cache the same base. The output and checkpoint directories are
+//     handed to UIDBase plus the job's uid and gid (recursively, with
+//     lchown, so that a resumed job can rewrite its last checkpoint);
+//     what the job writes comes back owned by that uid, readable by the
+//     daemon, which is root.
+//   - /tmp and HOME are tmpfs, the output and checkpoint mounts writable,
+//     inputs read-only, the root read-only: nothing written outside the
+//     output and checkpoint survives the job.
+//   - Everything else is as without an image: namespaces, cgroup limits,
+//     empty capability sets, no_new_privs, masked /proc paths, seccomp.
+//
+// # GPUs
+//
+// Leased GPUs enter a sandbox through CDI when a spec in the CDI spec
+// directories ([DefaultCDISpecDirs], re-read before each run with real
+// GPUs) names every leased GPU, as nvidia.com/gpu=<UUID> or =<index>:
+// exactly those devices are injected, with whatever else the spec adds
+// (control devices, libraries, environment, hooks). Otherwise the driver
+// fallback applies: /dev/nvidia<minor>, nvidiactl and nvidia-uvm(-tools)
+// with cgroup device rules, and for an image job the driver's user-space
+// libraries found through `ldconfig -p` (libcuda, libnvidia-ml,
+// libnvidia-ptxjitcompiler, libnvidia-nvvm) and nvidia-smi, bound
+// read-only at their host paths, with their directories appended to
+// LD_LIBRARY_PATH: they must match the host's kernel module, so they never
+// come from the image. In a user namespace the runtime cannot create
+// device nodes, so the runner binds the host's nodes instead (from the
+// host path a CDI spec names). Simulated GPUs get only
+// CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES, always the leased
+// UUIDs. [Runner.GPUInjection] says which method applies, for the log.
+// CDI hooks that write into the root (NVIDIA's update-ldcache and
+// create-symlinks) cannot do so on an image's read-only root; the library
+// path stands in for the first.
+//
+// # System calls
+//
+// A seccomp allow-list (seccomp.go): the default profile of Docker,
+// containerd and podman for a container without capabilities, less clock
+// setting and name_to_handle_at. Everything else fails with EPERM, so a
+// program that probes for a feature degrades instead of dying: mount,
+// umount2 and the new mount API, unshare, setns, clone with namespace
+// flags, module and kexec loading, bpf, perf_event_open, userfaultfd,
+// io_uring, keyrings, open_by_handle_at, reboot, swap, acct, quotactl.
+// clone3 answers ENOSYS so that libc falls back to clone, whose flags a
+// filter can inspect. ptrace and process_vm_* are allowed on kernels since
+// 4.8, as Docker allows them.
 //
 // # Running
 //

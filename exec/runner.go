@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,6 +17,11 @@ import (
 // ErrNoRuntime is returned by NewRunner when no working OCI runtime is
 // found. Such a node cannot run jobs.
 var ErrNoRuntime = errors.New("no working container runtime (runc or crun)")
+
+// ErrNoImages is wrapped by the error of Run for an image job, and by
+// ImageSupport, on a host where image jobs cannot run (no usable mount
+// root, or a uid range that is not the daemon's own).
+var ErrNoImages = errors.New("jobs with their own image cannot run on this host")
 
 // ErrRuntime is wrapped by Run's error when the runtime failed before the
 // job started: the provider's failure, not the job's.
@@ -75,15 +79,32 @@ type RunnerOptions struct {
 	Log *slog.Logger
 	// Clock times runs and limits. Default: the system clock.
 	Clock Clock
+	// UIDBase is the first of the 65536 host uids and gids that image
+	// jobs run as: container id n is host id UIDBase+n. The range must be
+	// the daemon's alone (see DefaultUIDBase); the layer cache must own
+	// unpacked files by the same base. Default: DefaultUIDBase.
+	UIDBase uint32
+	// MountRoot is where image jobs' roots are mounted. It and every
+	// directory above it must be traversable by others (the job's root
+	// is an unprivileged host uid); NewRunner creates it with mode 0711.
+	// Default: /run/e31-rootfs/<digest of StateRoot>.
+	MountRoot string
+	// CDISpecDirs are the directories of CDI specs. Default:
+	// DefaultCDISpecDirs.
+	CDISpecDirs []string
 }
 
 // Runner runs jobs in sandboxes. Every field is set by NewRunner and never
 // changed, so a Runner may run many jobs at once.
 type Runner struct {
-	rt    ociRuntime
-	log   *slog.Logger
-	clock Clock
-	host  hostLayout
+	rt        ociRuntime
+	log       *slog.Logger
+	clock     Clock
+	host      hostLayout
+	uidBase   uint32
+	mountRoot string
+	imageErr  error // why image jobs cannot run here, or nil
+	gpu       *gpuInjector
 }
 
 // NewRunner finds an OCI runtime that works on this host and returns a
@@ -100,12 +121,22 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 	if o.Clock == nil {
 		o.Clock = systemClock{}
 	}
+	if o.UIDBase == 0 {
+		o.UIDBase = DefaultUIDBase
+	}
+	if o.CDISpecDirs == nil {
+		o.CDISpecDirs = DefaultCDISpecDirs
+	}
 	root, err := filepath.Abs(o.StateRoot)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("runner: state root: %w", err)
+	}
+	gpu, err := newGPUInjector(o.CDISpecDirs)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
 	}
 	host, err := detectHost()
 	if err != nil {
@@ -123,7 +154,8 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 	}
 	var failures []string
 	for _, path := range candidates {
-		r := &Runner{rt: ociRuntime{path: path, root: root}, log: o.Log, clock: o.Clock, host: host}
+		r := &Runner{rt: ociRuntime{path: path, root: root}, log: o.Log, clock: o.Clock, host: host,
+			uidBase: o.UIDBase, gpu: gpu}
 		version, err := r.rt.version(ctx)
 		if err == nil {
 			err = r.probe(ctx)
@@ -136,8 +168,22 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 			failures = append(failures, fmt.Sprintf("%s: %v", path, err))
 			continue
 		}
+		if o.MountRoot == "" {
+			o.MountRoot = filepath.Join("/run/e31-rootfs", strings.TrimPrefix(cgroupParentFor(root), cgroupRoot+"/"))
+		}
+		// A host that cannot run image jobs still runs jobs on its own root.
+		mountRoot, imageErr := prepareMountRoot(o.MountRoot)
+		if imageErr == nil {
+			imageErr = checkHostSubIDs(o.UIDBase)
+		}
+		if imageErr != nil {
+			imageErr = fmt.Errorf("%w: %w", ErrNoImages, imageErr)
+			o.Log.WarnContext(ctx, "jobs with their own image cannot run here", "err", imageErr)
+		}
+		r.mountRoot, r.imageErr = mountRoot, imageErr
 		o.Log.InfoContext(ctx, "container runtime ready", "runtime", path, "version", version,
-			"cgroup_v2", host.cgroups.unified, "swap_limit", host.cgroups.swap)
+			"cgroup_v2", host.cgroups.unified, "swap_limit", host.cgroups.swap,
+			"images", imageErr == nil, "gpu_injection", r.GPUInjection())
 		return r, nil
 	}
 	return nil, fmt.Errorf("%w: %s; install a runc that works here (apt-get install -y runc)", ErrNoRuntime, strings.Join(failures, "; "))
@@ -223,12 +269,8 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 	if err := prepareDirs(s); err != nil {
 		return fail(err)
 	}
-	devices, err := gpuDevices(s.GPUs)
-	if err != nil {
-		return fail(err)
-	}
 	bundle := bundleDir(s.Dir)
-	if err := writeBundle(bundle, sandboxConfig(s, cid, r.host, devices), r.host); err != nil {
+	if err := r.prepareSandbox(s, cid, bundle); err != nil {
 		return fail(err)
 	}
 	stdout, err := createTailFile(res.Stdout, s.LogCap)
@@ -393,9 +435,9 @@ func describeExit(code int) string {
 }
 
 // prepareDirs creates the lease directory and the job's writable
-// directories, and hands the writable ones to the job's uid. The hand-over
-// is recursive because a checkpoint restored from an earlier run must be
-// rewritable; it does not follow symlinks, which a job could have planted.
+// directories and checks that the inputs exist. prepareSandbox then hands
+// the writable ones to the job's uid, recursively because a checkpoint
+// restored from an earlier run must be rewritable.
 func prepareDirs(s Spec) error {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("lease dir: %w", err)
@@ -413,29 +455,25 @@ func prepareDirs(s Spec) error {
 		if err := os.MkdirAll(m.Source, 0o755); err != nil {
 			return fmt.Errorf("%s: %w", m.Target, err)
 		}
-		err := filepath.WalkDir(m.Source, func(p string, _ fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			return os.Lchown(p, jobUID, jobGID)
-		})
-		if err != nil {
-			return fmt.Errorf("%s: hand to job uid: %w", m.Target, err)
-		}
 	}
 	return nil
 }
 
 // Cleanup removes what a run of lease id in dir may have left: the
-// container (killed if still running), its bundle and its cgroup
-// directories. It is idempotent; Run calls it before and after every run.
+// container (killed if still running), its image root mount, its bundle
+// and its cgroup directories. It is idempotent; Run calls it before and
+// after every run.
 func (r *Runner) Cleanup(ctx context.Context, id string, dir string) error {
 	cid := ContainerID(id)
 	var errs []error
 	if err := r.rt.remove(ctx, cid); err != nil {
 		errs = append(errs, err)
 	}
-	if err := removeBundle(bundleDir(dir)); err != nil {
+	// The bundle holds the overlay's skeleton layer: never delete it
+	// while the overlay is mounted.
+	if err := unmountImageRoot(r.rootMount(cid)); err != nil {
+		errs = append(errs, err)
+	} else if err := removeBundle(bundleDir(dir)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := r.host.cgroups.remove(cid); err != nil {
@@ -509,13 +547,36 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 		if err := r.rt.remove(ctx, c.ID); err != nil {
 			errs = append(errs, err)
 		}
-		// Only a directory that is one of our bundles.
-		if filepath.Base(c.Bundle) == "bundle" && lease != "" {
+		// Only a directory that is one of our bundles, and only once
+		// the image root over its skeleton is gone.
+		if err := unmountImageRoot(r.rootMount(c.ID)); err != nil {
+			errs = append(errs, err)
+		} else if filepath.Base(c.Bundle) == "bundle" && lease != "" {
 			if err := removeBundle(c.Bundle); err != nil {
 				errs = append(errs, err)
 			}
 		}
 		if err := r.host.cgroups.remove(c.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Image roots whose container is already gone (a crash between the
+	// mount and the runtime's start, or after its delete).
+	entries, err := os.ReadDir(r.mountRoot)
+	if err != nil && r.imageErr == nil {
+		errs = append(errs, fmt.Errorf("sweep: %w", err))
+	}
+	for _, e := range entries {
+		m := r.rootMount(e.Name())
+		if !strings.HasPrefix(e.Name(), "e31-") || known[e.Name()] {
+			continue
+		}
+		lease, _ := os.ReadFile(m.leaseFile())
+		if len(lease) > 0 && ContainerID(string(lease)) == e.Name() && keep(string(lease)) {
+			continue
+		}
+		r.log.InfoContext(ctx, "sweeping image root of a dead lease", "container", e.Name(), "lease", string(lease))
+		if err := unmountImageRoot(m); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -532,6 +593,51 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 		return fmt.Errorf("sweep: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// ImageSupport returns nil when this runner can run jobs in their own
+// image, else an error wrapping ErrNoImages that says why. The daemon
+// should not offer to run image jobs then.
+func (r *Runner) ImageSupport() error { return r.imageErr }
+
+// GPUInjection says how this runner gives leased GPUs to jobs, for the
+// daemon to log at start: "cdi (N specs in DIRS)", "driver device nodes
+// and libraries (...)" or "none (...)".
+func (r *Runner) GPUInjection() string { return r.gpu.describe() }
+
+// rootMount is where the image root of container cid is mounted.
+func (r *Runner) rootMount(cid string) rootMount {
+	if r.mountRoot == "" {
+		return rootMount{}
+	}
+	return rootMount{dir: filepath.Join(r.mountRoot, cid)}
+}
+
+// prepareMountRoot creates the mount root and checks that the job's
+// unprivileged root can walk to it.
+func prepareMountRoot(dir string) (string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return "", fmt.Errorf("mount root: %w", err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return "", fmt.Errorf("mount root: %w", err)
+	}
+	for p := dir; ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			return "", fmt.Errorf("mount root: %w", err)
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			return "", fmt.Errorf("mount root %s: %s is not traversable by others (chmod o+x it, or choose another MountRoot)", dir, p)
+		}
+		if p == "/" {
+			return dir, nil
+		}
+	}
 }
 
 // Runtime is the path of the OCI runtime binary in use.

@@ -29,6 +29,7 @@ func newTestRunner(t testing.TB) *Runner {
 	}
 	r, err := NewRunner(context.Background(), RunnerOptions{
 		StateRoot: filepath.Join(t.TempDir(), "state"),
+		MountRoot: testMountRoot(t),
 		Log:       slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if errors.Is(err, ErrNoRuntime) {
@@ -38,6 +39,30 @@ func newTestRunner(t testing.TB) *Runner {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// testMountRoot is a mount root for image roots that the unprivileged
+// job root can walk to (t.TempDir's parent is private). At the end it
+// must hold no mount; it is then removed with rmdir only, so a leftover
+// overlay fails the test instead of being deleted through.
+func testMountRoot(t testing.TB) string {
+	dir, err := os.MkdirTemp("", "e31-mnt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if m, _ := mountedUnder(dir); len(m) > 0 {
+			t.Errorf("mounts left under the mount root: %v", m)
+			return
+		}
+		if err := os.Remove(dir); err != nil {
+			t.Errorf("mount root not empty: %v", err)
+		}
+	})
+	return dir
 }
 
 // testSpec is a job running script with bash in a fresh lease directory
@@ -354,6 +379,9 @@ func TestSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := prepareDirs(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := handOverWritable(s, jobUID, jobGID); err != nil {
 			t.Fatal(err)
 		}
 		cid := ContainerID(id)

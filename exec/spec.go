@@ -40,13 +40,22 @@ type Spec struct {
 	// Dir/stdout.log and Dir/stderr.log and creates Dir if it is missing.
 	Dir string
 
+	// Command is the job's program and arguments. With an Image, a
+	// non-empty Command replaces the image's Entrypoint and Cmd, and an
+	// empty one runs them (as `docker run` does).
 	Command []string
-	Env     map[string]string
+	// Env is the job's environment, set over the image's.
+	Env map[string]string
+
+	// Image, if set, is the job's own root filesystem and run
+	// configuration; without it the job runs on the host's system
+	// directories. See doc.go for what changes with an image.
+	Image *ImageRoot
 
 	// Inputs are mounted read-only.
 	Inputs []Mount
 	// Output is mounted read-write; its host directory is created if
-	// missing. It is the job's working directory.
+	// missing. Without an Image it is the job's working directory.
 	Output Mount
 	// Checkpoint, if set, is mounted read-write like Output.
 	Checkpoint *Mount
@@ -83,6 +92,16 @@ func (s Spec) withDefaults() (Spec, error) {
 		return s, fmt.Errorf("%w: lease dir %q is not absolute", ErrSpec, s.Dir)
 	}
 	s.Dir = filepath.Clean(s.Dir)
+	if s.Image != nil {
+		if err := checkImage(s.Image); err != nil {
+			return s, err
+		}
+		args, err := imageArgs(s.Command, s.Image.Config)
+		if err != nil {
+			return s, err
+		}
+		s.Command = args
+	}
 	if len(s.Command) == 0 || s.Command[0] == "" {
 		return s, fmt.Errorf("%w: no command", ErrSpec)
 	}
@@ -145,6 +164,22 @@ func (s Spec) withDefaults() (Spec, error) {
 		}
 	}
 	return s, nil
+}
+
+// checkImage checks an image root's layers and working directory.
+func checkImage(img *ImageRoot) error {
+	if len(img.Layers) == 0 {
+		return fmt.Errorf("%w: image has no layers", ErrSpec)
+	}
+	for _, l := range img.Layers {
+		if !filepath.IsAbs(l) {
+			return fmt.Errorf("%w: image layer %q is not an absolute host path", ErrSpec, l)
+		}
+	}
+	if _, err := imageWorkDir(img.Config); err != nil {
+		return err
+	}
+	return nil
 }
 
 // reservedTargets are the sandbox's own directories. A job mount on or
