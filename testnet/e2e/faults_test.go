@@ -206,8 +206,8 @@ func TestSubmitterAwayOutputWaits(t *testing.T) {
 	if j.Outcome != "completed" {
 		t.Fatalf("ended %s (%s)", j.Outcome, j.Reason)
 	}
-	f := finalOf(t, receipts(t, sub, j.ID))
-	finalOf(t, receipts(t, prov, j.ID))
+	f := waitFinal(t, sub, j.ID)
+	waitFinal(t, prov, j.ID)
 	if f.OutputWait < 1 {
 		t.Fatalf("the receipt says the output waited %.2fs; it waited for the submitter's restart", f.OutputWait)
 	}

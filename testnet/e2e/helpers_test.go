@@ -187,6 +187,25 @@ func finalOf(t *testing.T, rs []ledger.Receipt) ledger.Receipt {
 	return finals[0]
 }
 
+// waitFinal waits for the one final receipt of a job in a node's ledger: a
+// provider stores it after the submitter, which may already say released.
+func waitFinal(t *testing.T, cl *api.Client, job string) ledger.Receipt {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rs := receipts(t, cl, job)
+		for _, r := range rs {
+			if r.Final {
+				return finalOf(t, rs)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no final receipt of job %s within 30s; %d receipts", job, len(rs))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // waitAllFree waits until every node's view shows every GPU free.
 func waitAllFree(t *testing.T, c *cluster.Cluster, d time.Duration) {
 	t.Helper()

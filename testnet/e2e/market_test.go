@@ -91,24 +91,27 @@ func TestWithdrawalRacesLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		j = waitJob(t, sub, j.ID, 60*time.Second, "an end", func(j api.Job) bool { return j.State == api.JobWithdrawn || j.State == api.JobReleased })
-		subFinals := 0
-		for _, r := range receipts(t, sub, j.ID) {
-			if r.Final {
-				subFinals++
+		finals := func(cl *api.Client) int {
+			n := 0
+			for _, r := range receipts(t, cl, j.ID) {
+				if r.Final {
+					n++
+				}
 			}
+			return n
 		}
-		provFinals := 0
-		for _, r := range receipts(t, prov, j.ID) {
-			if r.Final {
-				provFinals++
-			}
+		subFinals, provFinals := finals(sub), finals(prov)
+		if j.State == api.JobReleased {
+			// The provider stores the final receipt after the submitter.
+			waitFinal(t, prov, j.ID)
+			provFinals = finals(prov)
 		}
 		switch j.State {
-		case "withdrawn": // the withdrawal won: no lease, nothing owed
+		case api.JobWithdrawn: // the withdrawal won: no lease, nothing owed
 			if j.Lease != "" || subFinals != 0 || provFinals != 0 {
 				t.Fatalf("round %d: withdrawn job has lease %q and %d/%d receipts", round, j.Lease, subFinals, provFinals)
 			}
-		case "released": // the lease won: released as withdrawn, receipts on both sides
+		case api.JobReleased: // the lease won: released as withdrawn, receipts on both sides
 			if j.Outcome != "withdrawn" || subFinals != 1 || provFinals != 1 {
 				t.Fatalf("round %d: released job outcome %s with %d/%d final receipts", round, j.Outcome, subFinals, provFinals)
 			}
