@@ -72,6 +72,11 @@ type Checkpoints struct {
 	// resubmitted from its last checkpoint, at most MaxResumes times).
 	Resume     string `json:"resume,omitempty" yaml:"resume,omitempty"`
 	MaxResumes int    `json:"max_resumes,omitempty" yaml:"max_resumes,omitempty"`
+	// From is the CID of the checkpoint a resumed run starts from: the
+	// provider lays it out at Path, writable, before the run, so that the
+	// job finds its checkpoint where it left it. Set by the submitter's
+	// node for a resumption (e31 resume, resume: auto).
+	From string `json:"from,omitempty" yaml:"from,omitempty"`
 }
 
 // Limits and defaults of a declaration. The caps are sanity bounds that
@@ -360,6 +365,9 @@ func validateRequest(r *Request, ps *problems) {
 }
 
 func validateCheckpoints(c *Checkpoints, ps *problems) {
+	if c.From != "" && !IsCID(c.From) {
+		ps.add("output.checkpoints.from", "must be the CID of a checkpoint")
+	}
 	if c.Every <= 0 || c.Every > MaxLimit {
 		ps.add("output.checkpoints.every", "must be a positive duration such as 10m, at most %s", Duration(MaxLimit))
 	}

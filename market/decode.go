@@ -435,7 +435,7 @@ func (dc *decoder) output(n *yaml.Node, field string) Output {
 func (dc *decoder) checkpoints(n *yaml.Node, field string) *Checkpoints {
 	var c Checkpoints
 	var haveMax bool
-	dc.fields(n, field, "a mapping with path, every, resume and max_resumes", func(key, f string, v *yaml.Node) {
+	dc.fields(n, field, "a mapping with path, every, resume, max_resumes and from", func(key, f string, v *yaml.Node) {
 		switch key {
 		case "path":
 			c.Path, _ = dc.str(v, f)
@@ -445,8 +445,10 @@ func (dc *decoder) checkpoints(n *yaml.Node, field string) *Checkpoints {
 			c.Resume, _ = dc.str(v, f)
 		case "max_resumes":
 			c.MaxResumes, haveMax = dc.int(v, f)
+		case "from":
+			c.From, _ = dc.str(v, f)
 		default:
-			dc.unknown(f, "path, every, resume, max_resumes")
+			dc.unknown(f, "path, every, resume, max_resumes, from")
 		}
 	})
 	if c.Resume == ResumeAuto && !haveMax && !dc.covers(field+".max_resumes") {

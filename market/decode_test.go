@@ -165,6 +165,7 @@ func TestDecodeRejections(t *testing.T) {
 		{"every missing", strings.Replace(base, ", every: 10m", "", 1), []string{"output.checkpoints.every: must be a positive duration"}},
 		{"resume bad", strings.Replace(base, "every: 10m}", "every: 10m, resume: always}", 1), []string{"output.checkpoints.resume: must be auto or left out"}},
 		{"max_resumes without resume", strings.Replace(base, "every: 10m}", "every: 10m, max_resumes: 2}", 1), []string{"output.checkpoints.max_resumes: needs resume: auto"}},
+		{"from not a CID", strings.Replace(base, "every: 10m}", "every: 10m, from: /tmp/ckpt}", 1), []string{"output.checkpoints.from: must be the CID of a checkpoint"}},
 		{"max_resumes zero", strings.Replace(base, "every: 10m}", "every: 10m, resume: auto, max_resumes: 0}", 1), []string{"output.checkpoints.max_resumes: must be between 1 and 100"}},
 		{"duplicate key", strings.Replace(base, "name: t\n", "name: t\nname: u\n", 1), []string{"name: is given twice"}},
 		{"merge key", base + "base: &b {x: 1}\n", []string{"base: unknown field"}},

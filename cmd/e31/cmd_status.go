@@ -63,6 +63,9 @@ func printJob(g *globalOptions, j api.Job) {
 	if j.Checkpoint != "" {
 		fmt.Fprintf(tw, "checkpoint\t%s\n", j.Checkpoint)
 	}
+	for _, s := range j.Skipped {
+		fmt.Fprintf(tw, "left out of output\t%s\n", s)
+	}
 	for _, s := range j.Steps {
 		fmt.Fprintf(tw, "step %s\t%s\n", s.Step, s.At.Local().Format(time.RFC3339Nano))
 	}

@@ -129,6 +129,9 @@ type Job struct {
 	Submitted   time.Time `json:"submitted"`
 	ResumeOf    string    `json:"resume_of,omitempty"`
 	Inputs      []string  `json:"inputs,omitempty"`
+	// Skipped names what the output left out, and why: links pointing out
+	// of the output are never followed or carried, device nodes not kept.
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // SubmitRequest asks the daemon to submit a declaration. Local data sources

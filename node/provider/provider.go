@@ -49,6 +49,8 @@ type (
 	// Ledger stores receipts (ledger.Ledger).
 	Ledger interface {
 		Append(ctx context.Context, r ledger.Receipt) (ledger.Entry, error)
+		AppendOneSided(ctx context.Context, r ledger.Receipt) (ledger.Entry, error)
+		RecordDispute(ctx context.Context, lease string, ours, theirs ledger.Receipt) (ledger.Entry, error)
 		ByLease(ctx context.Context, lease string) ([]ledger.Entry, error)
 	}
 	// Caller sends a request over a direct stream and reads the reply.
@@ -176,7 +178,11 @@ type lease struct {
 	// cancel stops the lease's work with a cause (ErrWithdrawn, or the
 	// provider stopping).
 	cancel context.CancelCauseFunc
+	// receiptNow asks for an interim receipt at once (the run started).
+	receiptNow chan struct{}
 }
+
+func newLease(rec *Record) *lease { return &lease{rec: rec, receiptNow: make(chan struct{}, 1)} }
 
 // New returns a provider; Recover loads what a previous run left.
 func New(cfg Config, d Deps) *Provider {
@@ -342,7 +348,7 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 	for _, in := range oj.Body.Declaration.Data {
 		rec.Inputs = append(rec.Inputs, in.Source)
 	}
-	l := &lease{rec: rec}
+	l := newLease(rec)
 	// The submitter has countersigned: the lease exists whether or not this
 	// write succeeds, and a failed write is logged and counted.
 	_ = p.persist(l)
@@ -449,6 +455,14 @@ func (l *lease) snapshot() Record {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return *l.rec
+}
+
+// gpuModel is the model of the leased GPUs, as receipts name it.
+func (p *Provider) gpuModel(uuids []string) string {
+	if gs := p.gpusByUUID(uuids); len(gs) > 0 {
+		return gs[0].Model
+	}
+	return ""
 }
 
 // gpusByUUID returns this node's GPUs with these UUIDs.

@@ -87,25 +87,44 @@ func (u *unpins) Unpin(_ context.Context, _ cid.Cid, reason string) error {
 	return nil
 }
 
+// memLedger keeps one-sided records.
+type memLedger struct {
+	mu       sync.Mutex
+	oneSided []ledger.Receipt
+}
+
+func (l *memLedger) Append(context.Context, ledger.Receipt) (ledger.Entry, error) {
+	return ledger.Entry{}, errors.New("no two-sided receipt in this test")
+}
+func (l *memLedger) AppendOneSided(_ context.Context, r ledger.Receipt) (ledger.Entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.oneSided = append(l.oneSided, r)
+	return ledger.Entry{Receipt: r}, nil
+}
+func (l *memLedger) RecordDispute(context.Context, string, ledger.Receipt, ledger.Receipt) (ledger.Entry, error) {
+	return ledger.Entry{}, nil
+}
+func (l *memLedger) ByLease(context.Context, string) ([]ledger.Entry, error) { return nil, nil }
+
 type quietGossip struct{}
 
 func (quietGossip) Publish(context.Context, string, string, any) (p2p.Signed, error) {
 	return p2p.Signed{}, nil
 }
 
-func newTestProvider(t *testing.T, cfg Config, calls Caller, store Store, records Records) *Provider {
+func newTestProvider(t *testing.T, self wiretest.Party, cfg Config, calls Caller, store Store, records Records, led Ledger) *Provider {
 	c := func() prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}) }
-	self := wiretest.FreshParty(t)
 	return New(cfg, Deps{
-		Key: self.SK, Self: self.ID, Store: store, Calls: calls, Gossip: quietGossip{}, Records: records,
+		Key: self.SK, Self: self.ID, Store: store, Calls: calls, Gossip: quietGossip{}, Records: records, Ledger: led,
 		Metrics: &Metrics{Leases: c(), Receipts: c(), PersistErrors: c()}, Log: slog.New(slog.DiscardHandler),
 	})
 }
 
 // releasedLease is a lease whose job is over and whose output waits for its
 // submitter.
-func releasedLease(t *testing.T, end time.Time) *lease {
-	prov, sub := wiretest.FreshParty(t), wiretest.FreshParty(t)
+func releasedLease(t *testing.T, prov wiretest.Party, end time.Time) *lease {
+	sub := wiretest.FreshParty(t)
 	return &lease{rec: &Record{
 		Lease: wiretest.SignedLease(t, prov, sub), State: Released, Start: end.Add(-time.Minute),
 		OutputStart: end.Add(-time.Second), End: end, Output: wiretest.CID(t, "output"),
@@ -118,8 +137,9 @@ func releasedLease(t *testing.T, end time.Time) *lease {
 func TestDeliverOutputGivesUpAtItsPatience(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		calls := &absent{calls: map[protocol.ID]int{}}
-		p := newTestProvider(t, Config{OutputTimeout: 10 * time.Minute}, calls, &unpins{}, &memRecords{m: map[string]Record{}})
-		l := releasedLease(t, time.Now())
+		self := wiretest.FreshParty(t)
+		p := newTestProvider(t, self, Config{OutputTimeout: 10 * time.Minute}, calls, &unpins{}, &memRecords{m: map[string]Record{}}, &memLedger{})
+		l := releasedLease(t, self, time.Now())
 		sub, _ := peer.Decode(l.rec.Lease.Terms.Submitter)
 		start := time.Now()
 		err := p.deliverOutput(context.Background(), l, sub, 10*time.Second)
@@ -146,8 +166,10 @@ func TestSettleGivesUpAfterRetention(t *testing.T) {
 		calls := &absent{calls: map[protocol.ID]int{}}
 		store := &unpins{}
 		records := &memRecords{m: map[string]Record{}}
-		p := newTestProvider(t, Config{OutputTimeout: time.Minute, Retention: time.Hour, ReceiptTimeout: 15 * time.Second}, calls, store, records)
-		l := releasedLease(t, time.Now())
+		led := &memLedger{}
+		self := wiretest.FreshParty(t)
+		p := newTestProvider(t, self, Config{OutputTimeout: time.Minute, Retention: time.Hour, ReceiptTimeout: 15 * time.Second}, calls, store, records, led)
+		l := releasedLease(t, self, time.Now())
 		sub, _ := peer.Decode(l.rec.Lease.Terms.Submitter)
 		start := time.Now()
 		p.settle(l, sub)
@@ -163,6 +185,13 @@ func TestSettleGivesUpAfterRetention(t *testing.T) {
 		}
 		if len(store.reasons) != 1 || store.reasons[0] != pinOutput(l.rec.ID()) {
 			t.Fatalf("unpinned %v", store.reasons)
+		}
+		// The lease's record was stored at the first failed try, once.
+		if len(led.oneSided) != 1 {
+			t.Fatalf("%d one-sided records", len(led.oneSided))
+		}
+		if r := led.oneSided[0]; r.Signer != ledger.SignerProvider || r.Verify() != nil || !r.HeldUntil.Equal(l.rec.End) {
+			t.Fatalf("one-sided record %+v (verify %v)", r, r.Verify())
 		}
 		// Backoff doubles up to a minute: about 60 tries in an hour, not one
 		// a second.

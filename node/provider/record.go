@@ -48,6 +48,12 @@ type Record struct {
 	// restart.
 	LastAlive        time.Time `json:"last_alive,omitzero"`
 	ReleaseAnnounced bool      `json:"release_announced,omitempty"`
+	// OneSided is set once this side stored its own final record of the
+	// lease, because the submitter could not countersign at release.
+	OneSided bool `json:"one_sided,omitempty"`
+	// Skipped lists what the output import left out (links pointing out of
+	// the output, device nodes), for the submitter's status.
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // ID is the lease's ID.

@@ -51,7 +51,7 @@ func (p *Provider) Recover(ctx context.Context) error {
 			}
 		}
 		p.mu.Lock()
-		p.leases[rec.ID()] = &lease{rec: rec}
+		p.leases[rec.ID()] = newLease(rec)
 		if rec.State != Released {
 			for _, g := range rec.Lease.Terms.GPUs {
 				p.held[g] = hold{job: rec.Lease.Terms.Job, lease: rec.ID()}

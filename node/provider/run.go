@@ -51,6 +51,9 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 	// Staging: fetch every input completely, then lay it out for the mounts.
 	_ = p.update(l, func(r *Record) { r.State = Staging })
 	inputs, stagingErr := p.stage(ctx, t.ID, submitter, decl.Data, dir)
+	if cp := decl.Output.Checkpoints; stagingErr == nil && cp != nil && cp.From != "" {
+		stagingErr = p.stageCheckpoint(ctx, t.ID, submitter, cp.From, filepath.Join(dir, "ckpt"))
+	}
 
 	var res exec.Result
 	ran := false
@@ -121,6 +124,30 @@ func (p *Provider) stage(ctx context.Context, lease string, from peer.ID, data [
 	return inputs, nil
 }
 
+// stageCheckpoint lays out the checkpoint a resumed run starts from in the
+// folder mounted, writable, at the job's checkpoint path: the job finds it
+// where it left it. Exported straight there, it costs one copy, the same as
+// an input; the sandbox hands the folder to the job's user.
+func (p *Provider) stageCheckpoint(ctx context.Context, lease string, from peer.ID, src, dst string) error {
+	c, err := cid.Decode(src)
+	if err != nil {
+		return fmt.Errorf("output.checkpoints.from: %w", err)
+	}
+	if _, err := p.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: pinInput(lease), Progress: p.d.Metrics.Staged}); err != nil {
+		return fmt.Errorf("fetch the checkpoint to resume from, %s: %w", c, err)
+	}
+	if err := os.RemoveAll(dst); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	if err := p.d.Store.Export(ctx, c, dst, nil); err != nil {
+		return fmt.Errorf("lay out the checkpoint to resume from: %w", err)
+	}
+	return nil
+}
+
 // runJob runs the job in its sandbox, taking checkpoints as it goes, and
 // records how it ended.
 func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inputs []exec.Mount, dir string) exec.Result {
@@ -130,6 +157,12 @@ func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inpu
 	now := time.Now()
 	_ = p.update(l, func(r *Record) { r.State, r.RunStart = Running, now })
 	p.sendEvent(submitter, wire.EventRequest{Lease: t.ID, Job: t.Job, Step: api.StepRun, At: now.UnixMilli()})
+	// The first receipt both sign comes as the run starts: from here on no
+	// more than one receipt interval rests on one side's word.
+	select {
+	case l.receiptNow <- struct{}{}:
+	default:
+	}
 	spec := exec.Spec{
 		ID:          t.ID,
 		Dir:         filepath.Join(dir, "run"),
@@ -233,7 +266,7 @@ func (p *Provider) takeCheckpoint(ctx context.Context, l *lease, submitter peer.
 	rec := l.snapshot()
 	id, job := rec.ID(), rec.Lease.Terms.Job
 	num := rec.CheckpointN + 1
-	c, _, err := p.d.Store.Import(ctx, dir, content.ImportOptions{Pin: pinCheckpoint(id, num)})
+	c, _, err := p.d.Store.Import(ctx, dir, content.ImportOptions{Pin: pinCheckpoint(id, num), SkipUnsupported: true})
 	if err != nil {
 		p.log.Warn("import checkpoint", "lease", id, "err", err)
 		return
@@ -248,6 +281,9 @@ func (p *Provider) takeCheckpoint(ctx context.Context, l *lease, submitter peer.
 	_ = p.update(l, func(r *Record) { r.Checkpoint, r.CheckpointN = c.String(), num })
 	p.sendEvent(submitter, wire.EventRequest{Lease: id, Job: job, Checkpoint: c.String(), N: num, At: time.Now().UnixMilli()})
 }
+
+// maxSkipped bounds how many left-out entries are named to the submitter.
+const maxSkipped = 20
 
 // importOutput imports the output folder and the logs as one DAG, pinned
 // for the submitter to fetch.
@@ -277,10 +313,19 @@ func (p *Provider) importOutput(ctx context.Context, l *lease, submitter peer.ID
 			return err
 		}
 	}
-	c, _, err := p.d.Store.Import(ctx, result, content.ImportOptions{Pin: pinOutput(id)})
+	// What the job left that cannot be stored, or must not leave this
+	// machine (a link pointing out of the output), is left out and named in
+	// the job's status; it never costs the files that were fine.
+	var skipped []string
+	skip := func(path, reason string) {
+		if len(skipped) < maxSkipped {
+			skipped = append(skipped, path+": "+reason)
+		}
+	}
+	c, _, err := p.d.Store.Import(ctx, result, content.ImportOptions{Pin: pinOutput(id), SkipUnsupported: true, OnSkip: skip})
 	if err != nil {
 		return fmt.Errorf("import output: %w", err)
 	}
 	p.d.Access.Allow(submitter, c)
-	return p.update(l, func(r *Record) { r.Output = c.String() })
+	return p.update(l, func(r *Record) { r.Output, r.Skipped = c.String(), skipped })
 }

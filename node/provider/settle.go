@@ -65,7 +65,7 @@ func (p *Provider) deliverOutput(ctx context.Context, l *lease, submitter peer.I
 	err := retry(ctx, firstRetry, maxRetryOutput, deadline, func() error {
 		cctx, cancel := context.WithDeadline(ctx, attemptEnd)
 		defer cancel()
-		return p.d.Calls.Call(cctx, submitter, wire.ProtoOutput, wire.OutputRequest{Lease: t.ID, Job: t.Job, Output: rec.Output}, nil)
+		return p.d.Calls.Call(cctx, submitter, wire.ProtoOutput, wire.OutputRequest{Lease: t.ID, Job: t.Job, Output: rec.Output, Skipped: rec.Skipped}, nil)
 	})
 	if err != nil {
 		return fmt.Errorf("hand output %s to the submitter: %w", rec.Output, err)
@@ -86,13 +86,19 @@ func (p *Provider) settle(l *lease, submitter peer.ID) {
 		if r := l.snapshot(); !r.ReleaseAnnounced {
 			p.announceRelease(l, r.release())
 		}
-		if err := p.deliverOutput(p.ctx, l, submitter, 0); err != nil {
-			return err
+		err := p.deliverOutput(p.ctx, l, submitter, 0)
+		if err == nil {
+			if err = p.exchangeReceipt(p.ctx, l, submitter, true); errors.Is(err, errFinalDone) {
+				err = nil
+			}
 		}
-		if err := p.exchangeReceipt(p.ctx, l, submitter, true); err != nil && !errors.Is(err, errFinalDone) {
-			return err
+		if err != nil {
+			// The submitter cannot countersign now: this side's own
+			// record of the lease is stored at once, and the receipt both
+			// sign supersedes it when the submitter is back.
+			p.recordOneSided(l)
 		}
-		return nil
+		return err
 	})
 	switch {
 	case err == nil:
@@ -111,6 +117,46 @@ func (p *Provider) settle(l *lease, submitter peer.ID) {
 			r.Reason = "submitter did not return within the retention window"
 		})
 	}
+}
+
+// recordOneSided stores, once, this side's final record of a released
+// lease, signed by the provider alone and carrying the countersigned lease
+// as evidence.
+func (p *Provider) recordOneSided(l *lease) {
+	l.receipts.Lock()
+	defer l.receipts.Unlock()
+	rec := l.snapshot()
+	if rec.OneSided || rec.FinalSigned || rec.State != Released {
+		return
+	}
+	terms, err := json.Marshal(rec.Lease.Terms)
+	if err != nil {
+		p.log.Error("one-sided record", "lease", rec.ID(), "err", err)
+		return
+	}
+	end := latest(rec.End, rec.LastAlive)
+	rec.End = end
+	sub, _ := peer.Decode(rec.Lease.Terms.Submitter)
+	r := ledger.Receipt{
+		Lease: rec.ID(), Job: rec.Lease.Terms.Job, Provider: p.d.Self, Submitter: sub,
+		GPUs: len(rec.Lease.Terms.GPUs), GPUModel: p.gpuModel(rec.Lease.Terms.GPUs),
+		Seq: rec.Seq, Prev: rec.Prev, Final: true,
+		HeldFrom: rec.Start, HeldUntil: end, Phase: rec.State.phase(),
+		Outcome: rec.Outcome, Attribution: rec.Attribution, ExitCode: rec.ExitCode, Reason: rec.Reason,
+		Output: rec.Output, Checkpoint: rec.Checkpoint, Phases: rec.phases(),
+		Signer:   ledger.SignerProvider,
+		Evidence: &ledger.LeaseEvidence{Terms: terms, ProviderSig: rec.Lease.ProviderSig, SubmitterSig: rec.Lease.SubmitterSig},
+	}
+	if err := r.SignOneSided(p.d.Key); err != nil {
+		p.log.Error("sign one-sided record", "lease", rec.ID(), "err", err)
+		return
+	}
+	if _, err := p.d.Ledger.AppendOneSided(p.hard, r); err != nil {
+		p.log.Error("store one-sided record", "lease", rec.ID(), "err", err)
+		return
+	}
+	p.log.Info("submitter away: stored this side's own record of the lease", "lease", rec.ID())
+	_ = p.update(l, func(r *Record) { r.OneSided = true })
 }
 
 // announceRelease publishes a lease's release and records that it did;
@@ -134,11 +180,13 @@ func (p *Provider) interimReceipts(ctx context.Context, l *lease, submitter peer
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
-			_ = p.update(l, func(r *Record) { r.LastAlive = now })
-			if err := p.exchangeReceipt(ctx, l, submitter, false); err != nil {
-				p.log.Warn("interim receipt", "lease", l.snapshot().ID(), "err", err)
-			}
+		case <-l.receiptNow:
+		case <-t.C:
+		}
+		now := time.Now()
+		_ = p.update(l, func(r *Record) { r.LastAlive = now })
+		if err := p.exchangeReceipt(ctx, l, submitter, false); err != nil {
+			p.log.Warn("interim receipt", "lease", l.snapshot().ID(), "err", err)
 		}
 	}
 }
@@ -173,6 +221,7 @@ func (p *Provider) exchangeReceipt(ctx context.Context, l *lease, submitter peer
 		HeldUntil: now,
 		Phase:     rec.State.phase(),
 		Prev:      rec.Prev,
+		GPUModel:  p.gpuModel(rec.Lease.Terms.GPUs),
 	}
 	if final {
 		rec.End = now
@@ -195,6 +244,9 @@ func (p *Provider) exchangeReceipt(ctx context.Context, l *lease, submitter peer
 	var rep wire.ReceiptReply
 	if err := p.d.Calls.Call(cctx, submitter, wire.ProtoReceipt, wire.ReceiptRequest{Receipt: raw}, &rep); err != nil {
 		return fmt.Errorf("countersign receipt %d: %w", r.Seq, err)
+	}
+	if len(rep.Dispute) > 0 && final {
+		return p.recordDispute(ctx, l, r, rep.Dispute)
 	}
 	cr, err := ledger.DecodeReceipt(rep.Receipt)
 	if err != nil {
@@ -231,6 +283,24 @@ func (p *Provider) exchangeReceipt(ctx context.Context, l *lease, submitter peer
 		return errors.New("adopted an earlier interim receipt; the final one follows")
 	}
 	return nil
+}
+
+// recordDispute stores both versions of a lease the submitter will not
+// countersign: this side's final receipt and the submitter's own record.
+// Nothing more is signed for the lease.
+func (p *Provider) recordDispute(ctx context.Context, l *lease, ours ledger.Receipt, raw json.RawMessage) error {
+	theirs, err := ledger.DecodeReceipt(raw)
+	if err != nil {
+		return fmt.Errorf("the submitter's record: %w", err)
+	}
+	if err := theirs.Verify(); err != nil || theirs.Lease != ours.Lease || theirs.Signer != ledger.SignerSubmitter {
+		return fmt.Errorf("the submitter's record of lease %s does not hold: %v", ours.Lease, err)
+	}
+	if _, err := p.d.Ledger.RecordDispute(context.WithoutCancel(ctx), ours.Lease, ours, theirs); err != nil {
+		return fmt.Errorf("record dispute: %w", err)
+	}
+	p.log.Warn("the submitter disputes the final receipt; both versions recorded", "lease", ours.Lease)
+	return p.update(l, func(r *Record) { r.FinalSigned = true })
 }
 
 // release ends a lease: the meter stops, the GPUs go back into the offer

@@ -60,7 +60,7 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 	if err := sl.Countersign(s.d.Key); err != nil {
 		return nil, err
 	}
-	var inputs []market.Input
+	var staged []string
 	err := s.update(j, func(r *Record) error {
 		if r.State != api.JobQueued {
 			return p2p.Refuse(wire.CodeNotQueued, fmt.Errorf("declined: job %s is %s", t.Job, r.State))
@@ -75,7 +75,7 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 		r.Wait = ""
 		r.step(api.StepRent, now)
 		j.lastContact = now
-		inputs = r.Declaration.Data
+		staged = stagedCIDs(r.Declaration)
 		return nil
 	})
 	if err != nil {
@@ -93,8 +93,8 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 		})
 		return nil, fmt.Errorf("accept proposal: %w", err)
 	}
-	for _, in := range inputs {
-		if c, err := cid.Decode(in.Source); err == nil {
+	for _, src := range staged {
+		if c, err := cid.Decode(src); err == nil {
 			s.d.Access.Allow(from, c)
 		}
 	}
@@ -233,7 +233,10 @@ func (s *Submitter) HandleOutput(ctx context.Context, from peer.ID, raw json.Raw
 	if err != nil {
 		return nil, err
 	}
-	if err := s.update(j, func(r *Record) error { r.Output = c.String(); return nil }); err != nil {
+	if len(req.Skipped) > maxSkipped {
+		req.Skipped = req.Skipped[:maxSkipped]
+	}
+	if err := s.update(j, func(r *Record) error { r.Output, r.Skipped = c.String(), req.Skipped; return nil }); err != nil {
 		return nil, err
 	}
 	s.log.Info("output fetched", "job", req.Job, "cid", c)
@@ -298,6 +301,16 @@ func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.Ra
 	if len(prev) > 0 && prev[len(prev)-1].Receipt.Digest() != r.Prev {
 		return nil, errors.New("receipt does not continue the chain")
 	}
+	if r.Final {
+		if ours, ok := s.disputes(ctx, j, r); ok {
+			if _, err := s.d.Ledger.RecordDispute(ctx, r.Lease, ours, r); err != nil {
+				return nil, fmt.Errorf("record dispute: %w", err)
+			}
+			s.log.Warn("final receipt disputed: it claims time this node did not see held", "lease", r.Lease, "claimed_until", r.HeldUntil, "seen_until", ours.HeldUntil)
+			_ = s.update(j, func(rec *Record) error { rec.Reason = "disputed: " + rec.Reason; return nil })
+			return wire.ReceiptReply{Dispute: mustJSON(ours)}, nil
+		}
+	}
 	if err := r.Countersign(s.d.Key); err != nil {
 		return nil, err
 	}
@@ -321,6 +334,37 @@ func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.Ra
 		s.tasks.Go(func() { s.autoResume(s.ctx, r.Job) })
 	}
 	return wire.ReceiptReply{Receipt: mustJSON(r)}, nil
+}
+
+// maxSkipped bounds the left-out entries a job's record keeps.
+const maxSkipped = 20
+
+// disputeMargin is how much later than this side's own record a provider's
+// final receipt may end without other proof that the provider held the GPUs
+// all along: its silence may have been a partition, not an absence.
+const disputeMargin = time.Minute
+
+// disputes decides whether a final receipt from a provider this node gave up
+// for lost claims more than it can countersign: it ends well after this
+// side's own record, and the job's output, the proof that the provider went
+// on working, never reached this node. It returns this side's record when
+// it disputes.
+func (s *Submitter) disputes(ctx context.Context, j *job, r ledger.Receipt) (ledger.Receipt, bool) {
+	lr, err := s.d.Ledger.Lease(ctx, r.Lease)
+	if err != nil || len(lr.OneSided) == 0 {
+		return ledger.Receipt{}, false
+	}
+	ours := lr.OneSided[len(lr.OneSided)-1].Receipt
+	s.mu.Lock()
+	output := j.rec.Output
+	s.mu.Unlock()
+	if r.Output != "" && r.Output == output {
+		return ledger.Receipt{}, false
+	}
+	if !r.HeldUntil.After(ours.HeldUntil.Add(disputeMargin)) {
+		return ledger.Receipt{}, false
+	}
+	return ours, true
 }
 
 // applyFinal records a final receipt's ending on the job. The caller holds

@@ -26,6 +26,7 @@ type Record struct {
 	Lease       *wire.SignedLease `json:"lease,omitempty"`
 	Steps       []api.Step        `json:"steps"`
 	Output      string            `json:"output,omitempty"`
+	Skipped     []string          `json:"skipped,omitempty"` // left out of the output, and why
 	Checkpoint  string            `json:"checkpoint,omitempty"`
 	CheckpointN int               `json:"checkpoint_n,omitempty"`
 	Submitted   time.Time         `json:"submitted"`
@@ -103,6 +104,7 @@ func (r *Record) API() api.Job {
 		Reason:      r.Reason,
 		Submitted:   r.Submitted.UTC(),
 		ResumeOf:    r.ResumeOf,
+		Skipped:     slices.Clone(r.Skipped),
 	}
 	for _, in := range r.Declaration.Data {
 		out.Inputs = append(out.Inputs, in.Source)

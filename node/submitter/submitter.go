@@ -69,6 +69,9 @@ type (
 	// Ledger stores receipts (ledger.Ledger).
 	Ledger interface {
 		Append(ctx context.Context, r ledger.Receipt) (ledger.Entry, error)
+		AppendOneSided(ctx context.Context, r ledger.Receipt) (ledger.Entry, error)
+		RecordDispute(ctx context.Context, lease string, ours, theirs ledger.Receipt) (ledger.Entry, error)
+		Lease(ctx context.Context, lease string) (ledger.LeaseRecord, error)
 		ByLease(ctx context.Context, lease string) ([]ledger.Entry, error)
 	}
 	// Caller sends a request over a direct stream and reads the reply.
@@ -288,8 +291,8 @@ func (s *Submitter) Submit(ctx context.Context, raw []byte, resumeOf string, pro
 	now := time.Now()
 	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Sources: sources, ResumeOf: resumeOf, State: api.JobQueued, Submitted: now}
 	rec.step(api.StepSubmit, now)
-	for _, in := range decl.Data {
-		c, _ := cid.Decode(in.Source)
+	for _, src := range stagedCIDs(decl) {
+		c, _ := cid.Decode(src)
 		if err := s.d.Store.Pin(ctx, c, pinInput(id)); err != nil {
 			return api.Job{}, fmt.Errorf("pin data %s: %w", c, err)
 		}
@@ -344,18 +347,35 @@ func (s *Submitter) resumeDeclaration(of string) (market.Declaration, error) {
 		// again from the beginning.
 		return d, d.Validate()
 	}
-	// The checkpoint is staged read-only beside the checkpoint path, and
-	// named in E31_RESUME_FROM; a job that was itself a resumption swaps
-	// its old checkpoint for the new.
-	mount := cp.Path + "-resume"
-	d.Data = slices.DeleteFunc(slices.Clone(d.Data), func(in market.Input) bool { return in.Mount == mount })
-	d.Data = append(d.Data, market.Input{Source: r.Checkpoint, Mount: mount})
+	// The resumed run finds its last checkpoint at its own checkpoint
+	// path, writable, as it left it: the provider lays it out there before
+	// the run (market.Checkpoints.From). E31_RESUME_FROM names the path too,
+	// for a program that wants to know it was resumed.
+	c := *cp
+	c.From = r.Checkpoint
+	d.Output.Checkpoints = &c
+	// A resumption made by an older version staged the checkpoint as an
+	// input beside the path; that input is not carried on.
+	d.Data = slices.DeleteFunc(slices.Clone(d.Data), func(in market.Input) bool { return in.Mount == cp.Path+"-resume" })
 	d.Work.Env = maps.Clone(d.Work.Env)
 	if d.Work.Env == nil {
 		d.Work.Env = map[string]string{}
 	}
-	d.Work.Env["E31_RESUME_FROM"] = mount
+	d.Work.Env["E31_RESUME_FROM"] = cp.Path
 	return d, d.Validate()
+}
+
+// stagedCIDs are the CIDs a provider fetches from this node for a job: its
+// inputs and the checkpoint it resumes from.
+func stagedCIDs(d market.Declaration) []string {
+	var out []string
+	for _, in := range d.Data {
+		out = append(out, in.Source)
+	}
+	if cp := d.Output.Checkpoints; cp != nil && cp.From != "" {
+		out = append(out, cp.From)
+	}
+	return out
 }
 
 // Withdraw withdraws one of this node's jobs: a queued job ends at once
@@ -487,8 +507,8 @@ func (s *Submitter) Recover() error {
 			continue
 		}
 		if p, err := peer.Decode(r.Lease.Terms.Provider); err == nil {
-			for _, in := range r.Declaration.Data {
-				if c, err := cid.Decode(in.Source); err == nil {
+			for _, src := range stagedCIDs(r.Declaration) {
+				if c, err := cid.Decode(src); err == nil {
 					s.d.Access.Allow(p, c)
 				}
 			}

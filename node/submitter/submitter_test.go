@@ -68,6 +68,7 @@ func (r *memRecords) Each(prefix string, fn func([]byte) error) error {
 type blockingLedger struct {
 	mu       sync.Mutex
 	byLease  map[string][]ledger.Entry
+	oneSided []ledger.Receipt
 	gate     chan struct{}
 	entered  chan struct{}
 	returned chan struct{}
@@ -84,6 +85,21 @@ func (l *blockingLedger) Append(ctx context.Context, r ledger.Receipt) (ledger.E
 	e := ledger.Entry{Receipt: r}
 	l.byLease[r.Lease] = append(l.byLease[r.Lease], e)
 	return e, nil
+}
+
+func (l *blockingLedger) AppendOneSided(ctx context.Context, r ledger.Receipt) (ledger.Entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.oneSided = append(l.oneSided, r)
+	return ledger.Entry{Receipt: r}, nil
+}
+
+func (l *blockingLedger) RecordDispute(ctx context.Context, lease string, ours, theirs ledger.Receipt) (ledger.Entry, error) {
+	return ledger.Entry{}, nil
+}
+
+func (l *blockingLedger) Lease(ctx context.Context, lease string) (ledger.LeaseRecord, error) {
+	return ledger.LeaseRecord{Lease: lease}, nil
 }
 
 func (l *blockingLedger) ByLease(ctx context.Context, lease string) ([]ledger.Entry, error) {
@@ -328,6 +344,14 @@ func TestWatchEndsASilentProvidersLease(t *testing.T) {
 		}
 		if n := h.gossip.count(wire.KindRelease); n != 1 {
 			t.Fatalf("%d releases announced", n)
+		}
+		// Before any receipt, the lease still ends in a record: this side's
+		// own, held until the provider was last heard from.
+		if len(h.ledger.oneSided) != 1 {
+			t.Fatalf("%d one-sided records", len(h.ledger.oneSided))
+		}
+		if rec := h.ledger.oneSided[0]; rec.Signer != ledger.SignerSubmitter || rec.Outcome != ledger.OutcomeProviderLost || !rec.HeldUntil.Equal(start) || rec.Verify() != nil {
+			t.Fatalf("one-sided record %+v (verify %v)", rec, rec.Verify())
 		}
 		jobs := h.s.Jobs()
 		if len(jobs) != 2 || jobs[1].ResumeOf != r.ID || jobs[1].State != api.JobQueued {

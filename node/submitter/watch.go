@@ -2,6 +2,7 @@ package submitter
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -100,12 +101,15 @@ func (s *Submitter) providerLost(ctx context.Context, id string, now time.Time) 
 		return
 	}
 	var t wire.LeaseTerms
+	var lease wire.SignedLease
 	var silent time.Duration
+	var lastHeard, rent time.Time
 	err := s.update(j, func(r *Record) error {
 		if r.terminal() || r.Lease == nil {
 			return errSkip
 		}
-		t = r.Lease.Terms
+		t, lease = r.Lease.Terms, *r.Lease
+		lastHeard, rent = j.lastContact, r.stepAt(api.StepRent)
 		silent = now.Sub(j.lastContact).Round(time.Second)
 		r.State = api.JobReleased
 		r.Outcome, r.Attribution = ledger.OutcomeProviderLost, ledger.AttributionProvider
@@ -118,10 +122,21 @@ func (s *Submitter) providerLost(ctx context.Context, id string, now time.Time) 
 	}
 	s.log.Warn("provider lost", "job", id, "lease", t.ID, "provider", t.Provider, "silent", silent)
 
+	// This side's own record of the lease: held from its start until the
+	// provider was last heard from, signed by this node alone with the
+	// lease as evidence. The provider's final receipt supersedes it if the
+	// provider comes back.
+	es, err := s.d.Ledger.ByLease(ctx, t.ID)
+	if err != nil {
+		s.log.Warn("receipts of a lost lease", "lease", t.ID, "err", err)
+	}
+	s.recordOneSided(ctx, lease, es, rent, lastHeard, fmt.Sprintf("provider %s silent for %s", t.Provider, silent))
+
 	// Everyone's view frees the lease, as it would on the provider's own
-	// release; the held time on record is the last countersigned receipt.
+	// release; the held time the network charges is the last countersigned
+	// receipt.
 	var heldMs int64
-	if es, err := s.d.Ledger.ByLease(ctx, t.ID); err == nil && len(es) > 0 {
+	if len(es) > 0 {
 		heldMs = es[len(es)-1].Receipt.Held().Milliseconds()
 	}
 	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
@@ -130,6 +145,45 @@ func (s *Submitter) providerLost(ctx context.Context, id string, now time.Time) 
 		s.log.Warn("announce provider-lost release", "lease", t.ID, "err", err)
 	}
 	s.autoResume(ctx, id)
+}
+
+// recordOneSided stores this side's final record of a lease whose provider
+// vanished.
+func (s *Submitter) recordOneSided(ctx context.Context, l wire.SignedLease, es []ledger.Entry, from, until time.Time, reason string) {
+	t := l.Terms
+	prov, err := peer.Decode(t.Provider)
+	if err != nil {
+		return
+	}
+	terms, err := json.Marshal(t)
+	if err != nil {
+		return
+	}
+	r := ledger.Receipt{
+		Lease: t.ID, Job: t.Job, Provider: prov, Submitter: s.d.Self, GPUs: len(t.GPUs),
+		Final: true, HeldFrom: from, HeldUntil: until, Phase: ledger.PhaseRun,
+		Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, Reason: reason,
+		Signer:   ledger.SignerSubmitter,
+		Evidence: &ledger.LeaseEvidence{Terms: terms, ProviderSig: l.ProviderSig, SubmitterSig: l.SubmitterSig},
+	}
+	if n := len(es); n > 0 {
+		last := es[n-1].Receipt
+		r.Seq, r.Prev = uint64(n), last.Digest()
+		r.HeldFrom, r.GPUModel, r.Phase = last.HeldFrom, last.GPUModel, last.Phase
+		r.HeldUntil = latest(r.HeldUntil, last.HeldUntil)
+	}
+	if r.HeldUntil.Before(r.HeldFrom) {
+		r.HeldUntil = r.HeldFrom
+	}
+	if err := r.SignOneSided(s.d.Key); err != nil {
+		s.log.Error("sign one-sided record", "lease", t.ID, "err", err)
+		return
+	}
+	if _, err := s.d.Ledger.AppendOneSided(context.WithoutCancel(ctx), r); err != nil {
+		s.log.Error("store one-sided record", "lease", t.ID, "err", err)
+		return
+	}
+	s.d.Metrics.Receipts.Inc()
 }
 
 // errSkip tells update that there is nothing to change.

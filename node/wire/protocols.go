@@ -68,6 +68,9 @@ type OutputRequest struct {
 	Lease  string `json:"lease"`
 	Job    string `json:"job"`
 	Output string `json:"output"`
+	// Skipped names what the output leaves out (at most a few dozen), and
+	// why: a link pointing out of the output, a device node.
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // ReceiptRequest carries a receipt the provider signed (ProtoReceipt).
@@ -75,9 +78,12 @@ type ReceiptRequest struct {
 	Receipt json.RawMessage `json:"receipt"`
 }
 
-// ReceiptReply carries the receipt countersigned.
+// ReceiptReply carries the receipt countersigned, or, when the submitter
+// will not countersign a final receipt that claims more than it saw, its
+// own one-sided record of the lease: the two then record a dispute.
 type ReceiptReply struct {
 	Receipt json.RawMessage `json:"receipt"`
+	Dispute json.RawMessage `json:"dispute,omitempty"`
 }
 
 // WithdrawRequest asks the provider to stop a leased job (ProtoWithdraw).
