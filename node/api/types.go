@@ -176,6 +176,10 @@ type Verify struct {
 	Entries int    `json:"entries"`
 	OK      bool   `json:"ok"`
 	Problem string `json:"problem,omitempty"`
+	// OneSided counts records signed by one party alone that no receipt
+	// both signed has superseded; Disputed counts leases in dispute.
+	OneSided int `json:"one_sided"`
+	Disputed int `json:"disputed"`
 }
 
 // Match is one epoch's Match result on a node: what it decided, with the

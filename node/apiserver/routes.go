@@ -137,7 +137,9 @@ func (s *Server) receipts(r *http.Request) (any, error) {
 	}
 	rs := make([]ledger.Receipt, 0, len(entries))
 	for _, e := range entries {
-		rs = append(rs, e.Receipt)
+		if e.Dispute == nil {
+			rs = append(rs, e.Receipt)
+		}
 	}
 	b, err := json.Marshal(rs)
 	if err != nil {
@@ -149,7 +151,7 @@ func (s *Server) receipts(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		v := &api.Verify{Entries: rep.Entries, OK: rep.OK}
+		v := &api.Verify{Entries: rep.Entries, OK: rep.OK, OneSided: rep.OneSided, Disputed: rep.Disputed}
 		if rep.FirstBad != nil {
 			v.Problem = fmt.Sprintf("entry %d (lease %s, receipt %d): %s", rep.FirstBad.Index, rep.FirstBad.Lease, rep.FirstBad.Seq, rep.FirstBad.Problem)
 		}

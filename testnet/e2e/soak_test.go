@@ -467,7 +467,7 @@ func TestPartitionNoDoubleLease(t *testing.T) {
 // checkpoint and starting from a resumed checkpoint when there is one (a
 // checkpoint taken before the first step is empty).
 const soakCount = `n=0
-[ -f "$E31_RESUME_FROM/count" ] && n=$(cat "$E31_RESUME_FROM/count")
+[ -f /ckpt/count ] && n=$(cat /ckpt/count)
 echo "start at $n"
 while [ "$n" -lt 8 ]; do n=$((n+1)); echo "$n" > /ckpt/count; sleep 0.25; done
 echo "$n" > /out/final`

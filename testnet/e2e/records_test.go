@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/testnet/cluster"
+)
+
+// trainJob is a training loop written the ordinary way, in Python without
+// E31 or torch: it loads its state if the file is there, saves it after
+// every step (atomically, as torch.save users do with a rename), and keeps
+// a "latest" link beside it.
+const trainJob = `import json, os, time
+p = "/ckpt/state.json"
+step = 0
+if os.path.exists(p):
+    with open(p) as f:
+        step = json.load(f)["step"]
+print("start at", step, flush=True)
+while step < 16:
+    step += 1
+    with open(p + ".tmp", "w") as f:
+        json.dump({"step": step}, f)
+    os.replace(p + ".tmp", p)
+    if not os.path.islink("/ckpt/latest"):
+        os.symlink("state.json", "/ckpt/latest")
+    time.sleep(0.5)
+with open("/out/final", "w") as f:
+    f.write(str(step))
+`
+
+// A provider killed with -9 while a Python training job runs: the job,
+// declared resume: auto, continues on the other provider from the state it
+// saved at its own checkpoint path.
+func TestAutoResumeContinuesTraining(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3 on this host for the sandbox's base root")
+	}
+	c := faultNet(t)
+	sub := c.Client(0)
+	d := market.NewDeclaration("train", []string{"python3", "-c", trainJob}, 1, market.Duration((5 * time.Minute).Milliseconds()), nil)
+	d.Request.Memory = 256 * market.MiB
+	d.Output.Checkpoints = &market.Checkpoints{Path: "/ckpt", Every: market.Duration(1000), Resume: market.ResumeAuto, MaxResumes: 2}
+	j := submit(t, sub, d)
+	before := ""
+	j = waitJob(t, sub, j.ID, 60*time.Second, "a checkpoint", func(j api.Job) bool { return j.Checkpoint != "" })
+	before = j.Checkpoint
+	j = waitJob(t, sub, j.ID, 30*time.Second, "a newer checkpoint", func(j api.Job) bool { return j.Checkpoint != before })
+	victim := nodeIndex(t, c, j.Provider)
+	if err := c.Kill(victim); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Restart(context.Background(), victim) })
+	j = waitJob(t, sub, j.ID, 30*time.Second, "provider-lost", released)
+	saved := checkpointStep(t, sub, j.ID)
+
+	var resumed api.Job
+	waitJob(t, sub, j.ID, 10*time.Second, "its automatic resumption", func(api.Job) bool {
+		jobs, err := sub.Jobs(context.Background())
+		if err != nil {
+			return false
+		}
+		for _, x := range jobs {
+			if x.ResumeOf == j.ID {
+				resumed = x
+				return true
+			}
+		}
+		return false
+	})
+	resumed = waitJob(t, sub, resumed.ID, 90*time.Second, "the resumed job to end", released)
+	if resumed.Outcome != ledger.OutcomeCompleted {
+		t.Fatalf("resumed job ended %s (%s)", resumed.Outcome, resumed.Reason)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := sub.Get(context.Background(), resumed.ID, api.GetRequest{Dir: out}); err != nil {
+		t.Fatal(err)
+	}
+	logs, _ := os.ReadFile(filepath.Join(out, "stdout.log"))
+	if !strings.Contains(string(logs), "start at "+strconv.Itoa(saved)) || saved == 0 {
+		t.Fatalf("the resumed run did not start at its saved step %d: %q", saved, logs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "out", "final")); strings.TrimSpace(string(b)) != "16" {
+		t.Fatalf("final step %q", b)
+	}
+	// The resumed job's own checkpoint has the link it kept, as a link.
+	ck := filepath.Join(t.TempDir(), "ck")
+	if _, err := sub.Get(context.Background(), resumed.ID, api.GetRequest{Dir: ck, Checkpoint: true}); err != nil {
+		t.Fatal(err)
+	}
+	if target, err := os.Readlink(filepath.Join(ck, "latest")); err != nil || target != "state.json" {
+		t.Fatalf("checkpoint link latest -> %q (%v)", target, err)
+	}
+}
+
+// checkpointStep reads the step a job's last checkpoint saved.
+func checkpointStep(t *testing.T, cl *api.Client, job string) int {
+	t.Helper()
+	ck := filepath.Join(t.TempDir(), "ck")
+	if _, err := cl.Get(context.Background(), job, api.GetRequest{Dir: ck, Checkpoint: true}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(ck, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(string(b)), `{"step": `), "}")
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("checkpoint state %q", b)
+	}
+	return n
+}
+
+// A provider killed with -9 as soon as its lease is signed, before any
+// receipt: the submitter still ends the lease with a record of it, its own,
+// marked one-sided; when the provider is back the two settle on a receipt
+// both sign, which supersedes it.
+func TestProviderKilledBeforeFirstReceiptLeavesARecord(t *testing.T) {
+	c := faultNet(t)
+	sub := c.Client(0)
+	j := submit(t, sub, decl("early", "sleep 60", 1, 5*time.Minute))
+	j = waitJob(t, sub, j.ID, 60*time.Second, "a lease", func(j api.Job) bool { return j.Lease != "" })
+	victim := nodeIndex(t, c, j.Provider)
+	if err := c.Kill(victim); err != nil {
+		t.Fatal(err)
+	}
+	j = waitJob(t, sub, j.ID, 30*time.Second, "provider-lost", released)
+	res, err := sub.Receipts(context.Background(), j.ID, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := receipts(t, sub, j.ID)
+	var final *ledger.Receipt
+	for i := range rs {
+		if rs[i].Final {
+			final = &rs[i]
+		}
+	}
+	if final == nil {
+		t.Fatalf("no record of the lost lease: %d receipts", len(rs))
+	}
+	twoSidedBefore := final.Signer == ""
+	if !twoSidedBefore && (final.Signer != ledger.SignerSubmitter || final.Outcome != ledger.OutcomeProviderLost || res.Verify.OneSided != 1) {
+		t.Fatalf("the record is signed by %q, ends %s, and the ledger counts %d one-sided", final.Signer, final.Outcome, res.Verify.OneSided)
+	}
+
+	// The provider comes back: the two settle.
+	if err := c.Restart(context.Background(), victim); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		res, err := sub.Receipts(context.Background(), j.ID, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Verify.OneSided == 0 && res.Verify.Disputed == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled 60s after the provider came back: %+v", res.Verify)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	f := waitFinal(t, c.Client(victim), j.ID)
+	if f.Signer != "" || len(f.SubmitterSig) == 0 {
+		t.Fatalf("the provider's final record is not signed by both: signer %q", f.Signer)
+	}
+}
+
+// An output and a checkpoint with links: links inside come back as links,
+// links out are left out and named in the status, every file comes back.
+func TestOutputKeepsLinks(t *testing.T) {
+	c := start(t, cluster.Options{N: 2, SimGPUsByNode: []string{"", "1xH100:80GiB"}, Heartbeat: 500 * time.Millisecond, Args: []string{"--epoch", "250ms"}})
+	sub := c.Client(0)
+	script := `echo ok > /out/ok; mkdir /out/models; echo w > /out/models/epoch_10.pt
+ln -s models/epoch_10.pt /out/latest.pt; ln -s /etc/passwd /out/passwd; ln -s / /out/root; ln -s ../../x /out/up
+echo 3 > /ckpt/n; ln -s n /ckpt/latest; ln -s /root /ckpt/home; sleep 2`
+	d := decl("links", script, 1, time.Minute)
+	d.Output.Checkpoints = &market.Checkpoints{Path: "/ckpt", Every: market.Duration(500)}
+	j := submit(t, sub, d)
+	j = waitJob(t, sub, j.ID, 60*time.Second, "release", released)
+	if j.Outcome != ledger.OutcomeCompleted {
+		t.Fatalf("ended %s/%s: %s", j.Outcome, j.Attribution, j.Reason)
+	}
+	if len(j.Skipped) != 3 {
+		t.Fatalf("status names %d left-out entries, want the 3 links out: %v", len(j.Skipped), j.Skipped)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := sub.Get(context.Background(), j.ID, api.GetRequest{Dir: out}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "out", "latest.pt")); err != nil || string(b) != "w\n" {
+		t.Fatalf("latest.pt through its link: %q %v", b, err)
+	}
+	if target, _ := os.Readlink(filepath.Join(out, "out", "latest.pt")); target != "models/epoch_10.pt" {
+		t.Fatalf("latest.pt is not the link it was: %q", target)
+	}
+	for _, name := range []string{"passwd", "root", "up"} {
+		if _, err := os.Lstat(filepath.Join(out, "out", name)); err == nil {
+			t.Fatalf("the link out %s came back", name)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "out", "ok")); string(b) != "ok\n" {
+		t.Fatalf("ok: %q", b)
+	}
+	ck := filepath.Join(t.TempDir(), "ck")
+	if _, err := sub.Get(context.Background(), j.ID, api.GetRequest{Dir: ck, Checkpoint: true}); err != nil {
+		t.Fatal(err)
+	}
+	if target, _ := os.Readlink(filepath.Join(ck, "latest")); target != "n" {
+		t.Fatalf("checkpoint link latest -> %q", target)
+	}
+	if _, err := os.Lstat(filepath.Join(ck, "home")); err == nil {
+		t.Fatal("the checkpoint's link out came back")
+	}
+}
