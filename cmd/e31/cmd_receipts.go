@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/node/api"
 	"github.com/spf13/cobra"
 )
 
@@ -24,9 +26,18 @@ func newReceiptsCommand(g *globalOptions) *cobra.Command {
 		Use:   "receipts [--job JOB] [--verify] [--json]",
 		Short: "List the signed receipts in this node's ledger, and verify them",
 		Long: `receipts lists the receipts of compute held, each signed by the provider and
-countersigned by the submitter. --verify checks every signature and the hash
-chain of the whole ledger, and names the first bad entry: a forged signature,
-an edited field or a removed entry. It exits non-zero when verification fails.`,
+countersigned by the submitter. SIGNED says who signed: "both", or the one
+party of a one-sided record, which a node stores when the other party
+vanished before it could countersign; a one-sided record is "superseded"
+once the two sign a final receipt of the lease after all. Disputes, leases
+whose parties signed different ends (both kept), are listed below.
+
+--verify checks every signature and the hash chain of the whole ledger, and
+names the first bad entry: a forged signature, an edited field or a removed
+entry. It exits non-zero when verification fails, and counts the one-sided
+records and disputed leases not settled since.
+
+"e31 receipts export" writes them to a file that "e31 verify" checks anywhere.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runReceipts(cmd.Context(), o, g)
@@ -34,44 +45,116 @@ an edited field or a removed entry. It exits non-zero when verification fails.`,
 	}
 	cmd.Flags().StringVar(&o.job, "job", "", "only the receipts of this job")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "verify signatures and the hash chain")
-	cmd.Flags().BoolVar(&o.json, "json", false, "print the receipts as a JSON array")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON: {receipts, superseded (positions in receipts), disputes, verify}")
+	cmd.AddCommand(newReceiptsExportCommand(g))
 	return cmd
 }
 
 // errVerify marks a ledger that failed verification.
 var errVerify = errors.New("ledger verification failed")
 
+// dispute is an api.Dispute with its versions decoded.
+type dispute struct {
+	Index      uint64         `json:"index"`
+	Lease      string         `json:"lease"`
+	Ours       ledger.Receipt `json:"ours"`
+	Theirs     ledger.Receipt `json:"theirs"`
+	Superseded bool           `json:"superseded,omitempty"`
+}
+
+// receiptsResult is what `e31 receipts --json` prints.
+type receiptsResult struct {
+	Receipts   []ledger.Receipt `json:"receipts"`
+	Superseded []int            `json:"superseded,omitempty"`
+	Disputes   []dispute        `json:"disputes,omitempty"`
+	Verify     *api.Verify      `json:"verify,omitempty"`
+}
+
 func runReceipts(ctx context.Context, o receiptsOptions, g *globalOptions) error {
 	res, err := g.client().Receipts(ctx, o.job, o.verify)
 	if err != nil {
 		return err
 	}
-	var rs []ledger.Receipt
-	if err := json.Unmarshal(res.Receipts, &rs); err != nil {
+	out := receiptsResult{Superseded: res.Superseded, Verify: res.Verify}
+	if err := json.Unmarshal(res.Receipts, &out.Receipts); err != nil {
 		return fmt.Errorf("decode receipts: %w", err)
 	}
+	for _, d := range res.Disputes {
+		x := dispute{Index: d.Index, Lease: d.Lease, Superseded: d.Superseded}
+		if err := json.Unmarshal(d.Ours, &x.Ours); err != nil {
+			return fmt.Errorf("decode dispute of lease %s: %w", d.Lease, err)
+		}
+		if err := json.Unmarshal(d.Theirs, &x.Theirs); err != nil {
+			return fmt.Errorf("decode dispute of lease %s: %w", d.Lease, err)
+		}
+		out.Disputes = append(out.Disputes, x)
+	}
 	if o.json {
-		if err := g.printJSON(rs); err != nil {
+		if err := g.printJSON(out); err != nil {
 			return err
 		}
 	} else {
-		printReceipts(g, rs)
+		printReceipts(g, out)
 	}
-	if res.Verify != nil {
-		if !res.Verify.OK {
-			fmt.Fprintf(g.stderr, "ledger: %d entries, FIRST BAD: %s\n", res.Verify.Entries, res.Verify.Problem)
+	if v := res.Verify; v != nil {
+		if !v.OK {
+			fmt.Fprintf(g.stderr, "ledger: %d entries, FIRST BAD: %s\n", v.Entries, v.Problem)
 			return errVerify
 		}
-		fmt.Fprintf(g.stderr, "ledger: %d entries, every signature and the hash chain verify\n", res.Verify.Entries)
+		fmt.Fprintf(g.stderr, "ledger: %d entries, every signature and the hash chain verify; %d one-sided records and %d disputed leases not settled\n",
+			v.Entries, v.OneSided, v.Disputed)
 	}
 	return nil
 }
 
-func printReceipts(g *globalOptions, rs []ledger.Receipt) {
+func printReceipts(g *globalOptions, res receiptsResult) {
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "LEASE\tJOB\tSEQ\tFINAL\tHELD\tGPUS\tPHASE\tOUTCOME")
-	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\t%d\t%s\t%s\n", r.Lease, r.Job, r.Seq, r.Final, r.Held().Round(time.Millisecond), r.GPUs, r.Phase, r.Outcome)
+	fmt.Fprintln(tw, "LEASE\tJOB\tSEQ\tFINAL\tHELD\tGPUS\tPHASE\tOUTCOME\tSIGNED")
+	for i, r := range res.Receipts {
+		signed := "both"
+		if r.OneSided() {
+			signed = r.Signer + " only"
+			if slices.Contains(res.Superseded, i) {
+				signed += ", superseded"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\t%d\t%s\t%s\t%s\n", r.Lease, r.Job, r.Seq, r.Final, r.Held().Round(time.Millisecond),
+			r.GPUs, r.Phase, r.Outcome, signed)
 	}
 	tw.Flush()
+	if len(res.Disputes) == 0 {
+		return
+	}
+	fmt.Fprintln(g.stdout, "\ndisputes (each party's signed end of the lease):")
+	tw = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LEASE\tJOB\tVERSION\tSIGNED BY\tHELD\tGPUS\tOUTCOME\tATTRIBUTION\tSTATUS")
+	for _, d := range res.Disputes {
+		status := "open"
+		if d.Superseded {
+			status = "superseded"
+		}
+		for _, v := range []struct {
+			name string
+			r    *ledger.Receipt
+		}{{"ours", &d.Ours}, {"theirs", &d.Theirs}} {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.Lease, v.r.Job, v.name, versionSigner(v.r),
+				v.r.Held().Round(time.Millisecond), v.r.GPUs, v.r.Outcome, v.r.Attribution, status)
+		}
+	}
+	tw.Flush()
+}
+
+// versionSigner names the party who signed one version of a dispute: a
+// one-sided record names it, a receipt the other side would not
+// countersign carries one signature.
+func versionSigner(r *ledger.Receipt) string {
+	switch {
+	case r.OneSided():
+		return r.Signer
+	case len(r.ProviderSig) > 0 && len(r.SubmitterSig) == 0:
+		return ledger.SignerProvider
+	case len(r.SubmitterSig) > 0 && len(r.ProviderSig) == 0:
+		return ledger.SignerSubmitter
+	}
+	return "both"
 }

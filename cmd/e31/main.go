@@ -1,5 +1,7 @@
 // Command e31 is the E31 client: it talks to a local e31d over its API to
-// list peers and providers, submit jobs, follow them and fetch their output.
+// list peers and providers, submit jobs, follow them, fetch their output and
+// read the receipts ledger. One verb, verify, needs no daemon: it checks a
+// receipts export file anywhere.
 package main
 
 import (
@@ -72,6 +74,8 @@ The daemon is found at --api, else $E31_API, else $E31_DATA/e31.sock, else
 		newGetCommand(g),
 		newResumeCommand(g),
 		newReceiptsCommand(g),
+		newUsageCommand(g),
+		newVerifyCommand(g),
 	)
 	return root
 }

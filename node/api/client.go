@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // ErrNoDaemon means nothing answered at the API address.
@@ -54,11 +55,28 @@ func (c *Client) Addr() string { return c.addr }
 // Do sends a request with an optional JSON body and decodes a JSON reply into
 // out (which may be nil).
 func (c *Client) Do(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	resp, err := c.send(ctx, method, path, query, in)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode reply of %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// send sends a request and returns a reply whose status is a success; the
+// caller closes its body.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, in any) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		body = bytes.NewReader(b)
 	}
@@ -68,31 +86,25 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return c.unreachable(ctx, err)
+		return nil, c.unreachable(ctx, err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
 		var e Error
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return &StatusError{Code: resp.StatusCode, Msg: e.Error}
+			return nil, &StatusError{Code: resp.StatusCode, Msg: e.Error}
 		}
-		return &StatusError{Code: resp.StatusCode, Msg: strings.TrimSpace(string(b))}
+		return nil, &StatusError{Code: resp.StatusCode, Msg: strings.TrimSpace(string(b))}
 	}
-	if out == nil {
-		return nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("decode reply of %s %s: %w", method, path, err)
-	}
-	return nil
+	return resp, nil
 }
 
 // unreachable explains a request that reached no daemon.
@@ -205,6 +217,41 @@ func (c *Client) Receipts(ctx context.Context, job string, verify bool) (Receipt
 	}
 	var out Receipts
 	return out, c.Do(ctx, http.MethodGet, "/v1/receipts", q, nil, &out)
+}
+
+// Usage returns the GPU-hours held per counterpart and GPU model, and what
+// the daemon's policy makes owed: a ledger.UsageReport as JSON. A zero
+// since counts all held time; an empty peer, every counterpart.
+func (c *Client) Usage(ctx context.Context, since time.Time, peer string) (json.RawMessage, error) {
+	q := url.Values{}
+	if !since.IsZero() {
+		q.Set("since", since.Format(time.RFC3339Nano))
+	}
+	if peer != "" {
+		q.Set("peer", peer)
+	}
+	var out json.RawMessage
+	return out, c.Do(ctx, http.MethodGet, "/v1/usage", q, nil, &out)
+}
+
+// ExportReceipts streams the daemon's export file of its receipts (all, or
+// one job's) to w, and returns the bytes written. The file verifies with
+// ledger.VerifyExport, with no daemon.
+func (c *Client) ExportReceipts(ctx context.Context, job string, w io.Writer) (int64, error) {
+	q := url.Values{}
+	if job != "" {
+		q.Set("job", job)
+	}
+	resp, err := c.send(ctx, http.MethodGet, "/v1/receipts/export", q, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("export receipts: %w", err)
+	}
+	return n, nil
 }
 
 // Matches returns the node's recent Match results, oldest first.

@@ -3,10 +3,12 @@ package apiserver
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/api"
@@ -27,6 +29,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	}))
 	mux.HandleFunc("POST /v1/jobs/{id}/get", handler(s.get))
 	mux.HandleFunc("GET /v1/receipts", handler(s.receipts))
+	mux.HandleFunc("GET /v1/receipts/export", s.exportReceipts)
+	mux.HandleFunc("GET /v1/usage", handler(s.usage))
 	if s.cfg.Block != nil {
 		mux.HandleFunc("POST /v1/debug/block", handler(s.block))
 	}
@@ -135,29 +139,139 @@ func (s *Server) receipts(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	rs := make([]ledger.Receipt, 0, len(entries))
-	for _, e := range entries {
-		if e.Dispute == nil {
-			rs = append(rs, e.Receipt)
-		}
-	}
-	b, err := json.Marshal(rs)
+	out, err := receiptsAnswer(entries)
 	if err != nil {
 		return nil, err
 	}
-	out := api.Receipts{Receipts: b}
 	if r.URL.Query().Get("verify") != "" {
 		rep, err := s.cfg.Ledger.Verify(ctx)
 		if err != nil {
 			return nil, err
 		}
-		v := &api.Verify{Entries: rep.Entries, OK: rep.OK, OneSided: rep.OneSided, Disputed: rep.Disputed}
+		v := &api.Verify{Entries: rep.Entries, OneSided: rep.OneSided, Disputed: rep.Disputed, OK: rep.OK}
 		if rep.FirstBad != nil {
 			v.Problem = fmt.Sprintf("entry %d (lease %s, receipt %d): %s", rep.FirstBad.Index, rep.FirstBad.Lease, rep.FirstBad.Seq, rep.FirstBad.Problem)
 		}
 		out.Verify = v
 	}
 	return out, nil
+}
+
+// receiptsAnswer splits ledger entries into receipts and disputes: a
+// dispute entry's Receipt is zero, its content is in Dispute.
+func receiptsAnswer(entries []ledger.Entry) (api.Receipts, error) {
+	var out api.Receipts
+	rs := make([]ledger.Receipt, 0, len(entries))
+	for _, e := range entries {
+		if e.Dispute != nil {
+			ours, err := json.Marshal(e.Dispute.Ours)
+			if err != nil {
+				return out, err
+			}
+			theirs, err := json.Marshal(e.Dispute.Theirs)
+			if err != nil {
+				return out, err
+			}
+			out.Disputes = append(out.Disputes, api.Dispute{Index: e.Index, Lease: e.Dispute.Lease,
+				Ours: ours, Theirs: theirs, Superseded: e.Superseded})
+			continue
+		}
+		if e.Superseded {
+			out.Superseded = append(out.Superseded, len(rs))
+		}
+		rs = append(rs, e.Receipt)
+	}
+	b, err := json.Marshal(rs)
+	if err != nil {
+		return out, err
+	}
+	out.Receipts = b
+	return out, nil
+}
+
+// usage sums held GPU-hours under the default policy.
+func (s *Server) usage(r *http.Request) (any, error) {
+	q := r.URL.Query()
+	var f ledger.UsageFilter
+	var err error
+	if f.Since, err = parseSince(q.Get("since"), time.Now()); err != nil {
+		return nil, err
+	}
+	if f.Peer, err = parsePeer(q.Get("peer")); err != nil {
+		return nil, err
+	}
+	return s.cfg.Ledger.Usage(r.Context(), f, ledger.DefaultPolicy())
+}
+
+// exportReceipts streams the export file of the entries the query selects
+// (job, lease, peer, since; all when none is set).
+func (s *Server) exportReceipts(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := ledger.ExportFilter{Lease: q.Get("lease")}
+	if job := q.Get("job"); job != "" {
+		f.Job = s.cfg.Jobs.FullID(job)
+	}
+	var err error
+	if f.Since, err = parseSince(q.Get("since"), time.Now()); err != nil {
+		writeError(w, err)
+		return
+	}
+	if f.Peer, err = parsePeer(q.Get("peer")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	cw := &countingWriter{w: w}
+	if _, err := s.cfg.Ledger.Export(r.Context(), cw, f); err != nil {
+		if cw.n == 0 {
+			w.Header().Del("Content-Type")
+			writeError(w, err)
+			return
+		}
+		// The status is sent: abort the stream so that the client sees
+		// a broken reply rather than a short file that looks whole.
+		s.cfg.Log.Warn("receipts export failed", "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// countingWriter tells whether anything reached the client yet.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// parseSince reads a since parameter: empty (no bound), an RFC 3339 time,
+// or a duration back from now.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return time.Time{}, badRequest(fmt.Errorf("since %q: neither an RFC 3339 time nor a positive duration", v))
+	}
+	return now.Add(-d), nil
+}
+
+func parsePeer(v string) (peer.ID, error) {
+	if v == "" {
+		return "", nil
+	}
+	id, err := peer.Decode(v)
+	if err != nil {
+		return "", badRequest(fmt.Errorf("peer %q: %w", v, err))
+	}
+	return id, nil
 }
 
 // block cuts this node off from the peers named (an empty list heals): how

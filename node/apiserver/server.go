@@ -51,6 +51,8 @@ type (
 		ByJob(ctx context.Context, job string) ([]ledger.Entry, error)
 		All(ctx context.Context) ([]ledger.Entry, error)
 		Verify(ctx context.Context) (ledger.VerifyReport, error)
+		Usage(ctx context.Context, f ledger.UsageFilter, p ledger.Policy) (ledger.UsageReport, error)
+		Export(ctx context.Context, w io.Writer, f ledger.ExportFilter) (int, error)
 	}
 )
 
@@ -117,10 +119,8 @@ func Listen(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.Addr, err)
 	}
 	s := &Server{cfg: cfg, addr: addr}
-	mux := http.NewServeMux()
-	s.routes(mux)
 	s.srv = &http.Server{
-		Handler:           mux,
+		Handler:           s.handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
@@ -130,6 +130,19 @@ func Listen(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}()
 	return s, nil
+}
+
+// Handler serves the API of cfg (cfg.Addr unused) without listening: for
+// tests, and for a caller that serves it on a listener of its own.
+func Handler(cfg Config) http.Handler {
+	s := &Server{cfg: cfg}
+	return s.handler()
+}
+
+func (s *Server) handler() http.Handler {
+	mux := http.NewServeMux()
+	s.routes(mux)
+	return mux
 }
 
 // Addr is where the server listens.

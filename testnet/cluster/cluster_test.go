@@ -187,7 +187,7 @@ func TestCLIWithoutDaemon(t *testing.T) {
 	if !strings.Contains(string(out), "no e31d answers") {
 		t.Fatalf("no reason given: %s", out)
 	}
-	for _, verb := range []string{"id", "peers", "nodes", "submit", "status", "list", "withdraw", "get", "resume", "receipts"} {
+	for _, verb := range []string{"id", "peers", "nodes", "submit", "status", "list", "withdraw", "get", "resume", "receipts", "usage", "verify"} {
 		out, err := exec.Command(bin.E31, verb, "--help").CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "Usage:") {
 			t.Fatalf("e31 %s --help: %v\n%s", verb, err, out)

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/spf13/cobra"
+)
+
+type usageOptions struct {
+	since string
+	peer  string
+	json  bool
+}
+
+func newUsageCommand(g *globalOptions) *cobra.Command {
+	var o usageOptions
+	cmd := &cobra.Command{
+		Use:   "usage [--since DURATION|RFC3339] [--peer PEER] [--json]",
+		Short: "GPU-hours held with each counterpart and on each GPU model, and what is owed",
+		Long: `usage sums the GPU-hours (GPUs × time held) of the leases in this node's
+ledger, per counterpart and per GPU model, split by how each lease ended and
+who caused it, and marks the part the default policy makes owed: what the job
+or its submitter caused is owed, what the provider or the network caused is
+not, and queued time is never owed (nothing is held). Hours that rest on one
+party's word (a one-sided record, or this node's version of a dispute) are
+marked. --since takes a duration back from now (24h) or an RFC 3339 time.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runUsage(cmd.Context(), o, g, time.Now())
+		},
+	}
+	cmd.Flags().StringVar(&o.since, "since", "", "count only time held since then: a duration back from now (24h) or an RFC 3339 time")
+	cmd.Flags().StringVar(&o.peer, "peer", "", "only leases with this counterpart (peer ID)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the report as JSON (policy, rows, by_peer, by_model)")
+	return cmd
+}
+
+// parseSince reads --since: an RFC 3339 time, or a duration back from now.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("--since %q: want a duration back from now (24h, 90m) or an RFC 3339 time (2026-11-29T14:00:00Z)", v)
+	}
+	return now.Add(-d), nil
+}
+
+func runUsage(ctx context.Context, o usageOptions, g *globalOptions, now time.Time) error {
+	since, err := parseSince(o.since, now)
+	if err != nil {
+		return err
+	}
+	raw, err := g.client().Usage(ctx, since, o.peer)
+	if err != nil {
+		return err
+	}
+	var rep ledger.UsageReport
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return fmt.Errorf("decode usage report: %w", err)
+	}
+	if o.json {
+		return g.printJSON(rep)
+	}
+	if !since.IsZero() {
+		fmt.Fprintf(g.stdout, "since %s\n\n", since.Local().Format(time.RFC3339))
+	}
+	return printUsage(g.stdout, rep)
+}
+
+// oneSidedMark flags hours that rest on one party's word.
+const oneSidedMark = "*"
+
+func printUsage(w io.Writer, rep ledger.UsageReport) error {
+	if len(rep.Rows) == 0 {
+		fmt.Fprintln(w, "no held time on record")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "COUNTERPART\tTHEIR ROLE\tGPU-HOURS\tOWED\tONE-SIDED")
+		for _, t := range rep.ByPeer {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Peer, t.Role, hours(t.GPUHours), hours(t.Owed), oneSided(t.OneSided))
+		}
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "GPU MODEL\t\tGPU-HOURS\tOWED\tONE-SIDED")
+		for _, t := range rep.ByModel {
+			fmt.Fprintf(tw, "%s\t\t%s\t%s\t%s\n", orDash(t.GPUModel), hours(t.GPUHours), hours(t.Owed), oneSided(t.OneSided))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "COUNTERPART\tGPU MODEL\tOUTCOME\tATTRIBUTION\tRECORD\tLEASES\tGPU-HOURS\tOWED")
+		for _, r := range rep.Rows {
+			mark := ""
+			if r.Basis == ledger.SettlementOneSided || r.Basis == ledger.SettlementDisputed {
+				mark = oneSidedMark
+			}
+			owed := "no"
+			if r.Owed {
+				owed = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s%s\t%d\t%s\t%s\n", r.Peer, orDash(r.GPUModel), orDash(r.Outcome), orDash(r.Attribution),
+				r.Basis, mark, r.Leases, hours(r.GPUHours), owed)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\n%s one-sided or disputed: the hours rest on one party's signed word (this node's).\n", oneSidedMark)
+		fmt.Fprintln(w, "A counterpart in the provider role is owed by this node; one in the submitter role owes it.")
+	}
+	_, err := fmt.Fprintln(w, describePolicy(rep.Policy))
+	return err
+}
+
+func hours(h float64) string { return fmt.Sprintf("%.3f", h) }
+
+func oneSided(h float64) string {
+	if h == 0 {
+		return "-"
+	}
+	return hours(h) + oneSidedMark
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// describePolicy names the policy the report was made under and what it
+// owes, a line each.
+func describePolicy(p ledger.Policy) string {
+	var b strings.Builder
+	if reflect.DeepEqual(p, ledger.DefaultPolicy()) {
+		b.WriteString("policy: default\n" +
+			"  owed:        what the job caused (attribution job: completed, failed, limit) or its submitter (withdrawn)\n" +
+			"  not owed:    what the provider or the network caused (provider-lost, output-lost, their failures)\n")
+	} else {
+		b.WriteString("policy: custom\n  owed:        outcome/attribution")
+		for i, c := range p.Owed {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, " %s/%s", c.Outcome, c.Attribution)
+		}
+		b.WriteString("\n  not owed:    every other ending\n")
+	}
+	if p.OpenOwed {
+		b.WriteString("  open leases: owed up to their latest countersigned receipt\n")
+	} else {
+		b.WriteString("  open leases: not owed until they end\n")
+	}
+	b.WriteString("  queued time: never owed (no GPU is held)")
+	return b.String()
+}
