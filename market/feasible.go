@@ -11,13 +11,13 @@ import (
 const (
 	ReasonNoImages  = "images"        // the job brings an image the provider cannot run
 	ReasonNeedImage = "require_image" // the provider takes only jobs with an image
-	ReasonGPUModel  = "gpu_model"  // no device of the requested model
-	ReasonGPUMemory = "gpu_memory" // no device of the model with enough memory
-	ReasonGPUs      = "gpus"       // too few such devices in all, free or not
-	ReasonBusy      = "busy"       // enough devices, but too few free now
-	ReasonCPUs      = "cpus"       // too few CPUs free now
-	ReasonMemory    = "memory"     // too little memory free now
-	ReasonReserved  = "reserved"   // would fit, but is reserved for an earlier job
+	ReasonGPUModel  = "gpu_model"     // no device of the requested model
+	ReasonGPUMemory = "gpu_memory"    // no device of the model with enough memory
+	ReasonGPUs      = "gpus"          // too few such devices in all, free or not
+	ReasonBusy      = "busy"          // enough devices, but too few free now
+	ReasonCPUs      = "cpus"          // too few CPUs free now
+	ReasonMemory    = "memory"        // too little memory free now
+	ReasonReserved  = "reserved"      // would fit, but is reserved for an earlier job
 )
 
 // A filter is one feasibility test. Each is a small type so that the order
