@@ -1,6 +1,7 @@
 package submitter
 
 import (
+	"github.com/ipfs/go-cid"
 	"slices"
 	"sync"
 	"time"
@@ -120,6 +121,21 @@ func (r *Record) API() api.Job {
 	}
 	if out.Steps == nil {
 		out.Steps = []api.Step{}
+	}
+	return out
+}
+
+// contentRoots are the DAGs the job's provider fetches from this node: its
+// inputs and its image.
+func (r *Record) contentRoots() []cid.Cid {
+	var out []cid.Cid
+	for _, in := range r.Declaration.Data {
+		if c, err := cid.Decode(in.Source); err == nil {
+			out = append(out, c)
+		}
+	}
+	if c, err := cid.Decode(r.Declaration.Work.Image); err == nil {
+		out = append(out, c)
 	}
 	return out
 }
