@@ -72,6 +72,7 @@ The daemon is found at --api, else $E31_API, else $E31_DATA/e31.sock, else
 		newGetCommand(g),
 		newResumeCommand(g),
 		newReceiptsCommand(g),
+		newImageCommand(g),
 	)
 	return root
 }
