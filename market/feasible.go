@@ -9,13 +9,15 @@ import (
 // Reasons an offer is filtered out for a job, the keys of Wait.Counts. Each
 // offer is counted under the first filter it fails, in this order.
 const (
-	ReasonGPUModel  = "gpu_model"  // no device of the requested model
-	ReasonGPUMemory = "gpu_memory" // no device of the model with enough memory
-	ReasonGPUs      = "gpus"       // too few such devices in all, free or not
-	ReasonBusy      = "busy"       // enough devices, but too few free now
-	ReasonCPUs      = "cpus"       // too few CPUs free now
-	ReasonMemory    = "memory"     // too little memory free now
-	ReasonReserved  = "reserved"   // would fit, but is reserved for an earlier job
+	ReasonNoImages  = "images"        // the job brings an image the provider cannot run
+	ReasonNeedImage = "require_image" // the provider takes only jobs with an image
+	ReasonGPUModel  = "gpu_model"     // no device of the requested model
+	ReasonGPUMemory = "gpu_memory"    // no device of the model with enough memory
+	ReasonGPUs      = "gpus"          // too few such devices in all, free or not
+	ReasonBusy      = "busy"          // enough devices, but too few free now
+	ReasonCPUs      = "cpus"          // too few CPUs free now
+	ReasonMemory    = "memory"        // too little memory free now
+	ReasonReserved  = "reserved"      // would fit, but is reserved for an earlier job
 )
 
 // A filter is one feasibility test. Each is a small type so that the order
@@ -32,11 +34,15 @@ type namedFilter struct {
 }
 
 // feasibility is the filter stack. The order goes from what the submitter
-// can only fix by changing the declaration (model, per-device memory, device
-// count) to what waiting fixes (busy devices, CPUs, memory), so that the
-// reason counted for an offer tells the submitter which of the two applies.
-func feasibility() [6]namedFilter {
-	return [6]namedFilter{
+// can only fix by changing the declaration (image, model, per-device memory,
+// device count) to what waiting fixes (busy devices, CPUs, memory), so that
+// the reason counted for an offer tells the submitter which of the two
+// applies. Whether the provider runs images comes first: no amount of room
+// makes up for it.
+func feasibility() [numFilters]namedFilter {
+	return [numFilters]namedFilter{
+		{ReasonNoImages, imagesFilter{}},
+		{ReasonNeedImage, requireImageFilter{}},
 		{ReasonGPUModel, modelFilter{}},
 		{ReasonGPUMemory, gpuMemoryFilter{}},
 		{ReasonGPUs, gpuCountFilter{}},
@@ -47,7 +53,7 @@ func feasibility() [6]namedFilter {
 }
 
 // firstFailure returns the reason of the first filter s fails, or "".
-func firstFailure(fs *[6]namedFilter, d *demand, s *shape) string {
+func firstFailure(fs *[numFilters]namedFilter, d *demand, s *shape) string {
 	for i := range fs {
 		if !fs[i].pass(d, s) {
 			return fs[i].reason
@@ -55,6 +61,17 @@ func firstFailure(fs *[6]namedFilter, d *demand, s *shape) string {
 	}
 	return ""
 }
+
+// numFilters is the length of the filter stack.
+const numFilters = 8
+
+type imagesFilter struct{}
+
+func (imagesFilter) pass(d *demand, s *shape) bool { return !d.image || s.static.images }
+
+type requireImageFilter struct{}
+
+func (requireImageFilter) pass(d *demand, s *shape) bool { return d.image || !s.static.requireImage }
 
 type modelFilter struct{}
 
@@ -105,6 +122,9 @@ type staticShape struct {
 	gpus *multiset
 	cpus int64
 	mem  uint64
+	// What the provider runs: jobs in their own image (images), and only
+	// those (requireImage).
+	images, requireImage bool
 }
 
 // gpuType is a device model and memory size; devices of one type are
@@ -222,9 +242,10 @@ type gpuTypeKey struct {
 }
 
 type staticKey struct {
-	gpus int32
-	cpus int64
-	mem  uint64
+	gpus                 int32
+	cpus                 int64
+	mem                  uint64
+	images, requireImage bool
 }
 
 type conKey struct {
@@ -278,12 +299,12 @@ func (in *interner) multiset(types []int32) *multiset {
 	return m
 }
 
-func (in *interner) static(gpus *multiset, cpus int64, mem uint64) *staticShape {
-	k := staticKey{gpus.id, cpus, mem}
+func (in *interner) static(gpus *multiset, cpus int64, mem uint64, images, requireImage bool) *staticShape {
+	k := staticKey{gpus.id, cpus, mem, images, requireImage}
 	if s, ok := in.statics[k]; ok {
 		return s
 	}
-	s := &staticShape{id: in.nStatics, gpus: gpus, cpus: cpus, mem: mem}
+	s := &staticShape{id: in.nStatics, gpus: gpus, cpus: cpus, mem: mem, images: images, requireImage: requireImage}
 	in.nStatics++
 	in.statics[k] = s
 	return s

@@ -153,7 +153,7 @@ func (a fitKey) compare(b fitKey) int {
 
 // bestFit returns the classes tied for the best fit of d, appended to ties,
 // or none when no class in the index can take d now.
-func (ix *index) bestFit(d *demand, fs *[6]namedFilter, ties []*class) []*class {
+func (ix *index) bestFit(d *demand, fs *[numFilters]namedFilter, ties []*class) []*class {
 	for g := d.gpus; g < len(ix.buckets); g++ {
 		b := ix.buckets[g]
 		i, _ := slices.BinarySearchFunc(b, d.mem, func(c *class, m uint64) int { return cmp.Compare(c.mem, m) })

@@ -115,10 +115,11 @@ type reservation struct {
 
 // demand is a request as the filters see it.
 type demand struct {
-	gpus int
-	con  *constraint
-	cpus int64
-	mem  uint64
+	gpus  int
+	con   *constraint
+	cpus  int64
+	mem   uint64
+	image bool // the job brings its own image
 }
 
 // demandShape is the state shared by every job with the same request.
@@ -136,6 +137,7 @@ type demandShape struct {
 }
 
 type shapeKey struct {
+	image  bool
 	gpus   int
 	model  string
 	minMem uint64
@@ -162,7 +164,7 @@ type matcher struct {
 	hash     [32]byte
 	seed     [32]byte
 	in       *interner
-	filters  [6]namedFilter
+	filters  [numFilters]namedFilter
 	provs    []provider
 	ix       *index
 	reserved []*provider // in the order reserved
@@ -272,7 +274,7 @@ func (m *matcher) buildProviders(n *normalized) {
 		for _, s := range p.slots {
 			types = append(types, s.typ)
 		}
-		p.static = m.in.static(m.in.multiset(types), int64(max(o.CPUs, 0)), o.MemoryBytes)
+		p.static = m.in.static(m.in.multiset(types), int64(max(o.CPUs, 0)), o.MemoryBytes, o.Images, o.RequireImage)
 		p.shape.static = p.static
 		p.avail = make([]int32, 0, len(p.slots))
 		for s := range p.slots {
@@ -369,19 +371,19 @@ func (m *matcher) buildJobs(n *normalized) {
 		if len(ps.list) > 0 {
 			js.invalid = "invalid request: " + ps.list[0].String()
 		} else {
-			js.shape = m.shapeOf(&j.Request)
+			js.shape = m.shapeOf(&j.Request, j.Image)
 		}
 		m.jobs = append(m.jobs, js)
 	}
 }
 
-func (m *matcher) shapeOf(r *Request) *demandShape {
-	k := shapeKey{gpus: r.GPUs, model: r.GPUModel, minMem: uint64(r.GPUMemory), cpus: int64(r.CPUs), mem: uint64(r.Memory)}
+func (m *matcher) shapeOf(r *Request, image bool) *demandShape {
+	k := shapeKey{image: image, gpus: r.GPUs, model: r.GPUModel, minMem: uint64(r.GPUMemory), cpus: int64(r.CPUs), mem: uint64(r.Memory)}
 	if s, ok := m.shapes[k]; ok {
 		return s
 	}
 	s := &demandShape{
-		demand: demand{gpus: r.GPUs, con: m.in.constraint(r.GPUModel, uint64(r.GPUMemory)), cpus: int64(r.CPUs), mem: uint64(r.Memory)},
+		demand: demand{gpus: r.GPUs, con: m.in.constraint(r.GPUModel, uint64(r.GPUMemory)), cpus: int64(r.CPUs), mem: uint64(r.Memory), image: image},
 		model:  r.GPUModel,
 	}
 	m.shapes[k] = s

@@ -55,6 +55,8 @@ func refMatch(v View, o Options) Result {
 		events   []event
 		reserved bool
 		from     int64
+		// images and requireImage are the offer's flags of the same name.
+		images, requireImage bool
 	}
 	var provs []*rprov
 	offers := slices.Clone(v.Offers)
@@ -62,6 +64,7 @@ func refMatch(v View, o Options) Result {
 	for _, off := range offers {
 		p := &rprov{id: off.Provider, h: tieHash(&seed, 'p', off.Provider), cpus: int64(max(off.CPUs, 0)), mem: off.MemoryBytes}
 		p.totCPUs, p.totMem = p.cpus, p.mem
+		p.images, p.requireImage = off.Images, off.RequireImage
 		for _, g := range off.GPUs {
 			if g.UUID == "" {
 				continue
@@ -165,6 +168,16 @@ func refMatch(v View, o Options) Result {
 		return ReasonBusy
 	}
 
+	imageReason := func(p *rprov, j *Job) string {
+		switch {
+		case j.Image && !p.images:
+			return ReasonNoImages
+		case !j.Image && p.requireImage:
+			return ReasonNeedImage
+		}
+		return ""
+	}
+
 	usage := map[string]int64{}
 	for _, u := range v.Usage {
 		usage[u.Submitter] = max(u.GPUMillis, 0)
@@ -219,7 +232,7 @@ func refMatch(v View, o Options) Result {
 		var best *rprov
 		var bestKey [3]uint64
 		for pi, p := range provs {
-			if !fitsNow(p, r) || p.reserved && satAdd(now, int64(r.Limit)) > p.from {
+			if imageReason(p, j) != "" || !fitsNow(p, r) || p.reserved && satAdd(now, int64(r.Limit)) > p.from {
 				continue
 			}
 			key := [3]uint64{uint64(freeCount(p) - r.GPUs), p.mem - uint64(r.Memory), p.h ^ jh(j)}
@@ -256,7 +269,7 @@ func refMatch(v View, o Options) Result {
 			var bestAt int64
 			var bestW uint64
 			for _, p := range provs {
-				if p.reserved || countGPUs(p, r, false) < r.GPUs || p.totCPUs < int64(r.CPUs) || p.totMem < uint64(r.Memory) {
+				if p.reserved || imageReason(p, j) != "" || countGPUs(p, r, false) < r.GPUs || p.totCPUs < int64(r.CPUs) || p.totMem < uint64(r.Memory) {
 					continue
 				}
 				if r.GPUs > 0 && r.GPUModel != "" && reason(&rprov{gpus: p.gpus, cpus: 1 << 62, mem: 1 << 62}, r) == ReasonGPUModel {
@@ -330,6 +343,10 @@ func refMatch(v View, o Options) Result {
 		r := &w.job.Request
 		counts := map[string]int{}
 		for _, p := range provs {
+			if ir := imageReason(p, w.job); ir != "" {
+				counts[ir]++
+				continue
+			}
 			counts[reason(p, r)]++
 		}
 		ds := &demandShape{demand: demand{gpus: r.GPUs, con: &constraint{minMem: uint64(r.GPUMemory)}, cpus: int64(r.CPUs), mem: uint64(r.Memory)}, model: r.GPUModel}
@@ -353,9 +370,11 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 	nProv := rapid.IntRange(0, 6).Draw(t, "providers")
 	for i := range nProv {
 		o := Offer{
-			Provider:    fmt.Sprintf("12D3KooWprovider%02d", i),
-			CPUs:        rapid.SampledFrom([]int{0, 8, 32, 64, 128}).Draw(t, "cpus"),
-			MemoryBytes: uint64(rapid.SampledFrom([]int{0, 16, 64, 256, 512}).Draw(t, "memGiB")) * uint64(GiB),
+			Provider:     fmt.Sprintf("12D3KooWprovider%02d", i),
+			CPUs:         rapid.SampledFrom([]int{0, 8, 32, 64, 128}).Draw(t, "cpus"),
+			MemoryBytes:  uint64(rapid.SampledFrom([]int{0, 16, 64, 256, 512}).Draw(t, "memGiB")) * uint64(GiB),
+			Images:       rapid.IntRange(0, 3).Draw(t, "images") > 0,
+			RequireImage: rapid.IntRange(0, 5).Draw(t, "requireImage") == 0,
 		}
 		for g := range rapid.IntRange(0, 8).Draw(t, "gpus") {
 			uuid := fmt.Sprintf("GPU-%d-%d", i, g)
@@ -405,6 +424,7 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 				Memory:    Size(rapid.SampledFrom([]int{1, 4, 16, 64}).Draw(t, "jobMem")) * GiB,
 				Limit:     rapid.SampledFrom([]Duration{10 * Minute, 30 * Minute, Hour, 2 * Hour, 4 * Hour}).Draw(t, "jobLimit"),
 			},
+			Image: rapid.IntRange(0, 3).Draw(t, "jobImage") == 0,
 		})
 	}
 	for _, s := range subs {

@@ -84,8 +84,9 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		return ""
 
 	case "offer":
-		// offer p1 gpus=4xH100:80GiB,2xA100:40GiB cpus=64 memory=512GiB busy=0,1
-		o := Offer{Provider: name, CPUs: mustInt(t, arg(d, "cpus", "64")), MemoryBytes: uint64(mustSize(t, arg(d, "memory", "512GiB")))}
+		// offer p1 gpus=4xH100:80GiB,2xA100:40GiB cpus=64 memory=512GiB busy=0,1 images=yes require_image=yes
+		o := Offer{Provider: name, CPUs: mustInt(t, arg(d, "cpus", "64")), MemoryBytes: uint64(mustSize(t, arg(d, "memory", "512GiB"))),
+			Images: arg(d, "images", "no") == "yes", RequireImage: arg(d, "require_image", "no") == "yes"}
 		busy := map[int]bool{}
 		if b := arg(d, "busy", ""); b != "" {
 			for _, i := range strings.Split(b, ",") {
@@ -127,9 +128,10 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		return ""
 
 	case "job":
-		// job j1 submitter=alice gpus=8 limit=1h age=5m model=H100 gpumem=40GiB cpus=2 memory=8GiB
+		// job j1 submitter=alice gpus=8 limit=1h age=5m model=H100 gpumem=40GiB cpus=2 memory=8GiB image=yes
 		j := Job{
-			ID: name, Submitter: arg(d, "submitter", "alice"),
+			Image: arg(d, "image", "no") == "yes",
+			ID:    name, Submitter: arg(d, "submitter", "alice"),
 			SubmittedAt: s.v.Now - int64(mustDuration(t, arg(d, "age", "0s"))),
 			Request: Request{
 				GPUs: mustInt(t, arg(d, "gpus", "1")), GPUModel: strings.ReplaceAll(arg(d, "model", ""), "_", " "),

@@ -27,6 +27,11 @@ type Offer struct {
 	GPUs        []GPU  `json:"gpus"`
 	CPUs        int    `json:"cpus"`
 	MemoryBytes uint64 `json:"memory_bytes"`
+	// Images says the provider can run a job in its own image; without it
+	// only jobs on the host's root are matched to it.
+	Images bool `json:"images,omitempty"`
+	// RequireImage says the provider takes only jobs that bring an image.
+	RequireImage bool `json:"require_image,omitempty"`
 }
 
 // Job is an open declaration as the market sees it: only what decides where
@@ -40,6 +45,9 @@ type Job struct {
 	// queue by backdating.
 	SubmittedAt int64   `json:"submitted_at"` // ms since the Unix epoch
 	Request     Request `json:"request"`
+	// Image says the job runs in its own image (work.image is set), which
+	// only offers with Images can hold.
+	Image bool `json:"image,omitempty"`
 }
 
 // Lease is compute held for a job, announced and signed by both sides.
@@ -279,7 +287,8 @@ func appendJob(b []byte, j *Job) []byte {
 	b = appendString(b, j.ID)
 	b = appendString(b, j.Submitter)
 	b = appendInt(b, j.SubmittedAt)
-	return appendRequest(b, &j.Request)
+	b = appendRequest(b, &j.Request)
+	return appendBool(b, j.Image)
 }
 
 func appendGPU(b []byte, g *GPU) []byte {
@@ -295,6 +304,8 @@ func appendOffer(b []byte, o *Offer, gpus []*GPU) []byte {
 	b = appendString(b, o.Provider)
 	b = appendInt(b, int64(o.CPUs))
 	b = appendUint(b, o.MemoryBytes)
+	b = appendBool(b, o.Images)
+	b = appendBool(b, o.RequireImage)
 	b = appendUint(b, uint64(len(gpus)))
 	for _, g := range gpus {
 		b = appendGPU(b, g)

@@ -57,6 +57,10 @@ func describeWait(s *demandShape, counts map[string]int) string {
 	switch {
 	case total == 0:
 		return "no offers in the view"
+	case counts[ReasonNoImages] == total:
+		return "no offer can run jobs in their own image"
+	case counts[ReasonNeedImage] == total:
+		return "every offer requires a job to bring its own image (work.image)"
 	case counts[ReasonGPUModel] == total:
 		return "no offer has gpu_model " + s.model
 	case counts[ReasonGPUModel]+counts[ReasonGPUMemory] == total:
@@ -70,6 +74,10 @@ func describeWait(s *demandShape, counts map[string]int) string {
 		}
 		var phrase string
 		switch r {
+		case ReasonNoImages:
+			phrase = "cannot run images"
+		case ReasonNeedImage:
+			phrase = "requiring an image"
 		case ReasonGPUModel:
 			phrase = "without gpu_model " + s.model
 		case ReasonGPUMemory:
@@ -97,8 +105,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 	return fmt.Sprintf("no offer has %s (%s)", describeNeed(s, true), strings.Join(parts, ", "))
 }
 
-func reasonOrder() [7]string {
-	return [7]string{ReasonGPUModel, ReasonGPUMemory, ReasonGPUs, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved}
+func reasonOrder() [9]string {
+	return [9]string{ReasonNoImages, ReasonNeedImage, ReasonGPUModel, ReasonGPUMemory, ReasonGPUs, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved}
 }
 
 // describeNeed says what the job needs: "8 free GPUs", or with free false

@@ -73,6 +73,15 @@ type Config struct {
 	// default the machine's.
 	CPUs        int
 	MemoryBytes uint64
+	// ImageCacheBytes caps the unpacked image layers kept under
+	// DataDir/layers; default 64 GiB.
+	ImageCacheBytes int64
+	// ImagePull lets the provider pull a job's image from its registry
+	// (work.image_ref) rather than fetch it from the submitter.
+	ImagePull bool
+	// RequireImage makes the provider take only jobs that bring their
+	// own image; its offer says so.
+	RequireImage bool
 	// Runtime is the OCI runtime binary; default runc, else crun.
 	Runtime string
 	// Metrics is the address of the Prometheus endpoint; off when empty.
@@ -156,6 +165,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxOutputBytes == 0 {
 		c.MaxOutputBytes = 1 << 40
+	}
+	if c.ImageCacheBytes == 0 {
+		c.ImageCacheBytes = 64 << 30
+	}
+	if c.ImageCacheBytes < 0 {
+		return c, fmt.Errorf("image cache size %d is negative", c.ImageCacheBytes)
 	}
 	if c.MaxInputBytes == 0 {
 		c.MaxInputBytes = 64 << 30

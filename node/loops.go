@@ -23,7 +23,8 @@ func (n *Node) signalOfferChanged() {
 
 // ownOffer is the offer this node publishes.
 func (n *Node) ownOffer() market.Offer {
-	return market.Offer{Provider: n.self.String(), CPUs: n.cfg.CPUs, MemoryBytes: n.cfg.MemoryBytes, GPUs: n.provider.GPUs()}
+	return market.Offer{Provider: n.self.String(), CPUs: n.cfg.CPUs, MemoryBytes: n.cfg.MemoryBytes, GPUs: n.provider.GPUs(),
+		Images: n.provider.Images(), RequireImage: n.cfg.RequireImage}
 }
 
 // publishOffers publishes the node's offer at start, whenever it changes and

@@ -73,6 +73,12 @@ func (m *metrics) register(n *Node) {
 	gauge("e31_leases_active", "Leases this node provides now.", nil, func() float64 {
 		return float64(n.provider.Counts().Leases)
 	})
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "e31_image_layers_unpacked_total", Help: "Image layers unpacked into the layer cache (a layer found there is not counted)."}, func() float64 {
+		return float64(n.images.Stats().Unpacks)
+	}))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "e31_image_layer_cache_hits_total", Help: "Image layers found already unpacked in the layer cache."}, func() float64 {
+		return float64(n.images.Stats().Hits)
+	}))
 	for _, r := range []string{p2p.ReasonOversized, p2p.ReasonMalformed, p2p.ReasonUnsigned, p2p.ReasonForged, p2p.ReasonStale, p2p.ReasonReplayed, p2p.ReasonInvalid} {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "e31_gossip_rejected_total", Help: "Gossip payloads rejected, by reason.", ConstLabels: prometheus.Labels{"reason": r}}, func() float64 {
 			return float64(n.gossip.Rejections()[r])

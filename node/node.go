@@ -17,6 +17,7 @@ import (
 	"github.com/e31network/e31/node/acl"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/apiserver"
+	"github.com/e31network/e31/node/images"
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/state"
 	"github.com/e31network/e31/node/submitter"
@@ -49,20 +50,24 @@ type RunInfo struct {
 // the loops that feed them: gossip in and out, the epoch's Match.
 type Node struct {
 	// Immutable after New.
-	cfg       Config
-	log       *slog.Logger
-	key       crypto.PrivKey
-	self      peer.ID
-	host      host.Host
-	gossip    *p2p.Gossip
-	gpus      []exec.GPU
-	started   time.Time
-	offers    *view.Offers
-	market    *view.Market
-	state     *state.Store
-	ledger    *ledger.Ledger
-	store     *content.Store
-	exchange  *content.Exchange
+	cfg      Config
+	log      *slog.Logger
+	key      crypto.PrivKey
+	self     peer.ID
+	host     host.Host
+	gossip   *p2p.Gossip
+	gpus     []exec.GPU
+	started  time.Time
+	offers   *view.Offers
+	market   *view.Market
+	state    *state.Store
+	ledger   *ledger.Ledger
+	store    *content.Store
+	exchange *content.Exchange
+	images   *images.Library
+	// imagesRun says image jobs can run here: a sandbox that supports
+	// them, so the provider takes them and the offer says so.
+	imagesRun bool
 	runner    provider.Runner // nil: no OCI runtime, so no compute offered
 	runtime   string          // the OCI runtime's path, for GET /v1/id
 	access    *acl.List
@@ -160,6 +165,13 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, n.store.Close)
+	if n.images, err = images.Open(ctx, n.store, filepath.Join(cfg.DataDir, "layers"), images.Options{
+		CacheBytes: cfg.ImageCacheBytes, MaxImportBytes: cfg.MaxInputBytes, Log: n.log,
+	}); err != nil {
+		return nil, err
+	}
+	closers = append(closers, n.images.Close)
+	n.imagesRun = n.logImageSupport()
 	if n.host, err = p2p.NewHost(p2p.HostConfig{Key: key, Listen: cfg.Listen, UserAgent: "e31d/" + Version, Gater: n.gater}); err != nil {
 		return nil, err
 	}
@@ -204,11 +216,13 @@ func (n *Node) wireRoles() {
 		Retention:       n.cfg.Retention,
 		EventTimeout:    n.cfg.EventTimeout,
 		ReceiptTimeout:  n.cfg.ReceiptTimeout,
+		ImagePull:       n.cfg.ImagePull,
+		RequireImage:    n.cfg.RequireImage,
 	}, provider.Deps{
 		Key: n.key, Self: n.self, GPUs: n.gpus, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger,
 		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: addrs,
 		Metrics: n.metrics.provider, Log: n.log, OfferChanged: n.signalOfferChanged,
-		Runner: n.runner,
+		Runner: n.runner, Images: providerImages(n),
 	})
 	n.submitter = submitter.New(submitter.Config{
 		ProposalTTL:       n.cfg.ProposalTTL,
@@ -221,7 +235,7 @@ func (n *Node) wireRoles() {
 	}, submitter.Deps{
 		Key: n.key, Self: n.self, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger, Calls: calls,
 		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,
-		Metrics: n.metrics.submitter, Log: n.log, Addrs: n.Addrs,
+		Metrics: n.metrics.submitter, Log: n.log, Addrs: n.Addrs, Images: n.images,
 	})
 	n.handlers[wire.ProtoLease] = n.submitter.HandleProposal
 	n.handlers[wire.ProtoEvent] = n.submitter.HandleEvent
@@ -304,7 +318,7 @@ func (n *Node) Run(ctx context.Context) error {
 	for proto, fn := range n.handlers {
 		p2p.Serve(loopCtx, n.host, proto, n.handlerTimeout(proto), n.log, n.tracked(proto, fn))
 	}
-	acfg := apiserver.Config{Addr: n.cfg.API, Network: n, Jobs: n.submitter, Content: n.store, Ledger: n.ledger, Log: n.log}
+	acfg := apiserver.Config{Addr: n.cfg.API, Network: n, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Log: n.log}
 	if n.cfg.DebugPartition {
 		acfg.Block = n.block
 	}
@@ -387,7 +401,7 @@ func (n *Node) closeStores() {
 	for _, c := range []struct {
 		name  string
 		close func() error
-	}{{"exchange", n.exchange.Close}, {"host", n.host.Close}, {"blocks", n.store.Close}, {"ledger", n.ledger.Close}, {"state", n.state.Close}} {
+	}{{"exchange", n.exchange.Close}, {"host", n.host.Close}, {"layers", n.images.Close}, {"blocks", n.store.Close}, {"ledger", n.ledger.Close}, {"state", n.state.Close}} {
 		if err := c.close(); err != nil {
 			n.log.Warn("close", "what", c.name, "err", err)
 		}

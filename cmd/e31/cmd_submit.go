@@ -110,6 +110,13 @@ func absSources(d *market.Declaration, base string) error {
 			d.Data[i].Source = filepath.Join(base, src)
 		}
 	}
+	if d.Work.Image != "" {
+		ref, err := absImageRef(d.Work.Image, base)
+		if err != nil {
+			return fmt.Errorf("work.image: %w", err)
+		}
+		d.Work.Image = ref
+	}
 	return market.CheckSources(*d, func(p string) (bool, error) {
 		_, err := os.Stat(p)
 		if errors.Is(err, os.ErrNotExist) {

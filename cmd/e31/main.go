@@ -76,6 +76,7 @@ The daemon is found at --api, else $E31_API, else $E31_DATA/e31.sock, else
 		newReceiptsCommand(g),
 		newUsageCommand(g),
 		newVerifyCommand(g),
+		newImageCommand(g),
 	)
 	return root
 }

@@ -40,6 +40,10 @@ type fileConfig struct {
 	Memory    string   `toml:"memory"`
 	MaxInput  string   `toml:"max-input"`
 	Runtime   string   `toml:"runtime"`
+	// Images.
+	ImageCacheSize string `toml:"image-cache-size"`
+	ImagePull      bool   `toml:"image-pull"`
+	RequireImage   bool   `toml:"require-image"`
 	// Durations, as Go durations ("30s").
 	Epoch           string `toml:"epoch"`
 	ReceiptInterval string `toml:"receipt-interval"`
@@ -139,6 +143,9 @@ on the command line win.`,
 	f.StringVar(&o.file.MaxInput, "max-input", "64GiB", "largest total of input data a job submitted here may declare")
 	f.StringVar(&o.file.Metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9031); off when empty")
 	f.StringVar(&o.file.Runtime, "runtime", "", "OCI runtime binary (default: runc, else crun, whichever works)")
+	f.StringVar(&o.file.ImageCacheSize, "image-cache-size", "64GiB", "disk kept for unpacked image layers under DATA/layers (least recently used go first)")
+	f.BoolVar(&o.file.ImagePull, "image-pull", false, "pull a job's image from its registry (work.image_ref) instead of fetching it from the submitter")
+	f.BoolVar(&o.file.RequireImage, "require-image", false, "take only jobs that bring their own image (the offer says so)")
 	f.StringVar(&o.file.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.file.LogFormat, "log-format", "text", "text or json")
 	f.BoolVar(&o.debugPartition, "debug-partition", false, "serve POST /v1/debug/block on the API, which cuts this node off from peers (for tests)")
@@ -186,6 +193,9 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("max-input", func() { o.file.MaxInput = or(fc.MaxInput, o.file.MaxInput) })
 	set("metrics", func() { o.file.Metrics = or(fc.Metrics, o.file.Metrics) })
 	set("runtime", func() { o.file.Runtime = or(fc.Runtime, o.file.Runtime) })
+	set("image-cache-size", func() { o.file.ImageCacheSize = or(fc.ImageCacheSize, o.file.ImageCacheSize) })
+	set("image-pull", func() { o.file.ImagePull = o.file.ImagePull || fc.ImagePull })
+	set("require-image", func() { o.file.RequireImage = o.file.RequireImage || fc.RequireImage })
 	for _, d := range o.durationFlags(&fc) {
 		if flags.Changed(d.name) || d.file == "" {
 			continue
@@ -243,6 +253,10 @@ func run(cmd *cobra.Command, o *options) error {
 	if err != nil {
 		return fmt.Errorf("--max-input: %w", err)
 	}
+	imageCache, err := market.ParseSize(o.file.ImageCacheSize)
+	if err != nil || imageCache == 0 {
+		return fmt.Errorf("--image-cache-size %q: want a size such as 64GiB", o.file.ImageCacheSize)
+	}
 	if o.file.CPUs < 0 {
 		return fmt.Errorf("--cpus %d: must not be negative", o.file.CPUs)
 	}
@@ -270,6 +284,9 @@ func run(cmd *cobra.Command, o *options) error {
 		ProviderLostAfter: o.providerLost,
 		Metrics:           o.file.Metrics,
 		Runtime:           o.file.Runtime,
+		ImageCacheBytes:   int64(imageCache),
+		ImagePull:         o.file.ImagePull,
+		RequireImage:      o.file.RequireImage,
 		DebugPartition:    o.debugPartition,
 		Log:               log,
 	})

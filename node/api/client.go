@@ -265,3 +265,54 @@ func (c *Client) Matches(ctx context.Context) ([]Match, error) {
 func (c *Client) Block(ctx context.Context, peers []string) error {
 	return c.Do(ctx, http.MethodPost, "/v1/debug/block", nil, Block{Peers: peers}, nil)
 }
+
+// ImportImage imports an image into the daemon's store, reporting progress
+// to onProgress, and returns it.
+func (c *Client) ImportImage(ctx context.Context, req ImageImportRequest, onProgress func(Transfer)) (Image, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return Image{}, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/images", bytes.NewReader(b))
+	if err != nil {
+		return Image{}, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(hr)
+	if err != nil {
+		return Image{}, c.unreachable(ctx, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e Error
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
+		return Image{}, &StatusError{Code: resp.StatusCode, Msg: e.Error}
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev ImageEvent
+		if err := dec.Decode(&ev); err != nil {
+			return Image{}, fmt.Errorf("image import: the daemon's answer ended early: %w", err)
+		}
+		switch {
+		case ev.Error != "":
+			return Image{}, &StatusError{Code: http.StatusBadRequest, Msg: ev.Error}
+		case ev.Image != nil:
+			return *ev.Image, nil
+		case ev.Progress != nil && onProgress != nil:
+			onProgress(*ev.Progress)
+		}
+	}
+}
+
+// Images lists the images imported into the daemon's store.
+func (c *Client) Images(ctx context.Context) ([]Image, error) {
+	var out []Image
+	return out, c.Do(ctx, http.MethodGet, "/v1/images", nil, nil, &out)
+}
+
+// RemoveImage drops an imported image's pins; its blocks go at the next GC
+// unless a job still holds them.
+func (c *Client) RemoveImage(ctx context.Context, cid string) error {
+	return c.Do(ctx, http.MethodDelete, "/v1/images/"+url.PathEscape(cid), nil, nil, nil)
+}

@@ -10,8 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e31network/e31/content/image"
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/api"
+	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -31,6 +33,9 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/receipts", handler(s.receipts))
 	mux.HandleFunc("GET /v1/receipts/export", s.exportReceipts)
 	mux.HandleFunc("GET /v1/usage", handler(s.usage))
+	mux.HandleFunc("POST /v1/images", s.importImage)
+	mux.HandleFunc("GET /v1/images", handler(s.listImages))
+	mux.HandleFunc("DELETE /v1/images/{cid}", handler(s.removeImage))
 	if s.cfg.Block != nil {
 		mux.HandleFunc("POST /v1/debug/block", handler(s.block))
 	}
@@ -62,7 +67,8 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 		}
 	}
-	j, err := s.cfg.Jobs.Submit(r.Context(), req.Declaration, req.ResumeOf, &streamProgress{emit: emit})
+	progress := &streamProgress{emit: func(t api.Transfer) { emit(api.SubmitEvent{Progress: &t}) }}
+	j, err := s.cfg.Jobs.Submit(r.Context(), req.Declaration, req.ResumeOf, progress)
 	if err != nil {
 		if status(err) == http.StatusInternalServerError {
 			s.cfg.Log.Warn("submit failed", "err", err)
@@ -76,7 +82,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 // streamProgress turns import progress into NDJSON events, at most one per
 // MiB so that the stream stays small.
 type streamProgress struct {
-	emit        func(api.SubmitEvent)
+	emit        func(api.Transfer)
 	what        string
 	done, total int64
 	lastSent    int64
@@ -84,19 +90,19 @@ type streamProgress struct {
 
 func (p *streamProgress) Start(total int64, what string) {
 	p.what, p.total, p.done, p.lastSent = what, total, 0, 0
-	p.emit(api.SubmitEvent{Progress: &api.Transfer{What: what, Total: total}})
+	p.emit(api.Transfer{What: what, Total: total})
 }
 
 func (p *streamProgress) Add(n int64) {
 	p.done += n
 	if p.done-p.lastSent >= 1<<20 {
 		p.lastSent = p.done
-		p.emit(api.SubmitEvent{Progress: &api.Transfer{What: p.what, Done: p.done, Total: p.total}})
+		p.emit(api.Transfer{What: p.what, Done: p.done, Total: p.total})
 	}
 }
 
 func (p *streamProgress) Done() {
-	p.emit(api.SubmitEvent{Progress: &api.Transfer{What: p.what, Done: p.done, Total: max(p.total, p.done)}})
+	p.emit(api.Transfer{What: p.what, Done: p.done, Total: max(p.total, p.done)})
 }
 
 // get writes a job's output or last checkpoint into a folder.
@@ -292,4 +298,59 @@ func (s *Server) block(r *http.Request) (any, error) {
 	s.cfg.Block(ids)
 	s.cfg.Log.Info("blocked peers", "peers", len(ids))
 	return req, nil
+}
+
+// importImage streams NDJSON: progress of the import, then the image.
+func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
+	var req api.ImageImportRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, badRequest(fmt.Errorf("image import request: %w", err)))
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	flusher, _ := w.(http.Flusher)
+	emit := func(ev api.ImageEvent) {
+		_ = json.NewEncoder(w).Encode(ev)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	rec, err := s.cfg.Images.Import(r.Context(), req.Ref, &streamProgress{emit: func(t api.Transfer) { emit(api.ImageEvent{Progress: &t}) }})
+	if err != nil {
+		if status(err) == http.StatusInternalServerError {
+			s.cfg.Log.Warn("image import failed", "ref", req.Ref, "err", err)
+		}
+		emit(api.ImageEvent{Error: err.Error()})
+		return
+	}
+	im := apiImage(rec)
+	emit(api.ImageEvent{Image: &im})
+}
+
+func (s *Server) listImages(r *http.Request) (any, error) {
+	recs, err := s.cfg.Images.List(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Image, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, apiImage(rec))
+	}
+	return out, nil
+}
+
+func (s *Server) removeImage(r *http.Request) (any, error) {
+	c, err := cid.Decode(r.PathValue("cid"))
+	if err != nil {
+		return nil, badRequest(fmt.Errorf("image %q: %w", r.PathValue("cid"), err))
+	}
+	if err := s.cfg.Images.Remove(r.Context(), c); err != nil {
+		return nil, err
+	}
+	return struct{}{}, nil
+}
+
+func apiImage(r image.Record) api.Image {
+	return api.Image{CID: r.CID.String(), Ref: r.Ref, Pinned: r.Pinned, Digest: r.Digest, Platform: r.Platform,
+		Size: r.Size, Layers: r.Layers, Created: r.Created}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/content/image"
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/submitter"
@@ -46,6 +47,12 @@ type (
 		Export(ctx context.Context, root cid.Cid, dest string, p content.Progress) error
 		Size(ctx context.Context, root cid.Cid) (int64, error)
 	}
+	// Images are the images imported into the store (images.Library).
+	Images interface {
+		Import(ctx context.Context, ref string, p content.Progress) (image.Record, error)
+		List(ctx context.Context) ([]image.Record, error)
+		Remove(ctx context.Context, root cid.Cid) error
+	}
 	// Ledger is this node's receipts (ledger.Ledger).
 	Ledger interface {
 		ByJob(ctx context.Context, job string) ([]ledger.Entry, error)
@@ -64,6 +71,7 @@ type Config struct {
 	Network Network
 	Jobs    Jobs
 	Content Content
+	Images  Images
 	Ledger  Ledger
 	// Block, when set, serves POST /v1/debug/block: cut this node off from
 	// the peers named (an empty list heals). Off in a default daemon.
@@ -154,9 +162,11 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx
 // status maps an error to the HTTP status it answers with.
 func status(err error) int {
 	switch {
-	case errors.Is(err, submitter.ErrNotFound):
+	case errors.Is(err, submitter.ErrNotFound), errors.Is(err, image.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, submitter.ErrInvalid), errors.As(err, new(*requestError)):
+	case errors.Is(err, submitter.ErrInvalid), errors.As(err, new(*requestError)),
+		errors.Is(err, image.ErrBadRef), errors.Is(err, image.ErrInvalid), errors.Is(err, image.ErrNoPlatform),
+		errors.Is(err, image.ErrAmbiguous), errors.Is(err, image.ErrDigestMismatch), errors.Is(err, os.ErrNotExist):
 		return http.StatusBadRequest
 	case errors.Is(err, submitter.ErrConflict):
 		return http.StatusConflict

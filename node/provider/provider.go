@@ -36,6 +36,12 @@ type (
 		Cleanup(ctx context.Context, id, dir string) error
 		Sweep(ctx context.Context, keep func(id string) bool) error
 	}
+	// Images turns an image's DAG into a root for the runner
+	// (images.Library).
+	Images interface {
+		Pull(ctx context.Context, pinnedRef, pin string) (cid.Cid, error)
+		Prepare(ctx context.Context, root cid.Cid) (*exec.ImageRoot, func(), error)
+	}
 	// Store is the local content store (content.Store).
 	Store interface {
 		Import(ctx context.Context, path string, o content.ImportOptions) (cid.Cid, int64, error)
@@ -94,14 +100,21 @@ type Config struct {
 	EventTimeout time.Duration
 	// ReceiptTimeout bounds one receipt exchange with the submitter.
 	ReceiptTimeout time.Duration
+	// ImagePull pulls an image from its registry (work.image_ref) instead
+	// of fetching it from the submitter, when the declaration has one.
+	ImagePull bool
+	// RequireImage takes only jobs that bring their own image.
+	RequireImage bool
 }
 
 // Deps are the parts of the node the provider acts through.
 type Deps struct {
-	Key      crypto.PrivKey
-	Self     peer.ID
-	GPUs     []exec.GPU
-	Runner   Runner // nil: no sandbox, so nothing is proposed
+	Key    crypto.PrivKey
+	Self   peer.ID
+	GPUs   []exec.GPU
+	Runner Runner // nil: no sandbox, so nothing is proposed
+	// Images is nil where image jobs cannot run: none is proposed.
+	Images   Images
 	Store    Store
 	Fetcher  Fetcher
 	Ledger   Ledger
@@ -246,11 +259,26 @@ func (p *Provider) Counts() Counts {
 	return c
 }
 
+// Images reports whether this provider runs jobs in their own image: the
+// Images flag of its offer.
+func (p *Provider) Images() bool { return p.d.Runner != nil && p.d.Images != nil }
+
+// Takes reports whether this provider runs the work as to its image: one
+// only if it can run images, one without only if it does not require one.
+// Match filters the same way from the offer; this guards against a view
+// that disagrees.
+func (p *Provider) Takes(w market.Work) bool {
+	if w.Image != "" {
+		return p.Images()
+	}
+	return !p.cfg.RequireImage
+}
+
 // Propose offers a lease for an assignment Match gave this node, unless the
 // job already has a proposal in flight or one of the GPUs is held.
 func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 	oj, ok := p.d.Jobs.Job(a.Job)
-	if !ok || p.d.Runner == nil {
+	if !ok || p.d.Runner == nil || !p.Takes(oj.Body.Declaration.Work) {
 		return
 	}
 	p.mu.Lock()

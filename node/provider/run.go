@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 // Pin reasons of the content a provider keeps for a lease.
 func pinInput(lease string) string  { return "input of lease " + lease }
 func pinOutput(lease string) string { return "output of lease " + lease }
+func pinImage(lease string) string  { return "image of lease " + lease }
 func pinCheckpoint(lease string, n int) string {
 	return fmt.Sprintf("checkpoint %d of lease %s", n, lease)
 }
@@ -51,6 +53,14 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 	// Staging: fetch every input completely, then lay it out for the mounts.
 	_ = p.update(l, func(r *Record) { r.State = Staging })
 	inputs, stagingErr := p.stage(ctx, t.ID, submitter, decl.Data, dir)
+	var img *exec.ImageRoot
+	releaseImage := func() {}
+	if stagingErr == nil && decl.Work.Image != "" {
+		var rel func()
+		if img, rel, stagingErr = p.stageImage(ctx, t.ID, submitter, decl.Work, log); stagingErr == nil {
+			releaseImage = rel
+		}
+	}
 	if cp := decl.Output.Checkpoints; stagingErr == nil && cp != nil && cp.From != "" {
 		stagingErr = p.stageCheckpoint(ctx, t.ID, submitter, cp.From, filepath.Join(dir, "ckpt"))
 	}
@@ -68,7 +78,7 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 			end(ledger.OutcomeFailed, ledger.AttributionNetwork, "staging: "+stagingErr.Error(), nil)
 		}
 	} else {
-		res, ran = p.runJob(ctx, l, submitter, inputs, dir), true
+		res, ran = p.runJob(ctx, l, submitter, inputs, img, dir), true
 	}
 
 	// Output: the declared output path plus the logs, as one DAG.
@@ -95,6 +105,14 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 	<-receiptsDone
 	p.release(l, time.Now())
 	p.cleanup(p.hard, t.ID)
+	// The layers go back once the sandbox's overlay is gone; they stay
+	// unpacked in the cache for the next job, so the image's own pin can go.
+	releaseImage()
+	if c, err := cid.Decode(decl.Work.Image); err == nil {
+		if err := p.d.Store.Unpin(p.hard, c, pinImage(t.ID)); err != nil && !errors.Is(err, content.ErrNotFound) {
+			log.Warn("unpin image", "err", err)
+		}
+	}
 	p.settle(l, submitter)
 }
 
@@ -148,9 +166,42 @@ func (p *Provider) stageCheckpoint(ctx context.Context, lease string, from peer.
 	return nil
 }
 
+// stageImage brings the job's image into the store, from its registry when
+// this node pulls and the declaration names one, else from the submitter,
+// and acquires its unpacked layers. A pulled image must have the CID the
+// submitter signed: the registry could serve other bytes under the digest
+// only by breaking sha256, but a different platform or a damaged DAG would
+// show here.
+func (p *Provider) stageImage(ctx context.Context, lease string, from peer.ID, w market.Work, log *slog.Logger) (*exec.ImageRoot, func(), error) {
+	if p.d.Images == nil {
+		return nil, nil, errors.New("this provider cannot run images")
+	}
+	root, err := cid.Decode(w.Image)
+	if err != nil {
+		return nil, nil, fmt.Errorf("work.image: %w", err)
+	}
+	if p.cfg.ImagePull && w.ImageRef != "" {
+		got, err := p.d.Images.Pull(ctx, w.ImageRef, pinImage(lease))
+		if err != nil {
+			return nil, nil, fmt.Errorf("pull image %s: %w", w.ImageRef, err)
+		}
+		if got != root {
+			return nil, nil, fmt.Errorf("image %s pulled as %s, but the job names %s", w.ImageRef, got, root)
+		}
+		log.Info("image pulled", "ref", w.ImageRef, "cid", root)
+	} else if _, err := p.d.Fetcher.Fetch(ctx, from, root, content.FetchOptions{Pin: pinImage(lease), Progress: p.d.Metrics.Staged}); err != nil {
+		return nil, nil, fmt.Errorf("fetch image %s: %w", root, err)
+	}
+	img, release, err := p.d.Images.Prepare(ctx, root)
+	if err != nil {
+		return nil, nil, fmt.Errorf("prepare image: %w", err)
+	}
+	return img, release, nil
+}
+
 // runJob runs the job in its sandbox, taking checkpoints as it goes, and
 // records how it ended.
-func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inputs []exec.Mount, dir string) exec.Result {
+func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inputs []exec.Mount, img *exec.ImageRoot, dir string) exec.Result {
 	rec := l.snapshot()
 	t := rec.Lease.Terms
 	decl := rec.Declaration
@@ -175,6 +226,7 @@ func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inpu
 		Limit:       time.Duration(t.Limit) * time.Millisecond,
 		Grace:       p.cfg.Grace,
 		GPUs:        p.gpusByUUID(t.GPUs),
+		Image:       img,
 	}
 	ckptDone := make(chan struct{})
 	cctx, stopCkpt := context.WithCancel(p.hard)

@@ -60,7 +60,7 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 	if err := sl.Countersign(s.d.Key); err != nil {
 		return nil, err
 	}
-	var staged []string
+	var inputs []cid.Cid
 	err := s.update(j, func(r *Record) error {
 		if r.State != api.JobQueued {
 			return p2p.Refuse(wire.CodeNotQueued, fmt.Errorf("declined: job %s is %s", t.Job, r.State))
@@ -75,7 +75,7 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 		r.Wait = ""
 		r.step(api.StepRent, now)
 		j.lastContact = now
-		staged = stagedCIDs(r.Declaration)
+		inputs = r.contentRoots()
 		return nil
 	})
 	if err != nil {
@@ -93,10 +93,8 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 		})
 		return nil, fmt.Errorf("accept proposal: %w", err)
 	}
-	for _, src := range staged {
-		if c, err := cid.Decode(src); err == nil {
-			s.d.Access.Allow(from, c)
-		}
+	for _, c := range inputs {
+		s.d.Access.Allow(from, c)
 	}
 	s.log.Info("lease accepted", "job", t.Job, "lease", t.ID, "provider", from)
 	return wire.ProposeReply{SubmitterSig: sl.SubmitterSig}, nil

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipfs/go-cid"
+
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
@@ -122,6 +124,26 @@ func (r *Record) API() api.Job {
 	}
 	if out.Steps == nil {
 		out.Steps = []api.Step{}
+	}
+	return out
+}
+
+// contentRoots are the DAGs the job's provider fetches from this node: its
+// inputs and its image.
+func (r *Record) contentRoots() []cid.Cid {
+	var out []cid.Cid
+	for _, in := range r.Declaration.Data {
+		if c, err := cid.Decode(in.Source); err == nil {
+			out = append(out, c)
+		}
+	}
+	if c, err := cid.Decode(r.Declaration.Work.Image); err == nil {
+		out = append(out, c)
+	}
+	if cp := r.Declaration.Output.Checkpoints; cp != nil {
+		if c, err := cid.Decode(cp.From); err == nil {
+			out = append(out, c)
+		}
 	}
 	return out
 }

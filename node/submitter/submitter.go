@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/content/image"
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
@@ -95,6 +96,10 @@ type (
 	Access interface {
 		Allow(p peer.ID, root cid.Cid)
 	}
+	// Images imports the image a declaration names (images.Library).
+	Images interface {
+		Import(ctx context.Context, ref string, progress content.Progress) (image.Record, error)
+	}
 	// Records persists job records (state.Store).
 	Records interface {
 		Put(prefix, id string, v any) error
@@ -127,6 +132,9 @@ type Deps struct {
 	Leases  Leases
 	Access  Access
 	Records Records
+	// Images is nil on a node that cannot import images: a declaration
+	// with work.image is then refused.
+	Images  Images
 	Metrics *Metrics
 	Log     *slog.Logger
 	// Addrs are this node's addresses, put in each declaration so that
@@ -222,6 +230,7 @@ func (s *Submitter) get(id string) *job {
 // Pin reasons of what a submitter keeps for a job.
 func pinInput(job string) string  { return "input of job " + job }
 func pinOutput(job string) string { return "output of job " + job }
+func pinImage(job string) string  { return "image of job " + job }
 func pinCheckpoint(job string, n int) string {
 	return fmt.Sprintf("checkpoint %d of job %s", n, job)
 }
@@ -276,6 +285,12 @@ func (s *Submitter) Submit(ctx context.Context, raw []byte, resumeOf string, pro
 		}
 		decl.Data[i].Source = c.String()
 	}
+	if decl.Work.Image != "" {
+		if err := s.importImage(ctx, &decl.Work, progress); err != nil {
+			s.d.Metrics.Rejected.Inc()
+			return api.Job{}, err
+		}
+	}
 	body := wire.DeclarationBody{Declaration: decl, Addrs: s.d.Addrs(), ResumeOf: resumeOf}
 	if err := body.Check(); err != nil {
 		return api.Job{}, invalid(err)
@@ -295,6 +310,12 @@ func (s *Submitter) Submit(ctx context.Context, raw []byte, resumeOf string, pro
 		c, _ := cid.Decode(src)
 		if err := s.d.Store.Pin(ctx, c, pinInput(id)); err != nil {
 			return api.Job{}, fmt.Errorf("pin data %s: %w", c, err)
+		}
+	}
+	if decl.Work.Image != "" {
+		c, _ := cid.Decode(decl.Work.Image)
+		if err := s.d.Store.Pin(ctx, c, pinImage(id)); err != nil {
+			return api.Job{}, fmt.Errorf("pin image %s: %w", c, err)
 		}
 	}
 	j := &job{rec: rec}
@@ -318,6 +339,31 @@ func (s *Submitter) Submit(ctx context.Context, raw []byte, resumeOf string, pro
 	s.d.Metrics.Submitted.Inc()
 	s.log.Info("job submitted", "job", id, "name", decl.Name, "gpus", decl.Request.GPUs)
 	return snap.API(), nil
+}
+
+// importImage imports the job's image into the store, as an image that
+// e31 image ls lists, and rewrites work.image to its CID so that the signed
+// declaration names exact bytes; for a registry image work.image_ref gets
+// the reference pinned to the manifest digest, which lets a provider pull
+// the same bytes itself. An image already named by CID must be held here.
+func (s *Submitter) importImage(ctx context.Context, w *market.Work, progress content.Progress) error {
+	if s.d.Images == nil {
+		return invalid(errors.New("work.image: this node cannot import images"))
+	}
+	rec, err := s.d.Images.Import(ctx, w.Image, progress)
+	if err != nil {
+		if errors.Is(err, image.ErrBadRef) || errors.Is(err, image.ErrNotFound) || errors.Is(err, image.ErrInvalid) ||
+			errors.Is(err, image.ErrNoPlatform) || errors.Is(err, image.ErrAmbiguous) || errors.Is(err, image.ErrDigestMismatch) ||
+			errors.Is(err, os.ErrNotExist) || errors.Is(err, content.ErrNotFound) || errors.Is(err, content.ErrTooLarge) {
+			return invalid(fmt.Errorf("work.image: %w", err))
+		}
+		return fmt.Errorf("import work.image %s: %w", w.Image, err)
+	}
+	w.Image = rec.CID.String()
+	if rec.Pinned != "" {
+		w.ImageRef = rec.Pinned
+	}
+	return nil
 }
 
 // resumeDeclaration builds the declaration of a job that continues another
@@ -507,10 +553,8 @@ func (s *Submitter) Recover() error {
 			continue
 		}
 		if p, err := peer.Decode(r.Lease.Terms.Provider); err == nil {
-			for _, src := range stagedCIDs(r.Declaration) {
-				if c, err := cid.Decode(src); err == nil {
-					s.d.Access.Allow(p, c)
-				}
+			for _, c := range r.contentRoots() {
+				s.d.Access.Allow(p, c)
 			}
 		}
 	}

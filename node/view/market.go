@@ -273,7 +273,7 @@ func (v *Market) Snapshot(epoch uint64, start, cutoff time.Time, offers []Signed
 		if j.submittedAt == 0 {
 			j.submittedAt = now
 		}
-		mv.Jobs = append(mv.Jobs, market.Job{ID: j.ID, Submitter: j.Submitter.String(), SubmittedAt: j.submittedAt, Request: j.Body.Declaration.Request})
+		mv.Jobs = append(mv.Jobs, market.Job{ID: j.ID, Submitter: j.Submitter.String(), SubmittedAt: j.submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != ""})
 	}
 	usage := map[string]int64{}
 	for _, kl := range v.leases {

@@ -214,6 +214,11 @@ func (b DeclarationBody) Check() error {
 			return fmt.Errorf("data[%d].source: a broadcast declaration names inputs by CID, not %q", i, in.Source)
 		}
 	}
+	if img := b.Declaration.Work.Image; img != "" {
+		if _, err := cid.Decode(img); err != nil {
+			return fmt.Errorf("work.image: a broadcast declaration names its image by CID, not %q", img)
+		}
+	}
 	if len(b.Addrs) > MaxOfferAddrs {
 		return fmt.Errorf("declaration lists %d addresses, limit %d", len(b.Addrs), MaxOfferAddrs)
 	}

@@ -99,6 +99,31 @@ func TestWireDeclaration(t *testing.T) {
 	}
 }
 
+// An image, like an input, travels by CID: a path or a registry tag in a
+// broadcast declaration names bytes no provider can be sure of.
+func TestWireDeclarationImage(t *testing.T) {
+	sub := wiretest.FreshParty(t)
+	byCID := wiretest.Declaration(t, wiretest.CID(t, "shard-0"))
+	byCID.Declaration.Work.Image = wiretest.CID(t, "image")
+	if err := wire.ValidateJobMessage(wiretest.OnWire(t, sub, wire.KindDeclaration, byCID)); err != nil {
+		t.Fatalf("declaration naming its image by CID rejected: %v", err)
+	}
+	for _, img := range []string{"oci-archive:/home/alice/img.tar", "oci:/home/alice/layout:v1", "docker://registry.example/trainer:v1"} {
+		local := wiretest.Declaration(t, wiretest.CID(t, "shard-0"))
+		local.Declaration.Work.Image = img
+		if err := local.Declaration.Validate(); err != nil {
+			t.Fatalf("%s: the declaration itself should be valid: %v", img, err)
+		}
+		err := wire.ValidateJobMessage(wiretest.OnWire(t, sub, wire.KindDeclaration, local))
+		if err == nil {
+			t.Fatalf("declaration with image %s accepted on the wire", img)
+		}
+		if !strings.Contains(err.Error(), "work.image") {
+			t.Fatalf("%s: rejection does not name the field: %v", img, err)
+		}
+	}
+}
+
 func TestWireUnknownKind(t *testing.T) {
 	sub := wiretest.FreshParty(t)
 	if err := wire.ValidateJobMessage(wiretest.OnWire(t, sub, wire.KindOffer, wiretest.Offer(sub.ID))); err == nil {
