@@ -197,10 +197,12 @@ func lifecycleEndings(t *testing.T, c *cluster.Cluster, sub *api.Client) {
 
 	t.Run("withdrawn while running", func(t *testing.T) {
 		t.Parallel()
-		d := decl("endless", "trap 'echo stopped > /ckpt/last; exit 0' TERM; while true; do sleep 0.1; done", 1, time.Minute)
-		d.Output.Checkpoints = &market.Checkpoints{Path: "/ckpt", Every: market.Duration(60_000)}
+		// The job says it is ready (its trap set) in a first checkpoint;
+		// the withdrawal waits for that, so the SIGTERM finds the trap.
+		d := decl("endless", "trap 'echo stopped > /ckpt/last; exit 0' TERM; echo ready > /ckpt/ready; while true; do sleep 0.1; done", 1, time.Minute)
+		d.Output.Checkpoints = &market.Checkpoints{Path: "/ckpt", Every: market.Duration(300)}
 		j := submit(t, sub, d)
-		waitJob(t, sub, j.ID, 60*time.Second, "run", func(j api.Job) bool { return j.State == api.JobRunning })
+		waitJob(t, sub, j.ID, 60*time.Second, "run and a first checkpoint", func(j api.Job) bool { return j.State == api.JobRunning && j.Checkpoint != "" })
 		if _, err := sub.Withdraw(context.Background(), j.ID); err != nil {
 			t.Fatal(err)
 		}
