@@ -379,7 +379,7 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 	l := newLease(rec)
 	// The submitter has countersigned: the lease exists whether or not this
 	// write succeeds, and a failed write is logged and counted.
-	_ = p.persist(l)
+	p.change(l, func(*Record) {})
 	p.mu.Lock()
 	for _, g := range terms.GPUs {
 		p.held[g] = hold{job: terms.Job, lease: terms.ID}
@@ -466,8 +466,13 @@ func (p *Provider) update(l *lease, fn func(r *Record)) error {
 	return p.write(&snap)
 }
 
-// persist writes a lease's record as it stands.
-func (p *Provider) persist(l *lease) error { return p.update(l, func(*Record) {}) }
+// change is update for a change the lease goes on with whether or not it
+// reaches the disk: a failed write is logged and counted (write), the
+// record in memory stays this run's truth, and the next change writes it
+// again whole.
+func (p *Provider) change(l *lease, fn func(r *Record)) {
+	p.update(l, fn) //nolint:errcheck // logged and counted by write
+}
 
 func (p *Provider) write(r *Record) error {
 	if err := p.d.Records.Put(state.PrefixLease, r.ID(), r); err != nil {

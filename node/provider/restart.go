@@ -86,7 +86,7 @@ func (p *Provider) resume(ctx context.Context) {
 		}
 	}
 	for _, l := range open {
-		_ = p.update(l, func(r *Record) {
+		p.change(l, func(r *Record) {
 			if r.State != Released && r.Outcome == "" {
 				r.Outcome, r.Attribution, r.Reason = ledger.OutcomeProviderLost, ledger.AttributionProvider, "provider restarted"
 			}

@@ -40,7 +40,7 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 	dir := p.leaseDir(t.ID)
 	log := p.log.With("lease", t.ID, "job", t.Job)
 	end := func(outcome, attribution, reason string, exit *int) {
-		_ = p.update(l, func(r *Record) { r.end(outcome, attribution, reason, exit) })
+		p.change(l, func(r *Record) { r.end(outcome, attribution, reason, exit) })
 	}
 
 	rctx, stopReceipts := context.WithCancel(p.hard)
@@ -51,7 +51,7 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 	}()
 
 	// Staging: fetch every input completely, then lay it out for the mounts.
-	_ = p.update(l, func(r *Record) { r.State = Staging })
+	p.change(l, func(r *Record) { r.State = Staging })
 	inputs, stagingErr := p.stage(ctx, t.ID, submitter, decl.Data, dir)
 	var img *exec.ImageRoot
 	releaseImage := func() {}
@@ -83,12 +83,12 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 
 	// Output: the declared output path plus the logs, as one DAG.
 	now := time.Now()
-	_ = p.update(l, func(r *Record) { r.State, r.OutputStart = Output, now })
+	p.change(l, func(r *Record) { r.State, r.OutputStart = Output, now })
 	p.sendEvent(submitter, wire.EventRequest{Lease: t.ID, Job: t.Job, Step: api.StepOutput, At: now.UnixMilli()})
 	if ran {
 		if err := p.importOutput(p.hard, l, submitter, dir, res); err != nil {
 			log.Warn("output not imported", "err", err)
-			_ = p.update(l, func(r *Record) {
+			p.change(l, func(r *Record) {
 				if r.Outcome == ledger.OutcomeCompleted {
 					r.Outcome, r.Attribution, r.Reason = ledger.OutcomeOutputLost, ledger.AttributionProvider, err.Error()
 				}
@@ -206,7 +206,7 @@ func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inpu
 	t := rec.Lease.Terms
 	decl := rec.Declaration
 	now := time.Now()
-	_ = p.update(l, func(r *Record) { r.State, r.RunStart = Running, now })
+	p.change(l, func(r *Record) { r.State, r.RunStart = Running, now })
 	p.sendEvent(submitter, wire.EventRequest{Lease: t.ID, Job: t.Job, Step: api.StepRun, At: now.UnixMilli()})
 	// The first receipt both sign comes as the run starts: from here on no
 	// more than one receipt interval rests on one side's word.
@@ -262,7 +262,7 @@ func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inpu
 	default:
 		outcome, attribution, reason = ledger.OutcomeProviderLost, ledger.AttributionProvider, "provider stopped the run"
 	}
-	_ = p.update(l, func(r *Record) { r.end(outcome, attribution, reason, exit) })
+	p.change(l, func(r *Record) { r.end(outcome, attribution, reason, exit) })
 	p.log.Info("run ended", "lease", t.ID, "outcome", res.Outcome, "exit", res.ExitCode, "reason", res.Reason)
 	return res
 }
@@ -330,7 +330,7 @@ func (p *Provider) takeCheckpoint(ctx context.Context, l *lease, submitter peer.
 		return
 	}
 	p.d.Access.Allow(submitter, c)
-	_ = p.update(l, func(r *Record) { r.Checkpoint, r.CheckpointN = c.String(), num })
+	p.change(l, func(r *Record) { r.Checkpoint, r.CheckpointN = c.String(), num })
 	p.sendEvent(submitter, wire.EventRequest{Lease: id, Job: job, Checkpoint: c.String(), N: num, At: time.Now().UnixMilli()})
 }
 

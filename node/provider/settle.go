@@ -112,7 +112,7 @@ func (p *Provider) settle(l *lease, submitter peer.ID) {
 				p.log.Warn("unpin output", "lease", id, "err", err)
 			}
 		}
-		_ = p.update(l, func(r *Record) {
+		p.change(l, func(r *Record) {
 			r.FinalSigned = true // nothing more can be signed
 			r.Reason = "submitter did not return within the retention window"
 		})
@@ -156,7 +156,7 @@ func (p *Provider) recordOneSided(l *lease) {
 		return
 	}
 	p.log.Info("submitter away: stored this side's own record of the lease", "lease", rec.ID())
-	_ = p.update(l, func(r *Record) { r.OneSided = true })
+	p.change(l, func(r *Record) { r.OneSided = true })
 }
 
 // announceRelease publishes a lease's release and records that it did;
@@ -166,7 +166,7 @@ func (p *Provider) announceRelease(l *lease, body wire.ReleaseBody) {
 		p.log.Warn("announce release", "lease", body.Lease, "err", err)
 		return
 	}
-	_ = p.update(l, func(r *Record) { r.ReleaseAnnounced = true })
+	p.change(l, func(r *Record) { r.ReleaseAnnounced = true })
 }
 
 // errFinalDone says the final receipt was already exchanged.
@@ -184,7 +184,7 @@ func (p *Provider) interimReceipts(ctx context.Context, l *lease, submitter peer
 		case <-t.C:
 		}
 		now := time.Now()
-		_ = p.update(l, func(r *Record) { r.LastAlive = now })
+		p.change(l, func(r *Record) { r.LastAlive = now })
 		if err := p.exchangeReceipt(ctx, l, submitter, false); err != nil {
 			p.log.Warn("interim receipt", "lease", l.snapshot().ID(), "err", err)
 		}
@@ -306,7 +306,7 @@ func (p *Provider) recordDispute(ctx context.Context, l *lease, ours ledger.Rece
 // release ends a lease: the meter stops, the GPUs go back into the offer
 // and the release is announced. The final receipt follows (settle).
 func (p *Provider) release(l *lease, end time.Time) {
-	_ = p.update(l, func(r *Record) { r.End, r.State = end, Released })
+	p.change(l, func(r *Record) { r.End, r.State = end, Released })
 	rec := l.snapshot()
 	t := rec.Lease.Terms
 

@@ -84,7 +84,7 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 		}
 		// Not on disk: the countersignature must not leave. The job goes
 		// back to the queue in memory too.
-		_ = s.update(j, func(r *Record) error {
+		s.change(j, func(r *Record) error {
 			if r.Lease != nil && r.Lease.Terms.ID == t.ID {
 				r.State, r.Lease = api.JobQueued, nil
 				r.Steps = slices.DeleteFunc(r.Steps, func(st api.Step) bool { return st.Step != api.StepSubmit })
@@ -182,7 +182,7 @@ func (s *Submitter) pullCheckpoint(id string, from peer.ID, c cid.Cid, num int) 
 	var unpin []pinned
 	kept := false
 	if j != nil {
-		_ = s.update(j, func(r *Record) error {
+		s.change(j, func(r *Record) error {
 			if num <= r.CheckpointN {
 				return errors.New("a newer checkpoint arrived first")
 			}
@@ -290,7 +290,7 @@ func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.Ra
 		if len(prev) > 0 && r.Seq == uint64(len(prev)-1) {
 			last := prev[len(prev)-1].Receipt
 			if last.Final {
-				_ = s.update(j, func(rec *Record) error { s.applyFinal(rec, last); return nil })
+				s.change(j, func(rec *Record) error { s.applyFinal(rec, last); return nil })
 			}
 			return wire.ReceiptReply{Receipt: mustJSON(last)}, nil
 		}
@@ -305,7 +305,7 @@ func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.Ra
 				return nil, fmt.Errorf("record dispute: %w", err)
 			}
 			s.log.Warn("final receipt disputed: it claims time this node did not see held", "lease", r.Lease, "claimed_until", r.HeldUntil, "seen_until", ours.HeldUntil)
-			_ = s.update(j, func(rec *Record) error { rec.Reason = "disputed: " + rec.Reason; return nil })
+			s.change(j, func(rec *Record) error { rec.Reason = "disputed: " + rec.Reason; return nil })
 			return wire.ReceiptReply{Dispute: mustJSON(ours)}, nil
 		}
 	}
@@ -319,7 +319,7 @@ func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.Ra
 	now := time.Now()
 	// The receipt is in the ledger, the record of what was held; the job's
 	// own record follows, and a failure to write it is logged and counted.
-	_ = s.update(j, func(rec *Record) error {
+	s.change(j, func(rec *Record) error {
 		rec.LastReceipt = now
 		j.lastContact = now
 		if r.Final {

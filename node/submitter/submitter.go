@@ -211,6 +211,14 @@ func (s *Submitter) update(j *job, fn func(r *Record) error) error {
 	return s.write(&snap)
 }
 
+// change is update for a change the job goes on with whether or not it
+// reaches the disk: a failed write is logged and counted (write), the
+// record in memory stays this run's truth, and the next change writes it
+// again whole.
+func (s *Submitter) change(j *job, fn func(r *Record) error) {
+	s.update(j, fn) //nolint:errcheck // logged and counted by write, or nothing to change
+}
+
 func (s *Submitter) write(r *Record) error {
 	if err := s.d.Records.Put(state.PrefixJob, r.ID, r); err != nil {
 		s.d.Metrics.PersistErrors.Inc()
