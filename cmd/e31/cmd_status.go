@@ -63,6 +63,9 @@ func printJob(g *globalOptions, j api.Job) {
 	if j.Checkpoint != "" {
 		fmt.Fprintf(tw, "checkpoint\t%s\n", j.Checkpoint)
 	}
+	if j.ProviderKeepsUntil != nil {
+		fmt.Fprintf(tw, "provider keeps until\t%s (this node keeps its copy until removed)\n", j.ProviderKeepsUntil.Local().Format(time.RFC3339))
+	}
 	for _, s := range j.Skipped {
 		fmt.Fprintf(tw, "left out of output\t%s\n", s)
 	}

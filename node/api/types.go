@@ -132,6 +132,11 @@ type Job struct {
 	// Skipped names what the output left out, and why: links pointing out
 	// of the output are never followed or carried, device nodes not kept.
 	Skipped []string `json:"skipped,omitempty"`
+	// ProviderKeepsUntil is when the provider releases its copy of the
+	// output and checkpoints (its --retention after release); this node
+	// keeps the copies it fetched until they are removed, and its ledger
+	// keeps their CIDs for good.
+	ProviderKeepsUntil *time.Time `json:"provider_keeps_until,omitempty"`
 }
 
 // SubmitRequest asks the daemon to submit a declaration. Local data sources

@@ -47,6 +47,8 @@ type (
 		Import(ctx context.Context, path string, o content.ImportOptions) (cid.Cid, int64, error)
 		Export(ctx context.Context, root cid.Cid, dest string, p content.Progress) error
 		Unpin(ctx context.Context, root cid.Cid, reason string) error
+		Pins(ctx context.Context) ([]content.Pin, error)
+		GC(ctx context.Context) (int, error)
 	}
 	// Fetcher fetches a DAG from a peer (content.Exchange).
 	Fetcher interface {
@@ -80,6 +82,7 @@ type (
 	Records interface {
 		Put(prefix, id string, v any) error
 		Each(prefix string, fn func(b []byte) error) error
+		Delete(prefix, id string) error
 	}
 	// AddrBook keeps the addresses of peers to dial.
 	AddrBook interface {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/state"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
@@ -34,6 +35,13 @@ func (r *memRecords) Put(prefix, id string, v any) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.m[prefix+id] = *v.(*Record)
+	return nil
+}
+
+func (r *memRecords) Delete(prefix, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, prefix+id)
 	return nil
 }
 
@@ -80,6 +88,8 @@ func (u *unpins) Import(context.Context, string, content.ImportOptions) (cid.Cid
 	return cid.Undef, 0, nil
 }
 func (u *unpins) Export(context.Context, cid.Cid, string, content.Progress) error { return nil }
+func (u *unpins) Pins(context.Context) ([]content.Pin, error)                     { return nil, nil }
+func (u *unpins) GC(context.Context) (int, error)                                 { return 0, nil }
 func (u *unpins) Unpin(_ context.Context, _ cid.Cid, reason string) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -126,7 +136,8 @@ func newTestProvider(t *testing.T, self wiretest.Party, cfg Config, calls Caller
 func releasedLease(t *testing.T, prov wiretest.Party, end time.Time) *lease {
 	sub := wiretest.FreshParty(t)
 	return &lease{rec: &Record{
-		Lease: wiretest.SignedLease(t, prov, sub), State: Released, Start: end.Add(-time.Minute),
+		Lease: wiretest.SignedLease(t, prov, sub), State: Released,
+		Declaration: market.NewDeclaration("t", []string{"true"}, 1, market.Hour, nil), Start: end.Add(-time.Minute),
 		OutputStart: end.Add(-time.Second), End: end, Output: wiretest.CID(t, "output"),
 		Outcome: ledger.OutcomeCompleted, Attribution: ledger.AttributionJob, ReleaseAnnounced: true,
 	}}

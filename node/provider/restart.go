@@ -70,6 +70,7 @@ func (p *Provider) Recover(ctx context.Context) error {
 // resume from it.
 func (p *Provider) Resume() {
 	p.tasks.Go(func() { p.resume(p.ctx) })
+	p.tasks.Go(func() { p.retentionLoop(p.ctx) })
 }
 
 func (p *Provider) resume(ctx context.Context) {

@@ -65,13 +65,23 @@ func (p *Provider) deliverOutput(ctx context.Context, l *lease, submitter peer.I
 	err := retry(ctx, firstRetry, maxRetryOutput, deadline, func() error {
 		cctx, cancel := context.WithDeadline(ctx, attemptEnd)
 		defer cancel()
-		return p.d.Calls.Call(cctx, submitter, wire.ProtoOutput, wire.OutputRequest{Lease: t.ID, Job: t.Job, Output: rec.Output, Skipped: rec.Skipped}, nil)
+		return p.d.Calls.Call(cctx, submitter, wire.ProtoOutput, wire.OutputRequest{Lease: t.ID, Job: t.Job, Output: rec.Output, Skipped: rec.Skipped, KeptUntil: p.keptUntil(rec)}, nil)
 	})
 	if err != nil {
 		return fmt.Errorf("hand output %s to the submitter: %w", rec.Output, err)
 	}
 	now := time.Now()
 	return p.update(l, func(r *Record) { r.OutputAcked = now })
+}
+
+// keptUntil is when the provider will release a lease's content: the
+// retention window after release, or after now for a lease still running.
+func (p *Provider) keptUntil(rec Record) int64 {
+	end := rec.End
+	if end.IsZero() {
+		end = time.Now()
+	}
+	return end.Add(p.cfg.Retention).UnixMilli()
 }
 
 // settle finishes what release leaves when the submitter is away: handing

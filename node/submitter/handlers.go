@@ -234,7 +234,13 @@ func (s *Submitter) HandleOutput(ctx context.Context, from peer.ID, raw json.Raw
 	if len(req.Skipped) > maxSkipped {
 		req.Skipped = req.Skipped[:maxSkipped]
 	}
-	if err := s.update(j, func(r *Record) error { r.Output, r.Skipped = c.String(), req.Skipped; return nil }); err != nil {
+	if err := s.update(j, func(r *Record) error {
+		r.Output, r.Skipped = c.String(), req.Skipped
+		if req.KeptUntil > 0 {
+			r.ProviderKeeps = time.UnixMilli(req.KeptUntil)
+		}
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	s.log.Info("output fetched", "job", req.Job, "cid", c)

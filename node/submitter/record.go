@@ -29,12 +29,15 @@ type Record struct {
 	Steps       []api.Step        `json:"steps"`
 	Output      string            `json:"output,omitempty"`
 	Skipped     []string          `json:"skipped,omitempty"` // left out of the output, and why
-	Checkpoint  string            `json:"checkpoint,omitempty"`
-	CheckpointN int               `json:"checkpoint_n,omitempty"`
-	Submitted   time.Time         `json:"submitted"`
-	Wait        string            `json:"wait,omitempty"` // why it waits, from the last Match
-	LastReceipt time.Time         `json:"last_receipt,omitempty"`
-	Withdrawn   bool              `json:"withdrawn,omitempty"` // asked to withdraw while leased
+	// ProviderKeeps is when the provider releases its copy of the output
+	// and checkpoints; this node keeps its own until they are removed.
+	ProviderKeeps time.Time `json:"provider_keeps,omitzero"`
+	Checkpoint    string    `json:"checkpoint,omitempty"`
+	CheckpointN   int       `json:"checkpoint_n,omitempty"`
+	Submitted     time.Time `json:"submitted"`
+	Wait          string    `json:"wait,omitempty"` // why it waits, from the last Match
+	LastReceipt   time.Time `json:"last_receipt,omitempty"`
+	Withdrawn     bool      `json:"withdrawn,omitempty"` // asked to withdraw while leased
 	// Resumes counts how many resumptions lead to this job (0 for an
 	// original).
 	Resumes int `json:"resumes,omitempty"`
@@ -107,6 +110,10 @@ func (r *Record) API() api.Job {
 		Submitted:   r.Submitted.UTC(),
 		ResumeOf:    r.ResumeOf,
 		Skipped:     slices.Clone(r.Skipped),
+	}
+	if !r.ProviderKeeps.IsZero() {
+		t := r.ProviderKeeps.UTC()
+		out.ProviderKeepsUntil = &t
 	}
 	for _, in := range r.Declaration.Data {
 		out.Inputs = append(out.Inputs, in.Source)

@@ -71,6 +71,10 @@ type OutputRequest struct {
 	// Skipped names what the output leaves out (at most a few dozen), and
 	// why: a link pointing out of the output, a device node.
 	Skipped []string `json:"skipped,omitempty"`
+	// KeptUntil is when the provider stops keeping the output, its
+	// checkpoints and the job's inputs (Unix ms): its retention window
+	// after release.
+	KeptUntil int64 `json:"kept_until,omitempty"`
 }
 
 // ReceiptRequest carries a receipt the provider signed (ProtoReceipt).
