@@ -54,8 +54,10 @@ type Config struct {
 	Grace time.Duration
 	// OutputTimeout bounds handing the output to the submitter; default 10m.
 	OutputTimeout time.Duration
-	// Retention is how long a provider keeps output that its submitter has
-	// not fetched, retrying the hand-over; default 7 days.
+	// Retention is how long a provider keeps a released lease's output,
+	// checkpoints and inputs pinned (then releases them and collects their
+	// blocks; the ledger keeps their CIDs), and how long it keeps retrying
+	// to hand output to a submitter that is away; default 7 days.
 	Retention time.Duration
 	// ProviderLostAfter is how long a submitter waits, hearing nothing from
 	// a provider holding its job (no offer heartbeat, no message), before it

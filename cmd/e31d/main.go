@@ -136,7 +136,7 @@ on the command line win.`,
 	f.DurationVar(&o.outputTimeout, "output-timeout", 10*time.Minute, "how long output waits to be handed to the submitter")
 	f.DurationVar(&o.proposalTTL, "proposal-ttl", 10*time.Second, "how long a lease proposal waits for an answer")
 	f.DurationVar(&o.stallTimeout, "stall-timeout", time.Minute, "a transfer with no block for this long fails")
-	f.DurationVar(&o.retention, "retention", 7*24*time.Hour, "how long output waits, pinned, for a submitter that is away")
+	f.DurationVar(&o.retention, "retention", 7*24*time.Hour, "how long a provider keeps a released lease's output, checkpoints and inputs, and how long output waits for a submitter that is away")
 	f.DurationVar(&o.providerLost, "provider-lost-after", 30*time.Second, "a provider silent this long loses its lease (outcome provider-lost)")
 	f.IntVar(&o.file.CPUs, "cpus", 0, "CPUs to offer beside the GPUs (default: all of this machine's)")
 	f.StringVar(&o.file.Memory, "memory", "", "memory to offer beside the GPUs, e.g. 64GiB (default: all of this machine's)")
