@@ -830,32 +830,57 @@ func TestSoak(t *testing.T) {
 	}
 	checkNoOverlap(t, c, byID, byGPU)
 
-	// Resumed runs went on from their checkpoint: a few of them are read
-	// back.
-	checked := 0
+	// Every completed resumption went on from the checkpoint it was
+	// resumed from, found at its own checkpoint path: its log says where it
+	// started, and that must be the count its parent last checkpointed.
+	var pastZero, fromStart int
 	var starts []string
+	readCount := func(job string, checkpoint bool) (string, string, error) {
+		dir := filepath.Join(t.TempDir(), "get")
+		if _, err := sub.Get(ctx, job, api.GetRequest{Dir: dir, Checkpoint: checkpoint}); err != nil {
+			return "", "", err
+		}
+		if checkpoint {
+			b, _ := os.ReadFile(filepath.Join(dir, "count"))
+			return strings.TrimSpace(string(b)), "", nil
+		}
+		final, _ := os.ReadFile(filepath.Join(dir, "out", "final"))
+		logs, _ := os.ReadFile(filepath.Join(dir, "stdout.log"))
+		return strings.TrimSpace(string(final)), strings.TrimSpace(string(logs)), nil
+	}
 	for _, ch := range chains {
 		last := byID[ch.jobs[len(ch.jobs)-1]]
-		if len(ch.jobs) == 1 || last.Outcome != ledger.OutcomeCompleted || checked == 5 {
+		if len(ch.jobs) == 1 || last.Outcome != ledger.OutcomeCompleted {
 			continue
 		}
-		checked++
-		out := filepath.Join(t.TempDir(), "out")
-		if _, err := sub.Get(ctx, last.ID, api.GetRequest{Dir: out}); err != nil {
+		final, logs, err := readCount(last.ID, false)
+		if err != nil {
 			t.Errorf("get %s: %v", last.ID, err)
 			continue
 		}
-		final, _ := os.ReadFile(filepath.Join(out, "out", "final"))
-		logs, _ := os.ReadFile(filepath.Join(out, "stdout.log"))
-		if strings.TrimSpace(string(final)) != "8" || !strings.Contains(string(logs), "start at ") {
+		if final != "8" || !strings.HasPrefix(logs, "start at ") {
 			t.Errorf("resumed job %s: final count %q, log %q", last.ID, final, logs)
+			continue
 		}
-		starts = append(starts, strings.TrimSpace(string(logs)))
+		started := strings.TrimPrefix(strings.SplitN(logs, "\n", 2)[0], "start at ")
+		parent := byID[ch.jobs[len(ch.jobs)-2]]
+		want := "0"
+		if parent.Checkpoint != "" {
+			if want, _, err = readCount(parent.ID, true); err != nil || want == "" {
+				want = "0" // a checkpoint taken before the first step is empty
+			}
+		}
+		if started != want {
+			t.Errorf("resumed job %s started at %s, but its parent %s last checkpointed %s", last.ID, started, parent.ID, want)
+		}
+		if started == "0" {
+			fromStart++
+		} else {
+			pastZero++
+		}
+		starts = append(starts, started)
 	}
-
-	if len(starts) > 0 {
-		t.Logf("resumed runs read back: %q", starts)
-	}
+	t.Logf("completed resumptions: %d went on from their checkpoint (started past zero), %d started over (no count checkpointed yet); starts %v", pastZero, fromStart, starts)
 
 	// Every provider is back in every view, so that "all free" below
 	// speaks of all of them.
