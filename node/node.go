@@ -264,8 +264,12 @@ func (n *Node) handlerTimeout(proto protocol.ID) time.Duration {
 	case wire.ProtoOutput:
 		return n.cfg.OutputTimeout
 	}
-	return 30 * time.Second
+	return streamTimeout
 }
+
+// streamTimeout bounds a step event, a receipt or a withdrawal request: each
+// answers from memory and the ledger, in well under a second.
+const streamTimeout = 30 * time.Second
 
 // PeerID is the node's peer ID.
 func (n *Node) PeerID() peer.ID { return n.self }

@@ -140,7 +140,7 @@ func (s *Submitter) HandleEvent(ctx context.Context, from peer.ID, raw json.RawM
 	}
 	now := time.Now()
 	at := time.UnixMilli(ev.At)
-	if at.Sub(now).Abs() > time.Minute {
+	if at.Sub(now).Abs() > maxClockSkew {
 		at = now // the provider's clock is off; record our own
 	}
 	err = s.update(j, func(r *Record) error {
@@ -278,7 +278,7 @@ func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.Ra
 		return nil, fmt.Errorf("receipt counts %d GPUs, the lease %d", r.GPUs, len(terms.GPUs))
 	}
 	signed := time.UnixMilli(terms.Proposed)
-	if r.HeldFrom.Before(signed.Add(-time.Minute)) || r.HeldUntil.After(time.Now().Add(time.Minute)) {
+	if r.HeldFrom.Before(signed.Add(-maxClockSkew)) || r.HeldUntil.After(time.Now().Add(maxClockSkew)) {
 		return nil, errors.New("receipt claims time outside the lease")
 	}
 	// A final receipt that comes after this side gave the provider up (a
@@ -339,6 +339,11 @@ func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.Ra
 	}
 	return wire.ReceiptReply{Receipt: mustJSON(r)}, nil
 }
+
+// maxClockSkew is how far a provider's clock may be from this node's before
+// its times are not believed: a step is recorded at this node's time
+// instead, and a receipt claiming time outside the lease is refused.
+const maxClockSkew = time.Minute
 
 // maxSkipped bounds the left-out entries a job's record keeps.
 const maxSkipped = 20
