@@ -205,7 +205,7 @@ func printImageBench(w io.Writer, r imageBenchReport) {
 			fmt.Sprintf("%.2f", c.ImageMs/c.HostMs), fmt.Sprintf("added %+.1f ms, goal <= +%.0f ms %s (n=%d)", c.AddedMs, c.GoalMs, verdict(c.AddedMs <= c.GoalMs), c.Runs))
 	}
 	d := r.Disk
-	row("d", fmt.Sprintf("store, 2 images on a %s base", humanBytes(d.BaseBytes)), humanBytes(d.StoreBytes), "sum "+humanBytes(d.SumBytes),
+	row("d", fmt.Sprintf("store, 2 images, shared %s of blobs", humanBytes(d.BaseBytes)), humanBytes(d.StoreBytes), "sum "+humanBytes(d.SumBytes),
 		fmt.Sprintf("%.2f", d.StoreRatio), fmt.Sprintf("sum less one base %s", humanBytes(d.SumBytes-d.BaseBytes)))
 	row("d", "layer cache, same 2 images", humanBytes(d.CacheBytes), "sum "+humanBytes(d.UnpackedSumBytes),
 		fmt.Sprintf("%.2f", d.CacheRatio), fmt.Sprintf("sum less one base %s; base counted once: %v", humanBytes(d.UnpackedSumBytes-d.UnpackedBaseBytes), d.BaseOnce))
