@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,8 +25,14 @@ input folder, writes checkpoints and an output, follows it through submit,
 rent, run, output and release with the e31 command, fetches the output,
 verifies the signed receipts on both sides, and stops the network.
 
-Jobs run in a runc sandbox: where runc is missing, demo installs it with
-apt-get (as root) and says so.`,
+The job runs in its own image, a busybox root that demo builds with umoci
+(an oci-archive in the demo's folder); the provider fetches the image from
+the submitter and unpacks its layer into its layer cache. Where the image
+cannot be built, or no provider can run images, demo says why and runs the
+job on the provider's root instead.
+
+Jobs run in a runc sandbox: where runc, umoci or busybox-static is missing,
+demo installs it with apt-get (as root) and says so.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd.Context(), keep) },
 	}
@@ -43,27 +49,14 @@ func ensureRunc(ctx context.Context, say func(string, ...any)) error {
 	if _, err := exec.LookPath("crun"); err == nil {
 		return nil
 	}
-	if os.Geteuid() != 0 {
-		return errors.New("jobs run in an OCI sandbox and no runc is installed; as root, run: apt-get install -y runc")
-	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		return errors.New("jobs run in an OCI sandbox: install runc (or crun) with your package manager")
-	}
-	say("runc (the OCI runtime that sandboxes jobs) is missing: installing it with apt-get")
-	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "runc"}} {
-		c := exec.CommandContext(ctx, "apt-get", args...)
-		c.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := c.CombinedOutput(); err != nil {
-			return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	return nil
+	return aptInstall(ctx, say, "runc (the OCI runtime that sandboxes jobs) is missing", "runc")
 }
 
 // demoJob reads every file of the input, checkpoints its progress, and
 // writes a summary.
 const demoJob = `name: line-count
 work:
+  image: oci-archive:./` + demoImage + `
   command:
     - sh
     - -c
@@ -128,6 +121,7 @@ func runDemo(ctx context.Context, keep bool) error {
 		Bin:           bin,
 		Heartbeat:     time.Second,
 		Args:          []string{"--epoch", "250ms", "--receipt-interval", "1s"},
+		Metrics:       true,
 	})
 	if err != nil {
 		return err
@@ -162,11 +156,36 @@ func runDemo(ctx context.Context, keep bool) error {
 			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "job.yaml"), []byte(demoJob), 0o644); err != nil {
+	job := demoJob
+	step("building the job's image: a busybox root, with umoci, as the oci-archive %s", demoImage)
+	image := true
+	if err := buildDemoImage(ctx, dir, step); err != nil {
+		fmt.Printf("    cannot build the image (%v)\n    the job runs on the provider's root instead\n", err)
+		image = false
+	} else if err := imageProviders(c, []int{1, 2}); err != nil {
+		fmt.Printf("    no provider can run image jobs here (%v)\n    the job runs on the provider's root instead\n", err)
+		image = false
+	}
+	var imageCID string
+	if image {
+		step("importing the image on node0: one DAG in its content store, named by a CID")
+		if err := e31(0, "image", "import", "oci-archive:./"+demoImage); err != nil {
+			return err
+		}
+		ims, err := c.Client(0).Images(ctx)
+		if err != nil || len(ims) != 1 {
+			return fmt.Errorf("list node0's images: %d, %v", len(ims), err)
+		}
+		imageCID = ims[0].CID
+		fmt.Printf("    the declaration names image %s (%d layer(s), %d bytes); submit signs that CID\n", imageCID, ims[0].Layers, ims[0].Size)
+	} else {
+		job = strings.Replace(job, "  image: oci-archive:./"+demoImage+"\n", "", 1)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "job.yaml"), []byte(job), 0o644); err != nil {
 		return err
 	}
 	step("submitting job.yaml from node0 and following it through submit, rent, run, output, release")
-	fmt.Print(indent(demoJob))
+	fmt.Print(indent(job))
 	if err := e31(0, "submit", "job.yaml", "--wait", "-o", "output"); err != nil {
 		return err
 	}
@@ -179,21 +198,34 @@ func runDemo(ctx context.Context, keep bool) error {
 	logs, _ := os.ReadFile(filepath.Join(dir, "output", "stdout.log"))
 	fmt.Print(indent("stdout: " + string(logs)))
 
-	step("the submitter's ledger: receipts signed by both sides, hash-chained")
-	if err := e31(0, "receipts", "--verify"); err != nil {
-		return err
-	}
 	jobs, err := c.Client(0).Jobs(ctx)
 	if err != nil || len(jobs) != 1 {
 		return fmt.Errorf("list the demo's job: %v", err)
 	}
-	for i, n := range c.Nodes {
-		if n.PeerID == jobs[0].Provider {
-			step("the provider's ledger (%s): the same receipts, signed by the same two keys", n.Name)
-			if err := e31(i, "receipts", "--verify"); err != nil {
-				return err
-			}
+	provider := slices.IndexFunc(c.Nodes, func(n *cluster.Node) bool { return n.PeerID == jobs[0].Provider })
+	if provider < 0 {
+		return fmt.Errorf("the job's provider %s is not one of the demo's nodes", jobs[0].Provider)
+	}
+	p := c.Nodes[provider]
+	if image {
+		unpacked, err := metric(ctx, p.Metrics, "e31_image_layers_unpacked_total")
+		if err != nil {
+			return err
 		}
+		hits, err := metric(ctx, p.Metrics, "e31_image_layer_cache_hits_total")
+		if err != nil {
+			return err
+		}
+		step("the job ran in its image: the provider (%s) fetched %s from node0 and unpacked %.0f layer(s) into its layer cache (%.0f found there already)", p.Name, imageCID, unpacked, hits)
+	}
+
+	step("the submitter's ledger: receipts signed by both sides, hash-chained")
+	if err := e31(0, "receipts", "--verify"); err != nil {
+		return err
+	}
+	step("the provider's ledger (%s): the same receipts, signed by the same two keys", p.Name)
+	if err := e31(provider, "receipts", "--verify"); err != nil {
+		return err
 	}
 	step("the GPUs are back in the pool")
 	if err := e31(0, "nodes"); err != nil {
@@ -201,7 +233,11 @@ func runDemo(ctx context.Context, keep bool) error {
 	}
 	step("stopping the network")
 	c.Stop()
-	step("done: five steps, one job, two signed ledgers")
+	if image {
+		step("done: five steps, one job in its own image, two signed ledgers")
+	} else {
+		step("done: five steps, one job on the provider's root, two signed ledgers")
+	}
 	return nil
 }
 

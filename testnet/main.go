@@ -4,6 +4,8 @@
 //	go run ./testnet up -n 5 --gpus 2 --dir /tmp/e31net
 //	go run ./testnet down --dir /tmp/e31net
 //	go run ./testnet demo
+//	go run ./testnet measure
+//	go run ./testnet image-bench --size 256MiB
 package main
 
 import (
@@ -25,7 +27,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "testnet:", err)
 		os.Exit(1)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/testnet/imagebuild"
 )
 
 // needTools returns the paths of the named programs. Where one is missing
@@ -47,100 +47,48 @@ func run(t *testing.T, dir string, name string, args ...string) {
 // and bin/tool-link, a hard link to it.
 func buildBusyboxImage(t *testing.T, dir string) {
 	t.Helper()
-	busybox, err := exec.LookPath("busybox")
+	ctx := context.Background()
+	b, err := imagebuild.New(ctx, dir, "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rootless []string
-	if os.Geteuid() != 0 {
-		rootless = []string{"--rootless"}
-	}
-	run(t, dir, "umoci", "init", "--layout", "layout")
-	run(t, dir, "umoci", "new", "--image", "layout:v1")
-	run(t, dir, "umoci", append([]string{"unpack", "--image", "layout:v1"}, append(rootless, "b1")...)...)
-	bin := filepath.Join(dir, "b1", "rootfs", "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(busybox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(bin, "busybox"), data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range []string{"sh", "ls", "cat"} {
-		if err := os.Symlink("busybox", filepath.Join(bin, l)); err != nil {
-			t.Fatal(err)
+	base := imagebuild.BusyboxRoot("sh", "ls", "cat")
+	err = b.Layer(ctx, func(root string) error {
+		if err := base(root); err != nil {
+			return err
 		}
-	}
-	if err := os.WriteFile(filepath.Join(bin, "gone.txt"), []byte("deleted in layer 2\n"), 0o644); err != nil {
+		return os.WriteFile(filepath.Join(root, "bin", "gone.txt"), []byte("deleted in layer 2\n"), 0o644)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, dir, "umoci", append([]string{"repack", "--image", "layout:v1"}, append(rootless, "b1")...)...)
-	run(t, dir, "umoci", "config", "--image", "layout:v1", "--config.entrypoint", "/bin/sh", "--config.cmd=-c", "--config.cmd=ls /bin",
+	err = b.Config(ctx, "--config.entrypoint", "/bin/sh", "--config.cmd=-c", "--config.cmd=ls /bin",
 		"--config.workingdir", "/work", "--config.env", "E31=1")
-	run(t, dir, "umoci", append([]string{"unpack", "--image", "layout:v1"}, append(rootless, "b2")...)...)
-	bin = filepath.Join(dir, "b2", "rootfs", "bin")
-	if err := os.Remove(filepath.Join(bin, "gone.txt")); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
-	// A hard link goes into a layer as a link only when its target is in
-	// the same layer, so both are new here.
-	if err := os.WriteFile(filepath.Join(bin, "tool"), []byte("#!/bin/sh\necho tool\n"), 0o755); err != nil {
+	err = b.Layer(ctx, func(root string) error {
+		bin := filepath.Join(root, "bin")
+		if err := os.Remove(filepath.Join(bin, "gone.txt")); err != nil {
+			return err
+		}
+		// A hard link goes into a layer as a link only when its target is
+		// in the same layer, so both are new here.
+		if err := os.WriteFile(filepath.Join(bin, "tool"), []byte("#!/bin/sh\necho tool\n"), 0o755); err != nil {
+			return err
+		}
+		return os.Link(filepath.Join(bin, "tool"), filepath.Join(bin, "tool-link"))
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Link(filepath.Join(bin, "tool"), filepath.Join(bin, "tool-link")); err != nil {
-		t.Fatal(err)
-	}
-	run(t, dir, "umoci", append([]string{"repack", "--image", "layout:v1"}, append(rootless, "b2")...)...)
 }
 
 // tarDir writes the tree at dir as a tar file, the way an oci-archive is
 // a tar of a layout.
 func tarDir(t *testing.T, dir, out string) {
 	t.Helper()
-	f, err := os.Create(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tw := tar.NewWriter(f)
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		h, err := tar.FileInfoHeader(fi, "")
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		h.Name = filepath.ToSlash(rel)
-		if fi.IsDir() {
-			h.Name += "/"
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if fi.Mode().IsRegular() {
-			src, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			defer src.Close()
-			_, err = io.Copy(tw, src)
-			return err
-		}
-		return nil
-	})
-	if err == nil {
-		err = tw.Close()
-	}
-	if err != nil {
+	if err := imagebuild.TarDir(dir, out); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/testnet/cluster"
+	"github.com/e31network/e31/testnet/imagebuild"
 )
 
 // TestImageJob runs two jobs in an image built here with umoci, on a
@@ -19,13 +19,11 @@ import (
 // one its second layer deletes) and none of the host's, runs as root inside,
 // and the second job finds the layers already unpacked.
 func TestImageJob(t *testing.T) {
-	for _, tool := range []string{"umoci", "busybox"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("E31_REQUIRE_RUNC") != "" {
-				t.Fatalf("%s is missing and E31_REQUIRE_RUNC is set: install it (.ci/deps)", tool)
-			}
-			t.Skipf("%s is missing (apt-get install -y umoci busybox-static)", tool)
+	if missing := imagebuild.Missing(); len(missing) > 0 {
+		if os.Getenv("E31_REQUIRE_RUNC") != "" {
+			t.Fatalf("%v missing and E31_REQUIRE_RUNC is set: install it (.ci/deps)", missing)
 		}
+		t.Skipf("apt-get install -y %s", strings.Join(missing, " "))
 	}
 	requireSandbox(t)
 	dir := t.TempDir()
@@ -95,52 +93,35 @@ echo inside-the-image > /out/result`
 // second deletes gone.txt and adds bin/tool with a hard link to it.
 func buildImage(t *testing.T, dir string) {
 	t.Helper()
-	busybox, err := exec.LookPath("busybox")
+	ctx := context.Background()
+	b, err := imagebuild.New(ctx, dir, "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	umoci := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("umoci", args...)
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("umoci %s: %v\n%s", strings.Join(args, " "), err, out)
+	base := imagebuild.BusyboxRoot("sh", "cat", "test", "id", "echo")
+	err = b.Layer(ctx, func(root string) error {
+		if err := base(root); err != nil {
+			return err
 		}
-	}
-	write := func(p string, data []byte, mode os.FileMode) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	umoci("init", "--layout", "layout")
-	umoci("new", "--image", "layout:v1")
-	umoci("unpack", "--image", "layout:v1", "b1")
-	bin := filepath.Join(dir, "b1", "rootfs", "bin")
-	data, err := os.ReadFile(busybox)
+		return os.WriteFile(filepath.Join(root, "bin", "gone.txt"), []byte("deleted in layer 2\n"), 0o644)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(filepath.Join(bin, "busybox"), data, 0o755)
-	for _, l := range []string{"sh", "cat", "test", "id", "echo"} {
-		if err := os.Symlink("busybox", filepath.Join(bin, l)); err != nil {
-			t.Fatal(err)
+	if err := b.Config(ctx, "--config.env", "PATH=/bin"); err != nil {
+		t.Fatal(err)
+	}
+	err = b.Layer(ctx, func(root string) error {
+		bin := filepath.Join(root, "bin")
+		if err := os.Remove(filepath.Join(bin, "gone.txt")); err != nil {
+			return err
 		}
-	}
-	write(filepath.Join(bin, "gone.txt"), []byte("deleted in layer 2\n"), 0o644)
-	umoci("repack", "--image", "layout:v1", "b1")
-	umoci("config", "--image", "layout:v1", "--config.env", "PATH=/bin")
-	umoci("unpack", "--image", "layout:v1", "b2")
-	bin = filepath.Join(dir, "b2", "rootfs", "bin")
-	if err := os.Remove(filepath.Join(bin, "gone.txt")); err != nil {
+		if err := os.WriteFile(filepath.Join(bin, "tool"), []byte("tool\n"), 0o755); err != nil {
+			return err
+		}
+		return os.Link(filepath.Join(bin, "tool"), filepath.Join(bin, "tool-link"))
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	write(filepath.Join(bin, "tool"), []byte("tool\n"), 0o755)
-	if err := os.Link(filepath.Join(bin, "tool"), filepath.Join(bin, "tool-link")); err != nil {
-		t.Fatal(err)
-	}
-	umoci("repack", "--image", "layout:v1", "b2")
 }
