@@ -91,7 +91,17 @@ func (rt ociRuntime) list(ctx context.Context) ([]containerState, error) {
 	if _, err := os.Stat(rt.root); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	out, err := rt.do(ctx, "list", "--format", "json")
+	// runc lists by reading every container's state folder; a container
+	// removed between its readdir and its stat fails the whole listing, so a
+	// listing that races a removal is taken again.
+	var out []byte
+	var err error
+	for try := 0; try < 5; try++ {
+		out, err = rt.do(ctx, "list", "--format", "json")
+		if err == nil || !strings.Contains(err.Error(), "no such file or directory") {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
