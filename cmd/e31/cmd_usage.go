@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/node/api"
 	"github.com/spf13/cobra"
 )
 
@@ -43,25 +44,10 @@ marked. --since takes a duration back from now (24h) or an RFC 3339 time.`,
 	return cmd
 }
 
-// parseSince reads --since: an RFC 3339 time, or a duration back from now.
-func parseSince(v string, now time.Time) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return time.Time{}, fmt.Errorf("--since %q: want a duration back from now (24h, 90m) or an RFC 3339 time (2026-11-29T14:00:00Z)", v)
-	}
-	return now.Add(-d), nil
-}
-
 func runUsage(ctx context.Context, o usageOptions, g *globalOptions, now time.Time) error {
-	since, err := parseSince(o.since, now)
+	since, err := api.ParseSince(o.since, now)
 	if err != nil {
-		return err
+		return fmt.Errorf("--%w", err)
 	}
 	raw, err := g.client().Usage(ctx, since, o.peer)
 	if err != nil {

@@ -200,8 +200,8 @@ func (s *Server) usage(r *http.Request) (any, error) {
 	q := r.URL.Query()
 	var f ledger.UsageFilter
 	var err error
-	if f.Since, err = parseSince(q.Get("since"), time.Now()); err != nil {
-		return nil, err
+	if f.Since, err = api.ParseSince(q.Get("since"), time.Now()); err != nil {
+		return nil, badRequest(err)
 	}
 	if f.Peer, err = parsePeer(q.Get("peer")); err != nil {
 		return nil, err
@@ -218,8 +218,8 @@ func (s *Server) exportReceipts(w http.ResponseWriter, r *http.Request) {
 		f.Job = s.cfg.Jobs.FullID(job)
 	}
 	var err error
-	if f.Since, err = parseSince(q.Get("since"), time.Now()); err != nil {
-		writeError(w, err)
+	if f.Since, err = api.ParseSince(q.Get("since"), time.Now()); err != nil {
+		writeError(w, badRequest(err))
 		return
 	}
 	if f.Peer, err = parsePeer(q.Get("peer")); err != nil {
@@ -251,22 +251,6 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
-}
-
-// parseSince reads a since parameter: empty (no bound), an RFC 3339 time,
-// or a duration back from now.
-func parseSince(v string, now time.Time) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return time.Time{}, badRequest(fmt.Errorf("since %q: neither an RFC 3339 time nor a positive duration", v))
-	}
-	return now.Add(-d), nil
 }
 
 func parsePeer(v string) (peer.ID, error) {
