@@ -52,13 +52,7 @@ func buildBusyboxImage(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := imagebuild.BusyboxRoot("sh", "ls", "cat")
-	err = b.Layer(ctx, func(root string) error {
-		if err := base(root); err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(root, "bin", "gone.txt"), []byte("deleted in layer 2\n"), 0o644)
-	})
+	err = b.Layer(ctx, imagebuild.WithGone("sh", "ls", "cat"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,18 +61,7 @@ func buildBusyboxImage(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = b.Layer(ctx, func(root string) error {
-		bin := filepath.Join(root, "bin")
-		if err := os.Remove(filepath.Join(bin, "gone.txt")); err != nil {
-			return err
-		}
-		// A hard link goes into a layer as a link only when its target is
-		// in the same layer, so both are new here.
-		if err := os.WriteFile(filepath.Join(bin, "tool"), []byte("#!/bin/sh\necho tool\n"), 0o755); err != nil {
-			return err
-		}
-		return os.Link(filepath.Join(bin, "tool"), filepath.Join(bin, "tool-link"))
-	})
+	err = b.Layer(ctx, imagebuild.DeleteAndLink)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,29 +98,14 @@ func buildImage(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := imagebuild.BusyboxRoot("sh", "cat", "test", "id", "echo")
-	err = b.Layer(ctx, func(root string) error {
-		if err := base(root); err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(root, "bin", "gone.txt"), []byte("deleted in layer 2\n"), 0o644)
-	})
+	err = b.Layer(ctx, imagebuild.WithGone("sh", "cat", "test", "id", "echo"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Config(ctx, "--config.env", "PATH=/bin"); err != nil {
 		t.Fatal(err)
 	}
-	err = b.Layer(ctx, func(root string) error {
-		bin := filepath.Join(root, "bin")
-		if err := os.Remove(filepath.Join(bin, "gone.txt")); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(bin, "tool"), []byte("tool\n"), 0o755); err != nil {
-			return err
-		}
-		return os.Link(filepath.Join(bin, "tool"), filepath.Join(bin, "tool-link"))
-	})
+	err = b.Layer(ctx, imagebuild.DeleteAndLink)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -199,3 +199,34 @@ func TarDir(dir, out string) (err error) {
 	}
 	return tw.Close()
 }
+
+// Gone is the file WithGone adds to the first layer and DeleteAndLink
+// deletes in the second.
+const Gone = "bin/gone.txt"
+
+// WithGone is an edit that lays out a busybox root with the applets named
+// and adds Gone: the first layer of the two-layer test image.
+func WithGone(applets ...string) func(root string) error {
+	base := BusyboxRoot(applets...)
+	return func(root string) error {
+		if err := base(root); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(root, Gone), []byte("deleted in layer 2\n"), 0o644)
+	}
+}
+
+// DeleteAndLink is the second layer of the two-layer test image: it deletes
+// Gone (a whiteout in the layer) and adds bin/tool with bin/tool-link, a hard
+// link to it. A hard link goes into a layer as a link only when its target
+// is in the same layer, so both are new here.
+func DeleteAndLink(root string) error {
+	bin := filepath.Join(root, "bin")
+	if err := os.Remove(filepath.Join(root, Gone)); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(bin, "tool"), []byte("#!/bin/sh\necho tool\n"), 0o755); err != nil {
+		return err
+	}
+	return os.Link(filepath.Join(bin, "tool"), filepath.Join(bin, "tool-link"))
+}
