@@ -393,7 +393,10 @@ func (n *Node) shutdown(srv *apiserver.Server) {
 		n.log.Warn("provider shutdown", "err", err)
 	}
 	if err := n.inflight.Wait(ctx); err != nil {
+		// Their contexts ended with the loops': they return soon, and
+		// before the stores close.
 		n.log.Warn("requests still being answered at shutdown", "err", err)
+		_ = n.inflight.Wait(context.Background())
 	}
 	_ = n.loops.Wait(context.Background())
 	n.closeStores()

@@ -173,10 +173,18 @@ func New(cfg Config, d Deps) *Submitter {
 	return &Submitter{cfg: cfg, d: d, log: d.Log, ctx: ctx, cancel: cancel, jobs: make(map[string]*job)}
 }
 
-// Shutdown stops the submitter's loops and waits for them until ctx ends.
+// Shutdown stops the submitter's loops and transfers and waits for them:
+// it reports whether they ended before ctx did, and in any case returns only
+// once they have (all of them end with the submitter's context), so that
+// nothing writes to a store after it is closed.
 func (s *Submitter) Shutdown(ctx context.Context) error {
 	s.cancel()
-	return s.tasks.Wait(ctx)
+	err := s.tasks.Wait(ctx)
+	if err != nil {
+		s.log.Warn("submitter still finishing at shutdown", "err", err)
+	}
+	_ = s.tasks.Wait(context.Background())
+	return err
 }
 
 // Start runs the submitter's loops (provider watch, requeue) until
