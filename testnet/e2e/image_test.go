@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +15,10 @@ import (
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/testnet/cluster"
 	"github.com/e31network/e31/testnet/imagebuild"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 // TestImageJob runs two jobs in an image built here with umoci, on a
@@ -108,5 +115,71 @@ func buildImage(t *testing.T, dir string) {
 	err = b.Layer(ctx, imagebuild.DeleteAndLink)
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestImagePulledByDigest submits a job whose image is a registry tag, on a
+// registry served here on 127.0.0.1: the submitter resolves the tag to a
+// digest and signs that, and a provider started with --image-pull pulls the
+// image from the registry by that digest rather than from the submitter.
+func TestImagePulledByDigest(t *testing.T) {
+	if missing := imagebuild.Missing(); len(missing) > 0 {
+		if os.Getenv("E31_REQUIRE_RUNC") != "" {
+			t.Fatalf("%v missing and E31_REQUIRE_RUNC is set: install it (.ci/deps)", missing)
+		}
+		t.Skipf("apt-get install -y %s", strings.Join(missing, " "))
+	}
+	requireSandbox(t)
+	dir := t.TempDir()
+	buildImage(t, dir)
+	idx, err := layout.ImageIndexFromPath(filepath.Join(dir, "layout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil || len(m.Manifests) != 1 {
+		t.Fatalf("layout index: %v (%d manifests)", err, len(m.Manifests))
+	}
+	img, err := idx.Image(m.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	tag, err := name.NewTag(host+"/e31/busybox:v1", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+
+	c := start(t, cluster.Options{
+		N:             2,
+		SimGPUsByNode: []string{"", "1xH100:80GiB"},
+		Heartbeat:     500 * time.Millisecond,
+		Args:          []string{"--epoch", "250ms", "--grace", "1s", "--require-image", "--image-pull"},
+	})
+	sub := c.Client(0)
+	d := decl("pulled", "test ! -e /bin/gone.txt && test -x /bin/busybox && echo pulled > /out/result", 1, time.Minute)
+	d.Work.Image = "docker://" + tag.String()
+	j := submit(t, sub, d)
+	j = waitJob(t, sub, j.ID, 45*time.Second, "release", released)
+	if j.Outcome != ledger.OutcomeCompleted {
+		t.Fatalf("job ended %s/%s: %s", j.Outcome, j.Attribution, j.Reason)
+	}
+	logs, err := os.ReadFile(filepath.Join(c.Nodes[1].Data, "e31d.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pulled string
+	for _, line := range strings.Split(string(logs), "\n") {
+		if strings.Contains(line, "image pulled") {
+			pulled = line
+		}
+	}
+	if pulled == "" || !strings.Contains(pulled, host+"/e31/busybox@sha256:") {
+		t.Fatalf("the provider did not pull the image by digest from the registry: %q", pulled)
 	}
 }
