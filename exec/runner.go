@@ -77,8 +77,6 @@ type RunnerOptions struct {
 	StateRoot string
 	// Log receives the runner's own events. Default: discarded.
 	Log *slog.Logger
-	// Clock times runs and limits. Default: the system clock.
-	Clock Clock
 	// UIDBase is the first of the 65536 host uids and gids that image
 	// jobs run as: container id n is host id UIDBase+n. The range must be
 	// the daemon's alone (see DefaultUIDBase); the layer cache must own
@@ -99,7 +97,6 @@ type RunnerOptions struct {
 type Runner struct {
 	rt        ociRuntime
 	log       *slog.Logger
-	clock     Clock
 	host      hostLayout
 	uidBase   uint32
 	mountRoot string
@@ -117,9 +114,6 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
-	}
-	if o.Clock == nil {
-		o.Clock = systemClock{}
 	}
 	if o.UIDBase == 0 {
 		o.UIDBase = DefaultUIDBase
@@ -154,7 +148,7 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 	}
 	var failures []string
 	for _, path := range candidates {
-		r := &Runner{rt: ociRuntime{path: path, root: root}, log: o.Log, clock: o.Clock, host: host,
+		r := &Runner{rt: ociRuntime{path: path, root: root}, log: o.Log, host: host,
 			uidBase: o.UIDBase, gpu: gpu}
 		version, err := r.rt.version(ctx)
 		if err == nil {
@@ -232,9 +226,9 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 	fail := func(err error) (Result, error) {
 		res.Reason = err.Error()
 		if res.Started.IsZero() {
-			res.Started = r.clock.Now()
+			res.Started = time.Now()
 		}
-		res.Ended = r.clock.Now()
+		res.Ended = time.Now()
 		return res, err
 	}
 	s, err := s.withDefaults()
@@ -245,7 +239,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 	if ctx.Err() != nil {
 		// Stopped before it started: nothing ran and there are no logs.
 		res.Outcome, res.Reason = Stopped, "stopped before start"
-		res.Started = r.clock.Now()
+		res.Started = time.Now()
 		res.Ended = res.Started
 		return res, nil
 	}
@@ -297,7 +291,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 	// nothing should hold them, but never wait forever for EOF.
 	cmd.WaitDelay = 10 * time.Second
 
-	res.Started = r.clock.Now()
+	res.Started = time.Now()
 	if err := cmd.Start(); err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrRuntime, err))
 	}
@@ -309,7 +303,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 
 	var limit <-chan time.Time
 	if s.Limit > 0 {
-		limit = r.clock.After(s.Limit)
+		limit = time.After(s.Limit)
 	}
 	stop := Outcome("")
 	select {
@@ -325,7 +319,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 		signalled = r.stop(cleanupCtx, log, cid, s.Grace, done, func() { cmd.Process.Kill() })
 	}
 	<-done
-	res.Ended = r.clock.Now()
+	res.Ended = time.Now()
 
 	exit := cmd.ProcessState.ExitCode()
 	_, startErr := os.Stat(pidFile)
@@ -379,14 +373,14 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 // job ended on its own). If the job outlives SIGKILL, kill ends the
 // runtime process and the cleanup after Run removes the rest.
 func (r *Runner) stop(ctx context.Context, log *slog.Logger, cid string, grace time.Duration, done <-chan struct{}, kill func()) bool {
-	graceEnd := r.clock.After(grace)
+	graceEnd := time.After(grace)
 	signalled := r.signalUntil(ctx, cid, "TERM", done, graceEnd)
 	select {
 	case <-done:
 		return signalled
 	case <-graceEnd:
 	}
-	killEnd := r.clock.After(runtimeTimeout)
+	killEnd := time.After(runtimeTimeout)
 	if r.signalUntil(ctx, cid, "KILL", done, killEnd) {
 		signalled = true
 	}
@@ -411,7 +405,7 @@ func (r *Runner) signalUntil(ctx context.Context, cid, sig string, done <-chan s
 			return false
 		case <-deadline:
 			return false
-		case <-r.clock.After(50 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

@@ -65,6 +65,9 @@ func (m *metrics) register(n *Node) {
 		return float64(c.GPUs - c.Held)
 	})
 	for _, st := range api.JobStates {
+		if st == api.JobRejected {
+			continue // a refused declaration never becomes a job: e31_jobs_rejected_total counts them
+		}
 		gauge("e31_jobs", "Jobs submitted from this node, by state.", prometheus.Labels{"state": string(st)}, func() float64 {
 			return float64(n.submitter.Counts()[st])
 		})
