@@ -26,10 +26,14 @@ type HostConfig struct {
 	UserAgent string
 	// Gater, if set, decides which peers may connect.
 	Gater *Gater
+	// Reachability turns on what lets a host behind a NAT be reached: AutoNAT,
+	// port mapping, hole punching, relays. The zero value keeps all of it
+	// off, as tests and the testnet need.
+	Reachability Reachability
 }
 
 // NewHost builds a libp2p host that speaks only TCP and QUIC. Relays, NAT port
-// mapping and hole punching stay off: E31 nodes are addressed directly, and a
+// mapping and hole punching stay off unless cfg.Reachability turns them on: a
 // node in a test or a testnet must not send a packet beyond the addresses it
 // was given. Metrics are off because libp2p would register them in the
 // process-wide Prometheus registry; the node exports its own.
@@ -55,10 +59,14 @@ func NewHost(cfg HostConfig) (host.Host, error) {
 		libp2p.ListenAddrStrings(listen...),
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Transport(libp2pquic.NewTransport),
-		libp2p.DisableRelay(),
 		libp2p.DisableMetrics(),
 		libp2p.UserAgent(ua),
 	}
+	reach, err := cfg.Reachability.options()
+	if err != nil {
+		return nil, fmt.Errorf("new host: %w", err)
+	}
+	opts = append(opts, reach...)
 	if cfg.Gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(cfg.Gater))
 	}
