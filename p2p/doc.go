@@ -19,4 +19,45 @@
 // window) or replayed (a signer's nonce seen before inside that window). The
 // body itself is checked by a validator that the node supplies per topic,
 // since only the node knows what a declaration or an offer must contain.
+//
+// # Reaching hosts behind NAT
+//
+// Most GPU contributors sit behind a home router, a campus firewall or a
+// cloud NAT: they can dial out, but nobody can dial them. HostConfig's
+// Reachability turns on what go-libp2p offers for that. Every switch is off
+// in the zero value, and tests and the testnet on loopback keep it so: then a
+// host never asks a router for a port, never dials or serves a relay, and
+// sends nothing to an address it was not given.
+//
+//   - AutoNAT (v2) asks peers to dial each of the host's addresses back and
+//     answers their requests in turn, so the host learns which addresses work.
+//     AutoNATService also answers v1 requests while the host is public. The
+//     host's verdict (public, private, unknown) arrives as
+//     event.EvtLocalReachabilityChanged; HostReachability reads the latest.
+//     Force fixes the verdict instead: ReachPublic for a bootstrap peer with
+//     a public address, ReachPrivate for a host known to be behind a NAT.
+//   - PortMap asks the router for a mapping over UPnP or NAT-PMP and
+//     advertises the mapped address. Where the router offers it, the host
+//     becomes public and needs nothing else.
+//   - RelayClient dials and accepts connections through circuit relay v2
+//     and, while the host is private, reserves a slot on each of
+//     StaticRelays (the bootstrap peers) and advertises the relayed
+//     addresses (/p2p/<relay>/p2p-circuit). A relayed connection is limited
+//     by the relay (by default 128 KiB each way and 2 minutes): enough for
+//     the control streams, which Call opens over such a connection, and too
+//     little for bulk data, which must wait for a direct path.
+//   - HolePunch runs DCUtR: when a peer arrives through a relay, both sides
+//     exchange the addresses their NATs gave them and dial each other at the
+//     same moment, which opens a direct connection through most NATs that
+//     keep a port per socket. OnHolePunch reports each outcome. Where the
+//     punch fails (a firewall that admits nothing unasked, a NAT that picks
+//     a new port per destination), the relayed connection stays the only
+//     one; PeerPath tells a caller which it has.
+//   - RelayService serves as a relay for others while the host is public,
+//     within RelayLimits. A relay that should carry bulk data too is given
+//     larger limits (or none) by its operator.
+//
+// TestNATHolePunchGoesDirect and TestNATFilteringRouterKeepsRelay build two
+// masquerading home networks and a relay in network namespaces and show
+// both outcomes.
 package p2p
