@@ -115,12 +115,10 @@ func TestRelayOnLoopback(t *testing.T) {
 	circuit := ma.StringCast(r.Addrs()[0].String() + "/p2p/" + r.ID().String() + "/p2p-circuit")
 	// The relay puts only public addresses in a reservation, so on loopback
 	// a's slot shows up as a circuit that connects, not as an address of a.
-	var lastErr error
 	waitFor(t, 10*time.Second, "a circuit through r to a", func() bool {
 		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
 		defer ccancel()
-		lastErr = b.Connect(cctx, peer.AddrInfo{ID: a.ID(), Addrs: []ma.Multiaddr{circuit}})
-		return lastErr == nil
+		return b.Connect(cctx, peer.AddrInfo{ID: a.ID(), Addrs: []ma.Multiaddr{circuit}}) == nil
 	})
 	if got := PeerPath(b, a.ID()); got != PathRelayed {
 		t.Fatalf("PeerPath(b, a) = %v, want relayed", got)
