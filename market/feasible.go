@@ -9,15 +9,16 @@ import (
 // Reasons an offer is filtered out for a job, the keys of Wait.Counts. Each
 // offer is counted under the first filter it fails, in this order.
 const (
-	ReasonNoImages  = "images"        // the job brings an image the provider cannot run
-	ReasonNeedImage = "require_image" // the provider takes only jobs with an image
-	ReasonGPUModel  = "gpu_model"     // no device of the requested model
-	ReasonGPUMemory = "gpu_memory"    // no device of the model with enough memory
-	ReasonGPUs      = "gpus"          // too few such devices in all, free or not
-	ReasonBusy      = "busy"          // enough devices, but too few free now
-	ReasonCPUs      = "cpus"          // too few CPUs free now
-	ReasonMemory    = "memory"        // too little memory free now
-	ReasonReserved  = "reserved"      // would fit, but is reserved for an earlier job
+	ReasonUnreachable = "unreachable"   // no peer can reach the provider (behind a NAT, no relay)
+	ReasonNoImages    = "images"        // the job brings an image the provider cannot run
+	ReasonNeedImage   = "require_image" // the provider takes only jobs with an image
+	ReasonGPUModel    = "gpu_model"     // no device of the requested model
+	ReasonGPUMemory   = "gpu_memory"    // no device of the model with enough memory
+	ReasonGPUs        = "gpus"          // too few such devices in all, free or not
+	ReasonBusy        = "busy"          // enough devices, but too few free now
+	ReasonCPUs        = "cpus"          // too few CPUs free now
+	ReasonMemory      = "memory"        // too little memory free now
+	ReasonReserved    = "reserved"      // would fit, but is reserved for an earlier job
 )
 
 // A filter is one feasibility test. Each is a small type so that the order
@@ -37,10 +38,12 @@ type namedFilter struct {
 // can only fix by changing the declaration (image, model, per-device memory,
 // device count) to what waiting fixes (busy devices, CPUs, memory), so that
 // the reason counted for an offer tells the submitter which of the two
-// applies. Whether the provider runs images comes first: no amount of room
+// applies. Whether the provider can be reached at all comes first, then
+// whether it runs images: no amount of room makes up for either.
 // makes up for it.
 func feasibility() [numFilters]namedFilter {
 	return [numFilters]namedFilter{
+		{ReasonUnreachable, reachableFilter{}},
 		{ReasonNoImages, imagesFilter{}},
 		{ReasonNeedImage, requireImageFilter{}},
 		{ReasonGPUModel, modelFilter{}},
@@ -63,7 +66,11 @@ func firstFailure(fs *[numFilters]namedFilter, d *demand, s *shape) string {
 }
 
 // numFilters is the length of the filter stack.
-const numFilters = 8
+const numFilters = 9
+
+type reachableFilter struct{}
+
+func (reachableFilter) pass(_ *demand, s *shape) bool { return !s.static.unreachable }
 
 type imagesFilter struct{}
 
@@ -125,6 +132,8 @@ type staticShape struct {
 	// What the provider runs: jobs in their own image (images), and only
 	// those (requireImage).
 	images, requireImage bool
+	// unreachable: no peer can reach the provider.
+	unreachable bool
 }
 
 // gpuType is a device model and memory size; devices of one type are
@@ -246,6 +255,7 @@ type staticKey struct {
 	cpus                 int64
 	mem                  uint64
 	images, requireImage bool
+	unreachable          bool
 }
 
 type conKey struct {
@@ -299,12 +309,12 @@ func (in *interner) multiset(types []int32) *multiset {
 	return m
 }
 
-func (in *interner) static(gpus *multiset, cpus int64, mem uint64, images, requireImage bool) *staticShape {
-	k := staticKey{gpus.id, cpus, mem, images, requireImage}
+func (in *interner) static(gpus *multiset, cpus int64, mem uint64, images, requireImage, unreachable bool) *staticShape {
+	k := staticKey{gpus.id, cpus, mem, images, requireImage, unreachable}
 	if s, ok := in.statics[k]; ok {
 		return s
 	}
-	s := &staticShape{id: in.nStatics, gpus: gpus, cpus: cpus, mem: mem, images: images, requireImage: requireImage}
+	s := &staticShape{id: in.nStatics, gpus: gpus, cpus: cpus, mem: mem, images: images, requireImage: requireImage, unreachable: unreachable}
 	in.nStatics++
 	in.statics[k] = s
 	return s

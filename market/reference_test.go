@@ -55,8 +55,9 @@ func refMatch(v View, o Options) Result {
 		events   []event
 		reserved bool
 		from     int64
-		// images and requireImage are the offer's flags of the same name.
-		images, requireImage bool
+		// images, requireImage and unreachable are the offer's flags of the
+		// same name.
+		images, requireImage, unreachable bool
 	}
 	var provs []*rprov
 	offers := slices.Clone(v.Offers)
@@ -64,7 +65,7 @@ func refMatch(v View, o Options) Result {
 	for _, off := range offers {
 		p := &rprov{id: off.Provider, h: tieHash(&seed, 'p', off.Provider), cpus: int64(max(off.CPUs, 0)), mem: off.MemoryBytes}
 		p.totCPUs, p.totMem = p.cpus, p.mem
-		p.images, p.requireImage = off.Images, off.RequireImage
+		p.images, p.requireImage, p.unreachable = off.Images, off.RequireImage, off.Unreachable
 		for _, g := range off.GPUs {
 			if g.UUID == "" {
 				continue
@@ -170,6 +171,8 @@ func refMatch(v View, o Options) Result {
 
 	imageReason := func(p *rprov, j *Job) string {
 		switch {
+		case p.unreachable:
+			return ReasonUnreachable
 		case j.Image && !p.images:
 			return ReasonNoImages
 		case !j.Image && p.requireImage:
@@ -375,6 +378,7 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 			MemoryBytes:  uint64(rapid.SampledFrom([]int{0, 16, 64, 256, 512}).Draw(t, "memGiB")) * uint64(GiB),
 			Images:       rapid.IntRange(0, 3).Draw(t, "images") > 0,
 			RequireImage: rapid.IntRange(0, 5).Draw(t, "requireImage") == 0,
+			Unreachable:  rapid.IntRange(0, 7).Draw(t, "unreachable") == 0,
 		}
 		for g := range rapid.IntRange(0, 8).Draw(t, "gpus") {
 			uuid := fmt.Sprintf("GPU-%d-%d", i, g)

@@ -86,7 +86,8 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 	case "offer":
 		// offer p1 gpus=4xH100:80GiB,2xA100:40GiB cpus=64 memory=512GiB busy=0,1 images=yes require_image=yes
 		o := Offer{Provider: name, CPUs: mustInt(t, arg(d, "cpus", "64")), MemoryBytes: uint64(mustSize(t, arg(d, "memory", "512GiB"))),
-			Images: arg(d, "images", "no") == "yes", RequireImage: arg(d, "require_image", "no") == "yes"}
+			Images: arg(d, "images", "no") == "yes", RequireImage: arg(d, "require_image", "no") == "yes",
+			Unreachable: arg(d, "unreachable", "no") == "yes"}
 		busy := map[int]bool{}
 		if b := arg(d, "busy", ""); b != "" {
 			for _, i := range strings.Split(b, ",") {

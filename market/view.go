@@ -32,6 +32,11 @@ type Offer struct {
 	Images bool `json:"images,omitempty"`
 	// RequireImage says the provider takes only jobs that bring an image.
 	RequireImage bool `json:"require_image,omitempty"`
+	// Unreachable says no peer can open a stream to the provider: it is
+	// behind a NAT and holds no relay reservation. It is offered no work,
+	// since no submitter could take its proposal's reply path nor send it
+	// data.
+	Unreachable bool `json:"unreachable,omitempty"`
 }
 
 // Job is an open declaration as the market sees it: only what decides where
@@ -300,6 +305,11 @@ func appendGPU(b []byte, g *GPU) []byte {
 }
 
 func appendOffer(b []byte, o *Offer, gpus []*GPU) []byte {
+	if o.Unreachable {
+		// A tag of its own rather than a field, so that views of reachable
+		// providers hash as they always have.
+		b = append(b, 'N')
+	}
 	b = append(b, 'O')
 	b = appendString(b, o.Provider)
 	b = appendInt(b, int64(o.CPUs))

@@ -57,6 +57,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 	switch {
 	case total == 0:
 		return "no offers in the view"
+	case counts[ReasonUnreachable] == total:
+		return "no offer comes from a provider peers can reach (behind a NAT, with no relay)"
 	case counts[ReasonNoImages] == total:
 		return "no offer can run jobs in their own image"
 	case counts[ReasonNeedImage] == total:
@@ -74,6 +76,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 		}
 		var phrase string
 		switch r {
+		case ReasonUnreachable:
+			phrase = "unreachable"
 		case ReasonNoImages:
 			phrase = "cannot run images"
 		case ReasonNeedImage:
@@ -105,8 +109,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 	return fmt.Sprintf("no offer has %s (%s)", describeNeed(s, true), strings.Join(parts, ", "))
 }
 
-func reasonOrder() [9]string {
-	return [9]string{ReasonNoImages, ReasonNeedImage, ReasonGPUModel, ReasonGPUMemory, ReasonGPUs, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved}
+func reasonOrder() [10]string {
+	return [10]string{ReasonUnreachable, ReasonNoImages, ReasonNeedImage, ReasonGPUModel, ReasonGPUMemory, ReasonGPUs, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved}
 }
 
 // describeNeed says what the job needs: "8 free GPUs", or with free false

@@ -33,6 +33,13 @@ type Config struct {
 	// MDNS turns on LAN discovery. Off by default: it multicasts on every
 	// interface.
 	MDNS bool
+	// NAT turns on what lets a node behind a NAT be reached: AutoNAT, port
+	// mapping, hole punching, and relay slots on the bootstrap peers. NATAuto
+	// (the default) means on unless every listen address is loopback.
+	NAT string
+	// RelayService makes this node a circuit relay for peers behind NATs,
+	// at once (a bootstrap peer on a public address). Off by default.
+	RelayService bool
 	// Heartbeat is how often a provider re-publishes its offer; a provider
 	// silent for three heartbeats leaves every view. Default 10s.
 	Heartbeat time.Duration

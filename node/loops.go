@@ -21,10 +21,12 @@ func (n *Node) signalOfferChanged() {
 	}
 }
 
-// ownOffer is the offer this node publishes.
-func (n *Node) ownOffer() market.Offer {
-	return market.Offer{Provider: n.self.String(), CPUs: n.cfg.CPUs, MemoryBytes: n.cfg.MemoryBytes, GPUs: n.provider.GPUs(),
-		Images: n.provider.Images(), RequireImage: n.cfg.RequireImage}
+// ownOffer is the offer this node publishes, and how peers reach it.
+func (n *Node) ownOffer() (market.Offer, string) {
+	reach, unreachable := n.reach()
+	o := market.Offer{Provider: n.self.String(), CPUs: n.cfg.CPUs, MemoryBytes: n.cfg.MemoryBytes, GPUs: n.provider.GPUs(),
+		Images: n.provider.Images(), RequireImage: n.cfg.RequireImage, Unreachable: unreachable}
+	return o, reach
 }
 
 // publishOffers publishes the node's offer at start, whenever it changes and
@@ -37,8 +39,10 @@ func (n *Node) publishOffers(ctx context.Context) {
 	t := time.NewTicker(n.cfg.Heartbeat)
 	defer t.Stop()
 	for {
+		offer, reach := n.ownOffer()
 		body := wire.OfferBody{
-			Offer:       n.ownOffer(),
+			Offer:       offer,
+			Reach:       reach,
 			Addrs:       n.Addrs(),
 			HeartbeatMs: n.cfg.Heartbeat.Milliseconds(),
 		}

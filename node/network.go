@@ -53,6 +53,7 @@ func (n *Node) Nodes() []api.Node {
 			LastSeen:    e.LastSeen.UTC(),
 			SignedAt:    time.UnixMilli(e.SignedAt).UTC(),
 			Self:        e.Offer.Provider == n.self.String(),
+			Reach:       e.Reach,
 		}
 		for _, g := range e.Offer.GPUs {
 			an.GPUs = append(an.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free})

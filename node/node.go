@@ -79,6 +79,10 @@ type Node struct {
 	// changed after.
 	handlers map[protocol.ID]p2p.Handler
 
+	boot    []peer.AddrInfo // bootstrap peers, also the relays of a node behind a NAT
+	natOn   bool            // NAT traversal runs (Config.NAT)
+	punches *punchLog       // the last hole punch with each peer
+
 	offerChanged chan struct{} // a signal to publish the offer now
 	loops        task.Group    // the node's own loops
 	inflight     task.Group    // stream handlers being answered
@@ -118,6 +122,13 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		offerChanged: make(chan struct{}, 1),
 		handlers:     make(map[protocol.ID]p2p.Handler),
 		gater:        p2p.NewGater(),
+		punches:      newPunchLog(),
+	}
+	if n.boot, err = p2p.ParseBootstrap(cfg.Bootstrap); err != nil {
+		return nil, err
+	}
+	if n.natOn, err = natOn(cfg.NAT, cfg.Listen); err != nil {
+		return nil, err
 	}
 	var closers []func() error
 	defer func() {
@@ -172,7 +183,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	closers = append(closers, n.images.Close)
 	n.imagesRun = n.logImageSupport()
-	if n.host, err = p2p.NewHost(p2p.HostConfig{Key: key, Listen: cfg.Listen, UserAgent: "e31d/" + Version, Gater: n.gater}); err != nil {
+	if n.host, err = p2p.NewHost(p2p.HostConfig{Key: key, Listen: cfg.Listen, UserAgent: "e31d/" + Version, Gater: n.gater,
+		Reachability: reachability(n.natOn, cfg.RelayService, n.boot, n.punches)}); err != nil {
 		return nil, err
 	}
 	closers = append(closers, n.host.Close)
@@ -221,7 +233,7 @@ func (n *Node) wireRoles() {
 	}, provider.Deps{
 		Key: n.key, Self: n.self, GPUs: n.gpus, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger,
 		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: addrs,
-		Metrics: n.metrics.provider, Log: n.log, OfferChanged: n.signalOfferChanged,
+		Metrics: n.metrics.provider, Log: n.log, OfferChanged: n.signalOfferChanged, Path: n.Path,
 		Runner: n.runner, Images: providerImages(n),
 	})
 	n.submitter = submitter.New(submitter.Config{
@@ -286,13 +298,8 @@ func (n *Node) Addrs() []string {
 // Run serves until ctx is cancelled, then shuts everything down, waiting
 // for work in flight at most ShutdownTimeout.
 func (n *Node) Run(ctx context.Context) error {
-	boot, err := p2p.ParseBootstrap(n.cfg.Bootstrap)
-	if err != nil {
-		n.closeStores()
-		return err
-	}
 	loopCtx, stopLoops := context.WithCancel(ctx)
-	b := p2p.StartBootstrap(loopCtx, n.host, boot, n.log)
+	b := p2p.StartBootstrap(loopCtx, n.host, n.boot, n.log)
 	var srv *apiserver.Server
 	defer func() {
 		stopLoops()

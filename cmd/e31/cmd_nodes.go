@@ -39,7 +39,7 @@ func runNodes(ctx context.Context, o nodesOptions, g *globalOptions) error {
 		return g.printJSON(nodes)
 	}
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PEER\tGPUS\tFREE\tMODELS\tLAST SEEN")
+	fmt.Fprintln(tw, "PEER\tGPUS\tFREE\tMODELS\tREACH\tLAST SEEN")
 	for _, n := range nodes {
 		free := 0
 		for _, gpu := range n.GPUs {
@@ -51,7 +51,11 @@ func runNodes(ctx context.Context, o nodesOptions, g *globalOptions) error {
 		if n.Self {
 			name += " (self)"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s ago\n", name, len(n.GPUs), free, models(n.GPUs), time.Since(n.LastSeen).Round(100*time.Millisecond))
+		reach := n.Reach
+		if reach == "" {
+			reach = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s ago\n", name, len(n.GPUs), free, models(n.GPUs), reach, time.Since(n.LastSeen).Round(100*time.Millisecond))
 	}
 	return tw.Flush()
 }

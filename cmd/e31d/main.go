@@ -25,21 +25,23 @@ import (
 // fileConfig is the TOML config file; every key mirrors a flag, and a flag
 // given on the command line wins over the file.
 type fileConfig struct {
-	Data      string   `toml:"data"`
-	Listen    []string `toml:"listen"`
-	Bootstrap []string `toml:"bootstrap"`
-	API       string   `toml:"api"`
-	SimGPUs   string   `toml:"sim-gpus"`
-	Network   string   `toml:"network"`
-	MDNS      bool     `toml:"mdns"`
-	Heartbeat string   `toml:"heartbeat"`
-	LogLevel  string   `toml:"log-level"`
-	LogFormat string   `toml:"log-format"`
-	Metrics   string   `toml:"metrics"`
-	CPUs      int      `toml:"cpus"`
-	Memory    string   `toml:"memory"`
-	MaxInput  string   `toml:"max-input"`
-	Runtime   string   `toml:"runtime"`
+	Data         string   `toml:"data"`
+	Listen       []string `toml:"listen"`
+	Bootstrap    []string `toml:"bootstrap"`
+	API          string   `toml:"api"`
+	SimGPUs      string   `toml:"sim-gpus"`
+	Network      string   `toml:"network"`
+	MDNS         bool     `toml:"mdns"`
+	NAT          string   `toml:"nat"`
+	RelayService bool     `toml:"relay-service"`
+	Heartbeat    string   `toml:"heartbeat"`
+	LogLevel     string   `toml:"log-level"`
+	LogFormat    string   `toml:"log-format"`
+	Metrics      string   `toml:"metrics"`
+	CPUs         int      `toml:"cpus"`
+	Memory       string   `toml:"memory"`
+	MaxInput     string   `toml:"max-input"`
+	Runtime      string   `toml:"runtime"`
 	// Images.
 	ImageCacheSize string `toml:"image-cache-size"`
 	ImagePull      bool   `toml:"image-pull"`
@@ -129,6 +131,8 @@ on the command line win.`,
 	f.StringVar(&o.file.SimGPUs, "sim-gpus", "", `simulated GPUs instead of real ones, e.g. "4xH100:80GiB" or "2xA100:40GiB,1xL4:24GiB"`)
 	f.StringVar(&o.file.Network, "network", node.DefaultNetwork, "network name; peers on other networks are ignored")
 	f.BoolVar(&o.file.MDNS, "mdns", false, "discover peers on the LAN with mDNS (multicasts on every interface)")
+	f.StringVar(&o.file.NAT, "nat", node.NATAuto, "reach and be reached from behind a NAT: AutoNAT, port mapping, hole punching, relay slots on the bootstrap peers; auto (on unless every --listen is loopback), on or off")
+	f.BoolVar(&o.file.RelayService, "relay-service", false, "serve as a circuit relay for peers behind NATs (for a bootstrap peer on a public address)")
 	f.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "how often the offer is re-published; 3 missed heartbeats drop a provider")
 	f.DurationVar(&o.epoch, "epoch", time.Second, "length of a matching epoch")
 	f.DurationVar(&o.receiptInterval, "receipt-interval", time.Minute, "how often an interim receipt is signed while compute is held")
@@ -182,6 +186,8 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("sim-gpus", func() { o.file.SimGPUs = or(fc.SimGPUs, o.file.SimGPUs) })
 	set("network", func() { o.file.Network = or(fc.Network, o.file.Network) })
 	set("mdns", func() { o.file.MDNS = o.file.MDNS || fc.MDNS })
+	set("nat", func() { o.file.NAT = or(fc.NAT, o.file.NAT) })
+	set("relay-service", func() { o.file.RelayService = o.file.RelayService || fc.RelayService })
 	set("log-level", func() { o.file.LogLevel = or(fc.LogLevel, o.file.LogLevel) })
 	set("log-format", func() { o.file.LogFormat = or(fc.LogFormat, o.file.LogFormat) })
 	set("cpus", func() {
@@ -273,6 +279,8 @@ func run(cmd *cobra.Command, o *options) error {
 		SimGPUs:           o.file.SimGPUs,
 		Network:           o.file.Network,
 		MDNS:              o.file.MDNS,
+		NAT:               o.file.NAT,
+		RelayService:      o.file.RelayService,
 		Heartbeat:         o.heartbeat,
 		Epoch:             o.epoch,
 		ReceiptInterval:   o.receiptInterval,

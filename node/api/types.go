@@ -50,6 +50,10 @@ type Node struct {
 	// minus SignedAt is how long gossip took to bring it here.
 	SignedAt time.Time `json:"signed_at"`
 	Self     bool      `json:"self,omitempty"`
+	// Reach is how peers reach the provider: public, relayed (through a
+	// relay until a hole is punched), private (no one can: offered no
+	// work), or empty when not known.
+	Reach string `json:"reach,omitempty"`
 }
 
 // StepName names one of the five steps of a job.

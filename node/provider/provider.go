@@ -132,6 +132,9 @@ type Deps struct {
 	// OfferChanged is called whenever the GPUs' state changes, so that the
 	// node publishes its offer at once. It must not block.
 	OfferChanged func()
+	// Path says how this node is connected to a peer and, when only
+	// through a relay, why (the last hole punch). Nil: always directly.
+	Path func(peer.ID) (p2p.Path, string)
 }
 
 // Metrics are the provider's counters, registered by the node.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -208,6 +209,25 @@ func TestSettleGivesUpAfterRetention(t *testing.T) {
 		// a second.
 		if n := calls.count(wire.ProtoOutput); n < 50 || n > 80 {
 			t.Fatalf("%d tries in an hour", n)
+		}
+	})
+}
+
+// Staging over a path that is only relayed waits for a hole to be punched,
+// then fails naming why, rather than stalling on a relay that carries no
+// data.
+func TestStagingWaitsForADirectPath(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		self := wiretest.FreshParty(t)
+		p := newTestProvider(t, self, Config{}, &absent{calls: map[protocol.ID]int{}}, &unpins{}, &memRecords{m: map[string]Record{}}, &memLedger{})
+		p.d.Path = func(peer.ID) (p2p.Path, string) { return p2p.PathRelayed, "hole punch failed: all retries failed" }
+		start := time.Now()
+		_, err := p.fetch(context.Background(), wiretest.FreshParty(t).ID, cid.Undef, content.FetchOptions{})
+		if err == nil || !strings.Contains(err.Error(), "hole punch failed") || !strings.Contains(err.Error(), "relayed") {
+			t.Fatalf("err = %v, want one naming the relayed path and the failed punch", err)
+		}
+		if took := time.Since(start); took < directWait || took > directWait+time.Second {
+			t.Fatalf("gave up after %s, want %s", took, directWait)
 		}
 	})
 }

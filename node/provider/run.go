@@ -16,6 +16,7 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -124,7 +125,7 @@ func (p *Provider) stage(ctx context.Context, lease string, from peer.ID, data [
 		if err != nil {
 			return nil, fmt.Errorf("data[%d].source: %w", i, err)
 		}
-		if _, err := p.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: pinInput(lease), Progress: p.d.Metrics.Staged}); err != nil {
+		if _, err := p.fetch(ctx, from, c, content.FetchOptions{Pin: pinInput(lease), Progress: p.d.Metrics.Staged}); err != nil {
 			return nil, fmt.Errorf("fetch data[%d] %s: %w", i, c, err)
 		}
 		dst := filepath.Join(dir, "inputs", strconv.Itoa(i))
@@ -142,6 +143,38 @@ func (p *Provider) stage(ctx context.Context, lease string, from peer.ID, data [
 	return inputs, nil
 }
 
+// directWait is how long staging waits for a direct connection to the
+// submitter when only a relayed one exists: hole punching runs as soon as
+// two peers meet through a relay and takes seconds when it works.
+const directWait = 30 * time.Second
+
+// fetch fetches a DAG from the submitter for staging, over a direct
+// connection: a relay carries a lease's messages but, by design, not its
+// data. With only a relayed path it waits for a hole to be punched, then
+// fails naming why, rather than stalling.
+func (p *Provider) fetch(ctx context.Context, from peer.ID, root cid.Cid, o content.FetchOptions) (content.FetchStats, error) {
+	if p.d.Path != nil {
+		deadline := time.Now().Add(directWait)
+		for {
+			path, why := p.d.Path(from)
+			if path != p2p.PathRelayed {
+				break
+			}
+			if time.Now().After(deadline) {
+				return content.FetchStats{}, fmt.Errorf("no direct connection to the submitter after %s, only a relayed one, which carries no data (%s)", directWait, why)
+			}
+			t := time.NewTimer(250 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return content.FetchStats{}, ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
+	return p.d.Fetcher.Fetch(ctx, from, root, o)
+}
+
 // stageCheckpoint lays out the checkpoint a resumed run starts from in the
 // folder mounted, writable, at the job's checkpoint path: the job finds it
 // where it left it. Exported straight there, it costs one copy, the same as
@@ -151,7 +184,7 @@ func (p *Provider) stageCheckpoint(ctx context.Context, lease string, from peer.
 	if err != nil {
 		return fmt.Errorf("output.checkpoints.from: %w", err)
 	}
-	if _, err := p.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: pinInput(lease), Progress: p.d.Metrics.Staged}); err != nil {
+	if _, err := p.fetch(ctx, from, c, content.FetchOptions{Pin: pinInput(lease), Progress: p.d.Metrics.Staged}); err != nil {
 		return fmt.Errorf("fetch the checkpoint to resume from, %s: %w", c, err)
 	}
 	if err := os.RemoveAll(dst); err != nil {
@@ -189,7 +222,7 @@ func (p *Provider) stageImage(ctx context.Context, lease string, from peer.ID, w
 			return nil, nil, fmt.Errorf("image %s pulled as %s, but the job names %s", w.ImageRef, got, root)
 		}
 		log.Info("image pulled", "ref", w.ImageRef, "cid", root)
-	} else if _, err := p.d.Fetcher.Fetch(ctx, from, root, content.FetchOptions{Pin: pinImage(lease), Progress: p.d.Metrics.Staged}); err != nil {
+	} else if _, err := p.fetch(ctx, from, root, content.FetchOptions{Pin: pinImage(lease), Progress: p.d.Metrics.Staged}); err != nil {
 		return nil, nil, fmt.Errorf("fetch image %s: %w", root, err)
 	}
 	img, release, err := p.d.Images.Prepare(ctx, root)

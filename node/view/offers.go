@@ -18,7 +18,8 @@ const MissedHeartbeats = 3
 type OfferEntry struct {
 	Offer     market.Offer
 	Addrs     []string
-	SignedAt  int64 // ms; an older offer never replaces a newer one
+	Reach     string // how peers reach the provider (wire.OfferBody.Reach)
+	SignedAt  int64  // ms; an older offer never replaces a newer one
 	LastSeen  time.Time
 	Heartbeat time.Duration
 	// prev is the offer this one replaced and when it arrived, so that an
@@ -56,6 +57,7 @@ func (v *Offers) Apply(b wire.OfferBody, signedAt int64, now time.Time) (isNew b
 	}
 	e.Offer = b.Offer
 	e.Addrs = b.Addrs
+	e.Reach = b.Reach
 	e.SignedAt = signedAt
 	e.LastSeen = now
 	e.Heartbeat = time.Duration(b.HeartbeatMs) * time.Millisecond

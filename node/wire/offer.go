@@ -20,7 +20,19 @@ type OfferBody struct {
 	Offer       market.Offer `json:"offer"`
 	Addrs       []string     `json:"addrs"`
 	HeartbeatMs int64        `json:"heartbeat_ms"`
+	// Reach is how peers reach the provider, as it knows it: "public"
+	// (dialled directly), "relayed" (behind a NAT, through a relay, direct
+	// once a hole is punched), "private" (behind a NAT, no relay: the offer
+	// is then marked Unreachable), or "" (not known).
+	Reach string `json:"reach,omitempty"`
 }
+
+// How a provider says peers reach it (OfferBody.Reach).
+const (
+	ReachPublic  = "public"
+	ReachRelayed = "relayed"
+	ReachPrivate = "private"
+)
 
 // Bounds on what a remote offer may say, so one peer cannot bloat every view.
 const (
@@ -51,6 +63,11 @@ func (b OfferBody) Check(signer peer.ID) error {
 	}
 	if len(b.Addrs) > MaxOfferAddrs {
 		return fmt.Errorf("offer lists %d addresses, limit %d", len(b.Addrs), MaxOfferAddrs)
+	}
+	switch b.Reach {
+	case "", ReachPublic, ReachRelayed, ReachPrivate:
+	default:
+		return fmt.Errorf("offer reach %q: want public, relayed, private or nothing", b.Reach)
 	}
 	if b.HeartbeatMs < 50 || b.HeartbeatMs > int64(time.Hour/time.Millisecond) {
 		return fmt.Errorf("offer heartbeat %dms out of range", b.HeartbeatMs)
