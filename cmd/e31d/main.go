@@ -48,6 +48,7 @@ type fileConfig struct {
 	RequireImage   bool   `toml:"require-image"`
 	// Durations, as Go durations ("30s").
 	Epoch           string `toml:"epoch"`
+	EpochDelay      string `toml:"epoch-delay"`
 	ReceiptInterval string `toml:"receipt-interval"`
 	Grace           string `toml:"grace"`
 	OutputTimeout   string `toml:"output-timeout"`
@@ -63,7 +64,7 @@ type options struct {
 	debugPartition bool
 	file           fileConfig
 	// Durations parsed from flags, or from the file where no flag was given.
-	heartbeat, epoch, receiptInterval, grace, outputTimeout, proposalTTL, stallTimeout, retention, providerLost time.Duration
+	heartbeat, epoch, epochDelay, receiptInterval, grace, outputTimeout, proposalTTL, stallTimeout, retention, providerLost time.Duration
 }
 
 // durationFlags ties each duration flag to its option and config key.
@@ -79,6 +80,7 @@ func (o *options) durationFlags(fc *fileConfig) []struct {
 	}{
 		{"heartbeat", &o.heartbeat, fc.Heartbeat},
 		{"epoch", &o.epoch, fc.Epoch},
+		{"epoch-delay", &o.epochDelay, fc.EpochDelay},
 		{"receipt-interval", &o.receiptInterval, fc.ReceiptInterval},
 		{"grace", &o.grace, fc.Grace},
 		{"output-timeout", &o.outputTimeout, fc.OutputTimeout},
@@ -135,6 +137,7 @@ on the command line win.`,
 	f.BoolVar(&o.file.RelayService, "relay-service", false, "serve as a circuit relay for peers behind NATs (for a bootstrap peer on a public address)")
 	f.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "how often the offer is re-published; 3 missed heartbeats drop a provider")
 	f.DurationVar(&o.epoch, "epoch", time.Second, "length of a matching epoch")
+	f.DurationVar(&o.epochDelay, "epoch-delay", 0, "how long before an epoch's start a message must have arrived to count in its view; more than gossip's p99 (default 150ms, at most half the epoch)")
 	f.DurationVar(&o.receiptInterval, "receipt-interval", time.Minute, "how often an interim receipt is signed while compute is held")
 	f.DurationVar(&o.grace, "grace", 30*time.Second, "time between SIGTERM and SIGKILL at a job's limit or withdrawal")
 	f.DurationVar(&o.outputTimeout, "output-timeout", 10*time.Minute, "how long output waits to be handed to the submitter")
@@ -283,6 +286,7 @@ func run(cmd *cobra.Command, o *options) error {
 		RelayService:      o.file.RelayService,
 		Heartbeat:         o.heartbeat,
 		Epoch:             o.epoch,
+		EpochDelay:        o.epochDelay,
 		ReceiptInterval:   o.receiptInterval,
 		Grace:             o.grace,
 		OutputTimeout:     o.outputTimeout,

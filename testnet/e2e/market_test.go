@@ -18,7 +18,10 @@ func TestTenJobsFillTwentyGPUs(t *testing.T) {
 		N:         5,
 		GPUs:      4,
 		Heartbeat: time.Second,
-		Args:      []string{"--epoch", "250ms"},
+		// Exact packing needs every provider to match on the same view: a
+		// delay well past gossip's delay on a loaded machine, so that views
+		// agree and no provider places a job its peers placed elsewhere.
+		Args: []string{"--epoch", "2s", "--epoch-delay", "800ms"},
 	})
 	sub := c.Client(0)
 	var ids []string
