@@ -21,7 +21,7 @@ import (
 const countJob = `n=0
 [ -f /ckpt/count ] && n=$(cat /ckpt/count)
 echo "start at $n"
-while [ "$n" -lt 20 ]; do n=$((n+1)); echo "$n" > /ckpt/count; sleep 0.5; done
+while [ "$n" -lt 20 ]; do n=$((n+1)); echo "$n" > /ckpt/count.tmp; mv /ckpt/count.tmp /ckpt/count; sleep 0.5; done
 echo "$n" > /out/final`
 
 func faultNet(t *testing.T) *cluster.Cluster {

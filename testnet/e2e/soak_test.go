@@ -468,12 +468,13 @@ func TestPartitionNoDoubleLease(t *testing.T) {
 }
 
 // soakCount counts to 8, a quarter second a step, keeping the count in its
-// checkpoint and starting from a resumed checkpoint when there is one (a
-// checkpoint taken before the first step is empty).
+// checkpoint (written to a temporary file and renamed, as a checkpoint must
+// be: the provider may take the folder at any moment) and starting from the
+// checkpoint when there is one.
 const soakCount = `n=0
 [ -f /ckpt/count ] && n=$(cat /ckpt/count)
 echo "start at $n"
-while [ "$n" -lt 8 ]; do n=$((n+1)); echo "$n" > /ckpt/count; sleep 0.25; done
+while [ "$n" -lt 8 ]; do n=$((n+1)); echo "$n" > /ckpt/count.tmp; mv /ckpt/count.tmp /ckpt/count; sleep 0.25; done
 echo "$n" > /out/final`
 
 // soakMaxResumes is the max_resumes of every soak job.
