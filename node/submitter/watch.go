@@ -100,29 +100,20 @@ func (s *Submitter) providerLost(ctx context.Context, id string, now time.Time) 
 	if j == nil {
 		return
 	}
-	var t wire.LeaseTerms
-	var lease wire.SignedLease
-	var silent time.Duration
-	var lastHeard, rent time.Time
-	err := s.update(j, func(r *Record) error {
-		if r.terminal() || r.Lease == nil {
-			return errSkip
-		}
-		t, lease = r.Lease.Terms, *r.Lease
-		lastHeard, rent = j.lastContact, r.stepAt(api.StepRent)
-		silent = now.Sub(j.lastContact).Round(time.Second)
-		r.State = api.JobReleased
-		r.Outcome, r.Attribution = ledger.OutcomeProviderLost, ledger.AttributionProvider
-		r.Reason = fmt.Sprintf("provider %s silent for %s", t.Provider, silent)
-		r.step(api.StepRelease, now)
-		return nil
-	})
-	if err == errSkip {
+	s.mu.Lock()
+	r := j.rec
+	if r.terminal() || r.Lease == nil {
+		s.mu.Unlock()
 		return
 	}
-	s.log.Warn("provider lost", "job", id, "lease", t.ID, "provider", t.Provider, "silent", silent)
+	t, lease := r.Lease.Terms, *r.Lease
+	lastHeard, rent := j.lastContact, r.stepAt(api.StepRent)
+	s.mu.Unlock()
+	silent := now.Sub(lastHeard).Round(time.Second)
+	reason := fmt.Sprintf("provider %s silent for %s", t.Provider, silent)
 
-	// This side's own record of the lease: held from its start until the
+	// This side's own record of the lease comes first, so that a job shown
+	// released always has its record: held from the lease's start until the
 	// provider was last heard from, signed by this node alone with the
 	// lease as evidence. The provider's final receipt supersedes it if the
 	// provider comes back.
@@ -130,7 +121,22 @@ func (s *Submitter) providerLost(ctx context.Context, id string, now time.Time) 
 	if err != nil {
 		s.log.Warn("receipts of a lost lease", "lease", t.ID, "err", err)
 	}
-	s.recordOneSided(ctx, lease, es, rent, lastHeard, fmt.Sprintf("provider %s silent for %s", t.Provider, silent))
+	s.recordOneSided(ctx, lease, es, rent, lastHeard, reason)
+
+	err = s.update(j, func(r *Record) error {
+		if r.terminal() || r.Lease == nil || r.Lease.Terms.ID != t.ID {
+			return errSkip // the provider's final receipt came first
+		}
+		r.State = api.JobReleased
+		r.Outcome, r.Attribution = ledger.OutcomeProviderLost, ledger.AttributionProvider
+		r.Reason = reason
+		r.step(api.StepRelease, now)
+		return nil
+	})
+	if err == errSkip {
+		return
+	}
+	s.log.Warn("provider lost", "job", id, "lease", t.ID, "provider", t.Provider, "silent", silent)
 
 	// Everyone's view frees the lease, as it would on the provider's own
 	// release; the held time the network charges is the last countersigned
