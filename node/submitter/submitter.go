@@ -322,16 +322,16 @@ func (s *Submitter) Submit(ctx context.Context, raw []byte, resumeOf string, pro
 	now := time.Now()
 	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Sources: sources, ResumeOf: resumeOf, State: api.JobQueued, Submitted: now}
 	rec.step(api.StepSubmit, now)
-	for _, src := range stagedCIDs(decl) {
-		c, _ := cid.Decode(src)
-		if err := s.d.Store.Pin(ctx, c, pinInput(id)); err != nil {
-			return api.Job{}, fmt.Errorf("pin data %s: %w", c, err)
+	// Every DAG the provider will fetch stays pinned for the job: the image
+	// under its own reason, the inputs and a checkpoint to resume from
+	// under the inputs'.
+	for _, c := range rec.contentRoots() {
+		reason := pinInput(id)
+		if c.String() == decl.Work.Image {
+			reason = pinImage(id)
 		}
-	}
-	if decl.Work.Image != "" {
-		c, _ := cid.Decode(decl.Work.Image)
-		if err := s.d.Store.Pin(ctx, c, pinImage(id)); err != nil {
-			return api.Job{}, fmt.Errorf("pin image %s: %w", c, err)
+		if err := s.d.Store.Pin(ctx, c, reason); err != nil {
+			return api.Job{}, fmt.Errorf("pin %s: %w", c, err)
 		}
 	}
 	j := &job{rec: rec}
@@ -425,19 +425,6 @@ func (s *Submitter) resumeDeclaration(of string) (market.Declaration, error) {
 	}
 	d.Work.Env["E31_RESUME_FROM"] = cp.Path
 	return d, d.Validate()
-}
-
-// stagedCIDs are the CIDs a provider fetches from this node for a job: its
-// inputs and the checkpoint it resumes from.
-func stagedCIDs(d market.Declaration) []string {
-	var out []string
-	for _, in := range d.Data {
-		out = append(out, in.Source)
-	}
-	if cp := d.Output.Checkpoints; cp != nil && cp.From != "" {
-		out = append(out, cp.From)
-	}
-	return out
 }
 
 // Withdraw withdraws one of this node's jobs: a queued job ends at once
