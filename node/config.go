@@ -50,6 +50,9 @@ type Config struct {
 	// every peer matches on the same facts. Default 150ms, or half the
 	// epoch if that is shorter.
 	EpochDelay time.Duration
+	// NoFastPath turns off straight-to-rent (market/doc.go): the node, as a
+	// provider, then proposes only what an epoch's Match assigns it.
+	NoFastPath bool
 	// ProposalTTL is how long a lease proposal waits for the submitter's
 	// answer; default 10s.
 	ProposalTTL time.Duration

@@ -19,6 +19,7 @@ func (n *Node) signalOfferChanged() {
 	case n.offerChanged <- struct{}{}:
 	default:
 	}
+	n.signalWork() // GPUs may have come free
 }
 
 // ownOffer is the offer this node publishes, and how peers reach it.
@@ -177,6 +178,7 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 		if n.market.AddJob(&view.OpenJob{ID: id, Submitter: s.Signer, Body: b, Raw: s.Raw, Seen: now}) {
 			n.log.Debug("job declared", "job", id, "submitter", s.Signer)
 			n.learnAddrsOnly(s.Signer, b.Addrs)
+			n.signalWork()
 		}
 	case wire.KindRequeue:
 		decls, err := wire.CheckRequeue(s)
@@ -188,7 +190,9 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 			if d.Decode(&b) != nil {
 				continue
 			}
-			n.market.AddJob(&view.OpenJob{ID: wire.JobID(d), Submitter: d.Signer, Body: b, Raw: d.Raw, Seen: now})
+			if n.market.AddJob(&view.OpenJob{ID: wire.JobID(d), Submitter: d.Signer, Body: b, Raw: d.Raw, Seen: now}) {
+				n.signalWork()
+			}
 		}
 	case wire.KindWithdrawal:
 		var b wire.WithdrawalBody
@@ -215,6 +219,7 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 		}
 		n.market.ReleaseLease(r, s.Signer, now)
 		n.log.Debug("lease released", "lease", r.Lease, "outcome", r.Outcome)
+		n.signalWork()
 	}
 }
 

@@ -84,6 +84,7 @@ type Node struct {
 	punches *punchLog       // the last hole punch with each peer
 
 	offerChanged chan struct{} // a signal to publish the offer now
+	work         chan struct{} // a signal that a job or free GPUs arrived: try the fast path
 	loops        task.Group    // the node's own loops
 	inflight     task.Group    // stream handlers being answered
 
@@ -120,6 +121,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		access:       acl.New(),
 		metrics:      newMetrics(),
 		offerChanged: make(chan struct{}, 1),
+		work:         make(chan struct{}, 1),
 		handlers:     make(map[protocol.ID]p2p.Handler),
 		gater:        p2p.NewGater(),
 		punches:      newPunchLog(),
@@ -349,6 +351,7 @@ func (n *Node) Run(ctx context.Context) error {
 	n.loops.Go(func() { n.expireOffers(loopCtx) })
 	n.loops.Go(func() { n.receiveJobs(loopCtx, jobsSub) })
 	n.loops.Go(func() { n.matchLoop(loopCtx) })
+	n.loops.Go(func() { n.fastLoop(loopCtx) })
 	n.submitter.Start()
 	n.provider.Resume()
 

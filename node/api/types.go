@@ -220,6 +220,9 @@ type Match struct {
 	ViewHash    string              `json:"view_hash"`
 	Jobs        int                 `json:"jobs"`
 	Assignments []market.Assignment `json:"assignments"`
+	// Fast marks a pass between epochs, on the view as it stood then
+	// (straight to rent), rather than an epoch's frozen view.
+	Fast bool `json:"fast,omitempty"`
 }
 
 // Block names the peers a node refuses to connect with; empty heals.
