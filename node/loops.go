@@ -71,6 +71,10 @@ func (n *Node) receiveOffers(ctx context.Context, sub *p2p.Subscription) {
 			continue // the validator already checked it; cannot happen
 		}
 		now := time.Now()
+		// A changed offer may change who a pass between epochs assigns a
+		// waiting job to: the provider that holds devices it has not yet
+		// announced knows it cannot take the job before its peers do.
+		n.signalWork()
 		if isNew := n.offers.Apply(b, s.Message.Time, now); isNew {
 			n.log.Info("provider joined the view", "provider", b.Offer.Provider, "gpus", len(b.Offer.GPUs))
 			n.learnAddrs(ctx, s.Signer, b.Addrs)
