@@ -150,7 +150,7 @@ on the command line win.`,
 	f.IntVar(&o.file.CPUs, "cpus", 0, "CPUs to offer beside the GPUs (default: all of this machine's)")
 	f.StringVar(&o.file.Memory, "memory", "", "memory to offer beside the GPUs, e.g. 64GiB (default: all of this machine's)")
 	f.StringVar(&o.file.MaxInput, "max-input", "64GiB", "largest total of input data a job submitted here may declare")
-	f.StringVar(&o.file.Metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9031); off when empty")
+	f.StringVar(&o.file.Metrics, "metrics", "", "serve Prometheus metrics, and Go profiles under /debug/pprof/, on this address (e.g. 127.0.0.1:9031); off when empty")
 	f.StringVar(&o.file.Runtime, "runtime", "", "OCI runtime binary (default: runc, else crun, whichever works)")
 	f.StringVar(&o.file.ImageCacheSize, "image-cache-size", "64GiB", "disk kept for unpacked image layers under DATA/layers (least recently used go first)")
 	f.BoolVar(&o.file.ImagePull, "image-pull", false, "pull a job's image from its registry (work.image_ref) instead of fetching it from the submitter")
