@@ -27,26 +27,17 @@ import (
 // walk calls visit for each job in priority order. Placing a job charges
 // its submitter (jobState.sub) before the next pick.
 func (m *matcher) walk(visit func(*jobState) bool) {
-	// One queue per submitter. Jobs arrive here in ID order, so the queues
-	// are made in an order that does not depend on the map, and the heap's
-	// total order makes even that irrelevant. A starving job belongs to its
-	// submitter's record too, so that its placement is charged there.
-	byName := make(map[string]*submitterQueue)
-	var h submitterHeap
+	// One queue per submitter (buildJobs made them, in ID order of their
+	// first job, though the heap's total order makes even that irrelevant).
+	// A starving job belongs to its submitter's record too, so that its
+	// placement is charged there.
+	h := submitterHeap(m.subs)
 	starving := make([]*jobState, 0, len(m.jobs))
 	for _, j := range m.jobs {
-		q := byName[j.job.Submitter]
-		if q == nil {
-			name := j.job.Submitter
-			q = &submitterQueue{name: name, use: m.usage[name], order: tieHash(&m.seed, 's', name)}
-			byName[name] = q
-			h = append(h, q)
-		}
-		j.sub = q
-		if m.starving > 0 && j.shape != nil && m.now-j.at >= m.starving {
+		if m.starving > 0 && m.now-j.at >= m.starving {
 			starving = append(starving, j)
 		} else {
-			q.jobs = append(q.jobs, j)
+			j.sub.jobs = append(j.sub.jobs, j)
 		}
 	}
 	m.sortByAge(starving)
@@ -122,10 +113,10 @@ func (m *matcher) compareAge(a, b *jobState) int {
 	if c := cmp.Compare(a.at, b.at); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(m.jobHash(a), m.jobHash(b)); c != 0 {
+	if c := cmp.Compare(a.h, b.h); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.job.ID, b.job.ID)
+	return cmp.Compare(a.id, b.id)
 }
 
 type submitterQueue struct {
