@@ -180,7 +180,7 @@ type matcher struct {
 	reserved []*provider // in the order reserved
 	shapes   map[shapeKey]*demandShape
 	usage    map[string]int64
-	jobs     []*jobState
+	jobs     []jobState        // valid open jobs, in ID order
 	subs     []*submitterQueue // in order of first appearance in ID order
 	waiting  []waitNote        // in rank order
 	invalid  []Wait            // by job ID
@@ -366,12 +366,11 @@ func (m *matcher) buildJobs(n *normalized) {
 		leased[i] = l.Job
 	}
 	slices.Sort(leased)
-	m.jobs = make([]*jobState, 0, len(n.jobs))
-	states := make([]jobState, len(n.jobs))
+	m.jobs = make([]jobState, 0, len(n.jobs))
 	m.waiting = make([]waitNote, 0, len(n.jobs))
 	byName := make(map[string]*submitterQueue)
 	var last *submitterQueue
-	for i, j := range n.jobs {
+	for _, j := range n.jobs {
 		for len(leased) > 0 && leased[0] < j.ID {
 			leased = leased[1:]
 		}
@@ -385,7 +384,8 @@ func (m *matcher) buildJobs(n *normalized) {
 			m.invalid = append(m.invalid, Wait{Job: j.ID, Reason: "invalid request: " + ps.list[0].String()})
 			continue
 		}
-		js := &states[i]
+		m.jobs = append(m.jobs, jobState{})
+		js := &m.jobs[len(m.jobs)-1]
 		js.id = j.ID
 		js.at = j.SubmittedAt
 		js.limit = j.Request.Limit
@@ -403,7 +403,7 @@ func (m *matcher) buildJobs(n *normalized) {
 			last = q
 		}
 		js.sub = q
-		m.jobs = append(m.jobs, js)
+		q.n++
 	}
 }
 
