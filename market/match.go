@@ -179,6 +179,7 @@ type matcher struct {
 	ix       *index
 	reserved []*provider // in the order reserved
 	shapes   map[shapeKey]*demandShape
+	recent   [shapeCacheSize]recentShape // a cache in front of shapes
 	usage    map[string]int64
 	jobs     []jobState        // valid open jobs, in ID order
 	subs     []*submitterQueue // in order of first appearance in ID order
@@ -407,16 +408,38 @@ func (m *matcher) buildJobs(n *normalized) {
 	}
 }
 
+// shapeCacheSize is the number of slots of the cache in front of the
+// shape map. A queue holds few distinct requests, and comparing a key is
+// far cheaper than hashing its model name for the map, once per job.
+const shapeCacheSize = 64
+
+type recentShape struct {
+	key   shapeKey
+	shape *demandShape
+}
+
 func (m *matcher) shapeOf(r *Request, image bool) *demandShape {
 	k := shapeKey{image: image, gpus: r.GPUs, model: r.GPUModel, minMem: uint64(r.GPUMemory), cpus: int64(r.CPUs), mem: uint64(r.Memory)}
-	if s, ok := m.shapes[k]; ok {
-		return s
+	// The slot depends on the numbers of the request and the length of the
+	// model name, not on the name's bytes.
+	h := uint64(k.gpus)*0x9e3779b97f4a7c15 ^ uint64(k.cpus)*0xbf58476d1ce4e5b9 ^ k.mem*0x94d049bb133111eb ^
+		k.minMem*0x2545f4914f6cdd1d ^ uint64(len(k.model))*0xff51afd7ed558ccd
+	if image {
+		h = ^h
 	}
-	s := &demandShape{
-		demand: demand{gpus: r.GPUs, con: m.in.constraint(r.GPUModel, uint64(r.GPUMemory)), cpus: int64(r.CPUs), mem: uint64(r.Memory), image: image},
-		model:  r.GPUModel,
+	slot := &m.recent[(h^h>>29^h>>47)%shapeCacheSize]
+	if slot.shape != nil && slot.key == k {
+		return slot.shape
 	}
-	m.shapes[k] = s
+	s, ok := m.shapes[k]
+	if !ok {
+		s = &demandShape{
+			demand: demand{gpus: r.GPUs, con: m.in.constraint(r.GPUModel, uint64(r.GPUMemory)), cpus: int64(r.CPUs), mem: uint64(r.Memory), image: image},
+			model:  r.GPUModel,
+		}
+		m.shapes[k] = s
+	}
+	*slot = recentShape{key: k, shape: s}
 	return s
 }
 
