@@ -70,7 +70,7 @@ func (l *Ledger) Append(ctx context.Context, r Receipt) (Entry, error) {
 	if r.OneSided() {
 		return Entry{}, fmt.Errorf("%s: %w: a one-sided record goes through AppendOneSided", what, ErrInvalidReceipt)
 	}
-	p, err := prepare(r)
+	p, err := l.prepare(r)
 	if err != nil {
 		return Entry{}, fmt.Errorf("%s: %w", what, err)
 	}
@@ -131,8 +131,10 @@ func clean(r Receipt) Receipt {
 
 // prepare does all the per-receipt work that needs no store: checks,
 // signature verification (the dominant cost), encoding and digests. It runs
-// on the caller's goroutine, so many Appends verify in parallel.
-func prepare(r Receipt) (*prepared, error) {
+// on the caller's goroutine, so many Appends verify in parallel. Each
+// signature is checked on its own under crypto/ed25519's rules, never in a
+// batch: what a ledger stores must pass every third party's check.
+func (l *Ledger) prepare(r Receipt) (*prepared, error) {
 	// Store exactly what the JSON form can carry, and nothing the caller can
 	// still change through a shared pointer or slice.
 	r = clean(r)
@@ -141,11 +143,11 @@ func prepare(r Receipt) (*prepared, error) {
 		return nil, err
 	}
 	sb := r.SigningBytes()
-	pp, err := publicKey(r.Provider)
+	pp, err := l.keys.get(r.Provider)
 	if err != nil {
 		return nil, fmt.Errorf("provider: %w", err)
 	}
-	sp, err := publicKey(r.Submitter)
+	sp, err := l.keys.get(r.Submitter)
 	if err != nil {
 		return nil, fmt.Errorf("submitter: %w", err)
 	}

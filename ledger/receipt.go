@@ -289,7 +289,7 @@ func (r *Receipt) sign(sk crypto.PrivKey) ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	sig, err := sk.Sign(r.SigningBytes())
+	sig, err := signWith(sk, r.SigningBytes())
 	if err != nil {
 		return nil, fmt.Errorf("sign receipt: %w", err)
 	}
@@ -351,7 +351,7 @@ func (r *Receipt) checkEvidence() error {
 // verifyWith checks the signatures over msg. On a one-sided record the
 // signer's key must be passed for its role (the other is not used) and the
 // lease evidence is checked too.
-func (r *Receipt) verifyWith(msg []byte, provider, submitter crypto.PubKey) error {
+func (r *Receipt) verifyWith(msg []byte, provider, submitter *pubKey) error {
 	if r.OneSided() {
 		sig, other, pk := r.ProviderSig, r.SubmitterSig, provider
 		if r.Signer == SignerSubmitter {
@@ -372,31 +372,6 @@ func (r *Receipt) verifyWith(msg []byte, provider, submitter crypto.PubKey) erro
 		return fmt.Errorf("submitter %s: %w", r.Submitter, err)
 	}
 	return nil
-}
-
-func checkSig(pk crypto.PubKey, msg, sig []byte) error {
-	if len(sig) == 0 {
-		return ErrUnsigned
-	}
-	ok, err := pk.Verify(msg, sig)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrBadSignature, err)
-	}
-	if !ok {
-		return ErrBadSignature
-	}
-	return nil
-}
-
-// publicKey extracts the key a peer ID embeds. A hashed peer ID (RSA, ECDSA)
-// has none, and a receipt from such a peer could not be checked by a third
-// party, so it counts as a bad signature.
-func publicKey(id peer.ID) (crypto.PubKey, error) {
-	pk, err := id.ExtractPublicKey()
-	if err != nil {
-		return nil, fmt.Errorf("%w: no public key in peer ID %q: %w", ErrBadSignature, id, err)
-	}
-	return pk, nil
 }
 
 func appendString(b []byte, s string) []byte {
