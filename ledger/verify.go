@@ -59,7 +59,8 @@ type BadEntry struct {
 // Hashes are checked before signatures, so an edited receipt shows as an
 // edit; a signature failure means an entry whose chain fields were rebuilt
 // around a receipt that neither party signed. Signature checks, the bulk of
-// the cost, run on all available CPUs.
+// the cost, run in batches (batch.go) on all available CPUs, and a batch
+// that fails is checked again one signature at a time to name the entry.
 func (l *Ledger) Verify(ctx context.Context) (VerifyReport, error) {
 	return l.verify(ctx, runtime.GOMAXPROCS(0))
 }
