@@ -53,7 +53,9 @@ type appendResult struct {
 
 // Append stores a receipt both parties have signed. It refuses one that
 // fails Validate or Verify, so the ledger holds only receipts a third party
-// would accept. Appending a receipt already stored returns its entry;
+// would accept. A signature this process has just made on r (SignProvider,
+// Countersign) is valid by construction and not checked again, as long as
+// r is unchanged since. Appending a receipt already stored returns its entry;
 // appending a different receipt for the same (lease, seq), or one that does
 // not fit the lease's stored receipts, fails with ErrConflict.
 //
@@ -151,7 +153,7 @@ func (l *Ledger) prepare(r Receipt) (*prepared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("submitter: %w", err)
 	}
-	if err := r.verifyWith(sb, pp, sp); err != nil {
+	if err := r.verifyForStore(sb, pp, sp); err != nil {
 		return nil, err
 	}
 	rj, err := r.MarshalJSON()

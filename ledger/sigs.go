@@ -1,6 +1,9 @@
 package ledger
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"sync"
 
@@ -106,16 +109,77 @@ func checkSig(k *pubKey, msg, sig []byte) error {
 
 // signWith signs msg with sk: an Ed25519 key through voi, any other through
 // its own Sign.
-func signWith(sk crypto.PrivKey, msg []byte) ([]byte, error) {
+//
+// An Ed25519 private key carries its public half, which is what its peer
+// ID names, and signing uses it as given: a key whose halves disagree (an
+// edited key file) makes signatures that verify under no key. So the
+// public half is derived again from the seed and must match. That costs
+// about half a signature, and makes every Ed25519 signature made here
+// valid by construction, which is what lets Append skip checking it.
+// valid reports the Ed25519 case, whose signature is known to verify.
+func signWith(sk crypto.PrivKey, msg []byte) (sig []byte, valid bool, err error) {
 	e, ok := sk.(*crypto.Ed25519PrivateKey)
 	if !ok {
-		return sk.Sign(msg)
+		sig, err = sk.Sign(msg)
+		return sig, false, err
 	}
 	raw, err := e.Raw()
 	if err != nil || len(raw) != voi.PrivateKeySize {
-		return sk.Sign(msg)
+		return nil, false, fmt.Errorf("%w: malformed Ed25519 private key", ErrWrongKey)
 	}
-	return voi.Sign(voi.PrivateKey(raw), msg), nil
+	priv := voi.NewKeyFromSeed(raw[:voi.SeedSize])
+	if !bytes.Equal(priv[voi.SeedSize:], raw[voi.SeedSize:]) {
+		return nil, false, fmt.Errorf("%w: the private key's public half does not match its seed", ErrWrongKey)
+	}
+	return voi.Sign(priv, msg), true, nil
+}
+
+// signedHere records signatures this process made on a receipt, each by
+// the digest of what it covers and of the signature itself. Only
+// SignProvider and Countersign write it, with an Ed25519 key checked whole
+// (signWith), so a signature it names is valid under the receipt's peer
+// ID. It binds the exact bytes: a receipt edited after signing, or given
+// another signature, no longer matches and is checked as usual. It is
+// never copied into JSON, so a receipt from the network never carries one.
+// Immutable once made: receipts copied by value share it.
+type signedHere struct {
+	provider, submitter [sha256.Size]byte // zero: not signed here
+}
+
+func madeDigest(msg, sig []byte) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write(binary.AppendUvarint(nil, uint64(len(msg))))
+	h.Write(msg)
+	h.Write(sig)
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
+}
+
+// with returns a copy of m that also records sig over msg made as role.
+func (m *signedHere) with(role string, msg, sig []byte) *signedHere {
+	var n signedHere
+	if m != nil {
+		n = *m
+	}
+	if role == SignerSubmitter {
+		n.submitter = madeDigest(msg, sig)
+	} else {
+		n.provider = madeDigest(msg, sig)
+	}
+	return &n
+}
+
+// has reports whether sig over msg was made here as role.
+func (m *signedHere) has(role string, msg, sig []byte) bool {
+	if m == nil || len(sig) == 0 {
+		return false
+	}
+	want := m.provider
+	if role == SignerSubmitter {
+		want = m.submitter
+	}
+	return want != [sha256.Size]byte{} && madeDigest(msg, sig) == want
 }
 
 // keyCache keeps expanded keys by peer ID, for a ledger's Appends. It is

@@ -209,9 +209,9 @@ func TestPropertySignMatchesStdlib(t *testing.T) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		got, err := signWith(sk, msg)
-		if err != nil {
-			rt.Fatal(err)
+		got, valid, err := signWith(sk, msg)
+		if err != nil || !valid {
+			rt.Fatal(valid, err)
 		}
 		want, err := sk.Sign(msg)
 		if err != nil || !bytes.Equal(got, want) {
