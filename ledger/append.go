@@ -53,7 +53,9 @@ type appendResult struct {
 
 // Append stores a receipt both parties have signed. It refuses one that
 // fails Validate or Verify, so the ledger holds only receipts a third party
-// would accept. Appending a receipt already stored returns its entry;
+// would accept. A signature this process has just made on r (SignProvider,
+// Countersign) is valid by construction and not checked again, as long as
+// r is unchanged since. Appending a receipt already stored returns its entry;
 // appending a different receipt for the same (lease, seq), or one that does
 // not fit the lease's stored receipts, fails with ErrConflict.
 //
@@ -70,7 +72,7 @@ func (l *Ledger) Append(ctx context.Context, r Receipt) (Entry, error) {
 	if r.OneSided() {
 		return Entry{}, fmt.Errorf("%s: %w: a one-sided record goes through AppendOneSided", what, ErrInvalidReceipt)
 	}
-	p, err := prepare(r)
+	p, err := l.prepare(r)
 	if err != nil {
 		return Entry{}, fmt.Errorf("%s: %w", what, err)
 	}
@@ -131,8 +133,10 @@ func clean(r Receipt) Receipt {
 
 // prepare does all the per-receipt work that needs no store: checks,
 // signature verification (the dominant cost), encoding and digests. It runs
-// on the caller's goroutine, so many Appends verify in parallel.
-func prepare(r Receipt) (*prepared, error) {
+// on the caller's goroutine, so many Appends verify in parallel. Each
+// signature is checked on its own under crypto/ed25519's rules, never in a
+// batch: what a ledger stores must pass every third party's check.
+func (l *Ledger) prepare(r Receipt) (*prepared, error) {
 	// Store exactly what the JSON form can carry, and nothing the caller can
 	// still change through a shared pointer or slice.
 	r = clean(r)
@@ -141,15 +145,15 @@ func prepare(r Receipt) (*prepared, error) {
 		return nil, err
 	}
 	sb := r.SigningBytes()
-	pp, err := publicKey(r.Provider)
+	pp, err := l.keys.get(r.Provider)
 	if err != nil {
 		return nil, fmt.Errorf("provider: %w", err)
 	}
-	sp, err := publicKey(r.Submitter)
+	sp, err := l.keys.get(r.Submitter)
 	if err != nil {
 		return nil, fmt.Errorf("submitter: %w", err)
 	}
-	if err := r.verifyWith(sb, pp, sp); err != nil {
+	if err := r.verifyForStore(sb, pp, sp); err != nil {
 		return nil, err
 	}
 	rj, err := r.MarshalJSON()

@@ -37,6 +37,22 @@
 //
 // Key layout is described in keys.go.
 //
+// # Signatures
+//
+// Receipts are signed and checked with curve25519-voi (sigs.go), which
+// makes the same Ed25519 signatures as crypto/ed25519 at about half the
+// cost and, checking one signature, accepts exactly what
+// crypto/ed25519.Verify accepts. Append checks each signature that way,
+// with the signers' keys expanded once and cached, except the ones this
+// process made on the receipt itself: signing checks the key whole, so
+// those are valid by construction, and the receipt notes them by the exact
+// bytes they cover (signedHere), so a receipt changed after signing is
+// checked in full. Verify and VerifyExport,
+// which re-check many signatures at once, check them in batches of 256
+// spread over GOMAXPROCS goroutines (batch.go, which says where a batch's
+// verdict can differ from crypto/ed25519's and why that cannot put a
+// receipt in a ledger).
+//
 // # One-sided records, disputes and settlement
 //
 // Every lease both parties signed ends in a record on every surviving side.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -101,7 +100,7 @@ func (e *LeaseEvidence) verify() (LeaseTerms, error) {
 		id   peer.ID
 		sig  []byte
 	}{{"provider", t.Provider, e.ProviderSig}, {"submitter", t.Submitter, e.SubmitterSig}} {
-		var pk crypto.PubKey
+		var pk *pubKey
 		if pk, err = publicKey(p.id); err == nil {
 			err = checkSig(pk, msg, p.sig)
 		}

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"runtime"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -129,13 +131,27 @@ type ExportReport struct {
 // VerifyExport reads a file Export wrote and checks every signature in it
 // with the public keys inside the peer IDs it names: no daemon, no network.
 // It decodes as strictly as DecodeReceipt (unknown or repeated fields,
-// trailing data and oversized entries are refused) and stops at the first
-// entry that fails, naming it, with ErrBadExport.
+// trailing data and oversized entries are refused) and names the first
+// entry that fails, with ErrBadExport; the report then counts the entries
+// before it. Signatures are checked in batches on all available CPUs (see
+// batch.go) while the file is read.
 func VerifyExport(r io.Reader) (ExportReport, error) {
-	var rep ExportReport
+	return verifyExport(r, runtime.GOMAXPROCS(0))
+}
+
+// exportSeen is what VerifyExport keeps of each entry until it knows how
+// far the file verifies.
+type exportSeen struct {
+	index uint64 // as the file states it
+	kind  entryKind
+}
+
+// verifyExport checks signatures on the given number of goroutines (1:
+// inline).
+func verifyExport(r io.Reader, workers int) (ExportReport, error) {
 	dec := json.NewDecoder(r)
 	fail := func(format string, args ...any) (ExportReport, error) {
-		return rep, fmt.Errorf("%w: %s", ErrBadExport, fmt.Sprintf(format, args...))
+		return ExportReport{}, fmt.Errorf("%w: %s", ErrBadExport, fmt.Sprintf(format, args...))
 	}
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return fail("not a JSON object")
@@ -153,51 +169,84 @@ func VerifyExport(r io.Reader) (ExportReport, error) {
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
 		return fail("entries: not an array")
 	}
-	oneSided := map[string]int{}
-	settled := map[string]bool{}
-	for i := 0; dec.More(); i++ {
+
+	var (
+		seen     []exportSeen
+		keys     = map[peer.ID]*pubKey{}
+		oneSided = map[string]int{}
+		settled  = map[string]bool{}
+		sigs     = newSigChecker(context.Background(), workers)
+		// The first failure found while reading: its position (entry
+		// number, 1-based) and message. A signature failure still being
+		// checked may turn out to come earlier.
+		failAt  = uint64(math.MaxUint64)
+		failMsg string
+	)
+	failed := func(pos uint64, format string, args ...any) {
+		failAt, failMsg = pos, fmt.Sprintf(format, args...)
+	}
+	for dec.More() {
+		pos := uint64(len(seen) + 1)
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return fail("entry #%d: %v", i+1, err)
+			failed(pos, "entry #%d: %v", pos, err)
+			break
 		}
 		if len(raw) > maxExportEntry {
-			return fail("entry #%d: %d bytes, at most %d", i+1, len(raw), maxExportEntry)
+			failed(pos, "entry #%d: %d bytes, at most %d", pos, len(raw), maxExportEntry)
+			break
 		}
 		e, err := decodeExportEntry(raw)
 		if err != nil {
-			return fail("entry #%d: %v", i+1, err)
+			failed(pos, "entry #%d: %v", pos, err)
+			break
 		}
-		name := fmt.Sprintf("entry #%d (index %d, lease %s", i+1, e.Index, e.subject().Lease)
-		if e.Dispute != nil {
-			if err := e.Dispute.Verify(); err != nil {
-				return fail("%s, dispute): %v", name, err)
+		job, kind, err := exportJob(keys, pos, &e)
+		if err != nil {
+			failed(pos, "%s: %v", exportEntryName(pos, e.Index, &job), err)
+			break
+		}
+		switch r := &e.Receipt; {
+		case kind == kindOneSided:
+			oneSided[r.Lease]++
+		case kind == kindReceipt && r.Final:
+			settled[r.Lease] = true
+		}
+		seen = append(seen, exportSeen{index: e.Index, kind: kind})
+		sigs.check(job)
+	}
+	if failAt == math.MaxUint64 {
+		switch tok, err := dec.Token(); {
+		case err != nil || tok != json.Delim(']'):
+			failed(failAt, "entries: unterminated array")
+		default:
+			if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+				failed(failAt, "fields after \"entries\"")
+			} else if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+				failed(failAt, "data after the document")
 			}
-			rep.Disputes++
-		} else {
-			r := &e.Receipt
-			if err := r.Verify(); err != nil {
-				return fail("%s, seq %d): %v", name, r.Seq, err)
-			}
-			switch {
-			case r.OneSided():
-				oneSided[r.Lease]++
-			default:
-				rep.TwoSided++
-				if r.Final {
-					settled[r.Lease] = true
-				}
-			}
+		}
+	}
+	if bad := sigs.wait(); bad != nil && bad.job.pos <= failAt {
+		failAt = bad.job.pos
+		failMsg = fmt.Sprintf("%s: %v", exportEntryName(failAt, seen[failAt-1].index, &bad.job), bad.err)
+	}
+
+	var rep ExportReport
+	for i := range seen {
+		if uint64(i+1) >= failAt {
+			break
 		}
 		rep.Entries++
+		switch seen[i].kind {
+		case kindReceipt:
+			rep.TwoSided++
+		case kindDispute:
+			rep.Disputes++
+		}
 	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim(']') {
-		return fail("entries: unterminated array")
-	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return fail("fields after \"entries\"")
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fail("data after the document")
+	if failMsg != "" {
+		return rep, fmt.Errorf("%w: %s", ErrBadExport, failMsg)
 	}
 	for lease, n := range oneSided {
 		if settled[lease] {
@@ -207,6 +256,40 @@ func VerifyExport(r io.Reader) (ExportReport, error) {
 		}
 	}
 	return rep, nil
+}
+
+// exportJob is the signature check of an export entry at pos. An error is
+// a signer whose peer ID holds no usable key.
+func exportJob(keys map[peer.ID]*pubKey, pos uint64, e *Entry) (sigJob, entryKind, error) {
+	if e.Dispute != nil {
+		return sigJob{pos: pos, r: e.Dispute.Ours, dispute: e.Dispute}, kindDispute, nil
+	}
+	r := &e.Receipt
+	job := sigJob{pos: pos, r: *r, msg: r.SigningBytes()}
+	if r.OneSided() {
+		k, err := cachedKey(keys, r.signerID())
+		if err != nil {
+			return job, kindOneSided, fmt.Errorf("%s: %w", r.Signer, err)
+		}
+		job.provider, job.submitter = k, k
+		return job, kindOneSided, nil
+	}
+	var err error
+	if job.provider, err = cachedKey(keys, r.Provider); err != nil {
+		return job, kindReceipt, fmt.Errorf("provider: %w", err)
+	}
+	if job.submitter, err = cachedKey(keys, r.Submitter); err != nil {
+		return job, kindReceipt, fmt.Errorf("submitter: %w", err)
+	}
+	return job, kindReceipt, nil
+}
+
+// exportEntryName names an entry of an export file in an error.
+func exportEntryName(pos, index uint64, j *sigJob) string {
+	if j.dispute != nil {
+		return fmt.Sprintf("entry #%d (index %d, lease %s, dispute)", pos, index, j.dispute.Lease)
+	}
+	return fmt.Sprintf("entry #%d (index %d, lease %s, seq %d)", pos, index, j.r.Lease, j.r.Seq)
 }
 
 func decodeExportEntry(raw []byte) (Entry, error) {

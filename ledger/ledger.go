@@ -67,6 +67,7 @@ type Ledger struct {
 	self       peer.ID
 	reqs       chan *appendReq // to the writer goroutine; closed by Close
 	writerDone chan struct{}   // closed when the writer has returned
+	keys       keyCache        // signers' keys, expanded for repeated checks
 
 	mu     sync.RWMutex // held for reading by every operation, so Close waits for them
 	closed bool         // guarded by mu

@@ -462,7 +462,7 @@ func TestBatchSplitsLargeTransactions(t *testing.T) {
 	for i := 0; bytes < 3*maxTxnBytes; i++ {
 		r := final(interim(fmt.Sprintf("lease-%d", i), "job-1", prov, sub, 0, ""))
 		r.Reason = strings.Repeat("<", maxReasonLen) // six bytes each in JSON
-		p, err := prepare(sign(t, r, prov, sub))
+		p, err := l.prepare(sign(t, r, prov, sub))
 		if err != nil {
 			t.Fatal(err)
 		}

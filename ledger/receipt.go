@@ -127,6 +127,10 @@ type Receipt struct {
 
 	ProviderSig  []byte
 	SubmitterSig []byte
+
+	// made notes the signatures this process made on r itself, so that
+	// Ledger.Append need not check them again (see signedHere).
+	made *signedHere
 }
 
 // OneSided reports whether r is a one-sided final record.
@@ -227,7 +231,7 @@ func (r *Receipt) SignProvider(sk crypto.PrivKey) error {
 	if !r.Provider.MatchesPrivateKey(sk) {
 		return fmt.Errorf("sign as provider %s: %w", r.Provider, ErrWrongKey)
 	}
-	sig, err := r.sign(sk)
+	sig, err := r.sign(sk, SignerProvider)
 	if err != nil {
 		return fmt.Errorf("sign as provider: %w", err)
 	}
@@ -250,7 +254,7 @@ func (r *Receipt) Countersign(sk crypto.PrivKey) error {
 	if !r.Submitter.MatchesPrivateKey(sk) {
 		return fmt.Errorf("countersign as submitter %s: %w", r.Submitter, ErrWrongKey)
 	}
-	sig, err := r.sign(sk)
+	sig, err := r.sign(sk, SignerSubmitter)
 	if err != nil {
 		return fmt.Errorf("countersign: %w", err)
 	}
@@ -272,7 +276,7 @@ func (r *Receipt) SignOneSided(sk crypto.PrivKey) error {
 	if err := r.checkEvidence(); err != nil {
 		return fmt.Errorf("sign one-sided record: %w", err)
 	}
-	sig, err := r.sign(sk)
+	sig, err := r.sign(sk, "")
 	if err != nil {
 		return fmt.Errorf("sign one-sided record: %w", err)
 	}
@@ -285,13 +289,20 @@ func (r *Receipt) SignOneSided(sk crypto.PrivKey) error {
 	return nil
 }
 
-func (r *Receipt) sign(sk crypto.PrivKey) ([]byte, error) {
+// sign returns sk's signature over r's signing bytes. as names the role
+// it is made in, to be noted in r.made when it is known valid; "" notes
+// nothing.
+func (r *Receipt) sign(sk crypto.PrivKey, as string) ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	sig, err := sk.Sign(r.SigningBytes())
+	msg := r.SigningBytes()
+	sig, valid, err := signWith(sk, msg)
 	if err != nil {
 		return nil, fmt.Errorf("sign receipt: %w", err)
+	}
+	if valid && as != "" {
+		r.made = r.made.with(as, msg, sig)
 	}
 	return sig, nil
 }
@@ -351,7 +362,7 @@ func (r *Receipt) checkEvidence() error {
 // verifyWith checks the signatures over msg. On a one-sided record the
 // signer's key must be passed for its role (the other is not used) and the
 // lease evidence is checked too.
-func (r *Receipt) verifyWith(msg []byte, provider, submitter crypto.PubKey) error {
+func (r *Receipt) verifyWith(msg []byte, provider, submitter *pubKey) error {
 	if r.OneSided() {
 		sig, other, pk := r.ProviderSig, r.SubmitterSig, provider
 		if r.Signer == SignerSubmitter {
@@ -374,29 +385,24 @@ func (r *Receipt) verifyWith(msg []byte, provider, submitter crypto.PubKey) erro
 	return nil
 }
 
-func checkSig(pk crypto.PubKey, msg, sig []byte) error {
-	if len(sig) == 0 {
-		return ErrUnsigned
+// verifyForStore is verifyWith for Ledger.Append, which skips the
+// signatures r.made shows were made, valid, by this process (a node
+// countersigns and stores at once). Every other signature is checked.
+func (r *Receipt) verifyForStore(msg []byte, provider, submitter *pubKey) error {
+	if r.OneSided() || r.made == nil {
+		return r.verifyWith(msg, provider, submitter)
 	}
-	ok, err := pk.Verify(msg, sig)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrBadSignature, err)
+	if !r.made.has(SignerProvider, msg, r.ProviderSig) {
+		if err := checkSig(provider, msg, r.ProviderSig); err != nil {
+			return fmt.Errorf("provider %s: %w", r.Provider, err)
+		}
 	}
-	if !ok {
-		return ErrBadSignature
+	if !r.made.has(SignerSubmitter, msg, r.SubmitterSig) {
+		if err := checkSig(submitter, msg, r.SubmitterSig); err != nil {
+			return fmt.Errorf("submitter %s: %w", r.Submitter, err)
+		}
 	}
 	return nil
-}
-
-// publicKey extracts the key a peer ID embeds. A hashed peer ID (RSA, ECDSA)
-// has none, and a receipt from such a peer could not be checked by a third
-// party, so it counts as a bad signature.
-func publicKey(id peer.ID) (crypto.PubKey, error) {
-	pk, err := id.ExtractPublicKey()
-	if err != nil {
-		return nil, fmt.Errorf("%w: no public key in peer ID %q: %w", ErrBadSignature, id, err)
-	}
-	return pk, nil
 }
 
 func appendString(b []byte, s string) []byte {

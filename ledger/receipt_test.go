@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,6 +10,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
 )
 
 func TestSignCountersignVerify(t *testing.T) {
@@ -145,7 +148,9 @@ func TestTamperAnyFieldBreaksVerify(t *testing.T) {
 	}
 	// Evidence is signed on one-sided records only, where
 	// TestOneSidedTamperBreaksVerify changes it.
-	unsigned := map[string]bool{"ProviderSig": true, "SubmitterSig": true, "Evidence": true}
+	// made is this process's note of what it signed, bound to the signed
+	// bytes; TestAppendRechecksWhatChangedAfterSigning tampers around it.
+	unsigned := map[string]bool{"ProviderSig": true, "SubmitterSig": true, "Evidence": true, "made": true}
 	rt := reflect.TypeFor[Receipt]()
 	for i := range rt.NumField() {
 		name := rt.Field(i).Name
@@ -195,5 +200,61 @@ func TestHeld(t *testing.T) {
 	}
 	if got := r.GPUSeconds(); got != 600 {
 		t.Fatalf("GPUSeconds %v, want 600", got)
+	}
+}
+
+// TestAppendRechecksWhatChangedAfterSigning: Append skips checking the
+// signatures this process just made, but only while they cover exactly the
+// receipt's bytes: any change after signing is checked and refused.
+func TestAppendRechecksWhatChangedAfterSigning(t *testing.T) {
+	prov, sub, other := newParty(t, 1), newParty(t, 2), newParty(t, 3)
+	base := sign(t, interim("lease-1", "job-1", prov, sub, 0, ""), prov, sub)
+	if base.made == nil || !base.made.has(SignerProvider, base.SigningBytes(), base.ProviderSig) ||
+		!base.made.has(SignerSubmitter, base.SigningBytes(), base.SubmitterSig) {
+		t.Fatal("signing here is not noted")
+	}
+	forged, err := other.sk.Sign(base.SigningBytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := openMem(t, Options{})
+	for name, f := range map[string]func(*Receipt){
+		"field":           func(r *Receipt) { r.GPUs = 8 },
+		"provider sig":    func(r *Receipt) { r.ProviderSig = forged },
+		"submitter sig":   func(r *Receipt) { r.SubmitterSig = forged },
+		"swapped":         func(r *Receipt) { r.ProviderSig, r.SubmitterSig = r.SubmitterSig, r.ProviderSig },
+		"sig edited here": func(r *Receipt) { r.ProviderSig = bytes.Clone(r.ProviderSig); r.ProviderSig[5] ^= 1 },
+	} {
+		r := base
+		f(&r)
+		if _, err := l.Append(context.Background(), r); !errors.Is(err, ErrBadSignature) {
+			t.Errorf("%s: %v, want ErrBadSignature", name, err)
+		}
+	}
+	if _, err := l.Append(context.Background(), base); err != nil {
+		t.Fatalf("untouched: %v", err)
+	}
+}
+
+// TestSignRefusesKeyWithForeignPublicHalf: a private key whose public half
+// is not derived from its seed would sign for a peer ID it cannot sign for.
+func TestSignRefusesKeyWithForeignPublicHalf(t *testing.T) {
+	prov, sub, other := newParty(t, 1), newParty(t, 2), newParty(t, 3)
+	raw, err := prov.sk.Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := other.sk.GetPublic().Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(raw[32:], pub)
+	bad, err := crypto.UnmarshalEd25519PrivateKey(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := interim("lease-1", "job-1", other, sub, 0, "")
+	if err := r.SignProvider(bad); !errors.Is(err, ErrWrongKey) {
+		t.Fatalf("sign with a key whose halves disagree: %v, want ErrWrongKey", err)
 	}
 }

@@ -30,7 +30,7 @@ func (l *Ledger) AppendOneSided(ctx context.Context, r Receipt) (Entry, error) {
 	if l.self != "" && r.signerID() != l.self {
 		return Entry{}, fmt.Errorf("%s: %w: signed by the %s, not by this node", what, ErrWrongKey, r.Signer)
 	}
-	p, err := prepare(r)
+	p, err := l.prepare(r)
 	if err != nil {
 		return Entry{}, fmt.Errorf("%s: %w", what, err)
 	}

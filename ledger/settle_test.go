@@ -582,3 +582,38 @@ func TestDefaultPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyExportBatchesNameFirstForgery: an export long enough for
+// several batches, with forged signatures in two of them, fails at the
+// earlier one, inline and in parallel, counting only the entries before it.
+func TestVerifyExportBatchesNameFirstForgery(t *testing.T) {
+	prov, sub, other := newParty(t, 1), newParty(t, 2), newParty(t, 9)
+	const n = 3*sigChunk + 5
+	bad := map[int]bool{sigChunk + 7: true, 2*sigChunk + 3: true}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `{"format":%q,"entries":[`, ExportFormat)
+	for i := 1; i <= n; i++ {
+		r := sign(t, interim(fmt.Sprintf("lease-%d", i), "job-1", prov, sub, 0, ""), prov, sub)
+		if bad[i] {
+			r.SubmitterSig, _ = other.sk.Sign(r.SigningBytes())
+		}
+		rj, err := r.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 1 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"index":%d,"receipt":%s}`, i, rj)
+	}
+	b.WriteString("]}")
+	for _, workers := range []int{1, 4} {
+		rep, err := verifyExport(bytes.NewReader(b.Bytes()), workers)
+		if !errors.Is(err, ErrBadExport) || !strings.Contains(err.Error(), fmt.Sprintf("entry #%d (index %d, lease lease-%d, seq 0)", sigChunk+7, sigChunk+7, sigChunk+7)) {
+			t.Fatalf("%d workers: %v", workers, err)
+		}
+		if want := (ExportReport{Entries: sigChunk + 6, TwoSided: sigChunk + 6}); rep != want {
+			t.Fatalf("%d workers: report %+v, want %+v", workers, rep, want)
+		}
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/dgraph-io/badger/v4"
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -60,7 +59,8 @@ type BadEntry struct {
 // Hashes are checked before signatures, so an edited receipt shows as an
 // edit; a signature failure means an entry whose chain fields were rebuilt
 // around a receipt that neither party signed. Signature checks, the bulk of
-// the cost, run on all available CPUs.
+// the cost, run in batches (batch.go) on all available CPUs, and a batch
+// that fails is checked again one signature at a time to name the entry.
 func (l *Ledger) Verify(ctx context.Context) (VerifyReport, error) {
 	return l.verify(ctx, runtime.GOMAXPROCS(0))
 }
@@ -82,12 +82,13 @@ func (l *Ledger) verify(ctx context.Context, workers int) (VerifyReport, error) 
 func verifyChain(ctx context.Context, txn *badger.Txn, workers int) (VerifyReport, error) {
 	sigs := newSigChecker(ctx, workers)
 	rep, err := walkChain(ctx, txn, sigs)
-	sigBad := sigs.wait()
+	failed := sigs.wait()
 	if err != nil {
 		return VerifyReport{}, err
 	}
-	if sigBad != nil && (rep.FirstBad == nil || sigBad.Index < rep.FirstBad.Index) {
-		rep.FirstBad = sigBad
+	if failed != nil && (rep.FirstBad == nil || failed.job.pos < rep.FirstBad.Index) {
+		r := &failed.job.r
+		rep.FirstBad = &BadEntry{Index: failed.job.pos, Lease: r.Lease, Seq: r.Seq, Problem: ProblemSignature}
 	}
 	rep.OK = rep.FirstBad == nil
 	return rep, nil
@@ -101,7 +102,7 @@ func walkChain(ctx context.Context, txn *badger.Txn, sigs *sigChecker) (VerifyRe
 		rep  VerifyReport
 		prev [32]byte // hash of the previous entry
 		next = uint64(1)
-		keys = map[peer.ID]crypto.PubKey{}
+		keys = map[peer.ID]*pubKey{}
 		pc   = newPeerText()
 		// Leases not (yet) settled by a two-sided final receipt: a
 		// one-sided record or a dispute always comes before that receipt,
@@ -163,7 +164,7 @@ func walkChain(ctx context.Context, txn *badger.Txn, sigs *sigChecker) (VerifyRe
 			return bad(index, r, ProblemPrev)
 		}
 		var content []byte
-		job := sigJob{index: index, r: *r}
+		job := sigJob{pos: index, r: *r}
 		if e.Dispute != nil {
 			content = e.Dispute.content()
 			job.dispute = e.Dispute
@@ -213,11 +214,11 @@ func walkChain(ctx context.Context, txn *badger.Txn, sigs *sigChecker) (VerifyRe
 
 // cachedKey extracts a peer's public key once per walk: a ledger names few
 // peers, and unmarshalling the key each time would cost as much as a hash.
-func cachedKey(keys map[peer.ID]crypto.PubKey, id peer.ID) (crypto.PubKey, error) {
+func cachedKey(keys map[peer.ID]*pubKey, id peer.ID) (*pubKey, error) {
 	if pk, ok := keys[id]; ok {
 		return pk, nil
 	}
-	pk, err := publicKey(id)
+	pk, err := expandedKey(id)
 	if err != nil {
 		return nil, err
 	}
@@ -225,38 +226,52 @@ func cachedKey(keys map[peer.ID]crypto.PubKey, id peer.ID) (crypto.PubKey, error
 	return pk, nil
 }
 
+// sigJob is one entry's signatures to check.
 type sigJob struct {
-	index               uint64
+	pos                 uint64  // where the entry stands: its index, or its place in a file
 	r                   Receipt // a dispute's Ours
 	msg                 []byte
-	provider, submitter crypto.PubKey
+	provider, submitter *pubKey
 	dispute             *Dispute // set on a dispute entry, checked whole
 }
 
-// sigChecker verifies receipt signatures, inline with one CPU or on a pool
-// of workers with more, and remembers the lowest failing index.
+// sigFailure is a job whose signatures do not verify, and why.
+type sigFailure struct {
+	job sigJob
+	err error
+}
+
+// sigChunk is how many entries are checked in one batch: 256 signatures,
+// past the size from which a batch costs about a quarter of checking each,
+// and small enough that a few chunks keep every worker busy.
+const sigChunk = 128
+
+// sigChecker verifies entries' signatures in chunks, each a batch (see
+// batch.go), inline with one CPU or on a pool of workers with more, and
+// remembers the failure with the lowest position.
 type sigChecker struct {
-	ctx  context.Context
-	jobs chan sigJob // nil when checking inline
-	wg   sync.WaitGroup
+	ctx   context.Context
+	jobs  chan []sigJob // nil when checking inline
+	chunk []sigJob      // filling; touched by the caller's goroutine only
+	wg    sync.WaitGroup
 
 	mu  sync.Mutex
-	bad *BadEntry // guarded by mu
+	bad *sigFailure // guarded by mu
 }
 
 func newSigChecker(ctx context.Context, workers int) *sigChecker {
-	c := &sigChecker{ctx: ctx}
+	c := &sigChecker{ctx: ctx, chunk: make([]sigJob, 0, sigChunk)}
 	if workers <= 1 {
 		return c
 	}
-	c.jobs = make(chan sigJob, 4*workers)
+	c.jobs = make(chan []sigJob, 2*workers)
 	c.wg.Add(workers)
 	for range workers {
 		go func() {
 			defer c.wg.Done()
-			for j := range c.jobs {
+			for ch := range c.jobs {
 				if ctx.Err() == nil {
-					c.run(&j)
+					c.runChunk(ch)
 				}
 			}
 		}()
@@ -264,14 +279,53 @@ func newSigChecker(ctx context.Context, workers int) *sigChecker {
 	return c
 }
 
+// check queues j; it is checked once its chunk is full, or at wait.
 func (c *sigChecker) check(j sigJob) {
-	if c.jobs == nil {
-		c.run(&j)
-		return
+	c.chunk = append(c.chunk, j)
+	if len(c.chunk) == sigChunk {
+		c.flush()
 	}
-	c.jobs <- j
 }
 
+func (c *sigChecker) flush() {
+	if len(c.chunk) == 0 {
+		return
+	}
+	ch := c.chunk
+	c.chunk = make([]sigJob, 0, sigChunk)
+	if c.jobs == nil {
+		c.runChunk(ch)
+		return
+	}
+	c.jobs <- ch
+}
+
+// runChunk batches the two-sided receipts of a chunk. One-sided records
+// and disputes, rare and checked against lease evidence too, go one by one,
+// as does every receipt of a batch that fails, to find which failed.
+func (c *sigChecker) runChunk(ch []sigJob) {
+	items := make([]sigItem, 0, 2*len(ch))
+	for i := range ch {
+		j := &ch[i]
+		if j.dispute != nil || j.r.OneSided() {
+			c.run(j)
+			continue
+		}
+		items = append(items,
+			sigItem{key: j.provider, msg: j.msg, sig: j.r.ProviderSig},
+			sigItem{key: j.submitter, msg: j.msg, sig: j.r.SubmitterSig})
+	}
+	if len(items) == 0 || verifySigs(items) {
+		return
+	}
+	for i := range ch {
+		if j := &ch[i]; j.dispute == nil && !j.r.OneSided() {
+			c.run(j)
+		}
+	}
+}
+
+// run checks one job's signatures alone, under crypto/ed25519's rules.
 func (c *sigChecker) run(j *sigJob) {
 	var err error
 	if j.dispute != nil {
@@ -284,13 +338,17 @@ func (c *sigChecker) run(j *sigJob) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.bad == nil || j.index < c.bad.Index {
-		c.bad = &BadEntry{Index: j.index, Lease: j.r.Lease, Seq: j.r.Seq, Problem: ProblemSignature}
+	if c.bad == nil || j.pos < c.bad.job.pos {
+		c.bad = &sigFailure{job: *j, err: err}
 	}
 }
 
-// wait stops the workers and returns the first signature failure.
-func (c *sigChecker) wait() *BadEntry {
+// wait checks what is still queued, stops the workers and returns the
+// failure with the lowest position, if any.
+func (c *sigChecker) wait() *sigFailure {
+	if c.ctx.Err() == nil {
+		c.flush()
+	}
 	if c.jobs != nil {
 		close(c.jobs)
 		c.wg.Wait()

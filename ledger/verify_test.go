@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"fmt"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
@@ -177,4 +178,37 @@ func loadEntryRaw(l *Ledger, index uint64) (Entry, error) {
 		return err
 	})
 	return e, err
+}
+
+// TestVerifyBatchesNameFirstForgery: with entries enough for several
+// batches, forgeries in different batches (the later one queued first) are
+// found, and the earliest is the one named, inline and in parallel.
+func TestVerifyBatchesNameFirstForgery(t *testing.T) {
+	l := openMem(t, Options{})
+	prov, sub := newParty(t, 1), newParty(t, 2)
+	const n = 3*sigChunk + 5
+	var rs []Receipt
+	for i := range n {
+		rs = append(rs, sign(t, interim(fmt.Sprintf("lease-%d", i), "job-1", prov, sub, 0, ""), prov, sub))
+	}
+	mustAppend(t, l, rs...)
+	if rep := mustVerify(t, l); !rep.OK || rep.Entries != n {
+		t.Fatalf("untouched ledger: %+v", rep)
+	}
+	first, second := uint64(sigChunk+7), uint64(2*sigChunk+3)
+	for _, index := range []uint64{second, first} {
+		e, err := loadEntryRaw(l, index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := e.Receipt
+		r.ProviderSig, _ = newParty(t, 9).sk.Sign(r.SigningBytes())
+		rj, _ := r.MarshalJSON()
+		setRaw(t, l, entryKey(index), encodeEntry(index, fieldReceipt, rj, e.Prev, e.Hash))
+	}
+	rebuildFrom(t, l, first)
+	want := BadEntry{Index: first, Lease: fmt.Sprintf("lease-%d", first-1), Problem: ProblemSignature}
+	if rep := mustVerify(t, l); rep.OK || *rep.FirstBad != want {
+		t.Fatalf("first bad %+v, want %+v", rep.FirstBad, want)
+	}
 }
