@@ -209,7 +209,7 @@ func (b bitswapStore) AllKeysChan(ctx context.Context) (<-chan cid.Cid, error) {
 	out := make(chan cid.Cid)
 	go func() {
 		defer close(out)
-		_ = b.s.scanPrefix(ctx, []byte{kindBlock, '/'}, func(k []byte) error {
+		_ = b.s.scanPrefix(ctx, []byte{kindSize, '/'}, func(k []byte) error {
 			select {
 			case out <- cid.NewCidV1(cid.Raw, k[2:]):
 				return nil

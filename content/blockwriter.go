@@ -73,11 +73,12 @@ func (w *blockWriter) hash(out chan<- []blocks.Block) {
 
 func (w *blockWriter) write(in <-chan []blocks.Block) {
 	defer close(w.done)
+	var idx packIndex
 	for batch := range in {
 		if w.failed() != nil {
 			continue
 		}
-		n, b, err := w.s.putBlocks(batch)
+		n, b, err := w.s.putBlocksPacked(batch, &idx)
 		w.mu.Lock()
 		w.written += n
 		w.bytes += b
@@ -85,6 +86,11 @@ func (w *blockWriter) write(in <-chan []blocks.Block) {
 			w.err = err
 		}
 		w.mu.Unlock()
+	}
+	// Even after a failure: what did arrive intact is kept, so that a
+	// retry moves only the rest.
+	if err := w.s.indexPacked(&idx); err != nil {
+		w.fail(err)
 	}
 }
 
