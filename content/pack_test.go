@@ -120,7 +120,7 @@ func TestUnsyncedPackBytesAreNotHeld(t *testing.T) {
 	}
 
 	var idx packIndex
-	if _, _, err := s.putBlocksPacked([]blocks.Block{blk}, &idx); err != nil {
+	if _, _, err := s.putBlocksPacked([]blocks.Block{blk}, &idx, false); err != nil {
 		t.Fatal(err)
 	}
 	if held, _ := s.has(blk.Cid()); held {
@@ -141,7 +141,7 @@ func TestUnsyncedPackBytesAreNotHeld(t *testing.T) {
 	}
 
 	idx = packIndex{}
-	if _, _, err := s.putBlocksPacked([]blocks.Block{blk}, &idx); err != nil {
+	if _, _, err := s.putBlocksPacked([]blocks.Block{blk}, &idx, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.indexPacked(&idx); err != nil {

@@ -340,10 +340,11 @@ type packIndex struct {
 }
 
 // putBlocksPacked writes blocks the caller has already verified, skipping
-// those already held: large ones to the packs, their size records to idx
-// for indexPacked, the rest to Badger with putBlocks. It returns the number
+// those already held: large ones to the packs (through the page cache if
+// cache is set), their size records to idx for indexPacked, the rest to
+// Badger with putBlocks. It returns the number
 // of blocks and bytes newly written.
-func (s *Store) putBlocksPacked(bs []blocks.Block, idx *packIndex) (int, int64, error) {
+func (s *Store) putBlocksPacked(bs []blocks.Block, idx *packIndex, cache bool) (int, int64, error) {
 	if s.packs == nil {
 		return s.putBlocks(bs)
 	}
@@ -375,7 +376,7 @@ func (s *Store) putBlocksPacked(bs []blocks.Block, idx *packIndex) (int, int64, 
 	}
 	var written int64
 	if len(large) > 0 {
-		locs, err := s.packs.append(large)
+		locs, err := s.packs.append(large, cache)
 		if err != nil {
 			return 0, 0, err
 		}
