@@ -38,7 +38,7 @@ func (e *Exchange) fetchBitswap(ctx context.Context, from peer.ID, root cid.Cid,
 	progressStart(p, 0, fmt.Sprintf("fetch %s from %s", root, from))
 	defer progressDone(p)
 	sess := e.bs.NewSession(ctx)
-	w := newBlockWriter(e.s, false)
+	w := newBlockWriter(e.s, writerOptions{})
 	queued := map[cid.Cid]struct{}{}
 	frontier := make([]cid.Cid, 0, len(missing))
 	enqueue := func(c cid.Cid) error {
@@ -209,7 +209,7 @@ func (b bitswapStore) AllKeysChan(ctx context.Context) (<-chan cid.Cid, error) {
 	out := make(chan cid.Cid)
 	go func() {
 		defer close(out)
-		_ = b.s.scanPrefix(ctx, []byte{kindBlock, '/'}, func(k []byte) error {
+		_ = b.s.scanPrefix(ctx, []byte{kindSize, '/'}, func(k []byte) error {
 			select {
 			case out <- cid.NewCidV1(cid.Raw, k[2:]):
 				return nil

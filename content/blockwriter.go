@@ -30,6 +30,7 @@ const (
 // for the other nor holds up the goroutine that reads the network.
 type blockWriter struct {
 	s       *Store
+	cache   bool                // write packed blocks through the page cache
 	batches chan []blocks.Block // to the hasher, or straight to the writer
 	done    chan struct{}       // closed when the writer has finished
 
@@ -42,9 +43,20 @@ type blockWriter struct {
 	bytes   int64
 }
 
-func newBlockWriter(s *Store, verify bool) *blockWriter {
+// writerOptions says how a blockWriter treats blocks.
+type writerOptions struct {
+	// verify hashes each block: it came from a peer.
+	verify bool
+	// cache leaves packed blocks in the page cache: they were imported
+	// here and are about to be served.
+	cache bool
+}
+
+func newBlockWriter(s *Store, o writerOptions) *blockWriter {
+	verify := o.verify
 	w := &blockWriter{
 		s:       s,
+		cache:   o.cache,
 		batches: make(chan []blocks.Block, writeQueue),
 		done:    make(chan struct{}),
 	}
@@ -73,11 +85,12 @@ func (w *blockWriter) hash(out chan<- []blocks.Block) {
 
 func (w *blockWriter) write(in <-chan []blocks.Block) {
 	defer close(w.done)
+	var idx packIndex
 	for batch := range in {
 		if w.failed() != nil {
 			continue
 		}
-		n, b, err := w.s.putBlocks(batch)
+		n, b, err := w.s.putBlocksPacked(batch, &idx, w.cache)
 		w.mu.Lock()
 		w.written += n
 		w.bytes += b
@@ -85,6 +98,11 @@ func (w *blockWriter) write(in <-chan []blocks.Block) {
 			w.err = err
 		}
 		w.mu.Unlock()
+	}
+	// Even after a failure: what did arrive intact is kept, so that a
+	// retry moves only the rest.
+	if err := w.s.indexPacked(&idx); err != nil {
+		w.fail(err)
 	}
 }
 
@@ -178,7 +196,7 @@ type dagWriter struct {
 func newDagWriter(ctx context.Context, s *Store) *dagWriter {
 	return &dagWriter{
 		storeDAG: storeDAG{s},
-		w:        newBlockWriter(s, false), // the importer made the CIDs
+		w:        newBlockWriter(s, writerOptions{cache: true}), // the importer made the CIDs
 		ctx:      ctx,
 		nodes:    map[cid.Cid]ipld.Node{},
 	}

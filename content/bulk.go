@@ -311,7 +311,7 @@ func (e *Exchange) bulkRound(ctx context.Context, from peer.ID, req bulkRequest,
 		return t, fmt.Errorf("%w: CAR stream has roots %v, want %s", errMalformed, cr.Roots, req.root)
 	}
 
-	w := newBlockWriter(e.s, true)
+	w := newBlockWriter(e.s, writerOptions{verify: true})
 	// Every block must be a want or a link of a block already received
 	// (the sender goes depth-first), so a peer cannot fill the store with
 	// blocks that are not part of the DAG.

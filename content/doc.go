@@ -2,7 +2,11 @@
 // outputs and checkpoints.
 //
 // A job's files become a UnixFS DAG (CIDv1, sha2-256, raw leaves, 1 MiB
-// chunks) held in a Store, a blockstore on Badger. The store re-hashes every
+// chunks) held in a Store: blocks of 32 KiB and more (the leaves) in
+// append-only pack files, everything else (small blocks, the size and
+// place of every block, pins, the access index) in Badger. A block counts
+// as held only once its pack is synced and its record written, so a crash
+// never leaves a record naming bytes it lost. The store re-hashes every
 // block it hands out, so a damaged disk shows up as ErrInvalidData instead of
 // as wrong bytes inside a job. A DAG that a node must keep is pinned with a
 // reason ("input of job X", "checkpoint 3 of lease Y"); GC deletes every block

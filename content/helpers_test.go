@@ -298,7 +298,27 @@ func corruptBlock(tb testing.TB, s *Store, c cid.Cid) {
 		tb.Fatal(err)
 	}
 	data[len(data)/2] ^= 0xff
-	err := s.db.Update(func(txn *badger.Txn) error {
+	var loc *packLoc
+	err := s.db.View(func(txn *badger.Txn) error {
+		var err error
+		_, loc, _, err = sizeRecord(txn, c)
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if loc != nil {
+		f, err := os.OpenFile(s.packs.path(loc.pack), os.O_WRONLY, 0)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt(data, loc.off); err != nil {
+			tb.Fatal(err)
+		}
+		return
+	}
+	err = s.db.Update(func(txn *badger.Txn) error {
 		return txn.Set(key(kindBlock, c.Hash()), data)
 	})
 	if err != nil {
@@ -310,7 +330,7 @@ func corruptBlock(tb testing.TB, s *Store, c cid.Cid) {
 func countBlocks(tb testing.TB, s *Store) int {
 	tb.Helper()
 	n := 0
-	if err := s.scanPrefix(context.Background(), []byte{kindBlock, '/'}, func([]byte) error { n++; return nil }); err != nil {
+	if err := s.scanPrefix(context.Background(), []byte{kindSize, '/'}, func([]byte) error { n++; return nil }); err != nil {
 		tb.Fatal(err)
 	}
 	return n

@@ -177,20 +177,49 @@ func (s *Store) GC(ctx context.Context) (int, error) {
 		}
 	}
 
-	var dels [][]byte
+	// Size records go before block bytes, so a block is never seen as
+	// held without its bytes, even if the batch is split.
+	var sizeDels, blockDels [][]byte
 	removed := 0
-	err = s.scanPrefix(ctx, []byte{kindBlock, '/'}, func(k []byte) error {
-		h := k[2:]
+	dead := map[string]struct{}{}
+	deadSpans := map[uint32][]packSpan{}
+	livePacks := map[uint32]bool{}
+	err = s.scanSizes(ctx, func(h []byte, n int, loc *packLoc) error {
 		if _, ok := live[string(h)]; ok {
+			if loc != nil {
+				livePacks[loc.pack] = true
+			}
 			return nil
 		}
-		dels = append(dels, key(kindSize, h), k)
+		dead[string(h)] = struct{}{}
+		sizeDels = append(sizeDels, key(kindSize, h))
+		if loc != nil {
+			deadSpans[loc.pack] = append(deadSpans[loc.pack], packSpan{off: loc.off, n: alignUp(int64(n))})
+		} else {
+			blockDels = append(blockDels, key(kindBlock, h))
+		}
 		removed++
 		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("gc: sweep blocks: %w", err)
 	}
+	// Bytes without a size record: a write cut short by a crash.
+	err = s.scanPrefix(ctx, []byte{kindBlock, '/'}, func(k []byte) error {
+		h := k[2:]
+		if _, ok := live[string(h)]; ok {
+			return nil
+		}
+		if _, ok := dead[string(h)]; !ok {
+			blockDels = append(blockDels, k)
+			removed++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("gc: sweep blocks: %w", err)
+	}
+	dels := append(sizeDels, blockDels...)
 	err = s.scanPrefix(ctx, []byte{kindIndex, '/'}, func(k []byte) error {
 		rest := k[2:]
 		n, _, err := mh.MHFromBytes(rest)
@@ -214,6 +243,12 @@ func (s *Store) GC(ctx context.Context) (int, error) {
 	}
 	if err := s.sync(); err != nil {
 		return 0, fmt.Errorf("gc: %w", err)
+	}
+	if s.packs != nil {
+		// Only now that no record names them can the bytes go.
+		if err := s.packs.free(deadSpans, livePacks); err != nil {
+			s.log.Warn("gc: free pack space", "err", err)
+		}
 	}
 	s.compactValueLog()
 	s.log.Debug("gc done", "pins", len(pins), "removed", removed)

@@ -2,7 +2,6 @@ package content
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dgraph-io/badger/v4"
 	chunk "github.com/ipfs/boxo/chunker"
 	dag "github.com/ipfs/boxo/ipld/merkledag"
 	"github.com/ipfs/boxo/ipld/unixfs/importer/balanced"
@@ -290,27 +288,9 @@ type Usage struct {
 // Usage counts every block held, pinned or not, each once.
 func (s *Store) Usage(ctx context.Context) (Usage, error) {
 	var u Usage
-	err := s.db.View(func(txn *badger.Txn) error {
-		o := badger.DefaultIteratorOptions
-		o.Prefix = []byte{kindSize, '/'}
-		it := txn.NewIterator(o)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			err := it.Item().Value(func(v []byte) error {
-				if len(v) != 4 {
-					return fmt.Errorf("%w: size record of %d bytes", ErrInvalidData, len(v))
-				}
-				u.Blocks++
-				u.Bytes += int64(binary.BigEndian.Uint32(v))
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
+	err := s.scanSizes(ctx, func(_ []byte, n int, _ *packLoc) error {
+		u.Blocks++
+		u.Bytes += int64(n)
 		return nil
 	})
 	if err != nil {

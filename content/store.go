@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/dgraph-io/badger/v4"
@@ -30,10 +31,12 @@ type StoreOptions struct {
 //
 // Key layout in Badger (one byte of kind, then '/'):
 //
-//	b/<multihash>            block bytes
+//	b/<multihash>            block bytes of a block kept in Badger
 //	s/<multihash>            block size, 4 bytes big-endian; written after
 //	                         b/ and deleted before it, so its presence means
-//	                         the block is there
+//	                         the block is there. For a block in a pack file
+//	                         (packs.go) 16 bytes: size, pack number, offset,
+//	                         written only once the pack is synced, and no b/
 //	p/<root cid><0><reason>  a pin; the value is empty
 //	r/<multihash><root cid>  the block belongs to the DAG of root (access index)
 //
@@ -41,9 +44,14 @@ type StoreOptions struct {
 // dag-pb CID of the same bytes. Sizes live apart from the bytes because
 // Badger can only estimate the size of a value stored in its value log, and
 // presence checks should not touch the value log at all.
+//
+// Blocks of packMinBlock bytes or more written through a blockWriter
+// (imports and fetches) go to pack files instead of Badger; see packs.
 type Store struct {
-	db  *badger.DB // immutable after Open
-	log *slog.Logger
+	db    *badger.DB // immutable after Open
+	packs *packs     // immutable after Open; nil in memory
+	log   *slog.Logger
+	bufs  sync.Pool // of *[]byte, maxBlockSize each, for reads from packs
 
 	// gcMu orders GC against writers that end in a pin: Import, Fetch and
 	// Pin hold it for reading from their first block write until their pin
@@ -109,17 +117,30 @@ func Open(ctx context.Context, dir string, o StoreOptions) (*Store, error) {
 	if o.InMemory {
 		opts = opts.WithDir("").WithValueDir("")
 	}
+	var p *packs
+	if !o.InMemory {
+		var err error
+		if p, err = openPacks(dir); err != nil {
+			return nil, fmt.Errorf("open store in %s: %w", dir, err)
+		}
+	}
 	db, err := badger.Open(opts)
 	if err != nil {
+		if p != nil {
+			_ = p.close()
+		}
 		return nil, fmt.Errorf("open store in %s: %w", dir, err)
 	}
-	return &Store{db: db, log: log}, nil
+	return &Store{db: db, packs: p, log: log}, nil
 }
 
 // Close closes the store. Only the first call does anything.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closeErr = s.db.Close()
+		if s.packs != nil {
+			s.closeErr = errors.Join(s.closeErr, s.packs.close())
+		}
 	})
 	return s.closeErr
 }
@@ -161,26 +182,36 @@ func (s *Store) blockSize(c cid.Cid) (int, bool, error) {
 	var n int
 	var found bool
 	err := s.db.View(func(txn *badger.Txn) error {
-		it, err := txn.Get(key(kindSize, c.Hash()))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return it.Value(func(v []byte) error {
-			if len(v) != 4 {
-				return fmt.Errorf("%w: size record of %s has %d bytes", ErrInvalidData, c, len(v))
-			}
-			n = int(binary.BigEndian.Uint32(v))
-			found = true
-			return nil
-		})
+		var err error
+		n, _, found, err = sizeRecord(txn, c)
+		return err
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("size of block %s: %w", c, err)
 	}
 	return n, found, nil
+}
+
+// sizeRecord reads the size record of c: the block's size, where it is if
+// it is in a pack, and whether it is held at all.
+func sizeRecord(txn *badger.Txn, c cid.Cid) (int, *packLoc, bool, error) {
+	it, err := txn.Get(key(kindSize, c.Hash()))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, nil, false, nil
+	}
+	if err != nil {
+		return 0, nil, false, err
+	}
+	var n int
+	var loc *packLoc
+	err = it.Value(func(v []byte) error {
+		n, loc, err = decodeSizeRecord(v)
+		return err
+	})
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("block %s: %w", c, err)
+	}
+	return n, loc, true, nil
 }
 
 // has reports whether the block behind c is held.
@@ -194,6 +225,16 @@ func (s *Store) has(c cid.Cid) (bool, error) {
 // block anyway; everything else uses getBlock.
 func (s *Store) viewBlock(c cid.Cid, fn func([]byte) error) error {
 	err := s.db.View(func(txn *badger.Txn) error {
+		n, loc, held, err := sizeRecord(txn, c)
+		if err != nil {
+			return err
+		}
+		if !held {
+			return badger.ErrKeyNotFound
+		}
+		if loc != nil {
+			return s.viewPacked(c, n, *loc, fn)
+		}
 		it, err := txn.Get(key(kindBlock, c.Hash()))
 		if err != nil {
 			return err
@@ -207,6 +248,24 @@ func (s *Store) viewBlock(c cid.Cid, fn func([]byte) error) error {
 		return fmt.Errorf("read block %s: %w", c, err)
 	}
 	return nil
+}
+
+// viewPacked reads a packed block into a pooled buffer and calls fn with it.
+func (s *Store) viewPacked(c cid.Cid, n int, loc packLoc, fn func([]byte) error) error {
+	if s.packs == nil || n > maxBlockSize {
+		return fmt.Errorf("%w: block %s names pack %d, which this store cannot have", ErrInvalidData, c, loc.pack)
+	}
+	bp, _ := s.bufs.Get().(*[]byte)
+	if bp == nil {
+		b := make([]byte, maxBlockSize)
+		bp = &b
+	}
+	defer s.bufs.Put(bp)
+	buf := (*bp)[:n]
+	if err := s.packs.read(loc, buf); err != nil {
+		return fmt.Errorf("block %s: %w", c, err)
+	}
+	return fn(buf)
 }
 
 // getBlock reads the block behind c and checks its hash.
@@ -274,6 +333,89 @@ func (s *Store) putBlocks(bs []blocks.Block) (int, int64, error) {
 	return n, written, nil
 }
 
+// packIndex is what a blockWriter has put in packs and not yet recorded
+// in Badger: the records are written only once the packs are synced.
+type packIndex struct {
+	pending map[string][]byte // multihash → size record
+}
+
+// putBlocksPacked writes blocks the caller has already verified, skipping
+// those already held: large ones to the packs (through the page cache if
+// cache is set), their size records to idx for indexPacked, the rest to
+// Badger with putBlocks. It returns the number
+// of blocks and bytes newly written.
+func (s *Store) putBlocksPacked(bs []blocks.Block, idx *packIndex, cache bool) (int, int64, error) {
+	if s.packs == nil {
+		return s.putBlocks(bs)
+	}
+	var small []blocks.Block
+	var large [][]byte
+	var hashes []string
+	for _, b := range bs {
+		data := b.RawData()
+		if len(data) < packMinBlock {
+			small = append(small, b)
+			continue
+		}
+		h := string(b.Cid().Hash())
+		if _, ok := idx.pending[h]; ok || slices.Contains(hashes, h) {
+			continue
+		}
+		held, err := s.has(b.Cid())
+		if err != nil {
+			return 0, 0, err
+		}
+		if held {
+			continue
+		}
+		if len(data) > maxBlockSize {
+			return 0, 0, fmt.Errorf("%w: block %s is %d bytes, over the %d limit", ErrUnsupported, b.Cid(), len(data), maxBlockSize)
+		}
+		large = append(large, data)
+		hashes = append(hashes, h)
+	}
+	var written int64
+	if len(large) > 0 {
+		locs, err := s.packs.append(large, cache)
+		if err != nil {
+			return 0, 0, err
+		}
+		if idx.pending == nil {
+			idx.pending = map[string][]byte{}
+		}
+		for i, loc := range locs {
+			idx.pending[hashes[i]] = encodeSizeRecord(len(large[i]), &loc)
+			written += int64(len(large[i]))
+		}
+	}
+	n, w, err := s.putBlocks(small)
+	return n + len(large), written + w, err
+}
+
+// indexPacked syncs the packs, then writes the size records in idx, which
+// makes those blocks held. The records are not synced here: commit syncs
+// Badger before it pins.
+func (s *Store) indexPacked(idx *packIndex) error {
+	if len(idx.pending) == 0 {
+		return nil
+	}
+	if err := s.packs.sync(); err != nil {
+		return err
+	}
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for h, rec := range idx.pending {
+		if err := wb.Set(key(kindSize, []byte(h)), rec); err != nil {
+			return fmt.Errorf("index packed blocks: %w", err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("index packed blocks: %w", err)
+	}
+	idx.pending = nil
+	return nil
+}
+
 // deleteKeys deletes keys in one batch; callers order size records before
 // block bytes.
 func (s *Store) deleteKeys(keys [][]byte) error {
@@ -304,6 +446,34 @@ func (s *Store) scanPrefix(ctx context.Context, prefix []byte, fn func(k []byte)
 				return err
 			}
 			if err := fn(it.Item().KeyCopy(nil)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// scanSizes calls fn with the multihash (a copy) and the decoded size
+// record of every block held.
+func (s *Store) scanSizes(ctx context.Context, fn func(h []byte, size int, loc *packLoc) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		o := badger.DefaultIteratorOptions
+		o.Prefix = []byte{kindSize, '/'}
+		it := txn.NewIterator(o)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			k := it.Item().KeyCopy(nil)
+			err := it.Item().Value(func(v []byte) error {
+				n, loc, err := decodeSizeRecord(v)
+				if err != nil {
+					return fmt.Errorf("block %x: %w", k[2:], err)
+				}
+				return fn(k[2:], n, loc)
+			})
+			if err != nil {
 				return err
 			}
 		}
