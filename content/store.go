@@ -104,10 +104,12 @@ func Open(ctx context.Context, dir string, o StoreOptions) (*Store, error) {
 		// speed.
 		WithValueThreshold(1 << 10).
 		// Sized for a node, not a database server: the LSM tree here holds
-		// only keys, pins and small blocks.
-		WithMemTableSize(32 << 20).
-		WithNumMemtables(3).
-		WithBlockCacheSize(32 << 20).
+		// only keys, pins and small blocks, large blocks live in packs
+		// (pack.go). Memtables are arenas that become resident as they
+		// fill, so their size is what a busy node's memory settles at.
+		WithMemTableSize(8 << 20).
+		WithNumMemtables(2).
+		WithBlockCacheSize(16 << 20).
 		WithIndexCacheSize(16 << 20).
 		WithValueLogFileSize(64 << 20).
 		WithNumCompactors(2).

@@ -43,19 +43,21 @@ func (n *Node) fastLoop(ctx context.Context) {
 }
 
 // fastPass is straight to rent (market/doc.go): Match, with the epoch's
-// rules, on the view as it stands now, with this provider's own offer as
-// it is now rather than as last announced; the provider proposes what the
-// pass assigns it, and arbitrates as for any proposal.
+// rules, on the view as it stands now; the provider proposes what the pass
+// assigns it, and arbitrates as for any proposal. Its own offer is taken as
+// announced, like everyone else's: every provider then passes on the same
+// facts, so one job goes to one provider, and jobs that arrive together are
+// packed as one epoch would pack them. Devices it holds and has not yet
+// announced make it refuse (Propose); its new offer, arriving at every
+// peer, makes them all pass again.
 func (n *Node) fastPass(now time.Time) {
 	if c := n.market.OpenCount(); c == 0 || c > fastMaxJobs {
 		return
 	}
 	epoch, _ := n.epochOf(now)
 	offers := n.offers.At(now)
-	own, _ := n.ownOffer()
-	if i := slices.IndexFunc(offers, func(o view.SignedOffer) bool { return o.Provider == own.Provider }); i >= 0 {
-		offers[i].Offer = own
-	} else {
+	self := n.self.String()
+	if !slices.ContainsFunc(offers, func(o view.SignedOffer) bool { return o.Provider == self }) {
 		return // not yet in its own view: it has not announced itself
 	}
 	v := n.market.Current(epoch, now, offers, n.firstEpoch)
@@ -65,7 +67,7 @@ func (n *Node) fastPass(now time.Time) {
 	res := market.Match(v, market.Options{})
 	n.recordMatch(api.Match{Epoch: epoch, ViewHash: res.ViewHash, Jobs: len(v.Jobs), Assignments: res.Assignments, Fast: true})
 	for _, a := range res.Assignments {
-		if a.Provider == own.Provider {
+		if a.Provider == self {
 			n.provider.Propose(a, epoch, res.ViewHash)
 		}
 	}

@@ -217,6 +217,11 @@ func (s *Submitter) update(j *job, fn func(r *Record) error) error {
 		s.mu.Unlock()
 		return err
 	}
+	if j.rec.terminal() {
+		// The signed declaration is re-announced only while the job is
+		// queued; an ended job does not carry it.
+		j.rec.Envelope = nil
+	}
 	snap := j.rec.copy()
 	s.mu.Unlock()
 	return s.write(&snap)

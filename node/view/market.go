@@ -32,7 +32,6 @@ type OpenJob struct {
 	ID        string
 	Submitter peer.ID
 	Body      wire.DeclarationBody
-	Raw       []byte    // the signed envelope, evidence of the declaration
 	Seen      time.Time // when this node received it
 	refreshed time.Time // when it was last announced (declared or requeued)
 	closed    time.Time // when it was leased or withdrawn; zero while open
@@ -74,6 +73,10 @@ type Market struct {
 	// open counts each submitter's open jobs, to bound them.
 	open map[peer.ID]int
 }
+
+// closedBodyKeep is how long a job leased or withdrawn keeps its
+// declaration in the view: far longer than any epoch's cutoff lags.
+const closedBodyKeep = time.Minute
 
 // maxOpenJobsPerSubmitter bounds what one peer can make every view hold
 // and every epoch's Match walk.
@@ -354,8 +357,14 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 		}
 	}
 	for id, j := range v.jobs {
-		if !j.closed.IsZero() && now.Sub(j.closed) > keep {
+		switch {
+		case j.closed.IsZero():
+		case now.Sub(j.closed) > keep:
 			delete(v.jobs, id)
+		case !j.declined && now.Sub(j.closed) > closedBodyKeep:
+			// Leased or withdrawn for good, and past every epoch's cutoff
+			// that could still count it open: only the mark is kept.
+			j.Body = wire.DeclarationBody{}
 		}
 	}
 	for id, kl := range v.leases {

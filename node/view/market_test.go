@@ -28,7 +28,7 @@ func TestJobMessagesCheckedAgainstTheView(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := wire.JobID(decl)
-	v.AddJob(&OpenJob{ID: id, Submitter: sub.ID, Body: db, Raw: decl.Raw, Seen: now})
+	v.AddJob(&OpenJob{ID: id, Submitter: sub.ID, Body: db, Seen: now})
 
 	forged := wiretest.OnWire(t, stranger, wire.KindWithdrawal, wire.WithdrawalBody{Job: id})
 	if err := v.ValidateJobMessage(forged); !errors.Is(err, p2p.ErrForged) {
