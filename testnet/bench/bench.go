@@ -218,9 +218,16 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	return rep, nil
 }
 
-// topLines keeps the first n lines of pprof's -top after its header.
+// topLines keeps pprof's -top from its column header on, n lines of it;
+// the header above (build ID, time) says nothing about the figures.
 func topLines(top string, n int) string {
 	lines := strings.Split(strings.TrimRight(top, "\n"), "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "flat%") {
+			lines = lines[i:]
+			break
+		}
+	}
 	return strings.Join(lines[:min(len(lines), n)], "\n")
 }
 
