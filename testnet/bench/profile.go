@@ -49,7 +49,9 @@ type profiler struct {
 type nodeProfile struct {
 	name, file    string
 	before, after procCPU
-	err           error
+	// ended is when the profile came back: its window's end.
+	ended time.Time
+	err   error
 }
 
 // startProfiles asks every daemon for a CPU profile of d.
@@ -72,6 +74,7 @@ func startProfiles(ctx context.Context, c *cluster.Cluster, dir string, d time.D
 		pid := n.PID
 		p.wg.Go(func() {
 			np.err = fetchTo(ctx, url, np.file, d+30*time.Second)
+			np.ended = time.Now()
 			if np.err == nil {
 				np.after, np.err = readProcCPU(pid)
 			}
@@ -111,7 +114,14 @@ func fetchTo(ctx context.Context, url, path string, limit time.Duration) error {
 // the jobs of es released while they ran.
 func (p *profiler) finish(ctx context.Context, es []ended) (ProfileReport, error) {
 	p.wg.Wait()
-	end := time.Now()
+	// Only jobs released while every profile ran count: the profiles
+	// end when the first of them came back, however long the load went on.
+	end := p.nodes[0].ended
+	for _, n := range p.nodes[1:] {
+		if n.ended.Before(end) {
+			end = n.ended
+		}
+	}
 	r := ProfileReport{Dir: p.dir}
 	var files []string
 	var daemon, runc time.Duration
