@@ -7,6 +7,7 @@
 //	go run ./testnet measure
 //	go run ./testnet image-bench --size 256MiB
 //	sudo go run ./testnet nat-bench
+//	go run ./testnet bench --only idle,throughput --profile /tmp/prof
 package main
 
 import (
@@ -28,7 +29,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newNATBenchCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newNATBenchCommand(), newBenchCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "testnet:", err)
 		os.Exit(1)

@@ -1,0 +1,88 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/e31network/e31/testnet/cluster"
+)
+
+// Goals of the idle-network figures.
+const (
+	goalIdleRentP50     = 30 * time.Millisecond
+	goalIdleRentP99     = 100 * time.Millisecond
+	goalIdleReleasedP50 = 250 * time.Millisecond
+)
+
+// IdleReport is the idle network's figures.
+type IdleReport struct {
+	Nodes int `json:"nodes"`
+	Jobs  int `json:"jobs"`
+	// RentMs is submit -> signed lease; ReleasedMs submit -> released.
+	RentMs     Spread `json:"rent_ms"`
+	ReleasedMs Spread `json:"released_ms"`
+}
+
+// MeasureIdle starts nodes nodes with 2 GPUs each and runs jobs trivial
+// jobs one at a time, round-robin over the nodes, each after the last one
+// was released and its GPU seen free again everywhere.
+func MeasureIdle(ctx context.Context, e Env, nodes, jobs int) (IdleReport, error) {
+	r := IdleReport{Nodes: nodes, Jobs: jobs}
+	decl, err := trivialJob()
+	if err != nil {
+		return r, err
+	}
+	e.logf("idle: %d nodes x 2 GPUs, %d jobs one at a time", nodes, jobs)
+	c, err := startNetwork(ctx, cluster.Options{N: nodes, GPUs: 2, Dir: filepath.Join(e.Dir, "idle"), Bin: e.Bin, Heartbeat: time.Second})
+	if err != nil {
+		return r, err
+	}
+	defer c.Stop()
+	var rent, released []float64
+	for i := range jobs {
+		cl := c.Client(i % nodes)
+		id, err := submit(ctx, cl, decl)
+		if err != nil {
+			return r, err
+		}
+		w := &jobWaiter{cl: cl}
+		w.add(id)
+		got, err := waitAll(ctx, []*jobWaiter{w}, 5*time.Millisecond, 60*time.Second)
+		if err != nil {
+			return r, err
+		}
+		j := got[0]
+		if err := j.completed(); err != nil {
+			return r, err
+		}
+		rent = append(rent, ms(j.rent.Sub(j.submit)))
+		released = append(released, ms(j.released.Sub(j.submit)))
+		if err := waitIdle(ctx, c, 10*time.Second); err != nil {
+			return r, err
+		}
+	}
+	r.RentMs, r.ReleasedMs = SpreadOf(rent), SpreadOf(released)
+	e.logf("idle: submit -> lease p50 %.1f ms p99 %.1f ms; submit -> released p50 %.0f ms", r.RentMs.P50, r.RentMs.P99, r.ReleasedMs.P50)
+	return r, nil
+}
+
+// Figures are the idle network's rows; sandbox, when measured, is the
+// baseline of submit -> released (a bare runc run's wall time).
+func (r IdleReport) Figures(sandbox *SandboxLimit) []Figure {
+	rentOK := r.RentMs.P50 <= ms(goalIdleRentP50) && r.RentMs.P99 <= ms(goalIdleRentP99)
+	f := []Figure{
+		{Group: "idle", Name: fmt.Sprintf("idle network (%d nodes), submit -> signed lease", r.Nodes), Value: r.RentMs.P50, Unit: "ms",
+			Measured: fmt.Sprintf("p50 %.1f ms, p99 %.1f ms (n=%d)", r.RentMs.P50, r.RentMs.P99, r.RentMs.N),
+			Goal:     fmt.Sprintf("p50 <= %s, p99 <= %s", goalIdleRentP50, goalIdleRentP99), OK: ptr(rentOK)},
+		{Group: "idle", Name: "idle network, trivial job submit -> released", Value: r.ReleasedMs.P50, Unit: "ms",
+			Measured: fmt.Sprintf("p50 %.0f ms, p99 %.0f ms", r.ReleasedMs.P50, r.ReleasedMs.P99),
+			Goal:     fmt.Sprintf("p50 <= %s", goalIdleReleasedP50), OK: ptr(r.ReleasedMs.P50 <= ms(goalIdleReleasedP50))},
+	}
+	if sandbox != nil && sandbox.BareWallMs.P50 > 0 {
+		f[1].Baseline = fmt.Sprintf("bare runc run p50 %.0f ms", sandbox.BareWallMs.P50)
+		f[1].Ratio = ptr(r.ReleasedMs.P50 / sandbox.BareWallMs.P50)
+	}
+	return f
+}

@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"os"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestParseTraces(t *testing.T) {
+	f, err := os.Open("testdata/traces.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	samples, err := ParseTraces(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != 8 {
+		t.Fatalf("%d samples, want 8", len(samples))
+	}
+	first := samples[0]
+	if first.Value != 10*time.Millisecond || len(first.Stack) != 7 || first.Stack[0] != "crypto/internal/fips140/edwards25519/field.feMul" || first.Stack[2] != "crypto/ed25519.Sign" {
+		t.Fatalf("first sample %+v", first)
+	}
+	if samples[1].Value != 1200*time.Millisecond || samples[4].Value != 200*time.Millisecond {
+		t.Fatalf("values %v and %v, want 1.2s and 200ms (after a label line)", samples[1].Value, samples[4].Value)
+	}
+}
+
+// Every sample goes to the leaf-most frame a phase claims: signing inside
+// gossip is signing, Badger under the ledger is Badger, allocation in Match
+// is Match, a fork under the runner is the sandbox.
+func TestAttribute(t *testing.T) {
+	f, err := os.Open("testdata/traces.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	samples, err := ParseTraces(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Attribute(samples)
+	want := []PhaseCost{
+		{PhaseBadger, 1200 * time.Millisecond},
+		{PhaseOther, 500 * time.Millisecond},
+		{PhaseMatch, 200 * time.Millisecond},
+		{PhaseSandbox, 100 * time.Millisecond},
+		{PhaseRuntime, 30 * time.Millisecond},
+		{PhaseStreams, 20 * time.Millisecond},
+		{PhaseSigning, 10 * time.Millisecond},
+		{PhaseSubmit, 10 * time.Millisecond},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got  %v\nwant %v", got, want)
+	}
+	var sum time.Duration
+	for _, c := range got {
+		sum += c.CPU
+	}
+	if sum != 2070*time.Millisecond {
+		t.Fatalf("attributed %v in all, want every sample's 2.07s", sum)
+	}
+}
+
+func TestPhaseOfLongestPrefix(t *testing.T) {
+	rules := phaseRules()
+	for stack, want := range map[string]string{
+		"github.com/libp2p/go-libp2p-pubsub.(*PubSub).handleIncomingRPC": PhaseGossip,
+		"github.com/libp2p/go-libp2p/core/crypto.UnmarshalPublicKey":     PhaseSigning,
+		"github.com/libp2p/go-libp2p/p2p/net/swarm.(*Conn).start":        PhaseStreams,
+		"github.com/e31network/e31/node/state.(*Store).Put":              PhaseBadger,
+		"github.com/e31network/e31/node.(*Node).run":                     PhaseDaemon,
+		"github.com/e31network/e31/node/submitter.(*Submitter).Submit":   PhaseSubmit,
+		"github.com/e31network/e31/exec.(*Runner).Run":                   PhaseSandbox,
+		"net/http/pprof.Profile":                                         PhaseMetrics,
+		"runtime.schedule":                                               PhaseRuntime,
+	} {
+		if got := phaseOf(rules, []string{stack}); got != want {
+			t.Errorf("%s: %q, want %q", stack, got, want)
+		}
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	// The command name may hold spaces and parentheses.
+	s := "4242 (e31d (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 150 25 300 40 20 0 12 0 100 0 0\n"
+	got, err := parseProcStat(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.self != 1750*time.Millisecond || got.children != 3400*time.Millisecond {
+		t.Fatalf("%+v, want self 1.75s, children 3.4s", got)
+	}
+	if _, err := parseProcStat("4242 (e31d) S 1 2"); err == nil {
+		t.Fatal("a short stat line parsed")
+	}
+}

@@ -1,0 +1,224 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/e31network/e31/testnet/cluster"
+)
+
+// Goals of the memory and deep-queue figures.
+const (
+	goalRSSRatio  = 1.5
+	goalDeepRatio = 0.9
+	// shortQueue is how many jobs the short-queue baseline keeps in flight.
+	shortQueue = 10
+	rssGPUs    = 4
+	rssProvs   = 3
+)
+
+// RSSOptions size the memory run.
+type RSSOptions struct {
+	// Jobs are submitted all at once (the deep queue); ShortJobs go first,
+	// shortQueue at a time, for the baseline rate.
+	Jobs, ShortJobs int
+	// IdleFor is how long the network idles before its memory is read.
+	IdleFor time.Duration
+}
+
+// RSSReport is the memory run's figures.
+type RSSReport struct {
+	Jobs      int `json:"jobs"`
+	ShortJobs int `json:"short_jobs"`
+	// Idle and After are resident memory in MiB, of the submitter and of
+	// each provider, idle and after every job was released.
+	IdleSubmitterMiB   float64   `json:"idle_submitter_mib"`
+	AfterSubmitterMiB  float64   `json:"after_submitter_mib"`
+	IdleProvidersMiB   []float64 `json:"idle_providers_mib"`
+	AfterProvidersMiB  []float64 `json:"after_providers_mib"`
+	ShortJobsPerS      float64   `json:"short_jobs_per_s"`
+	DeepJobsPerS       float64   `json:"deep_jobs_per_s"`
+	DeepSubmitS        float64   `json:"deep_submit_s"`
+	DeepReleasedP50Ms  float64   `json:"deep_released_p50_ms"`
+	ShortReleasedP50Ms float64   `json:"short_released_p50_ms"`
+}
+
+// MeasureRSS starts one submitter without GPUs and three providers with 4
+// each; reads memory idle; runs o.ShortJobs jobs shortQueue at a time from
+// the submitter, then o.Jobs submitted as fast as it takes them; and reads
+// memory again once all are released.
+func MeasureRSS(ctx context.Context, e Env, o RSSOptions) (RSSReport, error) {
+	r := RSSReport{Jobs: o.Jobs, ShortJobs: o.ShortJobs}
+	decl, err := trivialJob()
+	if err != nil {
+		return r, err
+	}
+	byNode := []string{""}
+	for range rssProvs {
+		byNode = append(byNode, fmt.Sprintf("%dxH100:80GiB", rssGPUs))
+	}
+	e.logf("memory: 1 submitter, %d providers x %d GPUs; idle %s", rssProvs, rssGPUs, o.IdleFor)
+	c, err := startNetwork(ctx, cluster.Options{N: len(byNode), SimGPUsByNode: byNode, Dir: filepath.Join(e.Dir, "rss"), Bin: e.Bin, Heartbeat: time.Second})
+	if err != nil {
+		return r, err
+	}
+	defer c.Stop()
+	if err := sleep(ctx, o.IdleFor); err != nil {
+		return r, err
+	}
+	read := func() (float64, []float64, error) {
+		var provs []float64
+		var sub float64
+		for i, n := range c.Nodes {
+			kib, err := vmRSS(n.PID)
+			if err != nil {
+				return 0, nil, fmt.Errorf("%s: %w", n.Name, err)
+			}
+			if i == 0 {
+				sub = float64(kib) / 1024
+			} else {
+				provs = append(provs, float64(kib)/1024)
+			}
+		}
+		return sub, provs, nil
+	}
+	if r.IdleSubmitterMiB, r.IdleProvidersMiB, err = read(); err != nil {
+		return r, err
+	}
+	cl := c.Client(0)
+
+	// The short queue: shortQueue workers, each submitting and waiting.
+	e.logf("memory: %d jobs, %d at a time", o.ShortJobs, shortQueue)
+	var (
+		mu    sync.Mutex // guards short and errs
+		short []ended
+		errs  []error
+		next  = make(chan struct{}, o.ShortJobs)
+		wg    sync.WaitGroup
+	)
+	for range o.ShortJobs {
+		next <- struct{}{}
+	}
+	close(next)
+	for range shortQueue {
+		wg.Go(func() {
+			for range next {
+				id, err := submit(ctx, cl, decl)
+				var got []ended
+				if err == nil {
+					w := &jobWaiter{cl: cl}
+					w.add(id)
+					got, err = waitAll(ctx, []*jobWaiter{w}, 20*time.Millisecond, 2*time.Minute)
+				}
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				}
+				short = append(short, got...)
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return r, errs[0]
+	}
+	var rel []float64
+	for _, j := range short {
+		if err := j.completed(); err != nil {
+			return r, err
+		}
+		rel = append(rel, ms(j.released.Sub(j.submit)))
+	}
+	_, r.ShortJobsPerS = window(short)
+	r.ShortReleasedP50Ms = SpreadOf(rel).P50
+
+	// The deep queue: everything submitted before the first is waited for.
+	e.logf("memory: %d jobs submitted at once", o.Jobs)
+	w := &jobWaiter{cl: cl}
+	t0 := time.Now()
+	for i := range o.Jobs {
+		id, err := submit(ctx, cl, decl)
+		if err != nil {
+			return r, fmt.Errorf("deep queue, job %d: %w", i, err)
+		}
+		w.add(id)
+	}
+	r.DeepSubmitS = time.Since(t0).Seconds()
+	deep, err := waitAll(ctx, []*jobWaiter{w}, 500*time.Millisecond, max(10*time.Minute, time.Duration(o.Jobs)*time.Second))
+	if err != nil {
+		return r, err
+	}
+	rel = rel[:0]
+	for _, j := range deep {
+		if err := j.completed(); err != nil {
+			return r, err
+		}
+		rel = append(rel, ms(j.released.Sub(j.submit)))
+	}
+	_, r.DeepJobsPerS = window(deep)
+	r.DeepReleasedP50Ms = SpreadOf(rel).P50
+	if r.AfterSubmitterMiB, r.AfterProvidersMiB, err = read(); err != nil {
+		return r, err
+	}
+	e.logf("memory: submitter %.0f -> %.0f MiB; deep queue %.1f jobs/s vs %.1f", r.IdleSubmitterMiB, r.AfterSubmitterMiB, r.DeepJobsPerS, r.ShortJobsPerS)
+	return r, nil
+}
+
+// Figures are the memory and deep-queue rows.
+func (r RSSReport) Figures() []Figure {
+	total := r.Jobs + r.ShortJobs
+	sub := r.AfterSubmitterMiB / r.IdleSubmitterMiB
+	worst, wi := 0.0, 0
+	for i := range r.AfterProvidersMiB {
+		if q := r.AfterProvidersMiB[i] / r.IdleProvidersMiB[i]; q > worst {
+			worst, wi = q, i
+		}
+	}
+	f := []Figure{
+		{Group: "rss", Name: fmt.Sprintf("e31d RSS after %d jobs, submitter", total), Value: r.AfterSubmitterMiB, Unit: "MiB",
+			Measured: fmt.Sprintf("%.0f MiB", r.AfterSubmitterMiB), Baseline: fmt.Sprintf("idle %.0f MiB", r.IdleSubmitterMiB),
+			Ratio: ptr(sub), Goal: fmt.Sprintf("<= %.1fx idle", goalRSSRatio), OK: ptr(sub <= goalRSSRatio)},
+	}
+	if len(r.AfterProvidersMiB) > 0 {
+		f = append(f, Figure{Group: "rss", Name: fmt.Sprintf("e31d RSS after %d jobs, providers (worst of %d)", total, len(r.AfterProvidersMiB)),
+			Value: r.AfterProvidersMiB[wi], Unit: "MiB", Measured: fmt.Sprintf("%.0f MiB", r.AfterProvidersMiB[wi]),
+			Baseline: fmt.Sprintf("idle %.0f MiB", r.IdleProvidersMiB[wi]), Ratio: ptr(worst),
+			Goal: fmt.Sprintf("<= %.1fx idle", goalRSSRatio), OK: ptr(worst <= goalRSSRatio)})
+	}
+	var deep *float64
+	if r.ShortJobsPerS > 0 {
+		deep = ptr(r.DeepJobsPerS / r.ShortJobsPerS)
+	}
+	f = append(f, Figure{Group: "rss", Name: fmt.Sprintf("throughput with %d queued (submitted in %.0fs)", r.Jobs, r.DeepSubmitS),
+		Value: r.DeepJobsPerS, Unit: "jobs/s", Measured: fmt.Sprintf("%.1f jobs/s", r.DeepJobsPerS),
+		Baseline: fmt.Sprintf("%.1f jobs/s with %d at a time", r.ShortJobsPerS, shortQueue), Ratio: deep,
+		Goal: fmt.Sprintf("no slower (>= %.1fx)", goalDeepRatio), OK: ptr(deep != nil && *deep >= goalDeepRatio)})
+	return f
+}
+
+// vmRSS reads a process's resident set size in KiB.
+func vmRSS(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, fmt.Errorf("read memory of pid %d: %w", pid, err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) == 2 && f[1] == "kB" {
+				return strconv.ParseInt(f[0], 10, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("pid %d: no VmRSS in /proc status", pid)
+}
