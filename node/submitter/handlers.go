@@ -110,12 +110,12 @@ func leased(r *Record, lease string, provider peer.ID) error {
 
 // leasedJob finds this node's job under a lease from the given provider.
 func (s *Submitter) leasedJob(id, lease string, provider peer.ID) (*job, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	j, ok := s.jobs[id]
-	if !ok {
+	j := s.get(id)
+	if j == nil {
 		return nil, p2p.Refuse(wire.CodeUnknownJob, fmt.Errorf("job %s: %w", id, ErrNotFound))
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := leased(j.rec, lease, provider); err != nil {
 		return nil, err
 	}

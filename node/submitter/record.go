@@ -79,8 +79,18 @@ func (r *Record) copy() Record {
 
 // job is one submitted job's runtime state.
 type job struct {
-	// rec and lastContact are guarded by the Submitter's mu.
+	id string // rec.ID, immutable
+	// rec, lastContact, endedAt, evicted and dirty are guarded by the
+	// Submitter's mu.
 	rec *Record
+	// endedAt is when this run saw the job end; not persisted.
+	endedAt time.Time
+	// evicted is set when the job leaves memory: a holder of this value
+	// then reaches the job through the store (update).
+	evicted bool
+	// dirty is set while the last write of rec failed: the record in
+	// memory is the truth, and the job does not leave memory.
+	dirty bool
 	// lastContact is when the provider was last heard from; not persisted:
 	// after a restart the provider gets a full window again.
 	lastContact time.Time

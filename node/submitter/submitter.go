@@ -1,6 +1,7 @@
 package submitter
 
 import (
+	"iter"
 	"context"
 	"encoding/json"
 	"errors"
@@ -104,6 +105,7 @@ type (
 	Records interface {
 		Put(prefix, id string, v any) error
 		Each(prefix string, fn func(b []byte) error) error
+		Get(prefix, id string, v any) (bool, error)
 	}
 )
 
@@ -165,15 +167,19 @@ type Submitter struct {
 	cancel context.CancelFunc
 	tasks  task.Group
 
-	mu     sync.Mutex      // guards jobs, each job's rec and lastContact, and joined; never held across I/O
-	jobs   map[string]*job // jobs this node submitted
-	joined time.Time       // when the first offer of another provider arrived
+	mu sync.Mutex // guards jobs, ended, each job's rec, lastContact, evicted and dirty, and joined; never held across I/O
+	// jobs holds the jobs this node submitted that are live or ended
+	// recently; the others are in the record store only (memory.go).
+	jobs map[string]*job
+	// ended holds the state of every job that is in the store only.
+	ended  map[string]api.JobState
+	joined time.Time // when the first offer of another provider arrived
 }
 
 // New returns a submitter; Recover loads what a previous run left.
 func New(cfg Config, d Deps) *Submitter {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Submitter{cfg: cfg, d: d, log: d.Log, ctx: ctx, cancel: cancel, jobs: make(map[string]*job)}
+	return &Submitter{cfg: cfg, d: d, log: d.Log, ctx: ctx, cancel: cancel, jobs: make(map[string]*job), ended: make(map[string]api.JobState)}
 }
 
 // Shutdown stops the submitter's loops and transfers and waits for them:
@@ -195,6 +201,7 @@ func (s *Submitter) Shutdown(ctx context.Context) error {
 func (s *Submitter) Start() {
 	s.tasks.Go(func() { s.watchProviders(s.ctx) })
 	s.tasks.Go(func() { s.requeueLoop(s.ctx) })
+	s.tasks.Go(func() { s.evictLoop(s.ctx) })
 }
 
 // Joined records that another provider's offer arrived: silence of a
@@ -211,8 +218,19 @@ func (s *Submitter) Joined(at time.Time) {
 // fn returns an error nothing changes and nothing is written.
 func (s *Submitter) update(j *job, fn func(r *Record) error) error {
 	j.save.Lock()
-	defer j.save.Unlock()
 	s.mu.Lock()
+	if j.evicted {
+		// Left memory while the caller held it: the change goes to the
+		// job as it is now.
+		s.mu.Unlock()
+		j.save.Unlock()
+		cur := s.get(j.id)
+		if cur == nil {
+			return fmt.Errorf("job %s: %w", j.id, ErrNotFound)
+		}
+		return s.update(cur, fn)
+	}
+	defer j.save.Unlock()
 	if err := fn(j.rec); err != nil {
 		s.mu.Unlock()
 		return err
@@ -221,10 +239,17 @@ func (s *Submitter) update(j *job, fn func(r *Record) error) error {
 		// The signed declaration is re-announced only while the job is
 		// queued; an ended job does not carry it.
 		j.rec.Envelope = nil
+		if j.endedAt.IsZero() {
+			j.endedAt = time.Now()
+		}
 	}
 	snap := j.rec.copy()
 	s.mu.Unlock()
-	return s.write(&snap)
+	err := s.write(&snap)
+	s.mu.Lock()
+	j.dirty = err != nil
+	s.mu.Unlock()
+	return err
 }
 
 // change is update for a change the job goes on with whether or not it
@@ -244,11 +269,15 @@ func (s *Submitter) write(r *Record) error {
 	return nil
 }
 
-// get returns a job, or nil.
+// get returns a job, from memory or the record store, or nil.
 func (s *Submitter) get(id string) *job {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.jobs[id]
+	j := s.jobs[id]
+	s.mu.Unlock()
+	if j != nil {
+		return j
+	}
+	return s.load(id)
 }
 
 // Pin reasons of what a submitter keeps for a job.
@@ -342,11 +371,15 @@ func (s *Submitter) Submit(ctx context.Context, raw []byte, resumeOf string, pro
 			return api.Job{}, fmt.Errorf("pin %s: %w", c, err)
 		}
 	}
-	j := &job{rec: rec}
-	s.mu.Lock()
-	if parent, ok := s.jobs[resumeOf]; ok {
-		rec.Resumes = parent.rec.Resumes + 1
+	j := &job{id: id, rec: rec}
+	if resumeOf != "" {
+		if parent := s.get(resumeOf); parent != nil {
+			s.mu.Lock()
+			rec.Resumes = parent.rec.Resumes + 1
+			s.mu.Unlock()
+		}
 	}
+	s.mu.Lock()
 	snap := rec.copy()
 	s.mu.Unlock()
 	// Saved before it is broadcast: a proposal may arrive at once.
@@ -394,10 +427,10 @@ func (s *Submitter) importImage(ctx context.Context, w *market.Work, progress co
 // from its last checkpoint: the same work, with the checkpoint staged at
 // the checkpoint path.
 func (s *Submitter) resumeDeclaration(of string) (market.Declaration, error) {
+	j := s.get(of)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j, ok := s.jobs[of]
-	if !ok {
+	if j == nil {
 		return market.Declaration{}, fmt.Errorf("job %s: %w", of, ErrNotFound)
 	}
 	r := j.rec
@@ -484,11 +517,15 @@ func (s *Submitter) Withdraw(ctx context.Context, id string) (api.Job, error) {
 // Jobs lists this node's jobs, oldest first.
 func (s *Submitter) Jobs() []api.Job {
 	s.mu.Lock()
-	out := make([]api.Job, 0, len(s.jobs))
+	out := make([]api.Job, 0, len(s.jobs)+len(s.ended))
 	for _, j := range s.jobs {
 		out = append(out, j.rec.API())
 	}
+	stored := len(s.ended) > 0
 	s.mu.Unlock()
+	if stored {
+		out = append(out, s.storedJobs()...)
+	}
 	slices.SortFunc(out, func(a, b api.Job) int {
 		if c := a.Submitted.Compare(b.Submitted); c != 0 {
 			return c
@@ -500,12 +537,12 @@ func (s *Submitter) Jobs() []api.Job {
 
 // Job returns one job by its ID or a unique prefix of it.
 func (s *Submitter) Job(id string) (api.Job, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	j, err := s.find(id)
 	if err != nil {
 		return api.Job{}, err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return j.rec.API(), nil
 }
 
@@ -517,25 +554,49 @@ func (s *Submitter) Counts() map[api.JobState]int {
 	for _, j := range s.jobs {
 		out[j.rec.State]++
 	}
+	for _, st := range s.ended {
+		out[st]++
+	}
 	return out
 }
 
-// find resolves a job ID or a unique prefix of one. The caller holds s.mu.
+// find resolves a job ID or a unique prefix of one, among the jobs in
+// memory and those in the store only, and returns the job.
 func (s *Submitter) find(id string) (*job, error) {
-	if j, ok := s.jobs[id]; ok {
+	s.mu.Lock()
+	full, err := s.resolve(id)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if j := s.get(full); j != nil {
 		return j, nil
 	}
-	var found *job
-	for k, j := range s.jobs {
-		if id != "" && strings.HasPrefix(k, id) {
-			if found != nil {
-				return nil, invalid(fmt.Errorf("job ID prefix %q is ambiguous", id))
+	return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+}
+
+// resolve finds the full ID of a job from a unique prefix. The caller
+// holds s.mu.
+func (s *Submitter) resolve(id string) (string, error) {
+	if _, ok := s.jobs[id]; ok {
+		return id, nil
+	}
+	if _, ok := s.ended[id]; ok {
+		return id, nil
+	}
+	found := ""
+	for _, ids := range []iter.Seq[string]{maps.Keys(s.jobs), maps.Keys(s.ended)} {
+		for k := range ids {
+			if id != "" && strings.HasPrefix(k, id) {
+				if found != "" {
+					return "", invalid(fmt.Errorf("job ID prefix %q is ambiguous", id))
+				}
+				found = k
 			}
-			found = j
 		}
 	}
-	if found == nil {
-		return nil, fmt.Errorf("job %s: %w (only jobs submitted from this node are known here)", id, ErrNotFound)
+	if found == "" {
+		return "", fmt.Errorf("job %s: %w (only jobs submitted from this node are known here)", id, ErrNotFound)
 	}
 	return found, nil
 }
@@ -559,7 +620,13 @@ func (s *Submitter) Recover() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range recs {
-		s.jobs[r.ID] = &job{rec: r}
+		if r.terminal() {
+			// Ended before this start: listed from the store, loaded
+			// when asked for.
+			s.ended[r.ID] = r.State
+			continue
+		}
+		s.jobs[r.ID] = &job{id: r.ID, rec: r}
 		if r.Lease == nil {
 			continue
 		}
@@ -591,12 +658,11 @@ func (s *Submitter) RecordWaits(res market.Result) {
 // Output returns the CID of a job's output (or last checkpoint), with the
 // job's full ID.
 func (s *Submitter) Output(id string, checkpoint bool) (jobID string, root cid.Cid, err error) {
-	s.mu.Lock()
 	j, err := s.find(id)
 	if err != nil {
-		s.mu.Unlock()
 		return "", cid.Undef, err
 	}
+	s.mu.Lock()
 	r := j.rec
 	which, what := r.Output, "output"
 	if checkpoint {
@@ -618,8 +684,8 @@ func (s *Submitter) Output(id string, checkpoint bool) (jobID string, root cid.C
 func (s *Submitter) FullID(id string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if j, err := s.find(id); err == nil {
-		return j.rec.ID
+	if full, err := s.resolve(id); err == nil {
+		return full
 	}
 	return id
 }

@@ -30,11 +30,15 @@ import (
 // the in-process tests in package node run it against the real ones.
 
 type memRecords struct {
-	mu sync.Mutex
-	m  map[string][]byte
+	mu   sync.Mutex
+	m    map[string][]byte
+	fail error // Put returns it when set
 }
 
 func (r *memRecords) Put(prefix, id string, v any) error {
+	if r.fail != nil {
+		return r.fail
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -43,6 +47,16 @@ func (r *memRecords) Put(prefix, id string, v any) error {
 	defer r.mu.Unlock()
 	r.m[prefix+id] = b
 	return nil
+}
+
+func (r *memRecords) Get(prefix, id string, v any) (bool, error) {
+	r.mu.Lock()
+	b, ok := r.m[prefix+id]
+	r.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	return true, json.Unmarshal(b, v)
 }
 
 func (r *memRecords) Each(prefix string, fn func([]byte) error) error {
