@@ -1,11 +1,11 @@
 package submitter
 
 import (
-	"iter"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"maps"
 	"os"
