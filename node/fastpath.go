@@ -11,9 +11,14 @@ import (
 )
 
 // fastMaxJobs bounds a pass between epochs: with more open jobs than this in
-// the view, jobs compete, and the epoch's pass, which every peer runs on the
-// same frozen view, decides.
-const fastMaxJobs = 64
+// the view, the epoch's pass, which every peer runs on the same frozen view,
+// decides alone.
+const fastMaxJobs = 1024
+
+// fastCPUShare bounds the CPU passes between epochs take: after a pass that
+// took d, the next waits at least d×(1/share − 1). A pass over a short
+// queue takes well under a millisecond; one over a deep queue, a few.
+const fastCPUShare = 0.2
 
 // signalWork says that a job was declared or requeued, or that GPUs came
 // free: a provider tries to lease at once rather than at the next epoch.
@@ -38,7 +43,19 @@ func (n *Node) fastLoop(ctx context.Context) {
 			return
 		case <-n.work:
 		}
-		n.fastPass(time.Now())
+		start := time.Now()
+		n.fastPass(start)
+		gap := time.Duration(float64(time.Since(start)) * (1/fastCPUShare - 1))
+		if gap < time.Millisecond {
+			continue
+		}
+		t := time.NewTimer(gap)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
 	}
 }
 
