@@ -107,11 +107,11 @@ func Open(ctx context.Context, dir string, o StoreOptions) (*Store, error) {
 		// only keys, pins and small blocks, large blocks live in packs
 		// (pack.go). Memtables are arenas that become resident as they
 		// fill, so their size is what a busy node's memory settles at.
-		WithMemTableSize(8 << 20).
+		WithMemTableSize(4 << 20).
 		WithNumMemtables(2).
-		WithBlockCacheSize(16 << 20).
-		WithIndexCacheSize(16 << 20).
-		WithValueLogFileSize(64 << 20).
+		WithBlockCacheSize(8 << 20).
+		WithIndexCacheSize(4 << 20).
+		WithValueLogFileSize(16 << 20).
 		WithNumCompactors(2).
 		// Every write here is idempotent (same key, same bytes), so
 		// conflict detection would only cost time.

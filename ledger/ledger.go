@@ -42,10 +42,10 @@ type Options struct {
 // Sizes for a node rather than a database server (Badger's defaults assume
 // the latter: 5 × 64 MiB memtables, a 256 MiB block cache, 1 GiB value logs).
 const (
-	memTableSize   = 8 << 20
-	blockCacheSize = 8 << 20
-	indexCacheSize = 4 << 20
-	vlogFileSize   = 64 << 20
+	memTableSize   = 4 << 20
+	blockCacheSize = 4 << 20
+	indexCacheSize = 2 << 20
+	vlogFileSize   = 16 << 20
 	// valueThreshold keeps every entry (≤ MaxReceiptSize plus chain fields)
 	// in the LSM tree, so the value log is only a write-ahead log and never
 	// needs garbage collection.

@@ -33,10 +33,12 @@ const (
 func Open(dir string, log *slog.Logger) (*Store, error) {
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(true).
-		WithMemTableSize(8 << 20).
-		WithBlockCacheSize(8 << 20).
-		WithIndexCacheSize(4 << 20).
-		WithValueLogFileSize(64 << 20).
+		// Memtables and value-log pages become resident as they fill:
+		// small ones keep a busy node's memory near its idle size.
+		WithMemTableSize(4 << 20).
+		WithBlockCacheSize(4 << 20).
+		WithIndexCacheSize(2 << 20).
+		WithValueLogFileSize(16 << 20).
 		WithNumMemtables(2).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(4).
