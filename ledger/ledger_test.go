@@ -450,7 +450,7 @@ func TestAppendHonoursContext(t *testing.T) {
 func TestBatchSplitsLargeTransactions(t *testing.T) {
 	prov, sub := newParty(t, 1), newParty(t, 2)
 	db, err := badger.Open(badger.DefaultOptions("").WithInMemory(true).
-		WithMemTableSize(memTableSize).WithLogger(nil))
+		WithMemTableSize(memTableSize).WithValueThreshold(valueThreshold).WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
