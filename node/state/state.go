@@ -39,6 +39,8 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 		WithBlockCacheSize(4 << 20).
 		WithIndexCacheSize(2 << 20).
 		WithValueLogFileSize(16 << 20).
+		// Under the largest batch a 4 MiB memtable takes; records are small.
+		WithValueThreshold(64 << 10).
 		WithNumMemtables(2).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(4).
