@@ -65,15 +65,40 @@ func place(r io.ReaderAt, size int64, req wire.LogsRequest) (start int64, droppe
 	// Trimmed under the reader: what it read last moved towards the front.
 	// The last copy of the anchor that ends before the old offset is where
 	// it was.
-	n := min(size, maxScan, req.Offset)
-	buf := make([]byte, n)
-	if _, err := r.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
-		return 0, false, fmt.Errorf("read log: %w", err)
-	}
-	if i := bytes.LastIndex(buf, req.After); i >= 0 {
-		return int64(i + len(req.After)), false, nil
+	if end, ok, err := lastIndex(r, min(size, req.Offset), req.After); err != nil || ok {
+		return end, false, err
 	}
 	return 0, true, nil
+}
+
+// scanBlock is how much of a log lastIndex reads at a time, so that
+// placing a reader costs a bounded buffer however long the log.
+const scanBlock = 256 << 10
+
+// lastIndex finds the last copy of pat that ends at or before end, looking
+// back at most maxScan bytes, and returns where it ends.
+func lastIndex(r io.ReaderAt, end int64, pat []byte) (int64, bool, error) {
+	buf := make([]byte, scanBlock+len(pat))
+	for hi := end; hi > 0 && end-hi < maxScan; {
+		lo := max(0, hi-scanBlock-int64(len(pat))+1)
+		if hi-lo < int64(len(pat)) {
+			break
+		}
+		b := buf[:hi-lo]
+		if _, err := r.ReadAt(b, lo); err != nil && !errors.Is(err, io.EOF) {
+			return 0, false, fmt.Errorf("read log: %w", err)
+		}
+		if i := bytes.LastIndex(b, pat); i >= 0 {
+			return lo + int64(i+len(pat)), true, nil
+		}
+		// The next block overlaps this one by len(pat)-1 bytes, so that a
+		// copy across the boundary is found.
+		hi = lo + int64(len(pat)) - 1
+		if lo == 0 {
+			break
+		}
+	}
+	return 0, false, nil
 }
 
 // tailStart is where the last lines lines of the log begin; a final line

@@ -46,9 +46,17 @@ func (p *Provider) HandleLogs(ctx context.Context, from peer.ID, raw json.RawMes
 	for {
 		// The run's end is read before the file: a log read after the run
 		// ended is the whole log.
-		ended := l.snapshot().Outcome != ""
+		rec := l.snapshot()
+		ended := rec.Outcome != ""
 		rep, err := readLogFile(path, req)
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && ended && !rec.RunStart.IsZero():
+			// Released and cleaned up while this request waited.
+			return nil, p2p.Refuse(wire.CodeLogsGone, fmt.Errorf("the run of lease %s is over; its logs come back with its output", req.Lease))
+		case errors.Is(err, fs.ErrNotExist):
+			// Not started yet, or never to start: an empty log so far.
+			rep, err = wire.LogsReply{Dropped: req.Offset > 0}, nil
+		case err != nil:
 			return nil, err
 		}
 		rep.Ended = ended && rep.Offset+int64(len(rep.Data)) >= rep.Size
@@ -63,13 +71,9 @@ func (p *Provider) HandleLogs(ctx context.Context, from peer.ID, raw json.RawMes
 	}
 }
 
-// readLogFile reads a piece of a log file; a log not there yet (the run has
-// not started) is an empty one, and a reader already in it lost its place.
+// readLogFile reads a piece of a log file.
 func readLogFile(path string, req wire.LogsRequest) (wire.LogsReply, error) {
 	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return wire.LogsReply{Dropped: req.Offset > 0}, nil
-	}
 	if err != nil {
 		return wire.LogsReply{}, fmt.Errorf("open log: %w", err)
 	}

@@ -41,6 +41,8 @@ const (
 	// logPause is the pause after a failed request, and between looks at
 	// a job whose run has not started or whose output is not here yet.
 	logPause = time.Second
+	// logIdlePause is the pause after a reply with nothing new.
+	logIdlePause = 100 * time.Millisecond
 )
 
 // Logs writes one of a job's logs to w: from its provider while the run
@@ -136,6 +138,13 @@ func (s *Submitter) Logs(ctx context.Context, id string, o api.LogOptions, w io.
 		cur.Advance(rep)
 		if rep.Ended || (!o.Follow && cur.Offset >= rep.Size) {
 			return nil
+		}
+		if len(rep.Data) == 0 && !rep.Dropped {
+			// A provider answers an idle log after the wait; one that
+			// answers at once with nothing must not be asked in a spin.
+			if err := pause(ctx, logIdlePause); err != nil {
+				return err
+			}
 		}
 	}
 }
