@@ -25,6 +25,10 @@ type Config struct {
 	// API is the local API address: a unix socket path or a loopback
 	// host:port. Default DataDir/e31.sock.
 	API string
+	// UI, when set, is a loopback host:port serving the dashboard and the
+	// API's reads only: for a daemon whose API is a unix socket. A TCP API
+	// serves the dashboard itself.
+	UI string
 	// SimGPUs, when set, replaces GPU discovery with simulated GPUs
 	// ("4xH100:80GiB").
 	SimGPUs string

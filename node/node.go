@@ -255,6 +255,7 @@ func (n *Node) wireRoles() {
 	n.handlers[wire.ProtoEvent] = n.submitter.HandleEvent
 	n.handlers[wire.ProtoOutput] = n.submitter.HandleOutput
 	n.handlers[wire.ProtoReceipt] = n.submitter.HandleReceipt
+	n.handlers[wire.ProtoLogs] = n.provider.HandleLogs
 	n.handlers[wire.ProtoWithdraw] = func(_ context.Context, from peer.ID, raw json.RawMessage) (any, error) {
 		var req wire.WithdrawRequest
 		if err := p2p.DecodeStrict(raw, &req); err != nil {
@@ -331,12 +332,25 @@ func (n *Node) Run(ctx context.Context) error {
 	for proto, fn := range n.handlers {
 		p2p.Serve(loopCtx, n.host, proto, n.handlerTimeout(proto), n.log, n.tracked(proto, fn))
 	}
-	acfg := apiserver.Config{Addr: n.cfg.API, Network: n, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Log: n.log}
+	acfg := apiserver.Config{Addr: n.cfg.API, Network: n, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Logs: n.submitter, Log: n.log}
 	if n.cfg.DebugPartition {
 		acfg.Block = n.block
 	}
 	if srv, err = apiserver.Listen(loopCtx, acfg); err != nil {
 		return err
+	}
+	if n.cfg.UI != "" {
+		ui, err := apiserver.ListenUI(loopCtx, n.cfg.UI, acfg)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			stopLoops() // ends the page's open log requests
+			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+			defer cancel()
+			_ = ui.Shutdown(ctx)
+		}()
+		n.log.Info("dashboard", "url", "http://"+ui.Addr()+"/ui/")
 	}
 	if n.cfg.Metrics != "" {
 		stop, err := n.metrics.serve(n.cfg.Metrics)

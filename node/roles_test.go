@@ -12,6 +12,7 @@ import (
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -110,6 +111,7 @@ type nodeOpts struct {
 	dir       string // reuse a data dir (a restart); default a new one
 	gpus      string // --sim-gpus; empty: a submitter only
 	runner    *fakeRunner
+	sandbox   provider.Runner // a runner of another kind, when runner is nil
 	boot      []string
 	loseReply func(proto protocol.ID, from peer.ID) bool
 	epoch     time.Duration // default 100ms
@@ -147,6 +149,8 @@ func startNode(t *testing.T, o nodeOpts) *testNode {
 	}
 	if o.runner != nil {
 		cfg.testRunner = o.runner
+	} else if o.sandbox != nil {
+		cfg.testRunner = o.sandbox
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n, err := New(ctx, cfg)

@@ -72,6 +72,7 @@ The daemon is found at --api, else $E31_API, else $E31_DATA/e31.sock, else
 		newListCommand(g),
 		newWithdrawCommand(g),
 		newGetCommand(g),
+		newLogsCommand(g),
 		newResumeCommand(g),
 		newReceiptsCommand(g),
 		newUsageCommand(g),

@@ -29,6 +29,7 @@ type fileConfig struct {
 	Listen       []string `toml:"listen"`
 	Bootstrap    []string `toml:"bootstrap"`
 	API          string   `toml:"api"`
+	UI           string   `toml:"ui"`
 	SimGPUs      string   `toml:"sim-gpus"`
 	Network      string   `toml:"network"`
 	MDNS         bool     `toml:"mdns"`
@@ -132,6 +133,7 @@ on the command line win.`,
 	f.StringArrayVar(&o.file.Listen, "listen", nil, "libp2p multiaddr to listen on, repeatable (default: a free TCP and QUIC port on all interfaces)")
 	f.StringArrayVar(&o.file.Bootstrap, "bootstrap", nil, "multiaddr of a peer to stay connected to, ending in /p2p/<peer ID>; repeatable")
 	f.StringVar(&o.file.API, "api", "", "local API address: a unix socket path or a loopback host:port (default DATA/e31.sock)")
+	f.StringVar(&o.file.UI, "ui", "", "loopback host:port serving the dashboard (read-only) for a daemon whose --api is a unix socket; a TCP --api serves it at /ui/")
 	f.StringVar(&o.file.SimGPUs, "sim-gpus", "", `simulated GPUs instead of real ones, e.g. "4xH100:80GiB" or "2xA100:40GiB,1xL4:24GiB"`)
 	f.StringVar(&o.file.Network, "network", node.DefaultNetwork, "network name; peers on other networks are ignored")
 	f.BoolVar(&o.file.MDNS, "mdns", false, "discover peers on the LAN with mDNS (multicasts on every interface)")
@@ -190,6 +192,7 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("listen", func() { o.file.Listen = append(o.file.Listen, fc.Listen...) })
 	set("bootstrap", func() { o.file.Bootstrap = append(o.file.Bootstrap, fc.Bootstrap...) })
 	set("api", func() { o.file.API = or(fc.API, o.file.API) })
+	set("ui", func() { o.file.UI = or(fc.UI, o.file.UI) })
 	set("sim-gpus", func() { o.file.SimGPUs = or(fc.SimGPUs, o.file.SimGPUs) })
 	set("network", func() { o.file.Network = or(fc.Network, o.file.Network) })
 	set("mdns", func() { o.file.MDNS = o.file.MDNS || fc.MDNS })
@@ -288,6 +291,7 @@ func run(cmd *cobra.Command, o *options) error {
 		Listen:            o.file.Listen,
 		Bootstrap:         o.file.Bootstrap,
 		API:               o.file.API,
+		UI:                o.file.UI,
 		SimGPUs:           o.file.SimGPUs,
 		Network:           o.file.Network,
 		MDNS:              o.file.MDNS,

@@ -30,6 +30,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 		return s.cfg.Jobs.Withdraw(r.Context(), s.cfg.Jobs.FullID(r.PathValue("id")))
 	}))
 	mux.HandleFunc("POST /v1/jobs/{id}/get", handler(s.get))
+	mux.HandleFunc("GET /v1/jobs/{id}/logs", s.logs)
 	mux.HandleFunc("GET /v1/receipts", handler(s.receipts))
 	mux.HandleFunc("GET /v1/receipts/export", s.exportReceipts)
 	mux.HandleFunc("GET /v1/usage", handler(s.usage))

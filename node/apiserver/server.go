@@ -73,10 +73,15 @@ type Config struct {
 	Content Content
 	Images  Images
 	Ledger  Ledger
+	// Logs, when set, serves GET /v1/jobs/{id}/logs.
+	Logs Logs
 	// Block, when set, serves POST /v1/debug/block: cut this node off from
 	// the peers named (an empty list heals). Off in a default daemon.
 	Block func(peers []peer.ID)
 	Log   *slog.Logger
+
+	// readOnly serves only GET and HEAD (ListenUI).
+	readOnly bool
 }
 
 // Server is the running API.
@@ -150,6 +155,10 @@ func Handler(cfg Config) http.Handler {
 func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
 	s.routes(mux)
+	dashboard(mux)
+	if s.cfg.readOnly {
+		return readOnly(mux)
+	}
 	return mux
 }
 
@@ -183,9 +192,11 @@ func (e *requestError) Unwrap() error { return e.err }
 func badRequest(err error) error { return &requestError{err} }
 
 // writeError writes err as JSON with its status.
-func writeError(w http.ResponseWriter, err error) {
+func writeError(w http.ResponseWriter, err error) { writeErrorStatus(w, status(err), err) }
+
+func writeErrorStatus(w http.ResponseWriter, code int, err error) {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status(err))
+	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(api.Error{Error: err.Error()})
 }
 

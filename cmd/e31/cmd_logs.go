@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"errors"
+
+	"github.com/e31network/e31/node/api"
+	"github.com/spf13/cobra"
+)
+
+type logsOptions struct {
+	follow bool
+	stderr bool
+	tail   int
+}
+
+func newLogsCommand(g *globalOptions) *cobra.Command {
+	var o logsOptions
+	cmd := &cobra.Command{
+		Use:   "logs JOB [-f] [--stderr] [--tail N]",
+		Short: "Print a job's stdout (or stderr), following it while it runs",
+		Long: `logs prints what a job wrote to stdout (with --stderr, to stderr): while it
+runs, straight from its provider; after, from the logs that came back with its
+output. With -f it goes on printing lines as the job writes them, until the job's
+run is over. The provider keeps only the tail of a long log; where a reader fell
+so far behind that lines were lost, a marker line says so.
+
+A follow that cannot finish (the provider stopped answering) says why and exits
+non-zero.`,
+		Example: `  e31 logs 7f3a -f
+  e31 logs 7f3a --stderr --tail 50`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runLogs(cmd.Context(), o, g, args[0])
+		},
+	}
+	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "go on printing while the job runs")
+	cmd.Flags().BoolVar(&o.stderr, "stderr", false, "print stderr instead of stdout")
+	cmd.Flags().IntVar(&o.tail, "tail", 0, "start at the last N lines (0: from the beginning)")
+	return cmd
+}
+
+func runLogs(ctx context.Context, o logsOptions, g *globalOptions, id string) error {
+	lo := api.LogOptions{Stream: "stdout", Follow: o.follow, TailLines: o.tail}
+	if o.stderr {
+		lo.Stream = "stderr"
+	}
+	err := g.client().Logs(ctx, id, lo, g.stdout)
+	if errors.Is(err, context.Canceled) {
+		return nil // ^C ends a follow; that is not a failure
+	}
+	return err
+}

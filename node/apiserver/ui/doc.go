@@ -1,0 +1,16 @@
+// Package ui is the daemon's dashboard: one read-only page, embedded in the
+// binary, that a browser on the same machine opens at the local API's
+// address (or at e31d --ui for a daemon whose API is a unix socket). It
+// shows the network (providers, their GPUs free or held, when each was last
+// heard from), this node's jobs with their five-step timelines and why the
+// queued ones wait, a job's log as it is written, receipts and usage, and
+// plots of GPU-hours held by outcome, queue length and wait time.
+//
+// The page is HTML, CSS and plain JavaScript with no external asset, so it
+// works offline; it reads the same JSON endpoints the e31 command uses
+// (/v1/id, /v1/nodes, /v1/jobs, /v1/jobs/{id}/logs, /v1/receipts,
+// /v1/usage) every two seconds and computes the plots itself, so the API
+// gained no endpoint for it. It only reads: it sends no request that
+// changes anything, and every text from the network is set as text, never
+// parsed as HTML.
+package ui

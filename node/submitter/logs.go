@@ -1,0 +1,235 @@
+package submitter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/joblog"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// ErrLogLost: a log that was being followed cannot go on: the provider
+// stopped answering, or the job ended without its logs coming back.
+var ErrLogLost = errors.New("log lost")
+
+// LogStore reads files out of a DAG in the local store (content.Store):
+// the logs that came back with a job's output.
+type LogStore interface {
+	Resolve(ctx context.Context, root cid.Cid, path string) (cid.Cid, error)
+	Open(ctx context.Context, c cid.Cid) (io.ReadSeekCloser, error)
+}
+
+// How a follower asks a provider for its job's log.
+const (
+	// logWait is how long a follower's request waits on the provider for
+	// new bytes: long enough that an idle job costs a request every few
+	// seconds, short enough to fit a stream's timeout with room to spare.
+	logWait = 5 * time.Second
+	// logCallSlack is what a request may take beyond its wait.
+	logCallSlack = 10 * time.Second
+	// logRetries is how many requests in a row may fail before the
+	// provider counts as gone for the follower.
+	logRetries = 3
+	// logPause is the pause after a failed request, and between looks at
+	// a job whose run has not started or whose output is not here yet.
+	logPause = time.Second
+	// logIdlePause is the pause after a reply with nothing new.
+	logIdlePause = 100 * time.Millisecond
+)
+
+// Logs writes one of a job's logs to w: from its provider while the run
+// goes on, from the logs returned with the output after. Without
+// o.Follow it writes what there is now and returns; with it, it goes on
+// until the log is complete or ctx ends. A log that cannot be completed
+// (the provider stopped answering, the job ended without its logs coming
+// back) is an error wrapping ErrLogLost that says why; a job that has no
+// log to show is a conflict.
+func (s *Submitter) Logs(ctx context.Context, id string, o api.LogOptions, w io.Writer) error {
+	stream := o.Stream
+	if stream == "" {
+		stream = wire.StreamStdout
+	}
+	if stream != wire.StreamStdout && stream != wire.StreamStderr {
+		return invalid(fmt.Errorf("stream %q: want %s or %s", stream, wire.StreamStdout, wire.StreamStderr))
+	}
+	var cur joblog.Cursor
+	failures := 0
+	for {
+		s.mu.Lock()
+		j, err := s.find(id)
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		jobID, state, output, reason, outcome := j.rec.ID, j.rec.State, j.rec.Output, j.rec.Reason, j.rec.Outcome
+		var lease, provider string
+		if j.rec.Lease != nil {
+			lease, provider = j.rec.Lease.Terms.ID, j.rec.Lease.Terms.Provider
+		}
+		s.mu.Unlock()
+
+		switch {
+		case output != "":
+			return s.logsFromOutput(ctx, jobID, output, stream, &cur, o.TailLines, w)
+		case state.Terminal() && lease == "":
+			return conflict(fmt.Errorf("job %s ended %s before it ran: it has no logs", jobID, state))
+		case state.Terminal():
+			return fmt.Errorf("%w: job %s ended %s (%s) and its logs did not come back", ErrLogLost, jobID, outcome, reason)
+		case lease == "" && !o.Follow:
+			return conflict(fmt.Errorf("job %s is %s: it has no logs yet", jobID, state))
+		case lease == "":
+			if err := pause(ctx, logPause); err != nil {
+				return err
+			}
+			continue
+		}
+
+		prov, err := peer.Decode(provider)
+		if err != nil {
+			return fmt.Errorf("job %s provider %q: %w", jobID, provider, err)
+		}
+		var wait time.Duration
+		if o.Follow {
+			wait = logWait
+		}
+		req := cur.Request(lease, jobID, stream, o.TailLines, wait.Milliseconds())
+		var rep wire.LogsReply
+		cctx, cancel := context.WithTimeout(ctx, wait+logCallSlack)
+		err = s.d.Calls.Call(cctx, prov, wire.ProtoLogs, req, &rep)
+		cancel()
+		if err == nil {
+			err = wire.CheckLogsReply(rep)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case p2p.RefusalCode(err) == wire.CodeLogsGone:
+			// The run is over and released: its logs come with the output,
+			// which this node fetches before the release is final.
+			if !o.Follow {
+				return conflict(fmt.Errorf("the run of job %s is over and its logs are not here yet; they come back with its output", jobID))
+			}
+			if err := pause(ctx, logPause); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			failures++
+			if failures >= logRetries {
+				return fmt.Errorf("%w: provider %s stopped answering: %v", ErrLogLost, provider, err)
+			}
+			if err := pause(ctx, logPause); err != nil {
+				return err
+			}
+			continue
+		}
+		failures = 0
+		if err := writePiece(w, rep); err != nil {
+			return err
+		}
+		cur.Advance(rep)
+		if rep.Ended || (!o.Follow && cur.Offset >= rep.Size) {
+			return nil
+		}
+		if len(rep.Data) == 0 && !rep.Dropped {
+			// A provider answers an idle log after the wait; one that
+			// answers at once with nothing must not be asked in a spin.
+			if err := pause(ctx, logIdlePause); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// logsFromOutput writes a log from the copy returned with the output, from
+// the cursor on.
+func (s *Submitter) logsFromOutput(ctx context.Context, jobID, output, stream string, cur *joblog.Cursor, tail int, w io.Writer) error {
+	store, ok := s.d.Store.(LogStore)
+	if !ok {
+		return fmt.Errorf("this node cannot read files out of its store")
+	}
+	root, err := cid.Decode(output)
+	if err != nil {
+		return fmt.Errorf("job %s output %q: %w", jobID, output, err)
+	}
+	c, err := store.Resolve(ctx, root, stream+".log")
+	if err != nil {
+		return fmt.Errorf("job %s: %s.log in its output: %w", jobID, stream, err)
+	}
+	f, err := store.Open(ctx, c)
+	if err != nil {
+		return fmt.Errorf("job %s: open %s.log: %w", jobID, stream, err)
+	}
+	defer f.Close()
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return fmt.Errorf("job %s: %s.log: %w", jobID, stream, err)
+	}
+	r := &seekReaderAt{r: f}
+	for {
+		rep, err := joblog.Read(r, size, cur.Request("", jobID, stream, tail, 0), wire.MaxLogChunk)
+		if err != nil {
+			return fmt.Errorf("job %s: %w", jobID, err)
+		}
+		if err := writePiece(w, rep); err != nil {
+			return err
+		}
+		cur.Advance(rep)
+		if cur.Offset >= size {
+			return nil
+		}
+	}
+}
+
+// writePiece writes a reply's bytes, after a marker where bytes were lost.
+func writePiece(w io.Writer, rep wire.LogsReply) error {
+	if rep.Dropped {
+		if _, err := io.WriteString(w, joblog.Marker); err != nil {
+			return err
+		}
+	}
+	if len(rep.Data) == 0 {
+		return nil
+	}
+	_, err := w.Write(rep.Data)
+	return err
+}
+
+// seekReaderAt reads at offsets through a ReadSeeker.
+type seekReaderAt struct {
+	mu sync.Mutex
+	r  io.ReadSeeker
+}
+
+func (s *seekReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.r.Seek(off, io.SeekStart); err != nil {
+		return 0, err
+	}
+	n, err := io.ReadFull(s.r, p)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = io.EOF // as io.ReaderAt says of a short read at the end
+	}
+	return n, err
+}
+
+// pause waits for d or ctx.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
