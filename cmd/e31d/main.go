@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/e31network/e31/exec/nvidia"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node"
 	"github.com/pelletier/go-toml/v2"
@@ -289,6 +290,7 @@ func run(cmd *cobra.Command, o *options) error {
 		Bootstrap:         o.file.Bootstrap,
 		API:               o.file.API,
 		SimGPUs:           o.file.SimGPUs,
+		DiscoverGPUs:      nvidia.Discover,
 		Network:           o.file.Network,
 		MDNS:              o.file.MDNS,
 		NAT:               o.file.NAT,
