@@ -249,6 +249,8 @@ func newLogger(level, format string) (*slog.Logger, error) {
 }
 
 func run(cmd *cobra.Command, o *options) error {
+	// Before anything starts a child process: see notifier.
+	notify, notifyErr := takeNotifySocket()
 	if o.config != "" {
 		if err := applyFile(cmd.Flags(), o.config, o); err != nil {
 			return err
@@ -257,6 +259,9 @@ func run(cmd *cobra.Command, o *options) error {
 	log, err := newLogger(o.file.LogLevel, o.file.LogFormat)
 	if err != nil {
 		return err
+	}
+	if notifyErr != nil {
+		log.Warn("not telling systemd when ready", "err", notifyErr)
 	}
 	var memory uint64
 	if o.file.Memory != "" {
@@ -282,6 +287,11 @@ func run(cmd *cobra.Command, o *options) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, func() {
+		if err := notify.send("STOPPING=1"); err != nil {
+			log.Warn("tell systemd", "err", err)
+		}
+	})
 	n, err := node.New(ctx, node.Config{
 		CPUs:              o.file.CPUs,
 		MemoryBytes:       memory,
@@ -314,6 +324,11 @@ func run(cmd *cobra.Command, o *options) error {
 		RequireImage:      o.file.RequireImage,
 		DebugPartition:    o.debugPartition,
 		Log:               log,
+		OnReady: func(info node.RunInfo) {
+			if err := notify.send("READY=1\nSTATUS=serving the API on " + info.API); err != nil {
+				log.Warn("tell systemd", "err", err)
+			}
+		},
 	})
 	if err != nil {
 		return err
