@@ -162,7 +162,7 @@ on the command line win.`,
 	f.StringVar(&o.file.LogFormat, "log-format", "text", "text or json")
 	f.BoolVar(&o.debugPartition, "debug-partition", false, "serve POST /v1/debug/block on the API, which cuts this node off from peers (for tests)")
 	_ = f.MarkHidden("debug-partition")
-	cmd.AddCommand(newDoctorCommand())
+	cmd.AddCommand(newDoctorCommand(), newManCommand(cmd))
 	return cmd
 }
 
