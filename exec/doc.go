@@ -1,12 +1,11 @@
-// Package exec finds a provider's GPUs and runs leased batch jobs in a
+// Package exec describes a provider's GPUs and runs leased batch jobs in a
 // sandbox, on the host's system directories or on the job's own image.
 //
-// # Finding GPUs
+// # GPUs to offer
 //
-// [Discover] asks NVML (through go-nvml, loaded with dlopen at run time) for
-// the machine's GPUs. A machine without the NVIDIA driver is an ordinary
-// case, not an error: Discover reports zero GPUs and logs one line saying
-// why. Binaries built without cgo cannot load NVML and always report zero.
+// [GPU] describes one GPU a provider can lease. Real ones are found by the
+// subpackage exec/nvidia (NVML through cgo, kept out of this package so
+// that programs that only run sandboxes compile no NVML code).
 // [ParseSimSpec] describes simulated GPUs ("4xH100:80GiB") for test networks;
 // their UUIDs are derived from the node's peer ID so that they are stable
 // across restarts and distinct across nodes. A simulated GPU gets no device

@@ -1,12 +1,14 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"time"
 
+	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/view"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -32,6 +34,14 @@ type Config struct {
 	// SimGPUs, when set, replaces GPU discovery with simulated GPUs
 	// ("4xH100:80GiB").
 	SimGPUs string
+	// DiscoverGPUs finds the machine's real GPUs when SimGPUs is empty;
+	// e31d passes nvidia.Discover. Nil means none: the node then offers no
+	// compute. It is a field rather than a call so that programs that
+	// embed a node without real GPUs (the test network) compile no NVML.
+	DiscoverGPUs func(context.Context, *slog.Logger) []exec.GPU
+	// OnReady, if set, is called once Run serves the API and has written
+	// RunFile: e31d tells systemd it is ready then.
+	OnReady func(RunInfo)
 	// Network names the E31 network; default "e31".
 	Network string
 	// MDNS turns on LAN discovery. Off by default: it multicasts on every

@@ -145,8 +145,10 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("--sim-gpus: %w", err)
 		}
+	} else if cfg.DiscoverGPUs != nil {
+		n.gpus = cfg.DiscoverGPUs(ctx, n.log)
 	} else {
-		n.gpus = exec.Discover(ctx, n.log)
+		n.log.Info("no GPUs: this program does not look for real ones (use --sim-gpus for simulated GPUs)")
 	}
 	switch {
 	case len(n.gpus) == 0:
@@ -369,11 +371,15 @@ func (n *Node) Run(ctx context.Context) error {
 	n.submitter.Start()
 	n.provider.Resume()
 
-	if err := n.writeRunFile(srv.Addr()); err != nil {
+	info, err := n.writeRunFile(srv.Addr())
+	if err != nil {
 		return err
 	}
 	defer os.Remove(filepath.Join(n.cfg.DataDir, RunFile))
 	n.log.Info("e31d ready", "peer_id", n.self, "api", srv.Addr(), "addrs", n.Addrs(), "gpus", len(n.gpus), "compute", n.runner != nil, "network", n.cfg.Network)
+	if n.cfg.OnReady != nil {
+		n.cfg.OnReady(info)
+	}
 
 	<-ctx.Done()
 	n.log.Info("e31d stopping")
@@ -439,18 +445,18 @@ func (n *Node) closeStores() {
 	}
 }
 
-func (n *Node) writeRunFile(api string) error {
+func (n *Node) writeRunFile(api string) (RunInfo, error) {
 	info := RunInfo{PeerID: n.self.String(), API: api, Addrs: n.Addrs(), PID: os.Getpid()}
 	b, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
-		return err
+		return info, err
 	}
 	path := filepath.Join(n.cfg.DataDir, RunFile)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("write run file: %w", err)
+		return info, fmt.Errorf("write run file: %w", err)
 	}
-	return os.Rename(tmp, path)
+	return info, os.Rename(tmp, path)
 }
 
 // block cuts this node off from peers (POST /v1/debug/block).

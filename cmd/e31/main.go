@@ -79,6 +79,7 @@ The daemon is found at --api, else $E31_API, else $E31_DATA/e31.sock, else
 		newVerifyCommand(g),
 		newImageCommand(g),
 	)
+	root.AddCommand(newManCommand(root))
 	return root
 }
 

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/e31network/e31/exec/nvidia"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node"
 	"github.com/pelletier/go-toml/v2"
@@ -163,6 +164,7 @@ on the command line win.`,
 	f.StringVar(&o.file.LogFormat, "log-format", "text", "text or json")
 	f.BoolVar(&o.debugPartition, "debug-partition", false, "serve POST /v1/debug/block on the API, which cuts this node off from peers (for tests)")
 	_ = f.MarkHidden("debug-partition")
+	cmd.AddCommand(newDoctorCommand(), newManCommand(cmd))
 	return cmd
 }
 
@@ -250,6 +252,8 @@ func newLogger(level, format string) (*slog.Logger, error) {
 }
 
 func run(cmd *cobra.Command, o *options) error {
+	// Before anything starts a child process: see notifier.
+	notify, notifyErr := takeNotifySocket()
 	if o.config != "" {
 		if err := applyFile(cmd.Flags(), o.config, o); err != nil {
 			return err
@@ -258,6 +262,9 @@ func run(cmd *cobra.Command, o *options) error {
 	log, err := newLogger(o.file.LogLevel, o.file.LogFormat)
 	if err != nil {
 		return err
+	}
+	if notifyErr != nil {
+		log.Warn("not telling systemd when ready", "err", notifyErr)
 	}
 	var memory uint64
 	if o.file.Memory != "" {
@@ -283,6 +290,11 @@ func run(cmd *cobra.Command, o *options) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, func() {
+		if err := notify.send("STOPPING=1"); err != nil {
+			log.Warn("tell systemd", "err", err)
+		}
+	})
 	n, err := node.New(ctx, node.Config{
 		CPUs:              o.file.CPUs,
 		MemoryBytes:       memory,
@@ -293,6 +305,7 @@ func run(cmd *cobra.Command, o *options) error {
 		API:               o.file.API,
 		UI:                o.file.UI,
 		SimGPUs:           o.file.SimGPUs,
+		DiscoverGPUs:      nvidia.Discover,
 		Network:           o.file.Network,
 		MDNS:              o.file.MDNS,
 		NAT:               o.file.NAT,
@@ -315,6 +328,11 @@ func run(cmd *cobra.Command, o *options) error {
 		RequireImage:      o.file.RequireImage,
 		DebugPartition:    o.debugPartition,
 		Log:               log,
+		OnReady: func(info node.RunInfo) {
+			if err := notify.send("READY=1\nSTATUS=serving the API on " + info.API); err != nil {
+				log.Warn("tell systemd", "err", err)
+			}
+		},
 	})
 	if err != nil {
 		return err

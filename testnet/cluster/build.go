@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // Binaries are the paths of the built commands.
@@ -46,9 +47,7 @@ func Build(ctx context.Context, dir string) (Binaries, error) {
 	b := Binaries{E31d: filepath.Join(dir, "e31d"), E31: filepath.Join(dir, "e31")}
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir, "./cmd/e31d", "./cmd/e31")
 	cmd.Dir = root
-	// The GPU library's headers warn about deprecated calls on every build;
-	// they say nothing about this code.
-	cmd.Env = append(os.Environ(), "CGO_CFLAGS=-Wno-deprecated-declarations")
+	cmd.Env = buildEnv(os.Environ())
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return Binaries{}, fmt.Errorf("build e31d and e31: %w\n%s", err, out)
 	}
@@ -68,4 +67,21 @@ func BuildTemp(ctx context.Context) (b Binaries, remove func(), err error) {
 		return Binaries{}, nil, err
 	}
 	return b, remove, nil
+}
+
+// quietNVML is the CGO_CFLAGS of a build when the user set none: Go's
+// default (-O2 -g) plus silence for the NVML header, which marks calls
+// deprecated that go-nvml wraps; its thirty warnings on a first build say
+// nothing about this code.
+const quietNVML = "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations"
+
+// buildEnv is env with quietNVML added unless CGO_CFLAGS is already set
+// (a user's own flags win, as they would for their own go build).
+func buildEnv(env []string) []string {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "CGO_CFLAGS=") {
+			return env
+		}
+	}
+	return append(env, quietNVML)
 }

@@ -1,6 +1,6 @@
 //go:build !cgo
 
-package exec
+package nvidia
 
 import (
 	"bytes"

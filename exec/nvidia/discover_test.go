@@ -1,10 +1,11 @@
 //go:build cgo
 
-package exec
+package nvidia
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -84,5 +85,23 @@ func TestDiscoverHere(t *testing.T) {
 	t.Logf("%d GPUs; log: %s", len(gpus), logs.String())
 	if len(gpus) == 0 && strings.Count(logs.String(), "\n") != 1 {
 		t.Errorf("zero GPUs should log exactly one line, got %q", logs.String())
+	}
+}
+
+func TestInspectDGXH200(t *testing.T) {
+	d, err := inspect(context.Background(), dgxh200.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Version != "550.54.15" || d.CUDA != "12.4" || len(d.GPUs) != 8 {
+		t.Errorf("driver %q, CUDA %q, %d GPUs; want 550.54.15, 12.4, 8", d.Version, d.CUDA, len(d.GPUs))
+	}
+}
+
+func TestInspectWithoutDriver(t *testing.T) {
+	lib := &mock.Interface{InitFunc: func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }}
+	_, err := inspect(context.Background(), lib)
+	if !errors.Is(err, ErrNoDriver) || !strings.Contains(err.Error(), "libnvidia-ml.so.1") {
+		t.Errorf("err = %v, want ErrNoDriver naming the library", err)
 	}
 }

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/e31network/e31/cmd/e31d/doctor"
+	"github.com/e31network/e31/market"
+	"github.com/spf13/cobra"
+)
+
+// newDoctorCommand checks this machine with the flags (or config file) e31d
+// would be started with.
+func newDoctorCommand() *cobra.Command {
+	var o options
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check this machine before it offers GPUs",
+		Long: `doctor checks what e31d needs to run jobs here: the OCI runtime (it must run
+a probe container), cgroups, user namespaces and overlayfs (for jobs that bring
+their own image), the NVIDIA driver and GPUs, CDI specs, free disk for the
+data dir and the layer cache, the listen addresses, and clock sync. Each check
+is ok, warn or fail, with how to fix it. Run it as root, with the same --config
+or flags as the daemon.
+
+The exit status is 1 when any check fails; warnings alone exit 0.`,
+		Example: `  sudo e31d doctor
+  sudo e31d doctor --config /etc/e31/e31d.toml --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.config != "" {
+				if err := applyFile(cmd.Flags(), o.config, &o); err != nil {
+					return err
+				}
+			}
+			cache, err := market.ParseSize(o.file.ImageCacheSize)
+			if err != nil {
+				return fmt.Errorf("--image-cache-size: %w", err)
+			}
+			rep := doctor.Run(cmd.Context(), doctor.Machine{}, doctor.Options{
+				DataDir:         o.file.Data,
+				ImageCacheBytes: int64(cache),
+				Listen:          o.file.Listen,
+				Runtime:         o.file.Runtime,
+			})
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				err = enc.Encode(rep)
+			} else {
+				err = rep.WriteText(out)
+			}
+			if err != nil {
+				return err
+			}
+			if n := rep.Count(doctor.Fail); n > 0 {
+				return fmt.Errorf("%d %w", n, doctor.ErrFailed)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.config, "config", "", "the daemon's TOML config file (flags win over it)")
+	f.StringVar(&o.file.Data, "data", defaultDataDir(), "the daemon's data dir (env E31_DATA)")
+	f.StringArrayVar(&o.file.Listen, "listen", nil, "libp2p multiaddr the daemon will listen on, repeatable")
+	f.StringVar(&o.file.Runtime, "runtime", "", "OCI runtime binary (default: runc, else crun, whichever works)")
+	f.StringVar(&o.file.ImageCacheSize, "image-cache-size", "64GiB", "disk the layer cache may take under DATA/layers")
+	f.BoolVar(&asJSON, "json", false, "print the checks as JSON")
+	return cmd
+}

@@ -1,0 +1,156 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/e31network/e31/exec"
+	"github.com/e31network/e31/exec/nvidia"
+)
+
+// Status is a check's verdict.
+type Status string
+
+const (
+	OK   Status = "ok"
+	Warn Status = "warn"
+	Fail Status = "fail"
+)
+
+// Result is one check's verdict on this machine.
+type Result struct {
+	// Name is short and stable, for scripts reading --json.
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	// Detail says what was found.
+	Detail string `json:"detail"`
+	// Fix says what to do about a warning or a failure.
+	Fix string `json:"fix,omitempty"`
+}
+
+// Report is every check's result, in the order they ran.
+type Report struct {
+	Checks []Result `json:"checks"`
+}
+
+// Count is how many checks ended with status s.
+func (r Report) Count(s Status) int {
+	n := 0
+	for _, c := range r.Checks {
+		if c.Status == s {
+			n++
+		}
+	}
+	return n
+}
+
+// ErrFailed is returned by the e31d doctor command when any check failed,
+// so that it exits non-zero.
+var ErrFailed = errors.New("checks failed")
+
+// Options say which configuration to check, as e31d would be started.
+type Options struct {
+	// DataDir is e31d's --data.
+	DataDir string
+	// ImageCacheBytes is --image-cache-size: the disk the layer cache may
+	// take under DataDir.
+	ImageCacheBytes int64
+	// Listen are the --listen multiaddrs; none means e31d's default of
+	// free ports.
+	Listen []string
+	// Runtime is --runtime; empty means runc, else crun.
+	Runtime string
+	// CDISpecDirs default to exec.DefaultCDISpecDirs.
+	CDISpecDirs []string
+}
+
+// Host is what the checks learn of the machine. Machine probes the real
+// one; tests give fakes.
+type Host interface {
+	// Root reports whether the checks run as root, as e31d must.
+	Root() bool
+	// Runtime finds an OCI runtime that runs a probe container.
+	Runtime(ctx context.Context, configured string) (RuntimeInfo, error)
+	Cgroups() (exec.Cgroups, error)
+	// UserNamespaces returns /proc/sys/user/max_user_namespaces and the
+	// error, if any, of making one with the sandbox's id range.
+	UserNamespaces(ctx context.Context) (max int, err error)
+	// Overlay mounts and unmounts a read-only overlay of two layers.
+	Overlay(ctx context.Context) error
+	GPUs(ctx context.Context) (nvidia.Driver, error)
+	CDISpecs(dirs []string) (CDISpecs, error)
+	// Disk measures the filesystem that holds path (or would, once made).
+	Disk(path string) (Disk, error)
+	// Bind tries to listen on a multiaddr and closes it again.
+	Bind(addr string) error
+	// RunningDaemon returns the listen addresses of an e31d running on
+	// dataDir, or nil when none runs there.
+	RunningDaemon(dataDir string) []string
+	// ClockSynced reports whether the kernel's clock is kept in sync
+	// (by NTP); known is false where it cannot tell.
+	ClockSynced() (synced, known bool)
+}
+
+// RuntimeInfo is the OCI runtime that passed its probe.
+type RuntimeInfo struct {
+	Path    string
+	Version string
+	// Images is nil when jobs in their own image can run, else why not.
+	Images error
+	// GPUInjection is how leased GPUs would enter a sandbox.
+	GPUInjection string
+}
+
+// CDISpecs are the CDI spec files found.
+type CDISpecs struct {
+	Files   []string
+	Devices []string // fully qualified names, e.g. nvidia.com/gpu=0
+	Errors  []string // specs that do not parse or conflict
+}
+
+// Disk is the space on a filesystem.
+type Disk struct {
+	Mount      string // the existing directory measured
+	Free, Size uint64
+}
+
+// checkTimeout bounds each check: a hung runtime or mount must not hang
+// the doctor.
+const checkTimeout = time.Minute
+
+// Run runs every check against h.
+func Run(ctx context.Context, h Host, o Options) Report {
+	if o.CDISpecDirs == nil {
+		o.CDISpecDirs = exec.DefaultCDISpecDirs
+	}
+	var gpus int
+	checks := []func(context.Context) Result{
+		func(context.Context) Result { return checkRoot(h) },
+		func(ctx context.Context) Result { return checkRuntime(ctx, h, o) },
+		func(context.Context) Result { return checkCgroups(h) },
+		func(ctx context.Context) Result { return checkUserNS(ctx, h) },
+		func(ctx context.Context) Result { return checkOverlay(ctx, h) },
+		func(ctx context.Context) Result {
+			r, n := checkGPUs(ctx, h)
+			gpus = n
+			return r
+		},
+		func(context.Context) Result { return checkCDI(h, o, gpus) },
+		func(context.Context) Result { return checkDisk(h, o) },
+		func(context.Context) Result { return checkListen(h, o) },
+		func(context.Context) Result { return checkClock(h) },
+	}
+	var rep Report
+	for _, c := range checks {
+		cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+		rep.Checks = append(rep.Checks, c(cctx))
+		cancel()
+	}
+	return rep
+}
+
+func result(name string, s Status, fix string, format string, args ...any) Result {
+	return Result{Name: name, Status: s, Detail: fmt.Sprintf(format, args...), Fix: fix}
+}
