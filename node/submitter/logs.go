@@ -63,12 +63,11 @@ func (s *Submitter) Logs(ctx context.Context, id string, o api.LogOptions, w io.
 	var cur joblog.Cursor
 	failures := 0
 	for {
-		s.mu.Lock()
 		j, err := s.find(id)
 		if err != nil {
-			s.mu.Unlock()
 			return err
 		}
+		s.mu.Lock()
 		jobID, state, output, reason, outcome := j.rec.ID, j.rec.State, j.rec.Output, j.rec.Reason, j.rec.Outcome
 		var lease, provider string
 		if j.rec.Lease != nil {

@@ -22,10 +22,10 @@ import (
 // to a copy that nobody will write.
 
 // endedKeep is how long an ended job stays in memory.
-const endedKeep = 2 * time.Minute
+const endedKeep = 20 * time.Second
 
 // evictEvery is how often ended jobs are moved out of memory.
-const evictEvery = 30 * time.Second
+const evictEvery = 5 * time.Second
 
 func (s *Submitter) evictLoop(ctx context.Context) {
 	t := time.NewTicker(evictEvery)

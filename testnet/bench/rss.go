@@ -30,6 +30,10 @@ type RSSOptions struct {
 	Jobs, ShortJobs int
 	// IdleFor is how long the network idles before its memory is read.
 	IdleFor time.Duration
+	// Settle is how long the network rests after the last job before its
+	// memory is read again: the node at rest after the work, not in the
+	// middle of it. Default 45s.
+	Settle time.Duration
 }
 
 // RSSReport is the memory run's figures.
@@ -42,6 +46,10 @@ type RSSReport struct {
 	AfterSubmitterMiB  float64   `json:"after_submitter_mib"`
 	IdleProvidersMiB   []float64 `json:"idle_providers_mib"`
 	AfterProvidersMiB  []float64 `json:"after_providers_mib"`
+	// AnonSubmitterMiB is the submitter's anonymous (private, not file
+	// backed) resident memory at the end: its own heap, without the pages
+	// of mapped store files the kernel may drop.
+	AnonSubmitterMiB float64 `json:"anon_submitter_mib"`
 	ShortJobsPerS      float64   `json:"short_jobs_per_s"`
 	DeepJobsPerS       float64   `json:"deep_jobs_per_s"`
 	DeepSubmitS        float64   `json:"deep_submit_s"`
@@ -167,9 +175,20 @@ func MeasureRSS(ctx context.Context, e Env, o RSSOptions) (RSSReport, error) {
 	}
 	_, r.DeepJobsPerS = window(deep)
 	r.DeepReleasedP50Ms = SpreadOf(rel).P50
+	if o.Settle == 0 {
+		o.Settle = 45 * time.Second
+	}
+	e.logf("memory: all released; resting %s", o.Settle)
+	if err := sleep(ctx, o.Settle); err != nil {
+		return r, err
+	}
 	if r.AfterSubmitterMiB, r.AfterProvidersMiB, err = read(); err != nil {
 		return r, err
 	}
+	if kib, err := procStatus(c.Nodes[0].PID, "RssAnon:"); err == nil {
+		r.AnonSubmitterMiB = float64(kib) / 1024
+	}
+	e.logf("memory: submitter anonymous resident %.0f MiB", r.AnonSubmitterMiB)
 	e.logf("memory: submitter %.0f -> %.0f MiB; deep queue %.1f jobs/s vs %.1f", r.IdleSubmitterMiB, r.AfterSubmitterMiB, r.DeepJobsPerS, r.ShortJobsPerS)
 	return r, nil
 }
@@ -207,18 +226,21 @@ func (r RSSReport) Figures() []Figure {
 }
 
 // vmRSS reads a process's resident set size in KiB.
-func vmRSS(pid int) (int64, error) {
+func vmRSS(pid int) (int64, error) { return procStatus(pid, "VmRSS:") }
+
+// procStatus reads one KiB figure of a process's /proc status.
+func procStatus(pid int, field string) (int64, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0, fmt.Errorf("read memory of pid %d: %w", pid, err)
 	}
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			f := strings.Fields(v)
 			if len(f) == 2 && f[1] == "kB" {
 				return strconv.ParseInt(f[0], 10, 64)
 			}
 		}
 	}
-	return 0, fmt.Errorf("pid %d: no VmRSS in /proc status", pid)
+	return 0, fmt.Errorf("pid %d: no %s in /proc status", pid, field)
 }
