@@ -73,6 +73,44 @@
 // a round, never double-book a device. A job that loses keeps its
 // SubmittedAt and so its age.
 //
+// # The epoch's view
+//
+// Match is pure, so peers agree on its result exactly when they agree on its
+// view. The node cuts the view of the epoch starting at S at S − D, and cuts
+// it on signing times: a message (offer, declaration, lease, release,
+// withdrawal) is in the view if its author signed it by S − D and it had
+// arrived when the peer cut at S. A message whose signing time lies ahead of
+// its arrival (the author's clock runs fast) counts from its arrival. So
+// every peer to which gossip brought all messages signed by S − D before S
+// holds the same view: D must exceed gossip's delay, clock skew included.
+// (Cut on arrival times instead, no D helps: two peers disagree whenever a
+// cutoff falls between a message's two arrivals.)
+//
+// D adapts to the network, and every peer must derive the same D for the
+// same epoch, so D cannot come from what a peer measured itself. Each node
+// keeps the delays it observed (arrival minus signing time of the last 256
+// gossip messages from other peers); a provider announces the p99 of that
+// window, in whole milliseconds, in every offer it publishes (0: no figure
+// yet). The delay of the epoch starting at S is derived from the offers as
+// they stood at the announcement cut S − E/2, E the epoch length, a distance
+// fixed for the network:
+//
+//	D = clamp(P + max(P/4, 10ms), 20ms, E/2)   P = the largest p99 announced
+//	D = min(150ms, E/2)                         while no offer announces one
+//
+// The offers at S − E/2 are the same on every peer whose gossip is faster
+// than E/2, which a D up to E/2 needs anyway, so the rule is deterministic
+// wherever the cut it sets can be. The largest announcement rules because
+// the slowest provider is the one whose view must still hold the jobs; a
+// provider announcing too much only makes epochs start later (D ≤ E/2), one
+// announcing too little makes itself lose rounds. A node configured with a
+// fixed delay uses it as is; a network must not mix the two.
+//
+// Providers' announcements lag the network by a heartbeat, so a sudden rise
+// of gossip delay costs rounds until the next offers carry it; a peer whose
+// gossip is slower than E/2 may differ in its delay as well as its view. In
+// both cases the cost is rounds, never a double booking (see Claims).
+//
 // # Starvation bound
 //
 // Let A be StarvingAfter, E the epoch length, Lmax the longest limit of any

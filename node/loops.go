@@ -45,6 +45,7 @@ func (n *Node) publishOffers(ctx context.Context) {
 			Reach:       reach,
 			Addrs:       n.Addrs(),
 			HeartbeatMs: n.cfg.Heartbeat.Milliseconds(),
+			GossipP99Ms: n.delays.Announced(),
 		}
 		if _, err := n.gossip.Publish(ctx, p2p.TopicOffers, wire.KindOffer, body); err != nil && ctx.Err() == nil {
 			n.log.Warn("publish offer", "err", err)
@@ -70,6 +71,7 @@ func (n *Node) receiveOffers(ctx context.Context, sub *p2p.Subscription) {
 			continue // the validator already checked it; cannot happen
 		}
 		now := time.Now()
+		n.observeDelay(s, now)
 		if isNew := n.offers.Apply(b, s.Message.Time, now); isNew {
 			n.log.Info("provider joined the view", "provider", b.Offer.Provider, "gpus", len(b.Offer.GPUs))
 			n.learnAddrs(ctx, s.Signer, b.Addrs)
@@ -162,11 +164,26 @@ func (n *Node) receiveJobs(ctx context.Context, sub *p2p.Subscription) {
 		if err != nil {
 			return
 		}
-		n.applyJobMessage(s, time.Now())
+		now := time.Now()
+		n.observeDelay(s, now)
+		n.applyJobMessage(s, now)
 	}
 }
 
+// observeDelay records how long gossip took to bring a message from
+// another peer. This node's own messages come back without crossing the
+// network and would only pull the figure down.
+func (n *Node) observeDelay(s p2p.Signed, now time.Time) {
+	if s.Signer != n.self {
+		n.delays.Observe(s.Time(), now)
+	}
+}
+
+// applyJobMessage applies a jobs message that arrived at now. The view
+// records each event at the message's cut time (view.CutTime), so that the
+// epoch's cut falls on signing times, which every peer sees alike.
 func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
+	cut := view.CutTime(s.Time(), now)
 	switch s.Message.Kind {
 	case wire.KindDeclaration:
 		var b wire.DeclarationBody
@@ -174,7 +191,7 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 			return
 		}
 		id := wire.JobID(s)
-		if n.market.AddJob(&view.OpenJob{ID: id, Submitter: s.Signer, Body: b, Raw: s.Raw, Seen: now}) {
+		if n.market.AddJob(&view.OpenJob{ID: id, Submitter: s.Signer, Body: b, Raw: s.Raw, Seen: now, Signed: cut}) {
 			n.log.Debug("job declared", "job", id, "submitter", s.Signer)
 			n.learnAddrsOnly(s.Signer, b.Addrs)
 		}
@@ -188,7 +205,7 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 			if d.Decode(&b) != nil {
 				continue
 			}
-			n.market.AddJob(&view.OpenJob{ID: wire.JobID(d), Submitter: d.Signer, Body: b, Raw: d.Raw, Seen: now})
+			n.market.AddJob(&view.OpenJob{ID: wire.JobID(d), Submitter: d.Signer, Body: b, Raw: d.Raw, Seen: now, Signed: cut})
 		}
 	case wire.KindWithdrawal:
 		var b wire.WithdrawalBody
@@ -198,14 +215,14 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 		if sub, ok := n.market.SubmitterOf(b.Job); ok && sub != s.Signer {
 			return // counted as forged by the validator
 		}
-		n.market.CloseJob(b.Job, s.Signer, now)
+		n.market.CloseJob(b.Job, s.Signer, cut)
 		n.provider.Withdraw(b.Job, s.Signer)
 	case wire.KindLease:
 		var l wire.SignedLease
 		if s.Decode(&l) != nil {
 			return
 		}
-		if n.market.AddLease(l, now) {
+		if n.market.AddLease(l, cut) {
 			n.log.Debug("lease announced", "lease", l.Terms.ID, "job", l.Terms.Job, "provider", l.Terms.Provider)
 		}
 	case wire.KindRelease:
@@ -213,7 +230,7 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 		if s.Decode(&r) != nil {
 			return
 		}
-		n.market.ReleaseLease(r, s.Signer, now)
+		n.market.ReleaseLease(r, s.Signer, cut)
 		n.log.Debug("lease released", "lease", r.Lease, "outcome", r.Outcome)
 	}
 }
@@ -226,7 +243,7 @@ func (n *Node) epochOf(t time.Time) (uint64, time.Time) {
 }
 
 // matchLoop runs Match once an epoch, on the view frozen at the epoch's
-// start minus the gossip delay, and acts on what concerns this node: as a
+// start minus the epoch delay, and acts on what concerns this node: as a
 // provider it proposes the leases Match assigned to it; as a submitter it
 // records why its jobs wait.
 func (n *Node) matchLoop(ctx context.Context) {
@@ -241,7 +258,8 @@ func (n *Node) matchLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		epoch, start := n.epochOf(next)
-		cutoff := start.Add(-n.cfg.EpochDelay)
+		delay := n.epochDelay(start)
+		cutoff := start.Add(-delay)
 		n.prune()
 		v := n.market.Snapshot(epoch, start, cutoff, n.offers.At(cutoff))
 		if len(v.Jobs) == 0 {
@@ -249,13 +267,23 @@ func (n *Node) matchLoop(ctx context.Context) {
 		}
 		res := market.Match(v, market.Options{})
 		n.submitter.RecordWaits(res)
-		n.recordMatch(api.Match{Epoch: epoch, ViewHash: res.ViewHash, Jobs: len(v.Jobs), Assignments: res.Assignments})
+		n.recordMatch(api.Match{Epoch: epoch, ViewHash: res.ViewHash, Jobs: len(v.Jobs), DelayMs: delay.Milliseconds(), Assignments: res.Assignments})
 		for _, a := range res.Assignments {
 			if a.Provider == n.self.String() {
 				n.provider.Propose(a, epoch, res.ViewHash)
 			}
 		}
 	}
+}
+
+// epochDelay is the delay of the epoch starting at start: the configured
+// one, or the one every peer derives from the offers at the epoch's
+// announcement cut.
+func (n *Node) epochDelay(start time.Time) time.Duration {
+	if n.cfg.EpochDelay > 0 {
+		return n.cfg.EpochDelay
+	}
+	return n.delayRule.Delay(n.offers.At(n.delayRule.AnnouncementCut(start)))
 }
 
 // prune forgets what no longer matters: closed jobs and released leases

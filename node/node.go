@@ -83,6 +83,12 @@ type Node struct {
 	natOn   bool            // NAT traversal runs (Config.NAT)
 	punches *punchLog       // the last hole punch with each peer
 
+	// delays is the gossip delay this node observed, announced in its
+	// offer; delayRule turns the announcements into each epoch's delay.
+	// Both immutable after New (delays locks itself).
+	delays    *view.GossipDelays
+	delayRule view.DelayRule
+
 	offerChanged chan struct{} // a signal to publish the offer now
 	loops        task.Group    // the node's own loops
 	inflight     task.Group    // stream handlers being answered
@@ -120,6 +126,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		access:       acl.New(),
 		metrics:      newMetrics(),
 		offerChanged: make(chan struct{}, 1),
+		delays:       view.NewGossipDelays(view.DefaultDelayWindow),
+		delayRule:    view.DelayRule{Epoch: cfg.Epoch, Floor: view.DefaultDelayFloor, Fallback: defaultEpochDelay},
 		handlers:     make(map[protocol.ID]p2p.Handler),
 		gater:        p2p.NewGater(),
 		punches:      newPunchLog(),

@@ -34,6 +34,9 @@ type OpenJob struct {
 	Body      wire.DeclarationBody
 	Raw       []byte    // the signed envelope, evidence of the declaration
 	Seen      time.Time // when this node received it
+	// Signed is when the announcement that opened it was signed; an
+	// epoch's cut compares it rather than Seen (see CutTime). Zero: Seen.
+	Signed    time.Time
 	refreshed time.Time // when it was last announced (declared or requeued)
 	closed    time.Time // when it was leased or withdrawn; zero while open
 	// declined marks a job closed on its submitter's refusal of a proposal
@@ -235,9 +238,11 @@ func (v *Market) ReleaseLease(r wire.ReleaseBody, by peer.ID, now time.Time) {
 }
 
 // Snapshot builds Match's view for the epoch starting at start, from what
-// had arrived by cutoff: a job leased or a lease released after the cutoff
-// still counts as open or live, so that every peer, whatever its gossip
-// delay, decides on the same facts. Acting on a stale assignment is caught
+// had been signed, and had arrived, by cutoff: a job leased or a lease
+// released after the cutoff still counts as open or live, so that every
+// peer whose gossip is faster than the epoch delay decides on the same
+// facts. The node gives AddLease, ReleaseLease and CloseJob the CutTime of
+// the message as their time, and OpenJob its Signed time, for that reason. Acting on a stale assignment is caught
 // before it costs anything: a provider proposes only for jobs open now.
 //
 // A provider's offer is the last word on its own GPUs: a lease whose GPUs
@@ -267,7 +272,7 @@ func (v *Market) Snapshot(epoch uint64, start, cutoff time.Time, offers []Signed
 	}
 	at := func(t time.Time) bool { return !t.IsZero() && !t.After(cutoff) }
 	for _, j := range v.jobs {
-		if !at(j.Seen) || at(j.closed) {
+		if !at(CutTime(j.Signed, j.Seen)) || at(j.closed) {
 			continue
 		}
 		if j.submittedAt == 0 {
@@ -332,6 +337,21 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 			delete(v.leases, id)
 		}
 	}
+}
+
+// CutTime is the instant a message counts from in an epoch's cut: when its
+// author signed it, or when it arrived if that is earlier (the author's
+// clock runs ahead), so that nothing counts before this node holds it.
+// Cutting on the signing time is what makes the epoch delay work: a message
+// signed by the cutoff that reaches every peer within the delay is in every
+// peer's view of the epoch, whereas on arrival times two peers disagree
+// whenever the cutoff falls between their two arrivals, however long the
+// delay. A zero signed time means arrived.
+func CutTime(signed, arrived time.Time) time.Time {
+	if !signed.IsZero() && signed.Before(arrived) {
+		return signed
+	}
+	return arrived
 }
 
 // leaseStart is when a known lease was signed, or at if it is unknown.
