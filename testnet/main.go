@@ -6,6 +6,7 @@
 //	go run ./testnet demo
 //	go run ./testnet measure
 //	go run ./testnet image-bench --size 256MiB
+//	go run ./testnet epoch-bench
 package main
 
 import (
@@ -27,7 +28,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newEpochBenchCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "testnet:", err)
 		os.Exit(1)
