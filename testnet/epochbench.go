@@ -49,7 +49,8 @@ claimed it in that epoch. See testnet/epochbench/doc.go.`,
 					}
 					fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%.1f\t%d\t%s\t%s\t%d\t\n", lat, r.Jobs, m.Name, r.Claimed, r.Lost,
 						100*float64(r.Lost)/float64(r.Jobs), r.Doubles, r.MeanDelay.Round(time.Millisecond), r.MaxDelay, r.DelaySplits)
-					tw.Flush()
+					// The table aligns only once complete; say how far it got.
+					fmt.Fprintf(os.Stderr, "%s, %s: %d rounds lost\n", lat, m.Name, r.Lost)
 				}
 			}
 			return tw.Flush()

@@ -1,0 +1,49 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/view"
+	"github.com/e31network/e31/node/wire"
+)
+
+// With EpochDelay unset the node takes the delay from the offers at the
+// epoch's announcement cut; a configured delay stays as set.
+func TestEpochDelayAdaptsUnlessSet(t *testing.T) {
+	cfg, err := Config{DataDir: t.TempDir()}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.EpochDelay != 0 {
+		t.Fatalf("default epoch delay %s, want 0 (adaptive)", cfg.EpochDelay)
+	}
+	n := &Node{cfg: cfg, offers: view.NewOffers(),
+		delayRule: view.DelayRule{Epoch: cfg.Epoch, Floor: view.DefaultDelayFloor, Fallback: defaultEpochDelay}}
+	start := time.UnixMilli(1_700_000_001_000)
+	if got := n.epochDelay(start); got != defaultEpochDelay {
+		t.Fatalf("no offers: delay %s, want %s", got, defaultEpochDelay)
+	}
+	announce := func(provider string, p99 int64, signed time.Time) {
+		n.offers.Apply(wire.OfferBody{Offer: market.Offer{Provider: provider}, HeartbeatMs: 1000, GossipP99Ms: p99},
+			signed.UnixMilli(), signed.Add(50*time.Millisecond))
+	}
+	announce("a", 80, start.Add(-2*time.Second))
+	announce("b", 200, start.Add(-700*time.Millisecond))
+	// Signed after the announcement cut: counts from the next epoch.
+	announce("c", 400, start.Add(-300*time.Millisecond))
+	if got, want := n.epochDelay(start), 250*time.Millisecond; got != want {
+		t.Fatalf("delay %s, want %s (200ms announced, plus a quarter)", got, want)
+	}
+	if got, want := n.epochDelay(start.Add(cfg.Epoch)), 500*time.Millisecond; got != want {
+		t.Fatalf("next epoch: delay %s, want %s (400ms + 100ms, at half the epoch)", got, want)
+	}
+	n.cfg.EpochDelay = 90 * time.Millisecond
+	if got := n.epochDelay(start); got != 90*time.Millisecond {
+		t.Fatalf("configured 90ms, got %s", got)
+	}
+	if _, err := (Config{DataDir: t.TempDir(), EpochDelay: -time.Millisecond}).withDefaults(); err == nil {
+		t.Fatal("a negative epoch delay was accepted")
+	}
+}
