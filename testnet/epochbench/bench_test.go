@@ -2,6 +2,7 @@ package epochbench
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 )
@@ -10,10 +11,12 @@ import (
 // rounds than the node as it was (arrival cut, 150ms); at 150ms no more. A
 // measurement, so it asserts orders, not figures: at 300ms the node as it
 // was loses about a third of its jobs' first rounds, the adaptive delay
-// almost none.
+// almost none, on a machine with CPU to spare.
 func TestAdaptiveDelayLosesFewerRounds(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs four small networks for about a minute and a half")
+	// Gossip delays here are real ones, so a machine too loaded to run a
+	// few peers on time measures its load, not the rule: opt in.
+	if os.Getenv("E31_EPOCH_BENCH") == "" || testing.Short() {
+		t.Skip("a measurement of about two minutes on an idle machine; set E31_EPOCH_BENCH=1")
 	}
 	for _, c := range []struct {
 		latency time.Duration
