@@ -7,6 +7,8 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // With EpochDelay unset the node takes the delay from the offers at the
@@ -45,5 +47,27 @@ func TestEpochDelayAdaptsUnlessSet(t *testing.T) {
 	}
 	if _, err := (Config{DataDir: t.TempDir(), EpochDelay: -time.Millisecond}).withDefaults(); err == nil {
 		t.Fatal("a negative epoch delay was accepted")
+	}
+}
+
+// A node counts the gossip delays of messages from other peers signed once
+// it has settled in the mesh: its own come back without crossing the
+// network, and older ones reach a newcomer as history.
+func TestObserveDelayLeavesOutOwnAndHistory(t *testing.T) {
+	started := time.UnixMilli(1_700_000_000_000)
+	self, other := peer.ID("self"), peer.ID("other")
+	n := &Node{self: self, started: started, delays: view.NewGossipDelays(view.DefaultDelayWindow)}
+	msg := func(from peer.ID, signed time.Time) p2p.Signed {
+		return p2p.Signed{Signer: from, Message: p2p.Message{Time: signed.UnixMilli()}}
+	}
+	settled := started.Add(joinHistory)
+	n.observeDelay(msg(other, started.Add(time.Second)), settled.Add(time.Second)) // history: 4s old
+	n.observeDelay(msg(self, settled.Add(time.Second)), settled.Add(time.Second+time.Millisecond))
+	if got := n.delays.Announced(); got != 0 {
+		t.Fatalf("announced %dms from history and own messages, want no figure", got)
+	}
+	n.observeDelay(msg(other, settled), settled.Add(40*time.Millisecond))
+	if got := n.delays.Announced(); got != 40 {
+		t.Fatalf("announced %dms, want 40", got)
 	}
 }

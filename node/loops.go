@@ -172,18 +172,29 @@ func (n *Node) receiveJobs(ctx context.Context, sub *p2p.Subscription) {
 
 // observeDelay records how long gossip took to bring a message from
 // another peer. This node's own messages come back without crossing the
-// network and would only pull the figure down.
+// network and would only pull the figure down. Messages signed before the
+// node had been up for joinHistory are left out: gossipsub offers a
+// newcomer the messages of its last three heartbeats (IHAVE/IWANT), whose
+// age measures when the newcomer joined, not gossip's delay; a few of them
+// in a window of 256 would set its announced p99, and so every peer's
+// delay, to the ceiling until fresher samples pushed them out.
 func (n *Node) observeDelay(s p2p.Signed, now time.Time) {
-	if s.Signer != n.self {
-		n.delays.Observe(s.Time(), now)
+	if s.Signer == n.self || s.Time().Before(n.started.Add(joinHistory)) {
+		return
 	}
+	n.delays.Observe(s.Time(), now)
 }
 
+// joinHistory covers gossipsub's history window (3 heartbeats of 1s) and
+// the time to reach the bootstrap peers and form a mesh.
+const joinHistory = 5 * time.Second
+
 // applyJobMessage applies a jobs message that arrived at now. The view
-// records each event at the message's cut time (view.CutTime), so that the
-// epoch's cut falls on signing times, which every peer sees alike.
+// stamps each event with its signing and arrival times (view.Stamp), so that
+// an epoch's cut, removals included, falls on signing times, which every
+// peer sees alike.
 func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
-	cut := view.CutTime(s.Time(), now)
+	at := view.Stamp{Signed: s.Time(), Arrived: now}
 	switch s.Message.Kind {
 	case wire.KindDeclaration:
 		var b wire.DeclarationBody
@@ -191,7 +202,7 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 			return
 		}
 		id := wire.JobID(s)
-		if n.market.AddJob(&view.OpenJob{ID: id, Submitter: s.Signer, Body: b, Raw: s.Raw, Seen: now, Signed: cut}) {
+		if n.market.AddJob(&view.OpenJob{ID: id, Submitter: s.Signer, Body: b, Raw: s.Raw, Seen: now, Signed: s.Time()}) {
 			n.log.Debug("job declared", "job", id, "submitter", s.Signer)
 			n.learnAddrsOnly(s.Signer, b.Addrs)
 		}
@@ -205,7 +216,7 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 			if d.Decode(&b) != nil {
 				continue
 			}
-			n.market.AddJob(&view.OpenJob{ID: wire.JobID(d), Submitter: d.Signer, Body: b, Raw: d.Raw, Seen: now, Signed: cut})
+			n.market.AddJob(&view.OpenJob{ID: wire.JobID(d), Submitter: d.Signer, Body: b, Raw: d.Raw, Seen: now, Signed: s.Time()})
 		}
 	case wire.KindWithdrawal:
 		var b wire.WithdrawalBody
@@ -215,14 +226,14 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 		if sub, ok := n.market.SubmitterOf(b.Job); ok && sub != s.Signer {
 			return // counted as forged by the validator
 		}
-		n.market.CloseJob(b.Job, s.Signer, cut)
+		n.market.CloseJob(b.Job, s.Signer, at)
 		n.provider.Withdraw(b.Job, s.Signer)
 	case wire.KindLease:
 		var l wire.SignedLease
 		if s.Decode(&l) != nil {
 			return
 		}
-		if n.market.AddLease(l, cut) {
+		if n.market.AddLease(l, at) {
 			n.log.Debug("lease announced", "lease", l.Terms.ID, "job", l.Terms.Job, "provider", l.Terms.Provider)
 		}
 	case wire.KindRelease:
@@ -230,7 +241,7 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 		if s.Decode(&r) != nil {
 			return
 		}
-		n.market.ReleaseLease(r, s.Signer, cut)
+		n.market.ReleaseLease(r, s.Signer, at)
 		n.log.Debug("lease released", "lease", r.Lease, "outcome", r.Outcome)
 	}
 }
@@ -261,7 +272,7 @@ func (n *Node) matchLoop(ctx context.Context) {
 		delay := n.epochDelay(start)
 		cutoff := start.Add(-delay)
 		n.prune()
-		v := n.market.Snapshot(epoch, start, cutoff, n.offers.At(cutoff))
+		v := n.market.Snapshot(epoch, start, cutoff, n.offers.At(cutoff, start))
 		if len(v.Jobs) == 0 {
 			continue
 		}
@@ -283,7 +294,7 @@ func (n *Node) epochDelay(start time.Time) time.Duration {
 	if n.cfg.EpochDelay > 0 {
 		return n.cfg.EpochDelay
 	}
-	return n.delayRule.Delay(n.offers.At(n.delayRule.AnnouncementCut(start)))
+	return n.delayRule.Delay(n.offers.At(n.delayRule.AnnouncementCut(start), start))
 }
 
 // prune forgets what no longer matters: closed jobs and released leases

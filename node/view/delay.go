@@ -129,3 +129,13 @@ func (r DelayRule) Delay(offers []SignedOffer) time.Duration {
 	d := time.Duration(min(p99, ceiling.Milliseconds()+1)) * time.Millisecond
 	return min(max(d+delayMargin(d), r.Floor), ceiling)
 }
+
+// DefaultDelayRule is the rule a node uses with epochs of the given length.
+func DefaultDelayRule(epoch time.Duration) DelayRule {
+	return DelayRule{Epoch: epoch, Floor: DefaultDelayFloor, Fallback: DefaultFallbackDelay}
+}
+
+// DefaultFallbackDelay is the adaptive delay while no provider has
+// announced a gossip delay yet: the fixed delay nodes used before it
+// adapted.
+const DefaultFallbackDelay = 150 * time.Millisecond

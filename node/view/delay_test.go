@@ -150,7 +150,7 @@ func TestSameOffersSameDelayOnEveryPeer(t *testing.T) {
 		for _, a := range order {
 			v.Apply(a.body, a.signedAt.UnixMilli(), a.at)
 		}
-		at := v.At(cut)
+		at := v.At(cut, start)
 		views = append(views, at)
 		delays = append(delays, rule.Delay(at))
 	}
@@ -197,6 +197,13 @@ func TestSnapshotCutsOnSigningTime(t *testing.T) {
 	if got := v.Snapshot(1, start, cutoff, nil); len(got.Jobs) != 1 {
 		t.Fatalf("a job signed before the cutoff and held at the start is missing: %v", got.Jobs)
 	}
+	// A peer that cuts late (its timer fired late) leaves out what
+	// reached it after the start, as a punctual peer could not count it.
+	v = NewMarket()
+	v.AddJob(&OpenJob{ID: "after the start", Submitter: sub.ID, Seen: start.Add(time.Millisecond), Signed: cutoff.Add(-time.Second)})
+	if got := v.Snapshot(1, start, cutoff, nil); len(got.Jobs) != 0 {
+		t.Fatalf("a job that arrived after the epoch's start counts: %v", got.Jobs)
+	}
 	// A job whose author's clock runs ahead counts from its arrival.
 	v = NewMarket()
 	v.AddJob(&OpenJob{ID: "ahead", Submitter: sub.ID, Seen: cutoff.Add(time.Millisecond), Signed: cutoff.Add(time.Hour)})
@@ -227,12 +234,48 @@ func TestOffersAtKeepsPastOffers(t *testing.T) {
 		{250 * time.Millisecond, 3},
 		{500 * time.Millisecond, 6},
 	} {
-		got := v.At(t0.Add(c.cut))
+		got := v.At(t0.Add(c.cut), t0.Add(time.Hour))
 		switch {
 		case c.want == 0 && len(got) != 0:
 			t.Errorf("cut at %s: %v, want no offer", c.cut, got)
 		case c.want != 0 && (len(got) != 1 || got[0].GossipP99Ms != c.want):
 			t.Errorf("cut at %s: %v, want the offer announcing %dms", c.cut, got, c.want)
+		}
+	}
+	// Signed by the cutoff but arrived after the start: the cut takes the
+	// offer before it, as a peer cutting on time did.
+	last := t0.Add(500 * time.Millisecond)
+	if got := v.At(last, last.Add(20*time.Millisecond)); len(got) != 1 || got[0].GossipP99Ms != 5 {
+		t.Errorf("offer arrived after the start: cut took %v, want the one announcing 5ms", got)
+	}
+}
+
+// Removals count by their stamps as additions do: a lease signed by the
+// cutoff that arrived by the start closes its job and holds its GPUs in
+// the view; one signed after the cutoff, or arrived after the start, does
+// not yet.
+func TestSnapshotCutsRemovalsOnStamps(t *testing.T) {
+	sub := wiretest.FreshParty(t)
+	prov := wiretest.FreshParty(t)
+	start := time.UnixMilli(1_700_000_001_000)
+	cutoff := start.Add(-200 * time.Millisecond)
+	for _, c := range []struct {
+		name    string
+		at      Stamp
+		counted bool
+	}{
+		{"signed and arrived in time", Stamp{cutoff.Add(-time.Millisecond), start.Add(-time.Millisecond)}, true},
+		{"signed after the cutoff", Stamp{cutoff.Add(time.Millisecond), start.Add(-time.Millisecond)}, false},
+		{"arrived after the start", Stamp{cutoff.Add(-time.Millisecond), start.Add(time.Millisecond)}, false},
+	} {
+		v := NewMarket()
+		v.AddJob(&OpenJob{ID: "j", Submitter: sub.ID, Seen: start.Add(-time.Hour), Signed: start.Add(-time.Hour)})
+		terms := wire.LeaseTerms{ID: "l", Job: "j", Provider: prov.ID.String(), Submitter: sub.ID.String(),
+			GPUs: []string{"GPU-0"}, Limit: market.Hour, Proposed: c.at.Signed.UnixMilli()}
+		v.AddLease(wire.SignedLease{Terms: terms}, c.at)
+		mv := v.Snapshot(1, start, cutoff, nil)
+		if leased := len(mv.Jobs) == 0 && len(mv.Leases) == 1; leased != c.counted {
+			t.Errorf("%s: jobs %v, leases %v; want the lease counted: %v", c.name, mv.Jobs, mv.Leases, c.counted)
 		}
 	}
 }

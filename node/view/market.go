@@ -35,10 +35,10 @@ type OpenJob struct {
 	Raw       []byte    // the signed envelope, evidence of the declaration
 	Seen      time.Time // when this node received it
 	// Signed is when the announcement that opened it was signed; an
-	// epoch's cut compares it rather than Seen (see CutTime). Zero: Seen.
+	// epoch's cut takes it with Seen (see Stamp). Zero: Seen.
 	Signed    time.Time
 	refreshed time.Time // when it was last announced (declared or requeued)
-	closed    time.Time // when it was leased or withdrawn; zero while open
+	closed    Stamp     // the lease or withdrawal that closed it; zero while open
 	// declined marks a job closed on its submitter's refusal of a proposal
 	// rather than by a signed lease or withdrawal: a re-announcement after
 	// the refusal (the submitter put the job back in the queue) opens it
@@ -52,9 +52,9 @@ type OpenJob struct {
 // knownLease is an announced lease, live until released.
 type knownLease struct {
 	lease    wire.SignedLease
-	seen     time.Time
-	released time.Time // zero while live
-	heldMs   int64     // from the release: the GPU time actually held
+	seen     Stamp
+	released Stamp // zero while live
+	heldMs   int64 // from the release: the GPU time actually held
 	// early is a release that arrived before the lease's announcement; it
 	// counts only if it names the same parties as the lease.
 	early *wire.ReleaseBody
@@ -83,7 +83,7 @@ type Market struct {
 const maxOpenJobsPerSubmitter = 10_000
 
 type closedMark struct {
-	at time.Time
+	at Stamp
 	by peer.ID
 }
 
@@ -104,8 +104,8 @@ func (v *Market) AddJob(j *OpenJob) bool {
 	defer v.mu.Unlock()
 	if old, ok := v.jobs[j.ID]; ok {
 		old.refreshed = j.Seen
-		if old.declined && j.Seen.After(old.closed) {
-			old.closed, old.declined = time.Time{}, false
+		if old.declined && j.Seen.After(old.closed.Arrived) {
+			old.closed, old.declined = Stamp{}, false
 			v.open[old.Submitter]++
 			return true
 		}
@@ -164,34 +164,35 @@ func (v *Market) Decline(id string, by peer.ID, now time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if j, ok := v.jobs[id]; ok && j.Submitter == by && j.closed.IsZero() {
-		j.closed, j.declined = now, true
+		j.closed, j.declined = Local(now), true
 		v.dropOpen(j.Submitter)
 	}
 }
 
-// CloseJob closes a job on the word of by, who must be its submitter.
-func (v *Market) CloseJob(id string, by peer.ID, now time.Time) {
+// CloseJob closes a job on the word of by, who must be its submitter; at
+// stamps the withdrawal.
+func (v *Market) CloseJob(id string, by peer.ID, at Stamp) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.closeJobLocked(id, by, now)
+	v.closeJobLocked(id, by, at)
 }
 
-func (v *Market) closeJobLocked(id string, by peer.ID, now time.Time) {
+func (v *Market) closeJobLocked(id string, by peer.ID, at Stamp) {
 	if j, ok := v.jobs[id]; ok {
 		if j.Submitter == by && j.closed.IsZero() {
-			j.closed = now
+			j.closed = at
 			v.dropOpen(j.Submitter)
 		}
 		return
 	}
 	if _, ok := v.closed[id]; !ok {
-		v.closed[id] = closedMark{at: now, by: by}
+		v.closed[id] = closedMark{at: at, by: by}
 	}
 }
 
-// AddLease records an announced lease and closes its job; it reports
-// whether the lease is new.
-func (v *Market) AddLease(l wire.SignedLease, now time.Time) bool {
+// AddLease records an announced lease, stamped at, and closes its job; it
+// reports whether the lease is new.
+func (v *Market) AddLease(l wire.SignedLease, at Stamp) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	kl, ok := v.leases[l.Terms.ID]
@@ -202,12 +203,12 @@ func (v *Market) AddLease(l wire.SignedLease, now time.Time) bool {
 		ok = false // a release by strangers: ignore it
 	}
 	if ok {
-		kl.lease, kl.seen, kl.early = l, now, nil
+		kl.lease, kl.seen, kl.early = l, at, nil
 	} else {
-		v.leases[l.Terms.ID] = &knownLease{lease: l, seen: now}
+		v.leases[l.Terms.ID] = &knownLease{lease: l, seen: at}
 	}
 	if sub, err := peer.Decode(l.Terms.Submitter); err == nil {
-		v.closeJobLocked(l.Terms.Job, sub, now)
+		v.closeJobLocked(l.Terms.Job, sub, at)
 	}
 	return true
 }
@@ -216,7 +217,7 @@ func (v *Market) AddLease(l wire.SignedLease, now time.Time) bool {
 // it: validateRelease checked the signer against the known lease, or, for a
 // lease not yet announced, against the parties the release names, which
 // addLease then compares with the lease's own.
-func (v *Market) ReleaseLease(r wire.ReleaseBody, by peer.ID, now time.Time) {
+func (v *Market) ReleaseLease(r wire.ReleaseBody, by peer.ID, at Stamp) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if by.String() != r.Provider {
@@ -228,22 +229,22 @@ func (v *Market) ReleaseLease(r wire.ReleaseBody, by peer.ID, now time.Time) {
 	if !ok {
 		// Released before its announcement arrived: remember the end so
 		// that the announcement, when it comes, is born released.
-		kl = &knownLease{seen: now, early: &r}
+		kl = &knownLease{seen: at, early: &r}
 		v.leases[r.Lease] = kl
 	}
 	if kl.released.IsZero() {
-		kl.released = now
+		kl.released = at
 		kl.heldMs = max(r.HeldMs, 0)
 	}
 }
 
-// Snapshot builds Match's view for the epoch starting at start, from what
-// had been signed, and had arrived, by cutoff: a job leased or a lease
-// released after the cutoff still counts as open or live, so that every
+// Snapshot builds Match's view for the epoch starting at start, cut at
+// cutoff: every message counts, addition or removal alike, by its Stamp
+// (signed by the cutoff, arrived by the start). A job leased, or a lease
+// released, after the cutoff still counts as open or live, so that every
 // peer whose gossip is faster than the epoch delay decides on the same
-// facts. The node gives AddLease, ReleaseLease and CloseJob the CutTime of
-// the message as their time, and OpenJob its Signed time, for that reason. Acting on a stale assignment is caught
-// before it costs anything: a provider proposes only for jobs open now.
+// facts. Acting on a stale assignment is caught before it costs anything:
+// a provider proposes only for jobs open now, on devices it does not hold.
 //
 // A provider's offer is the last word on its own GPUs: a lease whose GPUs
 // an offer signed after the lease shows free again has ended, even if its
@@ -270,9 +271,9 @@ func (v *Market) Snapshot(epoch uint64, start, cutoff time.Time, offers []Signed
 		}
 		return true
 	}
-	at := func(t time.Time) bool { return !t.IsZero() && !t.After(cutoff) }
+	at := func(s Stamp) bool { return s.In(cutoff, start) }
 	for _, j := range v.jobs {
-		if !at(CutTime(j.Signed, j.Seen)) || at(j.closed) {
+		if !at(Stamp{j.Signed, j.Seen}) || at(j.closed) {
 			continue
 		}
 		if j.submittedAt == 0 {
@@ -323,35 +324,20 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 		}
 	}
 	for id, m := range v.closed {
-		if now.Sub(m.at) > keep {
+		if now.Sub(m.at.Arrived) > keep {
 			delete(v.closed, id)
 		}
 	}
 	for id, j := range v.jobs {
-		if !j.closed.IsZero() && now.Sub(j.closed) > keep {
+		if !j.closed.IsZero() && now.Sub(j.closed.Arrived) > keep {
 			delete(v.jobs, id)
 		}
 	}
 	for id, kl := range v.leases {
-		if !kl.released.IsZero() && now.Sub(kl.released) > max(usageWindow, keep) {
+		if !kl.released.IsZero() && now.Sub(kl.released.Arrived) > max(usageWindow, keep) {
 			delete(v.leases, id)
 		}
 	}
-}
-
-// CutTime is the instant a message counts from in an epoch's cut: when its
-// author signed it, or when it arrived if that is earlier (the author's
-// clock runs ahead), so that nothing counts before this node holds it.
-// Cutting on the signing time is what makes the epoch delay work: a message
-// signed by the cutoff that reaches every peer within the delay is in every
-// peer's view of the epoch, whereas on arrival times two peers disagree
-// whenever the cutoff falls between their two arrivals, however long the
-// delay. A zero signed time means arrived.
-func CutTime(signed, arrived time.Time) time.Time {
-	if !signed.IsZero() && signed.Before(arrived) {
-		return signed
-	}
-	return arrived
 }
 
 // leaseStart is when a known lease was signed, or at if it is unknown.

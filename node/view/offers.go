@@ -47,9 +47,9 @@ type offerVersion struct {
 // provider.
 const keptOfferVersions = 4
 
-// cutTime is the instant an offer counts from in an epoch's cut.
-func cutTime(signedAt int64, seen time.Time) time.Time {
-	return CutTime(time.UnixMilli(signedAt), seen)
+// stamp is what an epoch's cut needs of an offer.
+func stamp(signedAt int64, seen time.Time) Stamp {
+	return Stamp{Signed: time.UnixMilli(signedAt), Arrived: seen}
 }
 
 // Offers is this node's view of every provider's latest offer.
@@ -141,21 +141,22 @@ type SignedOffer struct {
 	GossipP99Ms int64
 }
 
-// At returns every provider's offer as it stood at cutoff, sorted: the
-// newest offer signed by then (see CutTime). Peers whose gossip brought them
-// every offer signed by the cutoff before they cut hold the same offers,
-// whatever order those arrived in.
-func (v *Offers) At(cutoff time.Time) []SignedOffer {
+// At returns every provider's offer as the epoch starting at start sees it
+// at cutoff, sorted: the newest offer that counts (Stamp.In). Peers whose
+// gossip brought them every offer signed by the cutoff before the start
+// hold the same offers, whatever order those arrived in and however late
+// they cut.
+func (v *Offers) At(cutoff, start time.Time) []SignedOffer {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	out := make([]SignedOffer, 0, len(v.byProvider))
 	for _, e := range v.byProvider {
-		if !cutTime(e.SignedAt, e.LastSeen).After(cutoff) {
+		if stamp(e.SignedAt, e.LastSeen).In(cutoff, start) {
 			out = append(out, SignedOffer{e.Offer, e.SignedAt, e.GossipP99Ms})
 			continue
 		}
 		for i := len(e.past) - 1; i >= 0; i-- {
-			if p := e.past[i]; !cutTime(p.signedAt, p.seen).After(cutoff) {
+			if p := e.past[i]; stamp(p.signedAt, p.seen).In(cutoff, start) {
 				out = append(out, SignedOffer{p.offer, p.signedAt, p.gossipP99Ms})
 				break
 			}
