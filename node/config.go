@@ -120,10 +120,6 @@ type Config struct {
 	testLoseReply func(proto protocol.ID, from peer.ID) bool
 }
 
-// defaultEpochDelay is the adaptive delay while no provider has announced
-// a gossip delay yet, as the fixed delay was before it adapted.
-const defaultEpochDelay = 150 * time.Millisecond
-
 // DefaultNetwork is the network joined when none is named.
 const DefaultNetwork = "e31"
 

@@ -22,10 +22,10 @@ func TestEpochDelayAdaptsUnlessSet(t *testing.T) {
 		t.Fatalf("default epoch delay %s, want 0 (adaptive)", cfg.EpochDelay)
 	}
 	n := &Node{cfg: cfg, offers: view.NewOffers(),
-		delayRule: view.DelayRule{Epoch: cfg.Epoch, Floor: view.DefaultDelayFloor, Fallback: defaultEpochDelay}}
+		delayRule: view.DefaultDelayRule(cfg.Epoch)}
 	start := time.UnixMilli(1_700_000_001_000)
-	if got := n.epochDelay(start); got != defaultEpochDelay {
-		t.Fatalf("no offers: delay %s, want %s", got, defaultEpochDelay)
+	if got := n.epochDelay(start); got != view.DefaultFallbackDelay {
+		t.Fatalf("no offers: delay %s, want %s", got, view.DefaultFallbackDelay)
 	}
 	announce := func(provider string, p99 int64, signed time.Time) {
 		n.offers.Apply(wire.OfferBody{Offer: market.Offer{Provider: provider}, HeartbeatMs: 1000, GossipP99Ms: p99},

@@ -127,7 +127,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		metrics:      newMetrics(),
 		offerChanged: make(chan struct{}, 1),
 		delays:       view.NewGossipDelays(view.DefaultDelayWindow),
-		delayRule:    view.DelayRule{Epoch: cfg.Epoch, Floor: view.DefaultDelayFloor, Fallback: defaultEpochDelay},
+		delayRule:    view.DefaultDelayRule(cfg.Epoch),
 		handlers:     make(map[protocol.ID]p2p.Handler),
 		gater:        p2p.NewGater(),
 		punches:      newPunchLog(),
