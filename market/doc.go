@@ -76,23 +76,37 @@
 // # The epoch's view
 //
 // Match is pure, so peers agree on its result exactly when they agree on its
-// view. The node cuts the view of the epoch starting at S at S − D, and cuts
-// it on signing times: a message (offer, declaration, lease, release,
-// withdrawal) is in the view if its author signed it by S − D and it had
-// arrived when the peer cut at S. A message whose signing time lies ahead of
-// its arrival (the author's clock runs fast) counts from its arrival. So
+// view. The node cuts the view of the epoch starting at S at S − D: a
+// message — offer, declaration, lease, release, withdrawal; additions and
+// removals alike — is in the view if its author signed it by S − D and it
+// reached the peer by S (a message whose signing time lies ahead of its
+// arrival, the author's clock running fast, counts from its arrival). So
 // every peer to which gossip brought all messages signed by S − D before S
-// holds the same view: D must exceed gossip's delay, clock skew included.
-// (Cut on arrival times instead, no D helps: two peers disagree whenever a
-// cutoff falls between a message's two arrivals.)
+// holds the same view, however late its own timer fires: D must exceed
+// gossip's delay, measured where the node hands a message to its view, and
+// clock skew. Cut on arrival times alone, no D helps: two peers disagree
+// whenever the cutoff falls between a message's two arrivals. Cut on
+// signing times alone, a peer that cuts late counts messages that a
+// punctual one could not.
+//
+// What happens after the cutoff is acted on, not matched on: a provider
+// proposes only for a job open in what it has received, on devices it does
+// not hold. A claim made in epoch k becomes a lease a round trip later
+// (proposal and acceptance), signed near S + 2g for gossip delay g; it is in
+// epoch k+1's view if signed by S + E − D. If not, the job is still open in
+// every peer's view of k+1 alike, Match gives it (in practice) the same
+// provider and devices again, and that provider, which holds them, proposes
+// nothing: no round is lost, which is why D may reach E/2 but not more.
 //
 // D adapts to the network, and every peer must derive the same D for the
 // same epoch, so D cannot come from what a peer measured itself. Each node
 // keeps the delays it observed (arrival minus signing time of the last 256
-// gossip messages from other peers); a provider announces the p99 of that
-// window, in whole milliseconds, in every offer it publishes (0: no figure
-// yet). The delay of the epoch starting at S is derived from the offers as
-// they stood at the announcement cut S − E/2, E the epoch length, a distance
+// gossip messages from other peers, leaving out messages signed before it
+// had been up for five seconds: gossipsub hands a newcomer recent history,
+// whose age is not a delay); a provider announces the p99 of that window,
+// in whole milliseconds, in every offer it publishes (0: no figure yet).
+// The delay of the epoch starting at S is derived from the offers as they
+// stood at the announcement cut S − E/2, E the epoch length, a distance
 // fixed for the network:
 //
 //	D = clamp(P + max(P/4, 10ms), 20ms, E/2)   P = the largest p99 announced
@@ -106,10 +120,13 @@
 // announcing too little makes itself lose rounds. A node configured with a
 // fixed delay uses it as is; a network must not mix the two.
 //
-// Providers' announcements lag the network by a heartbeat, so a sudden rise
-// of gossip delay costs rounds until the next offers carry it; a peer whose
-// gossip is slower than E/2 may differ in its delay as well as its view. In
-// both cases the cost is rounds, never a double booking (see Claims).
+// Gossip's tail, not its median, sets D: measured over links of one-way
+// latency L (testnet/epochbench), the median delay is L but the p99 is
+// 1.5–3 L, growing with traffic and the machine's load. Providers'
+// announcements lag the network by a heartbeat, so a sudden rise of gossip
+// delay costs rounds until the next offers carry it; a peer whose gossip is
+// slower than E/2 may differ in its delay as well as its view. In both
+// cases the cost is rounds, never a double booking (see Claims).
 //
 // # Starvation bound
 //
