@@ -19,8 +19,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
-// heartbeat is how often providers re-publish their offers, as a node's
-// default; a provider also re-publishes at once when its GPUs change.
+// heartbeat is how often providers re-publish their offers: shorter than a
+// node's default (10s), so that a run of seconds reaches the steady state
+// of announced delays that a network reaches in minutes. A provider also
+// re-publishes at once when its GPUs change, as a node does.
 const heartbeat = time.Second
 
 // protoPropose carries a provider's claim to the submitter, as the node's
