@@ -128,6 +128,36 @@
 // slower than E/2 may differ in its delay as well as its view. In both
 // cases the cost is rounds, never a double booking (see Claims).
 //
+// # Straight to rent
+//
+// A job should not wait for an epoch when compute that fits it is free.
+// Between epochs, whenever a job is declared or requeued or a lease is
+// released, a provider runs Match at once on its view as it stands (every
+// open job and live lease that has arrived, its own offer as it is now) and
+// proposes what that pass assigns to it; it arbitrates as for any proposal.
+// The rule that keeps this fair: a provider leases between epochs only what
+// Match, with the epoch's rules and options, assigns it on its current
+// view. Match places jobs in priority order (starving tier, dominant share,
+// age) and keeps reservations, so the capacity a pass gives a job is
+// capacity no job ahead of it in the view could use, and a reserved
+// provider is backfilled only by a job that gives everything back before
+// the reservation starts: exactly what the next epoch's pass would do on
+// that view. A job's age is the epoch start that first holds it; a job no
+// epoch has held yet is given, for the pass only, the start it will get, so
+// a job declared earlier never ranks behind a later one for being unfixed.
+// What the view lacks (a declaration still in flight) is what an epoch's
+// cut lacks too.
+//
+// The pass runs only while at most 64 jobs are open in the view: when jobs
+// compete, the epoch's pass, which every peer runs on the same frozen view,
+// decides. A pass between epochs is one node's view, so two providers may
+// both propose one job; the submitter accepts one proposal per job and the
+// other provider's devices are free again at once. A provider proposes a
+// job at most once while it holds devices for it, so an epoch whose cut does
+// not yet show the lease does not lease the job twice. Double leases stay
+// impossible for the reason they are impossible within an epoch: the
+// provider holds the devices before it proposes.
+//
 // # Starvation bound
 //
 // Let A be StarvingAfter, E the epoch length, Lmax the longest limit of any

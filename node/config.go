@@ -52,6 +52,9 @@ type Config struct {
 	// market/doc.go, "The epoch's view"); a value set stays fixed. Every
 	// peer of a network must use the same setting, as the same Epoch.
 	EpochDelay time.Duration
+	// NoFastPath turns off straight-to-rent (market/doc.go): the node, as a
+	// provider, then proposes only what an epoch's Match assigns it.
+	NoFastPath bool
 	// ProposalTTL is how long a lease proposal waits for the submitter's
 	// answer; default 10s.
 	ProposalTTL time.Duration

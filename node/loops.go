@@ -19,6 +19,7 @@ func (n *Node) signalOfferChanged() {
 	case n.offerChanged <- struct{}{}:
 	default:
 	}
+	n.signalWork() // GPUs may have come free
 }
 
 // ownOffer is the offer this node publishes, and how peers reach it.
@@ -72,6 +73,10 @@ func (n *Node) receiveOffers(ctx context.Context, sub *p2p.Subscription) {
 		}
 		now := time.Now()
 		n.observeDelay(s, now)
+		// A changed offer may change who a pass between epochs assigns a
+		// waiting job to: the provider that holds devices it has not yet
+		// announced knows it cannot take the job before its peers do.
+		n.signalWork()
 		if isNew := n.offers.Apply(b, s.Message.Time, now); isNew {
 			n.log.Info("provider joined the view", "provider", b.Offer.Provider, "gpus", len(b.Offer.GPUs))
 			n.learnAddrs(ctx, s.Signer, b.Addrs)
@@ -205,6 +210,7 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 		if n.market.AddJob(&view.OpenJob{ID: id, Submitter: s.Signer, Body: b, Raw: s.Raw, Seen: now, Signed: s.Time()}) {
 			n.log.Debug("job declared", "job", id, "submitter", s.Signer)
 			n.learnAddrsOnly(s.Signer, b.Addrs)
+			n.signalWork()
 		}
 	case wire.KindRequeue:
 		decls, err := wire.CheckRequeue(s)
@@ -216,7 +222,9 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 			if d.Decode(&b) != nil {
 				continue
 			}
-			n.market.AddJob(&view.OpenJob{ID: wire.JobID(d), Submitter: d.Signer, Body: b, Raw: d.Raw, Seen: now, Signed: s.Time()})
+			if n.market.AddJob(&view.OpenJob{ID: wire.JobID(d), Submitter: d.Signer, Body: b, Raw: d.Raw, Seen: now, Signed: s.Time()}) {
+				n.signalWork()
+			}
 		}
 	case wire.KindWithdrawal:
 		var b wire.WithdrawalBody
@@ -243,6 +251,7 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 		}
 		n.market.ReleaseLease(r, s.Signer, at)
 		n.log.Debug("lease released", "lease", r.Lease, "outcome", r.Outcome)
+		n.signalWork()
 	}
 }
 

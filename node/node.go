@@ -90,6 +90,7 @@ type Node struct {
 	delayRule view.DelayRule
 
 	offerChanged chan struct{} // a signal to publish the offer now
+	work         chan struct{} // a signal that a job or free GPUs arrived: try the fast path
 	loops        task.Group    // the node's own loops
 	inflight     task.Group    // stream handlers being answered
 
@@ -128,6 +129,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		offerChanged: make(chan struct{}, 1),
 		delays:       view.NewGossipDelays(view.DefaultDelayWindow),
 		delayRule:    view.DefaultDelayRule(cfg.Epoch),
+		work:         make(chan struct{}, 1),
 		handlers:     make(map[protocol.ID]p2p.Handler),
 		gater:        p2p.NewGater(),
 		punches:      newPunchLog(),
@@ -357,6 +359,7 @@ func (n *Node) Run(ctx context.Context) error {
 	n.loops.Go(func() { n.expireOffers(loopCtx) })
 	n.loops.Go(func() { n.receiveJobs(loopCtx, jobsSub) })
 	n.loops.Go(func() { n.matchLoop(loopCtx) })
+	n.loops.Go(func() { n.fastLoop(loopCtx) })
 	n.submitter.Start()
 	n.provider.Resume()
 

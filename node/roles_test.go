@@ -112,6 +112,8 @@ type nodeOpts struct {
 	runner    *fakeRunner
 	boot      []string
 	loseReply func(proto protocol.ID, from peer.ID) bool
+	epoch     time.Duration // default 100ms
+	noFast    bool          // turn the fast path off
 }
 
 func startNode(t *testing.T, o nodeOpts) *testNode {
@@ -138,6 +140,10 @@ func startNode(t *testing.T, o nodeOpts) *testNode {
 		CPUs:              8,
 		MemoryBytes:       16 << 30,
 		testLoseReply:     o.loseReply,
+		NoFastPath:        o.noFast,
+	}
+	if o.epoch != 0 {
+		cfg.Epoch = o.epoch
 	}
 	if o.runner != nil {
 		cfg.testRunner = o.runner

@@ -34,6 +34,7 @@ type fileConfig struct {
 	MDNS         bool     `toml:"mdns"`
 	NAT          string   `toml:"nat"`
 	RelayService bool     `toml:"relay-service"`
+	NoFastPath   bool     `toml:"no-fast-path"`
 	Heartbeat    string   `toml:"heartbeat"`
 	LogLevel     string   `toml:"log-level"`
 	LogFormat    string   `toml:"log-format"`
@@ -135,6 +136,7 @@ on the command line win.`,
 	f.BoolVar(&o.file.MDNS, "mdns", false, "discover peers on the LAN with mDNS (multicasts on every interface)")
 	f.StringVar(&o.file.NAT, "nat", node.NATAuto, "reach and be reached from behind a NAT: AutoNAT, port mapping, hole punching, relay slots on the bootstrap peers; auto (on unless every --listen is loopback), on or off")
 	f.BoolVar(&o.file.RelayService, "relay-service", false, "serve as a circuit relay for peers behind NATs (for a bootstrap peer on a public address)")
+	f.BoolVar(&o.file.NoFastPath, "no-fast-path", false, "as a provider, lease only what an epoch's Match assigns, never straight away between epochs")
 	f.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "how often the offer is re-published; 3 missed heartbeats drop a provider")
 	f.DurationVar(&o.epoch, "epoch", time.Second, "length of a matching epoch")
 	f.DurationVar(&o.epochDelay, "epoch-delay", 0, "how long before an epoch's start a message must have been signed to count in its view; 0 (default) adapts it to the gossip delays providers announce, at most half the epoch; every peer of a network must use the same setting")
@@ -148,7 +150,7 @@ on the command line win.`,
 	f.IntVar(&o.file.CPUs, "cpus", 0, "CPUs to offer beside the GPUs (default: all of this machine's)")
 	f.StringVar(&o.file.Memory, "memory", "", "memory to offer beside the GPUs, e.g. 64GiB (default: all of this machine's)")
 	f.StringVar(&o.file.MaxInput, "max-input", "64GiB", "largest total of input data a job submitted here may declare")
-	f.StringVar(&o.file.Metrics, "metrics", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9031); off when empty")
+	f.StringVar(&o.file.Metrics, "metrics", "", "serve Prometheus metrics, and Go profiles under /debug/pprof/, on this address (e.g. 127.0.0.1:9031); off when empty")
 	f.StringVar(&o.file.Runtime, "runtime", "", "OCI runtime binary (default: runc, else crun, whichever works)")
 	f.StringVar(&o.file.ImageCacheSize, "image-cache-size", "64GiB", "disk kept for unpacked image layers under DATA/layers (least recently used go first)")
 	f.BoolVar(&o.file.ImagePull, "image-pull", false, "pull a job's image from its registry (work.image_ref) instead of fetching it from the submitter")
@@ -191,6 +193,7 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("mdns", func() { o.file.MDNS = o.file.MDNS || fc.MDNS })
 	set("nat", func() { o.file.NAT = or(fc.NAT, o.file.NAT) })
 	set("relay-service", func() { o.file.RelayService = o.file.RelayService || fc.RelayService })
+	set("no-fast-path", func() { o.file.NoFastPath = o.file.NoFastPath || fc.NoFastPath })
 	set("log-level", func() { o.file.LogLevel = or(fc.LogLevel, o.file.LogLevel) })
 	set("log-format", func() { o.file.LogFormat = or(fc.LogFormat, o.file.LogFormat) })
 	set("cpus", func() {
@@ -284,6 +287,7 @@ func run(cmd *cobra.Command, o *options) error {
 		MDNS:              o.file.MDNS,
 		NAT:               o.file.NAT,
 		RelayService:      o.file.RelayService,
+		NoFastPath:        o.file.NoFastPath,
 		Heartbeat:         o.heartbeat,
 		Epoch:             o.epoch,
 		EpochDelay:        o.epochDelay,

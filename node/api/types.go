@@ -222,6 +222,9 @@ type Match struct {
 	// DelayMs is the epoch delay the view was cut with.
 	DelayMs     int64               `json:"delay_ms"`
 	Assignments []market.Assignment `json:"assignments"`
+	// Fast marks a pass between epochs, on the view as it stood then
+	// (straight to rent), rather than an epoch's frozen view.
+	Fast bool `json:"fast,omitempty"`
 }
 
 // Block names the peers a node refuses to connect with; empty heals.

@@ -292,6 +292,15 @@ func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 		p.mu.Unlock()
 		return
 	}
+	// A pass whose view does not yet hold this provider's own lease on
+	// the job (an epoch's cut, taken before a pass between epochs leased
+	// it) must not lease it twice.
+	for _, h := range p.held {
+		if h.job == a.Job {
+			p.mu.Unlock()
+			return
+		}
+	}
 	for _, g := range a.GPUs {
 		if _, taken := p.held[g]; taken {
 			p.mu.Unlock()

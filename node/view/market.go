@@ -250,6 +250,21 @@ func (v *Market) ReleaseLease(r wire.ReleaseBody, by peer.ID, at Stamp) {
 // an offer signed after the lease shows free again has ended, even if its
 // release announcement was lost.
 func (v *Market) Snapshot(epoch uint64, start, cutoff time.Time, offers []SignedOffer) market.View {
+	return v.snapshot(epoch, start, cutoff, offers, nil)
+}
+
+// Current is the view as it stands at now, with everything that has
+// arrived, for a pass between epochs (market/doc.go, "Straight to rent").
+// Unlike Snapshot it leaves no trace: a job's SubmittedAt is fixed by the
+// first epoch whose view holds it, on every peer alike; a job no epoch has
+// seen yet takes, for this pass only, the SubmittedAt that epoch will give
+// it, firstEpoch(the job's stamp).
+func (v *Market) Current(epoch uint64, now time.Time, offers []SignedOffer, firstEpoch func(Stamp) time.Time) market.View {
+	return v.snapshot(epoch, now, now, offers, firstEpoch)
+}
+
+// snapshot builds a view; firstEpoch nil fixes SubmittedAt at start.
+func (v *Market) snapshot(epoch uint64, start, cutoff time.Time, offers []SignedOffer, firstEpoch func(Stamp) time.Time) market.View {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	now := start.UnixMilli()
@@ -276,10 +291,15 @@ func (v *Market) Snapshot(epoch uint64, start, cutoff time.Time, offers []Signed
 		if !at(Stamp{j.Signed, j.Seen}) || at(j.closed) {
 			continue
 		}
-		if j.submittedAt == 0 {
-			j.submittedAt = now
+		submittedAt := j.submittedAt
+		switch {
+		case submittedAt != 0:
+		case firstEpoch == nil:
+			j.submittedAt, submittedAt = now, now
+		default:
+			submittedAt = firstEpoch(Stamp{j.Signed, j.Seen}).UnixMilli()
 		}
-		mv.Jobs = append(mv.Jobs, market.Job{ID: j.ID, Submitter: j.Submitter.String(), SubmittedAt: j.submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != ""})
+		mv.Jobs = append(mv.Jobs, market.Job{ID: j.ID, Submitter: j.Submitter.String(), SubmittedAt: submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != ""})
 	}
 	usage := map[string]int64{}
 	for _, kl := range v.leases {

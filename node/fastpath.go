@@ -1,0 +1,84 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/view"
+)
+
+// fastMaxJobs bounds a pass between epochs: with more open jobs than this in
+// the view, jobs compete, and the epoch's pass, which every peer runs on the
+// same frozen view, decides.
+const fastMaxJobs = 64
+
+// signalWork says that a job was declared or requeued, or that GPUs came
+// free: a provider tries to lease at once rather than at the next epoch.
+func (n *Node) signalWork() {
+	select {
+	case n.work <- struct{}{}:
+	default:
+	}
+}
+
+// fastLoop runs a pass between epochs whenever work arrives, one at a time:
+// signals that come during a pass make one more pass after it. Only a
+// provider runs it; what a pass assigns to other providers is theirs to
+// propose from their own passes.
+func (n *Node) fastLoop(ctx context.Context) {
+	if n.cfg.NoFastPath || len(n.gpus) == 0 || n.runner == nil {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.work:
+		}
+		n.fastPass(time.Now())
+	}
+}
+
+// fastPass is straight to rent (market/doc.go): Match, with the epoch's
+// rules, on the view as it stands now, with this provider's own offer as
+// it is now rather than as last announced; the provider proposes what the
+// pass assigns it, and arbitrates as for any proposal.
+func (n *Node) fastPass(now time.Time) {
+	epoch, _ := n.epochOf(now)
+	offers := n.offers.At(now, now)
+	own, _ := n.ownOffer()
+	if i := slices.IndexFunc(offers, func(o view.SignedOffer) bool { return o.Provider == own.Provider }); i >= 0 {
+		offers[i].Offer = own
+	} else {
+		return // not yet in its own view: it has not announced itself
+	}
+	v := n.market.Current(epoch, now, offers, n.firstEpoch)
+	if len(v.Jobs) == 0 || len(v.Jobs) > fastMaxJobs {
+		return
+	}
+	res := market.Match(v, market.Options{})
+	n.recordMatch(api.Match{Epoch: epoch, ViewHash: res.ViewHash, Jobs: len(v.Jobs), Assignments: res.Assignments, Fast: true})
+	for _, a := range res.Assignments {
+		if a.Provider == own.Provider {
+			n.provider.Propose(a, epoch, res.ViewHash)
+		}
+	}
+}
+
+// firstEpoch is the start of the first epoch whose view holds a job
+// stamped at: the SubmittedAt that epoch's pass gives it. Each epoch's delay
+// is the one it will cut with, as far as the offers held now tell; the
+// loop ends within two epochs, since a delay is shorter than an epoch.
+func (n *Node) firstEpoch(at view.Stamp) time.Time {
+	_, start := n.epochOf(at.Arrived)
+	if start.Before(at.Arrived) {
+		start = start.Add(n.cfg.Epoch)
+	}
+	for !at.In(start.Add(-n.epochDelay(start)), start) {
+		start = start.Add(n.cfg.Epoch)
+	}
+	return start
+}
