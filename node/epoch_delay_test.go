@@ -71,3 +71,28 @@ func TestObserveDelayLeavesOutOwnAndHistory(t *testing.T) {
 		t.Fatalf("announced %dms, want 40", got)
 	}
 }
+
+// A job's first epoch is the first whose cut, with the delay that epoch
+// uses, holds the job's stamp.
+func TestFirstEpochUsesTheEpochsDelay(t *testing.T) {
+	cfg, err := Config{DataDir: t.TempDir()}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{cfg: cfg, offers: view.NewOffers(), delayRule: view.DefaultDelayRule(cfg.Epoch)}
+	s := time.UnixMilli(1_700_000_000_000) // an epoch's start
+	for _, c := range []struct {
+		name            string
+		signed, arrived time.Duration // after s
+		want            time.Duration
+	}{
+		{"well before the next cutoff", 100 * time.Millisecond, 120 * time.Millisecond, time.Second},
+		{"signed after the next cutoff (150ms before it)", 900 * time.Millisecond, 910 * time.Millisecond, 2 * time.Second},
+		{"signed in time, arrived after the next start", 800 * time.Millisecond, 1100 * time.Millisecond, 2 * time.Second},
+	} {
+		at := view.Stamp{Signed: s.Add(c.signed), Arrived: s.Add(c.arrived)}
+		if got := n.firstEpoch(at); !got.Equal(s.Add(c.want)) {
+			t.Errorf("%s: first epoch starts %s after s, want %s", c.name, got.Sub(s), c.want)
+		}
+	}
+}
