@@ -267,6 +267,7 @@ func (n *Node) epochOf(t time.Time) (uint64, time.Time) {
 // provider it proposes the leases Match assigned to it; as a submitter it
 // records why its jobs wait.
 func (n *Node) matchLoop(ctx context.Context) {
+	atCeiling := false // the last epoch's adaptive delay was at its ceiling
 	for {
 		_, start := n.epochOf(time.Now())
 		next := start.Add(n.cfg.Epoch)
@@ -279,6 +280,14 @@ func (n *Node) matchLoop(ctx context.Context) {
 		}
 		epoch, start := n.epochOf(next)
 		delay := n.epochDelay(start)
+		if adaptive := n.cfg.EpochDelay == 0; adaptive && (delay >= n.delayRule.Ceiling()) != atCeiling {
+			atCeiling = !atCeiling
+			if atCeiling {
+				n.log.Warn("epoch delay at its ceiling, half the epoch: the gossip delay some provider announces needs more, so views may differ and rounds be lost; a longer --epoch helps", "delay", delay)
+			} else {
+				n.log.Info("epoch delay below its ceiling again", "delay", delay)
+			}
+		}
 		cutoff := start.Add(-delay)
 		n.prune()
 		v := n.market.Snapshot(epoch, start, cutoff, n.offers.At(cutoff, start))

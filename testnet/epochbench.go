@@ -16,6 +16,7 @@ type epochBenchOptions struct {
 	jobs      int
 	seeds     int
 	every     bool
+	epoch     time.Duration
 }
 
 func (o *epochBenchOptions) AddFlags(cmd *cobra.Command) {
@@ -24,6 +25,7 @@ func (o *epochBenchOptions) AddFlags(cmd *cobra.Command) {
 	f.IntVar(&o.jobs, "jobs", 300, "jobs declared per run, at random instants, 20 a second")
 	f.IntVar(&o.seeds, "seeds", 3, "runs per latency and mode, each with its own declaration instants; the table shows their mean")
 	f.BoolVar(&o.every, "every-mode", false, "also measure the signed cut with fixed 150ms and 300ms delays")
+	f.DurationVar(&o.epoch, "epoch", time.Second, "epoch length, as e31d --epoch")
 }
 
 func newEpochBenchCommand() *cobra.Command {
@@ -54,7 +56,7 @@ timers fired. See testnet/epochbench/doc.go.`,
 				for _, m := range modes {
 					var runs []epochbench.Result
 					for s := range o.seeds {
-						r, err := epochbench.Run(cmd.Context(), epochbench.Params{Latency: lat, Jobs: o.jobs, Mode: m, Seed: uint64(s + 1)})
+						r, err := epochbench.Run(cmd.Context(), epochbench.Params{Latency: lat, Jobs: o.jobs, Epoch: o.epoch, Mode: m, Seed: uint64(s + 1)})
 						if err != nil {
 							return fmt.Errorf("%s, %s: %w", lat, m.Name, err)
 						}

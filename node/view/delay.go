@@ -105,6 +105,11 @@ func delayMargin(p99 time.Duration) time.Duration {
 
 const minDelayMargin = 10 * time.Millisecond
 
+// Ceiling is the longest delay: half an epoch, so that a claim made at an
+// epoch's start has the other half to become a lease before the next
+// epoch's cutoff (market/doc.go, "The epoch's view").
+func (r DelayRule) Ceiling() time.Duration { return r.Epoch / 2 }
+
 // AnnouncementCut is the instant whose offers decide the delay of the epoch
 // starting at start.
 func (r DelayRule) AnnouncementCut(start time.Time) time.Time {
@@ -120,7 +125,7 @@ func (r DelayRule) Delay(offers []SignedOffer) time.Duration {
 	for _, o := range offers {
 		p99 = max(p99, o.GossipP99Ms)
 	}
-	ceiling := r.Epoch / 2
+	ceiling := r.Ceiling()
 	if p99 == 0 {
 		return min(max(r.Fallback, r.Floor), ceiling)
 	}
