@@ -53,20 +53,24 @@ timers fired. See testnet/epochbench/doc.go.`,
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "latency\tmode\tjobs\tlost/100 jobs\t(min–max)\tsplit/busy/stale\tdeclined/100\tsplit views\tdelay mean\tdelay max\tto lease\tgossip p50\tgossip p99\ttimer lag p99\t")
 			for _, lat := range o.latencies {
-				for _, m := range modes {
-					var runs []epochbench.Result
-					for s := range o.seeds {
+				// Seeds outermost, modes within: the machine's load drifts
+				// over minutes, and alternating spreads it over the modes.
+				runs := make([][]epochbench.Result, len(modes))
+				for s := range o.seeds {
+					for i, m := range modes {
 						r, err := epochbench.Run(cmd.Context(), epochbench.Params{Latency: lat, Jobs: o.jobs, Epoch: o.epoch, Mode: m, Seed: uint64(s + 1)})
 						if err != nil {
 							return fmt.Errorf("%s, %s: %w", lat, m.Name, err)
 						}
 						// The table aligns only once complete; say how far it got.
 						fmt.Fprintf(os.Stderr, "%s, %s, seed %d: %d rounds lost of %d jobs\n", lat, m.Name, s+1, r.Lost, r.Jobs)
-						runs = append(runs, r)
+						runs[i] = append(runs[i], r)
 					}
-					s := epochbench.Summarise(runs)
+				}
+				for i, m := range modes {
+					s := epochbench.Summarise(runs[i])
 					fmt.Fprintf(tw, "%s\t%s\t%d×%d\t%.1f\t%.0f–%.0f\t%d/%d/%d\t%.1f\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-						lat, m.Name, o.jobs, len(runs), s.LostPer100, s.LostPer100Min, s.LostPer100Max,
+						lat, m.Name, o.jobs, len(runs[i]), s.LostPer100, s.LostPer100Min, s.LostPer100Max,
 						s.LostSplit, s.LostBusy, s.LostStale, s.DeclinedPer100, s.SplitViews, s.BusyEpochs,
 						roundMs(s.MeanDelay), roundMs(s.MaxDelay), roundMs(s.ToLeaseMean), roundMs(s.GossipP50), roundMs(s.GossipP99), roundMs(s.LagP99))
 				}
