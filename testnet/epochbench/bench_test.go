@@ -18,7 +18,10 @@ func TestAdaptiveDelayLosesFewerRounds(t *testing.T) {
 	for _, c := range []struct {
 		latency time.Duration
 		strict  bool // before must lose rounds here, adaptive fewer
-	}{{300 * time.Millisecond, true}, {50 * time.Millisecond, false}} {
+		// agree: gossip is well within half an epoch, so every peer
+		// derives the same delay from the same offers.
+		agree bool
+	}{{300 * time.Millisecond, true, false}, {50 * time.Millisecond, false, true}} {
 		got := map[string]Result{}
 		for _, m := range []Mode{Before, Adaptive} {
 			r, err := Run(t.Context(), Params{Latency: c.latency, Jobs: 150, Mode: m, Seed: 1})
@@ -30,7 +33,7 @@ func TestAdaptiveDelayLosesFewerRounds(t *testing.T) {
 			if r.Leased != r.Jobs {
 				t.Errorf("%s, %s: %d of %d jobs leased", c.latency, m.Name, r.Leased, r.Jobs)
 			}
-			if r.DelaySplits != 0 {
+			if c.agree && r.DelaySplits != 0 {
 				t.Errorf("%s, %s: peers derived different delays in %d epochs", c.latency, m.Name, r.DelaySplits)
 			}
 			got[m.Name] = r
