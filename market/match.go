@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"math"
 	"slices"
-	"strings"
 )
 
 // Options tune Match. The zero value gives the defaults.
@@ -145,16 +144,27 @@ type shapeKey struct {
 	mem    uint64
 }
 
+// jobState is a valid open job as the pass sees it. It holds copies of
+// what the walk reads, so that visiting jobs in priority order, which is
+// no order in memory, touches one small record per job and not the Job,
+// its ID and its request scattered through the view.
 type jobState struct {
-	job     *Job
-	at      int64    // job.SubmittedAt and
-	limit   Duration // job.Request.Limit, kept here for locality
-	shape   *demandShape
-	invalid string
-	h       uint64
-	hashed  bool
-	res     *provider       // reserved for this job
-	sub     *submitterQueue // its submitter's running share
+	id    string
+	at    int64    // job.SubmittedAt
+	limit Duration // job.Request.Limit
+	h     uint64   // H(seed ‖ id), computed while the jobs are in ID order
+	shape *demandShape
+	res   *provider       // reserved for this job
+	sub   *submitterQueue // its submitter's running share
+}
+
+// waitNote is a job left waiting, recorded when it was processed; its
+// reason is written after the pass, against the offers as the pass leaves
+// them.
+type waitNote struct {
+	id    string
+	shape *demandShape
+	res   *provider
 }
 
 type matcher struct {
@@ -169,9 +179,12 @@ type matcher struct {
 	ix       *index
 	reserved []*provider // in the order reserved
 	shapes   map[shapeKey]*demandShape
+	recent   [shapeCacheSize]recentShape // a cache in front of shapes
 	usage    map[string]int64
-	jobs     []*jobState
-	waiting  []*jobState
+	jobs     []jobState        // valid open jobs, in ID order
+	subs     []*submitterQueue // in order of first appearance in ID order
+	waiting  []waitNote        // in rank order
+	invalid  []Wait            // by job ID
 	ties     []*class
 	scratch  []int32
 	taken    []int32
@@ -343,7 +356,9 @@ func (p *provider) refreshAvail(in *interner, buf []int32) []int32 {
 }
 
 // buildJobs drops jobs that already hold a lease, sets aside invalid
-// requests, and interns the shapes of the rest.
+// requests, and interns the shapes and submitters of the rest. It reads the
+// view's jobs once, in ID order, and copies into each jobState everything
+// the walk will need, tie-break hash included.
 func (m *matcher) buildJobs(n *normalized) {
 	// Both lists sorted, a merge finds the leased jobs without hashing a
 	// hundred thousand IDs.
@@ -352,74 +367,96 @@ func (m *matcher) buildJobs(n *normalized) {
 		leased[i] = l.Job
 	}
 	slices.Sort(leased)
-	m.jobs = make([]*jobState, 0, len(n.jobs))
-	m.waiting = make([]*jobState, 0, len(n.jobs))
-	states := make([]jobState, len(n.jobs))
-	for i, j := range n.jobs {
+	m.jobs = make([]jobState, 0, len(n.jobs))
+	m.waiting = make([]waitNote, 0, len(n.jobs))
+	byName := make(map[string]*submitterQueue)
+	var last *submitterQueue
+	for _, j := range n.jobs {
 		for len(leased) > 0 && leased[0] < j.ID {
 			leased = leased[1:]
 		}
 		if len(leased) > 0 && leased[0] == j.ID {
 			continue
 		}
-		js := &states[i]
-		js.job = j
-		js.at = j.SubmittedAt
-		js.limit = j.Request.Limit
 		var ps problems
 		validateRequest(&j.Request, &ps)
 		if len(ps.list) > 0 {
-			js.invalid = "invalid request: " + ps.list[0].String()
-		} else {
-			js.shape = m.shapeOf(&j.Request, j.Image)
+			// n.jobs is in ID order, and so is this list.
+			m.invalid = append(m.invalid, Wait{Job: j.ID, Reason: "invalid request: " + ps.list[0].String()})
+			continue
 		}
-		m.jobs = append(m.jobs, js)
+		m.jobs = append(m.jobs, jobState{})
+		js := &m.jobs[len(m.jobs)-1]
+		js.id = j.ID
+		js.at = j.SubmittedAt
+		js.limit = j.Request.Limit
+		js.h = tieHash(&m.seed, 'j', j.ID)
+		js.shape = m.shapeOf(&j.Request, j.Image)
+		q := last
+		if q == nil || q.name != j.Submitter {
+			q = byName[j.Submitter]
+			if q == nil {
+				name := j.Submitter
+				q = &submitterQueue{name: name, use: m.usage[name], order: tieHash(&m.seed, 's', name)}
+				byName[name] = q
+				m.subs = append(m.subs, q)
+			}
+			last = q
+		}
+		js.sub = q
+		q.n++
 	}
+}
+
+// shapeCacheSize is the number of slots of the cache in front of the
+// shape map. A queue holds few distinct requests, and comparing a key is
+// far cheaper than hashing its model name for the map, once per job.
+const shapeCacheSize = 64
+
+type recentShape struct {
+	key   shapeKey
+	shape *demandShape
 }
 
 func (m *matcher) shapeOf(r *Request, image bool) *demandShape {
 	k := shapeKey{image: image, gpus: r.GPUs, model: r.GPUModel, minMem: uint64(r.GPUMemory), cpus: int64(r.CPUs), mem: uint64(r.Memory)}
-	if s, ok := m.shapes[k]; ok {
-		return s
+	// The slot depends on the numbers of the request and the length of the
+	// model name, not on the name's bytes.
+	h := uint64(k.gpus)*0x9e3779b97f4a7c15 ^ uint64(k.cpus)*0xbf58476d1ce4e5b9 ^ k.mem*0x94d049bb133111eb ^
+		k.minMem*0x2545f4914f6cdd1d ^ uint64(len(k.model))*0xff51afd7ed558ccd
+	if image {
+		h = ^h
 	}
-	s := &demandShape{
-		demand: demand{gpus: r.GPUs, con: m.in.constraint(r.GPUModel, uint64(r.GPUMemory)), cpus: int64(r.CPUs), mem: uint64(r.Memory), image: image},
-		model:  r.GPUModel,
+	slot := &m.recent[(h^h>>29^h>>47)%shapeCacheSize]
+	if slot.shape != nil && slot.key == k {
+		return slot.shape
 	}
-	m.shapes[k] = s
+	s, ok := m.shapes[k]
+	if !ok {
+		s = &demandShape{
+			demand: demand{gpus: r.GPUs, con: m.in.constraint(r.GPUModel, uint64(r.GPUMemory)), cpus: int64(r.CPUs), mem: uint64(r.Memory), image: image},
+			model:  r.GPUModel,
+		}
+		m.shapes[k] = s
+	}
+	*slot = recentShape{key: k, shape: s}
 	return s
-}
-
-func (m *matcher) jobHash(j *jobState) uint64 {
-	if !j.hashed {
-		j.h = tieHash(&m.seed, 'j', j.job.ID)
-		j.hashed = true
-	}
-	return j.h
 }
 
 // run walks the jobs in priority order, placing, reserving, or recording why
 // each waits.
 func (m *matcher) run() {
-	var invalid []*jobState
 	rank := 0
 	m.walk(func(j *jobState) bool {
-		if j.invalid != "" {
-			invalid = append(invalid, j)
-			return false
-		}
 		ok := m.process(j, rank)
 		rank++
 		return ok
 	})
-	m.res.Waiting = make([]Wait, 0, len(m.waiting)+len(invalid))
-	for _, j := range m.waiting {
-		m.res.Waiting = append(m.res.Waiting, m.waitFor(j))
+	m.res.Waiting = make([]Wait, 0, len(m.waiting)+len(m.invalid))
+	for i := range m.waiting {
+		m.res.Waiting = append(m.res.Waiting, m.waitFor(&m.waiting[i]))
 	}
-	slices.SortFunc(invalid, func(a, b *jobState) int { return strings.Compare(a.job.ID, b.job.ID) })
-	for _, j := range invalid {
-		m.res.Waiting = append(m.res.Waiting, Wait{Job: j.job.ID, Reason: j.invalid})
-	}
+	m.res.Waiting = append(m.res.Waiting, m.invalid...)
 }
 
 // process places j or, failing that, lets it reserve. It reports whether j
@@ -431,10 +468,10 @@ func (m *matcher) process(j *jobState, rank int) bool {
 	}
 	if len(m.reserved) < m.k {
 		if p := m.reserve(j); p != nil {
-			m.res.Reservations = append(m.res.Reservations, Reservation{Job: j.job.ID, Provider: p.id, From: p.res.from})
+			m.res.Reservations = append(m.res.Reservations, Reservation{Job: j.id, Provider: p.id, From: p.res.from})
 		}
 	}
-	m.waiting = append(m.waiting, j)
+	m.waiting = append(m.waiting, waitNote{id: j.id, shape: j.shape, res: j.res})
 	return false
 }
 
@@ -466,7 +503,7 @@ func (m *matcher) place(j *jobState) (*provider, bool) {
 			pi, _ := m.ix.nearest(m.ties[0], 0)
 			return &m.provs[pi], true
 		default:
-			key := m.jobHash(j)
+			key := j.h
 			for _, c := range m.ties {
 				pi, w := m.ix.nearest(c, key)
 				consider(&m.provs[pi], w)
@@ -479,7 +516,7 @@ func (m *matcher) place(j *jobState) (*provider, bool) {
 	end := satAdd(m.now, int64(j.limit))
 	for _, p := range m.reserved {
 		if end <= p.res.from && firstFailure(&m.filters, d, &p.shape) == "" {
-			consider(p, m.jobHash(j)^m.ix.arena.hash[p.idx])
+			consider(p, j.h^m.ix.arena.hash[p.idx])
 		}
 	}
 	return best, best != nil
@@ -523,5 +560,5 @@ func (m *matcher) assign(j *jobState, p *provider, rank int) {
 		m.ix.add(p)
 	}
 	j.sub.use = satAdd(j.sub.use, Charge(d.gpus, j.limit))
-	m.res.Assignments = append(m.res.Assignments, Assignment{Job: j.job.ID, Provider: p.id, GPUs: uuids, Rank: rank})
+	m.res.Assignments = append(m.res.Assignments, Assignment{Job: j.id, Provider: p.id, GPUs: uuids, Rank: rank})
 }

@@ -27,45 +27,67 @@ import (
 // walk calls visit for each job in priority order. Placing a job charges
 // its submitter (jobState.sub) before the next pick.
 func (m *matcher) walk(visit func(*jobState) bool) {
-	// One queue per submitter. Jobs arrive here in ID order, so the queues
-	// are made in an order that does not depend on the map, and the heap's
-	// total order makes even that irrelevant. A starving job belongs to its
-	// submitter's record too, so that its placement is charged there.
-	byName := make(map[string]*submitterQueue)
-	var h submitterHeap
-	starving := make([]*jobState, 0, len(m.jobs))
-	for _, j := range m.jobs {
-		q := byName[j.job.Submitter]
-		if q == nil {
-			name := j.job.Submitter
-			q = &submitterQueue{name: name, use: m.usage[name], order: tieHash(&m.seed, 's', name)}
-			byName[name] = q
-			h = append(h, q)
+	// One queue per submitter (buildJobs made them, in ID order of their
+	// first job, though the heap's total order makes even that irrelevant).
+	// A starving job belongs to its submitter's record too, so that its
+	// placement is charged there. Queues and the starving tier are lists of
+	// positions in m.jobs, carved from one array.
+	jobs := m.jobs
+	pos := make([]int32, len(jobs))
+	nStarving := 0
+	for i := range jobs {
+		if j := &jobs[i]; m.isStarving(j) {
+			nStarving++
+			j.sub.n--
 		}
-		j.sub = q
-		if m.starving > 0 && j.shape != nil && m.now-j.at >= m.starving {
-			starving = append(starving, j)
+	}
+	starving := pos[:0:nStarving]
+	next := nStarving
+	for _, q := range m.subs {
+		q.pos = pos[next:next]
+		next += q.n
+	}
+	for i := range jobs {
+		if j := &jobs[i]; m.isStarving(j) {
+			starving = append(starving, int32(i))
 		} else {
-			q.jobs = append(q.jobs, j)
+			j.sub.pos = append(j.sub.pos, int32(i))
 		}
 	}
 	m.sortByAge(starving)
-	for _, j := range starving {
-		visit(j)
+	for _, q := range m.subs {
+		if len(q.pos) > 1 {
+			m.sortByAge(q.pos)
+		}
 	}
+	// Copy the jobs into the order they will be visited in: walking them
+	// is then walking memory forward (the starving tier) or a thousand
+	// short runs (the queues), not a hundred thousand cache misses.
+	ordered := make([]jobState, len(jobs))
+	for k, i := range pos {
+		ordered[k] = jobs[i]
+	}
+	m.jobs = ordered
 
+	for k := range starving {
+		visit(&ordered[k])
+	}
+	h := submitterHeap(m.subs)
 	live := h[:0]
+	next = nStarving
 	for _, q := range h {
-		if len(q.jobs) > 0 {
-			m.sortByAge(q.jobs)
+		if len(q.pos) > 0 {
+			q.jobs = ordered[next : next+len(q.pos)]
+			next += len(q.pos)
 			live = append(live, q)
 		}
+		q.pos = nil
 	}
 	h = live
 	h.init()
 	for len(h) > 0 {
 		q := h[0]
-		j := q.jobs[0]
+		j := &q.jobs[0]
 		q.jobs = q.jobs[1:]
 		visit(j) // charges q.use when j is placed
 		if len(q.jobs) == 0 {
@@ -76,45 +98,51 @@ func (m *matcher) walk(visit func(*jobState) bool) {
 	}
 }
 
-// sortByAge sorts js with compareAge. Instants rarely tie, so it first
-// sorts packed integers (instant, position) with the specialized integer
-// sort, then orders each run of equal instants by the full comparison: the
-// same result as sorting with compareAge throughout, several times faster
-// than calling a comparison function through a pointer for each pair.
-func (m *matcher) sortByAge(js []*jobState) {
+func (m *matcher) isStarving(j *jobState) bool {
+	return m.starving > 0 && m.now-j.at >= m.starving
+}
+
+// sortByAge sorts positions in m.jobs by compareAge. Instants rarely tie,
+// so it first sorts packed integers (instant, place in ps) with the
+// specialized integer sort, then orders each run of equal instants by the
+// full comparison: the same result as sorting with compareAge throughout,
+// several times faster than calling a comparison function for each pair.
+func (m *matcher) sortByAge(ps []int32) {
 	const posBits = 24
-	n := len(js)
+	n := len(ps)
 	if n < 2 {
 		return
 	}
-	lo, hi := js[0].at, js[0].at
-	for _, j := range js {
-		lo, hi = min(lo, j.at), max(hi, j.at)
+	jobs := m.jobs
+	byAge := func(a, b int32) int { return m.compareAge(&jobs[a], &jobs[b]) }
+	lo, hi := jobs[ps[0]].at, jobs[ps[0]].at
+	for _, i := range ps {
+		lo, hi = min(lo, jobs[i].at), max(hi, jobs[i].at)
 	}
 	if n >= 1<<posBits || uint64(hi)-uint64(lo) >= 1<<(64-posBits) {
-		slices.SortFunc(js, m.compareAge)
+		slices.SortFunc(ps, byAge)
 		return
 	}
 	keys := make([]uint64, n)
-	for i, j := range js {
-		keys[i] = (uint64(j.at)-uint64(lo))<<posBits | uint64(i)
+	for k, i := range ps {
+		keys[k] = (uint64(jobs[i].at)-uint64(lo))<<posBits | uint64(k)
 	}
 	slices.Sort(keys)
-	sorted := make([]*jobState, n)
-	for i, k := range keys {
-		sorted[i] = js[k&(1<<posBits-1)]
+	sorted := make([]int32, n)
+	for k, key := range keys {
+		sorted[k] = ps[key&(1<<posBits-1)]
 	}
 	for i := 0; i < n; {
 		k := i + 1
-		for k < n && sorted[k].at == sorted[i].at {
+		for k < n && jobs[sorted[k]].at == jobs[sorted[i]].at {
 			k++
 		}
 		if k-i > 1 {
-			slices.SortFunc(sorted[i:k], m.compareAge)
+			slices.SortFunc(sorted[i:k], byAge)
 		}
 		i = k
 	}
-	copy(js, sorted)
+	copy(ps, sorted)
 }
 
 // compareAge orders jobs by SubmittedAt, then H(seed ‖ job), then ID.
@@ -122,17 +150,19 @@ func (m *matcher) compareAge(a, b *jobState) int {
 	if c := cmp.Compare(a.at, b.at); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(m.jobHash(a), m.jobHash(b)); c != 0 {
+	if c := cmp.Compare(a.h, b.h); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.job.ID, b.job.ID)
+	return cmp.Compare(a.id, b.id)
 }
 
 type submitterQueue struct {
 	name  string
-	use   int64  // GPU-ms: recent use plus what this pass has charged
-	order uint64 // H(seed ‖ submitter)
-	jobs  []*jobState
+	use   int64      // GPU-ms: recent use plus what this pass has charged
+	order uint64     // H(seed ‖ submitter)
+	n     int        // its jobs, then those not starving, while the queues are built
+	pos   []int32    // their positions in m.jobs, while they are sorted
+	jobs  []jobState // then the jobs themselves, in the order of the walk
 }
 
 func (a *submitterQueue) less(b *submitterQueue) bool {

@@ -28,7 +28,7 @@ func (m *matcher) reserve(j *jobState) *provider {
 	var best *provider
 	var bestAt int64
 	var bestW uint64
-	key := m.jobHash(j)
+	key := j.h
 	for i := range m.provs {
 		p := &m.provs[i]
 		if p.res != nil || !m.couldEverFit(&s.demand, p) {

@@ -1,5 +1,7 @@
 package market
 
+import "math/bits"
+
 // The tie-break between equally good providers for a job is a rendezvous
 // weight: the provider p with the smallest h(p) XOR h(job), where h is
 // H(seed ‖ name). Like highest-random-weight hashing, every (job, provider)
@@ -9,12 +11,14 @@ package market
 // with a bit trie in a fixed number of steps, which matters when ten thousand
 // identical providers tie for each of a hundred thousand jobs.
 
-// trieBits is how many leading bits of the provider hash the trie branches
-// on. Below that depth the few providers sharing a prefix (one in a thousand
-// at a hundred thousand providers) sit in a chain and are compared on the
-// full 64 bits, which gives the same answer as a 64-level trie with far
-// fewer nodes to walk.
-const trieBits = 24
+// maxTrieBits bounds how many leading bits of the provider hash a trie
+// branches on. Below its depth the providers sharing a prefix sit in a
+// chain and are compared on the full 64 bits, which gives the same answer
+// as a 64-level trie with far fewer nodes to walk. The depth is set per
+// Match from the number of providers, ⌈log₂ n⌉ levels: a class of n
+// providers then has less than one per leaf on average, and every level
+// more would be a node visit, a likely cache miss, for each placement.
+const maxTrieBits = 24
 
 type trieNode struct {
 	child [2]int32 // 0 is no child
@@ -29,15 +33,17 @@ type trieArena struct {
 	free  []int32
 	hash  []uint64 // per provider
 	next  []int32  // per provider: the next in its leaf chain, -1 at the end
+	depth int      // levels of every trie, at most maxTrieBits
 }
 
 func newTrieArena(hashes []uint64) *trieArena {
 	a := &trieArena{
-		// Node 0 is the null node. The first tries hold most providers, at
-		// about trieBits−log₂(n) nodes each.
-		nodes: make([]trieNode, 1, 1+len(hashes)*(trieBits-8)),
+		// Node 0 is the null node. A trie of n providers at depth ⌈log₂ n⌉
+		// has about 2n nodes.
+		nodes: make([]trieNode, 1, 1+3*len(hashes)),
 		hash:  hashes,
 		next:  make([]int32, len(hashes)),
+		depth: min(max(bits.Len(uint(len(hashes))), 1), maxTrieBits),
 	}
 	return a
 }
@@ -64,7 +70,7 @@ func (a *trieArena) insert(root, p int32) {
 	h := a.hash[p]
 	n := root
 	a.nodes[n].count++
-	for d := range trieBits {
+	for d := range a.depth {
 		b := bitAt(h, d)
 		c := a.nodes[n].child[b]
 		if c == 0 {
@@ -80,10 +86,10 @@ func (a *trieArena) insert(root, p int32) {
 
 func (a *trieArena) remove(root, p int32) {
 	h := a.hash[p]
-	var path [trieBits + 1]int32
+	var path [maxTrieBits + 1]int32
 	path[0] = root
 	n := root
-	for d := range trieBits {
+	for d := range a.depth {
 		n = a.nodes[n].child[bitAt(h, d)]
 		path[d+1] = n
 	}
@@ -104,10 +110,10 @@ func (a *trieArena) remove(root, p int32) {
 		a.nodes[id].count--
 	}
 	// Cut the highest branch left empty and recycle it.
-	for d := 1; d <= trieBits; d++ {
+	for d := 1; d <= a.depth; d++ {
 		if a.nodes[path[d]].count == 0 {
 			a.nodes[path[d-1]].child[bitAt(h, d-1)] = 0
-			a.free = append(a.free, path[d:]...)
+			a.free = append(a.free, path[d:a.depth+1]...)
 			break
 		}
 	}
@@ -118,7 +124,7 @@ func (a *trieArena) remove(root, p int32) {
 // The trie must not be empty.
 func (a *trieArena) nearest(root int32, key uint64) (int32, uint64) {
 	n := root
-	for d := range trieBits {
+	for d := range a.depth {
 		b := bitAt(key, d)
 		c := a.nodes[n].child[b]
 		if c == 0 {

@@ -173,6 +173,16 @@ func sortDedup[T any](s []T, key func(a, b *T) int, enc func([]byte, *T) []byte)
 	for i := range s {
 		ps[i] = &s[i]
 	}
+	// Views are often assembled in key order already; a check that stops at
+	// the first pair out of order costs less than the sort it saves.
+	if slices.IsSortedFunc(ps, func(a, b *T) int {
+		if c := key(a, b); c != 0 {
+			return c
+		}
+		return -1 // a repeated key counts as out of order
+	}) {
+		return ps
+	}
 	slices.SortFunc(ps, func(a, b *T) int {
 		if c := key(a, b); c != 0 {
 			return c

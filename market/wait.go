@@ -12,13 +12,13 @@ import (
 // so an offer that turned a job away when its turn came still does at the
 // end, and the first filter it fails then is the one a person can act on.
 
-func (m *matcher) waitFor(j *jobState) Wait {
+func (m *matcher) waitFor(j *waitNote) Wait {
 	s := j.shape
 	if s.counts == nil {
 		s.counts = m.countReasons(&s.demand)
 		s.message = describeWait(s, s.counts)
 	}
-	w := Wait{Job: j.job.ID, Reason: s.message, Counts: s.counts}
+	w := Wait{Job: j.id, Reason: s.message, Counts: s.counts}
 	if p := j.res; p != nil {
 		w.Reason = fmt.Sprintf("reserved: waiting for provider %s to free %s at %s",
 			ShortID(p.id), describeNeed(s, false), FormatInstant(p.res.from))

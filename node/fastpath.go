@@ -47,6 +47,9 @@ func (n *Node) fastLoop(ctx context.Context) {
 // it is now rather than as last announced; the provider proposes what the
 // pass assigns it, and arbitrates as for any proposal.
 func (n *Node) fastPass(now time.Time) {
+	if c := n.market.OpenCount(); c == 0 || c > fastMaxJobs {
+		return
+	}
 	epoch, _ := n.epochOf(now)
 	offers := n.offers.At(now, now)
 	own, _ := n.ownOffer()

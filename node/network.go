@@ -31,7 +31,8 @@ func (n *Node) ID() api.ID {
 func (n *Node) Peers() []api.Peer {
 	out := []api.Peer{}
 	for _, p := range n.host.Network().Peers() {
-		ap := api.Peer{PeerID: p.String()}
+		path, why := n.Path(p)
+		ap := api.Peer{PeerID: p.String(), Path: path.String(), PathReason: why}
 		for _, c := range n.host.Network().ConnsToPeer(p) {
 			ap.Addrs = append(ap.Addrs, c.RemoteMultiaddr().String())
 		}

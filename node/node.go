@@ -255,7 +255,7 @@ func (n *Node) wireRoles() {
 		MaxOutputBytes:    n.cfg.MaxOutputBytes,
 		RequeueEvery:      requeueEvery * n.cfg.Heartbeat,
 	}, submitter.Deps{
-		Key: n.key, Self: n.self, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger, Calls: calls,
+		Key: n.key, Self: n.self, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: n.Path,
 		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,
 		Metrics: n.metrics.submitter, Log: n.log, Addrs: n.Addrs, Images: n.images,
 	})

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e31network/e31/testnet/netns"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -25,18 +26,11 @@ import (
 	manet "github.com/multiformats/go-multiaddr/net"
 )
 
-// The small internet of TestNAT. Every address below exists only inside the
-// namespaces the test creates; none of them has a route to anything else.
-//
-//	[ha 192.168.31.2]--lan--[ra 10.31.0.2]--\
-//	                                         br0 [pub 10.31.0.1: relay]
-//	[hb 192.168.32.2]--lan--[rb 10.31.0.3]--/
-//
-// ra and rb masquerade their home network behind their wan address, as a
-// home router does.
+// TestNAT runs its hosts on the small internet of testnet/netns: a relay in
+// Pub, a listener behind RouterA, a dialer behind RouterB.
 const (
-	relayIP          = "10.31.0.1"
-	listenerRouterIP = "10.31.0.2"
+	relayIP          = netns.PubIP
+	listenerRouterIP = netns.RouterAIP
 	natPort          = "4001"
 	helperEnv        = "E31_NAT_HELPER"
 	// reportTag marks the helper's report lines on stdout, which the testing
@@ -96,17 +90,19 @@ func TestNATFilteringRouterKeepsRelay(t *testing.T) {
 // firewall that hole punching cannot get through (a plain "drop new inbound"
 // rule is exactly what a punch does get through).
 func runNAT(t *testing.T, filter bool) natReport {
-	requireNetns(t)
-	ns := newNATNet(t, filter)
+	if testing.Short() && os.Getenv(netns.RequireEnv) == "" {
+		t.Skip("builds network namespaces; skipped in -short mode")
+	}
+	ns := netns.NewForTest(t, netns.Options{Filter: filter})
 
-	relay := startHelper(t, ns.pub, natHelper{Role: "relay"})
+	relay := startHelper(t, ns, ns.Pub, natHelper{Role: "relay"})
 	r := relay.report(t, 15*time.Second)
 	if r.Error != "" {
 		t.Fatalf("relay: %s", r.Error)
 	}
 	relayAddrs := p2pAddrs(r)
 
-	listener := startHelper(t, ns.ha, natHelper{Role: "listener", Relay: relayAddrs})
+	listener := startHelper(t, ns, ns.HomeA, natHelper{Role: "listener", Relay: relayAddrs})
 	l := listener.report(t, 20*time.Second)
 	if l.Error != "" {
 		t.Fatalf("listener: %s", l.Error)
@@ -115,7 +111,7 @@ func runNAT(t *testing.T, filter bool) natReport {
 		t.Fatalf("listener behind NAT advertises no relayed address: %v", l.Addrs)
 	}
 
-	dialer := startHelper(t, ns.hb, natHelper{Role: "dialer", Relay: relayAddrs, Target: l.ID})
+	dialer := startHelper(t, ns, ns.HomeB, natHelper{Role: "dialer", Relay: relayAddrs, Target: l.ID})
 	d := dialer.report(t, 45*time.Second)
 	if d.Error != "" {
 		t.Fatalf("dialer: %s", d.Error)
@@ -133,113 +129,6 @@ func p2pAddrs(r natReport) []string {
 		out = append(out, a+"/p2p/"+r.ID)
 	}
 	return out
-}
-
-func requireNetns(t *testing.T) {
-	t.Helper()
-	required := os.Getenv("E31_REQUIRE_RUNC") != ""
-	skip := func(why string) {
-		t.Helper()
-		if required {
-			t.Fatalf("E31_REQUIRE_RUNC is set but %s", why)
-		}
-		t.Skip(why)
-	}
-	if os.Geteuid() != 0 {
-		skip("network namespaces need root")
-	}
-	for _, tool := range []string{"ip", "nft", "nsenter"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			skip(tool + " is not installed")
-		}
-	}
-	if testing.Short() && !required {
-		t.Skip("builds network namespaces; skipped in -short mode")
-	}
-}
-
-// natNet names the namespaces of one run.
-type natNet struct{ pub, ra, rb, ha, hb string }
-
-func newNATNet(t *testing.T, filter bool) natNet {
-	t.Helper()
-	p := fmt.Sprintf("e31nat%d-", os.Getpid())
-	n := natNet{pub: p + "pub", ra: p + "ra", rb: p + "rb", ha: p + "ha", hb: p + "hb"}
-	for _, name := range []string{n.pub, n.ra, n.rb, n.ha, n.hb} {
-		run(t, "ip", "netns", "add", name)
-		t.Cleanup(func() {
-			// Deleting a namespace deletes the veth ends and the bridge in
-			// it, and with them their peers in the other namespaces.
-			if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-				t.Errorf("ip netns del %s: %v: %s", name, err, out)
-			}
-		})
-		run(t, "ip", "-n", name, "link", "set", "lo", "up")
-	}
-	run(t, "ip", "-n", n.pub, "link", "add", "br0", "type", "bridge")
-	run(t, "ip", "-n", n.pub, "addr", "add", relayIP+"/24", "dev", "br0")
-	run(t, "ip", "-n", n.pub, "link", "set", "br0", "up")
-
-	home := func(router, hostNS, wanIP, lanNet string, filter bool) {
-		run(t, "ip", "-n", router, "link", "add", "wan", "type", "veth", "peer", "name", router[len(p):], "netns", n.pub)
-		run(t, "ip", "-n", n.pub, "link", "set", router[len(p):], "master", "br0", "up")
-		run(t, "ip", "-n", router, "addr", "add", wanIP+"/24", "dev", "wan")
-		run(t, "ip", "-n", router, "link", "set", "wan", "up")
-		run(t, "ip", "-n", router, "link", "add", "lan", "type", "veth", "peer", "name", "eth0", "netns", hostNS)
-		run(t, "ip", "-n", router, "addr", "add", lanNet+".1/24", "dev", "lan")
-		run(t, "ip", "-n", router, "link", "set", "lan", "up")
-		run(t, "ip", "-n", hostNS, "addr", "add", lanNet+".2/24", "dev", "eth0")
-		run(t, "ip", "-n", hostNS, "link", "set", "eth0", "up")
-		run(t, "ip", "-n", hostNS, "route", "add", "default", "via", lanNet+".1")
-		// nsenter --net, not ip netns exec: the latter remounts /sys.
-		run(t, "nsenter", "--net=/run/netns/"+router, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
-		// A home router: masquerade out of wan, and drop what arrives on wan
-		// unasked. The drop happens before conntrack confirms the packet, so a
-		// punch packet that arrives early leaves no entry behind that would
-		// make the masquerade move the port of the punch going the other way.
-		drop := ""
-		if filter {
-			drop = `
-		iifname "wan" ip saddr != ` + relayIP + ` drop`
-		}
-		rules := `table ip nat {
-	chain postrouting {
-		type nat hook postrouting priority srcnat; policy accept;
-		oifname "wan" masquerade
-	}
-}
-table ip filter {
-	chain input {
-		type filter hook input priority filter; policy accept;
-		iifname "wan" ct state new drop
-	}
-	chain forward {
-		type filter hook forward priority filter; policy accept;
-		iifname "wan" ct state new drop` + drop + `
-	}
-}
-`
-		nft(t, router, rules)
-	}
-	home(n.ra, n.ha, listenerRouterIP, "192.168.31", filter)
-	home(n.rb, n.hb, "10.31.0.3", "192.168.32", false)
-	return n
-}
-
-func run(t *testing.T, name string, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
-	}
-}
-
-func nft(t *testing.T, netns, rules string) {
-	t.Helper()
-	cmd := exec.Command("nsenter", "--net=/run/netns/"+netns, "nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(rules)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("nft in %s: %v: %s", netns, err, out)
-	}
 }
 
 // helperProc is a copy of this test binary running one libp2p host in a
@@ -269,14 +158,13 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func startHelper(t *testing.T, netns string, h natHelper) *helperProc {
+func startHelper(t *testing.T, n *netns.Net, ns string, h natHelper) *helperProc {
 	t.Helper()
 	cfg, err := json.Marshal(h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("nsenter", "--net=/run/netns/"+netns, "--",
-		os.Args[0], "-test.run=^TestNATHelperProcess$", "-test.timeout=2m")
+	cmd := n.Command(context.Background(), ns, os.Args[0], "-test.run=^TestNATHelperProcess$", "-test.timeout=2m")
 	cmd.Env = append(os.Environ(), helperEnv+"="+string(cfg))
 	p := &helperProc{name: h.Role, cmd: cmd, reports: make(chan natReport, 1), stderr: &lockedBuffer{}}
 	cmd.Stderr = p.stderr

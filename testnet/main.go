@@ -7,6 +7,7 @@
 //	go run ./testnet measure
 //	go run ./testnet image-bench --size 256MiB
 //	go run ./testnet epoch-bench
+//	sudo go run ./testnet nat-bench
 package main
 
 import (
@@ -28,7 +29,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newEpochBenchCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newNATBenchCommand(), newEpochBenchCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "testnet:", err)
 		os.Exit(1)

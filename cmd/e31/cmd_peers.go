@@ -33,7 +33,7 @@ func runPeers(ctx context.Context, o peersOptions, g *globalOptions) error {
 		return g.printJSON(peers)
 	}
 	for _, p := range peers {
-		fmt.Fprintf(g.stdout, "%s  %s\n", p.PeerID, strings.Join(p.Addrs, " "))
+		fmt.Fprintf(g.stdout, "%s  %-7s  %s\n", p.PeerID, p.Path, strings.Join(p.Addrs, " "))
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ type fileConfig struct {
 	NAT          string   `toml:"nat"`
 	RelayService bool     `toml:"relay-service"`
 	NoFastPath   bool     `toml:"no-fast-path"`
+	NATPublicNet []string `toml:"nat-public-net"`
 	Heartbeat    string   `toml:"heartbeat"`
 	LogLevel     string   `toml:"log-level"`
 	LogFormat    string   `toml:"log-format"`
@@ -137,6 +138,7 @@ on the command line win.`,
 	f.StringVar(&o.file.NAT, "nat", node.NATAuto, "reach and be reached from behind a NAT: AutoNAT, port mapping, hole punching, relay slots on the bootstrap peers; auto (on unless every --listen is loopback), on or off")
 	f.BoolVar(&o.file.RelayService, "relay-service", false, "serve as a circuit relay for peers behind NATs (for a bootstrap peer on a public address)")
 	f.BoolVar(&o.file.NoFastPath, "no-fast-path", false, "as a provider, lease only what an epoch's Match assigns, never straight away between epochs")
+	f.StringArrayVar(&o.file.NATPublicNet, "nat-public-net", nil, "private IPv4 network that counts as public for NAT traversal (the network between sites of a private WAN, or a test bed), e.g. 10.31.0.0/24; repeatable")
 	f.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "how often the offer is re-published; 3 missed heartbeats drop a provider")
 	f.DurationVar(&o.epoch, "epoch", time.Second, "length of a matching epoch")
 	f.DurationVar(&o.epochDelay, "epoch-delay", 0, "how long before an epoch's start a message must have been signed to count in its view; 0 (default) adapts it to the gossip delays providers announce, at most half the epoch; every peer of a network must use the same setting")
@@ -194,6 +196,7 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("nat", func() { o.file.NAT = or(fc.NAT, o.file.NAT) })
 	set("relay-service", func() { o.file.RelayService = o.file.RelayService || fc.RelayService })
 	set("no-fast-path", func() { o.file.NoFastPath = o.file.NoFastPath || fc.NoFastPath })
+	set("nat-public-net", func() { o.file.NATPublicNet = append(o.file.NATPublicNet, fc.NATPublicNet...) })
 	set("log-level", func() { o.file.LogLevel = or(fc.LogLevel, o.file.LogLevel) })
 	set("log-format", func() { o.file.LogFormat = or(fc.LogFormat, o.file.LogFormat) })
 	set("cpus", func() {
@@ -271,6 +274,9 @@ func run(cmd *cobra.Command, o *options) error {
 	}
 	if o.file.CPUs < 0 {
 		return fmt.Errorf("--cpus %d: must not be negative", o.file.CPUs)
+	}
+	if err := countAsPublic(o.file.NATPublicNet); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -28,6 +28,13 @@ type ID struct {
 type Peer struct {
 	PeerID string   `json:"peer_id"`
 	Addrs  []string `json:"addrs"`
+	// Path is how this node reaches the peer: direct (dialled, or a hole
+	// punched through NATs), relayed (only through a circuit relay, which
+	// carries control messages but no data), or none.
+	Path string `json:"path"`
+	// PathReason says, for a relayed path, what the last hole punch with
+	// the peer said.
+	PathReason string `json:"path_reason,omitempty"`
 }
 
 // GPU is one GPU of an offer, as `e31 nodes --json` prints it.

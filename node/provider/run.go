@@ -154,22 +154,8 @@ const directWait = 30 * time.Second
 // fails naming why, rather than stalling.
 func (p *Provider) fetch(ctx context.Context, from peer.ID, root cid.Cid, o content.FetchOptions) (content.FetchStats, error) {
 	if p.d.Path != nil {
-		deadline := time.Now().Add(directWait)
-		for {
-			path, why := p.d.Path(from)
-			if path != p2p.PathRelayed {
-				break
-			}
-			if time.Now().After(deadline) {
-				return content.FetchStats{}, fmt.Errorf("no direct connection to the submitter after %s, only a relayed one, which carries no data (%s)", directWait, why)
-			}
-			t := time.NewTimer(250 * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return content.FetchStats{}, ctx.Err()
-			case <-t.C:
-			}
+		if err := p2p.AwaitDirect(ctx, p.d.Path, from, "the submitter", directWait); err != nil {
+			return content.FetchStats{}, err
 		}
 	}
 	return p.d.Fetcher.Fetch(ctx, from, root, o)

@@ -174,6 +174,12 @@ func (s *Submitter) pullCheckpoint(id string, from peer.ID, c cid.Cid, num int) 
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.OutputTimeout)
 	defer cancel()
 	reason := pinCheckpoint(id, num)
+	if j := s.get(id); j != nil {
+		if err := s.awaitDirect(ctx, j, from, fmt.Sprintf("pulling checkpoint %d", num)); err != nil {
+			s.log.Warn("pull checkpoint", "job", id, "n", num, "err", err)
+			return
+		}
+	}
 	if _, err := s.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: reason, MaxBytes: s.cfg.MaxOutputBytes, Progress: s.d.Metrics.Returned}); err != nil {
 		s.log.Warn("pull checkpoint", "job", id, "n", num, "err", err)
 		return
@@ -221,13 +227,17 @@ func (s *Submitter) HandleOutput(ctx context.Context, from peer.ID, raw json.Raw
 	if err != nil {
 		return nil, fmt.Errorf("output: %w", err)
 	}
-	if _, err := s.leasedJob(req.Job, req.Lease, from); err != nil {
+	j, err := s.leasedJob(req.Job, req.Lease, from)
+	if err != nil {
 		return nil, err
+	}
+	if err := s.awaitDirect(ctx, j, from, "returning the output"); err != nil {
+		return nil, fmt.Errorf("fetch output %s: %w", c, err)
 	}
 	if _, err := s.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: pinOutput(req.Job), MaxBytes: s.cfg.MaxOutputBytes, Progress: s.d.Metrics.Returned}); err != nil {
 		return nil, fmt.Errorf("fetch output %s: %w", c, err)
 	}
-	j, err := s.leasedJob(req.Job, req.Lease, from)
+	j, err = s.leasedJob(req.Job, req.Lease, from)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +245,7 @@ func (s *Submitter) HandleOutput(ctx context.Context, from peer.ID, raw json.Raw
 		req.Skipped = req.Skipped[:maxSkipped]
 	}
 	if err := s.update(j, func(r *Record) error {
-		r.Output, r.Skipped = c.String(), req.Skipped
+		r.Output, r.Skipped, r.Wait = c.String(), req.Skipped, ""
 		if req.KeptUntil > 0 {
 			r.ProviderKeeps = time.UnixMilli(req.KeptUntil)
 		}
@@ -410,4 +420,35 @@ func mustJSON(v any) json.RawMessage {
 		panic(err) // only fixed, marshalable types reach here
 	}
 	return b
+}
+
+// directWait is how long a transfer from the provider waits for a direct
+// connection when only a relayed one exists: hole punching runs as soon as
+// two peers meet through a relay and takes seconds when it works.
+const directWait = 30 * time.Second
+
+// awaitDirect waits for a path to the provider that carries data (a relay
+// carries a lease's messages but, by design, not its data), saying so in
+// the job's status while it waits and why when it gives up, rather than
+// stalling in silence.
+func (s *Submitter) awaitDirect(ctx context.Context, j *job, from peer.ID, what string) error {
+	if s.d.Path == nil {
+		return nil
+	}
+	if path, _ := s.d.Path(from); path != p2p.PathRelayed {
+		return nil
+	}
+	s.change(j, func(r *Record) error {
+		r.Wait = what + ": waiting for a direct connection to the provider; a relayed one carries no data"
+		return nil
+	})
+	err := p2p.AwaitDirect(ctx, s.d.Path, from, "the provider", directWait)
+	s.change(j, func(r *Record) error {
+		r.Wait = ""
+		if err != nil {
+			r.Wait = what + ": " + err.Error()
+		}
+		return nil
+	})
+	return err
 }

@@ -118,6 +118,9 @@ func (r *Record) API() api.Job {
 	for _, in := range r.Declaration.Data {
 		out.Inputs = append(out.Inputs, in.Source)
 	}
+	if r.Wait != "" && !r.terminal() && r.Reason == "" {
+		out.Reason = r.Wait // why a leased job is held up
+	}
 	if r.State == api.JobQueued {
 		out.Reason = r.Wait
 		if out.Reason == "" {

@@ -125,6 +125,17 @@ func (v *Market) AddJob(j *OpenJob) bool {
 	return j.closed.IsZero()
 }
 
+// OpenCount is how many jobs are open now.
+func (v *Market) OpenCount() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := 0
+	for _, c := range v.open {
+		n += c
+	}
+	return n
+}
+
 // Job returns a job that is open now.
 func (v *Market) Job(id string) (*OpenJob, bool) {
 	v.mu.Lock()

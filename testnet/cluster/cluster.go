@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -60,8 +61,11 @@ type Node struct {
 	Metrics string `json:"metrics,omitempty"`
 
 	args []string
-	cmd  *exec.Cmd
-	done chan struct{}
+	// prefix runs e31d, e.g. nsenter into a network namespace; empty:
+	// e31d itself.
+	prefix []string
+	cmd    *exec.Cmd
+	done   chan struct{}
 }
 
 // Cluster is a started set of nodes.
@@ -165,15 +169,20 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 
 // launch starts (or restarts) a node's process and waits for its run file.
 func (c *Cluster) launch(ctx context.Context, n *Node) error {
+	return launch(ctx, c.opts.Bin.E31d, c.opts.Detach, n)
+}
+
+func launch(ctx context.Context, e31d string, detach bool, n *Node) error {
 	_ = os.Remove(filepath.Join(n.Data, node.RunFile))
 	logf, err := os.OpenFile(filepath.Join(n.Data, "e31d.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(c.opts.Bin.E31d, n.args...)
+	argv := append(append(slices.Clone(n.prefix), e31d), n.args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: c.opts.Detach}
-	if !c.opts.Detach {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: detach}
+	if !detach {
 		// A test that dies must not leave daemons behind.
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
@@ -313,7 +322,11 @@ func (n *Node) Alive() bool {
 
 // Kill sends SIGKILL to node i and waits for it to die.
 func (c *Cluster) Kill(i int) error {
-	n := c.Nodes[i]
+	return c.Nodes[i].Kill()
+}
+
+// Kill sends SIGKILL to the node and waits for it to die.
+func (n *Node) Kill() error {
 	if !n.Alive() {
 		return nil
 	}

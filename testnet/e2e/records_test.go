@@ -129,7 +129,12 @@ func TestProviderKilledBeforeFirstReceiptLeavesARecord(t *testing.T) {
 	c := faultNet(t)
 	sub := c.Client(0)
 	j := submit(t, sub, decl("early", "sleep 60", 1, 5*time.Minute))
-	j = waitJob(t, sub, j.ID, 60*time.Second, "a lease", func(j api.Job) bool { return j.Lease != "" })
+	// The run step comes from the provider, after it has stored the lease:
+	// a kill between the submitter's countersignature and that write (a
+	// millisecond on an idle machine) leaves only the submitter's record.
+	j = waitJob(t, sub, j.ID, 60*time.Second, "the provider's run step", func(j api.Job) bool {
+		return j.Lease != "" && !stepAt(j, api.StepRun).IsZero()
+	})
 	victim := nodeIndex(t, c, j.Provider)
 	if err := c.Kill(victim); err != nil {
 		t.Fatal(err)
