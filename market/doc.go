@@ -90,6 +90,68 @@
 // a round, never double-book a device. A job that loses keeps its
 // SubmittedAt and so its age.
 //
+// # The epoch's view
+//
+// Match is pure, so peers agree on its result exactly when they agree on its
+// view. The node cuts the view of the epoch starting at S at S − D: a
+// message — offer, declaration, lease, release, withdrawal; additions and
+// removals alike — is in the view if its author signed it by S − D and it
+// reached the peer by S (a message whose signing time lies ahead of its
+// arrival, the author's clock running fast, counts from its arrival). So
+// every peer to which gossip brought all messages signed by S − D before S
+// holds the same view, however late its own timer fires: D must exceed
+// gossip's delay, measured where the node hands a message to its view, and
+// clock skew. Cut on arrival times alone, no D helps: two peers disagree
+// whenever the cutoff falls between a message's two arrivals. Cut on
+// signing times alone, a peer that cuts late counts messages that a
+// punctual one could not.
+//
+// What happens after the cutoff is acted on, not matched on: a provider
+// proposes only for a job open in what it has received, on devices it does
+// not hold. A claim made in epoch k becomes a lease a round trip later
+// (proposal and acceptance), signed near S + 2g for gossip delay g; it is in
+// epoch k+1's view only if signed by S + E − D. If not, the job is still
+// open in every peer's view of k+1 alike and Match places it again: on the
+// same provider and devices, which then proposes nothing, unless jobs new
+// to the view shift it, and then another provider proposes it (declined:
+// the submitter took the first) or the held devices go to another job (a
+// lost round). Hence D ≤ E/2, leaving half an epoch for claims, and an
+// epoch must be long enough for both halves: measured at 300ms one-way
+// (testnet/epochbench), 1s epochs put D at its ceiling and still lost 20
+// rounds per 100 jobs (the fixed 150ms delay 44), some of them to held
+// devices, with 11 declined proposals per 100 jobs; 2s epochs lost none.
+// A node warns when its delay sits at the ceiling.
+//
+// D adapts to the network, and every peer must derive the same D for the
+// same epoch, so D cannot come from what a peer measured itself. Each node
+// keeps the delays it observed (arrival minus signing time of the last 256
+// gossip messages from other peers, leaving out messages signed before it
+// had been up for five seconds: gossipsub hands a newcomer recent history,
+// whose age is not a delay); a provider announces the p99 of that window,
+// in whole milliseconds, in every offer it publishes (0: no figure yet).
+// The delay of the epoch starting at S is derived from the offers as they
+// stood at the announcement cut S − E/2, E the epoch length, a distance
+// fixed for the network:
+//
+//	D = clamp(P + max(P/4, 10ms), 20ms, E/2)   P = the largest p99 announced
+//	D = min(150ms, E/2)                         while no offer announces one
+//
+// The offers at S − E/2 are the same on every peer whose gossip is faster
+// than E/2, which a D up to E/2 needs anyway, so the rule is deterministic
+// wherever the cut it sets can be. The largest announcement rules because
+// the slowest provider is the one whose view must still hold the jobs; a
+// provider announcing too much only makes epochs start later (D ≤ E/2), one
+// announcing too little makes itself lose rounds. A node configured with a
+// fixed delay uses it as is; a network must not mix the two.
+//
+// Gossip's tail, not its median, sets D: measured over links of one-way
+// latency L (testnet/epochbench), the median delay is L but the p99 is
+// 1.1–2 L, and several times L on a loaded machine. Providers'
+// announcements lag the network by a heartbeat, so a sudden rise of gossip
+// delay costs rounds until the next offers carry it; a peer whose gossip is
+// slower than E/2 may differ in its delay as well as its view. In both
+// cases the cost is rounds, never a double booking (see Claims).
+//
 // # Straight to rent
 //
 // A job should not wait for an epoch when compute that fits it is free.

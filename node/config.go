@@ -60,9 +60,11 @@ type Config struct {
 	// Epoch is the length of a matching epoch; default 1s.
 	Epoch time.Duration
 	// EpochDelay is how long before an epoch's start a message must have
-	// arrived to be in that epoch's view: more than gossip's p99, so that
-	// every peer matches on the same facts. Default 150ms, or half the
-	// epoch if that is shorter.
+	// been signed to be in that epoch's view: more than gossip's p99, so
+	// that every peer matches on the same facts. Zero (the default) adapts
+	// it every epoch to the gossip delays the providers announce (see
+	// market/doc.go, "The epoch's view"); a value set stays fixed. Every
+	// peer of a network must use the same setting, as the same Epoch.
 	EpochDelay time.Duration
 	// NoFastPath turns off straight-to-rent (market/doc.go): the node, as a
 	// provider, then proposes only what an epoch's Match assigns it.
@@ -165,7 +167,6 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	def(&c.Epoch, time.Second)
-	def(&c.EpochDelay, min(150*time.Millisecond, c.Epoch/2))
 	def(&c.ProposalTTL, 10*time.Second)
 	def(&c.ReceiptInterval, 60*time.Second)
 	def(&c.Grace, 30*time.Second)
@@ -200,6 +201,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxInputBytes == 0 {
 		c.MaxInputBytes = 64 << 30
+	}
+	if c.EpochDelay < 0 {
+		return c, fmt.Errorf("epoch delay %s is negative", c.EpochDelay)
 	}
 	if c.Epoch < 50*time.Millisecond || c.EpochDelay >= c.Epoch {
 		return c, fmt.Errorf("epoch %s must be at least 50ms and longer than the epoch delay %s", c.Epoch, c.EpochDelay)

@@ -72,7 +72,7 @@ func (n *Node) fastPass(now time.Time) {
 		return
 	}
 	epoch, _ := n.epochOf(now)
-	offers := n.offers.At(now)
+	offers := n.offers.At(now, now)
 	self := n.self.String()
 	if !slices.ContainsFunc(offers, func(o view.SignedOffer) bool { return o.Provider == self }) {
 		return // not yet in its own view: it has not announced itself
@@ -90,11 +90,16 @@ func (n *Node) fastPass(now time.Time) {
 	}
 }
 
-// firstEpoch is the start of the first epoch whose view holds a job that
-// arrived at seen: the SubmittedAt that epoch's pass gives it.
-func (n *Node) firstEpoch(seen time.Time) time.Time {
-	_, start := n.epochOf(seen.Add(n.cfg.EpochDelay))
-	if start.Add(-n.cfg.EpochDelay).Before(seen) {
+// firstEpoch is the start of the first epoch whose view holds a job
+// stamped at: the SubmittedAt that epoch's pass gives it. Each epoch's delay
+// is the one it will cut with, as far as the offers held now tell; the
+// loop ends within two epochs, since a delay is shorter than an epoch.
+func (n *Node) firstEpoch(at view.Stamp) time.Time {
+	_, start := n.epochOf(at.Arrived)
+	if start.Before(at.Arrived) {
+		start = start.Add(n.cfg.Epoch)
+	}
+	for !at.In(start.Add(-n.epochDelay(start)), start) {
 		start = start.Add(n.cfg.Epoch)
 	}
 	return start

@@ -46,6 +46,7 @@ func (n *Node) publishOffers(ctx context.Context) {
 			Reach:       reach,
 			Addrs:       n.Addrs(),
 			HeartbeatMs: n.cfg.Heartbeat.Milliseconds(),
+			GossipP99Ms: n.delays.Announced(),
 		}
 		if _, err := n.gossip.Publish(ctx, p2p.TopicOffers, wire.KindOffer, body); err != nil && ctx.Err() == nil {
 			n.log.Warn("publish offer", "err", err)
@@ -71,6 +72,7 @@ func (n *Node) receiveOffers(ctx context.Context, sub *p2p.Subscription) {
 			continue // the validator already checked it; cannot happen
 		}
 		now := time.Now()
+		n.observeDelay(s, now)
 		// A changed offer may change who a pass between epochs assigns a
 		// waiting job to: the provider that holds devices it has not yet
 		// announced knows it cannot take the job before its peers do.
@@ -167,11 +169,37 @@ func (n *Node) receiveJobs(ctx context.Context, sub *p2p.Subscription) {
 		if err != nil {
 			return
 		}
-		n.applyJobMessage(s, time.Now())
+		now := time.Now()
+		n.observeDelay(s, now)
+		n.applyJobMessage(s, now)
 	}
 }
 
+// observeDelay records how long gossip took to bring a message from
+// another peer. This node's own messages come back without crossing the
+// network and would only pull the figure down. Messages signed before the
+// node had been up for joinHistory are left out: gossipsub offers a
+// newcomer the messages of its last three heartbeats (IHAVE/IWANT), whose
+// age measures when the newcomer joined, not gossip's delay; a few of them
+// in a window of 256 would set its announced p99, and so every peer's
+// delay, to the ceiling until fresher samples pushed them out.
+func (n *Node) observeDelay(s p2p.Signed, now time.Time) {
+	if s.Signer == n.self || s.Time().Before(n.started.Add(joinHistory)) {
+		return
+	}
+	n.delays.Observe(s.Time(), now)
+}
+
+// joinHistory covers gossipsub's history window (3 heartbeats of 1s) and
+// the time to reach the bootstrap peers and form a mesh.
+const joinHistory = 5 * time.Second
+
+// applyJobMessage applies a jobs message that arrived at now. The view
+// stamps each event with its signing and arrival times (view.Stamp), so that
+// an epoch's cut, removals included, falls on signing times, which every
+// peer sees alike.
 func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
+	at := view.Stamp{Signed: s.Time(), Arrived: now}
 	switch s.Message.Kind {
 	case wire.KindDeclaration:
 		var b wire.DeclarationBody
@@ -179,7 +207,7 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 			return
 		}
 		id := wire.JobID(s)
-		if n.market.AddJob(&view.OpenJob{ID: id, Submitter: s.Signer, Body: b, Seen: now}) {
+		if n.market.AddJob(&view.OpenJob{ID: id, Submitter: s.Signer, Body: b, Seen: now, Signed: s.Time()}) {
 			n.log.Debug("job declared", "job", id, "submitter", s.Signer)
 			n.learnAddrsOnly(s.Signer, b.Addrs)
 			n.signalWork()
@@ -194,7 +222,7 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 			if d.Decode(&b) != nil {
 				continue
 			}
-			if n.market.AddJob(&view.OpenJob{ID: wire.JobID(d), Submitter: d.Signer, Body: b, Seen: now}) {
+			if n.market.AddJob(&view.OpenJob{ID: wire.JobID(d), Submitter: d.Signer, Body: b, Seen: now, Signed: s.Time()}) {
 				n.signalWork()
 			}
 		}
@@ -206,14 +234,14 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 		if sub, ok := n.market.SubmitterOf(b.Job); ok && sub != s.Signer {
 			return // counted as forged by the validator
 		}
-		n.market.CloseJob(b.Job, s.Signer, now)
+		n.market.CloseJob(b.Job, s.Signer, at)
 		n.provider.Withdraw(b.Job, s.Signer)
 	case wire.KindLease:
 		var l wire.SignedLease
 		if s.Decode(&l) != nil {
 			return
 		}
-		if n.market.AddLease(l, now) {
+		if n.market.AddLease(l, at) {
 			n.log.Debug("lease announced", "lease", l.Terms.ID, "job", l.Terms.Job, "provider", l.Terms.Provider)
 		}
 	case wire.KindRelease:
@@ -221,7 +249,7 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 		if s.Decode(&r) != nil {
 			return
 		}
-		n.market.ReleaseLease(r, s.Signer, now)
+		n.market.ReleaseLease(r, s.Signer, at)
 		n.log.Debug("lease released", "lease", r.Lease, "outcome", r.Outcome)
 		n.signalWork()
 	}
@@ -235,10 +263,11 @@ func (n *Node) epochOf(t time.Time) (uint64, time.Time) {
 }
 
 // matchLoop runs Match once an epoch, on the view frozen at the epoch's
-// start minus the gossip delay, and acts on what concerns this node: as a
+// start minus the epoch delay, and acts on what concerns this node: as a
 // provider it proposes the leases Match assigned to it; as a submitter it
 // records why its jobs wait.
 func (n *Node) matchLoop(ctx context.Context) {
+	atCeiling := false // the last epoch's adaptive delay was at its ceiling
 	for {
 		_, start := n.epochOf(time.Now())
 		next := start.Add(n.cfg.Epoch)
@@ -250,21 +279,40 @@ func (n *Node) matchLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		epoch, start := n.epochOf(next)
-		cutoff := start.Add(-n.cfg.EpochDelay)
+		delay := n.epochDelay(start)
+		if adaptive := n.cfg.EpochDelay == 0; adaptive && (delay >= n.delayRule.Ceiling()) != atCeiling {
+			atCeiling = !atCeiling
+			if atCeiling {
+				n.log.Warn("epoch delay at its ceiling, half the epoch: the gossip delay some provider announces needs more, so views may differ and rounds be lost; a longer --epoch helps", "delay", delay)
+			} else {
+				n.log.Info("epoch delay below its ceiling again", "delay", delay)
+			}
+		}
+		cutoff := start.Add(-delay)
 		n.prune()
-		v := n.market.Snapshot(epoch, start, cutoff, n.offers.At(cutoff))
+		v := n.market.Snapshot(epoch, start, cutoff, n.offers.At(cutoff, start))
 		if len(v.Jobs) == 0 {
 			continue
 		}
 		res := market.Match(v, market.Options{})
 		n.submitter.RecordWaits(res)
-		n.recordMatch(api.Match{Epoch: epoch, ViewHash: res.ViewHash, Jobs: len(v.Jobs), Assignments: res.Assignments})
+		n.recordMatch(api.Match{Epoch: epoch, ViewHash: res.ViewHash, Jobs: len(v.Jobs), DelayMs: delay.Milliseconds(), Assignments: res.Assignments})
 		for _, a := range res.Assignments {
 			if a.Provider == n.self.String() {
 				n.provider.Propose(a, epoch, res.ViewHash)
 			}
 		}
 	}
+}
+
+// epochDelay is the delay of the epoch starting at start: the configured
+// one, or the one every peer derives from the offers at the epoch's
+// announcement cut.
+func (n *Node) epochDelay(start time.Time) time.Duration {
+	if n.cfg.EpochDelay > 0 {
+		return n.cfg.EpochDelay
+	}
+	return n.delayRule.Delay(n.offers.At(n.delayRule.AnnouncementCut(start), start))
 }
 
 // prune forgets what no longer matters: closed jobs and released leases

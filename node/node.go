@@ -83,6 +83,12 @@ type Node struct {
 	natOn   bool            // NAT traversal runs (Config.NAT)
 	punches *punchLog       // the last hole punch with each peer
 
+	// delays is the gossip delay this node observed, announced in its
+	// offer; delayRule turns the announcements into each epoch's delay.
+	// Both immutable after New (delays locks itself).
+	delays    *view.GossipDelays
+	delayRule view.DelayRule
+
 	offerChanged chan struct{} // a signal to publish the offer now
 	work         chan struct{} // a signal that a job or free GPUs arrived: try the fast path
 	loops        task.Group    // the node's own loops
@@ -121,6 +127,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		access:       acl.New(),
 		metrics:      newMetrics(),
 		offerChanged: make(chan struct{}, 1),
+		delays:       view.NewGossipDelays(view.DefaultDelayWindow),
+		delayRule:    view.DefaultDelayRule(cfg.Epoch),
 		work:         make(chan struct{}, 1),
 		handlers:     make(map[protocol.ID]p2p.Handler),
 		gater:        p2p.NewGater(),

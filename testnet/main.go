@@ -6,6 +6,7 @@
 //	go run ./testnet demo
 //	go run ./testnet measure
 //	go run ./testnet image-bench --size 256MiB
+//	go run ./testnet epoch-bench
 //	sudo go run ./testnet nat-bench
 //	go run ./testnet bench --only idle,throughput --profile /tmp/prof
 package main
@@ -29,7 +30,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newNATBenchCommand(), newBenchCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newNATBenchCommand(), newEpochBenchCommand(), newBenchCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "testnet:", err)
 		os.Exit(1)

@@ -144,7 +144,7 @@ on the command line win.`,
 	f.StringArrayVar(&o.file.NATPublicNet, "nat-public-net", nil, "private IPv4 network that counts as public for NAT traversal (the network between sites of a private WAN, or a test bed), e.g. 10.31.0.0/24; repeatable")
 	f.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "how often the offer is re-published; 3 missed heartbeats drop a provider")
 	f.DurationVar(&o.epoch, "epoch", time.Second, "length of a matching epoch")
-	f.DurationVar(&o.epochDelay, "epoch-delay", 0, "how long before an epoch's start a message must have arrived to count in its view; more than gossip's p99 (default 150ms, at most half the epoch)")
+	f.DurationVar(&o.epochDelay, "epoch-delay", 0, "how long before an epoch's start a message must have been signed to count in its view; 0 (default) adapts it to the gossip delays providers announce, at most half the epoch; every peer of a network must use the same setting")
 	f.DurationVar(&o.receiptInterval, "receipt-interval", time.Minute, "how often an interim receipt is signed while compute is held")
 	f.DurationVar(&o.grace, "grace", 30*time.Second, "time between SIGTERM and SIGKILL at a job's limit or withdrawal")
 	f.DurationVar(&o.outputTimeout, "output-timeout", 10*time.Minute, "how long output waits to be handed to the submitter")

@@ -223,9 +223,11 @@ type Verify struct {
 // hash of the view it decided on. Peers holding the same view decide the
 // same.
 type Match struct {
-	Epoch       uint64              `json:"epoch"`
-	ViewHash    string              `json:"view_hash"`
-	Jobs        int                 `json:"jobs"`
+	Epoch    uint64 `json:"epoch"`
+	ViewHash string `json:"view_hash"`
+	Jobs     int    `json:"jobs"`
+	// DelayMs is the epoch delay the view was cut with.
+	DelayMs     int64               `json:"delay_ms"`
 	Assignments []market.Assignment `json:"assignments"`
 	// Fast marks a pass between epochs, on the view as it stood then
 	// (straight to rent), rather than an epoch's frozen view.

@@ -33,8 +33,11 @@ type OpenJob struct {
 	Submitter peer.ID
 	Body      wire.DeclarationBody
 	Seen      time.Time // when this node received it
+	// Signed is when the announcement that opened it was signed; an
+	// epoch's cut takes it with Seen (see Stamp). Zero: Seen.
+	Signed    time.Time
 	refreshed time.Time // when it was last announced (declared or requeued)
-	closed    time.Time // when it was leased or withdrawn; zero while open
+	closed    Stamp     // the lease or withdrawal that closed it; zero while open
 	// declined marks a job closed on its submitter's refusal of a proposal
 	// rather than by a signed lease or withdrawal: a re-announcement after
 	// the refusal (the submitter put the job back in the queue) opens it
@@ -48,9 +51,9 @@ type OpenJob struct {
 // knownLease is an announced lease, live until released.
 type knownLease struct {
 	lease    wire.SignedLease
-	seen     time.Time
-	released time.Time // zero while live
-	heldMs   int64     // from the release: the GPU time actually held
+	seen     Stamp
+	released Stamp // zero while live
+	heldMs   int64 // from the release: the GPU time actually held
 	// early is a release that arrived before the lease's announcement; it
 	// counts only if it names the same parties as the lease.
 	early *wire.ReleaseBody
@@ -83,7 +86,7 @@ const closedBodyKeep = time.Minute
 const maxOpenJobsPerSubmitter = 10_000
 
 type closedMark struct {
-	at time.Time
+	at Stamp
 	by peer.ID
 }
 
@@ -104,8 +107,8 @@ func (v *Market) AddJob(j *OpenJob) bool {
 	defer v.mu.Unlock()
 	if old, ok := v.jobs[j.ID]; ok {
 		old.refreshed = j.Seen
-		if old.declined && j.Seen.After(old.closed) {
-			old.closed, old.declined = time.Time{}, false
+		if old.declined && j.Seen.After(old.closed.Arrived) {
+			old.closed, old.declined = Stamp{}, false
 			v.open[old.Submitter]++
 			return true
 		}
@@ -175,34 +178,35 @@ func (v *Market) Decline(id string, by peer.ID, now time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if j, ok := v.jobs[id]; ok && j.Submitter == by && j.closed.IsZero() {
-		j.closed, j.declined = now, true
+		j.closed, j.declined = Local(now), true
 		v.dropOpen(j.Submitter)
 	}
 }
 
-// CloseJob closes a job on the word of by, who must be its submitter.
-func (v *Market) CloseJob(id string, by peer.ID, now time.Time) {
+// CloseJob closes a job on the word of by, who must be its submitter; at
+// stamps the withdrawal.
+func (v *Market) CloseJob(id string, by peer.ID, at Stamp) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.closeJobLocked(id, by, now)
+	v.closeJobLocked(id, by, at)
 }
 
-func (v *Market) closeJobLocked(id string, by peer.ID, now time.Time) {
+func (v *Market) closeJobLocked(id string, by peer.ID, at Stamp) {
 	if j, ok := v.jobs[id]; ok {
 		if j.Submitter == by && j.closed.IsZero() {
-			j.closed = now
+			j.closed = at
 			v.dropOpen(j.Submitter)
 		}
 		return
 	}
 	if _, ok := v.closed[id]; !ok {
-		v.closed[id] = closedMark{at: now, by: by}
+		v.closed[id] = closedMark{at: at, by: by}
 	}
 }
 
-// AddLease records an announced lease and closes its job; it reports
-// whether the lease is new.
-func (v *Market) AddLease(l wire.SignedLease, now time.Time) bool {
+// AddLease records an announced lease, stamped at, and closes its job; it
+// reports whether the lease is new.
+func (v *Market) AddLease(l wire.SignedLease, at Stamp) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	kl, ok := v.leases[l.Terms.ID]
@@ -213,12 +217,12 @@ func (v *Market) AddLease(l wire.SignedLease, now time.Time) bool {
 		ok = false // a release by strangers: ignore it
 	}
 	if ok {
-		kl.lease, kl.seen, kl.early = l, now, nil
+		kl.lease, kl.seen, kl.early = l, at, nil
 	} else {
-		v.leases[l.Terms.ID] = &knownLease{lease: l, seen: now}
+		v.leases[l.Terms.ID] = &knownLease{lease: l, seen: at}
 	}
 	if sub, err := peer.Decode(l.Terms.Submitter); err == nil {
-		v.closeJobLocked(l.Terms.Job, sub, now)
+		v.closeJobLocked(l.Terms.Job, sub, at)
 	}
 	return true
 }
@@ -227,7 +231,7 @@ func (v *Market) AddLease(l wire.SignedLease, now time.Time) bool {
 // it: validateRelease checked the signer against the known lease, or, for a
 // lease not yet announced, against the parties the release names, which
 // addLease then compares with the lease's own.
-func (v *Market) ReleaseLease(r wire.ReleaseBody, by peer.ID, now time.Time) {
+func (v *Market) ReleaseLease(r wire.ReleaseBody, by peer.ID, at Stamp) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if by.String() != r.Provider {
@@ -239,20 +243,22 @@ func (v *Market) ReleaseLease(r wire.ReleaseBody, by peer.ID, now time.Time) {
 	if !ok {
 		// Released before its announcement arrived: remember the end so
 		// that the announcement, when it comes, is born released.
-		kl = &knownLease{seen: now, early: &r}
+		kl = &knownLease{seen: at, early: &r}
 		v.leases[r.Lease] = kl
 	}
 	if kl.released.IsZero() {
-		kl.released = now
+		kl.released = at
 		kl.heldMs = max(r.HeldMs, 0)
 	}
 }
 
-// Snapshot builds Match's view for the epoch starting at start, from what
-// had arrived by cutoff: a job leased or a lease released after the cutoff
-// still counts as open or live, so that every peer, whatever its gossip
-// delay, decides on the same facts. Acting on a stale assignment is caught
-// before it costs anything: a provider proposes only for jobs open now.
+// Snapshot builds Match's view for the epoch starting at start, cut at
+// cutoff: every message counts, addition or removal alike, by its Stamp
+// (signed by the cutoff, arrived by the start). A job leased, or a lease
+// released, after the cutoff still counts as open or live, so that every
+// peer whose gossip is faster than the epoch delay decides on the same
+// facts. Acting on a stale assignment is caught before it costs anything:
+// a provider proposes only for jobs open now, on devices it does not hold.
 //
 // A provider's offer is the last word on its own GPUs: a lease whose GPUs
 // an offer signed after the lease shows free again has ended, even if its
@@ -266,13 +272,13 @@ func (v *Market) Snapshot(epoch uint64, start, cutoff time.Time, offers []Signed
 // Unlike Snapshot it leaves no trace: a job's SubmittedAt is fixed by the
 // first epoch whose view holds it, on every peer alike; a job no epoch has
 // seen yet takes, for this pass only, the SubmittedAt that epoch will give
-// it, firstEpoch(the job's arrival).
-func (v *Market) Current(epoch uint64, now time.Time, offers []SignedOffer, firstEpoch func(seen time.Time) time.Time) market.View {
+// it, firstEpoch(the job's stamp).
+func (v *Market) Current(epoch uint64, now time.Time, offers []SignedOffer, firstEpoch func(Stamp) time.Time) market.View {
 	return v.snapshot(epoch, now, now, offers, firstEpoch)
 }
 
 // snapshot builds a view; firstEpoch nil fixes SubmittedAt at start.
-func (v *Market) snapshot(epoch uint64, start, cutoff time.Time, offers []SignedOffer, firstEpoch func(time.Time) time.Time) market.View {
+func (v *Market) snapshot(epoch uint64, start, cutoff time.Time, offers []SignedOffer, firstEpoch func(Stamp) time.Time) market.View {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	now := start.UnixMilli()
@@ -294,9 +300,9 @@ func (v *Market) snapshot(epoch uint64, start, cutoff time.Time, offers []Signed
 		}
 		return true
 	}
-	at := func(t time.Time) bool { return !t.IsZero() && !t.After(cutoff) }
+	at := func(s Stamp) bool { return s.In(cutoff, start) }
 	for _, j := range v.jobs {
-		if !at(j.Seen) || at(j.closed) {
+		if !at(Stamp{j.Signed, j.Seen}) || at(j.closed) {
 			continue
 		}
 		submittedAt := j.submittedAt
@@ -305,7 +311,7 @@ func (v *Market) snapshot(epoch uint64, start, cutoff time.Time, offers []Signed
 		case firstEpoch == nil:
 			j.submittedAt, submittedAt = now, now
 		default:
-			submittedAt = firstEpoch(j.Seen).UnixMilli()
+			submittedAt = firstEpoch(Stamp{j.Signed, j.Seen}).UnixMilli()
 		}
 		mv.Jobs = append(mv.Jobs, market.Job{ID: j.ID, Submitter: j.Submitter.String(), SubmittedAt: submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != ""})
 	}
@@ -352,23 +358,23 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 		}
 	}
 	for id, m := range v.closed {
-		if now.Sub(m.at) > keep {
+		if now.Sub(m.at.Arrived) > keep {
 			delete(v.closed, id)
 		}
 	}
 	for id, j := range v.jobs {
 		switch {
 		case j.closed.IsZero():
-		case now.Sub(j.closed) > keep:
+		case now.Sub(j.closed.Arrived) > keep:
 			delete(v.jobs, id)
-		case !j.declined && now.Sub(j.closed) > closedBodyKeep:
+		case !j.declined && now.Sub(j.closed.Arrived) > closedBodyKeep:
 			// Leased or withdrawn for good, and past every epoch's cutoff
 			// that could still count it open: only the mark is kept.
 			j.Body = wire.DeclarationBody{}
 		}
 	}
 	for id, kl := range v.leases {
-		if !kl.released.IsZero() && now.Sub(kl.released) > max(usageWindow, keep) {
+		if !kl.released.IsZero() && now.Sub(kl.released.Arrived) > max(usageWindow, keep) {
 			delete(v.leases, id)
 		}
 	}

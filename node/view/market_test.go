@@ -39,7 +39,7 @@ func TestJobMessagesCheckedAgainstTheView(t *testing.T) {
 	}
 
 	l := wiretest.SignedLease(t, prov, sub)
-	v.AddLease(l, now)
+	v.AddLease(l, Local(now))
 	r := wiretest.Release(prov.ID, sub.ID)
 	r.Lease = l.Terms.ID
 	if err := v.ValidateJobMessage(wiretest.OnWire(t, prov, wire.KindRelease, r)); err != nil {
@@ -69,8 +69,8 @@ func TestEarlyReleaseMustNameTheParties(t *testing.T) {
 	l := wiretest.SignedLease(t, prov, sub)
 	r := wiretest.Release(stranger.ID, sub.ID)
 	r.Lease = l.Terms.ID
-	v.ReleaseLease(r, stranger.ID, now)
-	v.AddLease(l, now)
+	v.ReleaseLease(r, stranger.ID, Local(now))
+	v.AddLease(l, Local(now))
 	mv := v.Snapshot(1, now.Add(time.Second), now.Add(time.Second), nil)
 	if len(mv.Leases) != 1 {
 		t.Fatalf("lease released by a stranger's early release: %d live", len(mv.Leases))
@@ -91,7 +91,7 @@ func TestOpenJobsPerSubmitterBounded(t *testing.T) {
 	if v.AddJob(&OpenJob{ID: "over", Submitter: sub.ID, Seen: now}) {
 		t.Fatal("a job over the bound was accepted")
 	}
-	v.CloseJob("j0", sub.ID, now)
+	v.CloseJob("j0", sub.ID, Local(now))
 	if !v.AddJob(&OpenJob{ID: "over", Submitter: sub.ID, Seen: now}) {
 		t.Fatal("closing a job did not free room")
 	}
@@ -110,7 +110,7 @@ func TestDeclinedJobReopensOnReannouncement(t *testing.T) {
 	v.AddJob(&OpenJob{ID: "declined", Submitter: sub.ID, Seen: t0})
 	v.AddJob(&OpenJob{ID: "withdrawn", Submitter: sub.ID, Seen: t0})
 	v.Decline("declined", sub.ID, t0.Add(time.Second))
-	v.CloseJob("withdrawn", sub.ID, t0.Add(time.Second))
+	v.CloseJob("withdrawn", sub.ID, Local(t0.Add(time.Second)))
 	if _, ok := v.Job("declined"); ok {
 		t.Fatal("a declined job is still open")
 	}

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"sync"
@@ -22,11 +23,33 @@ type OfferEntry struct {
 	SignedAt  int64  // ms; an older offer never replaces a newer one
 	LastSeen  time.Time
 	Heartbeat time.Duration
-	// prev is the offer this one replaced and when it arrived, so that an
-	// epoch's view can take the offer as it stood at the epoch's cutoff.
-	prev         market.Offer
-	prevSeen     time.Time
-	prevSignedAt int64
+	// GossipP99Ms is the p99 gossip delay the provider announced (0: none
+	// yet); see DelayRule.
+	GossipP99Ms int64
+	// past holds the offers this one replaced (and any older ones that
+	// arrived after it), oldest first, so that an
+	// epoch's view can take the offer as it stood at the epoch's cutoff even
+	// when the provider re-published within the epoch delay.
+	past []offerVersion
+}
+
+// offerVersion is one offer a provider published, as the cut needs it.
+type offerVersion struct {
+	offer       market.Offer
+	signedAt    int64 // ms
+	seen        time.Time
+	gossipP99Ms int64
+}
+
+// keptOfferVersions bounds the past offers kept per provider: enough for a
+// provider that changes its offer a few times within half an epoch (every
+// lease and release does), and small, since every view holds it for every
+// provider.
+const keptOfferVersions = 4
+
+// stamp is what an epoch's cut needs of an offer.
+func stamp(signedAt int64, seen time.Time) Stamp {
+	return Stamp{Signed: time.UnixMilli(signedAt), Arrived: seen}
 }
 
 // Offers is this node's view of every provider's latest offer.
@@ -46,14 +69,17 @@ func (v *Offers) Apply(b wire.OfferBody, signedAt int64, now time.Time) (isNew b
 	defer v.mu.Unlock()
 	e, ok := v.byProvider[b.Offer.Provider]
 	if ok && signedAt < e.SignedAt {
+		// Overtaken on the way: it is no longer the provider's word, but
+		// it may be the offer an epoch's cut needs.
+		e.keep(offerVersion{b.Offer, signedAt, now, b.GossipP99Ms})
 		return false
 	}
 	if !ok {
 		e = &OfferEntry{}
 		v.byProvider[b.Offer.Provider] = e
 	}
-	if ok && e.LastSeen.Before(now) {
-		e.prev, e.prevSeen, e.prevSignedAt = e.Offer, e.LastSeen, e.SignedAt
+	if ok {
+		e.keep(offerVersion{e.Offer, e.SignedAt, e.LastSeen, e.GossipP99Ms})
 	}
 	e.Offer = b.Offer
 	e.Addrs = b.Addrs
@@ -61,7 +87,18 @@ func (v *Offers) Apply(b wire.OfferBody, signedAt int64, now time.Time) (isNew b
 	e.SignedAt = signedAt
 	e.LastSeen = now
 	e.Heartbeat = time.Duration(b.HeartbeatMs) * time.Millisecond
+	e.GossipP99Ms = b.GossipP99Ms
 	return !ok
+}
+
+// keep adds a past offer in signing order, keeping the newest
+// keptOfferVersions.
+func (e *OfferEntry) keep(o offerVersion) {
+	i, _ := slices.BinarySearchFunc(e.past, o.signedAt, func(p offerVersion, t int64) int { return cmp.Compare(p.signedAt, t) })
+	e.past = slices.Insert(e.past, i, o)
+	if len(e.past) > keptOfferVersions {
+		e.past = slices.Delete(e.past, 0, len(e.past)-keptOfferVersions)
+	}
 }
 
 // Expire drops providers silent for MissedHeartbeats of their heartbeats and
@@ -88,6 +125,7 @@ func (v *Offers) Snapshot() []OfferEntry {
 	for _, e := range v.byProvider {
 		c := *e
 		c.Offer.GPUs = slices.Clone(e.Offer.GPUs)
+		c.past = nil
 		c.Addrs = slices.Clone(e.Addrs)
 		out = append(out, c)
 	}
@@ -95,23 +133,33 @@ func (v *Offers) Snapshot() []OfferEntry {
 	return out
 }
 
-// SignedOffer is an offer with the time its provider signed it.
+// SignedOffer is an offer with the time its provider signed it and the
+// gossip delay it announced.
 type SignedOffer struct {
 	market.Offer
-	SignedAt int64 // ms
+	SignedAt    int64 // ms
+	GossipP99Ms int64
 }
 
-// At returns every provider's offer as it stood at cutoff, sorted.
-func (v *Offers) At(cutoff time.Time) []SignedOffer {
+// At returns every provider's offer as the epoch starting at start sees it
+// at cutoff, sorted: the newest offer that counts (Stamp.In). Peers whose
+// gossip brought them every offer signed by the cutoff before the start
+// hold the same offers, whatever order those arrived in and however late
+// they cut.
+func (v *Offers) At(cutoff, start time.Time) []SignedOffer {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	out := make([]SignedOffer, 0, len(v.byProvider))
 	for _, e := range v.byProvider {
-		switch {
-		case !e.LastSeen.After(cutoff):
-			out = append(out, SignedOffer{e.Offer, e.SignedAt})
-		case !e.prevSeen.IsZero() && !e.prevSeen.After(cutoff):
-			out = append(out, SignedOffer{e.prev, e.prevSignedAt})
+		if stamp(e.SignedAt, e.LastSeen).In(cutoff, start) {
+			out = append(out, SignedOffer{e.Offer, e.SignedAt, e.GossipP99Ms})
+			continue
+		}
+		for i := len(e.past) - 1; i >= 0; i-- {
+			if p := e.past[i]; stamp(p.signedAt, p.seen).In(cutoff, start) {
+				out = append(out, SignedOffer{p.offer, p.signedAt, p.gossipP99Ms})
+				break
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b SignedOffer) int { return strings.Compare(a.Provider, b.Provider) })
@@ -128,5 +176,6 @@ func (v *Offers) Get(provider string) (OfferEntry, bool) {
 	}
 	c := *e
 	c.Offer.GPUs = slices.Clone(e.Offer.GPUs)
+	c.past = nil
 	return c, true
 }

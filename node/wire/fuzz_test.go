@@ -55,7 +55,9 @@ func FuzzOfferBody(f *testing.F) {
 		eight.Offer.GPUs[i].UUID = fmt.Sprintf("GPU-5a1e8c34-7f0b-4b7e-9d0c-2b8f1e6a9c%02d", i)
 	}
 	eight.HeartbeatMs = 50
-	for _, b := range []wire.OfferBody{valid, cpuOnly, eight} {
+	announcing := wiretest.Offer(prov.ID)
+	announcing.GossipP99Ms = 312
+	for _, b := range []wire.OfferBody{valid, cpuOnly, eight, announcing} {
 		s := wiretest.OnWire(f, prov, wire.KindOffer, b)
 		if err := wire.ValidateOffer(s); err != nil {
 			f.Fatalf("valid seed refused: %v", err)
@@ -68,7 +70,11 @@ func FuzzOfferBody(f *testing.F) {
 	dupIndex.Offer.GPUs[1].Index = 0
 	silent := wiretest.Offer(prov.ID)
 	silent.HeartbeatMs = 0
-	for _, b := range []wire.OfferBody{foreign, dupIndex, silent} {
+	slowest := wiretest.Offer(prov.ID)
+	slowest.GossipP99Ms = wire.MaxGossipP99Ms + 1
+	backwards := wiretest.Offer(prov.ID)
+	backwards.GossipP99Ms = -1
+	for _, b := range []wire.OfferBody{foreign, dupIndex, silent, slowest, backwards} {
 		f.Add(sealedBody(f, prov, wire.KindOffer, b))
 	}
 	body := sealedBody(f, prov, wire.KindOffer, valid)
@@ -98,6 +104,9 @@ func FuzzOfferBody(f *testing.F) {
 		hb := time.Duration(b.HeartbeatMs) * time.Millisecond
 		if hb < 50*time.Millisecond || hb > time.Hour {
 			t.Fatalf("accepted heartbeat %dms", b.HeartbeatMs)
+		}
+		if b.GossipP99Ms < 0 || b.GossipP99Ms > int64(time.Minute/time.Millisecond) {
+			t.Fatalf("accepted gossip p99 %dms", b.GossipP99Ms)
 		}
 		idx, uuid := map[int]bool{}, map[string]bool{}
 		for _, g := range b.Offer.GPUs {

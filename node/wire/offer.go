@@ -15,7 +15,9 @@ const KindOffer = "offer"
 
 // OfferBody is the wire form of an offer. Heartbeat tells every peer how soon
 // to expect the next one, so a provider's absence is judged by its own
-// schedule rather than the receiver's.
+// schedule rather than the receiver's. GossipP99Ms is the p99 of the gossip
+// delays the provider observed, 0 before it has any: every peer derives an
+// epoch's delay from these announcements (view.DelayRule).
 type OfferBody struct {
 	Offer       market.Offer `json:"offer"`
 	Addrs       []string     `json:"addrs"`
@@ -24,7 +26,8 @@ type OfferBody struct {
 	// (dialled directly), "relayed" (behind a NAT, through a relay, direct
 	// once a hole is punched), "private" (behind a NAT, no relay: the offer
 	// is then marked Unreachable), or "" (not known).
-	Reach string `json:"reach,omitempty"`
+	Reach       string `json:"reach,omitempty"`
+	GossipP99Ms int64  `json:"gossip_p99_ms,omitempty"`
 }
 
 // How a provider says peers reach it (OfferBody.Reach).
@@ -33,6 +36,10 @@ const (
 	ReachRelayed = "relayed"
 	ReachPrivate = "private"
 )
+
+// MaxGossipP99Ms bounds an announced gossip delay. The delay rule clamps to
+// half an epoch anyway; the bound only rejects nonsense.
+const MaxGossipP99Ms = int64(time.Minute / time.Millisecond)
 
 // Bounds on what a remote offer may say, so one peer cannot bloat every view.
 const (
@@ -71,6 +78,9 @@ func (b OfferBody) Check(signer peer.ID) error {
 	}
 	if b.HeartbeatMs < 50 || b.HeartbeatMs > int64(time.Hour/time.Millisecond) {
 		return fmt.Errorf("offer heartbeat %dms out of range", b.HeartbeatMs)
+	}
+	if b.GossipP99Ms < 0 || b.GossipP99Ms > MaxGossipP99Ms {
+		return fmt.Errorf("offer gossip p99 %dms out of range", b.GossipP99Ms)
 	}
 	if b.Offer.CPUs < 0 {
 		return errors.New("offer has negative CPUs")
