@@ -42,19 +42,19 @@ type RSSReport struct {
 	ShortJobs int `json:"short_jobs"`
 	// Idle and After are resident memory in MiB, of the submitter and of
 	// each provider, idle and after every job was released.
-	IdleSubmitterMiB   float64   `json:"idle_submitter_mib"`
-	AfterSubmitterMiB  float64   `json:"after_submitter_mib"`
-	IdleProvidersMiB   []float64 `json:"idle_providers_mib"`
-	AfterProvidersMiB  []float64 `json:"after_providers_mib"`
+	IdleSubmitterMiB  float64   `json:"idle_submitter_mib"`
+	AfterSubmitterMiB float64   `json:"after_submitter_mib"`
+	IdleProvidersMiB  []float64 `json:"idle_providers_mib"`
+	AfterProvidersMiB []float64 `json:"after_providers_mib"`
 	// AnonSubmitterMiB is the submitter's anonymous (private, not file
 	// backed) resident memory at the end: its own heap, without the pages
 	// of mapped store files the kernel may drop.
-	AnonSubmitterMiB float64 `json:"anon_submitter_mib"`
-	ShortJobsPerS      float64   `json:"short_jobs_per_s"`
-	DeepJobsPerS       float64   `json:"deep_jobs_per_s"`
-	DeepSubmitS        float64   `json:"deep_submit_s"`
-	DeepReleasedP50Ms  float64   `json:"deep_released_p50_ms"`
-	ShortReleasedP50Ms float64   `json:"short_released_p50_ms"`
+	AnonSubmitterMiB   float64 `json:"anon_submitter_mib"`
+	ShortJobsPerS      float64 `json:"short_jobs_per_s"`
+	DeepJobsPerS       float64 `json:"deep_jobs_per_s"`
+	DeepSubmitS        float64 `json:"deep_submit_s"`
+	DeepReleasedP50Ms  float64 `json:"deep_released_p50_ms"`
+	ShortReleasedP50Ms float64 `json:"short_released_p50_ms"`
 }
 
 // MeasureRSS starts one submitter without GPUs and three providers with 4
