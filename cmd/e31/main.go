@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/e31network/e31/cmd/e31/manpage"
 	"github.com/e31network/e31/node/api"
 	"github.com/spf13/cobra"
 )
@@ -79,7 +80,7 @@ The daemon is found at --api, else $E31_API, else $E31_DATA/e31.sock, else
 		newVerifyCommand(g),
 		newImageCommand(g),
 	)
-	root.AddCommand(newManCommand(root))
+	root.AddCommand(manpage.Command(root))
 	return root
 }
 

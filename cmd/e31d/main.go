@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/e31network/e31/cmd/e31/manpage"
 	"github.com/e31network/e31/exec/nvidia"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node"
@@ -164,7 +165,7 @@ on the command line win.`,
 	f.StringVar(&o.file.LogFormat, "log-format", "text", "text or json")
 	f.BoolVar(&o.debugPartition, "debug-partition", false, "serve POST /v1/debug/block on the API, which cuts this node off from peers (for tests)")
 	_ = f.MarkHidden("debug-partition")
-	cmd.AddCommand(newDoctorCommand(), newManCommand(cmd))
+	cmd.AddCommand(newDoctorCommand(), manpage.Command(cmd))
 	return cmd
 }
 

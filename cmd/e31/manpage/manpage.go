@@ -1,4 +1,6 @@
-package main
+// Package manpage writes man pages from a cobra command tree; both e31 and
+// e31d serve it as their hidden `man` verb, for packagers.
+package manpage
 
 import (
 	"fmt"
@@ -10,10 +12,10 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// newManCommand writes a man page per command of the tree root, for
-// packagers: e31(1), e31-submit(1), ... It is hidden from the verbs a user
-// sees, and the pages leave it out.
-func newManCommand(root *cobra.Command) *cobra.Command {
+// Command writes a man page per command of the tree root: NAME(1),
+// NAME-VERB(1), ... It is hidden from the verbs a user sees, and the pages
+// leave it out.
+func Command(root *cobra.Command) *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
 		Use:    "man --dir DIR",
