@@ -174,10 +174,11 @@
 //
 // The pass runs only while at most 1,024 jobs are open in the view (beyond,
 // the epoch's pass, which every peer runs on the same frozen view, decides
-// alone), and takes at most a fifth of a core: a provider whose GPUs come
-// free in a deep queue takes the next job by the same order an epoch
-// would, without waiting for one. A pass between epochs is one node's view, so two providers may
-// both propose one job; the submitter accepts one proposal per job and the
+// alone); over a deep queue (more than 64 open jobs) passes are paced to a
+// fifth of a core. A provider whose GPUs come free in a deep queue thus
+// takes the next job by the same order an epoch would, without waiting for
+// one. A pass between epochs is one node's view, so two providers may both
+// propose one job; the submitter accepts one proposal per job and the
 // other provider's devices are free again at once. A provider proposes a
 // job at most once while it holds devices for it, so an epoch whose cut does
 // not yet show the lease does not lease the job twice. Double leases stay

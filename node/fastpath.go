@@ -15,10 +15,16 @@ import (
 // decides alone.
 const fastMaxJobs = 1024
 
-// fastCPUShare bounds the CPU passes between epochs take: after a pass that
-// took d, the next waits at least d×(1/share − 1). A pass over a short
-// queue takes well under a millisecond; one over a deep queue, a few.
-const fastCPUShare = 0.2
+// fastCPUShare bounds the CPU passes between epochs take over a deep
+// queue (more than fastPacedJobs open): after a pass that took d, the next
+// waits d×(1/share − 1), at most fastMaxGap. A pass over a short queue takes
+// well under a millisecond and is never held back: on a loaded machine its
+// wall time is mostly waiting for a core, which pacing would only add to.
+const (
+	fastCPUShare  = 0.2
+	fastPacedJobs = 64
+	fastMaxGap    = 50 * time.Millisecond
+)
 
 // signalWork says that a job was declared or requeued, or that GPUs came
 // free: a provider tries to lease at once rather than at the next epoch.
@@ -44,9 +50,9 @@ func (n *Node) fastLoop(ctx context.Context) {
 		case <-n.work:
 		}
 		start := time.Now()
-		n.fastPass(start)
-		gap := time.Duration(float64(time.Since(start)) * (1/fastCPUShare - 1))
-		if gap < time.Millisecond {
+		open := n.fastPass(start)
+		gap := min(time.Duration(float64(time.Since(start))*(1/fastCPUShare-1)), fastMaxGap)
+		if open <= fastPacedJobs || gap < time.Millisecond {
 			continue
 		}
 		t := time.NewTimer(gap)
@@ -67,19 +73,20 @@ func (n *Node) fastLoop(ctx context.Context) {
 // packed as one epoch would pack them. Devices it holds and has not yet
 // announced make it refuse (Propose); its new offer, arriving at every
 // peer, makes them all pass again.
-func (n *Node) fastPass(now time.Time) {
-	if c := n.market.OpenCount(); c == 0 || c > fastMaxJobs {
-		return
+func (n *Node) fastPass(now time.Time) (open int) {
+	open = n.market.OpenCount()
+	if open == 0 || open > fastMaxJobs {
+		return open
 	}
 	epoch, _ := n.epochOf(now)
 	offers := n.offers.At(now, now)
 	self := n.self.String()
 	if !slices.ContainsFunc(offers, func(o view.SignedOffer) bool { return o.Provider == self }) {
-		return // not yet in its own view: it has not announced itself
+		return open // not yet in its own view: it has not announced itself
 	}
 	v := n.market.Current(epoch, now, offers, n.firstEpoch)
 	if len(v.Jobs) == 0 || len(v.Jobs) > fastMaxJobs {
-		return
+		return open
 	}
 	res := market.Match(v, market.Options{})
 	n.recordMatch(api.Match{Epoch: epoch, ViewHash: res.ViewHash, Jobs: len(v.Jobs), Assignments: res.Assignments, Fast: true})
@@ -88,6 +95,7 @@ func (n *Node) fastPass(now time.Time) {
 			n.provider.Propose(a, epoch, res.ViewHash)
 		}
 	}
+	return open
 }
 
 // firstEpoch is the start of the first epoch whose view holds a job
