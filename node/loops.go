@@ -213,7 +213,8 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 			n.signalWork()
 		}
 	case wire.KindRequeue:
-		decls, err := wire.CheckRequeue(s)
+		// The validator checked every declaration in it already.
+		decls, err := wire.AcceptedRequeue(s)
 		if err != nil {
 			return
 		}

@@ -25,6 +25,14 @@ func FuzzOpen(f *testing.F) {
 		if _, err := Open(got.Raw); err != nil {
 			t.Fatalf("accepted payload does not reopen: %v", err)
 		}
+		// Read again without verifying, it is the same message.
+		again, err := Reopen(data)
+		if err != nil {
+			t.Fatalf("Reopen of an accepted payload: %v", err)
+		}
+		if again.Signer != got.Signer || again.Message.Kind != got.Message.Kind || !bytes.Equal(again.Message.Body, got.Message.Body) || again.Message.Time != got.Message.Time {
+			t.Fatalf("Reopen read %+v, Open %+v", again, got)
+		}
 	})
 }
 

@@ -95,3 +95,24 @@ func CheckRequeue(s p2p.Signed) ([]p2p.Signed, error) {
 	}
 	return out, nil
 }
+
+// AcceptedRequeue returns the declarations of a requeue message that the
+// jobs topic's validator has accepted (CheckRequeue passed on these very
+// bytes), without verifying their signatures again: a queue of thousands
+// is re-announced every few heartbeats, and every peer would otherwise pay
+// for each signature twice.
+func AcceptedRequeue(s p2p.Signed) ([]p2p.Signed, error) {
+	var b RequeueBody
+	if err := s.Decode(&b); err != nil {
+		return nil, err
+	}
+	out := make([]p2p.Signed, 0, len(b.Declarations))
+	for i, raw := range b.Declarations {
+		inner, err := p2p.Reopen(raw)
+		if err != nil {
+			return nil, fmt.Errorf("requeue declarations[%d]: %w", i, err)
+		}
+		out = append(out, inner)
+	}
+	return out, nil
+}

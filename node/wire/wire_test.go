@@ -171,8 +171,21 @@ func TestRequeueBatchesFitTheLimit(t *testing.T) {
 			if err != nil {
 				t.Fatalf("pad %d: a batch of %d does not seal: %v", size, len(b), err)
 			}
-			if _, err := wire.CheckRequeue(wiretest.OnWire(t, sub, wire.KindRequeue, wire.RequeueBody{Declarations: b})); err != nil || len(s.Raw) > p2p.MaxPayload {
+			msg := wiretest.OnWire(t, sub, wire.KindRequeue, wire.RequeueBody{Declarations: b})
+			checked, err := wire.CheckRequeue(msg)
+			if err != nil || len(s.Raw) > p2p.MaxPayload {
 				t.Fatalf("pad %d: batch refused: %v", size, err)
+			}
+			// Read again once accepted, without verifying, it holds the
+			// same declarations.
+			accepted, err := wire.AcceptedRequeue(msg)
+			if err != nil || len(accepted) != len(checked) {
+				t.Fatalf("pad %d: AcceptedRequeue read %d of %d: %v", size, len(accepted), len(checked), err)
+			}
+			for i := range checked {
+				if wire.JobID(accepted[i]) != wire.JobID(checked[i]) || accepted[i].Signer != checked[i].Signer {
+					t.Fatalf("pad %d: declaration %d reads differently", size, i)
+				}
 			}
 			n += len(b)
 		}
