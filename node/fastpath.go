@@ -78,13 +78,13 @@ func (n *Node) fastPass(now time.Time) (open int) {
 	if open == 0 || open > fastMaxJobs {
 		return open
 	}
-	epoch, _ := n.epochOf(now)
 	offers := n.offers.At(now, now)
 	self := n.self.String()
 	if !slices.ContainsFunc(offers, func(o view.SignedOffer) bool { return o.Provider == self }) {
 		return open // not yet in its own view: it has not announced itself
 	}
-	v := n.market.Current(epoch, now, offers, n.firstEpoch)
+	v := n.market.Current(now, offers, func(t time.Time) uint64 { e, _ := n.epochOf(t); return e }, n.firstEpoch)
+	epoch := v.Epoch
 	if len(v.Jobs) == 0 || len(v.Jobs) > fastMaxJobs {
 		return open
 	}

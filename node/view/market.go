@@ -264,21 +264,71 @@ func (v *Market) ReleaseLease(r wire.ReleaseBody, by peer.ID, at Stamp) {
 // an offer signed after the lease shows free again has ended, even if its
 // release announcement was lost.
 func (v *Market) Snapshot(epoch uint64, start, cutoff time.Time, offers []SignedOffer) market.View {
-	return v.snapshot(epoch, start, cutoff, offers, nil)
+	return v.snapshot(epoch, start, cutoff, start, offers, nil)
 }
 
 // Current is the view as it stands at now, with everything that has
 // arrived, for a pass between epochs (market/doc.go, "Straight to rent").
-// Unlike Snapshot it leaves no trace: a job's SubmittedAt is fixed by the
-// first epoch whose view holds it, on every peer alike; a job no epoch has
-// seen yet takes, for this pass only, the SubmittedAt that epoch will give
-// it, firstEpoch(the job's stamp).
-func (v *Market) Current(epoch uint64, now time.Time, offers []SignedOffer, firstEpoch func(Stamp) time.Time) market.View {
-	return v.snapshot(epoch, now, now, offers, firstEpoch)
+// Every peer holding the same messages builds the same view, whatever the
+// instant it runs the pass at: the view's Now is the newest signing time of
+// what it holds (a job, an offer, a lease), its epoch epochOf(that Now), so
+// Match's seed, and with it every tie, is the same on every provider. It
+// leaves no trace: a job's SubmittedAt is fixed by the first epoch whose
+// view holds it; a job no epoch has held yet takes, for this pass only, the
+// SubmittedAt that epoch will give it by its signing time,
+// firstEpoch(signed).
+func (v *Market) Current(now time.Time, offers []SignedOffer, epochOf func(time.Time) uint64, firstEpoch func(Stamp) time.Time) market.View {
+	newest := v.newest(now, offers)
+	return v.snapshot(epochOf(newest), newest, now, now, offers, firstEpoch)
 }
 
-// snapshot builds a view; firstEpoch nil fixes SubmittedAt at start.
-func (v *Market) snapshot(epoch uint64, start, cutoff time.Time, offers []SignedOffer, firstEpoch func(Stamp) time.Time) market.View {
+// newest is the latest signing time of the jobs, leases and offers that
+// had arrived by now.
+func (v *Market) newest(now time.Time, offers []SignedOffer) time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var t time.Time
+	later := func(u time.Time) {
+		if u.After(t) {
+			t = u
+		}
+	}
+	for _, o := range offers {
+		later(time.UnixMilli(o.SignedAt))
+	}
+	in := func(s Stamp) bool { return s.In(now, now) }
+	for _, j := range v.jobs {
+		if st := (Stamp{j.Signed, j.Seen}); in(st) && !in(j.closed) {
+			later(signedOf(st))
+		}
+	}
+	for _, kl := range v.leases {
+		if in(kl.seen) {
+			later(signedOf(kl.seen))
+			if in(kl.released) {
+				later(signedOf(kl.released))
+			}
+		}
+	}
+	if t.IsZero() || t.After(now) {
+		return now
+	}
+	return t
+}
+
+// signedOf is when a message was signed, or, for what carries no signing
+// time, when it arrived.
+func signedOf(s Stamp) time.Time {
+	if s.Signed.IsZero() {
+		return s.Arrived
+	}
+	return s.Signed
+}
+
+// snapshot builds a view for Match at instant start from the messages
+// signed by cutoff that had arrived by arrivedBy; firstEpoch nil fixes
+// SubmittedAt at start.
+func (v *Market) snapshot(epoch uint64, start, cutoff, arrivedBy time.Time, offers []SignedOffer, firstEpoch func(Stamp) time.Time) market.View {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	now := start.UnixMilli()
@@ -300,7 +350,7 @@ func (v *Market) snapshot(epoch uint64, start, cutoff time.Time, offers []Signed
 		}
 		return true
 	}
-	at := func(s Stamp) bool { return s.In(cutoff, start) }
+	at := func(s Stamp) bool { return s.In(cutoff, arrivedBy) }
 	for _, j := range v.jobs {
 		if !at(Stamp{j.Signed, j.Seen}) || at(j.closed) {
 			continue
@@ -311,7 +361,9 @@ func (v *Market) snapshot(epoch uint64, start, cutoff time.Time, offers []Signed
 		case firstEpoch == nil:
 			j.submittedAt, submittedAt = now, now
 		default:
-			submittedAt = firstEpoch(Stamp{j.Signed, j.Seen}).UnixMilli()
+			// By signing time alone: arrival differs from peer to peer.
+			signed := signedOf(Stamp{j.Signed, j.Seen})
+			submittedAt = firstEpoch(Stamp{signed, signed}).UnixMilli()
 		}
 		mv.Jobs = append(mv.Jobs, market.Job{ID: j.ID, Submitter: j.Submitter.String(), SubmittedAt: submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != ""})
 	}
