@@ -59,7 +59,6 @@ func MeasureIdle(ctx context.Context, e Env, nodes, jobs int) (IdleReport, error
 		}
 		rent = append(rent, ms(j.rent.Sub(j.submit)))
 		released = append(released, ms(j.released.Sub(j.submit)))
-		e.logf("DEBUG job %d node %d %s rent %.1f", i, i%nodes, id, ms(j.rent.Sub(j.submit)))
 		if err := waitIdle(ctx, c, 10*time.Second); err != nil {
 			return r, err
 		}
