@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,14 +67,36 @@ func BuildTemp(ctx context.Context) (b Binaries, remove func(), err error) {
 		remove()
 		return Binaries{}, nil, err
 	}
-	// go test caches a package's result by what the test process itself
-	// read; the daemons' sources are read by the go build above, which it
-	// does not see. Opening the binary it made, in a folder that is gone
-	// by the next run, keeps a result from being reused for other daemons.
-	if f, err := os.Open(b.E31d); err == nil {
-		f.Close()
-	}
 	return b, remove, nil
+}
+
+// StatSources looks at every Go source and go.mod/go.sum of the module
+// from this process. go test caches a package's result by what its tests
+// read under the module root; the daemons' sources are read by a go build
+// (Build), which it does not see, so a package that tests real daemons
+// calls this from a test (not from TestMain, whose reads are not recorded):
+// otherwise its result could be served from the cache after the daemons
+// changed.
+func StatSources() {
+	root, err := ModuleRoot()
+	if err != nil {
+		return
+	}
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if name := d.Name(); strings.HasSuffix(name, ".go") || name == "go.mod" || name == "go.sum" {
+			_, _ = os.Stat(path)
+		}
+		return nil
+	})
 }
 
 // quietNVML is the CGO_CFLAGS of a build when the user set none: Go's

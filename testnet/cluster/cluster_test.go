@@ -216,3 +216,6 @@ func TestConfigFileAndCleanStop(t *testing.T) {
 		t.Fatalf("run.json left after a clean stop: %v", err)
 	}
 }
+
+// The daemons these tests run are built from the module's sources.
+func TestSourcesTracked(t *testing.T) { cluster.StatSources() }

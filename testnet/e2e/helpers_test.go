@@ -253,3 +253,6 @@ func containsAll(have []string, want ...string) bool {
 	}
 	return true
 }
+
+// The daemons these tests run are built from the module's sources.
+func TestSourcesTracked(t *testing.T) { cluster.StatSources() }
