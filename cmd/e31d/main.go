@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -252,7 +253,18 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
+// daemonGCPercent is the daemon's garbage-collection target unless GOGC
+// says otherwise: a heap that may grow to 1.5× what is live rather than 2×.
+// Measured with go run ./testnet bench --only rss: after 1,200 jobs the
+// submitter's anonymous memory 46 MiB instead of 81, at no throughput
+// cost the run could tell from noise. A contributor's daemon shares the
+// machine with the jobs it hosts.
+const daemonGCPercent = 50
+
 func run(cmd *cobra.Command, o *options) error {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(daemonGCPercent)
+	}
 	// Before anything starts a child process: see notifier.
 	notify, notifyErr := takeNotifySocket()
 	if o.config != "" {
