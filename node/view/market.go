@@ -1,6 +1,7 @@
 package view
 
 import (
+	"crypto/sha256"
 	"slices"
 	"strings"
 	"sync"
@@ -35,7 +36,10 @@ type OpenJob struct {
 	Seen      time.Time // when this node received it
 	// Signed is when the announcement that opened it was signed; an
 	// epoch's cut takes it with Seen (see Stamp). Zero: Seen.
-	Signed    time.Time
+	Signed time.Time
+	// Hash is the SHA-256 of the signed declaration: a requeue that carries
+	// these bytes again need not have them verified again. Zero: unknown.
+	Hash      [32]byte
 	refreshed time.Time // when it was last announced (declared or requeued)
 	closed    Stamp     // the lease or withdrawal that closed it; zero while open
 	// declined marks a job closed on its submitter's refusal of a proposal
@@ -126,6 +130,17 @@ func (v *Market) AddJob(j *OpenJob) bool {
 	}
 	v.jobs[j.ID] = j
 	return j.closed.IsZero()
+}
+
+// KnownDeclaration reports whether raw is, byte for byte, the signed
+// declaration of a job in the view, declared by signer: bytes this node
+// verified when they first arrived.
+func (v *Market) KnownDeclaration(raw []byte, signer peer.ID) bool {
+	h := sha256.Sum256(raw)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	j, ok := v.jobs[wire.JobIDOf(h)]
+	return ok && j.Hash == h && j.Submitter == signer
 }
 
 // OpenCount is how many jobs are open now.

@@ -13,6 +13,12 @@ import (
 // release of a known lease must name its parties (one of whom signed it),
 // and a lease must name its job's declarer as the submitter.
 func (v *Market) ValidateJobMessage(s p2p.Signed) error {
+	if s.Message.Kind == wire.KindRequeue {
+		// Declarations this node verified when they arrived are not
+		// verified again.
+		_, err := wire.CheckRequeueKnown(s, v.KnownDeclaration)
+		return err
+	}
 	if err := wire.ValidateJobMessage(s); err != nil {
 		return err
 	}

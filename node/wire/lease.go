@@ -143,8 +143,10 @@ type ReleaseBody struct {
 }
 
 // JobID is the short printable form of a declaration envelope's hash.
-func JobID(s p2p.Signed) string {
-	h := s.Hash()
+func JobID(s p2p.Signed) string { return JobIDOf(s.Hash()) }
+
+// JobIDOf is the ID of the job whose signed declaration hashes to h.
+func JobIDOf(h [32]byte) string {
 	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h[:10]))
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/e31network/e31/p2p"
 )
 
@@ -64,7 +66,14 @@ func RequeueBatches(envelopes [][]byte) (batches [][][]byte, tooLarge [][]byte) 
 
 // CheckRequeue verifies every wrapped declaration: signed by the wrapper's
 // signer, and valid.
-func CheckRequeue(s p2p.Signed) ([]p2p.Signed, error) {
+func CheckRequeue(s p2p.Signed) ([]p2p.Signed, error) { return CheckRequeueKnown(s, nil) }
+
+// CheckRequeueKnown is CheckRequeue for a peer that has verified some of
+// the declarations before: known reports whether these exact bytes were
+// verified already as a declaration by signer, and those are not verified
+// again (a queue of thousands is re-announced every few heartbeats).
+// Their place in the result is left empty.
+func CheckRequeueKnown(s p2p.Signed, known func(raw []byte, signer peer.ID) bool) ([]p2p.Signed, error) {
 	var b RequeueBody
 	if err := s.Decode(&b); err != nil {
 		return nil, err
@@ -74,6 +83,10 @@ func CheckRequeue(s p2p.Signed) ([]p2p.Signed, error) {
 	}
 	out := make([]p2p.Signed, 0, len(b.Declarations))
 	for i, raw := range b.Declarations {
+		if known != nil && known(raw, s.Signer) {
+			out = append(out, p2p.Signed{})
+			continue
+		}
 		inner, err := p2p.Open(raw)
 		if err != nil {
 			return nil, fmt.Errorf("requeue declarations[%d]: %w", i, err)
