@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/e31network/e31/content"
@@ -132,8 +133,12 @@ func Listen(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.Addr, err)
 	}
 	s := &Server{cfg: cfg, addr: addr}
+	h := s.handler()
+	if !api.IsUnix(cfg.Addr) {
+		h = loopbackHost(h)
+	}
 	s.srv = &http.Server{
-		Handler:           s.handler(),
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
@@ -222,4 +227,24 @@ func decode(r *http.Request, v any) error {
 		return badRequest(err)
 	}
 	return nil
+}
+
+// loopbackHost refuses a request whose Host header names anything but a
+// loopback address. A web page the user visits can make the browser send
+// requests to 127.0.0.1 under a name its owner controls (DNS rebinding);
+// this API submits jobs and spends the node's key, and the dashboard shows
+// what runs here, so only requests addressed to the loopback are served.
+func loopbackHost(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if name, _, err := net.SplitHostPort(host); err == nil {
+			host = name
+		}
+		host = strings.Trim(host, "[]")
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			http.Error(w, fmt.Sprintf("Host %q is not a loopback address: this API answers only requests addressed to 127.0.0.1, ::1 or localhost", r.Host), http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
