@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/testnet/bench"
 	"github.com/spf13/cobra"
 )
 
@@ -107,7 +108,7 @@ func runImageBench(ctx context.Context, o imageBenchOptions, stdout, stderr io.W
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	rng := rand.New(rand.NewPCG(31, 1))
-	rep := imageBenchReport{SizeBytes: total, LoadStart: loadavg()}
+	rep := imageBenchReport{SizeBytes: total, LoadStart: bench.LoadAvg()}
 
 	logf("a. writing an image of %d gzip layers holding %s", o.layers, humanBytes(total))
 	layers, err := writeBenchLayers(filepath.Join(dir, "gen"), o.layers, total, rng)
@@ -172,7 +173,7 @@ func runImageBench(ctx context.Context, o imageBenchOptions, stdout, stderr io.W
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	rep.LoadEnd = loadavg()
+	rep.LoadEnd = bench.LoadAvg()
 	rep.TookS = time.Since(began).Seconds()
 	logf("done (load %s)", rep.LoadEnd)
 	if o.json {

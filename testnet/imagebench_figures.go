@@ -17,6 +17,7 @@ import (
 	"github.com/e31network/e31/content/image"
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/node/images"
+	"github.com/e31network/e31/testnet/bench"
 	"github.com/e31network/e31/testnet/imagebuild"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p"
@@ -310,7 +311,7 @@ func benchWarmStart(ctx context.Context, dir string, runs int, log *slog.Logger)
 	if st := lib.Stats(); st.Unpacks != 1 {
 		return f, fmt.Errorf("warm starts unpacked again: %+v", st)
 	}
-	f.HostMs, f.ImageMs, f.AddedMs = spreadOf(host).P50, spreadOf(img).P50, spreadOf(added).P50
+	f.HostMs, f.ImageMs, f.AddedMs = bench.SpreadOf(host).P50, bench.SpreadOf(img).P50, bench.SpreadOf(added).P50
 	return f, os.RemoveAll(filepath.Join(dir, "runs"))
 }
 

@@ -9,13 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/testnet/bench"
 	"github.com/e31network/e31/testnet/cluster"
 	"github.com/spf13/cobra"
 )
@@ -111,23 +111,23 @@ type gossipReport struct {
 	HeartbeatMs float64 `json:"heartbeat_ms"`
 	// StartedS is the time from the first process start until the last
 	// node wrote its run file; ConvergedS until every view was full.
-	StartedS   float64 `json:"started_s"`
-	ConvergedS float64 `json:"converged_s"`
-	IdleRSSMiB spread  `json:"idle_rss_mib"`
-	SampleS    float64 `json:"sample_s"`
+	StartedS   float64      `json:"started_s"`
+	ConvergedS float64      `json:"converged_s"`
+	IdleRSSMiB bench.Spread `json:"idle_rss_mib"`
+	SampleS    float64      `json:"sample_s"`
 	// Observations counts unique (observer, provider, signed_at); LatencyMs
 	// is their last_seen - signed_at.
-	Observations int    `json:"observations"`
-	LatencyMs    spread `json:"latency_ms"`
+	Observations int          `json:"observations"`
+	LatencyMs    bench.Spread `json:"latency_ms"`
 	// Publishes counts unique (provider, signed_at) seen by any observer,
 	// SeenByAll those seen by every other node, and LastObserverMs, for
 	// those, the latency of the last node to see it.
-	Publishes      int     `json:"publishes"`
-	SeenByAll      int     `json:"seen_by_all"`
-	LastObserverMs spread  `json:"last_observer_ms"`
-	PollErrors     int     `json:"poll_errors"`
-	Load           string  `json:"loadavg"`
-	PollIntervalMs float64 `json:"poll_interval_ms"`
+	Publishes      int          `json:"publishes"`
+	SeenByAll      int          `json:"seen_by_all"`
+	LastObserverMs bench.Spread `json:"last_observer_ms"`
+	PollErrors     int          `json:"poll_errors"`
+	Load           string       `json:"loadavg"`
+	PollIntervalMs float64      `json:"poll_interval_ms"`
 }
 
 // jobsReport holds the figures of one run of the job network.
@@ -138,19 +138,19 @@ type jobsReport struct {
 	Epoch       string  `json:"epoch"`
 	Jobs        int     `json:"jobs"`
 	// RentMs is steps[rent].at - steps[submit].at.
-	RentMs   spread         `json:"rent_ms"`
+	RentMs   bench.Spread   `json:"rent_ms"`
 	Outcomes map[string]int `json:"outcomes"`
 	// ReadvertisedMs is when the observer first saw the leased GPU free
 	// again minus the job's release step; Readvertised counts the jobs
 	// measured; OnObserver counts the jobs leased on the observer itself
 	// and Unmeasured those whose lease the observer's samples could not
 	// tell apart from another (or never showed held).
-	ReadvertisedMs spread `json:"readvertised_ms"`
-	Readvertised   int    `json:"readvertised"`
-	OnObserver     int    `json:"on_observer"`
-	Unmeasured     int    `json:"unmeasured"`
-	Observer       string `json:"observer"`
-	Load           string `json:"loadavg"`
+	ReadvertisedMs bench.Spread `json:"readvertised_ms"`
+	Readvertised   int          `json:"readvertised"`
+	OnObserver     int          `json:"on_observer"`
+	Unmeasured     int          `json:"unmeasured"`
+	Observer       string       `json:"observer"`
+	Load           string       `json:"loadavg"`
 	// Runs are the jobs one by one.
 	Runs []jobFigures `json:"runs"`
 }
@@ -165,29 +165,6 @@ type jobFigures struct {
 	Outcome        string   `json:"outcome"`
 	RentMs         float64  `json:"rent_ms"`
 	ReadvertisedMs *float64 `json:"readvertised_ms,omitempty"`
-}
-
-// spread summarises a sample; percentiles are nearest-rank, so with fewer
-// than 100 values p99 is the maximum.
-type spread struct {
-	N   int     `json:"n"`
-	Min float64 `json:"min"`
-	P50 float64 `json:"p50"`
-	P99 float64 `json:"p99"`
-	Max float64 `json:"max"`
-}
-
-func spreadOf(v []float64) spread {
-	if len(v) == 0 {
-		return spread{}
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	rank := func(p float64) float64 {
-		i := int(float64(len(s))*p+0.999999) - 1
-		return s[min(max(i, 0), len(s)-1)]
-	}
-	return spread{N: len(s), Min: s[0], P50: rank(0.50), P99: rank(0.99), Max: s[len(s)-1]}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -213,7 +190,7 @@ func runMeasure(ctx context.Context, o measureOptions, stdout, stderr io.Writer)
 		defer os.RemoveAll(dir)
 	}
 
-	rep := measureReport{LoadStart: loadavg()}
+	rep := measureReport{LoadStart: bench.LoadAvg()}
 	logf("building e31d and e31 (load %s)", rep.LoadStart)
 	bin, err := cluster.Build(ctx, filepath.Join(dir, "bin"))
 	if err != nil {
@@ -230,7 +207,7 @@ func runMeasure(ctx context.Context, o measureOptions, stdout, stderr io.Writer)
 		}
 		rep.Jobs = append(rep.Jobs, r)
 	}
-	rep.LoadEnd = loadavg()
+	rep.LoadEnd = bench.LoadAvg()
 	logf("done (load %s)", rep.LoadEnd)
 	if o.json {
 		enc := json.NewEncoder(stdout)
@@ -267,13 +244,13 @@ func measureGossip(ctx context.Context, bin cluster.Binaries, dir string, o meas
 	}
 	var rss []float64
 	for _, n := range c.Nodes {
-		kib, err := vmRSS(n.PID)
+		kib, err := bench.VmRSS(n.PID)
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", n.Name, err)
 		}
 		rss = append(rss, float64(kib)/1024)
 	}
-	r.IdleRSSMiB = spreadOf(rss)
+	r.IdleRSSMiB = bench.SpreadOf(rss)
 
 	interval := gossipHeartbeat / 4
 	r.PollIntervalMs = ms(interval)
@@ -283,7 +260,7 @@ func measureGossip(ctx context.Context, bin cluster.Binaries, dir string, o meas
 		return r, err
 	}
 	r.PollErrors = errs
-	r.Load = loadavg()
+	r.Load = bench.LoadAvg()
 
 	var lat []float64
 	type publish struct {
@@ -300,7 +277,7 @@ func measureGossip(ctx context.Context, bin cluster.Binaries, dir string, o meas
 		worst[p] = max(worst[p], d)
 	}
 	r.Observations = len(lat)
-	r.LatencyMs = spreadOf(lat)
+	r.LatencyMs = bench.SpreadOf(lat)
 	r.Publishes = len(observers)
 	var last []float64
 	for p, n := range observers {
@@ -309,7 +286,7 @@ func measureGossip(ctx context.Context, bin cluster.Binaries, dir string, o meas
 		}
 	}
 	r.SeenByAll = len(last)
-	r.LastObserverMs = spreadOf(last)
+	r.LastObserverMs = bench.SpreadOf(last)
 	if r.SeenByAll == 0 {
 		return r, fmt.Errorf("no offer was seen by all %d other nodes in %s of sampling (%d publishes, %d poll errors)", o.nodes-1, o.sample, r.Publishes, errs)
 	}
@@ -473,7 +450,7 @@ func measureJobs(ctx context.Context, bin cluster.Binaries, dir string, o measur
 		runs = append(runs, &jobRun{id: job.ID, submitter: sub, rentAt: rentAt, rentMs: ms(rentAt.Sub(submitAt))})
 	}
 	r.Jobs = len(runs)
-	r.RentMs = spreadOf(rent)
+	r.RentMs = bench.SpreadOf(rent)
 	logf("submit -> rent p50 %.0f ms, p99 %.0f ms; waiting for every job to be released", r.RentMs.P50, r.RentMs.P99)
 
 	deadline := time.Now().Add(120 * time.Second)
@@ -502,7 +479,7 @@ func measureJobs(ctx context.Context, bin cluster.Binaries, dir string, o measur
 		logf("%v; measuring what it saw", err)
 	}
 	timeline := obs.stop()
-	r.Load = loadavg()
+	r.Load = bench.LoadAvg()
 
 	var readv []float64
 	byGPU := make(map[string][]*jobRun)
@@ -522,7 +499,7 @@ func measureJobs(ctx context.Context, bin cluster.Binaries, dir string, o measur
 		r.Unmeasured += len(jobs) - len(got)
 	}
 	r.Readvertised = len(readv)
-	r.ReadvertisedMs = spreadOf(readv)
+	r.ReadvertisedMs = bench.SpreadOf(readv)
 	for _, run := range runs {
 		r.Runs = append(r.Runs, jobFigures{
 			ID: run.id, Submitter: c.Nodes[run.submitter].Name, Provider: nodeName(c, run.provider), GPU: run.gpu,
@@ -714,36 +691,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// vmRSS reads a process's resident set size in KiB.
-func vmRSS(pid int) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, fmt.Errorf("read memory of pid %d: %w", pid, err)
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(v)
-			if len(f) == 2 && f[1] == "kB" {
-				return strconv.ParseInt(f[0], 10, 64)
-			}
-		}
-	}
-	return 0, fmt.Errorf("pid %d: no VmRSS in /proc status", pid)
-}
-
-// loadavg is the 1, 5 and 15 minute load averages, or "?".
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 func printMeasureReport(w io.Writer, r measureReport) {

@@ -17,6 +17,7 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/testnet/bench"
 	"github.com/e31network/e31/testnet/cluster"
 	"github.com/e31network/e31/testnet/netns"
 	"github.com/spf13/cobra"
@@ -103,7 +104,7 @@ func runNATBench(ctx context.Context, o natBenchOptions, stdout, stderr io.Write
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	logf("building e31d and e31 (load %s)", loadavg())
+	logf("building e31d and e31 (load %s)", bench.LoadAvg())
 	bin, err := cluster.Build(ctx, filepath.Join(dir, "bin"))
 	if err != nil {
 		return err
@@ -131,7 +132,7 @@ func runNATBench(ctx context.Context, o natBenchOptions, stdout, stderr io.Write
 		r.Name = run.name
 		rows = append(rows, r)
 	}
-	logf("done (load %s)", loadavg())
+	logf("done (load %s)", bench.LoadAvg())
 
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "network\tstart to first lease\tstart to relayed offer\tpath after lease\tstaging %s\tthroughput\t\n", humanBytes(o.size))
@@ -154,7 +155,7 @@ func runNATBench(ctx context.Context, o natBenchOptions, stdout, stderr io.Write
 			fmt.Fprintf(stdout, "%s: %s\n", r.Name, r.Note)
 		}
 	}
-	fmt.Fprintf(stdout, "load average at the end: %s\n", loadavg())
+	fmt.Fprintf(stdout, "load average at the end: %s\n", bench.LoadAvg())
 	return nil
 }
 

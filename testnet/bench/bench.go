@@ -148,7 +148,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			return rep, ErrNeedsRoot
 		}
 	}
-	load0 := loadavg()
+	load0 := LoadAvg()
 	o.Micro.ModuleRoot = o.ModuleRoot
 	for _, m := range []struct {
 		part    string
@@ -214,7 +214,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 			rep.Table.Figures = append(rep.Table.Figures, r.Figures()...)
 		}
 	}
-	rep.Table.Machine = fmt.Sprintf("%d cores, %s; load average %s at start, %s at end", runtime.NumCPU(), time.Now().Format("2006-01-02"), load0, loadavg())
+	rep.Table.Machine = fmt.Sprintf("%d cores, %s; load average %s at start, %s at end", runtime.NumCPU(), time.Now().Format("2006-01-02"), load0, LoadAvg())
 	return rep, nil
 }
 
@@ -231,8 +231,8 @@ func topLines(top string, n int) string {
 	return strings.Join(lines[:min(len(lines), n)], "\n")
 }
 
-// loadavg is the 1, 5 and 15 minute load averages, or "?".
-func loadavg() string {
+// LoadAvg is the 1, 5 and 15 minute load averages, or "?".
+func LoadAvg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return "?"

@@ -84,7 +84,7 @@ func MeasureRSS(ctx context.Context, e Env, o RSSOptions) (RSSReport, error) {
 		var provs []float64
 		var sub float64
 		for i, n := range c.Nodes {
-			kib, err := vmRSS(n.PID)
+			kib, err := VmRSS(n.PID)
 			if err != nil {
 				return 0, nil, fmt.Errorf("%s: %w", n.Name, err)
 			}
@@ -225,8 +225,8 @@ func (r RSSReport) Figures() []Figure {
 	return f
 }
 
-// vmRSS reads a process's resident set size in KiB.
-func vmRSS(pid int) (int64, error) { return procStatus(pid, "VmRSS:") }
+// VmRSS reads a process's resident set size in KiB.
+func VmRSS(pid int) (int64, error) { return procStatus(pid, "VmRSS:") }
 
 // procStatus reads one KiB figure of a process's /proc status.
 func procStatus(pid int, field string) (int64, error) {
