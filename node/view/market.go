@@ -279,7 +279,7 @@ func (v *Market) ReleaseLease(r wire.ReleaseBody, by peer.ID, at Stamp) {
 // an offer signed after the lease shows free again has ended, even if its
 // release announcement was lost.
 func (v *Market) Snapshot(epoch uint64, start, cutoff time.Time, offers []SignedOffer) market.View {
-	return v.snapshot(epoch, start, cutoff, start, offers, nil)
+	return v.snapshot(cutoff, start, offers, nil, func(time.Time) (uint64, time.Time) { return epoch, start })
 }
 
 // Current is the view as it stands at now, with everything that has
@@ -293,42 +293,12 @@ func (v *Market) Snapshot(epoch uint64, start, cutoff time.Time, offers []Signed
 // SubmittedAt that epoch will give it by its signing time,
 // firstEpoch(signed).
 func (v *Market) Current(now time.Time, offers []SignedOffer, epochOf func(time.Time) uint64, firstEpoch func(Stamp) time.Time) market.View {
-	newest := v.newest(now, offers)
-	return v.snapshot(epochOf(newest), newest, now, now, offers, firstEpoch)
-}
-
-// newest is the latest signing time of the jobs, leases and offers that
-// had arrived by now.
-func (v *Market) newest(now time.Time, offers []SignedOffer) time.Time {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	var t time.Time
-	later := func(u time.Time) {
-		if u.After(t) {
-			t = u
+	return v.snapshot(now, now, offers, firstEpoch, func(newest time.Time) (uint64, time.Time) {
+		if newest.IsZero() || newest.After(now) {
+			newest = now
 		}
-	}
-	for _, o := range offers {
-		later(time.UnixMilli(o.SignedAt))
-	}
-	in := func(s Stamp) bool { return s.In(now, now) }
-	for _, j := range v.jobs {
-		if st := (Stamp{j.Signed, j.Seen}); in(st) && !in(j.closed) {
-			later(signedOf(st))
-		}
-	}
-	for _, kl := range v.leases {
-		if in(kl.seen) {
-			later(signedOf(kl.seen))
-			if in(kl.released) {
-				later(signedOf(kl.released))
-			}
-		}
-	}
-	if t.IsZero() || t.After(now) {
-		return now
-	}
-	return t
+		return epochOf(newest), newest
+	})
 }
 
 // signedOf is when a message was signed, or, for what carries no signing
@@ -340,18 +310,48 @@ func signedOf(s Stamp) time.Time {
 	return s.Signed
 }
 
-// snapshot builds a view for Match at instant start from the messages
-// signed by cutoff that had arrived by arrivedBy; firstEpoch nil fixes
-// SubmittedAt at start.
-func (v *Market) snapshot(epoch uint64, start, cutoff, arrivedBy time.Time, offers []SignedOffer, firstEpoch func(Stamp) time.Time) market.View {
+// snapshot builds a view for Match from the messages signed by cutoff that
+// had arrived by arrivedBy; instant, given the newest signing time among
+// them (offers included), says the view's epoch and Now. firstEpoch nil
+// fixes a job's SubmittedAt at Now.
+func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, firstEpoch func(Stamp) time.Time, instant func(newest time.Time) (uint64, time.Time)) market.View {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	now := start.UnixMilli()
-	mv := market.View{Epoch: epoch, Now: now}
+	at := func(s Stamp) bool { return s.In(cutoff, arrivedBy) }
+	var newest time.Time
+	later := func(t time.Time) {
+		if t.After(newest) {
+			newest = t
+		}
+	}
 	byProvider := make(map[string]SignedOffer, len(offers))
 	for _, o := range offers {
-		mv.Offers = append(mv.Offers, o.Offer)
 		byProvider[o.Provider] = o
+		later(time.UnixMilli(o.SignedAt))
+	}
+	var jobs []*OpenJob
+	for _, j := range v.jobs {
+		if st := (Stamp{j.Signed, j.Seen}); at(st) && !at(j.closed) {
+			jobs = append(jobs, j)
+			later(signedOf(st))
+		}
+	}
+	var leases []*knownLease
+	for _, kl := range v.leases {
+		if kl.lease.Terms.ID != "" && at(kl.seen) {
+			leases = append(leases, kl)
+			later(signedOf(kl.seen))
+			if at(kl.released) {
+				later(signedOf(kl.released))
+			}
+		}
+	}
+
+	epoch, start := instant(newest)
+	now := start.UnixMilli()
+	mv := market.View{Epoch: epoch, Now: now}
+	for _, o := range offers {
+		mv.Offers = append(mv.Offers, o.Offer)
 	}
 	endedByOffer := func(t wire.LeaseTerms) bool {
 		o, ok := byProvider[t.Provider]
@@ -365,11 +365,7 @@ func (v *Market) snapshot(epoch uint64, start, cutoff, arrivedBy time.Time, offe
 		}
 		return true
 	}
-	at := func(s Stamp) bool { return s.In(cutoff, arrivedBy) }
-	for _, j := range v.jobs {
-		if !at(Stamp{j.Signed, j.Seen}) || at(j.closed) {
-			continue
-		}
+	for _, j := range jobs {
 		submittedAt := j.submittedAt
 		switch {
 		case submittedAt != 0:
@@ -383,11 +379,8 @@ func (v *Market) snapshot(epoch uint64, start, cutoff, arrivedBy time.Time, offe
 		mv.Jobs = append(mv.Jobs, market.Job{ID: j.ID, Submitter: j.Submitter.String(), SubmittedAt: submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != ""})
 	}
 	usage := map[string]int64{}
-	for _, kl := range v.leases {
+	for _, kl := range leases {
 		t := kl.lease.Terms
-		if t.ID == "" || !at(kl.seen) {
-			continue
-		}
 		live := !at(kl.released) && !endedByOffer(t)
 		if live {
 			mv.Leases = append(mv.Leases, kl.lease.Market())
