@@ -84,15 +84,14 @@ func (n *Node) fastPass(now time.Time) (open int) {
 		return open // not yet in its own view: it has not announced itself
 	}
 	v := n.market.Current(now, offers, func(t time.Time) uint64 { e, _ := n.epochOf(t); return e }, n.firstEpoch)
-	epoch := v.Epoch
-	if len(v.Jobs) == 0 || len(v.Jobs) > fastMaxJobs {
+	if len(v.Jobs) == 0 {
 		return open
 	}
 	res := market.Match(v, market.Options{})
-	n.recordMatch(api.Match{Epoch: epoch, ViewHash: res.ViewHash, Jobs: len(v.Jobs), Assignments: res.Assignments, Fast: true})
+	n.recordMatch(api.Match{Epoch: v.Epoch, ViewHash: res.ViewHash, Jobs: len(v.Jobs), Assignments: res.Assignments, Fast: true})
 	for _, a := range res.Assignments {
 		if a.Provider == self {
-			n.provider.Propose(a, epoch, res.ViewHash)
+			n.provider.Propose(a, v.Epoch, res.ViewHash)
 		}
 	}
 	return open
