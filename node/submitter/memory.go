@@ -3,6 +3,7 @@ package submitter
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"time"
 
 	"github.com/e31network/e31/node/api"
@@ -68,6 +69,12 @@ func (s *Submitter) evict(cutoff time.Time) (n int) {
 
 // load brings a job from the record store back into memory.
 func (s *Submitter) load(id string) *job {
+	s.mu.Lock()
+	_, stored := s.ended[id]
+	s.mu.Unlock()
+	if !stored {
+		return nil // not this node's, or live: memory is the truth
+	}
 	var r Record
 	if ok, err := s.d.Records.Get(state.PrefixJob, id, &r); err != nil || !ok {
 		if err != nil {
@@ -91,16 +98,16 @@ func (s *Submitter) load(id string) *job {
 
 // storedJobs lists the jobs that are in the store only.
 func (s *Submitter) storedJobs() []api.Job {
+	s.mu.Lock()
+	stored := maps.Clone(s.ended)
+	s.mu.Unlock()
 	var out []api.Job
 	err := s.d.Records.Each(state.PrefixJob, func(b []byte) error {
 		var r Record
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil // a record that does not decode was reported by Recover
 		}
-		s.mu.Lock()
-		_, stored := s.ended[r.ID]
-		s.mu.Unlock()
-		if stored {
+		if _, ok := stored[r.ID]; ok {
 			out = append(out, r.API())
 		}
 		return nil
