@@ -14,6 +14,11 @@ import (
 // data (relay v2 limits what a circuit carries, by design).
 var ErrRelayedOnly = errors.New("only a relayed one, which carries no data")
 
+// DirectWait is how long a bulk transfer waits for a direct connection when
+// only a relayed one exists: hole punching runs as soon as two peers meet
+// through a relay and takes seconds when it works.
+const DirectWait = 30 * time.Second
+
 // AwaitDirect waits, up to within, until this node's path to p (who, in
 // errors: "the submitter") is not
 // relayed-only (hole punching runs as soon as two peers meet through a

@@ -226,8 +226,8 @@ func TestStagingWaitsForADirectPath(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "hole punch failed") || !strings.Contains(err.Error(), "relayed") {
 			t.Fatalf("err = %v, want one naming the relayed path and the failed punch", err)
 		}
-		if took := time.Since(start); took < directWait || took > directWait+time.Second {
-			t.Fatalf("gave up after %s, want %s", took, directWait)
+		if took := time.Since(start); took < p2p.DirectWait || took > p2p.DirectWait+time.Second {
+			t.Fatalf("gave up after %s, want %s", took, p2p.DirectWait)
 		}
 	})
 }

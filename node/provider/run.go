@@ -143,18 +143,13 @@ func (p *Provider) stage(ctx context.Context, lease string, from peer.ID, data [
 	return inputs, nil
 }
 
-// directWait is how long staging waits for a direct connection to the
-// submitter when only a relayed one exists: hole punching runs as soon as
-// two peers meet through a relay and takes seconds when it works.
-const directWait = 30 * time.Second
-
 // fetch fetches a DAG from the submitter for staging, over a direct
 // connection: a relay carries a lease's messages but, by design, not its
 // data. With only a relayed path it waits for a hole to be punched, then
 // fails naming why, rather than stalling.
 func (p *Provider) fetch(ctx context.Context, from peer.ID, root cid.Cid, o content.FetchOptions) (content.FetchStats, error) {
 	if p.d.Path != nil {
-		if err := p2p.AwaitDirect(ctx, p.d.Path, from, "the submitter", directWait); err != nil {
+		if err := p2p.AwaitDirect(ctx, p.d.Path, from, "the submitter", p2p.DirectWait); err != nil {
 			return content.FetchStats{}, err
 		}
 	}

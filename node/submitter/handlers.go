@@ -422,11 +422,6 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// directWait is how long a transfer from the provider waits for a direct
-// connection when only a relayed one exists: hole punching runs as soon as
-// two peers meet through a relay and takes seconds when it works.
-const directWait = 30 * time.Second
-
 // awaitDirect waits for a path to the provider that carries data (a relay
 // carries a lease's messages but, by design, not its data), saying so in
 // the job's status while it waits and why when it gives up, rather than
@@ -442,7 +437,7 @@ func (s *Submitter) awaitDirect(ctx context.Context, j *job, from peer.ID, what 
 		r.Wait = what + ": waiting for a direct connection to the provider; a relayed one carries no data"
 		return nil
 	})
-	err := p2p.AwaitDirect(ctx, s.d.Path, from, "the provider", directWait)
+	err := p2p.AwaitDirect(ctx, s.d.Path, from, "the provider", p2p.DirectWait)
 	s.change(j, func(r *Record) error {
 		r.Wait = ""
 		if err != nil {
