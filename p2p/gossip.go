@@ -57,6 +57,8 @@ type GossipConfig struct {
 	// Validators holds the body validator of each topic (by short name). A
 	// topic without one accepts any well-signed body.
 	Validators map[string]BodyValidator
+	// Guard scores peers and limits their message rates; nil: NewGuard's defaults.
+	Guard *Guard
 }
 
 // Gossip publishes and receives signed envelopes on the E31 topics.
@@ -94,6 +96,7 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
 		pubsub.WithPeerExchange(true),
 		pubsub.WithFloodPublish(true),
+		cfg.Guard.options(cfg.Network),
 		pubsub.WithLogger(cfg.Log.With("component", "pubsub")),
 	)
 	if err != nil {

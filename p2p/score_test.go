@@ -1,0 +1,339 @@
+package p2p
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+func TestScoreParamsAreAcceptedByGossipsub(t *testing.T) {
+	h, _ := newTestHost(t)
+	params, thresholds := ScoreParams("test", LoopbackNets())
+	if _, err := pubsub.NewGossipSub(context.Background(), h, pubsub.WithPeerScore(params, thresholds)); err != nil {
+		t.Fatal(err)
+	}
+	// The bands are ordered as gossipsub requires.
+	if !(GraylistThreshold < PublishThreshold && PublishThreshold < GossipThreshold && GossipThreshold < 0) {
+		t.Fatal("thresholds out of order")
+	}
+	// The sixth invalid message graylists a peer with the best score it can
+	// hold; five do not graylist a peer at zero.
+	if 36*InvalidMessageWeight+topicScoreCap >= GraylistThreshold {
+		t.Fatal("six invalid messages do not graylist a peer at the topic score cap")
+	}
+	if 5*5*InvalidMessageWeight < GraylistThreshold {
+		t.Fatal("five invalid messages graylist a peer")
+	}
+}
+
+func TestGuardTokenBucket(t *testing.T) {
+	now := time.Unix(1000, 0)
+	g := NewGuard(GuardConfig{Limits: map[string]Rate{TopicJobs: {PerSecond: 10, Burst: 5}}, Now: func() time.Time { return now }})
+	a, b := peer.ID("a"), peer.ID("b")
+	for i := range 5 {
+		if !g.Allow(a, TopicJobs) {
+			t.Fatalf("message %d of the burst refused", i)
+		}
+	}
+	if g.Allow(a, TopicJobs) {
+		t.Fatal("sixth message of a burst of five allowed")
+	}
+	if !g.Allow(b, TopicJobs) {
+		t.Fatal("another peer's bucket was drained by the first")
+	}
+	if !g.Allow(a, TopicOffers) {
+		t.Fatal("a topic without a limit was limited")
+	}
+	now = now.Add(250 * time.Millisecond) // 2.5 tokens back
+	if !g.Allow(a, TopicJobs) || !g.Allow(a, TopicJobs) || g.Allow(a, TopicJobs) {
+		t.Fatal("refill after 250ms at 10/s is not two messages")
+	}
+	if got := g.Limited()[TopicJobs][LimitRate]; got != 2 {
+		t.Fatalf("counted %d rate drops, want 2", got)
+	}
+	// Idle buckets are forgotten once full again; a returning peer starts
+	// with a full burst, which is what it would have had anyway.
+	now = now.Add(time.Minute)
+	if !g.Allow(b, TopicJobs) {
+		t.Fatal("refused after a minute idle")
+	}
+	g.mu.Lock()
+	n := len(g.buckets)
+	g.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d buckets kept after the sweep, want 1", n)
+	}
+}
+
+// rawPeer is a gossipsub host with no validators: what a stranger running
+// its own software can be.
+type rawPeer struct {
+	h      host.Host
+	key    crypto.PrivKey
+	topics map[string]*pubsub.Topic
+}
+
+func newRawPeer(t *testing.T, ctx context.Context, network string) *rawPeer {
+	t.Helper()
+	h, sk := newTestHost(t)
+	ps, err := pubsub.NewGossipSub(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rawPeer{h: h, key: sk, topics: make(map[string]*pubsub.Topic)}
+	for _, short := range []string{TopicOffers, TopicJobs} {
+		tp, err := ps.Join(TopicName(network, short))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tp.Subscribe(); err != nil {
+			t.Fatal(err)
+		}
+		r.topics[short] = tp
+	}
+	return r
+}
+
+type honest struct {
+	h     host.Host
+	g     *Gossip
+	guard *Guard
+	sub   *Subscription
+}
+
+func newHonest(t *testing.T, ctx context.Context, cfg GossipConfig, limits map[string]Rate) *honest {
+	t.Helper()
+	h, sk := newTestHost(t)
+	cfg.Guard = NewGuard(GuardConfig{Limits: limits, InspectEvery: 100 * time.Millisecond})
+	g, err := NewGossip(ctx, h, sk, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := g.Subscribe(TopicOffers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Cancel)
+	return &honest{h: h, g: g, guard: cfg.Guard, sub: sub}
+}
+
+func connect(t *testing.T, ctx context.Context, a, b host.Host) {
+	t.Helper()
+	if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hasPeer(ps []peer.ID, p peer.ID) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+type whoBody struct{ Who string }
+
+func whoValidator(s Signed) error {
+	var b whoBody
+	if err := s.Decode(&b); err != nil {
+		return err
+	}
+	if b.Who != s.Signer.String() {
+		return fmt.Errorf("%w: body names %s", ErrForged, b.Who)
+	}
+	return nil
+}
+
+// nextFrom waits for the next message on sub signed by who, skipping others.
+func nextFrom(ctx context.Context, sub *Subscription, who peer.ID) (Signed, error) {
+	for {
+		s, err := sub.Next(ctx)
+		if err != nil || s.Signer == who {
+			return s, err
+		}
+	}
+}
+
+// A peer whose messages the validators reject is graylisted: after enough
+// of them its valid messages are dropped unread, while an honest peer's go
+// through.
+func TestByzantineInvalidPublisherGraylisted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := GossipConfig{Network: "test", Log: slog.New(slog.DiscardHandler), Validators: map[string]BodyValidator{TopicOffers: whoValidator}}
+	a := newHonest(t, ctx, cfg, nil)
+	b := newHonest(t, ctx, cfg, nil)
+	f := newRawPeer(t, ctx, "test")
+	connect(t, ctx, a.h, b.h)
+	connect(t, ctx, f.h, a.h)
+	waitFor(t, 10*time.Second, "A to see B and F on the topic", func() bool {
+		ps := a.g.TopicPeers(TopicOffers)
+		return hasPeer(ps, b.h.ID()) && hasPeer(ps, f.h.ID())
+	})
+	waitFor(t, 10*time.Second, "F to see A on the topic", func() bool { return len(f.topics[TopicOffers].ListPeers()) > 0 })
+
+	// F is an ordinary peer until it misbehaves: its valid messages arrive.
+	valid := func() []byte {
+		s, err := Seal(f.key, "offer", whoBody{Who: f.h.ID().String()}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Raw
+	}
+	waitFor(t, 10*time.Second, "a valid message from F to reach A", func() bool {
+		if err := f.topics[TopicOffers].Publish(ctx, valid()); err != nil {
+			t.Fatal(err)
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer rcancel()
+		_, err := nextFrom(rctx, a.sub, f.h.ID())
+		return err == nil
+	})
+
+	// Then it sends forgeries, one at a time, until A graylists it.
+	forged := 0
+	for ; forged < 20; forged++ {
+		if s, ok := a.guard.Score(f.h.ID()); ok && s < GraylistThreshold {
+			break
+		}
+		before := a.g.Rejections()[ReasonForged]
+		s, _ := Seal(f.key, "offer", whoBody{Who: b.h.ID().String()}, time.Now())
+		if err := f.topics[TopicOffers].Publish(ctx, s.Raw); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the forgery to be rejected", func() bool { return a.g.Rejections()[ReasonForged] == before+1 })
+		// The score is read back every InspectEvery; wait for a reading
+		// that includes this rejection.
+		want := -float64((forged+1)*(forged+1)) * -InvalidMessageWeight
+		waitFor(t, 10*time.Second, "the score to follow", func() bool {
+			s, ok := a.guard.Score(f.h.ID())
+			return ok && s <= want+topicScoreCap
+		})
+	}
+	s, _ := a.guard.Score(f.h.ID())
+	t.Logf("F graylisted after %d rejected messages (score %.0f, threshold %.0f)", forged, s, GraylistThreshold)
+	if forged != 6 {
+		t.Fatalf("graylisted after %d invalid messages, want 6", forged)
+	}
+
+	// F's next valid message reaches A's router and is dropped unread;
+	// B's message, sent after it, is delivered.
+	seen := a.guard.Received(f.h.ID())
+	if err := f.topics[TopicOffers].Publish(ctx, valid()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "A to receive F's message", func() bool { return a.guard.Received(f.h.ID()) > seen })
+	if _, err := b.g.Publish(ctx, TopicOffers, "offer", whoBody{Who: b.h.ID().String()}); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer rcancel()
+	for {
+		got, err := a.sub.Next(rctx)
+		if err != nil {
+			t.Fatalf("B's message not delivered: %v", err)
+		}
+		if got.Signer == f.h.ID() {
+			t.Fatal("a graylisted peer's message was delivered")
+		}
+		if got.Signer == b.h.ID() {
+			break
+		}
+	}
+	if n := a.guard.ScoreCounts()["graylist"]; n != 1 {
+		t.Fatalf("%d peers graylisted, want 1 (F)", n)
+	}
+	if s, _ := a.guard.Score(b.h.ID()); ScoreBand(s) != "ok" {
+		t.Fatalf("honest B's score %.1f is in band %s", s, ScoreBand(s))
+	}
+}
+
+// Honest peers publishing as fast as they can, beyond the rate limits, are
+// slowed by the limits but never scored below the gossip threshold.
+func TestByzantineHonestHighRateNotGraylisted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := GossipConfig{Network: "test", Log: slog.New(slog.DiscardHandler), Validators: map[string]BodyValidator{TopicOffers: whoValidator}}
+	var ns []*honest
+	for range 4 {
+		// Limits well under what this machine can publish, so that the
+		// load exceeds them whatever else it is doing.
+		ns = append(ns, newHonest(t, ctx, cfg, map[string]Rate{TopicOffers: {PerSecond: 20, Burst: 40}}))
+	}
+	for i := range ns {
+		for j := i + 1; j < len(ns); j++ {
+			connect(t, ctx, ns[i].h, ns[j].h)
+		}
+	}
+	for _, n := range ns {
+		waitFor(t, 10*time.Second, "every peer on the topic", func() bool { return len(n.g.TopicPeers(TopicOffers)) == len(ns)-1 })
+	}
+	// Every peer publishes 1,000 messages as fast as it can: 4,000 in
+	// all, against a burst of 40 and 20 a second per sending peer.
+	const each = 1000
+	errs := make(chan error, len(ns))
+	for _, n := range ns {
+		go func() {
+			for range each {
+				if _, err := n.g.Publish(ctx, TopicOffers, "offer", whoBody{Who: n.h.ID().String()}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	worst := 0.0
+	check := func() {
+		for _, n := range ns {
+			for _, m := range ns {
+				if m == n {
+					continue
+				}
+				if s, ok := n.guard.Score(m.h.ID()); ok {
+					worst = min(worst, s)
+					if ScoreBand(s) != "ok" {
+						t.Fatalf("honest peer scored %.1f by another under load", s)
+					}
+				}
+			}
+		}
+	}
+	for range ns {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		check()
+	}
+	// Keep reading the scores until every message has been counted in by
+	// each peer: limited on arrival or delivered.
+	for _, n := range ns {
+		waitFor(t, 30*time.Second, "every message accounted for", func() bool {
+			check()
+			var got uint64
+			for _, m := range ns {
+				if m != n {
+					got += n.guard.Received(m.h.ID())
+				}
+			}
+			return got >= uint64((len(ns)-1)*each)
+		})
+	}
+	var limited uint64
+	for _, n := range ns {
+		limited += n.guard.Limited()[TopicOffers][LimitRate]
+	}
+	t.Logf("lowest honest score %.2f; %d of %d forwarded messages dropped by rate limits", worst, limited, len(ns)*(len(ns)-1)*each)
+	if limited == 0 {
+		t.Fatal("no message was rate-limited: the load did not exceed the limits")
+	}
+}
