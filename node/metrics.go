@@ -87,6 +87,25 @@ func (m *metrics) register(n *Node) {
 			return float64(n.gossip.Rejections()[r])
 		}))
 	}
+	m.registerGuard(n.guard)
+}
+
+// registerGuard adds the series of the gossip defences: what the per-peer
+// limits dropped before validation, and how many peers sit in each score
+// band (a peer in "graylist" is being ignored).
+func (m *metrics) registerGuard(g *p2p.Guard) {
+	for _, topic := range []string{p2p.TopicOffers, p2p.TopicJobs} {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "e31_gossip_limited_total", Help: "Gossip messages dropped by per-peer limits before validation, by topic and reason.",
+			ConstLabels: prometheus.Labels{"topic": topic, "reason": p2p.LimitRate}}, func() float64 {
+			return float64(g.Limited()[topic][p2p.LimitRate])
+		}))
+	}
+	for _, band := range p2p.ScoreBands() {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "e31_gossip_peers", Help: "Gossip peers by score band: ok, or below the gossip, publish or graylist threshold.",
+			ConstLabels: prometheus.Labels{"band": band}}, func() float64 {
+			return float64(g.ScoreCounts()[band])
+		}))
+	}
 }
 
 type counterProgress struct{ c prometheus.Counter }

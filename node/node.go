@@ -56,6 +56,7 @@ type Node struct {
 	self     peer.ID
 	host     host.Host
 	gossip   *p2p.Gossip
+	guard    *p2p.Guard // gossip peer scores and per-peer rate limits
 	gpus     []exec.GPU
 	started  time.Time
 	offers   *view.Offers
@@ -133,6 +134,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		handlers:     make(map[protocol.ID]p2p.Handler),
 		gater:        p2p.NewGater(),
 		punches:      newPunchLog(),
+		guard:        p2p.NewGuard(p2p.GuardConfig{}),
 	}
 	if n.boot, err = p2p.ParseBootstrap(cfg.Bootstrap); err != nil {
 		return nil, err
@@ -207,6 +209,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.gossip, err = p2p.NewGossip(ctx, n.host, key, p2p.GossipConfig{
 		Network: cfg.Network,
 		Log:     n.log,
+		Guard:   n.guard,
 		Validators: map[string]p2p.BodyValidator{
 			p2p.TopicOffers: wire.ValidateOffer,
 			p2p.TopicJobs:   n.market.ValidateJobMessage,

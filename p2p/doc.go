@@ -20,6 +20,83 @@
 // body itself is checked by a validator that the node supplies per topic,
 // since only the node knows what a declaration or an offer must contain.
 //
+// # Peers that misbehave
+//
+// The validators decide what a message is worth; gossipsub v1.1's peer
+// scoring decides what its sender is worth. NewGossip always turns scoring
+// on (GossipConfig.Guard, or a default Guard), with the parameters of
+// ScoreParams, chosen after those of Lotus and the Ethereum clients:
+//
+//   - P4, invalid messages: every payload a validator rejects costs its
+//     forwarder 100 × n² for n rejections, decaying to 1% over 30 minutes.
+//     Five cost 2,500; the sixth takes any peer below GraylistThreshold
+//     (-2,500), whatever good record it had, since what good behaviour can
+//     add is capped at +50 (P1, time in the mesh, up to +10 a topic over an
+//     hour; P2, first deliveries, up to +20). A graylisted peer's RPCs are
+//     dropped unread, its valid messages included, until the penalty
+//     decays; it keeps its score across reconnects for an hour.
+//   - Reject and Ignore: a validator returns Reject only for what the
+//     forwarder could have checked itself (oversized, malformed, unsigned,
+//     forged, a body its own validator refuses), and Ignore for what may be
+//     nobody's fault: stale (clocks drift, paths differ) and replayed (the
+//     same envelope by two paths). Only Reject feeds P4. A release or lease
+//     judged against this node's view (node/view) may in rare races be
+//     rejected by one peer and accepted by another; one such penalty costs
+//     100 and decays, far from any threshold.
+//   - Thresholds: below GossipThreshold (-500, three invalid messages) a
+//     peer gets no gossip from us; below PublishThreshold (-1,000) our own
+//     messages are no longer flood-published to it (flood publishing, which
+//     we keep on so that an offer reaches every peer at once, is what
+//     limits it to peers above that threshold); below GraylistThreshold it
+//     is ignored. Peer exchange is taken only from peers at or above
+//     AcceptPXThreshold (+5), which a fresh identity has not earned.
+//   - P3 (mesh delivery quotas) is off: our topics are quiet for long
+//     stretches and a quota would punish honest peers for others' silence.
+//   - P6, IP colocation: past 10 peers on one address, each further one
+//     costs 50 × excess². Loopback is exempt (LoopbackNets): every peer of
+//     a testnet on one machine shares 127.0.0.1, and tests and honest
+//     testnets must never be penalised for it. On the Internet, many
+//     identities behind one address is what a cheap Sybil looks like.
+//   - P7: broken IWANT promises and early re-grafts, six free, then
+//     10 × excess², so a peer that drops the odd promise under load is not
+//     hurt.
+//
+// Scoring needs invalid messages to act; a flood of valid ones needs a
+// limit. Guard keeps a token bucket per sending peer and topic
+// (DefaultLimits: offers 200/s with a burst of 400, jobs 100/s with a burst
+// of 300) and drops what exceeds it from the incoming RPC, in pubsub's
+// event loop, before any signature is checked or validation queued: a
+// flood costs a map lookup per message, not an Ed25519 verification, and
+// cannot fill the validation queue that honest messages wait in. The
+// limits must cover the whole network's traffic, not one peer's, since an
+// honest peer forwards everyone's: an offer heartbeat from 200 providers
+// at one a second, and far fewer jobs messages. A dropped message is not
+// marked seen, so an honest copy from another peer is still delivered, and
+// a drop costs the sender no score: the limit slows, P4 punishes.
+// Drops are counted by topic and reason (Guard.Limited, the node's
+// e31_gossip_limited_total), peers by score band (Guard.ScoreCounts,
+// e31_gossip_peers).
+//
+// A Sybil floods the jobs topic with valid declarations from many fresh
+// identities, each with a clean score. What bounds it:
+//
+//   - The jobs-topic rate limit is per forwarding peer, not per author: the
+//     flooder's own connections carry at most 100 declarations a second
+//     each, whatever number of keys signed them, and an honest forwarder
+//     passes on only what it accepted.
+//   - P6 above, for many hosts behind one address.
+//   - node/view bounds the open jobs of one submitter identity and drops an
+//     open job that is not re-announced (every few heartbeats): a Sybil
+//     identity that does not keep paying rate budget for its jobs loses
+//     them, and a flood's jobs leave every view within a minute.
+//   - market.Match serves jobs past the starving age first, so honest jobs
+//     that waited keep their place ahead of a later flood.
+//
+// TestByzantineInvalidPublisherGraylisted and
+// TestByzantineHonestHighRateNotGraylisted show scoring at work between
+// real hosts; testnet/e2e's TestByzantineFlood runs daemons under a flood
+// from testnet/byzantine/flood.
+//
 // # Reaching hosts behind NAT
 //
 // Most GPU contributors sit behind a home router, a campus firewall or a
