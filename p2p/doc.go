@@ -88,7 +88,8 @@
 //   - node/view bounds the open jobs of one submitter identity and drops an
 //     open job that is not re-announced (every few heartbeats): a Sybil
 //     identity that does not keep paying rate budget for its jobs loses
-//     them, and a flood's jobs leave every view within a minute.
+//     them, and a flood's jobs leave every view ten heartbeats after it
+//     stops (100 s at the default heartbeat).
 //   - market.Match serves jobs past the starving age first, so honest jobs
 //     that waited keep their place ahead of a later flood.
 //
