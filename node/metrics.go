@@ -95,10 +95,15 @@ func (m *metrics) register(n *Node) {
 // band (a peer in "graylist" is being ignored).
 func (m *metrics) registerGuard(g *p2p.Guard) {
 	for _, topic := range []string{p2p.TopicOffers, p2p.TopicJobs} {
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "e31_gossip_limited_total", Help: "Gossip messages dropped by per-peer limits before validation, by topic and reason.",
-			ConstLabels: prometheus.Labels{"topic": topic, "reason": p2p.LimitRate}}, func() float64 {
-			return float64(g.Limited()[topic][p2p.LimitRate])
-		}))
+		for _, reason := range p2p.LimitReasons() {
+			if reason == p2p.LimitNewSubmitter && topic != p2p.TopicJobs {
+				continue // declarations travel on the jobs topic only
+			}
+			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "e31_gossip_limited_total", Help: "Gossip messages dropped by per-peer limits, by topic and reason.",
+				ConstLabels: prometheus.Labels{"topic": topic, "reason": reason}}, func() float64 {
+				return float64(g.Limited()[topic][reason])
+			}))
+		}
 	}
 	for _, band := range p2p.ScoreBands() {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "e31_gossip_peers", Help: "Gossip peers by score band: ok, or below the gossip, publish or graylist threshold.",

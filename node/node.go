@@ -134,7 +134,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		handlers:     make(map[protocol.ID]p2p.Handler),
 		gater:        p2p.NewGater(),
 		punches:      newPunchLog(),
-		guard:        p2p.NewGuard(p2p.GuardConfig{}),
+		guard:        p2p.NewGuard(p2p.GuardConfig{Declarations: []string{wire.KindDeclaration, wire.KindRequeue}}),
 	}
 	if n.boot, err = p2p.ParseBootstrap(cfg.Bootstrap); err != nil {
 		return nil, err

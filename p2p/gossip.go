@@ -119,7 +119,7 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 	for _, short := range []string{TopicOffers, TopicJobs} {
 		name := TopicName(cfg.Network, short)
 		bv := cfg.Validators[short]
-		if err := ps.RegisterTopicValidator(name, g.validator(short, bv)); err != nil {
+		if err := ps.RegisterTopicValidator(name, cfg.Guard.wrap(short, g.validator(short, bv))); err != nil {
 			return nil, fmt.Errorf("register validator for %s: %w", name, err)
 		}
 		t, err := ps.Join(name)

@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"context"
 	"math"
 	"net"
 	"sync"
@@ -154,7 +155,28 @@ func DefaultLimits() map[string]Rate {
 const (
 	// LimitRate: the sending peer exceeded the topic's message rate.
 	LimitRate = "rate"
+	// LimitNewSubmitter: the forwarding peer brought more declarations
+	// from identities never seen before than its NewSubmitters rate.
+	LimitNewSubmitter = "new-submitter"
 )
+
+// LimitReasons lists the reasons of Guard.Limited.
+func LimitReasons() []string { return []string{LimitRate, LimitNewSubmitter} }
+
+// DefaultNewSubmitters is how many declarations from identities this node
+// has not seen declare before one forwarding peer may bring: one a second,
+// ten at once. Honest networks gain new submitters at the pace people join;
+// a Sybil gains one per key it makes. A declaration refused here is
+// ignored, not rejected (the forwarder may be honest, passing on what it
+// could not judge), and its submitter's next re-announcement tries again.
+func DefaultNewSubmitters() Rate { return Rate{PerSecond: 1, Burst: 10} }
+
+// knownSubmitters bounds the identities Guard remembers as having
+// declared; past it, a new identity is not remembered and pays again.
+const knownSubmitters = 100_000
+
+// knownFor is how long Guard remembers an identity that declared.
+const knownFor = time.Hour
 
 // GuardConfig configures NewGuard.
 type GuardConfig struct {
@@ -168,6 +190,14 @@ type GuardConfig struct {
 	InspectEvery time.Duration
 	// Now is the clock of the buckets; default time.Now.
 	Now func() time.Time
+	// Declarations are the message kinds of the jobs topic by which a
+	// submitter puts jobs in every view (declarations, re-announcements).
+	// Each one signed by an identity not seen before costs its forwarder
+	// a token of NewSubmitters. Empty: no such limit.
+	Declarations []string
+	// NewSubmitters is that rate per forwarding peer; zero means
+	// DefaultNewSubmitters.
+	NewSubmitters Rate
 }
 
 // Guard holds what stands between gossip and a misbehaving peer that
@@ -177,16 +207,22 @@ type GuardConfig struct {
 // Give one Guard to one Gossip.
 type Guard struct {
 	// Immutable after NewGuard.
-	limits    map[string]Rate
-	whitelist []*net.IPNet
-	every     time.Duration
-	now       func() time.Time
+	limits     map[string]Rate
+	whitelist  []*net.IPNet
+	every      time.Duration
+	now        func() time.Time
+	declKinds  map[string]bool
+	newSubRate Rate
 
 	mu      sync.Mutex // guards everything below
 	buckets map[bucketKey]*bucket
 	sweepAt time.Time
 	limited map[string]map[string]uint64 // topic -> reason -> count
 	scores  map[peer.ID]float64
+	// known holds the identities whose declarations were admitted, and
+	// when last; newSubs holds each forwarder's bucket of new identities.
+	known   map[peer.ID]time.Time
+	newSubs map[peer.ID]*bucket
 	// received counts the messages each scored peer sent us, dropped or
 	// not: with Limited and the scores, what a flood cost.
 	received map[peer.ID]uint64
@@ -216,15 +252,26 @@ func NewGuard(cfg GuardConfig) *Guard {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.NewSubmitters == (Rate{}) {
+		cfg.NewSubmitters = DefaultNewSubmitters()
+	}
+	kinds := make(map[string]bool)
+	for _, k := range cfg.Declarations {
+		kinds[k] = true
+	}
 	return &Guard{
-		limits:    cfg.Limits,
-		whitelist: cfg.ColocationWhitelist,
-		every:     cfg.InspectEvery,
-		now:       cfg.Now,
-		buckets:   make(map[bucketKey]*bucket),
-		limited:   make(map[string]map[string]uint64),
-		scores:    make(map[peer.ID]float64),
-		received:  make(map[peer.ID]uint64),
+		declKinds:  kinds,
+		newSubRate: cfg.NewSubmitters,
+		known:      make(map[peer.ID]time.Time),
+		newSubs:    make(map[peer.ID]*bucket),
+		limits:     cfg.Limits,
+		whitelist:  cfg.ColocationWhitelist,
+		every:      cfg.InspectEvery,
+		now:        cfg.Now,
+		buckets:    make(map[bucketKey]*bucket),
+		limited:    make(map[string]map[string]uint64),
+		scores:     make(map[peer.ID]float64),
+		received:   make(map[peer.ID]uint64),
 	}
 }
 
@@ -314,6 +361,10 @@ func (g *Guard) take(from peer.ID, topic string, now time.Time) bool {
 		b = &bucket{tokens: float64(r.Burst), at: now}
 		g.buckets[k] = b
 	}
+	return b.take(r, now)
+}
+
+func (b *bucket) take(r Rate, now time.Time) bool {
 	if dt := now.Sub(b.at).Seconds(); dt > 0 {
 		b.tokens = math.Min(float64(r.Burst), b.tokens+dt*r.PerSecond)
 	}
@@ -325,6 +376,65 @@ func (g *Guard) take(from peer.ID, topic string, now time.Time) bool {
 	return true
 }
 
+// full reports whether b has refilled by now: it holds nothing a new
+// bucket would not.
+func (b *bucket) full(r Rate, now time.Time) bool {
+	return b.tokens+now.Sub(b.at).Seconds()*r.PerSecond >= float64(r.Burst)
+}
+
+// wrap puts the bound on new submitters behind the jobs topic's
+// validator: a declaration the validator accepted, signed by an identity
+// not seen to declare before, costs its forwarder a token, and without one
+// it is ignored. It runs after the validator so that only well-signed,
+// valid declarations spend tokens: an invalid one is the validator's to
+// reject (and P4's to punish), and must not drain an honest forwarder's
+// bucket. A nil Guard, or one without Declarations, leaves v as it is.
+func (g *Guard) wrap(short string, v pubsub.ValidatorEx) pubsub.ValidatorEx {
+	if g == nil || short != TopicJobs || len(g.declKinds) == 0 {
+		return v
+	}
+	return func(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+		res := v(ctx, from, msg)
+		if res != pubsub.ValidationAccept || msg.Local {
+			return res
+		}
+		s, ok := msg.ValidatorData.(Signed)
+		if !ok || !g.declKinds[s.Message.Kind] {
+			return res
+		}
+		if !g.admit(from, s.Signer) {
+			return pubsub.ValidationIgnore
+		}
+		return res
+	}
+}
+
+// admit reports whether a declaration by signer, forwarded by from, may
+// enter the view, and remembers signer if so.
+func (g *Guard) admit(from, signer peer.ID) bool {
+	now := g.now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sweep(now)
+	if _, ok := g.known[signer]; ok {
+		g.known[signer] = now
+		return true
+	}
+	b, ok := g.newSubs[from]
+	if !ok {
+		b = &bucket{tokens: float64(g.newSubRate.Burst), at: now}
+		g.newSubs[from] = b
+	}
+	if !b.take(g.newSubRate, now) {
+		g.count(TopicJobs, LimitNewSubmitter)
+		return false
+	}
+	if len(g.known) < knownSubmitters {
+		g.known[signer] = now
+	}
+	return true
+}
+
 // sweep forgets the buckets that have refilled: they hold nothing a new
 // bucket would not, so memory follows the peers that sent recently. Must
 // be called with mu held.
@@ -333,9 +443,18 @@ func (g *Guard) sweep(now time.Time) {
 		return
 	}
 	for k, b := range g.buckets {
-		r := g.limits[k.topic]
-		if b.tokens+now.Sub(b.at).Seconds()*r.PerSecond >= float64(r.Burst) {
+		if b.full(g.limits[k.topic], now) {
 			delete(g.buckets, k)
+		}
+	}
+	for p, b := range g.newSubs {
+		if b.full(g.newSubRate, now) {
+			delete(g.newSubs, p)
+		}
+	}
+	for p, at := range g.known {
+		if now.Sub(at) > knownFor {
+			delete(g.known, p)
 		}
 	}
 	g.sweepAt = now.Add(10 * time.Second)

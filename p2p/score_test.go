@@ -8,6 +8,7 @@ import (
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -335,5 +336,69 @@ func TestByzantineHonestHighRateNotGraylisted(t *testing.T) {
 	t.Logf("lowest honest score %.2f; %d of %d forwarded messages dropped by rate limits", worst, limited, len(ns)*(len(ns)-1)*each)
 	if limited == 0 {
 		t.Fatal("no message was rate-limited: the load did not exceed the limits")
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, _ := newTestHost(t)
+	b, _ := newTestHost(t)
+	nobody, _ := peer.IDFromPrivateKey(newKey(t))
+	err := Call(ctx, a, nobody, "/e31/test/1", struct{}{}, nil)
+	if err == nil || !Unreachable(err) {
+		t.Fatalf("a peer with no address: %v, want unreachable", err)
+	}
+	// B is there but does not speak the protocol: not unreachable.
+	a.Peerstore().AddAddrs(b.ID(), b.Addrs(), time.Minute)
+	err = Call(ctx, a, b.ID(), "/e31/test/1", struct{}{}, nil)
+	if err == nil || Unreachable(err) {
+		t.Fatalf("a peer that answers: %v, want an error that is not unreachable", err)
+	}
+}
+
+// A forwarder brings at most NewSubmitters declarations from identities
+// never seen before; identities already admitted cost nothing, other
+// kinds are not counted, and other forwarders have buckets of their own.
+func TestGuardNewSubmitters(t *testing.T) {
+	now := time.Unix(1000, 0)
+	g := NewGuard(GuardConfig{Declarations: []string{"declaration"}, NewSubmitters: Rate{PerSecond: 1, Burst: 2}, Now: func() time.Time { return now }})
+	var signer peer.ID
+	kind := "declaration"
+	v := g.wrap(TopicJobs, func(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+		msg.ValidatorData = Signed{Signer: signer, Message: Message{Kind: kind}}
+		return pubsub.ValidationAccept
+	})
+	deliver := func(from, by peer.ID) pubsub.ValidationResult {
+		signer = by
+		return v(context.Background(), from, &pubsub.Message{Message: &pb.Message{}})
+	}
+	fwd, other := peer.ID("forwarder"), peer.ID("other")
+	if deliver(fwd, "s1") != pubsub.ValidationAccept || deliver(fwd, "s2") != pubsub.ValidationAccept {
+		t.Fatal("the burst of new identities refused")
+	}
+	if got := deliver(fwd, "s3"); got != pubsub.ValidationIgnore {
+		t.Fatalf("third new identity in a burst of two: %v, want ignored", got)
+	}
+	if deliver(fwd, "s1") != pubsub.ValidationAccept {
+		t.Fatal("an admitted identity refused")
+	}
+	if deliver(other, "s3") != pubsub.ValidationAccept {
+		t.Fatal("another forwarder's bucket was drained by the first")
+	}
+	kind = "lease"
+	if deliver(fwd, "s4") != pubsub.ValidationAccept {
+		t.Fatal("a message that is not a declaration was limited")
+	}
+	kind = "declaration"
+	now = now.Add(time.Second)
+	if deliver(fwd, "s5") != pubsub.ValidationAccept || deliver(fwd, "s6") != pubsub.ValidationIgnore {
+		t.Fatal("refill of one a second not applied")
+	}
+	if got := g.Limited()[TopicJobs][LimitNewSubmitter]; got != 2 {
+		t.Fatalf("counted %d new-submitter drops, want 2", got)
+	}
+	if g.wrap(TopicOffers, nil) != nil {
+		t.Fatal("the offers topic was wrapped")
 	}
 }

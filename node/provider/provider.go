@@ -374,6 +374,12 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 			// the submitter announces it queued again.
 			p.d.Jobs.Decline(a.Job, oj.Submitter, time.Now())
 		}
+		if p2p.Unreachable(err) {
+			// Nobody is there to answer (a Sybil identity declares and
+			// is never reachable): out of this view until the submitter
+			// announces the job again, rather than matched every pass.
+			p.d.Jobs.Decline(a.Job, oj.Submitter, time.Now())
+		}
 		return false
 	}
 	sl.SubmitterSig = rep.SubmitterSig
