@@ -43,6 +43,9 @@ type Config struct {
 	// Listen is the host's listen address; default a free TCP port on
 	// 127.0.0.1.
 	Listen string
+	// Label starts the name of every Sybil declaration ("LABEL-N"), so
+	// that an observer can tell floods apart; default "sybil".
+	Label string
 	// SignPolicy must be the network's gossipsub signature policy (see
 	// p2p.NewGossip), or every message is refused before any validator
 	// sees it; default pubsub.StrictSign.
@@ -55,6 +58,7 @@ type Peer struct {
 	h      host.Host
 	key    crypto.PrivKey
 	sign   pubsub.MessageSignaturePolicy
+	label  string
 	topics map[string]*pubsub.Topic
 }
 
@@ -67,6 +71,9 @@ func New(ctx context.Context, cfg Config) (*Peer, error) {
 	if cfg.Listen == "" {
 		cfg.Listen = "/ip4/127.0.0.1/tcp/0"
 	}
+	if cfg.Label == "" {
+		cfg.Label = "sybil"
+	}
 	if cfg.SignPolicy == 0 {
 		cfg.SignPolicy = pubsub.StrictSign
 	}
@@ -78,12 +85,15 @@ func New(ctx context.Context, cfg Config) (*Peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	ps, err := pubsub.NewGossipSub(ctx, h, pubsub.WithMessageSignaturePolicy(cfg.SignPolicy))
+	// Flood publishing sends every message to every peer on the topic,
+	// not only to the mesh, which a peer stops being part of as soon as
+	// its score turns negative: a flooder reaches every peer it can.
+	ps, err := pubsub.NewGossipSub(ctx, h, pubsub.WithMessageSignaturePolicy(cfg.SignPolicy), pubsub.WithFloodPublish(true))
 	if err != nil {
 		h.Close()
 		return nil, fmt.Errorf("flood: start gossipsub: %w", err)
 	}
-	p := &Peer{h: h, key: key, sign: cfg.SignPolicy, topics: make(map[string]*pubsub.Topic)}
+	p := &Peer{h: h, key: key, sign: cfg.SignPolicy, label: cfg.Label, topics: make(map[string]*pubsub.Topic)}
 	for _, short := range []string{p2p.TopicOffers, p2p.TopicJobs} {
 		t, err := ps.Join(p2p.TopicName(cfg.Network, short))
 		if err != nil {
@@ -153,7 +163,7 @@ func (p *Peer) Run(ctx context.Context, kinds []Kind, rate float64, count int) (
 		case <-tick.C:
 		}
 		k := kinds[i%len(kinds)]
-		if err := p.Publish(ctx, k, i); err != nil {
+		if err := p.Publish(ctx, k, sent[k]); err != nil {
 			if ctx.Err() != nil {
 				return sent, nil
 			}
@@ -196,7 +206,7 @@ func (p *Peer) message(k Kind, i int, now time.Time) (topic string, data []byte,
 		if err != nil {
 			return "", nil, nil, err
 		}
-		d := market.NewDeclaration(fmt.Sprintf("sybil-%d", i), []string{"true"}, 1, market.Duration(time.Minute.Milliseconds()), nil)
+		d := market.NewDeclaration(fmt.Sprintf("%s-%d", p.label, i), []string{"true"}, 1, market.Duration(time.Minute.Milliseconds()), nil)
 		d.Request.Memory = 64 * market.MiB
 		s, err := p2p.Seal(key, wire.KindDeclaration, wire.DeclarationBody{Declaration: d}, now)
 		if err != nil {
