@@ -78,20 +78,38 @@
 // e31_gossip_peers).
 //
 // A Sybil floods the jobs topic with valid declarations from many fresh
-// identities, each with a clean score. What bounds it:
+// identities, each with a clean score, and each first in Match's order
+// (a submitter with no recent use has the smallest share). What bounds it:
 //
-//   - The jobs-topic rate limit is per forwarding peer, not per author: the
-//     flooder's own connections carry at most 100 declarations a second
-//     each, whatever number of keys signed them, and an honest forwarder
-//     passes on only what it accepted.
+//   - New submitters per forwarder (GuardConfig.Declarations and
+//     NewSubmitters): a declaration or re-announcement that the validator
+//     accepted, signed by an identity this node has not admitted before,
+//     costs the forwarding peer a token; one a second, ten at once, by
+//     default. Without one it is ignored (not rejected: the forwarder may
+//     be honest, passing on what it could not judge), and an honest
+//     submitter's next re-announcement tries again. Identities admitted
+//     are remembered for an hour (at most 100,000). The check runs after
+//     the validator, so invalid declarations cannot drain an honest
+//     forwarder's bucket; the flooder's own links carry at most that many
+//     new identities, however many keys it makes, and an honest forwarder
+//     passes on only what it admitted.
+//   - The message rate per forwarder above, for everything else.
+//   - A provider whose proposal cannot reach the submitter at all (no
+//     address, every dial failed: Unreachable) drops the job from its view
+//     until the submitter announces it again, so an identity nobody can
+//     reach costs each provider one failed proposal, not one per pass.
 //   - P6 above, for many hosts behind one address.
 //   - node/view bounds the open jobs of one submitter identity and drops an
-//     open job that is not re-announced (every few heartbeats): a Sybil
-//     identity that does not keep paying rate budget for its jobs loses
-//     them, and a flood's jobs leave every view ten heartbeats after it
-//     stops (100 s at the default heartbeat).
+//     open job that is not re-announced (every few heartbeats): a flood's
+//     jobs leave every view ten heartbeats after it stops (100 s at the
+//     default heartbeat).
 //   - market.Match serves jobs past the starving age first, so honest jobs
 //     that waited keep their place ahead of a later flood.
+//
+// What is left: an identity admitted once may re-announce its jobs within
+// the message rate, each re-announcement costing each provider another
+// failed proposal; and a Sybil that lists addresses which swallow dials
+// holds a provider's GPUs for a dial timeout per proposal.
 //
 // TestByzantineInvalidPublisherGraylisted and
 // TestByzantineHonestHighRateNotGraylisted show scoring at work between

@@ -12,7 +12,7 @@ import (
 )
 
 // Score thresholds of gossipsub v1.1, as E31 sets them. The package doc
-// explains the numbers; TestByzantine… in p2p_test show them at work.
+// explains the numbers; TestByzantine… in score_test.go show them at work.
 const (
 	// GossipThreshold: below it a peer gets no gossip (IHAVE) from us and
 	// its gossip is ignored.

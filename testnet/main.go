@@ -30,7 +30,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newNATBenchCommand(), newEpochBenchCommand(), newBenchCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newNATBenchCommand(), newEpochBenchCommand(), newBenchCommand(), newFloodBenchCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "testnet:", err)
 		os.Exit(1)
