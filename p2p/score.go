@@ -150,13 +150,14 @@ func DefaultLimits() map[string]Rate {
 	}
 }
 
-// Reasons a message is dropped by Guard before validation, as counted by
-// Guard.Limited.
+// Reasons a message is dropped by Guard, as counted by Guard.Limited.
 const (
-	// LimitRate: the sending peer exceeded the topic's message rate.
+	// LimitRate: the sending peer exceeded the topic's message rate
+	// (dropped before any check).
 	LimitRate = "rate"
 	// LimitNewSubmitter: the forwarding peer brought more declarations
-	// from identities never seen before than its NewSubmitters rate.
+	// from identities never seen before than its NewSubmitters rate
+	// (ignored after the validator accepted them).
 	LimitNewSubmitter = "new-submitter"
 )
 
