@@ -220,6 +220,7 @@ type Guard struct {
 	sweepAt time.Time
 	limited map[string]map[string]uint64 // topic -> reason -> count
 	scores  map[peer.ID]float64
+	readAt  time.Time // when scores were read
 	// known holds the identities whose declarations were admitted, and
 	// when last; newSubs holds each forwarder's bucket of new identities.
 	known   map[peer.ID]time.Time
@@ -491,6 +492,7 @@ func (g *Guard) setScores(scores map[peer.ID]float64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.scores = scores
+	g.readAt = g.now()
 	// Forget the counts of peers gossipsub no longer scores (gone for
 	// longer than RetainScore), so memory follows the peers we know.
 	for p := range g.received {
