@@ -403,3 +403,70 @@ func TestGuardNewSubmitters(t *testing.T) {
 		t.Fatal("the offers topic was wrapped")
 	}
 }
+
+// What may be nobody's fault is ignored, not rejected: a peer that relays
+// stale and replayed messages, many more than would graylist it were they
+// invalid, keeps a score in the "ok" band and its next message arrives.
+func TestByzantineStaleAndReplayedAreNotPunished(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := GossipConfig{Network: "test", Log: slog.New(slog.DiscardHandler), Validators: map[string]BodyValidator{TopicOffers: whoValidator}}
+	a := newHonest(t, ctx, cfg, nil)
+	f := newRawPeer(t, ctx, "test")
+	connect(t, ctx, f.h, a.h)
+	waitFor(t, 10*time.Second, "F to see A on the topic", func() bool { return len(f.topics[TopicOffers].ListPeers()) > 0 })
+	seal := func(at time.Time) []byte {
+		s, err := Seal(f.key, "offer", whoBody{Who: f.h.ID().String()}, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Raw
+	}
+	first := seal(time.Now())
+	waitFor(t, 10*time.Second, "a valid message from F to reach A", func() bool {
+		if err := f.topics[TopicOffers].Publish(ctx, seal(time.Now())); err != nil {
+			t.Fatal(err)
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer rcancel()
+		_, err := nextFrom(rctx, a.sub, f.h.ID())
+		return err == nil
+	})
+	if err := f.topics[TopicOffers].Publish(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nextFrom(ctx, a.sub, f.h.ID()); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		raw := seal(time.Now().Add(-time.Hour)) // stale
+		if i%2 == 1 {
+			raw = first // the same envelope again, in a new gossip message
+		}
+		if err := f.topics[TopicOffers].Publish(ctx, raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "every stale and replayed message counted", func() bool {
+		r := a.g.Rejections()
+		return r[ReasonStale]+r[ReasonReplayed] == n
+	})
+	settled := time.Now()
+	waitFor(t, 10*time.Second, "a score reading after them", func() bool {
+		a.guard.mu.Lock()
+		defer a.guard.mu.Unlock()
+		return a.guard.readAt.After(settled)
+	})
+	if s, ok := a.guard.Score(f.h.ID()); !ok || ScoreBand(s) != "ok" {
+		t.Fatalf("F scored %.1f (%v) for stale and replayed messages", s, ok)
+	}
+	if err := f.topics[TopicOffers].Publish(ctx, seal(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer rcancel()
+	if _, err := nextFrom(rctx, a.sub, f.h.ID()); err != nil {
+		t.Fatalf("F's valid message after them: %v", err)
+	}
+}
