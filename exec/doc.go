@@ -173,6 +173,11 @@
 // the runtime and the job share that stream.
 //
 // Whatever happens, Run deletes the container, the bundle and any cgroup
-// left behind before it returns. After a daemon restart, [Runner.Sweep]
+// left behind before it returns. The run is `--keep` so that the job's
+// memory cgroup, with its OOM counter, outlives the job; a container that
+// ended by itself is then deleted without a second runtime process (its
+// cgroups and its state directory are all a delete removes), unless its
+// spec has poststop hooks or a cgroup is still busy, when the runtime's
+// own `delete` does it. After a daemon restart, [Runner.Sweep]
 // removes containers whose lease is no longer live.
 package exec

@@ -326,6 +326,14 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 	started := startErr == nil
 	rtErr := runtimeError(runtimeLog)
 	oom, oomKnown, hitLimit := r.host.cgroups.oomKilled(cid)
+	if started && exit >= 0 {
+		// The runtime waited for the job's init to exit: the container is
+		// stopped, and deleting it needs no runtime process. On any
+		// failure the deferred Cleanup has the runtime delete it.
+		if err := r.rt.removeStopped(cid, bundle, func() error { return r.host.cgroups.remove(cid) }); err != nil {
+			log.DebugContext(ctx, "stopped container left to the runtime's delete", "err", err)
+		}
+	}
 	res.ExitCode = exit
 	res.Attribution = ByJob
 

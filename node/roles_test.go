@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -271,6 +272,47 @@ func TestRolesLeaseRunsToRelease(t *testing.T) {
 	}
 	verifyLedger(t, prov)
 	verifyLedger(t, sub)
+}
+
+// The run and output steps ride on the receipts and the output request: the
+// submitter records every step, and the only event call of the lease is the
+// checkpoint's (the fake runner writes one).
+func TestRolesStepsNeedNoEventCalls(t *testing.T) {
+	var mu sync.Mutex
+	calls := map[protocol.ID]int{}
+	count := func(proto protocol.ID, _ peer.ID) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[proto]++
+		return false
+	}
+	_, sub := pair(t, newFakeRunner(true), count)
+	id := submit(t, sub)
+	j := waitState(t, sub, id, api.JobReleased, 30*time.Second)
+	var steps []api.StepName
+	for _, s := range j.Steps {
+		steps = append(steps, s.Step)
+	}
+	if fmt.Sprint(steps) != fmt.Sprint(api.Steps[:]) {
+		t.Fatalf("steps %v, want %v", steps, api.Steps)
+	}
+	if run, out := stepTime(j, api.StepRun), stepTime(j, api.StepOutput); out.Before(run) {
+		t.Fatalf("output step %v before run step %v", out, run)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls[wire.ProtoEvent] != 1 || calls[wire.ProtoOutput] != 1 || calls[wire.ProtoReceipt] < 2 {
+		t.Fatalf("calls to the submitter %v: want 1 event (the checkpoint), 1 output, at least 2 receipts", calls)
+	}
+}
+
+func stepTime(j api.Job, name api.StepName) time.Time {
+	for _, s := range j.Steps {
+		if s.Step == name {
+			return s.At
+		}
+	}
+	return time.Time{}
 }
 
 // A withdrawal at any moment ends the job withdrawn, and leaves no GPU held.

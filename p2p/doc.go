@@ -12,11 +12,15 @@
 //
 // Every gossip payload is a libp2p signed envelope (core/record) around a
 // Message. The envelope is evidence on its own: anyone holding its bytes can
-// check who said what, without trusting the peer that forwarded it. The
-// gossip validator rejects, and counts under a named reason, payloads that are
-// oversized, malformed, unsigned, forged (the envelope's signer is not the
-// gossip author, or the body claims another peer), stale (outside the age
-// window) or replayed (a signer's nonce seen before inside that window). The
+// check who said what, without trusting the peer that forwarded it. So the
+// envelope's signature is the only one: pubsub runs with StrictNoSign and no
+// author, each message is verified once, and a message's pubsub ID is the
+// hash of its topic and bytes, so the seen-cache drops copies of the same
+// bytes before any validator runs. The gossip validator rejects, and counts
+// under a named reason, payloads that are oversized, malformed, unsigned,
+// forged (the signature does not verify, or the body claims a peer other
+// than the envelope's signer), stale (outside the age window) or replayed (a
+// signer's nonce seen before inside that window, however re-encoded). The
 // body itself is checked by a validator that the node supplies per topic,
 // since only the node knows what a declaration or an offer must contain.
 //

@@ -1,10 +1,12 @@
 package p2p
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -201,10 +204,12 @@ func TestGossipRejectsBadPayloads(t *testing.T) {
 		t.Fatalf("good message: %v %v", got.Signer, err)
 	}
 
-	// A raw gossipsub node with no validators of its own sends each bad
-	// payload; B must reject and count every one under its reason.
+	// A raw gossipsub node with no validators of its own, speaking the same
+	// unsigned, content-addressed pubsub, sends each bad payload; B must
+	// reject and count every one under its reason.
 	hc, kc := newTestHost(t)
-	psC, err := pubsub.NewGossipSub(ctx, hc)
+	psC, err := pubsub.NewGossipSub(ctx, hc, pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
+		pubsub.WithNoAuthor(), pubsub.WithMessageIdFn(messageID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,18 +251,25 @@ func TestGossipRejectsBadPayloads(t *testing.T) {
 	signedByA, _ := Seal(ka, "offer", body{Who: ha.ID().String()}, time.Now())
 	stale, _ := Seal(kc, "offer", body{Who: hc.ID().String()}, time.Now().Add(-time.Hour))
 	fresh, _ := Seal(kc, "offer", body{Who: hc.ID().String()}, time.Now())
+	badSig, _ := Seal(kc, "offer", body{Who: hc.ID().String()}, time.Now())
+	badSig.Raw[len(badSig.Raw)-1] ^= 0xff // the signature is the envelope's last field
+	// The same envelope with an unknown protobuf field appended: other
+	// bytes, so another pubsub message ID, but the same signed message.
+	reencoded := append(bytes.Clone(fresh.Raw), 0x78, 0x01)
 	cases := []struct {
 		name, reason string
 		raw          []byte
+		signer       peer.ID // of an accepted payload
 	}{
-		{"first copy accepted", "", fresh.Raw},
-		{"body claims another peer", ReasonForged, claimB.Raw},
-		{"envelope signer is not the author", ReasonForged, signedByA.Raw},
-		{"garbage", ReasonMalformed, []byte("\x0a\x02garbage")},
-		{"empty", ReasonUnsigned, []byte{}},
-		{"oversized", ReasonOversized, make([]byte, MaxPayload+10)},
-		{"stale", ReasonStale, stale.Raw},
-		{"same envelope again", ReasonReplayed, fresh.Raw},
+		{"first copy accepted", "", fresh.Raw, hc.ID()},
+		{"body claims another peer", ReasonForged, claimB.Raw, ""},
+		{"another peer's envelope, forwarded", "", signedByA.Raw, ha.ID()},
+		{"signature does not verify", ReasonForged, badSig.Raw, ""},
+		{"garbage", ReasonMalformed, []byte("\x0a\x02garbage"), ""},
+		{"empty", ReasonUnsigned, []byte{}, ""},
+		{"oversized", ReasonOversized, make([]byte, MaxPayload+10), ""},
+		{"stale", ReasonStale, stale.Raw, ""},
+		{"same envelope re-encoded", ReasonReplayed, reencoded, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -269,8 +281,8 @@ func TestGossipRejectsBadPayloads(t *testing.T) {
 				rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
 				defer rcancel()
 				got, err := subB.Next(rctx)
-				if err != nil || got.Signer != hc.ID() {
-					t.Fatalf("valid payload not delivered: %v", err)
+				if err != nil || got.Signer != c.signer {
+					t.Fatalf("valid payload not delivered: %v %v", got.Signer, err)
 				}
 				return
 			}
@@ -283,5 +295,45 @@ func TestGossipRejectsBadPayloads(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	// The same bytes again are a copy the seen-cache drops before any
+	// validator: nothing is delivered and nothing is counted, and the next
+	// new message is the next one B gets.
+	t.Run("same bytes again", func(t *testing.T) {
+		before := gb.Rejections()
+		if err := topicC.Publish(ctx, fresh.Raw); err != nil {
+			t.Fatal(err)
+		}
+		next, _ := Seal(kc, "offer", body{Who: hc.ID().String()}, time.Now())
+		if err := topicC.Publish(ctx, next.Raw); err != nil {
+			t.Fatal(err)
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer rcancel()
+		got, err := subB.Next(rctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Message.Nonce != next.Message.Nonce {
+			t.Fatalf("got nonce %d, want the next message's %d: the copy was delivered", got.Message.Nonce, next.Message.Nonce)
+		}
+		if after := gb.Rejections(); !maps.Equal(after, before) {
+			t.Fatalf("the copy was validated: rejections %v, before %v", after, before)
+		}
+	})
+}
+
+func TestMessageIDIsTopicAndContent(t *testing.T) {
+	topic, other := TopicName("test", TopicJobs), TopicName("test", TopicOffers)
+	msg := func(topic, data string) *pb.Message { return &pb.Message{Topic: &topic, Data: []byte(data)} }
+	if messageID(msg(topic, "a")) != messageID(msg(topic, "a")) {
+		t.Error("the same bytes on the same topic have two IDs")
+	}
+	if messageID(msg(topic, "a")) == messageID(msg(topic, "b")) {
+		t.Error("different bytes share an ID")
+	}
+	if messageID(msg(topic, "a")) == messageID(msg(other, "a")) {
+		t.Error("the same bytes on two topics share an ID")
 	}
 }

@@ -39,6 +39,7 @@ func (o *benchOptions) AddFlags(cmd *cobra.Command) {
 	f.IntVar(&o.run.Throughput.Nodes, "nodes", 10, "nodes of the throughput network (4 GPUs each)")
 	f.IntVar(&o.run.Throughput.Submitters, "submitters", 10, "concurrent submitters of the throughput run, one per node")
 	f.IntVar(&o.run.Throughput.Jobs, "jobs", 200, "jobs of the throughput run")
+	f.BoolVar(&o.run.Throughput.Burst, "burst", false, "throughput run: submit every job at once instead of each submitter's next when its last has ended")
 	f.IntVar(&o.run.RSS.Jobs, "rss-jobs", 2000, "jobs submitted at once through one submitter and 3 providers x 4 GPUs (the issue's figure is 10000)")
 	f.IntVar(&o.run.RSS.ShortJobs, "short-jobs", 200, "jobs run 10 at a time first, the deep queue's baseline")
 	f.DurationVar(&o.run.RSS.IdleFor, "idle-for", 5*time.Second, "how long the memory network idles before its idle RSS is read")
@@ -64,7 +65,9 @@ and whether it is met:
   idle        5 idle nodes, 30 trivial jobs one at a time: submit -> signed
               lease, submit -> released
   throughput  200 trivial sandboxed jobs from 10 submitters on 10 nodes x 4
-              GPUs, against the sandbox-bound limit: cores / CPU-seconds of
+              GPUs, each submitter's next job submitted when its last has
+              ended (--burst: all at once), against the sandbox-bound
+              limit: cores / CPU-seconds of
               one bare runc run of the same job's bundle; with --profile, a
               CPU profile of every daemon and the CPU one job costs by phase
   rss         e31d memory idle and after --rss-jobs jobs through one

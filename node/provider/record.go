@@ -5,6 +5,7 @@ import (
 
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
 )
 
@@ -76,6 +77,19 @@ func (s State) phase() string {
 		return ledger.PhaseOutput
 	}
 	return ledger.PhaseStaging
+}
+
+// steps are the steps the lease has reached that the submitter records
+// (run, output), for the requests that carry them.
+func (r *Record) steps() []wire.StepAt {
+	var out []wire.StepAt
+	if !r.RunStart.IsZero() {
+		out = append(out, wire.StepAt{Step: api.StepRun, At: r.RunStart.UnixMilli()})
+	}
+	if !r.OutputStart.IsZero() {
+		out = append(out, wire.StepAt{Step: api.StepOutput, At: r.OutputStart.UnixMilli()})
+	}
+	return out
 }
 
 // phases splits held time into staging, run and output, in seconds.

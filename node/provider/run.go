@@ -82,12 +82,19 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 		res, ran = p.runJob(ctx, l, submitter, inputs, img, dir), true
 	}
 
-	// Output: the declared output path plus the logs, as one DAG.
+	// Output: the declared output path plus the logs, as one DAG. The
+	// output request, or else the final receipt, tells the submitter of
+	// the step; an import that takes a while is told of on its own, so the
+	// submitter's status does not lag behind it.
 	now := time.Now()
 	p.change(l, func(r *Record) { r.State, r.OutputStart = Output, now })
-	p.sendEvent(submitter, wire.EventRequest{Lease: t.ID, Job: t.Job, Step: api.StepOutput, At: now.UnixMilli()})
 	if ran {
-		if err := p.importOutput(p.hard, l, submitter, dir, res); err != nil {
+		slowImport := time.AfterFunc(outputEventAfter, func() {
+			p.sendEvent(submitter, wire.EventRequest{Lease: t.ID, Job: t.Job, Step: api.StepOutput, At: now.UnixMilli()})
+		})
+		err := p.importOutput(p.hard, l, submitter, dir, res)
+		slowImport.Stop()
+		if err != nil {
 			log.Warn("output not imported", "err", err)
 			p.change(l, func(r *Record) {
 				if r.Outcome == ledger.OutcomeCompleted {
@@ -221,9 +228,9 @@ func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inpu
 	decl := rec.Declaration
 	now := time.Now()
 	p.change(l, func(r *Record) { r.State, r.RunStart = Running, now })
-	p.sendEvent(submitter, wire.EventRequest{Lease: t.ID, Job: t.Job, Step: api.StepRun, At: now.UnixMilli()})
 	// The first receipt both sign comes as the run starts: from here on no
-	// more than one receipt interval rests on one side's word.
+	// more than one receipt interval rests on one side's word. It also
+	// tells the submitter that the run started (ReceiptRequest.Steps).
 	select {
 	case l.receiptNow <- struct{}{}:
 	default:
@@ -293,6 +300,11 @@ func (p *Provider) cleanup(ctx context.Context, id string) {
 		p.log.Warn("remove lease dir", "lease", id, "err", err)
 	}
 }
+
+// outputEventAfter is how long an output import may take before the
+// output step is told to the submitter on its own rather than with the
+// output request that follows the import.
+const outputEventAfter = time.Second
 
 // sendEvent tells the submitter of a step, in the background so that an
 // absent submitter does not slow the lease; best effort, the receipts carry

@@ -65,7 +65,7 @@ func (p *Provider) deliverOutput(ctx context.Context, l *lease, submitter peer.I
 	err := retry(ctx, firstRetry, maxRetryOutput, deadline, func() error {
 		cctx, cancel := context.WithDeadline(ctx, attemptEnd)
 		defer cancel()
-		return p.d.Calls.Call(cctx, submitter, wire.ProtoOutput, wire.OutputRequest{Lease: t.ID, Job: t.Job, Output: rec.Output, Skipped: rec.Skipped, KeptUntil: p.keptUntil(rec)}, nil)
+		return p.d.Calls.Call(cctx, submitter, wire.ProtoOutput, wire.OutputRequest{Lease: t.ID, Job: t.Job, Output: rec.Output, Skipped: rec.Skipped, KeptUntil: p.keptUntil(rec), Steps: rec.steps()}, nil)
 	})
 	if err != nil {
 		return fmt.Errorf("hand output %s to the submitter: %w", rec.Output, err)
@@ -252,7 +252,7 @@ func (p *Provider) exchangeReceipt(ctx context.Context, l *lease, submitter peer
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.ReceiptTimeout)
 	defer cancel()
 	var rep wire.ReceiptReply
-	if err := p.d.Calls.Call(cctx, submitter, wire.ProtoReceipt, wire.ReceiptRequest{Receipt: raw}, &rep); err != nil {
+	if err := p.d.Calls.Call(cctx, submitter, wire.ProtoReceipt, wire.ReceiptRequest{Receipt: raw, Steps: rec.steps()}, &rep); err != nil {
 		return fmt.Errorf("countersign receipt %d: %w", r.Seq, err)
 	}
 	if len(rep.Dispute) > 0 && final {

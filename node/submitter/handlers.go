@@ -139,24 +139,9 @@ func (s *Submitter) HandleEvent(ctx context.Context, from peer.ID, raw json.RawM
 		}
 	}
 	now := time.Now()
-	at := time.UnixMilli(ev.At)
-	if at.Sub(now).Abs() > maxClockSkew {
-		at = now // the provider's clock is off; record our own
-	}
 	err = s.update(j, func(r *Record) error {
 		j.lastContact = now
-		switch ev.Step {
-		case api.StepRun:
-			if r.State == api.JobRenting {
-				r.State = api.JobRunning
-			}
-			r.step(api.StepRun, at)
-		case api.StepOutput:
-			if r.State == api.JobRenting || r.State == api.JobRunning {
-				r.State = api.JobOutput
-			}
-			r.step(api.StepOutput, at)
-		}
+		r.reached([]wire.StepAt{{Step: ev.Step, At: ev.At}}, now)
 		return nil
 	})
 	if err != nil {
@@ -245,6 +230,7 @@ func (s *Submitter) HandleOutput(ctx context.Context, from peer.ID, raw json.Raw
 		req.Skipped = req.Skipped[:maxSkipped]
 	}
 	if err := s.update(j, func(r *Record) error {
+		r.reached(req.Steps, time.Now())
 		r.Output, r.Skipped, r.Wait = c.String(), req.Skipped, ""
 		if req.KeptUntil > 0 {
 			r.ProviderKeeps = time.UnixMilli(req.KeptUntil)
@@ -338,6 +324,7 @@ func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.Ra
 	s.change(j, func(rec *Record) error {
 		rec.LastReceipt = now
 		j.lastContact = now
+		rec.reached(req.Steps, now)
 		if r.Final {
 			s.applyFinal(rec, r)
 		}

@@ -58,6 +58,31 @@ func (r *Record) step(name api.StepName, at time.Time) {
 	slices.SortStableFunc(r.Steps, func(a, b api.Step) int { return a.Step.Order() - b.Step.Order() })
 }
 
+// reached records the steps a provider says its lease reached (run and
+// output; it cannot claim any other) and moves the job's state forward to
+// match, never back. A step's time is the provider's, unless its clock is
+// off by more than maxClockSkew from now; then it is now.
+func (r *Record) reached(steps []wire.StepAt, now time.Time) {
+	for _, st := range steps {
+		at := time.UnixMilli(st.At)
+		if at.Sub(now).Abs() > maxClockSkew {
+			at = now
+		}
+		switch st.Step {
+		case api.StepRun:
+			if r.State == api.JobRenting {
+				r.State = api.JobRunning
+			}
+			r.step(api.StepRun, at)
+		case api.StepOutput:
+			if r.State == api.JobRenting || r.State == api.JobRunning {
+				r.State = api.JobOutput
+			}
+			r.step(api.StepOutput, at)
+		}
+	}
+}
+
 // stepAt is when a step was reached, or zero.
 func (r *Record) stepAt(name api.StepName) time.Time {
 	for _, s := range r.Steps {

@@ -295,6 +295,8 @@ func FuzzStreamRequests(f *testing.F) {
 	f.Add(mustMarshal(f, wire.EventRequest{Lease: terms.ID, Job: terms.Job, Step: api.StepRun, At: terms.Proposed + 2000}))
 	f.Add(mustMarshal(f, wire.EventRequest{Lease: terms.ID, Job: terms.Job, At: terms.Proposed + 600_000, Checkpoint: wiretest.CID(f, "checkpoint-1"), N: 1}))
 	f.Add(mustMarshal(f, wire.OutputRequest{Lease: terms.ID, Job: terms.Job, Output: wiretest.CID(f, "output")}))
+	f.Add(mustMarshal(f, wire.OutputRequest{Lease: terms.ID, Job: terms.Job, Output: wiretest.CID(f, "output"),
+		Steps: []wire.StepAt{{Step: api.StepRun, At: terms.Proposed + 2000}, {Step: api.StepOutput, At: terms.Proposed + 3000}}}))
 	f.Add(mustMarshal(f, wire.WithdrawRequest{Lease: terms.ID, Job: terms.Job}))
 	r := ledger.Receipt{
 		Lease: terms.ID, Job: terms.Job, Provider: prov.ID, Submitter: sub.ID, GPUs: len(terms.GPUs),
@@ -304,6 +306,8 @@ func FuzzStreamRequests(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(mustMarshal(f, wire.ReceiptRequest{Receipt: mustMarshal(f, r)}))
+	f.Add(mustMarshal(f, wire.ReceiptRequest{Receipt: mustMarshal(f, r), Steps: []wire.StepAt{{Step: api.StepRun, At: terms.Proposed + 2000}}}))
+	f.Add([]byte(`{"receipt":{},"steps":[{"step":"release","at":-1},{"step":"run"}]}`))
 	f.Add([]byte(`{"receipt": {"lease": "<l&>" , "seq" : 1.0}}`))
 	f.Add([]byte(`{"lease":"a","job":"b"} {"lease":"a"}`))
 	f.Add([]byte(`{"lease":"a","job":"b","pad":1}`))
@@ -323,7 +327,15 @@ func FuzzStreamRequests(f *testing.F) {
 		if ev, ok := roundTrip[wire.EventRequest](t, body, nil); ok && ev.Checkpoint != "" {
 			_, _ = cid.Decode(ev.Checkpoint)
 		}
-		if out, ok := roundTrip[wire.OutputRequest](t, body, nil); ok {
+		if out, ok := roundTrip(t, body, func(v *wire.OutputRequest) {
+			// omitempty drops empty lists.
+			if len(v.Skipped) == 0 {
+				v.Skipped = nil
+			}
+			if len(v.Steps) == 0 {
+				v.Steps = nil
+			}
+		}); ok {
 			_, _ = cid.Decode(out.Output)
 		}
 		roundTrip[wire.WithdrawRequest](t, body, nil)

@@ -13,8 +13,8 @@ const (
 	// ProtoLease: provider → submitter, a signed proposal; the reply is the
 	// submitter's countersignature or a refusal.
 	ProtoLease protocol.ID = "/e31/lease/1"
-	// ProtoEvent: provider → submitter, a step reached or a checkpoint
-	// taken.
+	// ProtoEvent: provider → submitter, a checkpoint taken, or a step
+	// reached that no other request is about to carry (see StepAt).
 	ProtoEvent protocol.ID = "/e31/event/1"
 	// ProtoOutput: provider → submitter, the output's CID; the submitter
 	// fetches and checks the whole DAG before it replies.
@@ -63,11 +63,21 @@ type EventRequest struct {
 	N          int    `json:"n,omitempty"`
 }
 
+// StepAt is a step the provider reached (run or output) and when, in Unix
+// ms, told along with a request the lease needs anyway.
+type StepAt struct {
+	Step api.StepName `json:"step"`
+	At   int64        `json:"at"`
+}
+
 // OutputRequest hands the submitter the output's CID (ProtoOutput).
 type OutputRequest struct {
 	Lease  string `json:"lease"`
 	Job    string `json:"job"`
 	Output string `json:"output"`
+	// Steps are the steps the lease has reached so far, as in
+	// ReceiptRequest.
+	Steps []StepAt `json:"steps,omitempty"`
 	// Skipped names what the output leaves out (at most a few dozen), and
 	// why: a link pointing out of the output, a device node.
 	Skipped []string `json:"skipped,omitempty"`
@@ -80,6 +90,11 @@ type OutputRequest struct {
 // ReceiptRequest carries a receipt the provider signed (ProtoReceipt).
 type ReceiptRequest struct {
 	Receipt json.RawMessage `json:"receipt"`
+	// Steps are the steps the lease has reached so far (run, output), so
+	// that a step needs no ProtoEvent call of its own: the first receipt
+	// comes as the run starts. The submitter records those it lacks; they
+	// are not part of the signed receipt.
+	Steps []StepAt `json:"steps,omitempty"`
 }
 
 // ReceiptReply carries the receipt countersigned, or, when the submitter

@@ -15,7 +15,9 @@
 //   - Daemon figures come from real e31d processes on 127.0.0.1 started with
 //     testnet/cluster, running trivial jobs (`true` on the host's system
 //     directories) in real runc sandboxes: idle-network latency, throughput
-//     of 200 jobs from 10 submitters, memory growth and deep-queue
+//     of 200 jobs from 10 submitters (each submitting its next job when its
+//     last has ended, so that a job's submit -> released time is its own
+//     turn rather than its place in a queue of 200), memory growth and deep-queue
 //     throughput. Job timings are the daemons' own step times (api.Job.Steps),
 //     so the polling here only paces the run.
 //

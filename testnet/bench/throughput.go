@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/testnet/cluster"
 )
 
@@ -25,6 +26,11 @@ type ThroughputOptions struct {
 	// during the load, ProfileFor long.
 	ProfileDir string
 	ProfileFor time.Duration
+	// Burst submits every job at once, each submitter its share back to
+	// back without waiting: a queue of Jobs, whose last job's
+	// submit -> released time is the whole run. By default each submitter
+	// submits its next job once its last one has ended.
+	Burst bool
 }
 
 // ThroughputReport is the throughput run's figures.
@@ -32,24 +38,41 @@ type ThroughputReport struct {
 	Nodes      int     `json:"nodes"`
 	Submitters int     `json:"submitters"`
 	Jobs       int     `json:"jobs"`
+	Burst      bool    `json:"burst,omitempty"`
 	WindowS    float64 `json:"window_s"`
 	JobsPerS   float64 `json:"jobs_per_s"`
 	ReleasedMs Spread  `json:"released_ms"`
+	// StepMs splits submit -> released into the time from each step to
+	// the next (submit->rent, rent->run, run->output, output->release),
+	// by the daemons' own step times.
+	StepMs map[string]Spread `json:"step_ms"`
 	// Profile is present when profiles were taken.
 	Profile *ProfileReport `json:"profile,omitempty"`
 }
 
+// closedLoopPoll is how often a submitter of the throughput run asks about
+// its job in flight: often enough that the wait adds little to a job's
+// turn, seldom enough that the asking costs the daemons little.
+const closedLoopPoll = 20 * time.Millisecond
+
 // MeasureThroughput starts o.Nodes nodes with 4 GPUs each; o.Submitters
-// submitters, each on its own node, submit their share of o.Jobs trivial
-// jobs back to back, all at once; the figure is the jobs over the span
-// from the first submit to the last release.
+// submitters, each on its own node, run their share of o.Jobs trivial jobs
+// one after another, all submitters at once: a submitter submits its next
+// job when its last one has ended (or, with o.Burst, right after submitting
+// it). The figure is the jobs over the span from the first submit to the
+// last release; a job's submit -> released time is its own turn, not its
+// place in a queue of all the jobs.
 func MeasureThroughput(ctx context.Context, e Env, o ThroughputOptions) (ThroughputReport, error) {
-	r := ThroughputReport{Nodes: o.Nodes, Submitters: min(o.Submitters, o.Nodes), Jobs: o.Jobs}
+	r := ThroughputReport{Nodes: o.Nodes, Submitters: min(o.Submitters, o.Nodes), Jobs: o.Jobs, Burst: o.Burst}
 	decl, err := trivialJob()
 	if err != nil {
 		return r, err
 	}
-	e.logf("throughput: %d nodes x %d GPUs, %d jobs from %d submitters", o.Nodes, throughputGPUs, o.Jobs, r.Submitters)
+	pattern := "each submits its next job when its last has ended"
+	if o.Burst {
+		pattern = "all submitted at once"
+	}
+	e.logf("throughput: %d nodes x %d GPUs, %d jobs from %d submitters, %s", o.Nodes, throughputGPUs, o.Jobs, r.Submitters, pattern)
 	c, err := startNetwork(ctx, cluster.Options{N: o.Nodes, GPUs: throughputGPUs, Dir: filepath.Join(e.Dir, "throughput"), Bin: e.Bin,
 		Heartbeat: time.Second, Metrics: o.ProfileDir != ""})
 	if err != nil {
@@ -67,6 +90,7 @@ func MeasureThroughput(ctx context.Context, e Env, o ThroughputOptions) (Through
 
 	waiters := make([]*jobWaiter, r.Submitters)
 	errs := make([]error, r.Submitters)
+	ends := make([][]ended, r.Submitters)
 	var wg sync.WaitGroup
 	for s := range r.Submitters {
 		waiters[s] = &jobWaiter{cl: c.Client(s)}
@@ -82,6 +106,15 @@ func MeasureThroughput(ctx context.Context, e Env, o ThroughputOptions) (Through
 					return
 				}
 				waiters[s].add(id)
+				if o.Burst {
+					continue
+				}
+				got, err := waitAll(ctx, waiters[s:s+1], closedLoopPoll, throughputWaitTime)
+				ends[s] = append(ends[s], got...)
+				if err != nil {
+					errs[s] = err
+					return
+				}
 			}
 		})
 	}
@@ -91,9 +124,15 @@ func MeasureThroughput(ctx context.Context, e Env, o ThroughputOptions) (Through
 			return r, err
 		}
 	}
-	es, err := waitAll(ctx, waiters, 100*time.Millisecond, throughputWaitTime)
-	if err != nil {
-		return r, err
+	var es []ended
+	if o.Burst {
+		if es, err = waitAll(ctx, waiters, 100*time.Millisecond, throughputWaitTime); err != nil {
+			return r, err
+		}
+	} else {
+		for _, e := range ends {
+			es = append(es, e...)
+		}
 	}
 	var released []float64
 	for _, j := range es {
@@ -104,7 +143,13 @@ func MeasureThroughput(ctx context.Context, e Env, o ThroughputOptions) (Through
 	}
 	d, rate := window(es)
 	r.WindowS, r.JobsPerS, r.ReleasedMs = d.Seconds(), rate, SpreadOf(released)
+	r.StepMs = stepSpreads(es)
 	e.logf("throughput: %.1f jobs/s, submit -> released p50 %.0f ms p99 %.0f ms", r.JobsPerS, r.ReleasedMs.P50, r.ReleasedMs.P99)
+	for i := 1; i < len(api.Steps); i++ {
+		name := string(api.Steps[i-1]) + "->" + string(api.Steps[i])
+		sp := r.StepMs[name]
+		e.logf("throughput:   %-15s p50 %5.0f ms  p99 %5.0f ms", name, sp.P50, sp.P99)
+	}
 	if prof != nil {
 		p, err := prof.finish(ctx, es)
 		if err != nil {
@@ -119,6 +164,9 @@ func MeasureThroughput(ctx context.Context, e Env, o ThroughputOptions) (Through
 // when it was measured.
 func (r ThroughputReport) Figures(sandbox *SandboxLimit) []Figure {
 	name := fmt.Sprintf("%d trivial sandboxed jobs, %d submitters, %d nodes x %d GPUs", r.Jobs, r.Submitters, r.Nodes, throughputGPUs)
+	if r.Burst {
+		name += ", all at once"
+	}
 	f := []Figure{
 		{Group: "throughput", Name: name, Value: r.JobsPerS, Unit: "jobs/s",
 			Measured: fmt.Sprintf("%.1f jobs/s", r.JobsPerS), Goal: fmt.Sprintf(">= %.1fx sandbox-bound limit", goalLimitRatio)},
@@ -135,4 +183,26 @@ func (r ThroughputReport) Figures(sandbox *SandboxLimit) []Figure {
 		f = append(f, r.Profile.Figures(sandbox)...)
 	}
 	return f
+}
+
+// stepSpreads is the time from each step to the next over es, keyed
+// "submit->rent" and so on; a job that skipped a step counts in neither
+// span around it.
+func stepSpreads(es []ended) map[string]Spread {
+	spans := map[string][]float64{}
+	for _, e := range es {
+		for i := 1; i < len(api.Steps); i++ {
+			from, ok1 := stepAt(e.job, api.Steps[i-1])
+			to, ok2 := stepAt(e.job, api.Steps[i])
+			if ok1 && ok2 {
+				name := string(api.Steps[i-1]) + "->" + string(api.Steps[i])
+				spans[name] = append(spans[name], ms(to.Sub(from)))
+			}
+		}
+	}
+	out := make(map[string]Spread, len(spans))
+	for name, v := range spans {
+		out[name] = SpreadOf(v)
+	}
+	return out
 }

@@ -132,6 +132,8 @@ func TestProviderKilledBeforeFirstReceiptLeavesARecord(t *testing.T) {
 	// The run step comes from the provider, after it has stored the lease:
 	// a kill between the submitter's countersignature and that write (a
 	// millisecond on an idle machine) leaves only the submitter's record.
+	// It comes with the receipt signed as the run starts, so the kill
+	// lands after that one and before any other, the final one included.
 	j = waitJob(t, sub, j.ID, 60*time.Second, "the provider's run step", func(j api.Job) bool {
 		return j.Lease != "" && !stepAt(j, api.StepRun).IsZero()
 	})
