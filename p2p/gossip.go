@@ -94,17 +94,13 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	ps, err := pubsub.NewGossipSub(ctx, h,
-		// The envelope is signed and checked by Validate; a pubsub signature
-		// around it would make every peer verify each message twice.
-		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
-		pubsub.WithNoAuthor(),
-		pubsub.WithMessageIdFn(messageID),
+	opts := append(MessageOptions(),
 		pubsub.WithPeerExchange(true),
 		pubsub.WithFloodPublish(true),
 		cfg.Guard.options(cfg.Network),
 		pubsub.WithLogger(cfg.Log.With("component", "pubsub")),
 	)
+	ps, err := pubsub.NewGossipSub(ctx, h, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("start gossipsub: %w", err)
 	}
@@ -142,6 +138,20 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 // so the seen-cache recognises a copy by its content: a second copy of the
 // same bytes is dropped before any validator runs, and a re-encoded copy of
 // a message already accepted is caught by the Checker's nonce.
+// MessageOptions are the gossipsub options that decide what a message is on
+// the wire: no pubsub signature and no author, since the envelope is signed
+// and checked by Validate (a pubsub signature around it would make every
+// peer verify each message twice), and an ID that is the hash of the topic
+// and bytes, so that a copy is dropped before any validator runs. A peer
+// without them is not understood by the network.
+func MessageOptions() []pubsub.Option {
+	return []pubsub.Option{
+		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
+		pubsub.WithNoAuthor(),
+		pubsub.WithMessageIdFn(messageID),
+	}
+}
+
 func messageID(m *pb.Message) string {
 	h := sha256.New()
 	h.Write([]byte(m.GetTopic()))

@@ -46,10 +46,6 @@ type Config struct {
 	// Label starts the name of every Sybil declaration ("LABEL-N"), so
 	// that an observer can tell floods apart; default "sybil".
 	Label string
-	// SignPolicy must be the network's gossipsub signature policy (see
-	// p2p.NewGossip), or every message is refused before any validator
-	// sees it; default pubsub.StrictSign.
-	SignPolicy pubsub.MessageSignaturePolicy
 }
 
 // Peer is the flooding peer.
@@ -57,7 +53,6 @@ type Peer struct {
 	// Immutable after New.
 	h      host.Host
 	key    crypto.PrivKey
-	sign   pubsub.MessageSignaturePolicy
 	label  string
 	topics map[string]*pubsub.Topic
 }
@@ -74,9 +69,6 @@ func New(ctx context.Context, cfg Config) (*Peer, error) {
 	if cfg.Label == "" {
 		cfg.Label = "sybil"
 	}
-	if cfg.SignPolicy == 0 {
-		cfg.SignPolicy = pubsub.StrictSign
-	}
 	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
 	if err != nil {
 		return nil, err
@@ -88,12 +80,14 @@ func New(ctx context.Context, cfg Config) (*Peer, error) {
 	// Flood publishing sends every message to every peer on the topic,
 	// not only to the mesh, which a peer stops being part of as soon as
 	// its score turns negative: a flooder reaches every peer it can.
-	ps, err := pubsub.NewGossipSub(ctx, h, pubsub.WithMessageSignaturePolicy(cfg.SignPolicy), pubsub.WithFloodPublish(true))
+	// The network's own message options, or every message would be
+	// refused before any validator saw it.
+	ps, err := pubsub.NewGossipSub(ctx, h, append(p2p.MessageOptions(), pubsub.WithFloodPublish(true))...)
 	if err != nil {
 		h.Close()
 		return nil, fmt.Errorf("flood: start gossipsub: %w", err)
 	}
-	p := &Peer{h: h, key: key, sign: cfg.SignPolicy, label: cfg.Label, topics: make(map[string]*pubsub.Topic)}
+	p := &Peer{h: h, key: key, label: cfg.Label, topics: make(map[string]*pubsub.Topic)}
 	for _, short := range []string{p2p.TopicOffers, p2p.TopicJobs} {
 		t, err := ps.Join(p2p.TopicName(cfg.Network, short))
 		if err != nil {
@@ -177,21 +171,13 @@ func (p *Peer) Run(ctx context.Context, kinds []Kind, rate float64, count int) (
 // Publish publishes the i-th message of a kind (the kinds that have
 // variants take variant i modulo their number).
 func (p *Peer) Publish(ctx context.Context, k Kind, i int) error {
-	topic, data, author, err := p.message(k, i, time.Now())
+	// The key a Sybil declaration is signed with goes no further than its
+	// envelope: gossip carries no author.
+	topic, data, _, err := p.message(k, i, time.Now())
 	if err != nil {
 		return err
 	}
-	var opts []pubsub.PubOpt
-	if author != nil && p.sign == pubsub.StrictSign {
-		// The fresh identity is the gossip author as well as the
-		// envelope's signer, as it would be had it published itself.
-		id, err := peer.IDFromPrivateKey(author)
-		if err != nil {
-			return err
-		}
-		opts = append(opts, pubsub.WithSecretKeyAndPeerId(author, id))
-	}
-	if err := p.topics[topic].Publish(ctx, data, opts...); err != nil {
+	if err := p.topics[topic].Publish(ctx, data); err != nil {
 		return fmt.Errorf("flood: publish %s: %w", k, err)
 	}
 	return nil
