@@ -110,6 +110,9 @@ type Config struct {
 	// RequireImage makes the provider take only jobs that bring their
 	// own image; its offer says so.
 	RequireImage bool
+	// MaxJobDisk caps request.disk for jobs run here; the offer says so.
+	// 0: no cap.
+	MaxJobDisk uint64
 	// Runtime is the OCI runtime binary; default runc, else crun.
 	Runtime string
 	// Metrics is the address of the Prometheus endpoint; off when empty.
