@@ -135,6 +135,8 @@ type Config struct {
 
 	// Set by this package's own tests only.
 	testRunner provider.Runner // replaces the OCI runtime
+	// testSeeGPUs replaces the check of the GPUs before a run.
+	testSeeGPUs func(context.Context) []exec.GPU
 	// testLoseReply, when it returns true, answers a direct-stream request
 	// with an error after its handler has run: the reply was lost.
 	testLoseReply func(proto protocol.ID, from peer.ID) bool

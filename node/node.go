@@ -248,7 +248,7 @@ func (n *Node) wireRoles() {
 		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: addrs,
 		Metrics: n.metrics.provider, Log: n.log, OfferChanged: n.signalOfferChanged, Path: n.Path,
 		Runner: n.runner, Images: providerImages(n),
-		Disks: providerDisks(n),
+		Disks: providerDisks(n), SeeGPUs: providerSeeGPUs(n),
 	})
 	n.submitter = submitter.New(submitter.Config{
 		ProposalTTL:       n.cfg.ProposalTTL,

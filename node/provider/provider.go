@@ -141,6 +141,9 @@ type Deps struct {
 	AddrBook AddrBook
 	Metrics  *Metrics
 	Log      *slog.Logger
+	// SeeGPUs asks the driver, just before a run, which GPUs the machine
+	// has now, by UUID and model. Nil: the GPUs found at start.
+	SeeGPUs func(ctx context.Context) []exec.GPU
 	// OfferChanged is called whenever the GPUs' state changes, so that the
 	// node publishes its offer at once. It must not block.
 	OfferChanged func()
@@ -526,6 +529,25 @@ func (p *Provider) gpuModel(uuids []string) string {
 		return gs[0].Model
 	}
 	return ""
+}
+
+// seeGPUs is the provider's own check before a run: the leased GPUs as
+// the driver reports them now. One it no longer reports is left out, for
+// the submitter to see in the final receipt.
+func (p *Provider) seeGPUs(ctx context.Context, leased []string) []ledger.GPUSeen {
+	gpus := p.d.GPUs
+	if p.d.SeeGPUs != nil {
+		gpus = p.d.SeeGPUs(ctx)
+	}
+	var out []ledger.GPUSeen
+	for _, u := range leased {
+		for _, g := range gpus {
+			if g.UUID == u {
+				out = append(out, ledger.GPUSeen{UUID: g.UUID, Model: g.Model})
+			}
+		}
+	}
+	return out
 }
 
 // gpusByUUID returns this node's GPUs with these UUIDs.

@@ -252,6 +252,8 @@ func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inpu
 	case l.receiptNow <- struct{}{}:
 	default:
 	}
+	seen := p.seeGPUs(ctx, t.GPUs)
+	p.change(l, func(r *Record) { r.GPUsSeen = seen })
 	spec := exec.Spec{
 		ID:          t.ID,
 		Dir:         filepath.Join(dir, "run"),
