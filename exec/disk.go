@@ -246,9 +246,10 @@ func RemoveDisk(dir string) error {
 }
 
 // SweepDisks removes every disk that MountDisk made in a directory
-// directly under root, mounted or not: after a crash or a reboot, before
-// the daemon takes new leases, no disk is in use.
-func SweepDisks(root string) error {
+// directly under root, mounted or not, unless keep says that directory's
+// name is a lease still live: after a crash or a reboot, no disk of the
+// leases before it is in use.
+func SweepDisks(root string, keep func(name string) bool) error {
 	entries, err := os.ReadDir(root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -258,7 +259,7 @@ func SweepDisks(root string) error {
 	}
 	var errs []error
 	for _, e := range entries {
-		if !e.IsDir() {
+		if !e.IsDir() || keep(e.Name()) {
 			continue
 		}
 		dir := filepath.Join(root, e.Name())

@@ -167,20 +167,21 @@ func TestDiskSpecMustHoldWritableMounts(t *testing.T) {
 func TestSweepDisks(t *testing.T) {
 	needDisks(t)
 	root := t.TempDir()
-	for _, lease := range []string{"a", "b"} {
+	for _, lease := range []string{"a", "b", "live"} {
 		if _, err := MountDisk(context.Background(), filepath.Join(root, lease), 16<<20); err != nil {
 			t.Fatal(err)
 		}
 	}
+	t.Cleanup(func() { RemoveDisk(filepath.Join(root, "live")) })
 	// As a reboot leaves it: an image and no mount.
 	if err := unix.Unmount(filepath.Join(root, "b", diskMount), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := SweepDisks(root); err != nil {
+	if err := SweepDisks(root, func(name string) bool { return name == "live" }); err != nil {
 		t.Fatal(err)
 	}
-	if m, _ := mountedUnder(root); len(m) > 0 {
-		t.Fatalf("still mounted: %v", m)
+	if m, _ := mountedUnder(root); len(m) != 1 || m[0] != filepath.Join(root, "live", diskMount) {
+		t.Fatalf("mounted after the sweep: %v, want only the live lease's disk", m)
 	}
 	for _, lease := range []string{"a", "b"} {
 		for _, name := range []string{diskImage, diskMount} {

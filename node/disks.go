@@ -15,7 +15,9 @@ func (jobDisks) Mount(ctx context.Context, dir string, bytes uint64) (exec.Disk,
 	return exec.MountDisk(ctx, dir, bytes)
 }
 func (jobDisks) Remove(dir string) error { return exec.RemoveDisk(dir) }
-func (jobDisks) Sweep(root string) error { return exec.SweepDisks(root) }
+func (jobDisks) Sweep(root string, keep func(id string) bool) error {
+	return exec.SweepDisks(root, keep)
+}
 
 // providerDisks is nil, with a warning, where a job's writes cannot be
 // bounded, and on nodes whose runner is a stand-in for tests.

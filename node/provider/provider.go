@@ -59,7 +59,7 @@ type (
 	Disks interface {
 		Mount(ctx context.Context, dir string, bytes uint64) (exec.Disk, error)
 		Remove(dir string) error
-		Sweep(root string) error
+		Sweep(root string, keep func(id string) bool) error
 	}
 	// Ledger stores receipts (ledger.Ledger).
 	Ledger interface {

@@ -88,8 +88,19 @@ func (p *Provider) resume(ctx context.Context) {
 		}
 	}
 	if p.d.Disks != nil {
-		// Nor any job's disk, mounted or, after a reboot, only a file.
-		if err := p.d.Disks.Sweep(filepath.Join(p.cfg.DataDir, "leases")); err != nil {
+		// Nor any job's disk, mounted or, after a reboot, only a file;
+		// leases signed since this start are running and keep theirs.
+		before := map[string]bool{}
+		for _, l := range open {
+			before[l.snapshot().ID()] = true
+		}
+		live := func(id string) bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			_, ok := p.leases[id]
+			return ok && !before[id]
+		}
+		if err := p.d.Disks.Sweep(filepath.Join(p.cfg.DataDir, "leases"), live); err != nil {
 			p.log.Warn("sweep leftover job disks", "err", err)
 		}
 	}
