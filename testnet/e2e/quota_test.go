@@ -60,7 +60,7 @@ func waitNoDisks(t *testing.T, data string, d time.Duration) {
 // neighbour on the same provider completes and the provider's store still
 // serves its output; a provider's --max-job-disk keeps larger requests
 // away; and a provider killed mid-run leaves no disk behind once it is
-// back.
+// back. The neighbour's final receipt also names the GPU its run saw.
 func TestByzantineDiskQuota(t *testing.T) {
 	c := start(t, cluster.Options{
 		N:             2,
@@ -101,6 +101,10 @@ func TestByzantineDiskQuota(t *testing.T) {
 	}
 	if st, err := os.Stat(filepath.Join(out, "out", "small")); err != nil || st.Size() != 16<<20 {
 		t.Fatalf("neighbour's output: %v %v", st, err)
+	}
+	fin := waitFinal(t, sub, jn.ID)
+	if len(fin.GPUsSeen) != 1 || len(jn.GPUs) != 1 || fin.GPUsSeen[0].UUID != jn.GPUs[0] || fin.GPUsSeen[0].Model != "H100" || jn.GPUMismatch != "" {
+		t.Fatalf("neighbour leased %v, its receipt saw %+v, status mismatch %q", jn.GPUs, fin.GPUsSeen, jn.GPUMismatch)
 	}
 	// The hog's output comes back too, cut at its quota, with its logs.
 	hout := filepath.Join(t.TempDir(), "h")
