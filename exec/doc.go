@@ -177,9 +177,8 @@
 // make-and-remove, mostly mkfs.ext4, against some 700 ms for a whole
 // sandboxed run of `date`, so no pool of ready-made disks is kept: it
 // would save little CPU and pin loop devices and inodes while idle. The
-// wall time (about 120 ms at 10GiB, mostly the formatter syncing its
-// block group descriptors) overlaps staging when the daemon makes the
-// disk before fetching inputs. Unmounting frees the loop device
+// wall time (15 to 115 ms at 10GiB on a busy two-core machine, mostly
+// waiting on the formatter and the loop device) comes before staging. Unmounting frees the loop device
 // (autoclear); [RemoveDisk] never deletes through a mount, and
 // [SweepDisks] removes, after a crash or reboot, every disk left.
 //
