@@ -74,7 +74,7 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 
 	var res exec.Result
 	ran := false
-	if diskErr != nil {
+	if diskErr != nil && ctx.Err() == nil {
 		log.Warn("no disk for the job", "err", diskErr)
 		end(ledger.OutcomeFailed, ledger.AttributionProvider, diskErr.Error(), nil)
 	} else if stagingErr != nil {
