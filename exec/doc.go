@@ -174,9 +174,12 @@
 // extents are never written, and DiskReserve more is kept for root alone,
 // so that the daemon can still lay the job's logs beside a full output.
 // Measured here (BenchmarkMountDisk, 10GiB): about 7 ms of CPU per
-// make-and-remove, mostly mkfs.ext4, against some 700 ms for a whole
-// sandboxed run of `date`, so no pool of ready-made disks is kept: it
-// would save little CPU and pin loop devices and inodes while idle. The
+// make-and-remove, mostly mkfs.ext4; a whole sandboxed run of `true`
+// costs 58-62 ms of CPU (runner and runc) without a disk and 64-72 ms
+// with one (BenchmarkSandboxStartOnDisk). So no pool of ready-made disks
+// is kept: it would save little CPU and pin loop devices and inodes while
+// idle. The loop device does direct I/O to its file, so what a job writes
+// is cached once, not twice. The
 // wall time (15 to 115 ms at 10GiB on a busy two-core machine, mostly
 // waiting on the formatter and the loop device) comes before staging. Unmounting frees the loop device
 // (autoclear); [RemoveDisk] never deletes through a mount, and
