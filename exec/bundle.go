@@ -170,6 +170,10 @@ func sandboxConfig(s Spec, cid string, h hostLayout, devices []specs.LinuxDevice
 		// build from the temporary directory.
 		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", scratchSize}},
 	}
+	if s.Disk != nil {
+		// On the job's disk, so that its quota bounds /tmp as well.
+		mounts[len(mounts)-1] = specs.Mount{Destination: "/tmp", Type: "bind", Source: diskTmp(*s.Disk), Options: []string{"bind", "rw", "nosuid", "nodev"}}
+	}
 	// Plain "bind", not "rbind": see doc.go.
 	ro := []string{"bind", "ro", "nosuid", "nodev"}
 	rw := []string{"bind", "rw", "nosuid", "nodev"}

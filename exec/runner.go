@@ -60,7 +60,10 @@ type Result struct {
 	ExitCode int
 	// Reason explains a failure: "oom", "signal: killed", "exit status 3",
 	// or the runtime's error.
-	Reason         string
+	Reason string
+	// DiskFull says the job failed with its Spec.Disk full: it wrote
+	// what its quota allows and then some.
+	DiskFull       bool
 	Started, Ended time.Time
 	// Stdout and Stderr are the host paths of the kept log tails.
 	Stdout, Stderr string
@@ -369,6 +372,12 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 	default:
 		res.Outcome, res.Reason = Failed, describeExit(exit)
 	}
+	if s.Disk != nil && res.Outcome == Failed && res.Attribution == ByJob && s.Disk.full() {
+		// Most programs die of ENOSPC with a message of their own; the
+		// quota is the cause worth naming.
+		res.DiskFull = true
+		res.Reason = fmt.Sprintf("disk quota of %d bytes used up (%s)", s.Disk.Bytes, res.Reason)
+	}
 	log.InfoContext(ctx, "job ended", "outcome", res.Outcome, "attribution", res.Attribution,
 		"exit", res.ExitCode, "reason", res.Reason, "took", res.Ended.Sub(res.Started))
 	return res, nil
@@ -456,6 +465,11 @@ func prepareDirs(s Spec) error {
 	for _, m := range writable {
 		if err := os.MkdirAll(m.Source, 0o755); err != nil {
 			return fmt.Errorf("%s: %w", m.Target, err)
+		}
+	}
+	if s.Disk != nil {
+		if err := makeDiskTmp(*s.Disk); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -118,7 +118,20 @@ func (r *Runner) setImageUser(cfg *specs.Spec, s Spec, m rootMount) error {
 		taken = append(taken, mnt.Destination)
 	}
 	home := imageHome(root, u.home, taken)
-	if home != "" {
+	if home != "" && s.Disk != nil {
+		// On the job's disk, like /tmp.
+		src := filepath.Join(s.Disk.Path, "home")
+		if err := os.RemoveAll(src); err != nil {
+			return fmt.Errorf("disk home: %w", err)
+		}
+		if err := os.Mkdir(src, 0o700); err != nil {
+			return fmt.Errorf("disk home: %w", err)
+		}
+		if err := os.Lchown(src, int(r.uidBase+u.uid), int(r.uidBase+u.gid)); err != nil {
+			return fmt.Errorf("disk home: %w", err)
+		}
+		cfg.Mounts = append(cfg.Mounts, specs.Mount{Destination: home, Type: "bind", Source: src, Options: []string{"bind", "rw", "nosuid", "nodev"}})
+	} else if home != "" {
 		cfg.Mounts = append(cfg.Mounts, specs.Mount{
 			Destination: home, Type: "tmpfs", Source: "tmpfs",
 			Options: []string{"nosuid", "nodev", "mode=0700",

@@ -80,6 +80,12 @@ type Spec struct {
 	// LogCap is how many bytes of each of stdout and stderr are kept (the
 	// last ones); 0 means DefaultLogCap.
 	LogCap int64
+
+	// Disk, if set, bounds what the job can write (MountDisk): the Output
+	// and Checkpoint sources must be inside Disk.Path, and /tmp (and an
+	// image job's HOME) are made there too. Without it only memory bounds
+	// /tmp, and nothing bounds the output.
+	Disk *Disk
 }
 
 // withDefaults returns s with its zero fields defaulted, or an error
@@ -128,6 +134,12 @@ func (s Spec) withDefaults() (Spec, error) {
 		}
 	}
 
+	if s.Disk != nil {
+		if err := checkOnDisk(s); err != nil {
+			return s, err
+		}
+	}
+
 	s.Inputs = slices.Clone(s.Inputs) // cleaned below; the caller's slice stays as given
 	seen := map[string]bool{}
 	bundle := bundleDir(s.Dir)
@@ -164,6 +176,25 @@ func (s Spec) withDefaults() (Spec, error) {
 		}
 	}
 	return s, nil
+}
+
+// checkOnDisk checks that every writable mount of s is on its disk: one
+// outside would escape the quota.
+func checkOnDisk(s Spec) error {
+	if !filepath.IsAbs(s.Disk.Path) || s.Disk.Bytes == 0 {
+		return fmt.Errorf("%w: disk %q of %d bytes", ErrSpec, s.Disk.Path, s.Disk.Bytes)
+	}
+	disk := filepath.Clean(s.Disk.Path)
+	writable := []Mount{s.Output}
+	if s.Checkpoint != nil {
+		writable = append(writable, *s.Checkpoint)
+	}
+	for _, m := range writable {
+		if src := filepath.Clean(m.Source); !strings.HasPrefix(src, disk+"/") {
+			return fmt.Errorf("%w: %s: source %s is not on the job's disk %s", ErrSpec, m.Target, m.Source, disk)
+		}
+	}
+	return nil
 }
 
 // checkImage checks an image root's layers and working directory.

@@ -70,6 +70,7 @@ type receiptJSON struct {
 	// Fields added after the first receipts were stored are left out when
 	// empty, so that those receipts keep their stored bytes.
 	GPUModel     string        `json:"gpu_model,omitempty"`
+	GPUsSeen     []GPUSeen     `json:"gpus_seen,omitempty"`
 	Signer       string        `json:"signer,omitempty"`
 	Evidence     *evidenceJSON `json:"evidence,omitempty"`
 	ProviderSig  []byte        `json:"provider_sig"`
@@ -99,6 +100,7 @@ func (r *Receipt) wire(pc *peerText) receiptJSON {
 	}
 	return receiptJSON{
 		GPUModel:     r.GPUModel,
+		GPUsSeen:     r.GPUsSeen,
 		Signer:       r.Signer,
 		Evidence:     ev,
 		Lease:        r.Lease,
@@ -178,10 +180,20 @@ func receiptField(name string) (fieldSet, bool) {
 		return phasesField, true
 	case "evidence":
 		return evidenceField, true
+	case "gpus_seen":
+		return gpuSeenField, true
 	case "gpu_model", "signer",
 		"lease", "job", "provider", "submitter", "gpus", "seq", "final", "held_from", "held_until",
 		"phase", "prev", "outcome", "attribution", "exit_code", "reason", "output", "checkpoint",
 		"output_wait", "provider_sig", "submitter_sig":
+		return nil, true
+	}
+	return nil, false
+}
+
+func gpuSeenField(name string) (fieldSet, bool) {
+	switch name {
+	case "uuid", "model":
 		return nil, true
 	}
 	return nil, false
@@ -230,7 +242,18 @@ func checkKeys(data []byte, fields fieldSet) error {
 		if err := dec.Decode(&raw); err != nil {
 			return err
 		}
-		if nested != nil && !bytes.Equal(raw, []byte("null")) {
+		if nested != nil && bytes.HasPrefix(bytes.TrimSpace(raw), []byte("[")) {
+			// An array of objects: each element has the same fields.
+			var elems []json.RawMessage
+			if err := json.Unmarshal(raw, &elems); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			for i, e := range elems {
+				if err := checkKeys(e, nested); err != nil {
+					return fmt.Errorf("%s[%d]: %w", name, i, err)
+				}
+			}
+		} else if nested != nil && !bytes.Equal(raw, []byte("null")) {
 			if err := checkKeys(raw, nested); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
@@ -242,6 +265,7 @@ func checkKeys(data []byte, fields fieldSet) error {
 func (w *receiptJSON) receipt(pc *peerText) (Receipt, error) {
 	r := Receipt{
 		GPUModel:     w.GPUModel,
+		GPUsSeen:     w.GPUsSeen,
 		Signer:       w.Signer,
 		Lease:        w.Lease,
 		Job:          w.Job,
@@ -407,6 +431,9 @@ func (r *Receipt) validate() error {
 	}
 	if len(r.GPUModel) > maxModelLen || !utf8.ValidString(r.GPUModel) || strings.ContainsFunc(r.GPUModel, unicode.IsControl) {
 		return fmt.Errorf("gpu_model: want printable UTF-8 of at most %d bytes", maxModelLen)
+	}
+	if err := validateGPUsSeen(r); err != nil {
+		return err
 	}
 	return r.validateSigner()
 }

@@ -139,8 +139,14 @@ func FuzzDecodeReceipt(f *testing.F) {
 	}
 	withModel := final(interim("lease-1", "job-1", prov, sub, 2, hex.EncodeToString(make([]byte, 32))))
 	withModel.GPUModel = "NVIDIA H100 80GB HBM3"
+	withSeen := withModel
+	withSeen.GPUsSeen = []GPUSeen{{UUID: "GPU-6a3f0c1e-0000-4000-8000-000000000001", Model: "NVIDIA A10"}}
+	seenNoModel := withSeen
+	seenNoModel.GPUModel = ""
 	for _, r := range []Receipt{
 		sign(f, withModel, prov, sub),
+		sign(f, withSeen, prov, sub),
+		sign(f, seenNoModel, prov, sub),
 		oneSided(f, interim("lease-1", "job-1", prov, sub, 0, ""), SignerSubmitter, prov, sub, OutcomeProviderLost, AttributionProvider),
 	} {
 		data, err := json.Marshal(r)

@@ -77,7 +77,11 @@
 //
 // Receipts may name the leased GPUs' model (GPUModel). It is appended to
 // the signing bytes only when set, so receipts signed before it existed
-// keep their bytes and signatures.
+// keep their bytes and signatures. A final receipt may also name the GPUs
+// the provider's sandbox found before the run (GPUsSeen, UUID and model as
+// the driver reports them), appended after GPUModel on the same terms:
+// with both parties' signatures it proves what a job ran on, whatever the
+// offer said.
 //
 // # Export
 //

@@ -114,6 +114,11 @@ type Receipt struct {
 	// GPUModel is the model of the leased GPUs, "" if not known. It is
 	// signed, so that usage split per model rests on both parties' word.
 	GPUModel string
+	// GPUsSeen, on a final receipt, are the GPUs the provider's sandbox
+	// found before the run, as the driver named them: proof, signed by
+	// the provider, of what the job ran on. Nil where the run never
+	// started or the provider predates the field.
+	GPUsSeen []GPUSeen
 
 	// Signer is "" on a receipt both parties sign. On a one-sided final
 	// record, stored where the other party vanished before it could
@@ -161,9 +166,10 @@ func (r *Receipt) GPUSeconds() float64 {
 //
 // GPUModel is appended only when set, so receipts signed before it existed
 // keep their bytes; the encoding before it is self-delimiting, so the tail
-// cannot be confused with another field. A one-sided record is signed under
-// recordDomain and also covers GPUModel, Signer and the whole lease
-// evidence.
+// cannot be confused with another field. GPUsSeen likewise, after GPUModel
+// (then appended even when empty, so that the two tails never read
+// alike). A one-sided record is signed under recordDomain and also covers
+// GPUModel, Signer and the whole lease evidence, then GPUsSeen when set.
 func (r *Receipt) SigningBytes() []byte {
 	n := 256 + len(r.Lease) + len(r.Job) + len(r.Reason) + len(r.Output) + len(r.Checkpoint) + len(r.GPUModel)
 	if r.OneSided() {
@@ -177,13 +183,14 @@ func (r *Receipt) SigningBytes() []byte {
 		}
 		b = appendString(b, string(ev.Terms))
 		b = appendString(b, string(ev.ProviderSig))
-		return appendString(b, string(ev.SubmitterSig))
+		b = appendString(b, string(ev.SubmitterSig))
+		return appendGPUsSeen(b, r.GPUsSeen)
 	}
 	b := r.appendBody(append(make([]byte, 0, n), signingDomain...))
-	if r.GPUModel != "" {
+	if r.GPUModel != "" || len(r.GPUsSeen) > 0 {
 		b = appendString(b, r.GPUModel)
 	}
-	return b
+	return appendGPUsSeen(b, r.GPUsSeen)
 }
 
 // appendBody encodes the fields receipts and one-sided records share.

@@ -144,6 +144,7 @@ func TestTamperAnyFieldBreaksVerify(t *testing.T) {
 		"Checkpoint":  func(r *Receipt) { r.Checkpoint = "" },
 		"OutputWait":  func(r *Receipt) { r.OutputWait = 0 },
 		"GPUModel":    func(r *Receipt) { r.GPUModel = "H100" },
+		"GPUsSeen":    func(r *Receipt) { r.GPUsSeen = []GPUSeen{{UUID: "GPU-1", Model: "A10"}} },
 		"Signer":      func(r *Receipt) { r.Signer = SignerProvider },
 	}
 	// Evidence is signed on one-sided records only, where

@@ -55,6 +55,18 @@ type Request struct {
 	CPUs      int      `json:"cpus" yaml:"cpus"`
 	Memory    Size     `json:"memory" yaml:"memory"`
 	Limit     Duration `json:"limit" yaml:"limit"`
+	// Disk bounds what the job may write in all: output, checkpoints,
+	// /tmp. 0, in a declaration from before the field, means DefaultDisk
+	// (DiskBytes); the decoder fills the default in.
+	Disk Size `json:"disk,omitempty" yaml:"disk,omitempty"`
+}
+
+// DiskBytes is the job's disk quota: Disk, or DefaultDisk when unset.
+func (r Request) DiskBytes() uint64 {
+	if r.Disk == 0 {
+		return DefaultDisk
+	}
+	return uint64(r.Disk)
 }
 
 // Output says what comes back.
@@ -89,12 +101,15 @@ const (
 	MaxCPUs             = 1024
 	MaxMemory           = 64 * TiB
 	MinMemory           = 1 * MiB
+	MaxDisk             = 64 * TiB
+	MinDisk             = 16 * MiB
 	MaxLimit            = 30 * Day
 	MaxInputs           = 256
 	MaxResumesCap       = 100
 
 	DefaultCPUs       = 1
 	DefaultMemory     = 1 * GiB
+	DefaultDisk       = 10 * GiB
 	DefaultMaxResumes = 3
 	DefaultOutputPath = "/out"
 	ResumeAuto        = "auto"
@@ -190,6 +205,7 @@ func NewDeclaration(name string, cmd []string, gpus int, limit Duration, inputs 
 			CPUs:   DefaultCPUs,
 			Memory: DefaultMemory,
 			Limit:  limit,
+			Disk:   DefaultDisk,
 		},
 		Output: Output{Path: DefaultOutputPath},
 	}
@@ -358,6 +374,9 @@ func validateRequest(r *Request, ps *problems) {
 	}
 	if r.Memory < MinMemory || r.Memory > MaxMemory {
 		ps.add("request.memory", "must be a size between %s and %s, such as 8GiB", Size(MinMemory), Size(MaxMemory))
+	}
+	if r.Disk != 0 && (r.Disk < MinDisk || r.Disk > MaxDisk) {
+		ps.add("request.disk", "must be a size between %s and %s, such as 50GiB (default %s)", Size(MinDisk), Size(MaxDisk), Size(DefaultDisk))
 	}
 	if r.Limit <= 0 || r.Limit > MaxLimit {
 		ps.add("request.limit", "must be a positive duration such as 8h, at most %s", Duration(MaxLimit))

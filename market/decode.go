@@ -387,8 +387,8 @@ func (dc *decoder) data(n *yaml.Node, field string) []Input {
 
 func (dc *decoder) request(n *yaml.Node, field string) Request {
 	var r Request
-	var haveCPUs, haveMemory bool
-	dc.fields(n, field, "a mapping with gpus, gpu_model, gpu_memory, cpus, memory and limit", func(key, f string, v *yaml.Node) {
+	var haveCPUs, haveMemory, haveDisk bool
+	dc.fields(n, field, "a mapping with gpus, gpu_model, gpu_memory, cpus, memory, disk and limit", func(key, f string, v *yaml.Node) {
 		switch key {
 		case "gpus":
 			r.GPUs, _ = dc.int(v, f)
@@ -402,8 +402,13 @@ func (dc *decoder) request(n *yaml.Node, field string) Request {
 			r.Memory, haveMemory = dc.size(v, f)
 		case "limit":
 			r.Limit, _ = dc.duration(v, f)
+		case "disk":
+			if r.Disk, haveDisk = dc.size(v, f); haveDisk && r.Disk == 0 {
+				// 0 would read as "unset" once encoded.
+				dc.fail(f, "must be a size between %s and %s, such as 50GiB (default %s)", Size(MinDisk), Size(MaxDisk), Size(DefaultDisk))
+			}
 		default:
-			dc.unknown(f, "gpus, gpu_model, gpu_memory, cpus, memory, limit")
+			dc.unknown(f, "gpus, gpu_model, gpu_memory, cpus, memory, disk, limit")
 		}
 	})
 	if !haveCPUs && !dc.covers(field+".cpus") {
@@ -411,6 +416,9 @@ func (dc *decoder) request(n *yaml.Node, field string) Request {
 	}
 	if !haveMemory && !dc.covers(field+".memory") {
 		r.Memory = DefaultMemory
+	}
+	if !haveDisk && !dc.covers(field+".disk") {
+		r.Disk = DefaultDisk
 	}
 	return r
 }

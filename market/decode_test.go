@@ -41,7 +41,7 @@ func TestDecodeDesignExample(t *testing.T) {
 		Name:    "resnet-demo",
 		Work:    Work{Command: []string{"python3", "train.py", "--epochs", "90"}, Env: map[string]string{"SEED": "1"}},
 		Data:    []Input{{Source: "./dataset", Mount: "/data/dataset"}},
-		Request: Request{GPUs: 1, GPUModel: "H100", GPUMemory: 40 * GiB, CPUs: 2, Memory: 8 * GiB, Limit: 8 * Hour},
+		Request: Request{GPUs: 1, GPUModel: "H100", GPUMemory: 40 * GiB, CPUs: 2, Memory: 8 * GiB, Limit: 8 * Hour, Disk: DefaultDisk},
 		Output:  Output{Path: "/out", Checkpoints: &Checkpoints{Path: "/ckpt", Every: 10 * Minute}},
 	}
 	if !reflect.DeepEqual(d, want) {
@@ -53,7 +53,7 @@ func TestDecodeDesignExample(t *testing.T) {
 	}
 	const canon = `{"name":"resnet-demo","work":{"command":["python3","train.py","--epochs","90"],"env":{"SEED":"1"}},` +
 		`"data":[{"source":"./dataset","mount":"/data/dataset"}],` +
-		`"request":{"gpus":1,"gpu_model":"H100","gpu_memory":"40GiB","cpus":2,"memory":"8GiB","limit":"8h"},` +
+		`"request":{"gpus":1,"gpu_model":"H100","gpu_memory":"40GiB","cpus":2,"memory":"8GiB","limit":"8h","disk":"10GiB"},` +
 		`"output":{"path":"/out","checkpoints":{"path":"/ckpt","every":"10m"}}}`
 	if string(c) != canon {
 		t.Fatalf("canonical:\n%s\nwant\n%s", c, canon)
@@ -135,6 +135,10 @@ func TestDecodeRejections(t *testing.T) {
 		{"cpus negative", strings.Replace(base, "cpus: 1,", "cpus: -2,", 1), []string{"request.cpus: must be between 1 and 1024"}},
 		{"cpus too many", strings.Replace(base, "cpus: 1,", "cpus: 1025,", 1), []string{"request.cpus: must be between 1 and 1024"}},
 		{"memory zero", strings.Replace(base, "memory: 1GiB", "memory: 0", 1), []string{"request.memory: must be a size between"}},
+		{"disk zero", strings.Replace(base, "memory: 1GiB", "memory: 1GiB, disk: 0", 1), []string{"request.disk: must be a size between 16MiB and 64TiB"}},
+		{"disk small", strings.Replace(base, "memory: 1GiB", "memory: 1GiB, disk: 1MiB", 1), []string{"request.disk: must be a size between 16MiB and 64TiB"}},
+		{"disk huge", strings.Replace(base, "memory: 1GiB", "memory: 1GiB, disk: 65TiB", 1), []string{"request.disk: must be a size between"}},
+		{"disk bad unit", strings.Replace(base, "memory: 1GiB", "memory: 1GiB, disk: 1Gb", 1), []string{`request.disk: must be a size such as 40GiB or 512MiB: bad size "1Gb": unknown unit`}},
 		{"memory huge", strings.Replace(base, "memory: 1GiB", "memory: 65TiB", 1), []string{"request.memory: must be a size between"}},
 		{"memory bad unit", strings.Replace(base, "memory: 1GiB", "memory: 1Gb", 1), []string{`request.memory: must be a size such as 40GiB or 512MiB: bad size "1Gb": unknown unit`}},
 		{"memory negative", strings.Replace(base, "memory: 1GiB", "memory: -1GiB", 1), []string{"request.memory: must be a size such as 40GiB or 512MiB: bad size \"-1GiB\": must not be negative"}},

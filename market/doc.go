@@ -42,9 +42,10 @@
 //     old, oldest first. Then the rest by their submitter's dominant share of
 //     recent use, recomputed as the pass assigns, ties by H(seed ‖ submitter);
 //     a submitter's own jobs by SubmittedAt, then H(seed ‖ job).
-//  2. Feasibility (feasible.go). Filters, each a small type: gpu_model,
-//     gpu_memory, gpus (too few devices at all), busy (too few free now),
-//     cpus, memory. An offer turned away is counted under the first filter
+//  2. Feasibility (feasible.go). Filters, each a small type: reachable,
+//     images, require_image, disk (request.disk above the offer's
+//     MaxJobDisk), gpu_model, gpu_memory, gpus (too few devices at all),
+//     busy (too few free now), cpus, memory. An offer turned away is counted under the first filter
 //     it fails, which is what Wait.Counts and Wait.Reason report.
 //  3. Fit (fit.go). Best fit: fewest free devices left over, then least
 //     memory left over, so that a 1-GPU job does not break up the only free

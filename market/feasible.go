@@ -12,6 +12,7 @@ const (
 	ReasonUnreachable = "unreachable"   // no peer can reach the provider (behind a NAT, no relay)
 	ReasonNoImages    = "images"        // the job brings an image the provider cannot run
 	ReasonNeedImage   = "require_image" // the provider takes only jobs with an image
+	ReasonDisk        = "disk"          // request.disk is above the provider's cap
 	ReasonGPUModel    = "gpu_model"     // no device of the requested model
 	ReasonGPUMemory   = "gpu_memory"    // no device of the model with enough memory
 	ReasonGPUs        = "gpus"          // too few such devices in all, free or not
@@ -46,6 +47,7 @@ func feasibility() [numFilters]namedFilter {
 		{ReasonUnreachable, reachableFilter{}},
 		{ReasonNoImages, imagesFilter{}},
 		{ReasonNeedImage, requireImageFilter{}},
+		{ReasonDisk, diskFilter{}},
 		{ReasonGPUModel, modelFilter{}},
 		{ReasonGPUMemory, gpuMemoryFilter{}},
 		{ReasonGPUs, gpuCountFilter{}},
@@ -66,7 +68,7 @@ func firstFailure(fs *[numFilters]namedFilter, d *demand, s *shape) string {
 }
 
 // numFilters is the length of the filter stack.
-const numFilters = 9
+const numFilters = 10
 
 type reachableFilter struct{}
 
@@ -79,6 +81,12 @@ func (imagesFilter) pass(d *demand, s *shape) bool { return !d.image || s.static
 type requireImageFilter struct{}
 
 func (requireImageFilter) pass(d *demand, s *shape) bool { return d.image || !s.static.requireImage }
+
+type diskFilter struct{}
+
+func (diskFilter) pass(d *demand, s *shape) bool {
+	return s.static.maxJobDisk == 0 || d.disk <= s.static.maxJobDisk
+}
 
 type modelFilter struct{}
 
@@ -134,6 +142,8 @@ type staticShape struct {
 	images, requireImage bool
 	// unreachable: no peer can reach the provider.
 	unreachable bool
+	// maxJobDisk caps request.disk; 0: no cap.
+	maxJobDisk uint64
 }
 
 // gpuType is a device model and memory size; devices of one type are
@@ -256,6 +266,7 @@ type staticKey struct {
 	mem                  uint64
 	images, requireImage bool
 	unreachable          bool
+	maxJobDisk           uint64
 }
 
 type conKey struct {
@@ -309,12 +320,12 @@ func (in *interner) multiset(types []int32) *multiset {
 	return m
 }
 
-func (in *interner) static(gpus *multiset, cpus int64, mem uint64, images, requireImage, unreachable bool) *staticShape {
-	k := staticKey{gpus.id, cpus, mem, images, requireImage, unreachable}
+func (in *interner) static(gpus *multiset, cpus int64, mem uint64, images, requireImage, unreachable bool, maxJobDisk uint64) *staticShape {
+	k := staticKey{gpus.id, cpus, mem, images, requireImage, unreachable, maxJobDisk}
 	if s, ok := in.statics[k]; ok {
 		return s
 	}
-	s := &staticShape{id: in.nStatics, gpus: gpus, cpus: cpus, mem: mem, images: images, requireImage: requireImage, unreachable: unreachable}
+	s := &staticShape{id: in.nStatics, gpus: gpus, cpus: cpus, mem: mem, images: images, requireImage: requireImage, unreachable: unreachable, maxJobDisk: maxJobDisk}
 	in.nStatics++
 	in.statics[k] = s
 	return s

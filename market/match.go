@@ -118,7 +118,8 @@ type demand struct {
 	con   *constraint
 	cpus  int64
 	mem   uint64
-	image bool // the job brings its own image
+	image bool   // the job brings its own image
+	disk  uint64 // request.disk
 }
 
 // demandShape is the state shared by every job with the same request.
@@ -142,6 +143,7 @@ type shapeKey struct {
 	minMem uint64
 	cpus   int64
 	mem    uint64
+	disk   uint64
 }
 
 // jobState is a valid open job as the pass sees it. It holds copies of
@@ -287,7 +289,7 @@ func (m *matcher) buildProviders(n *normalized) {
 		for _, s := range p.slots {
 			types = append(types, s.typ)
 		}
-		p.static = m.in.static(m.in.multiset(types), int64(max(o.CPUs, 0)), o.MemoryBytes, o.Images, o.RequireImage, o.Unreachable)
+		p.static = m.in.static(m.in.multiset(types), int64(max(o.CPUs, 0)), o.MemoryBytes, o.Images, o.RequireImage, o.Unreachable, o.MaxJobDisk)
 		p.shape.static = p.static
 		p.avail = make([]int32, 0, len(p.slots))
 		for s := range p.slots {
@@ -419,7 +421,7 @@ type recentShape struct {
 }
 
 func (m *matcher) shapeOf(r *Request, image bool) *demandShape {
-	k := shapeKey{image: image, gpus: r.GPUs, model: r.GPUModel, minMem: uint64(r.GPUMemory), cpus: int64(r.CPUs), mem: uint64(r.Memory)}
+	k := shapeKey{image: image, gpus: r.GPUs, model: r.GPUModel, minMem: uint64(r.GPUMemory), cpus: int64(r.CPUs), mem: uint64(r.Memory), disk: r.DiskBytes()}
 	// The slot depends on the numbers of the request and the length of the
 	// model name, not on the name's bytes.
 	h := uint64(k.gpus)*0x9e3779b97f4a7c15 ^ uint64(k.cpus)*0xbf58476d1ce4e5b9 ^ k.mem*0x94d049bb133111eb ^
@@ -434,7 +436,7 @@ func (m *matcher) shapeOf(r *Request, image bool) *demandShape {
 	s, ok := m.shapes[k]
 	if !ok {
 		s = &demandShape{
-			demand: demand{gpus: r.GPUs, con: m.in.constraint(r.GPUModel, uint64(r.GPUMemory)), cpus: int64(r.CPUs), mem: uint64(r.Memory), image: image},
+			demand: demand{gpus: r.GPUs, con: m.in.constraint(r.GPUModel, uint64(r.GPUMemory)), cpus: int64(r.CPUs), mem: uint64(r.Memory), image: image, disk: r.DiskBytes()},
 			model:  r.GPUModel,
 		}
 		m.shapes[k] = s

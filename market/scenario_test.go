@@ -87,7 +87,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		// offer p1 gpus=4xH100:80GiB,2xA100:40GiB cpus=64 memory=512GiB busy=0,1 images=yes require_image=yes
 		o := Offer{Provider: name, CPUs: mustInt(t, arg(d, "cpus", "64")), MemoryBytes: uint64(mustSize(t, arg(d, "memory", "512GiB"))),
 			Images: arg(d, "images", "no") == "yes", RequireImage: arg(d, "require_image", "no") == "yes",
-			Unreachable: arg(d, "unreachable", "no") == "yes"}
+			Unreachable: arg(d, "unreachable", "no") == "yes", MaxJobDisk: uint64(mustSize(t, arg(d, "max_job_disk", "0")))}
 		busy := map[int]bool{}
 		if b := arg(d, "busy", ""); b != "" {
 			for _, i := range strings.Split(b, ",") {
@@ -138,6 +138,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 				GPUs: mustInt(t, arg(d, "gpus", "1")), GPUModel: strings.ReplaceAll(arg(d, "model", ""), "_", " "),
 				GPUMemory: mustSize(t, arg(d, "gpumem", "0")), CPUs: mustInt(t, arg(d, "cpus", "1")),
 				Memory: mustSize(t, arg(d, "memory", "1GiB")), Limit: mustDuration(t, arg(d, "limit", "1h")),
+				Disk: mustSize(t, arg(d, "disk", "0")),
 			},
 		}
 		s.v.Jobs = append(s.v.Jobs, j)

@@ -37,6 +37,9 @@ type Offer struct {
 	// since no submitter could take its proposal's reply path nor send it
 	// data.
 	Unreachable bool `json:"unreachable,omitempty"`
+	// MaxJobDisk is the most a job may write on this provider (its
+	// request.disk); 0 means no cap.
+	MaxJobDisk uint64 `json:"max_job_disk,omitempty"`
 }
 
 // Job is an open declaration as the market sees it: only what decides where

@@ -63,6 +63,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 		return "no offer can run jobs in their own image"
 	case counts[ReasonNeedImage] == total:
 		return "every offer requires a job to bring its own image (work.image)"
+	case counts[ReasonDisk] == total:
+		return "no offer takes request.disk " + Size(s.disk).String()
 	case counts[ReasonGPUModel] == total:
 		return "no offer has gpu_model " + s.model
 	case counts[ReasonGPUModel]+counts[ReasonGPUMemory] == total:
@@ -82,6 +84,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 			phrase = "cannot run images"
 		case ReasonNeedImage:
 			phrase = "requiring an image"
+		case ReasonDisk:
+			phrase = "capping request.disk below " + Size(s.disk).String()
 		case ReasonGPUModel:
 			phrase = "without gpu_model " + s.model
 		case ReasonGPUMemory:
@@ -109,8 +113,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 	return fmt.Sprintf("no offer has %s (%s)", describeNeed(s, true), strings.Join(parts, ", "))
 }
 
-func reasonOrder() [10]string {
-	return [10]string{ReasonUnreachable, ReasonNoImages, ReasonNeedImage, ReasonGPUModel, ReasonGPUMemory, ReasonGPUs, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved}
+func reasonOrder() [11]string {
+	return [11]string{ReasonUnreachable, ReasonNoImages, ReasonNeedImage, ReasonDisk, ReasonGPUModel, ReasonGPUMemory, ReasonGPUs, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved}
 }
 
 // describeNeed says what the job needs: "8 free GPUs", or with free false

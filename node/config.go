@@ -110,6 +110,9 @@ type Config struct {
 	// RequireImage makes the provider take only jobs that bring their
 	// own image; its offer says so.
 	RequireImage bool
+	// MaxJobDisk caps request.disk for jobs run here; the offer says so.
+	// 0: no cap.
+	MaxJobDisk uint64
 	// Runtime is the OCI runtime binary; default runc, else crun.
 	Runtime string
 	// Metrics is the address of the Prometheus endpoint; off when empty.
@@ -132,6 +135,8 @@ type Config struct {
 
 	// Set by this package's own tests only.
 	testRunner provider.Runner // replaces the OCI runtime
+	// testSeeGPUs replaces the check of the GPUs before a run.
+	testSeeGPUs func(context.Context) []exec.GPU
 	// testLoseReply, when it returns true, answers a direct-stream request
 	// with an error after its handler has run: the reply was lost.
 	testLoseReply func(proto protocol.ID, from peer.ID) bool

@@ -26,7 +26,8 @@ func (n *Node) signalOfferChanged() {
 func (n *Node) ownOffer() (market.Offer, string) {
 	reach, unreachable := n.reach()
 	o := market.Offer{Provider: n.self.String(), CPUs: n.cfg.CPUs, MemoryBytes: n.cfg.MemoryBytes, GPUs: n.provider.GPUs(),
-		Images: n.provider.Images(), RequireImage: n.cfg.RequireImage, Unreachable: unreachable}
+		Images: n.provider.Images(), RequireImage: n.cfg.RequireImage, Unreachable: unreachable,
+		MaxJobDisk: n.cfg.MaxJobDisk}
 	return o, reach
 }
 

@@ -245,11 +245,13 @@ func (n *Node) wireRoles() {
 		ReceiptTimeout:  n.cfg.ReceiptTimeout,
 		ImagePull:       n.cfg.ImagePull,
 		RequireImage:    n.cfg.RequireImage,
+		MaxJobDisk:      n.cfg.MaxJobDisk,
 	}, provider.Deps{
 		Key: n.key, Self: n.self, GPUs: n.gpus, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger,
 		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: addrs,
 		Metrics: n.metrics.provider, Log: n.log, OfferChanged: n.signalOfferChanged, Path: n.Path,
 		Runner: n.runner, Images: providerImages(n),
+		Disks: providerDisks(n), SeeGPUs: providerSeeGPUs(n),
 	})
 	n.submitter = submitter.New(submitter.Config{
 		ProposalTTL:       n.cfg.ProposalTTL,

@@ -117,6 +117,7 @@ type nodeOpts struct {
 	loseReply func(proto protocol.ID, from peer.ID) bool
 	epoch     time.Duration // default 100ms
 	noFast    bool          // turn the fast path off
+	seeGPUs   func(context.Context) []exec.GPU
 }
 
 func startNode(t *testing.T, o nodeOpts) *testNode {
@@ -144,6 +145,7 @@ func startNode(t *testing.T, o nodeOpts) *testNode {
 		MemoryBytes:       16 << 30,
 		testLoseReply:     o.loseReply,
 		NoFastPath:        o.noFast,
+		testSeeGPUs:       o.seeGPUs,
 	}
 	if o.epoch != 0 {
 		cfg.Epoch = o.epoch

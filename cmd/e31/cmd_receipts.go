@@ -122,6 +122,7 @@ func printReceipts(g *globalOptions, res receiptsResult) {
 			r.GPUs, r.Phase, r.Outcome, signed)
 	}
 	tw.Flush()
+	printGPUsSeen(g, res.Receipts)
 	if len(res.Disputes) == 0 {
 		return
 	}
@@ -142,6 +143,26 @@ func printReceipts(g *globalOptions, res receiptsResult) {
 		}
 	}
 	tw.Flush()
+}
+
+// printGPUsSeen lists, for each final receipt that names them, the GPUs
+// the provider's sandbox found before the run, beside the model the
+// provider offered.
+func printGPUsSeen(g *globalOptions, rs []ledger.Receipt) {
+	var tw *tabwriter.Writer
+	for _, r := range rs {
+		for _, s := range r.GPUsSeen {
+			if tw == nil {
+				fmt.Fprintln(g.stdout, "\ngpus seen by the run (the provider's check before it started):")
+				tw = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "LEASE\tUUID\tMODEL SEEN\tOFFERED AS")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Lease, s.UUID, s.Model, orDash(r.GPUModel))
+		}
+	}
+	if tw != nil {
+		tw.Flush()
+	}
 }
 
 // versionSigner names the party who signed one version of a dispute: a

@@ -57,6 +57,12 @@ func printJob(g *globalOptions, j api.Job) {
 		fmt.Fprintf(tw, "lease\t%s\n", j.Lease)
 		fmt.Fprintf(tw, "gpus\t%s\n", strings.Join(j.GPUs, ", "))
 	}
+	for _, s := range j.GPUsSeen {
+		fmt.Fprintf(tw, "gpu seen by the run\t%s (%s)\n", s.UUID, s.Model)
+	}
+	if j.GPUMismatch != "" {
+		fmt.Fprintf(tw, "GPU MISMATCH\t%s\n", j.GPUMismatch)
+	}
 	if j.Output != "" {
 		fmt.Fprintf(tw, "output\t%s\n", j.Output)
 	}

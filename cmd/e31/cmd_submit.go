@@ -26,6 +26,7 @@ type submitOptions struct {
 	gpuModel    string
 	cpus        int
 	memory      string
+	disk        string
 	limit       string
 	inputs      []string
 	outputPath  string
@@ -68,6 +69,7 @@ unless the job completed.`,
 	f.StringVar(&o.gpuModel, "gpu-model", "", "GPU model the job needs, e.g. H100 (flags form)")
 	f.IntVar(&o.cpus, "cpus", 0, "CPUs (flags form; default 1)")
 	f.StringVar(&o.memory, "memory", "", "memory, e.g. 8GiB (flags form; default 1GiB)")
+	f.StringVar(&o.disk, "disk", "", "most the job may write in all (output, checkpoints, /tmp), e.g. 50GiB (flags form; default 10GiB)")
 	f.StringVar(&o.limit, "limit", "", "wall-clock limit after which the job is stopped, e.g. 8h (flags form; required)")
 	f.StringArrayVar(&o.inputs, "input", nil, "SRC:MOUNT, a local path or CID staged read-only at MOUNT; repeatable (flags form)")
 	f.StringVar(&o.outputPath, "output-path", "/out", "path inside the job whose content comes back (flags form)")
@@ -158,6 +160,13 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 			return market.Declaration{}, fmt.Errorf("--memory: %w", err)
 		}
 		d.Request.Memory = m
+	}
+	if o.disk != "" {
+		m, err := market.ParseSize(o.disk)
+		if err != nil {
+			return market.Declaration{}, fmt.Errorf("--disk: %w", err)
+		}
+		d.Request.Disk = m
 	}
 	d.Output.Path = o.outputPath
 	for _, kv := range o.env {

@@ -52,6 +52,7 @@ type fileConfig struct {
 	ImageCacheSize string `toml:"image-cache-size"`
 	ImagePull      bool   `toml:"image-pull"`
 	RequireImage   bool   `toml:"require-image"`
+	MaxJobDisk     string `toml:"max-job-disk"`
 	// Durations, as Go durations ("30s").
 	Epoch           string `toml:"epoch"`
 	EpochDelay      string `toml:"epoch-delay"`
@@ -162,6 +163,7 @@ on the command line win.`,
 	f.StringVar(&o.file.ImageCacheSize, "image-cache-size", "64GiB", "disk kept for unpacked image layers under DATA/layers (least recently used go first)")
 	f.BoolVar(&o.file.ImagePull, "image-pull", false, "pull a job's image from its registry (work.image_ref) instead of fetching it from the submitter")
 	f.BoolVar(&o.file.RequireImage, "require-image", false, "take only jobs that bring their own image (the offer says so)")
+	f.StringVar(&o.file.MaxJobDisk, "max-job-disk", "", "largest request.disk a job run here may declare, e.g. 100GiB (the offer says so; default: no cap)")
 	f.StringVar(&o.file.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.file.LogFormat, "log-format", "text", "text or json")
 	f.BoolVar(&o.debugPartition, "debug-partition", false, "serve POST /v1/debug/block on the API, which cuts this node off from peers (for tests)")
@@ -218,6 +220,7 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("image-cache-size", func() { o.file.ImageCacheSize = or(fc.ImageCacheSize, o.file.ImageCacheSize) })
 	set("image-pull", func() { o.file.ImagePull = o.file.ImagePull || fc.ImagePull })
 	set("require-image", func() { o.file.RequireImage = o.file.RequireImage || fc.RequireImage })
+	set("max-job-disk", func() { o.file.MaxJobDisk = or(fc.MaxJobDisk, o.file.MaxJobDisk) })
 	for _, d := range o.durationFlags(&fc) {
 		if flags.Changed(d.name) || d.file == "" {
 			continue
@@ -295,6 +298,12 @@ func run(cmd *cobra.Command, o *options) error {
 	if err != nil || imageCache == 0 {
 		return fmt.Errorf("--image-cache-size %q: want a size such as 64GiB", o.file.ImageCacheSize)
 	}
+	var maxJobDisk market.Size
+	if o.file.MaxJobDisk != "" {
+		if maxJobDisk, err = market.ParseSize(o.file.MaxJobDisk); err != nil || maxJobDisk < market.MinDisk {
+			return fmt.Errorf("--max-job-disk %q: want a size of at least %s, such as 100GiB", o.file.MaxJobDisk, market.Size(market.MinDisk))
+		}
+	}
 	if o.file.CPUs < 0 {
 		return fmt.Errorf("--cpus %d: must not be negative", o.file.CPUs)
 	}
@@ -339,6 +348,7 @@ func run(cmd *cobra.Command, o *options) error {
 		ImageCacheBytes:   int64(imageCache),
 		ImagePull:         o.file.ImagePull,
 		RequireImage:      o.file.RequireImage,
+		MaxJobDisk:        uint64(maxJobDisk),
 		DebugPartition:    o.debugPartition,
 		Log:               log,
 		OnReady: func(info node.RunInfo) {

@@ -149,6 +149,17 @@ type Job struct {
 	// keeps the copies it fetched until they are removed, and its ledger
 	// keeps their CIDs for good.
 	ProviderKeepsUntil *time.Time `json:"provider_keeps_until,omitempty"`
+	// GPUsSeen are the GPUs the provider's sandbox found before the run,
+	// as its final receipt says. GPUMismatch, when set, says how they
+	// differ from the lease's GPUs or the declared gpu_model.
+	GPUsSeen    []GPUSeen `json:"gpus_seen,omitempty"`
+	GPUMismatch string    `json:"gpu_mismatch,omitempty"`
+}
+
+// GPUSeen is one GPU a run saw: its UUID and model as the driver names it.
+type GPUSeen struct {
+	UUID  string `json:"uuid"`
+	Model string `json:"model"`
 }
 
 // SubmitRequest asks the daemon to submit a declaration. Local data sources

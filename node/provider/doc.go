@@ -4,6 +4,21 @@
 // while compute is held, releases, and settles what an absent submitter
 // left open; after a restart it ends and settles the leases it had.
 //
+// Each job writes on a disk of its own of request.disk (exec.MountDisk),
+// mounted in the lease folder before staging, so that a resumed run's
+// checkpoint is laid out on it; the output, the checkpoints and the job's
+// /tmp live there, and the result is gathered there too, so that moving
+// the output into it stays a rename. A job that fills it ends failed, the
+// job's doing, "wrote more than request.disk N". The disk goes before the
+// lease folder does (cleanup), and after a crash Resume sweeps every disk
+// left, mounted or not. Jobs asking more than Config.MaxJobDisk are not
+// proposed for; the offer says the cap, so Match does not assign them.
+//
+// Before each run the provider asks the driver again which GPUs it has
+// (Deps.SeeGPUs) and keeps the leased ones as it found them; the final
+// receipt, which both sides sign, carries them (ledger.GPUSeen), so what
+// the job ran on is provable from the record.
+//
 // Each lease's record has its own lock, held only over memory: a change is
 // made under the lock and persisted after it (update), in the order the
 // changes were made. The provider's own lock guards which GPUs are held and

@@ -54,6 +54,13 @@ type (
 	Fetcher interface {
 		Fetch(ctx context.Context, from peer.ID, root cid.Cid, o content.FetchOptions) (content.FetchStats, error)
 	}
+	// Disks makes and removes the filesystem that bounds what one job
+	// writes (exec.MountDisk and its kin).
+	Disks interface {
+		Mount(ctx context.Context, dir string, bytes uint64) (exec.Disk, error)
+		Remove(dir string) error
+		Sweep(root string, keep func(id string) bool) error
+	}
 	// Ledger stores receipts (ledger.Ledger).
 	Ledger interface {
 		Append(ctx context.Context, r ledger.Receipt) (ledger.Entry, error)
@@ -108,6 +115,8 @@ type Config struct {
 	ImagePull bool
 	// RequireImage takes only jobs that bring their own image.
 	RequireImage bool
+	// MaxJobDisk caps a job's request.disk; 0: no cap.
+	MaxJobDisk uint64
 }
 
 // Deps are the parts of the node the provider acts through.
@@ -117,7 +126,10 @@ type Deps struct {
 	GPUs   []exec.GPU
 	Runner Runner // nil: no sandbox, so nothing is proposed
 	// Images is nil where image jobs cannot run: none is proposed.
-	Images   Images
+	Images Images
+	// Disks is nil where a job's writes cannot be bounded: it then
+	// writes on the lease directory's filesystem, bounded by nothing.
+	Disks    Disks
 	Store    Store
 	Fetcher  Fetcher
 	Ledger   Ledger
@@ -129,6 +141,9 @@ type Deps struct {
 	AddrBook AddrBook
 	Metrics  *Metrics
 	Log      *slog.Logger
+	// SeeGPUs asks the driver, just before a run, which GPUs the machine
+	// has now, by UUID and model. Nil: the GPUs found at start.
+	SeeGPUs func(ctx context.Context) []exec.GPU
 	// OfferChanged is called whenever the GPUs' state changes, so that the
 	// node publishes its offer at once. It must not block.
 	OfferChanged func()
@@ -285,6 +300,9 @@ func (p *Provider) Takes(w market.Work) bool {
 func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 	oj, ok := p.d.Jobs.Job(a.Job)
 	if !ok || p.d.Runner == nil || !p.Takes(oj.Body.Declaration.Work) {
+		return
+	}
+	if max := p.cfg.MaxJobDisk; max > 0 && oj.Body.Declaration.Request.DiskBytes() > max {
 		return
 	}
 	p.mu.Lock()
@@ -517,6 +535,25 @@ func (p *Provider) gpuModel(uuids []string) string {
 		return gs[0].Model
 	}
 	return ""
+}
+
+// seeGPUs is the provider's own check before a run: the leased GPUs as
+// the driver reports them now. One it no longer reports is left out, for
+// the submitter to see in the final receipt.
+func (p *Provider) seeGPUs(ctx context.Context, leased []string) []ledger.GPUSeen {
+	gpus := p.d.GPUs
+	if p.d.SeeGPUs != nil {
+		gpus = p.d.SeeGPUs(ctx)
+	}
+	var out []ledger.GPUSeen
+	for _, u := range leased {
+		for _, g := range gpus {
+			if g.UUID == u {
+				out = append(out, ledger.GPUSeen{UUID: g.UUID, Model: g.Model})
+			}
+		}
+	}
+	return out
 }
 
 // gpusByUUID returns this node's GPUs with these UUIDs.

@@ -55,6 +55,9 @@ type Record struct {
 	// Skipped lists what the output import left out (links pointing out of
 	// the output, device nodes), for the submitter's status.
 	Skipped []string `json:"skipped,omitempty"`
+	// GPUsSeen are the leased GPUs as the check before the run found
+	// them; the final receipt carries them.
+	GPUsSeen []ledger.GPUSeen `json:"gpus_seen,omitempty"`
 }
 
 // ID is the lease's ID.

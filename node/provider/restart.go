@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/state"
@@ -84,6 +85,23 @@ func (p *Provider) resume(ctx context.Context) {
 		// No container of ours outlives a restart.
 		if err := p.d.Runner.Sweep(ctx, func(string) bool { return false }); err != nil {
 			p.log.Warn("sweep leftover containers", "err", err)
+		}
+	}
+	if p.d.Disks != nil {
+		// Nor any job's disk, mounted or, after a reboot, only a file;
+		// leases signed since this start are running and keep theirs.
+		before := map[string]bool{}
+		for _, l := range open {
+			before[l.snapshot().ID()] = true
+		}
+		live := func(id string) bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			_, ok := p.leases[id]
+			return ok && !before[id]
+		}
+		if err := p.d.Disks.Sweep(filepath.Join(p.cfg.DataDir, "leases"), live); err != nil {
+			p.log.Warn("sweep leftover job disks", "err", err)
 		}
 	}
 	for _, l := range open {

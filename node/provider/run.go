@@ -53,7 +53,13 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 
 	// Staging: fetch every input completely, then lay it out for the mounts.
 	p.change(l, func(r *Record) { r.State = Staging })
-	inputs, stagingErr := p.stage(ctx, t.ID, submitter, decl.Data, dir)
+	// The job's disk first: a resumed run's checkpoint is laid out on it.
+	work, disk, diskErr := p.makeDisk(ctx, dir, decl.Request.DiskBytes())
+	var inputs []exec.Mount
+	stagingErr := diskErr
+	if diskErr == nil {
+		inputs, stagingErr = p.stage(ctx, t.ID, submitter, decl.Data, dir)
+	}
 	var img *exec.ImageRoot
 	releaseImage := func() {}
 	if stagingErr == nil && decl.Work.Image != "" {
@@ -63,12 +69,15 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 		}
 	}
 	if cp := decl.Output.Checkpoints; stagingErr == nil && cp != nil && cp.From != "" {
-		stagingErr = p.stageCheckpoint(ctx, t.ID, submitter, cp.From, filepath.Join(dir, "ckpt"))
+		stagingErr = p.stageCheckpoint(ctx, t.ID, submitter, cp.From, filepath.Join(work, "ckpt"))
 	}
 
 	var res exec.Result
 	ran := false
-	if stagingErr != nil {
+	if diskErr != nil && ctx.Err() == nil {
+		log.Warn("no disk for the job", "err", diskErr)
+		end(ledger.OutcomeFailed, ledger.AttributionProvider, diskErr.Error(), nil)
+	} else if stagingErr != nil {
 		switch {
 		case errors.Is(context.Cause(ctx), ErrWithdrawn):
 			end(ledger.OutcomeWithdrawn, ledger.AttributionSubmitter, "withdrawn during staging", nil)
@@ -79,7 +88,7 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 			end(ledger.OutcomeFailed, ledger.AttributionNetwork, "staging: "+stagingErr.Error(), nil)
 		}
 	} else {
-		res, ran = p.runJob(ctx, l, submitter, inputs, img, dir), true
+		res, ran = p.runJob(ctx, l, submitter, inputs, img, dir, work, disk), true
 	}
 
 	// Output: the declared output path plus the logs, as one DAG. The
@@ -92,7 +101,7 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 		slowImport := time.AfterFunc(outputEventAfter, func() {
 			p.sendEvent(submitter, wire.EventRequest{Lease: t.ID, Job: t.Job, Step: api.StepOutput, At: now.UnixMilli()})
 		})
-		err := p.importOutput(p.hard, l, submitter, dir, res)
+		err := p.importOutput(p.hard, l, submitter, work, res)
 		slowImport.Stop()
 		if err != nil {
 			log.Warn("output not imported", "err", err)
@@ -220,9 +229,24 @@ func (p *Provider) stageImage(ctx context.Context, lease string, from peer.ID, w
 	return img, release, nil
 }
 
+// makeDisk makes the filesystem that bounds what the job writes, and
+// returns the folder its output and checkpoint go in: the disk, or dir
+// itself where this node has no disks.
+func (p *Provider) makeDisk(ctx context.Context, dir string, bytes uint64) (string, *exec.Disk, error) {
+	if p.d.Disks == nil {
+		return dir, nil, nil
+	}
+	d, err := p.d.Disks.Mount(ctx, dir, bytes)
+	if err != nil {
+		return dir, nil, err
+	}
+	return d.Path, &d, nil
+}
+
 // runJob runs the job in its sandbox, taking checkpoints as it goes, and
-// records how it ended.
-func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inputs []exec.Mount, img *exec.ImageRoot, dir string) exec.Result {
+// records how it ended. Its output and checkpoint go in work, on disk if
+// that is set.
+func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inputs []exec.Mount, img *exec.ImageRoot, dir, work string, disk *exec.Disk) exec.Result {
 	rec := l.snapshot()
 	t := rec.Lease.Terms
 	decl := rec.Declaration
@@ -235,24 +259,27 @@ func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inpu
 	case l.receiptNow <- struct{}{}:
 	default:
 	}
+	seen := p.seeGPUs(ctx, t.GPUs)
+	p.change(l, func(r *Record) { r.GPUsSeen = seen })
 	spec := exec.Spec{
 		ID:          t.ID,
 		Dir:         filepath.Join(dir, "run"),
 		Command:     decl.Work.Command,
 		Env:         decl.Work.Env,
 		Inputs:      inputs,
-		Output:      exec.Mount{Source: filepath.Join(dir, "out"), Target: decl.Output.Path},
+		Output:      exec.Mount{Source: filepath.Join(work, "out"), Target: decl.Output.Path},
 		CPUs:        t.CPUs,
 		MemoryBytes: t.MemoryBytes,
 		Limit:       time.Duration(t.Limit) * time.Millisecond,
 		Grace:       p.cfg.Grace,
 		GPUs:        p.gpusByUUID(t.GPUs),
 		Image:       img,
+		Disk:        disk,
 	}
 	ckptDone := make(chan struct{})
 	cctx, stopCkpt := context.WithCancel(p.hard)
 	if cp := decl.Output.Checkpoints; cp != nil {
-		spec.Checkpoint = &exec.Mount{Source: filepath.Join(dir, "ckpt"), Target: cp.Path}
+		spec.Checkpoint = &exec.Mount{Source: filepath.Join(work, "ckpt"), Target: cp.Path}
 		go func() {
 			defer close(ckptDone)
 			p.checkpointLoop(cctx, l, submitter, spec.Checkpoint.Source, time.Duration(cp.Every)*time.Millisecond)
@@ -274,6 +301,8 @@ func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inpu
 		outcome, attribution, reason, exit = ledger.OutcomeFailed, ledger.AttributionProvider, err.Error(), nil
 	case res.Outcome == exec.Completed:
 		outcome, attribution = ledger.OutcomeCompleted, ledger.AttributionJob
+	case res.Outcome == exec.Failed && res.DiskFull:
+		outcome, attribution, reason = ledger.OutcomeFailed, ledger.AttributionJob, "wrote more than request.disk "+market.Size(disk.Bytes).String()
 	case res.Outcome == exec.Failed:
 		outcome, attribution, reason = ledger.OutcomeFailed, ledger.AttributionJob, res.Reason
 	case res.Outcome == exec.Limit:
@@ -294,6 +323,13 @@ func (p *Provider) cleanup(ctx context.Context, id string) {
 	if p.d.Runner != nil {
 		if err := p.d.Runner.Cleanup(ctx, id, filepath.Join(dir, "run")); err != nil {
 			p.log.Warn("cleanup", "lease", id, "err", err)
+		}
+	}
+	if p.d.Disks != nil {
+		// Before the folder goes: never delete through a mount.
+		if err := p.d.Disks.Remove(dir); err != nil {
+			p.log.Warn("remove the job's disk", "lease", id, "err", err)
+			return
 		}
 	}
 	if err := os.RemoveAll(dir); err != nil {

@@ -154,6 +154,7 @@ func (p *Provider) recordOneSided(l *lease) {
 		HeldFrom: rec.Start, HeldUntil: end, Phase: rec.State.phase(),
 		Outcome: rec.Outcome, Attribution: rec.Attribution, ExitCode: rec.ExitCode, Reason: rec.Reason,
 		Output: rec.Output, Checkpoint: rec.Checkpoint, Phases: rec.phases(),
+		GPUsSeen: rec.GPUsSeen,
 		Signer:   ledger.SignerProvider,
 		Evidence: &ledger.LeaseEvidence{Terms: terms, ProviderSig: rec.Lease.ProviderSig, SubmitterSig: rec.Lease.SubmitterSig},
 	}
@@ -238,6 +239,7 @@ func (p *Provider) exchangeReceipt(ctx context.Context, l *lease, submitter peer
 		r.Outcome, r.Attribution, r.ExitCode, r.Reason = rec.Outcome, rec.Attribution, rec.ExitCode, rec.Reason
 		r.Output, r.Checkpoint = rec.Output, rec.Checkpoint
 		r.Phases = rec.phases()
+		r.GPUsSeen = rec.GPUsSeen
 		if !rec.OutputAcked.IsZero() && !rec.OutputStart.IsZero() {
 			r.OutputWait = rec.OutputAcked.Sub(rec.OutputStart).Seconds()
 		}

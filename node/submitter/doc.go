@@ -10,4 +10,11 @@
 // the changes were made; a job's receipts go one at a time under the job's
 // own receipt lock. No lock is held across a disk write, a network call or
 // a call into another part of the node.
+//
+// A final receipt names the GPUs the provider's sandbox found before the
+// run. The submitter countersigns it all the same (the compute was held),
+// then compares them with the lease's GPUs, the model they were offered
+// as and the declared gpu_model, and keeps any difference on the job's
+// record (gpu_mismatch in its status): the countersigned receipt in both
+// ledgers is the proof.
 package submitter

@@ -387,6 +387,13 @@ func (s *Submitter) applyFinal(r *Record, fin ledger.Receipt) {
 	if fin.Checkpoint != "" && r.Checkpoint == "" {
 		r.Checkpoint = fin.Checkpoint
 	}
+	r.GPUsSeen = fin.GPUsSeen
+	if r.Lease != nil {
+		r.GPUMismatch = gpuMismatch(fin, r.Lease.Terms.GPUs, r.Declaration.Request.GPUModel)
+		if r.GPUMismatch != "" {
+			s.log.Warn("the run saw other GPUs than were leased or declared", "job", r.ID, "lease", fin.Lease, "mismatch", r.GPUMismatch)
+		}
+	}
 	r.step(api.StepRelease, time.Now())
 }
 

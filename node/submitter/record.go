@@ -1,6 +1,7 @@
 package submitter
 
 import (
+	"github.com/e31network/e31/ledger"
 	"slices"
 	"sync"
 	"time"
@@ -44,6 +45,10 @@ type Record struct {
 	// Resumed is set once a resumption of this job was submitted
 	// automatically, so that it happens once.
 	Resumed bool `json:"resumed,omitempty"`
+	// GPUsSeen are the GPUs the final receipt says the run saw;
+	// GPUMismatch says how they differ from what was leased and declared.
+	GPUsSeen    []ledger.GPUSeen `json:"gpus_seen,omitempty"`
+	GPUMismatch string           `json:"gpu_mismatch,omitempty"`
 }
 
 // step records that a step was reached, once, keeping the steps in their
@@ -150,6 +155,10 @@ func (r *Record) API() api.Job {
 		t := r.ProviderKeeps.UTC()
 		out.ProviderKeepsUntil = &t
 	}
+	for _, g := range r.GPUsSeen {
+		out.GPUsSeen = append(out.GPUsSeen, api.GPUSeen{UUID: g.UUID, Model: g.Model})
+	}
+	out.GPUMismatch = r.GPUMismatch
 	for _, in := range r.Declaration.Data {
 		out.Inputs = append(out.Inputs, in.Source)
 	}

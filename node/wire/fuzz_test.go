@@ -57,7 +57,9 @@ func FuzzOfferBody(f *testing.F) {
 	eight.HeartbeatMs = 50
 	announcing := wiretest.Offer(prov.ID)
 	announcing.GossipP99Ms = 312
-	for _, b := range []wire.OfferBody{valid, cpuOnly, eight, announcing} {
+	capped := wiretest.Offer(prov.ID)
+	capped.Offer.MaxJobDisk = 100 << 30
+	for _, b := range []wire.OfferBody{valid, cpuOnly, eight, announcing, capped} {
 		s := wiretest.OnWire(f, prov, wire.KindOffer, b)
 		if err := wire.ValidateOffer(s); err != nil {
 			f.Fatalf("valid seed refused: %v", err)

@@ -107,6 +107,14 @@ func checkOverlay(ctx context.Context, h Host) Result {
 	return result("overlay", OK, "", "a read-only overlay of two layers mounts")
 }
 
+func checkJobDisk(ctx context.Context, h Host) Result {
+	if err := h.JobDisk(ctx); err != nil {
+		return result("job disks", Warn, "install e2fsprogs (apt-get install e2fsprogs) and load the loop module (modprobe loop)",
+			"a job's disk cannot be made, so what jobs write is not bounded (request.disk): %v", err)
+	}
+	return result("job disks", OK, "", "a job's disk of its own (ext4 on a loop device) mounts")
+}
+
 func checkGPUs(ctx context.Context, h Host) (Result, int) {
 	d, err := h.GPUs(ctx)
 	if err != nil {

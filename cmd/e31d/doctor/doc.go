@@ -7,13 +7,15 @@
 // probes the way the daemon itself would: the OCI runtime must run a probe
 // container through exec.NewRunner (being installed is not enough: crun
 // 1.8 refuses hybrid cgroups), a user namespace with the sandbox's uid
-// range must be made, an overlay must be mounted.
+// range must be made, an overlay must be mounted, and a job's disk (ext4 on
+// a loop device, which bounds what a job writes) must be made.
 //
 // What counts as a failure is what stops a provider from running jobs at
 // all (no working runtime, no memory cgroup, a full disk, a listen address
 // that cannot be bound). What only narrows what it can run (no user
-// namespaces or overlay, so no jobs in their own image; no GPUs; no CDI
-// specs; swap not limited) is a warning. A machine without an NVIDIA
+// namespaces or overlay, so no jobs in their own image; no job disks, so
+// request.disk is not enforced; no GPUs; no CDI specs; swap not limited)
+// is a warning. A machine without an NVIDIA
 // driver is a warning, not a failure: it can still run the testnet with
 // --sim-gpus and submit jobs.
 //

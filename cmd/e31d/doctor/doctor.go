@@ -79,6 +79,8 @@ type Host interface {
 	UserNamespaces(ctx context.Context) (max int, err error)
 	// Overlay mounts and unmounts a read-only overlay of two layers.
 	Overlay(ctx context.Context) error
+	// JobDisk makes and removes a small per-job disk (exec.MountDisk).
+	JobDisk(ctx context.Context) error
 	GPUs(ctx context.Context) (nvidia.Driver, error)
 	CDISpecs(dirs []string) (CDISpecs, error)
 	// Disk measures the filesystem that holds path (or would, once made).
@@ -132,6 +134,7 @@ func Run(ctx context.Context, h Host, o Options) Report {
 		func(context.Context) Result { return checkCgroups(h) },
 		func(ctx context.Context) Result { return checkUserNS(ctx, h) },
 		func(ctx context.Context) Result { return checkOverlay(ctx, h) },
+		func(ctx context.Context) Result { return checkJobDisk(ctx, h) },
 		func(ctx context.Context) Result {
 			r, n := checkGPUs(ctx, h)
 			gpus = n

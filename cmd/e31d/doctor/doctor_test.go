@@ -23,6 +23,7 @@ type fakeHost struct {
 	usernsMax  int
 	usernsErr  error
 	overlayErr error
+	jobDiskErr error
 	driver     nvidia.Driver
 	driverErr  error
 	cdi        CDISpecs
@@ -54,6 +55,7 @@ func (f *fakeHost) Runtime(context.Context, string) (RuntimeInfo, error) {
 func (f *fakeHost) Cgroups() (exec.Cgroups, error)              { return f.cgroups, f.cgroupsErr }
 func (f *fakeHost) UserNamespaces(context.Context) (int, error) { return f.usernsMax, f.usernsErr }
 func (f *fakeHost) Overlay(context.Context) error               { return f.overlayErr }
+func (f *fakeHost) JobDisk(context.Context) error               { return f.jobDiskErr }
 func (f *fakeHost) GPUs(context.Context) (nvidia.Driver, error) { return f.driver, f.driverErr }
 func (f *fakeHost) CDISpecs([]string) (CDISpecs, error)         { return f.cdi, nil }
 func (f *fakeHost) Disk(string) (Disk, error)                   { return f.disk, f.diskErr }
@@ -76,8 +78,8 @@ func find(t *testing.T, r Report, name string) Result {
 
 func TestHealthyMachinePasses(t *testing.T) {
 	r := Run(context.Background(), healthy(), opts)
-	if len(r.Checks) != 10 {
-		t.Errorf("%d checks, want 10", len(r.Checks))
+	if len(r.Checks) != 11 {
+		t.Errorf("%d checks, want 11", len(r.Checks))
 	}
 	for _, c := range r.Checks {
 		if c.Status != OK || c.Fix != "" {
@@ -118,6 +120,7 @@ func TestEachProblem(t *testing.T) {
 		{"userns off", func(f *fakeHost, _ *Options) { f.usernsMax = 0 }, "userns", Warn, "= 0", "max_user_namespaces"},
 		{"userns refused", func(f *fakeHost, _ *Options) { f.usernsErr = errors.New("operation not permitted") }, "userns", Warn, "not permitted", "unprivileged_userns_clone"},
 		{"no overlay", func(f *fakeHost, _ *Options) { f.overlayErr = errors.New("no such device") }, "overlay", Warn, "no such device", "modprobe overlay"},
+		{"no job disks", func(f *fakeHost, _ *Options) { f.jobDiskErr = errors.New("mkfs.ext4 not found") }, "job disks", Warn, "not bounded", "e2fsprogs"},
 		{"no driver", func(f *fakeHost, _ *Options) {
 			f.driverErr = fmt.Errorf("%w: libnvidia-ml.so.1 not found", nvidia.ErrNoDriver)
 			f.cdi = CDISpecs{}
@@ -188,7 +191,7 @@ func TestReportOutput(t *testing.T) {
 	h.diskErr = errors.New("permission denied")
 	h.synced = false
 	r := Run(context.Background(), h, opts)
-	if r.Count(Fail) != 1 || r.Count(Warn) != 1 || r.Count(OK) != 8 {
+	if r.Count(Fail) != 1 || r.Count(Warn) != 1 || r.Count(OK) != 9 {
 		t.Fatalf("counts ok %d warn %d fail %d", r.Count(OK), r.Count(Warn), r.Count(Fail))
 	}
 	var text bytes.Buffer
@@ -196,7 +199,7 @@ func TestReportOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := text.String()
-	for _, want := range []string{"fail  disk", "fix: create the data dir", "warn  clock", "8 ok, 1 warnings, 1 failed\n"} {
+	for _, want := range []string{"fail  disk", "fix: create the data dir", "warn  clock", "9 ok, 1 warnings, 1 failed\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
 		}
@@ -206,7 +209,7 @@ func TestReportOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back Report
-	if err := json.Unmarshal(b, &back); err != nil || len(back.Checks) != 10 || back.Checks[0].Name != "root" {
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Checks) != 11 || back.Checks[0].Name != "root" {
 		t.Errorf("JSON round trip: %v %+v", err, back)
 	}
 	if !strings.Contains(string(b), `"status":"fail"`) {

@@ -96,6 +96,21 @@ func (Machine) UserNamespaces(ctx context.Context) (int, error) {
 
 // Overlay mounts an overlay of two empty layers, as an image job's root
 // is mounted (read-only, no upper layer), and unmounts it.
+func (Machine) JobDisk(ctx context.Context) error {
+	if err := exec.DiskSupport(); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "e31-doctor-disk-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if _, err := exec.MountDisk(ctx, dir, 16<<20); err != nil {
+		return err
+	}
+	return exec.RemoveDisk(dir)
+}
+
 func (Machine) Overlay(context.Context) error {
 	dir, err := os.MkdirTemp("", "e31-doctor-overlay-")
 	if err != nil {

@@ -20,8 +20,8 @@ func TestThisMachine(t *testing.T) {
 	var text strings.Builder
 	_ = r.WriteText(&text)
 	t.Logf("this machine:\n%s", text.String())
-	if len(r.Checks) != 10 {
-		t.Fatalf("%d checks, want 10", len(r.Checks))
+	if len(r.Checks) != 11 {
+		t.Fatalf("%d checks, want 11", len(r.Checks))
 	}
 	for _, c := range r.Checks {
 		if c.Detail == "" {
@@ -37,7 +37,7 @@ func TestThisMachine(t *testing.T) {
 		}
 	}
 	if os.Getenv("E31_REQUIRE_RUNC") != "" && os.Geteuid() == 0 {
-		for _, name := range []string{"runtime", "cgroups"} {
+		for _, name := range []string{"runtime", "cgroups", "job disks"} {
 			if c := find(t, r, name); c.Status == Fail {
 				t.Errorf("%s: %s", name, c.Detail)
 			}
