@@ -307,6 +307,8 @@ func (dc *decoder) work(n *yaml.Node, field string) Work {
 			w.Image, _ = dc.str(v, f)
 		case "image_ref":
 			w.ImageRef, _ = dc.str(v, f)
+		case "image_size":
+			w.ImageSize, _ = dc.size(v, f)
 		case "command":
 			w.Command = dc.strings(v, f)
 		case "env":
@@ -376,6 +378,8 @@ func (dc *decoder) data(n *yaml.Node, field string) []Input {
 				in.Source, _ = dc.str(v, kf)
 			case "mount":
 				in.Mount, _ = dc.str(v, kf)
+			case "size":
+				in.Size, _ = dc.size(v, kf)
 			default:
 				dc.unknown(kf, "source, mount")
 			}
@@ -402,8 +406,12 @@ func (dc *decoder) request(n *yaml.Node, field string) Request {
 			r.Memory, haveMemory = dc.size(v, f)
 		case "limit":
 			r.Limit, _ = dc.duration(v, f)
+		case "locality":
+			r.Locality, _ = dc.str(v, f)
+		case "locality_wait":
+			r.LocalityWait, _ = dc.duration(v, f)
 		default:
-			dc.unknown(f, "gpus, gpu_model, gpu_memory, cpus, memory, limit")
+			dc.unknown(f, "gpus, gpu_model, gpu_memory, cpus, memory, limit, locality, locality_wait")
 		}
 	})
 	if !haveCPUs && !dc.covers(field+".cpus") {

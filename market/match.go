@@ -156,6 +156,7 @@ type jobState struct {
 	shape *demandShape
 	res   *provider       // reserved for this job
 	sub   *submitterQueue // its submitter's running share
+	local int32           // m.locals[local-1] when the job weighs data; 0 otherwise
 }
 
 // waitNote is a job left waiting, recorded when it was processed; its
@@ -165,6 +166,9 @@ type waitNote struct {
 	id    string
 	shape *demandShape
 	res   *provider
+	// localUntil is set when the job waits for a provider holding its data,
+	// until then at most.
+	localUntil int64
 }
 
 type matcher struct {
@@ -190,6 +194,8 @@ type matcher struct {
 	taken    []int32
 	empty    shape // couldEverFit's offer with nothing leased, kept off the heap
 	uuids    []string
+	locals   []jobLocal // jobs that weigh data, by jobState.local
+	held     *holdings  // nil when no job weighs data or no offer holds any
 	res      Result
 }
 
@@ -223,6 +229,9 @@ func newMatcher(v *View, o Options) *matcher {
 	}
 	m.buildProviders(n)
 	m.buildJobs(n)
+	if len(m.locals) > 0 {
+		m.buildHoldings(n)
+	}
 	return m
 }
 
@@ -392,6 +401,7 @@ func (m *matcher) buildJobs(n *normalized) {
 		js.limit = j.Request.Limit
 		js.h = tieHash(&m.seed, 'j', j.ID)
 		js.shape = m.shapeOf(&j.Request, j.Image)
+		js.local = m.localJob(j)
 		q := last
 		if q == nil || q.name != j.Submitter {
 			q = byName[j.Submitter]
@@ -462,6 +472,19 @@ func (m *matcher) run() {
 // process places j or, failing that, lets it reserve. It reports whether j
 // was assigned.
 func (m *matcher) process(j *jobState, rank int) bool {
+	if j.local != 0 && m.held != nil {
+		p, wait := m.placeLocal(j)
+		if p != nil {
+			m.assign(j, p, rank)
+			return true
+		}
+		if wait {
+			// Waiting by choice, not for room: it takes no reservation, and
+			// later jobs may use what it leaves.
+			m.waiting = append(m.waiting, waitNote{id: j.id, shape: j.shape, localUntil: m.locals[j.local-1].waitUntil})
+			return false
+		}
+	}
 	if p, ok := m.place(j); ok {
 		m.assign(j, p, rank)
 		return true
