@@ -181,3 +181,20 @@ func equalHoldings(a, b *Holdings) bool {
 
 // Equal reports whether h and o say the same.
 func (h Holdings) Equal(o Holdings) bool { return equalHoldings(&h, &o) }
+
+// Reads returns what a broadcast declaration's job reads, for Job.Data:
+// each input and the image, by root, with the size recorded at submit.
+// Sources that are not CIDs (a declaration not yet imported) and sizes
+// not recorded are left out, since they weigh nothing.
+func (d Declaration) Reads() []Datum {
+	var out []Datum
+	for _, in := range d.Data {
+		if in.Size > 0 && IsCID(in.Source) {
+			out = append(out, Datum{Root: in.Source, Size: uint64(in.Size)})
+		}
+	}
+	if d.Work.ImageSize > 0 && IsCID(d.Work.Image) {
+		out = append(out, Datum{Root: d.Work.Image, Size: uint64(d.Work.ImageSize)})
+	}
+	return out
+}
