@@ -39,8 +39,14 @@ func (n *Node) publishOffers(ctx context.Context) {
 	}
 	t := time.NewTicker(n.cfg.Heartbeat)
 	defer t.Stop()
+	held := newHeldContent(n.store)
 	for {
 		offer, reach := n.ownOffer()
+		if h, err := held.summary(ctx); err != nil && ctx.Err() == nil {
+			n.log.Warn("offer holdings", "err", err)
+		} else {
+			offer.Holdings = h
+		}
 		body := wire.OfferBody{
 			Offer:       offer,
 			Reach:       reach,
