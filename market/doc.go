@@ -199,11 +199,12 @@
 // Holdings list the provider's MaxHeldRoots (128) largest roots with their
 // sizes and put the next HoldingsBloomCapacity (4,096) in a Bloom filter
 // (github.com/bits-and-blooms/bloom/v3) built for a 1% false-positive rate
-// at that capacity: 39,261 bits and 7 hashes. At capacity that is about
-// 18KiB of JSON (each listed root ~90 bytes, the filter 6.6KiB in base64),
-// a quarter of the 64KiB gossip payload, whatever else the offer says. The
+// at the number of roots it holds (at least 256, 307 bytes): at most 39,261
+// bits and 7 hashes. At capacity that is about 18KiB of JSON (each listed
+// root ~90 bytes, the filter 6.6KiB in base64), a quarter of the 64KiB
+// gossip payload, whatever else the offer says. The
 // largest roots are listed because they weigh most and a listing is exact;
-// the filter keeps the long tail for a fixed 4.8KiB. Roots beyond both
+// the filter keeps the long tail in at most 4.8KiB. Roots beyond both
 // (the smallest) are left out: they weigh least. NewHoldings depends only
 // on the set of roots, never their order, and the filter's bytes are the
 // library's MarshalBinary of bits set by the roots alone, so a provider
@@ -243,6 +244,12 @@
 // only fill in what a declaration submitted through that node leaves out.
 // Age is measured from SubmittedAt, the epoch start that first held the
 // job, which every peer derives alike.
+//
+// The pass between epochs (Straight to rent, below) is Match on the
+// node's current view, whose offers carry their holdings and whose jobs
+// carry their data as the epoch's do, so it follows the same rule: a job
+// is leased straight away to the holder that the epoch would choose, and a
+// job waiting for a holder is not leased to another between epochs.
 //
 // Why neither breaks fairness or the starvation bound: locality changes
 // only which feasible provider a job is placed on, never the order jobs

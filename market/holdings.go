@@ -30,8 +30,9 @@ type Holdings struct {
 	Bloom []byte `json:"bloom,omitempty"`
 }
 
-// Bounds of Holdings. HoldingsBloomCapacity roots at HoldingsBloomFalsePositive
-// take 39,261 bits (4.8KiB, 6.5KiB in base64 JSON); MaxHeldRoots listed take
+// Bounds of Holdings. The filter is sized for the roots it holds (at least
+// 256) at HoldingsBloomFalsePositive; at HoldingsBloomCapacity roots it takes
+// 39,261 bits (4.8KiB, 6.5KiB in base64 JSON). MaxHeldRoots listed take
 // about 12KiB of JSON. With the rest of an offer that stays under a third of
 // the 64KiB gossip payload.
 const (
@@ -39,9 +40,10 @@ const (
 	HoldingsBloomCapacity      = 4096
 	HoldingsBloomFalsePositive = 0.01
 	// MaxHoldingsBloomBits is the largest filter a provider may send: the
-	// one NewHoldings builds at capacity.
+	// one NewHoldings builds at HoldingsBloomCapacity roots.
 	MaxHoldingsBloomBits = 39261
 	maxHoldingsBloomK    = 16
+	minBloomRoots        = 256
 	maxRootLen           = 256
 )
 
@@ -74,7 +76,9 @@ func NewHoldings(held []Datum) Holdings {
 	slices.SortFunc(h.Roots, func(a, b Datum) int { return cmp.Compare(a.Root, b.Root) })
 	rest := rs[n:min(len(rs), MaxHeldRoots+HoldingsBloomCapacity)]
 	if len(rest) > 0 {
-		f := bloom.NewWithEstimates(HoldingsBloomCapacity, HoldingsBloomFalsePositive)
+		// Sized for the roots it holds, so that a provider with a short
+		// tail sends a short filter; the same set gives the same size.
+		f := bloom.NewWithEstimates(uint(max(len(rest), minBloomRoots)), HoldingsBloomFalsePositive)
 		for _, d := range rest {
 			f.AddString(d.Root)
 		}
