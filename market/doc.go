@@ -252,19 +252,24 @@
 // job waiting for a holder is not leased to another between epochs.
 //
 // Why neither breaks fairness or the starvation bound: locality changes
-// only which feasible provider a job is placed on, never the order jobs
-// are visited in, which jobs may reserve, or what a reserved provider
-// accepts (a job backfills a reserved holder only if its limit ends before
-// the reservation starts, as any job). The order is computed before any
-// placement and charges a placed job's submitter the same whatever
-// provider it went to. A job that waits for locality takes nothing, so
-// every job behind it sees at least the room it would have seen had the
-// job been placed; it takes no reservation either, so it cannot displace
-// the first blocked job's. And a starving job never waits for locality:
-// once a job reaches StarvingAfter it is placed as soon as anything fits,
-// as before; MaxLocalityWait is half the default StarvingAfter. So the
-// bound below holds as written: locality can only make a job's placement
-// land on another feasible provider, which the bound never relied on.
+// which feasible provider a job is placed on, never the rules that order
+// jobs, decide which may reserve, or say what a reserved provider accepts
+// (a job backfills a reserved holder only if its limit ends before the
+// reservation starts, as any job). A placed job charges its submitter the
+// same whatever provider it went to. Placing a job elsewhere can leave
+// room for a different later job than best fit would have, and so shift
+// the order among submitters, exactly as best fit's own choices do; the
+// starving tier, which the bound rests on, is ordered by age alone before
+// any placement, so it is visited in the same order with locality or
+// without (TestLocalityKeepsStarvingTier). A job that waits for locality
+// takes nothing, so every job behind it sees at least the room it would
+// have seen had the job been placed; it takes no reservation either, so it
+// cannot displace the first blocked job's. And a starving job never waits
+// for locality: once a job reaches StarvingAfter it is placed as soon as
+// anything fits, as before; MaxLocalityWait is half the default
+// StarvingAfter. So the bound below holds as written: in it, locality can
+// only make a job's placement land on another feasible provider, which the
+// argument never relied on.
 //
 // # Starvation bound
 //

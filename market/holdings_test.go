@@ -1,6 +1,7 @@
 package market
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
+	"pgregory.net/rapid"
 )
 
 // testCID is a real CIDv1 (59 characters in base32, which is what sizes
@@ -174,4 +176,72 @@ func TestDeclarationLocality(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "data[0].size: is set at submit") {
 		t.Errorf("size on a local path: %v", err)
 	}
+}
+
+// visitOrder is the priority order of a pass, rebuilt from its result:
+// assigned jobs at their rank, waiting ones (listed in rank order) in the
+// ranks left, invalid requests last.
+func visitOrder(r Result) []string {
+	n := len(r.Assignments) + len(r.Waiting)
+	order := make([]string, n)
+	for _, a := range r.Assignments {
+		if a.Rank < n {
+			order[a.Rank] = a.Job
+		}
+	}
+	i := 0
+	for _, w := range r.Waiting {
+		for i < n && order[i] != "" {
+			i++
+		}
+		if i < n {
+			order[i] = w.Job
+		}
+	}
+	return order
+}
+
+// TestLocalityKeepsStarvingTier: what offers hold and jobs read changes
+// where jobs go, and so which later jobs find room, but never the starving
+// tier, which the wait bound rests on: it is visited first, oldest first,
+// in the same order with locality or without, and none of its jobs waits
+// for locality. Both passes break ties with one seed: the view hash, and
+// with it the seed, differs between them.
+func TestLocalityKeepsStarvingTier(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		v, o := genView(t, false)
+		plain := v
+		plain.Offers = slices.Clone(v.Offers)
+		for i := range plain.Offers {
+			plain.Offers[i].Holdings = Holdings{}
+		}
+		plain.Jobs = slices.Clone(v.Jobs)
+		for i := range plain.Jobs {
+			plain.Jobs[i].Data = nil
+			plain.Jobs[i].Request.Locality, plain.Jobs[i].Request.LocalityWait = "", 0
+		}
+		seed := seedFor(v.Epoch, sha256.Sum256([]byte(v.Hash())))
+		run := func(v View) (Result, int) {
+			m := newMatcher(&v, o, &seed)
+			starving := 0
+			for i := range m.jobs {
+				if m.isStarving(&m.jobs[i]) {
+					starving++
+				}
+			}
+			m.run()
+			return m.res, starving
+		}
+		r, n := run(v)
+		plainR, _ := run(plain)
+		got, want := visitOrder(r), visitOrder(plainR)
+		if !slices.Equal(got[:n], want[:n]) {
+			t.Fatalf("starving tier with locality %v, without %v", got[:n], want[:n])
+		}
+		for _, w := range r.Waiting {
+			if strings.Contains(w.Reason, "holds its data") && slices.Contains(got[:n], w.Job) {
+				t.Fatalf("starving job %s waits for locality", w.Job)
+			}
+		}
+	})
 }

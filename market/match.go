@@ -74,7 +74,7 @@ const never = math.MaxInt64
 // same Result byte for byte, whatever order the view was assembled in.
 // See the package documentation for the pipeline and its guarantees.
 func Match(v View, o Options) Result {
-	m := newMatcher(&v, o)
+	m := newMatcher(&v, o, nil)
 	m.run()
 	return m.res
 }
@@ -199,7 +199,10 @@ type matcher struct {
 	res      Result
 }
 
-func newMatcher(v *View, o Options) *matcher {
+// newMatcher prepares a pass. seed, when not nil, replaces the view's own
+// tie-break seed: tests use it to compare two views that differ only in
+// what should not matter, with every tie broken alike.
+func newMatcher(v *View, o Options, seed *[32]byte) *matcher {
 	n := normalize(v)
 	m := &matcher{
 		now:      v.Now,
@@ -211,6 +214,9 @@ func newMatcher(v *View, o Options) *matcher {
 		filters:  feasibility(),
 		shapes:   make(map[shapeKey]*demandShape),
 		usage:    make(map[string]int64, len(n.usage)),
+	}
+	if seed != nil {
+		m.seed = *seed
 	}
 	if m.k == 0 {
 		m.k = DefaultReservations

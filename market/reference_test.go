@@ -507,7 +507,7 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 	}
 	o := Options{
 		Reservations:  rapid.SampledFrom([]int{-1, 0, 1, 2}).Draw(t, "k"),
-		StarvingAfter: rapid.SampledFrom([]Duration{0, -1, 3 * Minute}).Draw(t, "starving"),
+		StarvingAfter: rapid.SampledFrom([]Duration{0, -1, Minute, 3 * Minute}).Draw(t, "starving"),
 	}
 	return v, o
 }
