@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"time"
 
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/market"
@@ -13,6 +14,11 @@ import (
 // the summary's filter.
 const minHeldBytes = 1 << 20
 
+// holdingsCheckEvery is how often the publishing loop looks for a change in
+// what the store holds, between heartbeats: a listing of the pins, and a
+// size for each new one.
+const holdingsCheckEvery = time.Second
+
 // heldStore is what the offer's holdings are read from (content.Store).
 type heldStore interface {
 	Pins(ctx context.Context) ([]content.Pin, error)
@@ -23,9 +29,10 @@ type heldStore interface {
 // the inputs and images staged for leases (kept for the retention window
 // after their release), their outputs and checkpoints, which a later job may
 // read, and whatever this node submitted. Pins come and go with staging and
-// retention; the summary is rebuilt each time the offer is published, so it
-// follows them within a heartbeat. It belongs to the goroutine that
-// publishes the offer and has no lock.
+// retention; the publishing loop rebuilds the summary every
+// holdingsCheckEvery and publishes the offer when it changed, so an offer
+// names staged data within about a second. It belongs to that goroutine
+// and has no lock.
 type heldContent struct {
 	store heldStore
 	sizes map[cid.Cid]int64 // of pinned roots, each sized once
