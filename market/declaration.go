@@ -38,6 +38,10 @@ type Work struct {
 	ImageRef string            `json:"image_ref,omitempty" yaml:"image_ref,omitempty"`
 	Command  []string          `json:"command" yaml:"command"`
 	Env      map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
+	// ImageSize is set by the submitter, never by a person: the bytes of
+	// the image's DAG, so that Match can weigh which provider already
+	// holds it.
+	ImageSize Size `json:"image_size,omitempty" yaml:"image_size,omitempty"`
 }
 
 // Input is data staged read-only before the run.
@@ -45,6 +49,10 @@ type Input struct {
 	// Source is a local path, imported at submit, or a CID.
 	Source string `json:"source" yaml:"source"`
 	Mount  string `json:"mount" yaml:"mount"`
+	// Size is set by the submitter at import, never by a person: the bytes
+	// of the input's DAG, so that Match can weigh which provider already
+	// holds it. 0 when unknown (a CID the submitter does not hold).
+	Size Size `json:"size,omitempty" yaml:"size,omitempty"`
 }
 
 // Request is the compute a job holds and for how long at most.
@@ -59,6 +67,14 @@ type Request struct {
 	// /tmp. 0, in a declaration from before the field, means DefaultDisk
 	// (DiskBytes); the decoder fills the default in.
 	Disk Size `json:"disk,omitempty" yaml:"disk,omitempty"`
+	// Locality is "" (Match prefers a provider that holds the job's data)
+	// or LocalityOff (it ignores what providers hold). It is the job's own
+	// setting, not a peer's, so that every peer matches it alike.
+	Locality string `json:"locality,omitempty" yaml:"locality,omitempty"`
+	// LocalityWait is how long the job may wait for a provider that holds
+	// its data while others could take it now (delay scheduling); 0 never
+	// waits. See the package documentation.
+	LocalityWait Duration `json:"locality_wait,omitempty" yaml:"locality_wait,omitempty"`
 }
 
 // DiskBytes is the job's disk quota: Disk, or DefaultDisk when unset.
@@ -106,6 +122,12 @@ const (
 	MaxLimit            = 30 * Day
 	MaxInputs           = 256
 	MaxResumesCap       = 100
+	// MaxInputSize bounds a recorded input or image size: far above any
+	// dataset a job stages, low enough that a job's total cannot overflow.
+	MaxInputSize = 1 << 50 // 1PiB
+	// MaxLocalityWait bounds request.locality_wait. It is well under
+	// DefaultStarvingAfter, and a starving job never waits for locality.
+	MaxLocalityWait = 5 * Minute
 
 	DefaultCPUs       = 1
 	DefaultMemory     = 1 * GiB
@@ -113,6 +135,7 @@ const (
 	DefaultMaxResumes = 3
 	DefaultOutputPath = "/out"
 	ResumeAuto        = "auto"
+	LocalityOff       = "off"
 )
 
 // ErrInvalidDeclaration is what every *DeclarationError is, for callers that
@@ -283,6 +306,12 @@ func validate(d *Declaration, ps *problems) {
 		} else {
 			validateText(f+".source", in.Source, ps)
 		}
+		switch {
+		case in.Size > MaxInputSize:
+			ps.add(f+".size", "must be at most %s", Size(MaxInputSize))
+		case in.Size != 0 && !IsCID(in.Source):
+			ps.add(f+".size", "is set at submit, with the source imported as a CID; leave it out")
+		}
 		if validatePath(f+".mount", in.Mount, ps) {
 			mounts = append(mounts, mount{f + ".mount", in.Mount})
 		}
@@ -380,6 +409,18 @@ func validateRequest(r *Request, ps *problems) {
 	}
 	if r.Limit <= 0 || r.Limit > MaxLimit {
 		ps.add("request.limit", "must be a positive duration such as 8h, at most %s", Duration(MaxLimit))
+	}
+	switch r.Locality {
+	case "":
+	case LocalityOff:
+		if r.LocalityWait != 0 {
+			ps.add("request.locality_wait", "needs locality left on")
+		}
+	default:
+		ps.add("request.locality", "must be off or left out")
+	}
+	if r.LocalityWait < 0 || r.LocalityWait > MaxLocalityWait {
+		ps.add("request.locality_wait", "must be a duration such as 30s, at most %s", Duration(MaxLocalityWait))
 	}
 }
 

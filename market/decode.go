@@ -307,6 +307,8 @@ func (dc *decoder) work(n *yaml.Node, field string) Work {
 			w.Image, _ = dc.str(v, f)
 		case "image_ref":
 			w.ImageRef, _ = dc.str(v, f)
+		case "image_size":
+			w.ImageSize, _ = dc.size(v, f)
 		case "command":
 			w.Command = dc.strings(v, f)
 		case "env":
@@ -376,6 +378,8 @@ func (dc *decoder) data(n *yaml.Node, field string) []Input {
 				in.Source, _ = dc.str(v, kf)
 			case "mount":
 				in.Mount, _ = dc.str(v, kf)
+			case "size":
+				in.Size, _ = dc.size(v, kf)
 			default:
 				dc.unknown(kf, "source, mount")
 			}
@@ -407,8 +411,12 @@ func (dc *decoder) request(n *yaml.Node, field string) Request {
 				// 0 would read as "unset" once encoded.
 				dc.fail(f, "must be a size between %s and %s, such as 50GiB (default %s)", Size(MinDisk), Size(MaxDisk), Size(DefaultDisk))
 			}
+		case "locality":
+			r.Locality, _ = dc.str(v, f)
+		case "locality_wait":
+			r.LocalityWait, _ = dc.duration(v, f)
 		default:
-			dc.unknown(f, "gpus, gpu_model, gpu_memory, cpus, memory, disk, limit")
+			dc.unknown(f, "gpus, gpu_model, gpu_memory, cpus, memory, disk, limit, locality, locality_wait")
 		}
 	})
 	if !haveCPUs && !dc.covers(field+".cpus") {

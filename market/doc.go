@@ -186,6 +186,92 @@
 // impossible for the reason they are impossible within an epoch: the
 // provider holds the devices before it proposes.
 //
+// # Data gravity
+//
+// A job's inputs and image move to whichever provider runs it, so a
+// provider that already holds them starts sooner and costs the submitter
+// no upload. At submit the node records each input's root (the source,
+// rewritten to a CID) with its size in bytes (data[i].size), and the
+// image's (work.image_size); they are part of the signed declaration and
+// reach Match as Job.Data. A provider's offer carries Holdings: what it
+// has cached. Both sides are bounded: a job lists at most MaxInputs inputs
+// plus its image, sizes at most MaxInputSize.
+//
+// Holdings list the provider's MaxHeldRoots (128) largest roots with their
+// sizes and put the next HoldingsBloomCapacity (4,096) in a Bloom filter
+// (github.com/bits-and-blooms/bloom/v3) built for a 1% false-positive rate
+// at the number of roots it holds (at least 256, 307 bytes): at most 39,261
+// bits and 7 hashes. At capacity that is about 18KiB of JSON (each listed
+// root ~90 bytes, the filter 6.6KiB in base64), a quarter of the 64KiB
+// gossip payload, whatever else the offer says. The
+// largest roots are listed because they weigh most and a listing is exact;
+// the filter keeps the long tail in at most 4.8KiB. Roots beyond both
+// (the smallest) are left out: they weigh least. NewHoldings depends only
+// on the set of roots, never their order, and the filter's bytes are the
+// library's MarshalBinary of bits set by the roots alone, so a provider
+// that rebuilds from the same cache sends the same bytes, and every peer
+// reads the same offer and view hash. A filter's header is checked against
+// the bounds before it is decoded (Holdings.Check), so no offer can make a
+// peer allocate more than 4.8KiB for it.
+//
+// A root counts as held when the offer lists it or its filter has it, and
+// weighs the size the job's declaration gives it (each root once, at its
+// largest). A false positive (about one root in a hundred that the filter
+// does not hold) costs only a worse choice: Match prefers a provider that
+// lacks the data, which then fetches it as any provider would. Correctness
+// never rests on holdings; they only steer.
+//
+// The locality rule, in place (locality.go): among the providers that can
+// take the job now, under exactly the filters and backfill rule of
+// ordinary placement, choose the one holding the most of the job's bytes;
+// ties, and jobs whose data no feasible provider holds, go by best fit and
+// the rendezvous weight as before. A job with request.locality: off is
+// placed by best fit alone. All of it is integer arithmetic on the view, in
+// sorted order, so every peer gets the same assignment. Only jobs that
+// read data pay for it: the holders of each root those jobs read are found
+// once per pass (an index of listed roots, and each filter tested against
+// all roots while its bits are in cache), and each such job then looks at
+// its holders alone. BenchmarkMatchLocality is BenchmarkMatch with a tenth
+// of the jobs reading data held by a few providers.
+//
+// Delay scheduling (after Zaharia et al., EuroSys 2010): a job may declare
+// request.locality_wait, up to MaxLocalityWait (5m). Until SubmittedAt plus
+// that wait, if no provider holding its data can take it now but one could
+// once it has room, the job waits rather than take another; its reason
+// says "waiting for a provider that holds its data, until T". It is a
+// setting of the job, signed in its declaration, not of a peer: a flag
+// that peers could set differently would give them different views of the
+// same job and cost rounds. The daemon's --locality-wait and --no-locality
+// only fill in what a declaration submitted through that node leaves out.
+// Age is measured from SubmittedAt, the epoch start that first held the
+// job, which every peer derives alike.
+//
+// The pass between epochs (Straight to rent, below) is Match on the
+// node's current view, whose offers carry their holdings and whose jobs
+// carry their data as the epoch's do, so it follows the same rule: a job
+// is leased straight away to the holder that the epoch would choose, and a
+// job waiting for a holder is not leased to another between epochs.
+//
+// Why neither breaks fairness or the starvation bound: locality changes
+// which feasible provider a job is placed on, never the rules that order
+// jobs, decide which may reserve, or say what a reserved provider accepts
+// (a job backfills a reserved holder only if its limit ends before the
+// reservation starts, as any job). A placed job charges its submitter the
+// same whatever provider it went to. Placing a job elsewhere can leave
+// room for a different later job than best fit would have, and so shift
+// the order among submitters, exactly as best fit's own choices do; the
+// starving tier, which the bound rests on, is ordered by age alone before
+// any placement, so it is visited in the same order with locality or
+// without (TestLocalityKeepsStarvingTier). A job that waits for locality
+// takes nothing, so every job behind it sees at least the room it would
+// have seen had the job been placed; it takes no reservation either, so it
+// cannot displace the first blocked job's. And a starving job never waits
+// for locality: once a job reaches StarvingAfter it is placed as soon as
+// anything fits, as before; MaxLocalityWait is half the default
+// StarvingAfter. So the bound below holds as written: in it, locality can
+// only make a job's placement land on another feasible provider, which the
+// argument never relied on.
+//
 // # Starvation bound
 //
 // Let A be StarvingAfter, E the epoch length, Lmax the longest limit of any

@@ -137,6 +137,27 @@ func TestMatchLargeAgainstReference(t *testing.T) {
 	}
 }
 
+// TestMatchLocalityAgainstReference is the same check on large views in
+// which jobs read data that offers hold, listed or in a filter.
+func TestMatchLocalityAgainstReference(t *testing.T) {
+	n := 8
+	if testing.Short() {
+		n = 2
+	}
+	for i := range n {
+		rng := rand.New(rand.NewPCG(uint64(i), 14))
+		v, o := randomLargeView(rng, false)
+		if len(v.Offers) == 0 {
+			continue
+		}
+		addLocality(rng, &v)
+		got, want := Match(v, o), refMatch(v, o)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("view %d (%d offers, %d jobs, %+v): Match and the reference differ", i, len(v.Offers), len(v.Jobs), o)
+		}
+	}
+}
+
 // resultDigest is the SHA-256 of a Result's JSON: what peers must agree on,
 // byte for byte.
 func resultDigest(r Result) string {

@@ -22,6 +22,11 @@ func FuzzDecodeDeclaration(f *testing.F) {
 		"a: &a [*a]\n",
 		"[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]",
 		"name: x\n---\nname: y\n",
+		"name: d\nwork: {image: bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy, image_size: 5GiB, command: [a]}\n" +
+			"data: [{source: bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy, mount: /d, size: 100GiB}]\n" +
+			"request: {limit: 1h, locality_wait: 30s}\noutput: {path: /out}\n",
+		"name: d\nwork: {command: [a]}\ndata: [{source: /x, mount: /d, size: 1B}]\nrequest: {limit: 1h, locality: off, locality_wait: 1m}\noutput: {path: /out}\n",
+		"name: d\nwork: {command: [a], image_size: 2PiB}\nrequest: {limit: 1h, locality: on, locality_wait: -1s}\noutput: {path: /out}\n",
 		"? [a]\n: b\n",
 		"<<: {name: x}\n",
 		"",
@@ -58,6 +63,38 @@ func FuzzDecodeDeclaration(f *testing.F) {
 		again, _ := back.Canonical()
 		if string(again) != string(c) {
 			t.Fatalf("canonical form not stable:\n%s\n%s", c, again)
+		}
+	})
+}
+
+// FuzzHoldings feeds arbitrary filters and root lists to the checks an
+// offer's holdings pass on arrival, and to Match: nothing may panic or
+// allocate past the bounds, and whatever passes must hold its roots.
+func FuzzHoldings(f *testing.F) {
+	h := NewHoldings([]Datum{{Root: "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy", Size: 1 << 30}})
+	f.Add([]byte(nil), "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy")
+	f.Add(bloomOf("a", "b"), "a")
+	f.Add(bloomOf("a")[:40], "a")
+	f.Add(append(bloomOf("a"), 0), "a")
+	f.Add(make([]byte, 24), "x")
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 64, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 64, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, "y")
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xff, 0xff}, "z")
+	f.Fuzz(func(t *testing.T, filter []byte, root string) {
+		h := Holdings{Roots: h.Roots, Bloom: filter}
+		err := h.Check()
+		if err != nil && !errors.Is(err, ErrBadHoldings) {
+			t.Fatalf("error without ErrBadHoldings: %v", err)
+		}
+		if err == nil && len(filter) > 0 {
+			b, _ := decodeBloom(filter)
+			if b.Cap() > MaxHoldingsBloomBits {
+				t.Fatalf("accepted a filter of %d bits", b.Cap())
+			}
+		}
+		v := View{Now: 1, Offers: []Offer{{Provider: "p", GPUs: []GPU{{UUID: "g", Free: true}}, CPUs: 1, MemoryBytes: 1 << 30, Holdings: h}},
+			Jobs: []Job{{ID: "j", Submitter: "s", Request: Request{GPUs: 1, CPUs: 1, Memory: MiB, Limit: Hour}, Data: []Datum{{Root: root, Size: 1}}}}}
+		if r := Match(v, Options{}); len(r.Assignments) != 1 {
+			t.Fatalf("the only job was not placed on the only offer: %+v", r)
 		}
 	})
 }

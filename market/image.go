@@ -57,6 +57,13 @@ func validateImage(w *Work, ps *problems) {
 	if w.Image != "" {
 		validateImageSource("work.image", w.Image, ps)
 	}
+	switch {
+	case w.ImageSize == 0:
+	case w.ImageSize > MaxInputSize:
+		ps.add("work.image_size", "must be at most %s", Size(MaxInputSize))
+	case !IsCID(w.Image):
+		ps.add("work.image_size", "is set at submit, with work.image rewritten to a CID; leave it out")
+	}
 	if w.ImageRef == "" {
 		return
 	}

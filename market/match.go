@@ -74,7 +74,7 @@ const never = math.MaxInt64
 // same Result byte for byte, whatever order the view was assembled in.
 // See the package documentation for the pipeline and its guarantees.
 func Match(v View, o Options) Result {
-	m := newMatcher(&v, o)
+	m := newMatcher(&v, o, nil)
 	m.run()
 	return m.res
 }
@@ -158,6 +158,7 @@ type jobState struct {
 	shape *demandShape
 	res   *provider       // reserved for this job
 	sub   *submitterQueue // its submitter's running share
+	local int32           // m.locals[local-1] when the job weighs data; 0 otherwise
 }
 
 // waitNote is a job left waiting, recorded when it was processed; its
@@ -167,6 +168,9 @@ type waitNote struct {
 	id    string
 	shape *demandShape
 	res   *provider
+	// localUntil is set when the job waits for a provider holding its data,
+	// until then at most.
+	localUntil int64
 }
 
 type matcher struct {
@@ -192,10 +196,15 @@ type matcher struct {
 	taken    []int32
 	empty    shape // couldEverFit's offer with nothing leased, kept off the heap
 	uuids    []string
+	locals   []jobLocal // jobs that weigh data, by jobState.local
+	held     *holdings  // nil when no job weighs data or no offer holds any
 	res      Result
 }
 
-func newMatcher(v *View, o Options) *matcher {
+// newMatcher prepares a pass. seed, when not nil, replaces the view's own
+// tie-break seed: tests use it to compare two views that differ only in
+// what should not matter, with every tie broken alike.
+func newMatcher(v *View, o Options, seed *[32]byte) *matcher {
 	n := normalize(v)
 	m := &matcher{
 		now:      v.Now,
@@ -207,6 +216,9 @@ func newMatcher(v *View, o Options) *matcher {
 		filters:  feasibility(),
 		shapes:   make(map[shapeKey]*demandShape),
 		usage:    make(map[string]int64, len(n.usage)),
+	}
+	if seed != nil {
+		m.seed = *seed
 	}
 	if m.k == 0 {
 		m.k = DefaultReservations
@@ -225,6 +237,9 @@ func newMatcher(v *View, o Options) *matcher {
 	}
 	m.buildProviders(n)
 	m.buildJobs(n)
+	if len(m.locals) > 0 {
+		m.buildHoldings(n)
+	}
 	return m
 }
 
@@ -394,6 +409,7 @@ func (m *matcher) buildJobs(n *normalized) {
 		js.limit = j.Request.Limit
 		js.h = tieHash(&m.seed, 'j', j.ID)
 		js.shape = m.shapeOf(&j.Request, j.Image)
+		js.local = m.localJob(j)
 		q := last
 		if q == nil || q.name != j.Submitter {
 			q = byName[j.Submitter]
@@ -464,6 +480,19 @@ func (m *matcher) run() {
 // process places j or, failing that, lets it reserve. It reports whether j
 // was assigned.
 func (m *matcher) process(j *jobState, rank int) bool {
+	if j.local != 0 && m.held != nil {
+		p, wait := m.placeLocal(j)
+		if p != nil {
+			m.assign(j, p, rank)
+			return true
+		}
+		if wait {
+			// Waiting by choice, not for room: it takes no reservation, and
+			// later jobs may use what it leaves.
+			m.waiting = append(m.waiting, waitNote{id: j.id, shape: j.shape, localUntil: m.locals[j.local-1].waitUntil})
+			return false
+		}
+	}
 	if p, ok := m.place(j); ok {
 		m.assign(j, p, rank)
 		return true

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/bits-and-blooms/bloom/v3"
 	"pgregory.net/rapid"
 )
 
@@ -58,6 +59,9 @@ func refMatch(v View, o Options) Result {
 		// images, requireImage and unreachable are the offer's flags of the
 		// same name.
 		images, requireImage, unreachable bool
+		// listed and bloom are what the offer holds.
+		listed map[string]bool
+		bloom  *bloom.BloomFilter
 	}
 	var provs []*rprov
 	offers := slices.Clone(v.Offers)
@@ -66,6 +70,13 @@ func refMatch(v View, o Options) Result {
 		p := &rprov{id: off.Provider, h: tieHash(&seed, 'p', off.Provider), cpus: int64(max(off.CPUs, 0)), mem: off.MemoryBytes}
 		p.totCPUs, p.totMem = p.cpus, p.mem
 		p.images, p.requireImage, p.unreachable = off.Images, off.RequireImage, off.Unreachable
+		p.listed = map[string]bool{}
+		for _, d := range off.Holdings.Roots {
+			p.listed[d.Root] = true
+		}
+		if len(off.Holdings.Bloom) > 0 {
+			p.bloom, _ = decodeBloom(off.Holdings.Bloom)
+		}
 		for _, g := range off.GPUs {
 			if g.UUID == "" {
 				continue
@@ -223,8 +234,34 @@ func refMatch(v View, o Options) Result {
 	}
 
 	type waiting struct {
-		job *Job
-		res *rprov
+		job        *Job
+		res        *rprov
+		localUntil int64
+	}
+	// heldBy is how many of j's bytes p holds: each root once, at its
+	// largest declared size.
+	heldBy := func(p *rprov, j *Job) uint64 {
+		if j.Request.Locality == LocalityOff {
+			return 0
+		}
+		size := map[string]uint64{}
+		for _, d := range j.Data {
+			size[d.Root] = max(size[d.Root], d.Size)
+		}
+		var n uint64
+		for root, sz := range size {
+			if p.listed[root] || p.bloom != nil && p.bloom.TestString(root) {
+				n = satAddUint(n, sz)
+			}
+		}
+		return n
+	}
+	everFits := func(p *rprov, j *Job) bool {
+		r := &j.Request
+		if imageReason(p, j) != "" || countGPUs(p, r, false) < r.GPUs || p.totCPUs < int64(r.CPUs) || p.totMem < uint64(r.Memory) {
+			return false
+		}
+		return r.GPUs == 0 || r.GPUModel == "" || reason(&rprov{gpus: p.gpus, cpus: 1 << 62, mem: 1 << 62}, r) != ReasonGPUModel
 	}
 	var waits []waiting
 	reservations := 0
@@ -233,16 +270,26 @@ func refMatch(v View, o Options) Result {
 		r := &j.Request
 		defer func() { rank++ }()
 		var best *rprov
-		var bestKey [3]uint64
+		var bestKey [4]uint64
+		couldWait := false
 		for pi, p := range provs {
+			held := heldBy(p, j)
 			if imageReason(p, j) != "" || !fitsNow(p, r) || p.reserved && satAdd(now, int64(r.Limit)) > p.from {
+				if held > 0 && everFits(p, j) {
+					couldWait = true
+				}
 				continue
 			}
-			key := [3]uint64{uint64(freeCount(p) - r.GPUs), p.mem - uint64(r.Memory), p.h ^ jh(j)}
+			key := [4]uint64{^held, uint64(freeCount(p) - r.GPUs), p.mem - uint64(r.Memory), p.h ^ jh(j)}
 			if best == nil || slices.Compare(key[:], bestKey[:]) < 0 {
 				best, bestKey = p, key
 			}
 			_ = pi
+		}
+		if wait := j.Request.LocalityWait; couldWait && wait > 0 && now < satAdd(j.SubmittedAt, int64(wait)) && (best == nil || bestKey[0] == ^uint64(0)) &&
+			!(starving > 0 && now-j.SubmittedAt >= starving) {
+			waits = append(waits, waiting{job: j, localUntil: satAdd(j.SubmittedAt, int64(wait))})
+			return false
 		}
 		if best != nil {
 			var cand []*rgpu
@@ -354,6 +401,9 @@ func refMatch(v View, o Options) Result {
 		}
 		ds := &demandShape{demand: demand{gpus: r.GPUs, con: &constraint{minMem: uint64(r.GPUMemory)}, cpus: int64(r.CPUs), mem: uint64(r.Memory)}, model: r.GPUModel}
 		text := describeWait(ds, counts)
+		if w.localUntil != 0 {
+			text, counts = "waiting for a provider that holds its data, until "+FormatInstant(w.localUntil), nil
+		}
 		if w.res != nil {
 			text = fmt.Sprintf("reserved: waiting for provider %s to free %s at %s", ShortID(w.res.id), describeNeed(ds, false), FormatInstant(w.res.from))
 		}
@@ -392,6 +442,7 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 				Free:        rapid.IntRange(0, 4).Draw(t, "free") > 0,
 			})
 		}
+		o.Holdings = genHoldings(t)
 		v.Offers = append(v.Offers, o)
 	}
 	for i := range rapid.IntRange(0, 6).Draw(t, "leases") {
@@ -430,6 +481,7 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 			},
 			Image: rapid.IntRange(0, 3).Draw(t, "jobImage") == 0,
 		})
+		genJobData(t, &v.Jobs[len(v.Jobs)-1])
 	}
 	for _, s := range subs {
 		if rapid.Bool().Draw(t, "hasUsage") {
@@ -455,9 +507,61 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 	}
 	o := Options{
 		Reservations:  rapid.SampledFrom([]int{-1, 0, 1, 2}).Draw(t, "k"),
-		StarvingAfter: rapid.SampledFrom([]Duration{0, -1, 3 * Minute}).Draw(t, "starving"),
+		StarvingAfter: rapid.SampledFrom([]Duration{0, -1, Minute, 3 * Minute}).Draw(t, "starving"),
 	}
 	return v, o
+}
+
+// testRoots are the roots views draw from: few, so that jobs and offers
+// share them often.
+var testRoots = []string{"rootA", "rootB", "rootC", "rootD"}
+
+// bloomOf builds a filter of roots as NewHoldings does.
+func bloomOf(roots ...string) []byte {
+	f := bloom.NewWithEstimates(HoldingsBloomCapacity, HoldingsBloomFalsePositive)
+	for _, r := range roots {
+		f.AddString(r)
+	}
+	b, _ := f.MarshalBinary()
+	return b
+}
+
+// genHoldings draws what an offer holds: some roots listed, some only in a
+// filter, sometimes both, sometimes a filter that does not decode.
+func genHoldings(t *rapid.T) Holdings {
+	var h Holdings
+	var inBloom []string
+	for _, r := range testRoots {
+		switch rapid.IntRange(0, 5).Draw(t, "holds") {
+		case 0:
+			h.Roots = append(h.Roots, Datum{Root: r, Size: uint64(rapid.IntRange(0, 9).Draw(t, "heldSize")) * uint64(GiB)})
+		case 1:
+			inBloom = append(inBloom, r)
+		}
+	}
+	if len(inBloom) > 0 {
+		h.Bloom = bloomOf(inBloom...)
+		if rapid.IntRange(0, 10).Draw(t, "badBloom") == 0 {
+			h.Bloom = h.Bloom[:30]
+		}
+	}
+	return h
+}
+
+// genJobData draws what a job reads and its locality settings.
+func genJobData(t *rapid.T, j *Job) {
+	for range rapid.IntRange(0, 3).Draw(t, "data") {
+		j.Data = append(j.Data, Datum{
+			Root: rapid.SampledFrom(testRoots).Draw(t, "root"),
+			Size: rapid.SampledFrom([]uint64{0, uint64(GiB), uint64(10 * GiB), uint64(10*GiB) + 1}).Draw(t, "size"),
+		})
+	}
+	switch rapid.IntRange(0, 5).Draw(t, "locality") {
+	case 0:
+		j.Request.Locality = LocalityOff
+	case 1, 2:
+		j.Request.LocalityWait = rapid.SampledFrom([]Duration{30 * Second, 2 * Minute, MaxLocalityWait}).Draw(t, "localityWait")
+	}
 }
 
 func TestMatchAgainstReference(t *testing.T) {

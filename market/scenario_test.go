@@ -2,6 +2,7 @@ package market
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,6 +89,18 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		o := Offer{Provider: name, CPUs: mustInt(t, arg(d, "cpus", "64")), MemoryBytes: uint64(mustSize(t, arg(d, "memory", "512GiB"))),
 			Images: arg(d, "images", "no") == "yes", RequireImage: arg(d, "require_image", "no") == "yes",
 			Unreachable: arg(d, "unreachable", "no") == "yes", MaxJobDisk: uint64(mustSize(t, arg(d, "max_job_disk", "0")))}
+		// holds=rootA:10GiB,rootB:1GiB lists roots; bloom=rootC,rootD puts
+		// roots in the filter only.
+		if h := arg(d, "holds", ""); h != "" {
+			for _, r := range strings.Split(h, ",") {
+				root, size, _ := strings.Cut(r, ":")
+				o.Holdings.Roots = append(o.Holdings.Roots, Datum{Root: root, Size: uint64(mustSize(t, size))})
+			}
+			slices.SortFunc(o.Holdings.Roots, func(a, b Datum) int { return strings.Compare(a.Root, b.Root) })
+		}
+		if b := arg(d, "bloom", ""); b != "" {
+			o.Holdings.Bloom = bloomOf(strings.Split(b, ",")...)
+		}
 		busy := map[int]bool{}
 		if b := arg(d, "busy", ""); b != "" {
 			for _, i := range strings.Split(b, ",") {
@@ -141,6 +154,15 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 				Disk: mustSize(t, arg(d, "disk", "0")),
 			},
 		}
+		// data=rootA:10GiB,rootB:1GiB locality=off wait=30s
+		if data := arg(d, "data", ""); data != "" {
+			for _, r := range strings.Split(data, ",") {
+				root, size, _ := strings.Cut(r, ":")
+				j.Data = append(j.Data, Datum{Root: root, Size: uint64(mustSize(t, size))})
+			}
+		}
+		j.Request.Locality = arg(d, "locality", "")
+		j.Request.LocalityWait = mustDuration(t, arg(d, "wait", "0s"))
 		s.v.Jobs = append(s.v.Jobs, j)
 		return ""
 
@@ -158,6 +180,10 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			o.StarvingAfter = mustDuration(t, st)
 		}
 		s.last = Match(s.v, o)
+		// Scenarios about locality are checked against the reference too.
+		if want := refMatch(s.v, o); slices.ContainsFunc(s.v.Jobs, func(j Job) bool { return len(j.Data) > 0 }) && !reflect.DeepEqual(s.last, want) {
+			t.Errorf("%s: Match differs from the reference matcher:\n%s\nreference:\n%s", d.Pos, s.format(s.last), s.format(want))
+		}
 		return s.format(s.last)
 
 	case "apply":

@@ -17,7 +17,10 @@ type starvationRun struct {
 	smallWait Duration // longest wait of a small job, to show they were served
 }
 
-func simulateStarvation(t *testing.T, o Options, horizon Duration) starvationRun {
+// With data, the small jobs read a dataset only the first provider holds
+// and the big job one only the second holds, each willing to wait
+// MaxLocalityWait for its holder: locality must leave the bound standing.
+func simulateStarvation(t *testing.T, o Options, horizon Duration, data bool) starvationRun {
 	const (
 		providers = 4
 		perOffer  = 8
@@ -33,6 +36,16 @@ func simulateStarvation(t *testing.T, o Options, horizon Duration) starvationRun
 			o.GPUs = append(o.GPUs, GPU{Index: g, UUID: fmt.Sprintf("prov%d/%d", p, g), Model: "H100", MemoryBytes: uint64(80 * GiB)})
 		}
 		v.Offers = append(v.Offers, o)
+	}
+	var smallData, bigData []Datum
+	if data {
+		smallData, bigData = []Datum{{Root: "small-data", Size: uint64(100 * GiB)}}, []Datum{{Root: "big-data", Size: uint64(GiB)}}
+		v.Offers[0].Holdings = Holdings{Roots: smallData}
+		v.Offers[1].Holdings = Holdings{Roots: bigData}
+	}
+	wait := Duration(0)
+	if data {
+		wait = MaxLocalityWait
 	}
 	// Start full, with one device freeing each minute.
 	for i := range providers * perOffer {
@@ -66,13 +79,13 @@ func simulateStarvation(t *testing.T, o Options, horizon Duration) starvationRun
 		for ; waitingSmall < backlog; waitingSmall++ {
 			id := fmt.Sprintf("small%d", small)
 			v.Jobs = append(v.Jobs, Job{ID: id, Submitter: fmt.Sprintf("light%d", small%3+1), SubmittedAt: now,
-				Request: Request{GPUs: 1, CPUs: 1, Memory: GiB, Limit: smallLim}})
+				Request: Request{GPUs: 1, CPUs: 1, Memory: GiB, Limit: smallLim, LocalityWait: wait}, Data: smallData})
 			submitted[id] = now
 			small++
 		}
 		if now == bigAt {
 			v.Jobs = append(v.Jobs, Job{ID: "big", Submitter: "heavy", SubmittedAt: now,
-				Request: Request{GPUs: 8, CPUs: 8, Memory: 64 * GiB, Limit: Hour}})
+				Request: Request{GPUs: 8, CPUs: 8, Memory: 64 * GiB, Limit: Hour, LocalityWait: wait}, Data: bigData})
 		}
 		starvingAfter := o.StarvingAfter
 		if starvingAfter == 0 {
@@ -128,13 +141,19 @@ func TestStarvationBound(t *testing.T) {
 		epoch = Minute
 		r, c  = 0, 0 // releases are in the next view; claims settle at once
 	)
-	for _, o := range []Options{
-		{},                // K = 4, A = 10m
-		{Reservations: 1}, // only the head job reserves
-		{Reservations: 1, StarvingAfter: 30 * Minute}, // a later tier
+	for _, tc := range []struct {
+		o    Options
+		data bool
+	}{
+		{Options{}, false},                // K = 4, A = 10m
+		{Options{Reservations: 1}, false}, // only the head job reserves
+		{Options{Reservations: 1, StarvingAfter: 30 * Minute}, false}, // a later tier
+		{Options{}, true}, // jobs waiting for their data's holders
+		{Options{Reservations: 1}, true},
 	} {
-		t.Run(fmt.Sprintf("k=%d,starving=%s", o.Reservations, o.StarvingAfter), func(t *testing.T) {
-			run := simulateStarvation(t, o, 12*Hour)
+		o := tc.o
+		t.Run(fmt.Sprintf("k=%d,starving=%s,data=%v", o.Reservations, o.StarvingAfter, tc.data), func(t *testing.T) {
+			run := simulateStarvation(t, o, 12*Hour, tc.data)
 			if run.started < 0 {
 				t.Fatal("the 8-GPU job never started")
 			}
@@ -160,7 +179,7 @@ func TestStarvationBound(t *testing.T) {
 // doing: with no reservations and no starving tier, the same stream keeps
 // the 8-GPU job waiting for as long as it runs.
 func TestStarvationWithoutReservations(t *testing.T) {
-	run := simulateStarvation(t, Options{Reservations: -1, StarvingAfter: -1}, 6*Hour)
+	run := simulateStarvation(t, Options{Reservations: -1, StarvingAfter: -1}, 6*Hour, false)
 	if run.started >= 0 {
 		t.Fatalf("the 8-GPU job started after %s; the stream should have starved it", Duration(run.started))
 	}

@@ -40,6 +40,9 @@ type Offer struct {
 	// MaxJobDisk is the most a job may write on this provider (its
 	// request.disk); 0 means no cap.
 	MaxJobDisk uint64 `json:"max_job_disk,omitempty"`
+	// Holdings is the large content the provider has cached, which Match
+	// prefers to send jobs that read it to.
+	Holdings Holdings `json:"holdings,omitzero"`
 }
 
 // Job is an open declaration as the market sees it: only what decides where
@@ -56,6 +59,9 @@ type Job struct {
 	// Image says the job runs in its own image (work.image is set), which
 	// only offers with Images can hold.
 	Image bool `json:"image,omitempty"`
+	// Data is what the job reads, inputs and image, by root with the sizes
+	// recorded at submit: what locality weighs.
+	Data []Datum `json:"data,omitempty"`
 }
 
 // Lease is compute held for a job, announced and signed by both sides.
@@ -306,7 +312,13 @@ func appendJob(b []byte, j *Job) []byte {
 	b = appendString(b, j.Submitter)
 	b = appendInt(b, j.SubmittedAt)
 	b = appendRequest(b, &j.Request)
-	return appendBool(b, j.Image)
+	b = appendBool(b, j.Image)
+	if hasLocality(j) {
+		// Only jobs that say something about locality carry it, so that
+		// views without any hash as they always have.
+		b = appendJobData(b, j)
+	}
+	return b
 }
 
 func appendGPU(b []byte, g *GPU) []byte {
@@ -332,6 +344,9 @@ func appendOffer(b []byte, o *Offer, gpus []*GPU) []byte {
 	b = appendUint(b, uint64(len(gpus)))
 	for _, g := range gpus {
 		b = appendGPU(b, g)
+	}
+	if !o.Holdings.IsZero() {
+		b = appendHoldings(b, &o.Holdings)
 	}
 	return b
 }

@@ -19,6 +19,11 @@ func (m *matcher) waitFor(j *waitNote) Wait {
 		s.message = describeWait(s, s.counts)
 	}
 	w := Wait{Job: j.id, Reason: s.message, Counts: s.counts}
+	if j.localUntil != 0 {
+		// It waits by choice, not for room: counts would call free offers
+		// busy.
+		w.Reason, w.Counts = "waiting for a provider that holds its data, until "+FormatInstant(j.localUntil), nil
+	}
 	if p := j.res; p != nil {
 		w.Reason = fmt.Sprintf("reserved: waiting for provider %s to free %s at %s",
 			ShortID(p.id), describeNeed(s, false), FormatInstant(p.res.from))

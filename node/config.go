@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/exec"
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/view"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -113,6 +114,13 @@ type Config struct {
 	// MaxJobDisk caps request.disk for jobs run here; the offer says so.
 	// 0: no cap.
 	MaxJobDisk uint64
+	// NoLocality and LocalityWait are what jobs submitted here declare
+	// when they say nothing of locality: request.locality off, or
+	// request.locality_wait (at most market.MaxLocalityWait). They are
+	// written into the signed declaration, so peers never disagree on a
+	// job's rule (market/doc.go, "Data gravity").
+	NoLocality   bool
+	LocalityWait time.Duration
 	// Runtime is the OCI runtime binary; default runc, else crun.
 	Runtime string
 	// Metrics is the address of the Prometheus endpoint; off when empty.
@@ -200,6 +208,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ImageCacheBytes == 0 {
 		c.ImageCacheBytes = 64 << 30
+	}
+	if c.LocalityWait < 0 || c.LocalityWait.Milliseconds() > int64(market.MaxLocalityWait) {
+		return c, fmt.Errorf("locality wait %s: want at most %s", c.LocalityWait, market.Duration(market.MaxLocalityWait))
+	}
+	if c.NoLocality && c.LocalityWait != 0 {
+		return c, errors.New("a locality wait needs locality on")
 	}
 	if c.ImageCacheBytes < 0 {
 		return c, fmt.Errorf("image cache size %d is negative", c.ImageCacheBytes)

@@ -40,8 +40,29 @@ func (n *Node) publishOffers(ctx context.Context) {
 	}
 	t := time.NewTicker(n.cfg.Heartbeat)
 	defer t.Stop()
+	// What the store holds changes without the GPUs changing (staging done,
+	// retention), so it is looked at more often than the heartbeat and a
+	// change is published at once.
+	check := time.NewTicker(min(n.cfg.Heartbeat, holdingsCheckEvery))
+	defer check.Stop()
+	held := newHeldContent(n.store)
+	var holdings market.Holdings
+	refresh := func() (changed bool) {
+		h, err := held.summary(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				n.log.Warn("offer holdings", "err", err)
+			}
+			return false
+		}
+		changed = !h.Equal(holdings)
+		holdings = h
+		return changed
+	}
+	refresh()
 	for {
 		offer, reach := n.ownOffer()
+		offer.Holdings = holdings
 		body := wire.OfferBody{
 			Offer:       offer,
 			Reach:       reach,
@@ -52,11 +73,19 @@ func (n *Node) publishOffers(ctx context.Context) {
 		if _, err := n.gossip.Publish(ctx, p2p.TopicOffers, wire.KindOffer, body); err != nil && ctx.Err() == nil {
 			n.log.Warn("publish offer", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-n.offerChanged:
+		for publish := false; !publish; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				refresh()
+				publish = true
+			case <-n.offerChanged:
+				refresh()
+				publish = true
+			case <-check.C:
+				publish = refresh()
+			}
 		}
 	}
 }

@@ -59,6 +59,10 @@ func (n *Node) Nodes() []api.Node {
 		for _, g := range e.Offer.GPUs {
 			an.GPUs = append(an.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free})
 		}
+		for _, d := range e.Offer.Holdings.Roots {
+			an.Held = append(an.Held, api.HeldRoot{Root: d.Root, Size: d.Size})
+		}
+		an.HeldFiltered = len(e.Offer.Holdings.Bloom) > 0
 		out = append(out, an)
 	}
 	return out

@@ -261,6 +261,8 @@ func (n *Node) wireRoles() {
 		MaxInputBytes:     n.cfg.MaxInputBytes,
 		MaxOutputBytes:    n.cfg.MaxOutputBytes,
 		RequeueEvery:      requeueEvery * n.cfg.Heartbeat,
+		NoLocality:        n.cfg.NoLocality,
+		LocalityWait:      n.cfg.LocalityWait,
 	}, submitter.Deps{
 		Key: n.key, Self: n.self, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: n.Path,
 		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,

@@ -53,6 +53,8 @@ type fileConfig struct {
 	ImagePull      bool   `toml:"image-pull"`
 	RequireImage   bool   `toml:"require-image"`
 	MaxJobDisk     string `toml:"max-job-disk"`
+	// Locality defaults of jobs submitted here.
+	NoLocality bool `toml:"no-locality"`
 	// Durations, as Go durations ("30s").
 	Epoch           string `toml:"epoch"`
 	EpochDelay      string `toml:"epoch-delay"`
@@ -63,6 +65,7 @@ type fileConfig struct {
 	StallTimeout    string `toml:"stall-timeout"`
 	Retention       string `toml:"retention"`
 	ProviderLost    string `toml:"provider-lost-after"`
+	LocalityWait    string `toml:"locality-wait"`
 }
 
 type options struct {
@@ -72,6 +75,9 @@ type options struct {
 	file           fileConfig
 	// Durations parsed from flags, or from the file where no flag was given.
 	heartbeat, epoch, epochDelay, receiptInterval, grace, outputTimeout, proposalTTL, stallTimeout, retention, providerLost time.Duration
+
+	// localityWait is --locality-wait, parsed like the durations above.
+	localityWait time.Duration
 }
 
 // durationFlags ties each duration flag to its option and config key.
@@ -95,6 +101,7 @@ func (o *options) durationFlags(fc *fileConfig) []struct {
 		{"stall-timeout", &o.stallTimeout, fc.StallTimeout},
 		{"retention", &o.retention, fc.Retention},
 		{"provider-lost-after", &o.providerLost, fc.ProviderLost},
+		{"locality-wait", &o.localityWait, fc.LocalityWait},
 	}
 }
 
@@ -164,6 +171,8 @@ on the command line win.`,
 	f.BoolVar(&o.file.ImagePull, "image-pull", false, "pull a job's image from its registry (work.image_ref) instead of fetching it from the submitter")
 	f.BoolVar(&o.file.RequireImage, "require-image", false, "take only jobs that bring their own image (the offer says so)")
 	f.StringVar(&o.file.MaxJobDisk, "max-job-disk", "", "largest request.disk a job run here may declare, e.g. 100GiB (the offer says so; default: no cap)")
+	f.BoolVar(&o.file.NoLocality, "no-locality", false, "jobs submitted here that say nothing of locality declare request.locality: off (placed by best fit, ignoring which provider holds their data)")
+	f.DurationVar(&o.localityWait, "locality-wait", 0, "jobs submitted here that say nothing of locality declare this request.locality_wait: how long they may wait for a provider holding their data (at most 5m)")
 	f.StringVar(&o.file.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.file.LogFormat, "log-format", "text", "text or json")
 	f.BoolVar(&o.debugPartition, "debug-partition", false, "serve POST /v1/debug/block on the API, which cuts this node off from peers (for tests)")
@@ -221,6 +230,7 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("image-pull", func() { o.file.ImagePull = o.file.ImagePull || fc.ImagePull })
 	set("require-image", func() { o.file.RequireImage = o.file.RequireImage || fc.RequireImage })
 	set("max-job-disk", func() { o.file.MaxJobDisk = or(fc.MaxJobDisk, o.file.MaxJobDisk) })
+	set("no-locality", func() { o.file.NoLocality = o.file.NoLocality || fc.NoLocality })
 	for _, d := range o.durationFlags(&fc) {
 		if flags.Changed(d.name) || d.file == "" {
 			continue
@@ -349,6 +359,8 @@ func run(cmd *cobra.Command, o *options) error {
 		ImagePull:         o.file.ImagePull,
 		RequireImage:      o.file.RequireImage,
 		MaxJobDisk:        uint64(maxJobDisk),
+		NoLocality:        o.file.NoLocality,
+		LocalityWait:      o.localityWait,
 		DebugPartition:    o.debugPartition,
 		Log:               log,
 		OnReady: func(info node.RunInfo) {

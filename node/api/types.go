@@ -61,6 +61,16 @@ type Node struct {
 	// relay until a hole is punched), private (no one can: offered no
 	// work), or empty when not known.
 	Reach string `json:"reach,omitempty"`
+	// Held are the largest roots the provider's offer says it holds, with
+	// their sizes in bytes; HeldFiltered says its filter holds more.
+	Held         []HeldRoot `json:"held,omitempty"`
+	HeldFiltered bool       `json:"held_filtered,omitempty"`
+}
+
+// HeldRoot is one root an offer says its provider holds.
+type HeldRoot struct {
+	Root string `json:"root"`
+	Size uint64 `json:"size"`
 }
 
 // StepName names one of the five steps of a job.

@@ -119,6 +119,12 @@ type Config struct {
 	MaxOutputBytes    int64
 	// RequeueEvery is how often queued jobs are re-announced.
 	RequeueEvery time.Duration
+	// NoLocality and LocalityWait fill in request.locality and
+	// request.locality_wait of a declaration that sets neither (the
+	// daemon's --no-locality and --locality-wait). They go into the signed
+	// declaration, so every peer matches the job alike.
+	NoLocality   bool
+	LocalityWait time.Duration
 }
 
 // Deps are the parts of the node the submitter acts through.
@@ -323,13 +329,21 @@ func (s *Submitter) Submit(ctx context.Context, raw []byte, resumeOf string, pro
 		s.d.Metrics.Rejected.Inc()
 		return api.Job{}, invalid(err)
 	}
+	if r := &decl.Request; r.Locality == "" && r.LocalityWait == 0 {
+		if s.cfg.NoLocality {
+			r.Locality = market.LocalityOff
+		} else {
+			r.LocalityWait = market.Duration(s.cfg.LocalityWait.Milliseconds())
+		}
+	}
 	sources := make([]string, len(decl.Data))
 	for i, in := range decl.Data {
 		sources[i] = in.Source
-		if _, err := cid.Decode(in.Source); err == nil {
+		if c, err := cid.Decode(in.Source); err == nil {
+			decl.Data[i].Size = s.sizeOf(ctx, c)
 			continue
 		}
-		c, _, err := s.d.Store.Import(ctx, in.Source, content.ImportOptions{MaxBytes: s.cfg.MaxInputBytes, Progress: progress, Pin: pinImporting})
+		c, size, err := s.d.Store.Import(ctx, in.Source, content.ImportOptions{MaxBytes: s.cfg.MaxInputBytes, Progress: progress, Pin: pinImporting})
 		if err != nil {
 			if errors.Is(err, content.ErrTooLarge) {
 				return api.Job{}, invalid(fmt.Errorf("data[%d].source: %w", i, err))
@@ -337,6 +351,7 @@ func (s *Submitter) Submit(ctx context.Context, raw []byte, resumeOf string, pro
 			return api.Job{}, fmt.Errorf("import data[%d].source %s: %w", i, in.Source, err)
 		}
 		decl.Data[i].Source = c.String()
+		decl.Data[i].Size = market.Size(min(max(size, 0), market.MaxInputSize))
 	}
 	if decl.Work.Image != "" {
 		if err := s.importImage(ctx, &decl.Work, progress); err != nil {
@@ -398,6 +413,26 @@ func (s *Submitter) Submit(ctx context.Context, raw []byte, resumeOf string, pro
 	return snap.API(), nil
 }
 
+// sizer says how many bytes a DAG held here takes (content.Store).
+type sizer interface {
+	Size(ctx context.Context, root cid.Cid) (int64, error)
+}
+
+// sizeOf is the size recorded in the declaration for a root it reads: the
+// bytes of the DAG when this node holds all of it, else 0 (not known; a
+// provider holding it is then not preferred for it).
+func (s *Submitter) sizeOf(ctx context.Context, root cid.Cid) market.Size {
+	sz, ok := s.d.Store.(sizer)
+	if !ok {
+		return 0
+	}
+	n, err := sz.Size(ctx, root)
+	if err != nil {
+		return 0
+	}
+	return market.Size(min(max(n, 0), market.MaxInputSize))
+}
+
 // importImage imports the job's image into the store, as an image that
 // e31 image ls lists, and rewrites work.image to its CID so that the signed
 // declaration names exact bytes; for a registry image work.image_ref gets
@@ -417,6 +452,10 @@ func (s *Submitter) importImage(ctx context.Context, w *market.Work, progress co
 		return fmt.Errorf("import work.image %s: %w", w.Image, err)
 	}
 	w.Image = rec.CID.String()
+	w.ImageSize = s.sizeOf(ctx, rec.CID)
+	if w.ImageSize == 0 {
+		w.ImageSize = market.Size(min(max(rec.Size, 0), market.MaxInputSize))
+	}
 	if rec.Pinned != "" {
 		w.ImageRef = rec.Pinned
 	}

@@ -376,7 +376,8 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 			signed := signedOf(Stamp{j.Signed, j.Seen})
 			submittedAt = firstEpoch(Stamp{signed, signed}).UnixMilli()
 		}
-		mv.Jobs = append(mv.Jobs, market.Job{ID: j.ID, Submitter: j.Submitter.String(), SubmittedAt: submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != ""})
+		mv.Jobs = append(mv.Jobs, market.Job{ID: j.ID, Submitter: j.Submitter.String(), SubmittedAt: submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != "",
+			Data: j.Body.Declaration.Reads()})
 	}
 	usage := map[string]int64{}
 	for _, kl := range leases {

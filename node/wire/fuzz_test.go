@@ -12,6 +12,7 @@ import (
 	"github.com/e31network/e31/node/wire/wiretest"
 
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
@@ -59,7 +60,15 @@ func FuzzOfferBody(f *testing.F) {
 	announcing.GossipP99Ms = 312
 	capped := wiretest.Offer(prov.ID)
 	capped.Offer.MaxJobDisk = 100 << 30
-	for _, b := range []wire.OfferBody{valid, cpuOnly, eight, announcing, capped} {
+	// A provider holding thousands of roots: the largest listed, the rest
+	// in a filter.
+	holding := wiretest.Offer(prov.ID)
+	var held []market.Datum
+	for i := range 600 {
+		held = append(held, market.Datum{Root: wiretest.CID(f, fmt.Sprint("held-", i)), Size: uint64(i+1) << 20})
+	}
+	holding.Offer.Holdings = market.NewHoldings(held)
+	for _, b := range []wire.OfferBody{valid, cpuOnly, eight, announcing, capped, holding} {
 		s := wiretest.OnWire(f, prov, wire.KindOffer, b)
 		if err := wire.ValidateOffer(s); err != nil {
 			f.Fatalf("valid seed refused: %v", err)
@@ -76,7 +85,11 @@ func FuzzOfferBody(f *testing.F) {
 	slowest.GossipP99Ms = wire.MaxGossipP99Ms + 1
 	backwards := wiretest.Offer(prov.ID)
 	backwards.GossipP99Ms = -1
-	for _, b := range []wire.OfferBody{foreign, dupIndex, silent, slowest, backwards} {
+	badFilter := wiretest.Offer(prov.ID)
+	badFilter.Offer.Holdings = market.Holdings{Bloom: holding.Offer.Holdings.Bloom[:64]}
+	unsorted := wiretest.Offer(prov.ID)
+	unsorted.Offer.Holdings = market.Holdings{Roots: []market.Datum{holding.Offer.Holdings.Roots[1], holding.Offer.Holdings.Roots[0]}}
+	for _, b := range []wire.OfferBody{foreign, dupIndex, silent, slowest, backwards, badFilter, unsorted} {
 		f.Add(sealedBody(f, prov, wire.KindOffer, b))
 	}
 	body := sealedBody(f, prov, wire.KindOffer, valid)
@@ -117,6 +130,9 @@ func FuzzOfferBody(f *testing.F) {
 			}
 			idx[g.Index], uuid[g.UUID] = true, true
 		}
+		if h := b.Offer.Holdings; len(h.Roots) > market.MaxHeldRoots || len(h.Bloom) > 24+8*(market.MaxHoldingsBloomBits+63)/64 {
+			t.Fatalf("accepted holdings of %d roots and a %d-byte filter", len(h.Roots), len(h.Bloom))
+		}
 	})
 }
 
@@ -151,6 +167,9 @@ func FuzzJobMessage(f *testing.F) {
 	resumed := wiretest.Declaration(f, wiretest.CID(f, "shard-0"))
 	resumed.ResumeOf = "q3v7kz2mxa4bnc6dpe8f"
 	localPath := wiretest.Declaration(f, "/home/alice/data")
+	sized := wiretest.Declaration(f, wiretest.CID(f, "shard-0"))
+	sized.Declaration.Data[0].Size = 100 << 30
+	sized.Declaration.Request.LocalityWait = 30 * market.Second
 	release := wiretest.Release(prov.ID, sub.ID)
 
 	for _, s := range []struct {
@@ -162,6 +181,7 @@ func FuzzJobMessage(f *testing.F) {
 		{wire.KindDeclaration, 1, decl, true},
 		{wire.KindDeclaration, 1, bare, true},
 		{wire.KindDeclaration, 1, resumed, true},
+		{wire.KindDeclaration, 1, sized, true},
 		{wire.KindWithdrawal, 1, wire.WithdrawalBody{Job: "q3v7kz2mxa4bnc6dpe8f"}, true},
 		{wire.KindLease, 0, lease, true},
 		{wire.KindRelease, 0, release, true},

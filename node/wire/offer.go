@@ -85,6 +85,9 @@ func (b OfferBody) Check(signer peer.ID) error {
 	if b.Offer.CPUs < 0 {
 		return errors.New("offer has negative CPUs")
 	}
+	if err := b.Offer.Holdings.Check(); err != nil {
+		return fmt.Errorf("offer holdings: %w", err)
+	}
 	seenIdx := map[int]bool{}
 	seenUUID := map[string]bool{}
 	for i, g := range b.Offer.GPUs {

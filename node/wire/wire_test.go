@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
 
@@ -225,4 +226,35 @@ func TestRequeueBatchesFitTheLimit(t *testing.T) {
 	if _, tooLarge := wire.RequeueBatches([][]byte{over.Raw}); len(tooLarge) != 1 {
 		t.Fatalf("a declaration over wire.MaxDeclarationEnvelope (%d > %d) was batched", len(over.Raw), wire.MaxDeclarationEnvelope)
 	}
+}
+
+// TestOfferHoldingsFitPayload: an offer of the largest kind (MaxOfferGPUs
+// devices would not be usual; a full machine's eight are) that holds more
+// roots than its holdings can name still seals well under the gossip
+// payload limit, and passes the validator.
+func TestOfferHoldingsFitPayload(t *testing.T) {
+	prov := wiretest.SeededParty(t, 1)
+	b := wiretest.Offer(prov.ID)
+	for i := 2; i < 8; i++ {
+		g := b.Offer.GPUs[0]
+		g.Index, g.UUID = i, fmt.Sprintf("GPU-5a1e8c34-7f0b-4b7e-9d0c-2b8f1e6a9c%02d", i+1)
+		b.Offer.GPUs = append(b.Offer.GPUs, g)
+	}
+	var held []market.Datum
+	for i := range market.MaxHeldRoots + market.HoldingsBloomCapacity + 100 {
+		held = append(held, market.Datum{Root: wiretest.CID(t, fmt.Sprint("held-", i)), Size: uint64(i+1) << 20})
+	}
+	b.Offer.Holdings = market.NewHoldings(held)
+	s := wiretest.OnWire(t, prov, wire.KindOffer, b)
+	if err := wire.ValidateOffer(s); err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := p2p.Seal(prov.SK, wire.KindOffer, b, wiretest.Time)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sealed.Raw) > p2p.MaxPayload/2 {
+		t.Errorf("offer with full holdings seals to %d bytes, want at most half of %d", len(sealed.Raw), p2p.MaxPayload)
+	}
+	t.Logf("offer with %d roots held: %d bytes sealed", len(held), len(sealed.Raw))
 }
