@@ -92,6 +92,9 @@ type provider struct {
 	sorted bool           // events is sorted
 	class  *class         // nil when reserved
 	res    *reservation
+	// failures is how many submitters name the provider in the avoid
+	// lists of the view's jobs (see avoid.go).
+	failures int32
 }
 
 type slot struct {
@@ -156,6 +159,9 @@ type jobState struct {
 	shape *demandShape
 	res   *provider       // reserved for this job
 	sub   *submitterQueue // its submitter's running share
+	// avoid is 1 + the position of the job's avoid list in
+	// matcher.avoid, or 0 when it avoids no provider.
+	avoid int32
 }
 
 // waitNote is a job left waiting, recorded when it was processed; its
@@ -186,6 +192,9 @@ type matcher struct {
 	waiting  []waitNote        // in rank order
 	invalid  []Wait            // by job ID
 	ties     []*class
+	// avoid holds, for the rare jobs with an avoid list, the providers
+	// each must not be placed on or reserve (jobState.avoid).
+	avoid    [][]int32
 	scratch  []int32
 	taken    []int32
 	empty    shape // couldEverFit's offer with nothing leased, kept off the heap
@@ -223,6 +232,7 @@ func newMatcher(v *View, o Options) *matcher {
 	}
 	m.buildProviders(n)
 	m.buildJobs(n)
+	m.buildAvoid(n)
 	return m
 }
 
@@ -462,6 +472,9 @@ func (m *matcher) run() {
 // process places j or, failing that, lets it reserve. It reports whether j
 // was assigned.
 func (m *matcher) process(j *jobState, rank int) bool {
+	if j.avoid != 0 {
+		return m.processAvoiding(j, rank, m.avoid[j.avoid-1])
+	}
 	if p, ok := m.place(j); ok {
 		m.assign(j, p, rank)
 		return true
@@ -483,7 +496,7 @@ func (m *matcher) place(j *jobState) (*provider, bool) {
 	var bestFit fitKey
 	var bestW uint64
 	consider := func(p *provider, w uint64) {
-		f := fitKey{gpusLeft: p.shape.avail.total - d.gpus, memLeft: p.shape.mem - d.mem}
+		f := fitKey{gpusLeft: p.shape.avail.total - d.gpus, memLeft: p.shape.mem - d.mem, failures: p.failures}
 		if best == nil {
 			best, bestFit, bestW = p, f, w
 			return
@@ -515,7 +528,7 @@ func (m *matcher) place(j *jobState) (*provider, bool) {
 	// reserved job finds the provider as the reservation counted on.
 	end := satAdd(m.now, int64(j.limit))
 	for _, p := range m.reserved {
-		if end <= p.res.from && firstFailure(&m.filters, d, &p.shape) == "" {
+		if end <= p.res.from && firstFailure(&m.filters, d, &p.shape) == "" && !m.avoids(j, p) {
 			consider(p, j.h^m.ix.arena.hash[p.idx])
 		}
 	}

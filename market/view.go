@@ -53,6 +53,10 @@ type Job struct {
 	// Image says the job runs in its own image (work.image is set), which
 	// only offers with Images can hold.
 	Image bool `json:"image,omitempty"`
+	// Avoid lists providers (peer IDs) that this job must not be placed
+	// on: its submitter named them, in a signed re-announcement, for
+	// failing this job (see "Avoided providers" in the package doc).
+	Avoid []string `json:"avoid,omitempty"`
 }
 
 // Lease is compute held for a job, announced and signed by both sides.
@@ -303,7 +307,18 @@ func appendJob(b []byte, j *Job) []byte {
 	b = appendString(b, j.Submitter)
 	b = appendInt(b, j.SubmittedAt)
 	b = appendRequest(b, &j.Request)
-	return appendBool(b, j.Image)
+	b = appendBool(b, j.Image)
+	if len(j.Avoid) > 0 {
+		// Only a job that avoids someone carries the tag, so that views
+		// without avoid lists hash as they always have.
+		avoid := sortedStrings(j.Avoid)
+		b = append(b, 'A')
+		b = appendUint(b, uint64(len(avoid)))
+		for _, p := range avoid {
+			b = appendString(b, p)
+		}
+	}
+	return b
 }
 
 func appendGPU(b []byte, g *GPU) []byte {
