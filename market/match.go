@@ -194,12 +194,12 @@ type matcher struct {
 	ties     []*class
 	// avoid holds, for the rare jobs with an avoid list, the providers
 	// each must not be placed on or reserve (jobState.avoid).
-	avoid    [][]int32
-	scratch  []int32
-	taken    []int32
-	empty    shape // couldEverFit's offer with nothing leased, kept off the heap
-	uuids    []string
-	res      Result
+	avoid   [][]int32
+	scratch []int32
+	taken   []int32
+	empty   shape // couldEverFit's offer with nothing leased, kept off the heap
+	uuids   []string
+	res     Result
 }
 
 func newMatcher(v *View, o Options) *matcher {

@@ -133,7 +133,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		j := Job{
 			Image: arg(d, "image", "no") == "yes",
 			ID:    name, Submitter: arg(d, "submitter", "alice"),
-			Avoid: strings.FieldsFunc(arg(d, "avoid", ""), func(r rune) bool { return r == ',' }),
+			Avoid:       strings.FieldsFunc(arg(d, "avoid", ""), func(r rune) bool { return r == ',' }),
 			SubmittedAt: s.v.Now - int64(mustDuration(t, arg(d, "age", "0s"))),
 			Request: Request{
 				GPUs: mustInt(t, arg(d, "gpus", "1")), GPUModel: strings.ReplaceAll(arg(d, "model", ""), "_", " "),
