@@ -192,14 +192,15 @@ type matcher struct {
 	waiting  []waitNote        // in rank order
 	invalid  []Wait            // by job ID
 	ties     []*class
+	scratch  []int32
+	taken    []int32
+	empty    shape // couldEverFit's offer with nothing leased, kept off the heap
+	uuids    []string
+	res      Result
+
 	// avoid holds, for the rare jobs with an avoid list, the providers
 	// each must not be placed on or reserve (jobState.avoid).
-	avoid   [][]int32
-	scratch []int32
-	taken   []int32
-	empty   shape // couldEverFit's offer with nothing leased, kept off the heap
-	uuids   []string
-	res     Result
+	avoid [][]int32
 }
 
 func newMatcher(v *View, o Options) *matcher {
