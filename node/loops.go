@@ -227,6 +227,10 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 				n.signalWork()
 			}
 		}
+		for _, a := range wire.AcceptedAvoid(s) {
+			n.market.AddAvoid(a.Job, s.Signer, a.Providers, at)
+			n.signalWork()
+		}
 	case wire.KindWithdrawal:
 		var b wire.WithdrawalBody
 		if s.Decode(&b) != nil {
@@ -251,6 +255,9 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 			return
 		}
 		n.market.ReleaseLease(r, s.Signer, at)
+		if r.Requeued && s.Signer.String() == r.Submitter {
+			n.provider.StopLease(r.Lease, s.Signer)
+		}
 		n.log.Debug("lease released", "lease", r.Lease, "outcome", r.Outcome)
 		n.signalWork()
 	}

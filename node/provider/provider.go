@@ -525,3 +525,22 @@ func (p *Provider) gpusByUUID(uuids []string) []exec.GPU {
 	}
 	return out
 }
+
+// StopLease stops a lease of this node whose submitter released it before
+// its run began (it gave up waiting and put the job back in the queue): the
+// work would be owed nothing and its output never fetched.
+func (p *Provider) StopLease(id string, by peer.ID) {
+	p.mu.Lock()
+	l := p.leases[id]
+	p.mu.Unlock()
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	t, cancel := l.rec.Lease.Terms, l.cancel
+	l.mu.Unlock()
+	if t.Submitter == by.String() && cancel != nil {
+		p.log.Info("released by the submitter before the run: stopping lease", "lease", id, "job", t.Job)
+		cancel(ErrWithdrawn)
+	}
+}

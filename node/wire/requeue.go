@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -126,6 +128,22 @@ func CheckRequeueKnown(s p2p.Signed, known func(raw []byte, signer peer.ID) bool
 		out = append(out, inner)
 	}
 	return out, nil
+}
+
+// AcceptedAvoid returns the avoid lists of a requeue message that the jobs
+// topic's validator has accepted. Most requeues carry none, and their
+// declarations are not decoded a second time to find out.
+func AcceptedAvoid(s p2p.Signed) []AvoidEntry {
+	if !bytes.Contains(s.Message.Body, []byte(`"avoid"`)) {
+		return nil
+	}
+	var b struct {
+		Avoid []AvoidEntry `json:"avoid"`
+	}
+	if json.Unmarshal(s.Message.Body, &b) != nil {
+		return nil
+	}
+	return b.Avoid
 }
 
 // AcceptedRequeue returns the declarations of a requeue message that the
