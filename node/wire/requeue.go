@@ -3,8 +3,8 @@ package wire
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 
