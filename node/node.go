@@ -256,6 +256,13 @@ func (n *Node) wireRoles() {
 		MaxInputBytes:     n.cfg.MaxInputBytes,
 		MaxOutputBytes:    n.cfg.MaxOutputBytes,
 		RequeueEvery:      requeueEvery * n.cfg.Heartbeat,
+		// A provider proposes in the epoch Match assigns it a job; a few
+		// epochs more cover a view that lags, and a proposal's wait.
+		AvoidAfter: n.cfg.ProposalTTL + 3*n.cfg.Epoch,
+		// An honest provider offers a receipt one interval into the lease,
+		// staging or not, and another every interval after.
+		RunWithin:   2*n.cfg.ReceiptInterval + n.cfg.ProposalTTL,
+		ReceiptsDue: 2*n.cfg.ReceiptInterval + n.cfg.ReceiptTimeout,
 	}, submitter.Deps{
 		Key: n.key, Self: n.self, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: n.Path,
 		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,

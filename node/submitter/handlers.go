@@ -57,6 +57,7 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 	if j == nil {
 		return nil, p2p.Refuse(wire.CodeUnknownJob, fmt.Errorf("job %s: %w", t.Job, ErrNotFound))
 	}
+	s.noteProposal(j, from)
 	if err := sl.Countersign(s.d.Key); err != nil {
 		return nil, err
 	}

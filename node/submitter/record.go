@@ -44,6 +44,10 @@ type Record struct {
 	// Resumed is set once a resumption of this job was submitted
 	// automatically, so that it happens once.
 	Resumed bool `json:"resumed,omitempty"`
+	// Avoid lists the providers that failed this job, oldest first: its
+	// re-announcements name them so that no peer's Match places it there
+	// again (avoid.go).
+	Avoid []string `json:"avoid,omitempty"`
 }
 
 // step records that a step was reached, once, keeping the steps in their
@@ -101,6 +105,9 @@ type job struct {
 	// receipts serialises the receipts of the job's lease, which each link
 	// to the last. It is taken before save.
 	receipts sync.Mutex
+	// assigned is what this node's Match last said of the queued job;
+	// guarded by the Submitter's mu, not persisted.
+	assigned assignment
 }
 
 // API renders a job record for the local API.
@@ -120,6 +127,7 @@ func (r *Record) API() api.Job {
 		Submitted:   r.Submitted.UTC(),
 		ResumeOf:    r.ResumeOf,
 		Skipped:     slices.Clone(r.Skipped),
+		Avoid:       slices.Clone(r.Avoid),
 	}
 	if !r.ProviderKeeps.IsZero() {
 		t := r.ProviderKeeps.UTC()

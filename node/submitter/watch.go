@@ -31,7 +31,8 @@ func (s *Submitter) watchProviders(ctx context.Context) {
 			for _, id := range s.silentProviders(now) {
 				s.providerLost(ctx, id, now)
 			}
-			s.requeueUnconfirmed(now)
+			s.requeueUnconfirmed(ctx, now)
+			s.checkFailures(ctx, now)
 		}
 	}
 }
@@ -108,7 +109,15 @@ func (s *Submitter) providerLost(ctx context.Context, id string, now time.Time) 
 	}
 	t, lease := r.Lease.Terms, *r.Lease
 	lastHeard, rent := j.lastContact, r.stepAt(api.StepRent)
+	unstarted := r.State == api.JobRenting && r.LastReceipt.IsZero()
 	s.mu.Unlock()
+	if unstarted {
+		// Nothing was held for the job: it goes back to the queue rather
+		// than ending with its provider.
+		s.giveUpLease(ctx, failure{j: j, provider: t.Provider, lease: t.ID,
+			reason: fmt.Sprintf("provider %s went silent before the run started", t.Provider)}, now)
+		return
+	}
 	silent := now.Sub(lastHeard).Round(time.Second)
 	reason := fmt.Sprintf("provider %s silent for %s", t.Provider, silent)
 
@@ -231,7 +240,7 @@ func (s *Submitter) autoResume(ctx context.Context, id string) {
 // countersigned but that its provider never announced: the countersignature
 // was lost on the way, or the provider crashed before it recorded the lease.
 // The provider never held the GPUs for it, so nothing is owed.
-func (s *Submitter) requeueUnconfirmed(now time.Time) {
+func (s *Submitter) requeueUnconfirmed(ctx context.Context, now time.Time) {
 	wait := 2*s.cfg.ProposalTTL + 3*s.cfg.Heartbeat
 	type candidate struct {
 		j     *job
@@ -254,10 +263,18 @@ func (s *Submitter) requeueUnconfirmed(now time.Time) {
 		if _, _, ok := s.d.Leases.LeaseParties(c.lease); ok {
 			continue
 		}
+		var env []byte
+		var avoid []string
 		err := s.update(c.j, func(r *Record) error {
 			if r.State != api.JobRenting || r.Lease == nil || r.Lease.Terms.ID != c.lease || !r.LastReceipt.IsZero() {
 				return errSkip
 			}
+			// The provider gets one chance per job: whether its
+			// announcement was lost or never sent, another is asked.
+			if p := r.Lease.Terms.Provider; !slices.Contains(r.Avoid, p) {
+				r.Avoid = append(r.Avoid, p)
+			}
+			env, avoid = r.Envelope, slices.Clone(r.Avoid)
 			r.State = api.JobQueued
 			r.Lease = nil
 			r.Steps = slices.DeleteFunc(r.Steps, func(st api.Step) bool { return st.Step != api.StepSubmit })
@@ -265,6 +282,7 @@ func (s *Submitter) requeueUnconfirmed(now time.Time) {
 		})
 		if err != errSkip {
 			s.log.Warn("lease never announced by its provider: back in the queue", "job", c.j.rec.ID, "lease", c.lease)
+			s.announceAvoiding(ctx, env, avoid)
 		}
 	}
 }
@@ -286,13 +304,26 @@ func (s *Submitter) requeueLoop(ctx context.Context) {
 // requeue re-announces the queued jobs now.
 func (s *Submitter) requeue(ctx context.Context) {
 	var envs [][]byte
+	type avoiding struct {
+		env   []byte
+		avoid []string
+	}
+	var withAvoid []avoiding
 	s.mu.Lock()
 	for _, j := range s.jobs {
-		if j.rec.State == api.JobQueued {
+		switch {
+		case j.rec.State != api.JobQueued:
+		case len(j.rec.Avoid) > 0:
+			// Rare, and each carries its own list: announced apart.
+			withAvoid = append(withAvoid, avoiding{j.rec.Envelope, slices.Clone(j.rec.Avoid)})
+		default:
 			envs = append(envs, j.rec.Envelope)
 		}
 	}
 	s.mu.Unlock()
+	for _, a := range withAvoid {
+		s.announceAvoiding(ctx, a.env, a.avoid)
+	}
 	batches, tooLarge := wire.RequeueBatches(envs)
 	if len(tooLarge) > 0 {
 		// Refused at submit since; only a job queued by an older version
