@@ -48,7 +48,9 @@ func (n *Node) publishOffers(ctx context.Context) {
 			HeartbeatMs: n.cfg.Heartbeat.Milliseconds(),
 			GossipP99Ms: n.delays.Announced(),
 		}
-		if _, err := n.gossip.Publish(ctx, p2p.TopicOffers, wire.KindOffer, body); err != nil && ctx.Err() == nil {
+		if n.provider.Silent() {
+			// Misbehaving on purpose (Config.Misbehave): nothing more is sent.
+		} else if _, err := n.gossip.Publish(ctx, p2p.TopicOffers, wire.KindOffer, body); err != nil && ctx.Err() == nil {
 			n.log.Warn("publish offer", "err", err)
 		}
 		select {

@@ -246,7 +246,7 @@ func (n *Node) wireRoles() {
 		Key: n.key, Self: n.self, GPUs: n.gpus, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger,
 		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: addrs,
 		Metrics: n.metrics.provider, Log: n.log, OfferChanged: n.signalOfferChanged, Path: n.Path,
-		Runner: n.runner, Images: providerImages(n),
+		Runner: n.runner, Images: providerImages(n), Misbehave: n.cfg.Misbehave,
 	})
 	n.submitter = submitter.New(submitter.Config{
 		ProposalTTL:       n.cfg.ProposalTTL,

@@ -179,6 +179,10 @@ func (p *Provider) announceRelease(l *lease, body wire.ReleaseBody) {
 	p.change(l, func(r *Record) { r.ReleaseAnnounced = true })
 }
 
+// errWithheld says a receipt was not offered: the provider misbehaves on
+// purpose (Deps.Misbehave).
+var errWithheld = errors.New("receipt withheld")
+
 // errFinalDone says the final receipt was already exchanged.
 var errFinalDone = errors.New("final receipt already signed")
 
@@ -207,6 +211,9 @@ func (p *Provider) exchangeReceipt(ctx context.Context, l *lease, submitter peer
 	// Receipts of a lease go one at a time (each links to the last), but
 	// the lease's state lock is not held while the submitter answers: a
 	// submitter that is slow or gone must not stall the run.
+	if p.d.Misbehave != nil && !p.d.Misbehave.Receipts() {
+		return errWithheld
+	}
 	l.receipts.Lock()
 	defer l.receipts.Unlock()
 	rec := l.snapshot()
