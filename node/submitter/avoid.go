@@ -3,6 +3,7 @@ package submitter
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -17,9 +18,11 @@ import (
 // Providers that fail a job. Three bounds, each checked on the provider
 // watch's tick:
 //
-//   - A provider that this node's own Match assigns a queued job to, epoch
-//     after epoch, and that does not propose within AvoidAfter, is avoided
-//     for the job: it squats on its offer.
+//   - A provider that this node's own Match assigns a queued job to in two
+//     passes or more, and that has not proposed for it AvoidAfter after the
+//     first, is avoided for the job: it squats on its offer. An honest
+//     provider proposes in the pass that assigns it the job; two passes
+//     keep one view that differed from the provider's from counting.
 //   - A lease that reaches neither its run nor a receipt within RunWithin
 //     is released by this node, signed, as never run: nothing was held for
 //     the job, so nothing is owed, and the job goes back to the queue
@@ -36,29 +39,31 @@ import (
 // peer's Match skips the provider for the job (market, "Avoided
 // providers").
 
-// assignment is what this node's Match last said of a queued job.
+// assignment is what this node's Match said of a queued job and one
+// provider.
 type assignment struct {
-	provider string    // "" when the last pass left the job waiting
-	since    time.Time // when Match first named provider, in a run of passes
-	proposed bool      // provider has proposed for the job since
+	first    time.Time // when Match first assigned the job to the provider
+	passes   int       // how many passes did
+	proposed bool      // the provider has proposed for the job
 }
 
 // noteAssignments records, for this node's queued jobs, the provider Match
 // assigned each to. The caller holds s.mu.
 func (s *Submitter) noteAssignments(res market.Result, now time.Time) {
-	for _, w := range res.Waiting {
-		if j, ok := s.jobs[w.Job]; ok {
-			j.assigned = assignment{}
-		}
-	}
 	for _, a := range res.Assignments {
 		j, ok := s.jobs[a.Job]
 		if !ok || j.rec.State != api.JobQueued {
 			continue
 		}
-		if j.assigned.provider != a.Provider {
-			j.assigned = assignment{provider: a.Provider, since: now}
+		if j.assigned == nil {
+			j.assigned = make(map[string]*assignment)
 		}
+		as := j.assigned[a.Provider]
+		if as == nil {
+			as = &assignment{first: now}
+			j.assigned[a.Provider] = as
+		}
+		as.passes++
 	}
 }
 
@@ -67,9 +72,15 @@ func (s *Submitter) noteAssignments(res market.Result, now time.Time) {
 func (s *Submitter) noteProposal(j *job, from peer.ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if j.assigned.provider == from.String() {
-		j.assigned.proposed = true
+	if j.assigned == nil {
+		j.assigned = make(map[string]*assignment)
 	}
+	as := j.assigned[from.String()]
+	if as == nil {
+		as = &assignment{}
+		j.assigned[from.String()] = as
+	}
+	as.proposed = true
 }
 
 // failure is a provider failing one of this node's jobs.
@@ -87,12 +98,20 @@ func (s *Submitter) checkFailures(ctx context.Context, now time.Time) {
 	s.mu.Lock()
 	for _, j := range s.jobs {
 		r := j.rec
+		if r.State != api.JobQueued {
+			j.assigned = nil // a later stay in the queue starts afresh
+		}
 		switch {
-		case s.cfg.AvoidAfter > 0 && r.State == api.JobQueued && j.assigned.provider != "" && !j.assigned.proposed &&
-			now.Sub(j.assigned.since) > s.cfg.AvoidAfter:
-			fs = append(fs, failure{j: j, provider: j.assigned.provider,
-				reason: fmt.Sprintf("provider %s was assigned the job and did not propose within %s", j.assigned.provider, s.cfg.AvoidAfter)})
-			j.assigned = assignment{}
+		case s.cfg.AvoidAfter > 0 && r.State == api.JobQueued && j.assigned != nil:
+			for _, p := range slices.Sorted(maps.Keys(j.assigned)) {
+				as := j.assigned[p]
+				if as.proposed || as.passes < 2 || now.Sub(as.first) <= s.cfg.AvoidAfter || slices.Contains(r.Avoid, p) {
+					continue
+				}
+				fs = append(fs, failure{j: j, provider: p,
+					reason: fmt.Sprintf("provider %s was assigned the job in %d passes and did not propose within %s", p, as.passes, s.cfg.AvoidAfter)})
+				delete(j.assigned, p)
+			}
 		case r.Lease == nil || r.terminal() || r.Withdrawn:
 		case s.cfg.RunWithin > 0 && r.State == api.JobRenting && r.LastReceipt.IsZero() &&
 			now.Sub(r.stepAt(api.StepRent)) > s.cfg.RunWithin:

@@ -105,9 +105,9 @@ type job struct {
 	// receipts serialises the receipts of the job's lease, which each link
 	// to the last. It is taken before save.
 	receipts sync.Mutex
-	// assigned is what this node's Match last said of the queued job;
-	// guarded by the Submitter's mu, not persisted.
-	assigned assignment
+	// assigned is, by provider, what this node's Match said of the job
+	// while it was queued; guarded by the Submitter's mu, not persisted.
+	assigned map[string]*assignment
 }
 
 // API renders a job record for the local API.

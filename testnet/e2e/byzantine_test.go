@@ -22,7 +22,7 @@ import (
 // provider-lost-after.
 const (
 	byzEpoch           = 250 * time.Millisecond
-	byzProposalTTL     = 2 * time.Second
+	byzProposalTTL     = 1500 * time.Millisecond
 	byzReceiptInterval = time.Second
 	byzProviderLost    = 3 * time.Second
 	byzReceiptTimeout  = 15 * time.Second // node.Config's default; no flag sets it
@@ -116,7 +116,7 @@ func TestByzantineProviders(t *testing.T) {
 	const (
 		honest = 6
 		gpus   = 4
-		run    = time.Second
+		run    = 6 * time.Second
 	)
 	misbehaviours := []string{"squat", "no-run", "silent"}
 	jobs := (honest + len(misbehaviours)) * gpus // every provider is assigned work
