@@ -171,6 +171,11 @@ type Metrics struct {
 // withdraws the job.
 var ErrWithdrawn = errors.New("withdrawn by the submitter")
 
+// ErrReleasedUnrun is the cause given to a lease's context when its
+// submitter released it, tired of waiting for the run to start: the time
+// is the provider's to bear (provider-lost, attribution provider).
+var ErrReleasedUnrun = errors.New("released by the submitter before the run started")
+
 // hold is what holds a GPU: a proposal in flight (lease empty) or a signed
 // lease.
 type hold struct {
@@ -577,7 +582,7 @@ func (p *Provider) StopLease(id string, by peer.ID) {
 	l.mu.Unlock()
 	if t.Submitter == by.String() && cancel != nil {
 		p.log.Info("released by the submitter before the run: stopping lease", "lease", id, "job", t.Job)
-		cancel(ErrWithdrawn)
+		cancel(ErrReleasedUnrun)
 	}
 }
 

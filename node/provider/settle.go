@@ -208,12 +208,12 @@ func (p *Provider) interimReceipts(ctx context.Context, l *lease, submitter peer
 // exchangeReceipt signs the next receipt, has the submitter countersign it
 // and stores it.
 func (p *Provider) exchangeReceipt(ctx context.Context, l *lease, submitter peer.ID, final bool) error {
-	// Receipts of a lease go one at a time (each links to the last), but
-	// the lease's state lock is not held while the submitter answers: a
-	// submitter that is slow or gone must not stall the run.
 	if p.d.Misbehave != nil && !p.d.Misbehave.Receipts() {
 		return errWithheld
 	}
+	// Receipts of a lease go one at a time (each links to the last), but
+	// the lease's state lock is not held while the submitter answers: a
+	// submitter that is slow or gone must not stall the run.
 	l.receipts.Lock()
 	defer l.receipts.Unlock()
 	rec := l.snapshot()

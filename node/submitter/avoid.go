@@ -23,11 +23,15 @@ import (
 //     first, is avoided for the job: it squats on its offer. An honest
 //     provider proposes in the pass that assigns it the job; two passes
 //     keep one view that differed from the provider's from counting.
-//   - A lease that reaches neither its run nor a receipt within RunWithin
-//     is released by this node, signed, as never run: nothing was held for
-//     the job, so nothing is owed, and the job goes back to the queue
-//     avoiding the provider. An honest provider offers its first receipt
-//     one receipt interval after the lease, staging or not.
+//   - A lease announced by its provider that reaches neither its run nor a
+//     receipt within RunWithin is released by this node, signed, as never
+//     run: nothing was held for the job, so nothing is owed, and the job
+//     goes back to the queue avoiding the provider. An honest provider
+//     offers its first receipt one receipt interval after the lease,
+//     staging or not. (A lease never announced goes back to the queue
+//     without avoiding anyone, requeueUnconfirmed: its countersignature may
+//     have been lost. A provider that falls silent before the run is given
+//     up the same way, once lost.)
 //   - A lease that reached its run and then goes ReceiptsDue without a
 //     receipt to countersign is ended on this side: the provider withholds
 //     its receipts. This side's one-sided record holds only what was
@@ -131,7 +135,12 @@ func (s *Submitter) checkFailures(ctx context.Context, now time.Time) {
 		case f.withheld:
 			s.endWithheld(ctx, f, now)
 		default:
-			s.giveUpLease(ctx, f, now)
+			// A lease the network never heard of is requeueUnconfirmed's:
+			// its countersignature may have been lost on the way, an honest
+			// fault, and the job goes back without avoiding anyone.
+			if _, _, ok := s.d.Leases.LeaseParties(f.lease); ok {
+				s.giveUpLease(ctx, f, now)
+			}
 		}
 	}
 }

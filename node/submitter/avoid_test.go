@@ -27,6 +27,11 @@ func (g *memGossip) bodies(kind string) []any {
 	return out
 }
 
+// announcedLeases says every lease was announced.
+type announcedLeases struct{}
+
+func (announcedLeases) LeaseParties(string) (string, string, bool) { return "", "", true }
+
 // queuedJob stores a queued job and loads it.
 func (h *harness) queuedJob(t *testing.T, now time.Time) *job {
 	t.Helper()
@@ -96,6 +101,7 @@ func TestLeaseNeverRunGivenUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		h := newHarness(t, Config{RunWithin: 5 * time.Second}, noOffers{lastSeen: start})
+		h.s.d.Leases = announcedLeases{}
 		r := h.leasedJob(t, start)
 		if err := h.s.update(h.s.get(r.ID), func(r *Record) error {
 			r.State, r.Envelope = api.JobRenting, []byte("signed declaration")

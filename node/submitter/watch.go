@@ -31,7 +31,7 @@ func (s *Submitter) watchProviders(ctx context.Context) {
 			for _, id := range s.silentProviders(now) {
 				s.providerLost(ctx, id, now)
 			}
-			s.requeueUnconfirmed(ctx, now)
+			s.requeueUnconfirmed(now)
 			s.checkFailures(ctx, now)
 		}
 	}
@@ -240,7 +240,7 @@ func (s *Submitter) autoResume(ctx context.Context, id string) {
 // countersigned but that its provider never announced: the countersignature
 // was lost on the way, or the provider crashed before it recorded the lease.
 // The provider never held the GPUs for it, so nothing is owed.
-func (s *Submitter) requeueUnconfirmed(ctx context.Context, now time.Time) {
+func (s *Submitter) requeueUnconfirmed(now time.Time) {
 	wait := 2*s.cfg.ProposalTTL + 3*s.cfg.Heartbeat
 	type candidate struct {
 		j     *job
@@ -263,18 +263,10 @@ func (s *Submitter) requeueUnconfirmed(ctx context.Context, now time.Time) {
 		if _, _, ok := s.d.Leases.LeaseParties(c.lease); ok {
 			continue
 		}
-		var env []byte
-		var avoid []string
 		err := s.update(c.j, func(r *Record) error {
 			if r.State != api.JobRenting || r.Lease == nil || r.Lease.Terms.ID != c.lease || !r.LastReceipt.IsZero() {
 				return errSkip
 			}
-			// The provider gets one chance per job: whether its
-			// announcement was lost or never sent, another is asked.
-			if p := r.Lease.Terms.Provider; !slices.Contains(r.Avoid, p) {
-				r.Avoid = append(r.Avoid, p)
-			}
-			env, avoid = r.Envelope, slices.Clone(r.Avoid)
 			r.State = api.JobQueued
 			r.Lease = nil
 			r.Steps = slices.DeleteFunc(r.Steps, func(st api.Step) bool { return st.Step != api.StepSubmit })
@@ -282,7 +274,6 @@ func (s *Submitter) requeueUnconfirmed(ctx context.Context, now time.Time) {
 		})
 		if err != errSkip {
 			s.log.Warn("lease never announced by its provider: back in the queue", "job", c.j.rec.ID, "lease", c.lease)
-			s.announceAvoiding(ctx, env, avoid)
 		}
 	}
 }
