@@ -119,9 +119,12 @@ func TestByzantineProviders(t *testing.T) {
 		run    = 6 * time.Second
 	)
 	misbehaviours := []string{"squat", "no-run", "silent"}
-	jobs := (honest + len(misbehaviours)) * gpus // every provider is assigned work
+	// One job per GPU of the network, and half the honest GPUs more: when
+	// every other GPU is busy or held, the rest of the batch is assigned
+	// to the squatter, however slowly the batch is submitted.
+	jobs := (honest+len(misbehaviours))*gpus + honest*gpus/2
 	// The bound on one honest job, submit to release: a second wave on the
-	// honest providers (the batch is 1.5 times their GPUs), each byzantine
+	// honest providers (the batch is twice their GPUs), each byzantine
 	// provider failing the job once, as late as its defence allows, and
 	// slack for staging, output and epochs on a loaded 2-core machine.
 	avoidAfter := byzProposalTTL + 3*byzEpoch
