@@ -271,6 +271,35 @@
 // StarvingAfter. So the bound below holds as written: in it, locality can
 // only make a job's placement land on another feasible provider, which the
 // argument never relied on.
+// # Avoided providers
+//
+// A provider may take a place in Match and never serve it: it advertises
+// GPUs and does not propose for the jobs assigned to it, or signs a lease
+// and never starts the run. Job.Avoid is the defence, and it is part of the
+// view (it is hashed with the job), so every peer decides on it alike:
+//
+//   - For the job itself, an avoided provider is invisible: the job is not
+//     placed on it, does not reserve it and does not backfill it
+//     (avoid.go). The submitter names providers in the job's signed
+//     re-announcement (node/wire, requeue); nobody else can add to a job's
+//     list, and a submitter that names an honest provider only narrows the
+//     choice for its own job.
+//   - Across jobs, a provider's failures are the number of distinct
+//     submitters whose jobs in the view name it. Best fit compares them
+//     after the fit itself (devices, then memory left over) and before the
+//     rendezvous weight: among offers that fit a job equally well, the one
+//     fewer submitters have named wins. Nothing else changes: a named
+//     provider still takes every job that no better-standing one fits.
+//
+// Why a liar cannot lower an honest provider cheaply: a failure counts a
+// submitter once, however many jobs it names the provider in, so one
+// identity buys one step of demotion at most; each step must be kept alive
+// by an open job that its submitter keeps re-announcing (a job that is
+// leased or pruned leaves the view, and its avoid list with it), under the
+// per-submitter bound on open jobs; and the demotion only loses ties of fit,
+// never a job the provider alone fits. A provider that really fails is
+// named by every submitter it fails, so its count grows with its victims,
+// and the count falls back by itself once it stops failing.
 //
 // # Starvation bound
 //

@@ -19,6 +19,9 @@ type classKey struct {
 	avail  int32
 	cpus   int64
 	mem    uint64
+	// failures keeps providers named in different numbers of avoid lists
+	// in different classes, so that best fit can rank them (fitKey).
+	failures int32
 }
 
 type class struct {
@@ -68,11 +71,15 @@ func compareClass(a, b *class) int {
 	if c := cmp.Compare(a.key.avail, b.key.avail); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.key.cpus, b.key.cpus)
+	if c := cmp.Compare(a.key.cpus, b.key.cpus); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.key.failures, b.key.failures)
 }
 
 func (ix *index) add(p *provider) {
 	k := keyOf(&p.shape)
+	k.failures = p.failures
 	c, ok := ix.classes[k]
 	if !ok {
 		c = &class{shape: p.shape, key: k}
@@ -138,17 +145,22 @@ func (ix *index) nearest(c *class, key uint64) (int32, uint64) {
 	return best, bestW
 }
 
-// fitKey is what best fit minimizes, before the rendezvous weight.
+// fitKey is what best fit minimizes, before the rendezvous weight. A
+// provider that more submitters name in avoid lists loses ties of fit.
 type fitKey struct {
 	gpusLeft int
 	memLeft  uint64
+	failures int32
 }
 
 func (a fitKey) compare(b fitKey) int {
 	if c := cmp.Compare(a.gpusLeft, b.gpusLeft); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.memLeft, b.memLeft)
+	if c := cmp.Compare(a.memLeft, b.memLeft); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.failures, b.failures)
 }
 
 // bestFit returns the classes tied for the best fit of d, appended to ties,

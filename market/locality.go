@@ -159,6 +159,9 @@ func (m *matcher) placeLocal(j *jobState) (best *provider, wait bool) {
 		if held == 0 {
 			continue // holds only roots of unknown size
 		}
+		if j.avoid != 0 && slices.Contains(m.avoid[j.avoid-1], pi) {
+			continue // its submitter named it for failing this job
+		}
 		p := &m.provs[pi]
 		if (p.res != nil && end > p.res.from) || firstFailure(&m.filters, d, &p.shape) != "" {
 			if !couldWait && l.waitUntil > m.now && m.couldEverFit(d, p) {
@@ -166,7 +169,7 @@ func (m *matcher) placeLocal(j *jobState) (best *provider, wait bool) {
 			}
 			continue
 		}
-		f := fitKey{gpusLeft: p.shape.avail.total - d.gpus, memLeft: p.shape.mem - d.mem}
+		f := fitKey{gpusLeft: p.shape.avail.total - d.gpus, memLeft: p.shape.mem - d.mem, failures: p.failures}
 		w := j.h ^ m.ix.arena.hash[p.idx]
 		if best == nil || held > bestHeld || held == bestHeld && betterFit(f, w, p.idx, bestFit, bestW, best.idx) {
 			best, bestHeld, bestFit, bestW = p, held, f, w

@@ -92,6 +92,9 @@ type provider struct {
 	sorted bool           // events is sorted
 	class  *class         // nil when reserved
 	res    *reservation
+	// failures is how many submitters name the provider in the avoid
+	// lists of the view's jobs (see avoid.go).
+	failures int32
 }
 
 type slot struct {
@@ -159,6 +162,9 @@ type jobState struct {
 	res   *provider       // reserved for this job
 	sub   *submitterQueue // its submitter's running share
 	local int32           // m.locals[local-1] when the job weighs data; 0 otherwise
+	// avoid is 1 + the position of the job's avoid list in
+	// matcher.avoid, or 0 when it avoids no provider.
+	avoid int32
 }
 
 // waitNote is a job left waiting, recorded when it was processed; its
@@ -199,6 +205,10 @@ type matcher struct {
 	locals   []jobLocal // jobs that weigh data, by jobState.local
 	held     *holdings  // nil when no job weighs data or no offer holds any
 	res      Result
+
+	// avoid holds, for the rare jobs with an avoid list, the providers
+	// each must not be placed on or reserve (jobState.avoid).
+	avoid [][]int32
 }
 
 // newMatcher prepares a pass. seed, when not nil, replaces the view's own
@@ -240,6 +250,7 @@ func newMatcher(v *View, o Options, seed *[32]byte) *matcher {
 	if len(m.locals) > 0 {
 		m.buildHoldings(n)
 	}
+	m.buildAvoid(n)
 	return m
 }
 
@@ -493,6 +504,9 @@ func (m *matcher) process(j *jobState, rank int) bool {
 			return false
 		}
 	}
+	if j.avoid != 0 {
+		return m.processAvoiding(j, rank, m.avoid[j.avoid-1])
+	}
 	if p, ok := m.place(j); ok {
 		m.assign(j, p, rank)
 		return true
@@ -514,7 +528,7 @@ func (m *matcher) place(j *jobState) (*provider, bool) {
 	var bestFit fitKey
 	var bestW uint64
 	consider := func(p *provider, w uint64) {
-		f := fitKey{gpusLeft: p.shape.avail.total - d.gpus, memLeft: p.shape.mem - d.mem}
+		f := fitKey{gpusLeft: p.shape.avail.total - d.gpus, memLeft: p.shape.mem - d.mem, failures: p.failures}
 		if best == nil {
 			best, bestFit, bestW = p, f, w
 			return
@@ -546,7 +560,7 @@ func (m *matcher) place(j *jobState) (*provider, bool) {
 	// reserved job finds the provider as the reservation counted on.
 	end := satAdd(m.now, int64(j.limit))
 	for _, p := range m.reserved {
-		if end <= p.res.from && firstFailure(&m.filters, d, &p.shape) == "" {
+		if end <= p.res.from && firstFailure(&m.filters, d, &p.shape) == "" && !m.avoids(j, p) {
 			consider(p, j.h^m.ix.arena.hash[p.idx])
 		}
 	}

@@ -192,6 +192,19 @@ func refMatch(v View, o Options) Result {
 		return ""
 	}
 
+	// A provider's failures: the distinct submitters naming it in any job's
+	// avoid list.
+	namers := map[string]map[string]bool{}
+	for _, j := range v.Jobs {
+		for _, a := range j.Avoid {
+			if namers[a] == nil {
+				namers[a] = map[string]bool{}
+			}
+			namers[a][j.Submitter] = true
+		}
+	}
+	failures := func(p *rprov) uint64 { return uint64(len(namers[p.id])) }
+
 	usage := map[string]int64{}
 	for _, u := range v.Usage {
 		usage[u.Submitter] = max(u.GPUMillis, 0)
@@ -270,9 +283,12 @@ func refMatch(v View, o Options) Result {
 		r := &j.Request
 		defer func() { rank++ }()
 		var best *rprov
-		var bestKey [4]uint64
+		var bestKey [5]uint64
 		couldWait := false
 		for pi, p := range provs {
+			if slices.Contains(j.Avoid, p.id) {
+				continue
+			}
 			held := heldBy(p, j)
 			if imageReason(p, j) != "" || !fitsNow(p, r) || p.reserved && satAdd(now, int64(r.Limit)) > p.from {
 				if held > 0 && everFits(p, j) {
@@ -280,7 +296,7 @@ func refMatch(v View, o Options) Result {
 				}
 				continue
 			}
-			key := [4]uint64{^held, uint64(freeCount(p) - r.GPUs), p.mem - uint64(r.Memory), p.h ^ jh(j)}
+			key := [5]uint64{^held, uint64(freeCount(p) - r.GPUs), p.mem - uint64(r.Memory), failures(p), p.h ^ jh(j)}
 			if best == nil || slices.Compare(key[:], bestKey[:]) < 0 {
 				best, bestKey = p, key
 			}
@@ -319,7 +335,7 @@ func refMatch(v View, o Options) Result {
 			var bestAt int64
 			var bestW uint64
 			for _, p := range provs {
-				if p.reserved || imageReason(p, j) != "" || countGPUs(p, r, false) < r.GPUs || p.totCPUs < int64(r.CPUs) || p.totMem < uint64(r.Memory) {
+				if p.reserved || slices.Contains(j.Avoid, p.id) || imageReason(p, j) != "" || countGPUs(p, r, false) < r.GPUs || p.totCPUs < int64(r.CPUs) || p.totMem < uint64(r.Memory) {
 					continue
 				}
 				if r.GPUs > 0 && r.GPUModel != "" && reason(&rprov{gpus: p.gpus, cpus: 1 << 62, mem: 1 << 62}, r) == ReasonGPUModel {
@@ -482,6 +498,12 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 			Image: rapid.IntRange(0, 3).Draw(t, "jobImage") == 0,
 		})
 		genJobData(t, &v.Jobs[len(v.Jobs)-1])
+		if nProv > 0 && rapid.IntRange(0, 3).Draw(t, "hasAvoid") == 0 {
+			for range rapid.IntRange(1, 3).Draw(t, "avoids") {
+				p := rapid.IntRange(0, nProv).Draw(t, "avoidProvider") // nProv: not in the view
+				v.Jobs[len(v.Jobs)-1].Avoid = append(v.Jobs[len(v.Jobs)-1].Avoid, fmt.Sprintf("12D3KooWprovider%02d", p))
+			}
+		}
 	}
 	for _, s := range subs {
 		if rapid.Bool().Draw(t, "hasUsage") {

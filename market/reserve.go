@@ -31,7 +31,7 @@ func (m *matcher) reserve(j *jobState) *provider {
 	key := j.h
 	for i := range m.provs {
 		p := &m.provs[i]
-		if p.res != nil || !m.couldEverFit(&s.demand, p) {
+		if p.res != nil || !m.couldEverFit(&s.demand, p) || m.avoids(j, p) {
 			continue
 		}
 		at := p.earliest(&s.demand, m.now)
@@ -43,10 +43,13 @@ func (m *matcher) reserve(j *jobState) *provider {
 			best, bestAt, bestW = p, at, w
 		}
 	}
-	if best == nil {
+	if best == nil && j.avoid == 0 {
 		// Reserving only removes providers and placing only adds leases, so
 		// the same request finds nothing for the rest of the pass.
 		s.noReserve = true
+		return nil
+	}
+	if best == nil {
 		return nil
 	}
 	best.res = &reservation{job: j, from: bestAt}

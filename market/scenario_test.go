@@ -142,10 +142,11 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		return ""
 
 	case "job":
-		// job j1 submitter=alice gpus=8 limit=1h age=5m model=H100 gpumem=40GiB cpus=2 memory=8GiB image=yes
+		// job j1 submitter=alice gpus=8 limit=1h age=5m model=H100 gpumem=40GiB cpus=2 memory=8GiB image=yes avoid=p1,p2
 		j := Job{
 			Image: arg(d, "image", "no") == "yes",
 			ID:    name, Submitter: arg(d, "submitter", "alice"),
+			Avoid:       strings.FieldsFunc(arg(d, "avoid", ""), func(r rune) bool { return r == ',' }),
 			SubmittedAt: s.v.Now - int64(mustDuration(t, arg(d, "age", "0s"))),
 			Request: Request{
 				GPUs: mustInt(t, arg(d, "gpus", "1")), GPUModel: strings.ReplaceAll(arg(d, "model", ""), "_", " "),

@@ -62,6 +62,10 @@ type Job struct {
 	// Data is what the job reads, inputs and image, by root with the sizes
 	// recorded at submit: what locality weighs.
 	Data []Datum `json:"data,omitempty"`
+	// Avoid lists providers (peer IDs) that this job must not be placed
+	// on: its submitter named them, in a signed re-announcement, for
+	// failing this job (see "Avoided providers" in the package doc).
+	Avoid []string `json:"avoid,omitempty"`
 }
 
 // Lease is compute held for a job, announced and signed by both sides.
@@ -317,6 +321,16 @@ func appendJob(b []byte, j *Job) []byte {
 		// Only jobs that say something about locality carry it, so that
 		// views without any hash as they always have.
 		b = appendJobData(b, j)
+	}
+	if len(j.Avoid) > 0 {
+		// Only a job that avoids someone carries the tag, so that views
+		// without avoid lists hash as they always have.
+		avoid := sortedStrings(j.Avoid)
+		b = append(b, 'A')
+		b = appendUint(b, uint64(len(avoid)))
+		for _, p := range avoid {
+			b = appendString(b, p)
+		}
 	}
 	return b
 }

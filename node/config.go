@@ -138,6 +138,10 @@ type Config struct {
 	// DebugPartition serves POST /v1/debug/block, which cuts the node off
 	// from peers: how tests split a network on one machine. Off by default.
 	DebugPartition bool
+	// Misbehave makes the provider break the protocol on purpose, to test
+	// the defences against providers that do (cmd/e31d built with the
+	// byzantine tag). Nil, as in every default daemon: it behaves.
+	Misbehave provider.Misbehaviour
 	// Log receives the node's structured logs; default discards.
 	Log *slog.Logger
 

@@ -20,4 +20,27 @@
 // This package only wires them and runs the loops that feed them (gossip in
 // and out, the epoch's Match). Its state is a node's data dir (see the
 // README for the layout), so a restart picks up where it left off.
+//
+// # Providers that fail jobs
+//
+// A provider may follow the wire format and still not serve: squat on the
+// jobs Match gives it, sign a lease and never run it, fall silent after the
+// lease, or withhold its receipts. The submitter is the one that sees it,
+// and it answers with signed facts every peer can use (node/submitter,
+// avoid.go, for the bounds, all derived from the epoch, the proposal TTL,
+// the receipt interval and the receipt timeout):
+//
+//   - the job is re-announced (a requeue, node/wire) with the provider in
+//     its avoid list, which is part of every peer's view, so every Match
+//     skips the provider for that job (market, "Avoided providers");
+//   - a lease that never reached its run is released by the submitter,
+//     signed and marked requeued: peers put its GPUs back and hold the job
+//     open for its next announcement, the provider stops the lease, and
+//     the submitter's one-sided record holds only what it countersigned;
+//   - across jobs, Match ranks a provider by the number of distinct
+//     submitters that name it in the view's avoid lists.
+//
+// A provider can be made to misbehave in these ways, for tests only, by a
+// daemon built with the byzantine tag (cmd/e31d, Config.Misbehave); the
+// end-to-end suite runs them as TestByzantine… in testnet/e2e.
 package node

@@ -70,7 +70,9 @@ func (n *Node) publishOffers(ctx context.Context) {
 			HeartbeatMs: n.cfg.Heartbeat.Milliseconds(),
 			GossipP99Ms: n.delays.Announced(),
 		}
-		if _, err := n.gossip.Publish(ctx, p2p.TopicOffers, wire.KindOffer, body); err != nil && ctx.Err() == nil {
+		if n.provider.Silent() {
+			// Misbehaving on purpose (Config.Misbehave): nothing more is sent.
+		} else if _, err := n.gossip.Publish(ctx, p2p.TopicOffers, wire.KindOffer, body); err != nil && ctx.Err() == nil {
 			n.log.Warn("publish offer", "err", err)
 		}
 		for publish := false; !publish; {
@@ -257,6 +259,10 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 				n.signalWork()
 			}
 		}
+		for _, a := range wire.AcceptedAvoid(s) {
+			n.market.AddAvoid(a.Job, s.Signer, a.Providers, at)
+			n.signalWork()
+		}
 	case wire.KindWithdrawal:
 		var b wire.WithdrawalBody
 		if s.Decode(&b) != nil {
@@ -281,6 +287,9 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 			return
 		}
 		n.market.ReleaseLease(r, s.Signer, at)
+		if r.Requeued && s.Signer.String() == r.Submitter {
+			n.provider.StopLease(r.Lease, s.Signer)
+		}
 		n.log.Debug("lease released", "lease", r.Lease, "outcome", r.Outcome)
 		n.signalWork()
 	}

@@ -250,7 +250,7 @@ func (n *Node) wireRoles() {
 		Key: n.key, Self: n.self, GPUs: n.gpus, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger,
 		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: addrs,
 		Metrics: n.metrics.provider, Log: n.log, OfferChanged: n.signalOfferChanged, Path: n.Path,
-		Runner: n.runner, Images: providerImages(n),
+		Runner: n.runner, Images: providerImages(n), Misbehave: n.cfg.Misbehave,
 		Disks: providerDisks(n), SeeGPUs: providerSeeGPUs(n),
 	})
 	n.submitter = submitter.New(submitter.Config{
@@ -263,6 +263,13 @@ func (n *Node) wireRoles() {
 		RequeueEvery:      requeueEvery * n.cfg.Heartbeat,
 		NoLocality:        n.cfg.NoLocality,
 		LocalityWait:      n.cfg.LocalityWait,
+		// A provider proposes in the epoch Match assigns it a job; a few
+		// epochs more cover a view that lags, and a proposal's wait.
+		AvoidAfter: n.cfg.ProposalTTL + 3*n.cfg.Epoch,
+		// An honest provider offers a receipt one interval into the lease,
+		// staging or not, and another every interval after.
+		RunWithin:   2*n.cfg.ReceiptInterval + n.cfg.ProposalTTL,
+		ReceiptsDue: 2*n.cfg.ReceiptInterval + n.cfg.ReceiptTimeout,
 	}, submitter.Deps{
 		Key: n.key, Self: n.self, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: n.Path,
 		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,

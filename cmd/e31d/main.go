@@ -20,6 +20,7 @@ import (
 	"github.com/e31network/e31/exec/nvidia"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node"
+	"github.com/e31network/e31/node/provider"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -73,6 +74,8 @@ type options struct {
 	// debugPartition serves the partition switch tests use; hidden.
 	debugPartition bool
 	file           fileConfig
+	// misbehave reads --misbehave, which only a byzantine build has.
+	misbehave func() (provider.Misbehaviour, error)
 	// Durations parsed from flags, or from the file where no flag was given.
 	heartbeat, epoch, epochDelay, receiptInterval, grace, outputTimeout, proposalTTL, stallTimeout, retention, providerLost time.Duration
 
@@ -177,6 +180,7 @@ on the command line win.`,
 	f.StringVar(&o.file.LogFormat, "log-format", "text", "text or json")
 	f.BoolVar(&o.debugPartition, "debug-partition", false, "serve POST /v1/debug/block on the API, which cuts this node off from peers (for tests)")
 	_ = f.MarkHidden("debug-partition")
+	o.misbehave = misbehaveFlag(f)
 	cmd.AddCommand(newDoctorCommand(), manpage.Command(cmd))
 	return cmd
 }
@@ -320,6 +324,10 @@ func run(cmd *cobra.Command, o *options) error {
 	if err := countAsPublic(o.file.NATPublicNet); err != nil {
 		return err
 	}
+	misbehave, err := o.misbehave()
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	context.AfterFunc(ctx, func() {
@@ -362,6 +370,7 @@ func run(cmd *cobra.Command, o *options) error {
 		NoLocality:        o.file.NoLocality,
 		LocalityWait:      o.localityWait,
 		DebugPartition:    o.debugPartition,
+		Misbehave:         misbehave,
 		Log:               log,
 		OnReady: func(info node.RunInfo) {
 			if err := notify.send("READY=1\nSTATUS=serving the API on " + info.API); err != nil {

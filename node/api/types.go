@@ -154,6 +154,9 @@ type Job struct {
 	// Skipped names what the output left out, and why: links pointing out
 	// of the output are never followed or carried, device nodes not kept.
 	Skipped []string `json:"skipped,omitempty"`
+	// Avoid lists the providers that failed the job and that its
+	// re-announcements tell every peer to skip for it.
+	Avoid []string `json:"avoid,omitempty"`
 	// ProviderKeepsUntil is when the provider releases its copy of the
 	// output and checkpoints (its --retention after release); this node
 	// keeps the copies it fetched until they are removed, and its ledger

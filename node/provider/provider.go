@@ -150,6 +150,28 @@ type Deps struct {
 	// Path says how this node is connected to a peer and, when only
 	// through a relay, why (the last hole punch). Nil: always directly.
 	Path func(peer.ID) (p2p.Path, string)
+	// Misbehave breaks the protocol on purpose, for tests of the
+	// defences; nil in every default daemon.
+	Misbehave Misbehaviour
+}
+
+// Misbehaviour is how a test build makes a provider break the protocol in
+// the ways a stranger might (cmd/e31d, build tag byzantine). Each method is
+// asked at the point where an honest provider acts.
+type Misbehaviour interface {
+	// Propose reports whether to propose for a job Match assigned; false
+	// squats on the assignment.
+	Propose(job string) bool
+	// Announce reports whether to announce a lease both sides signed.
+	Announce(lease string) bool
+	// Run reports whether to carry a signed lease through its run.
+	Run(lease string) bool
+	// Receipts reports whether to offer receipts for countersigning.
+	Receipts() bool
+	// Silent reports whether to stop publishing anything, offers included.
+	Silent() bool
+	// Model is the model the offer shows for a device of model real.
+	Model(real string) string
 }
 
 // Metrics are the provider's counters, registered by the node.
@@ -163,6 +185,11 @@ type Metrics struct {
 // ErrWithdrawn is the cause given to a lease's context when its submitter
 // withdraws the job.
 var ErrWithdrawn = errors.New("withdrawn by the submitter")
+
+// ErrReleasedUnrun is the cause given to a lease's context when its
+// submitter released it, tired of waiting for the run to start: the time
+// is the provider's to bear (provider-lost, attribution provider).
+var ErrReleasedUnrun = errors.New("released by the submitter before the run started")
 
 // hold is what holds a GPU: a proposal in flight (lease empty) or a signed
 // lease.
@@ -256,7 +283,11 @@ func (p *Provider) GPUs() []market.GPU {
 	defer p.mu.Unlock()
 	out := make([]market.GPU, 0, len(p.d.GPUs))
 	for _, g := range p.d.GPUs {
-		out = append(out, market.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: p.held[g.UUID].lease == ""})
+		model := g.Model
+		if p.d.Misbehave != nil {
+			model = p.d.Misbehave.Model(model)
+		}
+		out = append(out, market.GPU{Index: g.Index, UUID: g.UUID, Model: model, MemoryBytes: g.MemoryBytes, Free: p.held[g.UUID].lease == ""})
 	}
 	return out
 }
@@ -303,6 +334,9 @@ func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 		return
 	}
 	if max := p.cfg.MaxJobDisk; max > 0 && oj.Body.Declaration.Request.DiskBytes() > max {
+		return
+	}
+	if p.d.Misbehave != nil && !p.d.Misbehave.Propose(a.Job) {
 		return
 	}
 	p.mu.Lock()
@@ -426,11 +460,18 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 	p.leases[terms.ID] = l
 	p.mu.Unlock()
 	p.d.OfferChanged()
-	if _, err := p.d.Gossip.Publish(p.ctx, p2p.TopicJobs, wire.KindLease, sl); err != nil {
+	mb := p.d.Misbehave
+	if mb != nil && !mb.Announce(terms.ID) {
+		p.log.Warn("misbehaving: lease not announced", "lease", terms.ID)
+	} else if _, err := p.d.Gossip.Publish(p.ctx, p2p.TopicJobs, wire.KindLease, sl); err != nil {
 		p.log.Warn("announce lease", "lease", terms.ID, "err", err)
 	}
 	p.d.Metrics.Leases.Inc()
 	p.log.Info("lease signed", "lease", terms.ID, "job", a.Job, "submitter", oj.Submitter, "gpus", len(terms.GPUs))
+	if mb != nil && !mb.Run(terms.ID) {
+		p.log.Warn("misbehaving: the lease's run is never started", "lease", terms.ID)
+		return true
+	}
 	p.start(l)
 	return true
 }
@@ -568,3 +609,26 @@ func (p *Provider) gpusByUUID(uuids []string) []exec.GPU {
 	}
 	return out
 }
+
+// StopLease stops a lease of this node whose submitter released it before
+// its run began (it gave up waiting and put the job back in the queue): the
+// work would be owed nothing and its output never fetched.
+func (p *Provider) StopLease(id string, by peer.ID) {
+	p.mu.Lock()
+	l := p.leases[id]
+	p.mu.Unlock()
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	t, cancel := l.rec.Lease.Terms, l.cancel
+	l.mu.Unlock()
+	if t.Submitter == by.String() && cancel != nil {
+		p.log.Info("released by the submitter before the run: stopping lease", "lease", id, "job", t.Job)
+		cancel(ErrReleasedUnrun)
+	}
+}
+
+// Silent reports whether this provider, misbehaving on purpose, publishes
+// nothing more (Deps.Misbehave).
+func (p *Provider) Silent() bool { return p.d.Misbehave != nil && p.d.Misbehave.Silent() }

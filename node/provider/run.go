@@ -81,6 +81,8 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 		switch {
 		case errors.Is(context.Cause(ctx), ErrWithdrawn):
 			end(ledger.OutcomeWithdrawn, ledger.AttributionSubmitter, "withdrawn during staging", nil)
+		case errors.Is(context.Cause(ctx), ErrReleasedUnrun):
+			end(ledger.OutcomeProviderLost, ledger.AttributionProvider, ErrReleasedUnrun.Error(), nil)
 		case ctx.Err() != nil:
 			end(ledger.OutcomeProviderLost, ledger.AttributionProvider, "provider stopped during staging", nil)
 		default:
@@ -309,6 +311,8 @@ func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inpu
 		outcome, attribution, reason = ledger.OutcomeLimit, ledger.AttributionJob, "limit "+spec.Limit.String()+" reached"
 	case errors.Is(context.Cause(ctx), ErrWithdrawn):
 		outcome, attribution, reason = ledger.OutcomeWithdrawn, ledger.AttributionSubmitter, "withdrawn while running"
+	case errors.Is(context.Cause(ctx), ErrReleasedUnrun):
+		outcome, attribution, reason = ledger.OutcomeProviderLost, ledger.AttributionProvider, ErrReleasedUnrun.Error()
 	default:
 		outcome, attribution, reason = ledger.OutcomeProviderLost, ledger.AttributionProvider, "provider stopped the run"
 	}

@@ -180,6 +180,10 @@ func (p *Provider) announceRelease(l *lease, body wire.ReleaseBody) {
 	p.change(l, func(r *Record) { r.ReleaseAnnounced = true })
 }
 
+// errWithheld says a receipt was not offered: the provider misbehaves on
+// purpose (Deps.Misbehave).
+var errWithheld = errors.New("receipt withheld")
+
 // errFinalDone says the final receipt was already exchanged.
 var errFinalDone = errors.New("final receipt already signed")
 
@@ -205,6 +209,9 @@ func (p *Provider) interimReceipts(ctx context.Context, l *lease, submitter peer
 // exchangeReceipt signs the next receipt, has the submitter countersign it
 // and stores it.
 func (p *Provider) exchangeReceipt(ctx context.Context, l *lease, submitter peer.ID, final bool) error {
+	if p.d.Misbehave != nil && !p.d.Misbehave.Receipts() {
+		return errWithheld
+	}
 	// Receipts of a lease go one at a time (each links to the last), but
 	// the lease's state lock is not held while the submitter answers: a
 	// submitter that is slow or gone must not stall the run.

@@ -4,6 +4,10 @@
 // taken, fetches and checks the output, countersigns receipts, watches for
 // a provider gone silent (ending its lease as provider-lost and resuming the
 // job where asked), re-announces queued jobs, and withdraws jobs on request.
+// It also catches providers that fail its jobs without going silent
+// (avoid.go): one that squats on an assignment, signs a lease and never
+// runs it, or withholds its receipts is named in the job's avoid list, and
+// a lease never run is released and the job put back in the queue.
 //
 // One lock guards the jobs and their records, held only over memory: a
 // change is made under it and persisted after it (update), in the order

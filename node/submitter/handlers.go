@@ -57,6 +57,7 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 	if j == nil {
 		return nil, p2p.Refuse(wire.CodeUnknownJob, fmt.Errorf("job %s: %w", t.Job, ErrNotFound))
 	}
+	s.noteProposal(j, from)
 	if err := sl.Countersign(s.d.Key); err != nil {
 		return nil, err
 	}
@@ -64,6 +65,10 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 	err := s.update(j, func(r *Record) error {
 		if r.State != api.JobQueued {
 			return p2p.Refuse(wire.CodeNotQueued, fmt.Errorf("declined: job %s is %s", t.Job, r.State))
+		}
+		if slices.Contains(r.Avoid, t.Provider) {
+			// A view that has not caught up with the avoid list yet.
+			return p2p.Refuse(wire.CodeDeclined, fmt.Errorf("declined: provider %s failed job %s before", t.Provider, t.Job))
 		}
 		req := r.Declaration.Request
 		if len(t.GPUs) != req.GPUs || t.Limit != req.Limit || t.CPUs != req.CPUs || t.MemoryBytes != uint64(req.Memory) {

@@ -49,6 +49,10 @@ type Record struct {
 	// GPUMismatch says how they differ from what was leased and declared.
 	GPUsSeen    []ledger.GPUSeen `json:"gpus_seen,omitempty"`
 	GPUMismatch string           `json:"gpu_mismatch,omitempty"`
+	// Avoid lists the providers that failed this job, oldest first: its
+	// re-announcements name them so that no peer's Match places it there
+	// again (avoid.go).
+	Avoid []string `json:"avoid,omitempty"`
 }
 
 // step records that a step was reached, once, keeping the steps in their
@@ -131,6 +135,9 @@ type job struct {
 	// receipts serialises the receipts of the job's lease, which each link
 	// to the last. It is taken before save.
 	receipts sync.Mutex
+	// assigned is, by provider, what this node's Match said of the job
+	// while it was queued; guarded by the Submitter's mu, not persisted.
+	assigned map[string]*assignment
 }
 
 // API renders a job record for the local API.
@@ -150,6 +157,7 @@ func (r *Record) API() api.Job {
 		Submitted:   r.Submitted.UTC(),
 		ResumeOf:    r.ResumeOf,
 		Skipped:     slices.Clone(r.Skipped),
+		Avoid:       slices.Clone(r.Avoid),
 	}
 	if !r.ProviderKeeps.IsZero() {
 		t := r.ProviderKeeps.UTC()

@@ -125,6 +125,19 @@ type Config struct {
 	// declaration, so every peer matches the job alike.
 	NoLocality   bool
 	LocalityWait time.Duration
+	// AvoidAfter is how long a provider that Match keeps assigning a
+	// queued job may go without proposing before the job avoids it; zero:
+	// never.
+	AvoidAfter time.Duration
+	// RunWithin is how long a lease may go with neither the run started
+	// nor a receipt offered before the submitter releases it, as never
+	// run, and puts the job back in the queue avoiding the provider; zero:
+	// never.
+	RunWithin time.Duration
+	// ReceiptsDue is how long a lease that reached its run may go without
+	// a receipt to countersign before the submitter ends it on its side;
+	// zero: never.
+	ReceiptsDue time.Duration
 }
 
 // Deps are the parts of the node the submitter acts through.
@@ -692,6 +705,7 @@ func (s *Submitter) RecordWaits(res market.Result) {
 			j.rec.Wait = "matched to provider " + a.Provider + "; waiting for its proposal"
 		}
 	}
+	s.noteAssignments(res, time.Now())
 }
 
 // Output returns the CID of a job's output (or last checkpoint), with the

@@ -32,6 +32,7 @@ func (s *Submitter) watchProviders(ctx context.Context) {
 				s.providerLost(ctx, id, now)
 			}
 			s.requeueUnconfirmed(now)
+			s.checkFailures(ctx, now)
 		}
 	}
 }
@@ -108,7 +109,15 @@ func (s *Submitter) providerLost(ctx context.Context, id string, now time.Time) 
 	}
 	t, lease := r.Lease.Terms, *r.Lease
 	lastHeard, rent := j.lastContact, r.stepAt(api.StepRent)
+	unstarted := r.State == api.JobRenting && r.LastReceipt.IsZero()
 	s.mu.Unlock()
+	if unstarted {
+		// Nothing was held for the job: it goes back to the queue rather
+		// than ending with its provider.
+		s.giveUpLease(ctx, failure{j: j, provider: t.Provider, lease: t.ID,
+			reason: fmt.Sprintf("provider %s went silent before the run started", t.Provider)}, now)
+		return
+	}
 	silent := now.Sub(lastHeard).Round(time.Second)
 	reason := fmt.Sprintf("provider %s silent for %s", t.Provider, silent)
 
@@ -286,13 +295,26 @@ func (s *Submitter) requeueLoop(ctx context.Context) {
 // requeue re-announces the queued jobs now.
 func (s *Submitter) requeue(ctx context.Context) {
 	var envs [][]byte
+	type avoiding struct {
+		env   []byte
+		avoid []string
+	}
+	var withAvoid []avoiding
 	s.mu.Lock()
 	for _, j := range s.jobs {
-		if j.rec.State == api.JobQueued {
+		switch {
+		case j.rec.State != api.JobQueued:
+		case len(j.rec.Avoid) > 0:
+			// Rare, and each carries its own list: announced apart.
+			withAvoid = append(withAvoid, avoiding{j.rec.Envelope, slices.Clone(j.rec.Avoid)})
+		default:
 			envs = append(envs, j.rec.Envelope)
 		}
 	}
 	s.mu.Unlock()
+	for _, a := range withAvoid {
+		s.announceAvoiding(ctx, a.env, a.avoid)
+	}
 	batches, tooLarge := wire.RequeueBatches(envs)
 	if len(tooLarge) > 0 {
 		// Refused at submit since; only a job queued by an older version

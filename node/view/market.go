@@ -50,6 +50,15 @@ type OpenJob struct {
 	// submittedAt is the start of the epoch in which the job entered this
 	// node's view (see market.Job.SubmittedAt).
 	submittedAt int64
+	// avoid lists the providers its submitter named for it, each stamped
+	// with the announcement that named it first (market.Job.Avoid).
+	avoid []avoidMark
+}
+
+// avoidMark is a provider a job avoids, since the announcement at.
+type avoidMark struct {
+	provider string
+	at       Stamp
 }
 
 // knownLease is an announced lease, live until released.
@@ -113,6 +122,9 @@ func (v *Market) AddJob(j *OpenJob) bool {
 		old.refreshed = j.Seen
 		if old.declined && j.Seen.After(old.closed.Arrived) {
 			old.closed, old.declined = Stamp{}, false
+			// A job leased, then put back by its submitter, may have had its
+			// body dropped (Prune): the announcement carries it again.
+			old.Body = j.Body
 			v.open[old.Submitter]++
 			return true
 		}
@@ -265,6 +277,37 @@ func (v *Market) ReleaseLease(r wire.ReleaseBody, by peer.ID, at Stamp) {
 		kl.released = at
 		kl.heldMs = max(r.HeldMs, 0)
 	}
+	if r.Requeued && by.String() == r.Submitter {
+		// The job's next announcement opens it again, as after a declined
+		// proposal.
+		if j, ok := v.jobs[r.Job]; ok && j.Submitter == by && !j.closed.IsZero() {
+			j.declined = true
+		}
+	}
+}
+
+// AddAvoid records that the submitter by names providers for its job id to
+// avoid, in the announcement stamped at. Lists only grow: a provider named
+// once stays named while the job is in the view, whatever order the
+// announcements arrive in.
+func (v *Market) AddAvoid(id string, by peer.ID, providers []string, at Stamp) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	j, ok := v.jobs[id]
+	if !ok || j.Submitter != by {
+		return
+	}
+	for _, p := range providers {
+		i := slices.IndexFunc(j.avoid, func(m avoidMark) bool { return m.provider == p })
+		switch {
+		case i < 0:
+			if len(j.avoid) < 4*wire.MaxAvoid {
+				j.avoid = append(j.avoid, avoidMark{provider: p, at: at})
+			}
+		case signedOf(at).Before(signedOf(j.avoid[i].at)):
+			j.avoid[i].at = at
+		}
+	}
 }
 
 // Snapshot builds Match's view for the epoch starting at start, cut at
@@ -376,8 +419,14 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 			signed := signedOf(Stamp{j.Signed, j.Seen})
 			submittedAt = firstEpoch(Stamp{signed, signed}).UnixMilli()
 		}
-		mv.Jobs = append(mv.Jobs, market.Job{ID: j.ID, Submitter: j.Submitter.String(), SubmittedAt: submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != "",
-			Data: j.Body.Declaration.Reads()})
+		mj := market.Job{ID: j.ID, Submitter: j.Submitter.String(), SubmittedAt: submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != "",
+			Data: j.Body.Declaration.Reads()}
+		for _, a := range j.avoid {
+			if at(a.at) {
+				mj.Avoid = append(mj.Avoid, a.provider)
+			}
+		}
+		mv.Jobs = append(mv.Jobs, mj)
 	}
 	usage := map[string]int64{}
 	for _, kl := range leases {

@@ -140,6 +140,10 @@ type ReleaseBody struct {
 	// at the lease announcement.
 	HeldMs int64 `json:"held_ms"`
 	At     int64 `json:"at"`
+	// Requeued, from the submitter, says the lease never reached its run
+	// and the job is back in the queue: peers open the job again when its
+	// next announcement comes.
+	Requeued bool `json:"requeued,omitempty"`
 }
 
 // JobID is the short printable form of a declaration envelope's hash.

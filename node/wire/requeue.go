@@ -1,7 +1,10 @@
 package wire
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -19,7 +22,22 @@ const KindRequeue = "requeue"
 // RequeueBody carries signed declaration envelopes, each its own evidence.
 type RequeueBody struct {
 	Declarations [][]byte `json:"declarations"`
+	// Avoid names, for some of the declarations carried, the providers
+	// that failed the job (market.Job.Avoid). The requeue's signer must be
+	// the job's submitter, which the declarations prove.
+	Avoid []AvoidEntry `json:"avoid,omitempty"`
 }
+
+// AvoidEntry is the avoid list of one job.
+type AvoidEntry struct {
+	Job       string   `json:"job"`
+	Providers []string `json:"providers"` // peer IDs, each once
+}
+
+// MaxAvoid bounds the providers one job may avoid: enough for every
+// failure a job meets on its way to an honest provider, too few for a
+// submitter to make a job's entry a burden on every view.
+const MaxAvoid = 16
 
 // requeueOverhead bounds what a requeue envelope adds around its
 // declarations: the message's JSON (kind, time, nonce, the body's field
@@ -81,6 +99,9 @@ func CheckRequeueKnown(s p2p.Signed, known func(raw []byte, signer peer.ID) bool
 	if len(b.Declarations) == 0 {
 		return nil, errors.New("requeue carries no declaration")
 	}
+	if err := checkAvoid(b, s.Signer); err != nil {
+		return nil, err
+	}
 	out := make([]p2p.Signed, 0, len(b.Declarations))
 	for i, raw := range b.Declarations {
 		if known != nil && known(raw, s.Signer) {
@@ -109,6 +130,22 @@ func CheckRequeueKnown(s p2p.Signed, known func(raw []byte, signer peer.ID) bool
 	return out, nil
 }
 
+// AcceptedAvoid returns the avoid lists of a requeue message that the jobs
+// topic's validator has accepted. Most requeues carry none, and their
+// declarations are not decoded a second time to find out.
+func AcceptedAvoid(s p2p.Signed) []AvoidEntry {
+	if !bytes.Contains(s.Message.Body, []byte(`"avoid"`)) {
+		return nil
+	}
+	var b struct {
+		Avoid []AvoidEntry `json:"avoid"`
+	}
+	if json.Unmarshal(s.Message.Body, &b) != nil {
+		return nil
+	}
+	return b.Avoid
+}
+
 // AcceptedRequeue returns the declarations of a requeue message that the
 // jobs topic's validator has accepted (CheckRequeue passed on these very
 // bytes), without verifying their signatures again: a queue of thousands
@@ -129,3 +166,81 @@ func AcceptedRequeue(s p2p.Signed) ([]p2p.Signed, error) {
 	}
 	return out, nil
 }
+
+// checkAvoid checks a requeue's avoid lists: each for a job the requeue
+// carries (so its signer is the job's submitter), at most once, naming
+// between one and MaxAvoid distinct providers other than the signer.
+func checkAvoid(b RequeueBody, signer peer.ID) error {
+	if len(b.Avoid) == 0 {
+		return nil
+	}
+	if len(b.Avoid) > len(b.Declarations) {
+		return errors.New("requeue avoid: more entries than declarations")
+	}
+	carried := make(map[string]bool, len(b.Declarations))
+	for _, raw := range b.Declarations {
+		carried[JobIDOf(sha256.Sum256(raw))] = true
+	}
+	seen := make(map[string]bool, len(b.Avoid))
+	for i, a := range b.Avoid {
+		if !carried[a.Job] {
+			return fmt.Errorf("requeue avoid[%d]: job %q is not among the declarations it carries", i, a.Job)
+		}
+		if seen[a.Job] {
+			return fmt.Errorf("requeue avoid[%d]: job %s listed twice", i, a.Job)
+		}
+		seen[a.Job] = true
+		if len(a.Providers) == 0 || len(a.Providers) > MaxAvoid {
+			return fmt.Errorf("requeue avoid[%d]: %d providers, want 1 to %d", i, len(a.Providers), MaxAvoid)
+		}
+		for k, p := range a.Providers {
+			id, err := peer.Decode(p)
+			if err != nil {
+				return fmt.Errorf("requeue avoid[%d].providers[%d]: %w", i, k, err)
+			}
+			if id == signer || id.String() != p {
+				return fmt.Errorf("requeue avoid[%d].providers[%d]: %q is not another peer's ID", i, k, p)
+			}
+			for _, q := range a.Providers[:k] {
+				if q == p {
+					return fmt.Errorf("requeue avoid[%d]: provider %s listed twice", i, p)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// RequeueAvoiding is the body of a requeue that re-announces one job with
+// its avoid list. Where the list would take the message past the gossip
+// size limit, the providers named first are left out, and after them those
+// beyond MaxAvoid: the latest failures matter most.
+func RequeueAvoiding(envelope []byte, providers []string) RequeueBody {
+	b := RequeueBody{Declarations: [][]byte{envelope}}
+	if len(providers) == 0 {
+		return b
+	}
+	if len(providers) > MaxAvoid {
+		providers = providers[len(providers)-MaxAvoid:]
+	}
+	room := requeueBudget - requeueCost(envelope)
+	cost := 0
+	first := len(providers)
+	for first > 0 {
+		c := len(providers[first-1]) + 3 // quotes and a comma
+		if cost+c+avoidEntryOverhead > room {
+			break
+		}
+		cost += c
+		first--
+	}
+	if first == len(providers) {
+		return b
+	}
+	b.Avoid = []AvoidEntry{{Job: JobIDOf(sha256.Sum256(envelope)), Providers: providers[first:]}}
+	return b
+}
+
+// avoidEntryOverhead is what an avoid entry costs besides its providers:
+// the field names, the job ID and the punctuation.
+const avoidEntryOverhead = 96

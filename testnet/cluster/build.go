@@ -15,6 +15,9 @@ import (
 type Binaries struct {
 	E31d string
 	E31  string
+	// E31dByzantine is e31d built with the byzantine tag (BuildByzantine),
+	// for nodes that misbehave on purpose; empty unless built.
+	E31dByzantine string
 }
 
 // ModuleRoot finds the directory holding go.mod, walking up from the working
@@ -53,6 +56,24 @@ func Build(ctx context.Context, dir string) (Binaries, error) {
 		return Binaries{}, fmt.Errorf("build e31d and e31: %w\n%s", err, out)
 	}
 	return b, nil
+}
+
+// BuildByzantine compiles e31d with the byzantine tag into dir, as
+// e31d-byzantine, and returns its path: the daemon that Options.Misbehave
+// nodes run.
+func BuildByzantine(ctx context.Context, dir string) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "e31d-byzantine")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "byzantine", "-o", out, "./cmd/e31d")
+	cmd.Dir = root
+	cmd.Env = buildEnv(os.Environ())
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build e31d with the byzantine tag: %w\n%s", err, b)
+	}
+	return out, nil
 }
 
 // BuildTemp compiles e31d and e31 into a new temporary folder, for a test

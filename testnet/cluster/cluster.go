@@ -40,6 +40,9 @@ type Options struct {
 	Network string
 	// Args are extra e31d flags for every node.
 	Args []string
+	// Misbehave, when set, gives node i the --misbehave list Misbehave[i]
+	// ("" or absent: an honest node). Such nodes run Bin.E31dByzantine.
+	Misbehave []string
 	// Metrics gives every node a Prometheus endpoint on a loopback port
 	// (Node.Metrics).
 	Metrics bool
@@ -61,6 +64,8 @@ type Node struct {
 	Metrics string `json:"metrics,omitempty"`
 
 	args []string
+	// e31d is the daemon binary this node runs; empty: Options.Bin.E31d.
+	e31d string
 	// prefix runs e31d, e.g. nsenter into a network namespace; empty:
 	// e31d itself.
 	prefix []string
@@ -164,12 +169,23 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 	}
 	args = append(args, c.opts.Args...)
 	n := &Node{Name: name, Data: data, args: args, Metrics: metrics}
+	if i < len(c.opts.Misbehave) && c.opts.Misbehave[i] != "" {
+		if c.opts.Bin.E31dByzantine == "" {
+			return nil, fmt.Errorf("%s misbehaves, but no byzantine e31d was built (BuildByzantine)", name)
+		}
+		n.e31d = c.opts.Bin.E31dByzantine
+		n.args = append(n.args, "--misbehave", c.opts.Misbehave[i])
+	}
 	return n, c.launch(ctx, n)
 }
 
 // launch starts (or restarts) a node's process and waits for its run file.
 func (c *Cluster) launch(ctx context.Context, n *Node) error {
-	return launch(ctx, c.opts.Bin.E31d, c.opts.Detach, n)
+	bin := c.opts.Bin.E31d
+	if n.e31d != "" {
+		bin = n.e31d
+	}
+	return launch(ctx, bin, c.opts.Detach, n)
 }
 
 func launch(ctx context.Context, e31d string, detach bool, n *Node) error {

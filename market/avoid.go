@@ -1,0 +1,113 @@
+package market
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Avoided providers. A job's Avoid list names providers that failed it (did
+// not propose when Match assigned it to them, or signed a lease and never
+// started the run); its submitter re-announces the job with the list, and
+// every peer's Match then skips those providers for that job alone. Across
+// jobs, a provider's failures are the number of distinct submitters that
+// name it in the avoid lists of the view's jobs; best fit breaks ties of fit
+// against the provider with more (fitKey), before the rendezvous weight.
+
+// buildAvoid resolves the avoid lists of the valid open jobs to providers
+// of the view and counts each provider's failures. It costs nothing when no
+// job avoids anyone.
+func (m *matcher) buildAvoid(n *normalized) {
+	var submitters map[int32][]string
+	byID := func(id string) (int32, bool) {
+		i, ok := slices.BinarySearchFunc(m.provs, id, func(p provider, id string) int { return cmp.Compare(p.id, id) })
+		return int32(i), ok
+	}
+	// Failures count over every job of the view, leased or not: a job
+	// leased elsewhere after avoiding a provider is still a live, signed
+	// statement that it failed.
+	for _, j := range n.jobs {
+		for _, id := range sortedStrings(j.Avoid) {
+			pi, ok := byID(id)
+			if !ok {
+				continue
+			}
+			if submitters == nil {
+				submitters = make(map[int32][]string)
+			}
+			if !slices.Contains(submitters[pi], j.Submitter) {
+				submitters[pi] = append(submitters[pi], j.Submitter)
+			}
+		}
+	}
+	if submitters == nil {
+		return
+	}
+	for pi, subs := range submitters {
+		p := &m.provs[pi]
+		if p.class != nil {
+			m.ix.remove(p)
+		}
+		p.failures = int32(min(len(subs), 1<<30))
+		m.ix.add(p)
+	}
+	byJob := make(map[string][]string)
+	for _, j := range n.jobs {
+		if len(j.Avoid) > 0 {
+			byJob[j.ID] = j.Avoid
+		}
+	}
+	for i := range m.jobs {
+		js := &m.jobs[i]
+		var avoid []int32
+		for _, id := range byJob[js.id] {
+			if pi, ok := byID(id); ok && !slices.Contains(avoid, pi) {
+				avoid = append(avoid, pi)
+			}
+		}
+		if avoid != nil {
+			m.avoid = append(m.avoid, avoid)
+			js.avoid = int32(len(m.avoid))
+		}
+	}
+}
+
+// avoids reports whether j must not go to p.
+func (m *matcher) avoids(j *jobState, p *provider) bool {
+	return j.avoid != 0 && slices.Contains(m.avoid[j.avoid-1], p.idx)
+}
+
+// processAvoiding is process for a job with an avoid list: the providers
+// it avoids leave the index for its search and come back after. What the
+// search learns about the job's request (no room in the index, nothing to
+// reserve) holds for this job only, so it is not kept for the others that
+// ask the same.
+func (m *matcher) processAvoiding(j *jobState, rank int, avoid []int32) bool {
+	s := j.shape
+	indexDead, noReserve := s.indexDead, s.noReserve
+	var out []*provider
+	for _, pi := range avoid {
+		if p := &m.provs[pi]; p.class != nil {
+			m.ix.remove(p)
+			out = append(out, p)
+		}
+	}
+	p, ok := m.place(j)
+	for _, q := range out {
+		if q.class == nil && q.res == nil {
+			m.ix.add(q)
+		}
+	}
+	if ok {
+		s.indexDead = indexDead
+		m.assign(j, p, rank)
+		return true
+	}
+	if len(m.reserved) < m.k {
+		if p := m.reserve(j); p != nil {
+			m.res.Reservations = append(m.res.Reservations, Reservation{Job: j.id, Provider: p.id, From: p.res.from})
+		}
+	}
+	s.indexDead, s.noReserve = indexDead, noReserve
+	m.waiting = append(m.waiting, waitNote{id: j.id, shape: j.shape, res: j.res})
+	return false
+}

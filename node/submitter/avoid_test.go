@@ -1,0 +1,196 @@
+package submitter
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/node/wire/wiretest"
+)
+
+// bodies returns what was published of one kind, in order.
+func (g *memGossip) bodies(kind string) []any {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []any
+	for _, p := range g.out {
+		if p.kind == kind {
+			out = append(out, p.body)
+		}
+	}
+	return out
+}
+
+// announcedLeases says every lease was announced.
+type announcedLeases struct{}
+
+func (announcedLeases) LeaseParties(string) (string, string, bool) { return "", "", true }
+
+// queuedJob stores a queued job and loads it.
+func (h *harness) queuedJob(t *testing.T, now time.Time) *job {
+	t.Helper()
+	r := h.leasedJob(t, now)
+	j := h.s.get(r.ID)
+	if err := h.s.update(j, func(r *Record) error {
+		r.State, r.Lease, r.Envelope = api.JobQueued, nil, []byte("signed declaration")
+		r.Steps = r.Steps[:1]
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// A provider Match assigns a queued job to in two passes, and that does not
+// propose AvoidAfter after the first, is avoided for the job, and the job
+// is re-announced at once naming it. One that proposed, or was assigned in
+// a single pass, is not.
+func TestSquatterAvoided(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{AvoidAfter: 3 * time.Second}, noOffers{})
+		j := h.queuedJob(t, time.Now())
+		squat, honest, once := wiretest.FreshParty(t).ID, wiretest.FreshParty(t).ID, wiretest.FreshParty(t).ID
+		assign := func(ps ...string) {
+			var res market.Result
+			for _, p := range ps {
+				res.Assignments = append(res.Assignments, market.Assignment{Job: j.id, Provider: p})
+			}
+			h.s.RecordWaits(res)
+		}
+		assign(squat.String(), honest.String(), once.String())
+		h.s.noteProposal(j, honest)
+		time.Sleep(time.Second)
+		assign(squat.String(), honest.String())
+		time.Sleep(time.Second)
+		h.s.checkFailures(context.Background(), time.Now())
+		if got := h.job(t, j.id).Avoid; got != nil {
+			t.Fatalf("avoided %v within AvoidAfter", got)
+		}
+		time.Sleep(2 * time.Second)
+		h.s.checkFailures(context.Background(), time.Now())
+		got := h.job(t, j.id)
+		if !slices.Equal(got.Avoid, []string{squat.String()}) || got.State != api.JobQueued {
+			t.Fatalf("job %s avoids %v, want queued avoiding only the squatter %s", got.State, got.Avoid, squat)
+		}
+		rq := h.gossip.bodies(wire.KindRequeue)
+		if len(rq) != 1 {
+			t.Fatalf("%d requeues, want 1", len(rq))
+		}
+		b := rq[0].(wire.RequeueBody)
+		if len(b.Avoid) != 1 || !slices.Equal(b.Avoid[0].Providers, []string{squat.String()}) {
+			t.Fatalf("requeue avoids %+v", b.Avoid)
+		}
+		// Once avoided, the squatter is not named again.
+		h.s.checkFailures(context.Background(), time.Now())
+		if n := len(h.gossip.bodies(wire.KindRequeue)); n != 1 {
+			t.Fatalf("%d requeues after a second check, want 1", n)
+		}
+	})
+}
+
+// A lease that reaches neither its run nor a receipt within RunWithin is
+// released by the submitter as never run, holding nothing on record, and
+// the job goes back to the queue avoiding the provider.
+func TestLeaseNeverRunGivenUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		h := newHarness(t, Config{RunWithin: 5 * time.Second}, noOffers{lastSeen: start})
+		h.s.d.Leases = announcedLeases{}
+		r := h.leasedJob(t, start)
+		if err := h.s.update(h.s.get(r.ID), func(r *Record) error {
+			r.State, r.Envelope = api.JobRenting, []byte("signed declaration")
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(4 * time.Second)
+		h.s.checkFailures(context.Background(), time.Now())
+		if j := h.job(t, r.ID); j.State != api.JobRenting {
+			t.Fatalf("given up within RunWithin: %s", j.State)
+		}
+		time.Sleep(2 * time.Second)
+		h.s.checkFailures(context.Background(), time.Now())
+		j := h.job(t, r.ID)
+		if j.State != api.JobQueued || j.Lease != "" || !slices.Equal(j.Avoid, []string{h.prov.ID.String()}) {
+			t.Fatalf("after RunWithin: %s, lease %q, avoid %v", j.State, j.Lease, j.Avoid)
+		}
+		rel := h.gossip.bodies(wire.KindRelease)
+		if len(rel) != 1 {
+			t.Fatalf("%d releases", len(rel))
+		}
+		if b := rel[0].(wire.ReleaseBody); !b.Requeued || b.HeldMs != 0 || b.Lease != r.Lease.Terms.ID {
+			t.Fatalf("release %+v, want the lease requeued with nothing held", b)
+		}
+		checkNothingHeld(t, h, r.Lease.Terms.ID)
+		if n := h.gossip.count(wire.KindRequeue); n != 1 {
+			t.Fatalf("%d requeues, want 1", n)
+		}
+	})
+}
+
+// A provider that withholds its receipts: the lease ends on the
+// submitter's side ReceiptsDue after the run started, its record holding
+// only what was countersigned (nothing). With the output back the job is
+// complete; without, it goes back to the queue avoiding the provider.
+func TestReceiptsWithheld(t *testing.T) {
+	for _, output := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			start := time.Now()
+			h := newHarness(t, Config{ReceiptsDue: 5 * time.Second}, noOffers{lastSeen: start})
+			r := h.leasedJob(t, start)
+			if err := h.s.update(h.s.get(r.ID), func(r *Record) error {
+				r.step(api.StepRun, start)
+				r.Envelope = []byte("signed declaration")
+				if output {
+					r.Output = wiretest.CID(t, "output")
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(4 * time.Second)
+			h.s.checkFailures(context.Background(), time.Now())
+			if j := h.job(t, r.ID); j.State != api.JobRunning {
+				t.Fatalf("ended within ReceiptsDue: %s", j.State)
+			}
+			time.Sleep(2 * time.Second)
+			h.s.checkFailures(context.Background(), time.Now())
+			j := h.job(t, r.ID)
+			switch {
+			case output && (j.State != api.JobReleased || j.Outcome != ledger.OutcomeCompleted || j.Avoid != nil):
+				t.Fatalf("with the output back: %s %s, avoid %v", j.State, j.Outcome, j.Avoid)
+			case !output && (j.State != api.JobQueued || !slices.Equal(j.Avoid, []string{h.prov.ID.String()})):
+				t.Fatalf("without the output: %s, avoid %v", j.State, j.Avoid)
+			}
+			checkNothingHeld(t, h, r.Lease.Terms.ID)
+			for _, b := range h.gossip.bodies(wire.KindRelease) {
+				if b := b.(wire.ReleaseBody); b.HeldMs != 0 || b.Requeued == output {
+					t.Fatalf("release %+v (output back %t)", b, output)
+				}
+			}
+		})
+	}
+}
+
+// checkNothingHeld checks that the one record of the lease is this side's,
+// final, and holds no time.
+func checkNothingHeld(t *testing.T, h *harness, lease string) {
+	t.Helper()
+	h.ledger.mu.Lock()
+	defer h.ledger.mu.Unlock()
+	if n := len(h.ledger.byLease[lease]); n != 0 {
+		t.Fatalf("%d receipts countersigned", n)
+	}
+	if len(h.ledger.oneSided) != 1 {
+		t.Fatalf("%d one-sided records, want 1", len(h.ledger.oneSided))
+	}
+	if o := h.ledger.oneSided[0]; o.Lease != lease || !o.Final || o.Held() != 0 || o.Evidence == nil {
+		t.Fatalf("one-sided record %+v, want a final one of %s holding nothing, with the lease as evidence", o, lease)
+	}
+}

@@ -1,0 +1,65 @@
+package view
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/wire/wiretest"
+)
+
+// A job's avoid list enters the view by the signing time of the requeue
+// that named each provider, only from the job's submitter, and a job whose
+// lease the submitter released as never run opens again with its next
+// announcement, avoid list and all.
+func TestAvoidAndRequeuedRelease(t *testing.T) {
+	prov, sub, stranger := wiretest.FreshParty(t), wiretest.FreshParty(t), wiretest.FreshParty(t)
+	v := NewMarket()
+	t0 := wiretest.Time
+	lease := wiretest.SignedLease(t, prov, sub)
+	job := lease.Terms.Job
+	body := wiretest.Declaration(t)
+	v.AddJob(&OpenJob{ID: job, Submitter: sub.ID, Body: body, Seen: t0, Signed: t0})
+	avoidOf := func(cutoff time.Time) []string {
+		mv := v.Snapshot(1, cutoff, cutoff, nil)
+		i := slices.IndexFunc(mv.Jobs, func(j market.Job) bool { return j.ID == job })
+		if i < 0 {
+			return nil
+		}
+		return mv.Jobs[i].Avoid
+	}
+	other := wiretest.FreshParty(t).ID.String()
+	v.AddAvoid(job, stranger.ID, []string{other}, Local(t0.Add(time.Second)))
+	if got := avoidOf(t0.Add(5 * time.Second)); got != nil {
+		t.Fatalf("a stranger's avoid list counts: %v", got)
+	}
+	v.AddAvoid(job, sub.ID, []string{prov.ID.String()}, Local(t0.Add(2*time.Second)))
+	if got := avoidOf(t0.Add(time.Second)); got != nil {
+		t.Fatalf("the avoid list counts before it was signed: %v", got)
+	}
+	if got := avoidOf(t0.Add(3 * time.Second)); !slices.Equal(got, []string{prov.ID.String()}) {
+		t.Fatalf("avoid = %v, want the provider", got)
+	}
+
+	// Leased, then released by the submitter as never run.
+	v.AddLease(lease, Local(t0.Add(4*time.Second)))
+	if _, open := v.Job(job); open {
+		t.Fatal("a leased job is still open")
+	}
+	r := wiretest.Release(prov.ID, sub.ID)
+	r.Lease, r.Job, r.Requeued = lease.Terms.ID, job, true
+	v.ReleaseLease(r, stranger.ID, Local(t0.Add(5*time.Second)))
+	v.AddJob(&OpenJob{ID: job, Submitter: sub.ID, Body: body, Seen: t0.Add(6 * time.Second), Signed: t0.Add(6 * time.Second)})
+	if _, open := v.Job(job); open {
+		t.Fatal("a stranger's release opened the job")
+	}
+	v.ReleaseLease(r, sub.ID, Local(t0.Add(7*time.Second)))
+	v.AddJob(&OpenJob{ID: job, Submitter: sub.ID, Body: body, Seen: t0.Add(8 * time.Second), Signed: t0.Add(8 * time.Second)})
+	if _, open := v.Job(job); !open {
+		t.Fatal("the job is not open again after the submitter put it back")
+	}
+	if got := avoidOf(t0.Add(9 * time.Second)); !slices.Equal(got, []string{prov.ID.String()}) {
+		t.Fatalf("avoid after reopening = %v, want the provider", got)
+	}
+}

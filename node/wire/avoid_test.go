@@ -1,0 +1,149 @@
+package wire_test
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/node/wire/wiretest"
+	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// avoidFixture is a submitter's declaration, sealed, and two providers.
+type avoidFixture struct {
+	sub, other wiretest.Party
+	env        []byte
+	job        string
+	p1, p2     string
+}
+
+func newAvoidFixture(tb testing.TB) avoidFixture {
+	sub, other := wiretest.SeededParty(tb, 2), wiretest.SeededParty(tb, 3)
+	d, err := p2p.Seal(sub.SK, wire.KindDeclaration, wiretest.Declaration(tb), wiretest.Time)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return avoidFixture{
+		sub: sub, other: other, env: d.Raw, job: wire.JobIDOf(sha256.Sum256(d.Raw)),
+		p1: wiretest.SeededParty(tb, 1).ID.String(), p2: wiretest.SeededParty(tb, 4).ID.String(),
+	}
+}
+
+func TestRequeueAvoid(t *testing.T) {
+	f := newAvoidFixture(t)
+	body := func(a ...wire.AvoidEntry) wire.RequeueBody {
+		return wire.RequeueBody{Declarations: [][]byte{f.env}, Avoid: a}
+	}
+	many := make([]string, wire.MaxAvoid+1)
+	for i := range many {
+		many[i] = wiretest.SeededParty(t, byte(10+i)).ID.String()
+	}
+	for _, c := range []struct {
+		name   string
+		signer wiretest.Party
+		body   wire.RequeueBody
+		err    string // "" accepted
+	}{
+		{"none", f.sub, body(), ""},
+		{"two providers", f.sub, body(wire.AvoidEntry{Job: f.job, Providers: []string{f.p1, f.p2}}), ""},
+		{"at the bound", f.sub, body(wire.AvoidEntry{Job: f.job, Providers: many[:wire.MaxAvoid]}), ""},
+		{"past the bound", f.sub, body(wire.AvoidEntry{Job: f.job, Providers: many}), "providers, want 1 to"},
+		{"empty list", f.sub, body(wire.AvoidEntry{Job: f.job}), "providers, want 1 to"},
+		{"job not carried", f.sub, body(wire.AvoidEntry{Job: "aaaaaaaaaaaaaaaa", Providers: []string{f.p1}}), "not among the declarations"},
+		{"job twice", f.sub, wire.RequeueBody{Declarations: [][]byte{f.env, f.env}, Avoid: []wire.AvoidEntry{
+			{Job: f.job, Providers: []string{f.p1}}, {Job: f.job, Providers: []string{f.p2}}}}, "listed twice"},
+		{"provider twice", f.sub, body(wire.AvoidEntry{Job: f.job, Providers: []string{f.p1, f.p1}}), "listed twice"},
+		{"not a peer ID", f.sub, body(wire.AvoidEntry{Job: f.job, Providers: []string{"nobody"}}), "providers[0]"},
+		{"the submitter itself", f.sub, body(wire.AvoidEntry{Job: f.job, Providers: []string{f.sub.ID.String()}}), "not another peer's ID"},
+		// Only the job's submitter can wrap its declaration, so only it can
+		// name providers for it.
+		{"another signer", f.other, body(wire.AvoidEntry{Job: f.job, Providers: []string{f.p1}}), "forged"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := wiretest.OnWire(t, c.signer, wire.KindRequeue, c.body)
+			_, err := wire.CheckRequeue(s)
+			if c.err == "" && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+				t.Fatalf("got %v, want an error saying %q", err, c.err)
+			}
+		})
+	}
+}
+
+func TestRequeueAvoidingFits(t *testing.T) {
+	f := newAvoidFixture(t)
+	var many []string
+	for i := range wire.MaxAvoid + 4 {
+		many = append(many, wiretest.SeededParty(t, byte(40+i)).ID.String())
+	}
+	b := wire.RequeueAvoiding(f.env, many)
+	if len(b.Avoid) != 1 || b.Avoid[0].Job != f.job {
+		t.Fatalf("avoid = %+v, want one entry for %s", b.Avoid, f.job)
+	}
+	// The latest failures are kept.
+	if got := b.Avoid[0].Providers; len(got) != wire.MaxAvoid || got[len(got)-1] != many[len(many)-1] {
+		t.Fatalf("kept %d providers ending %v, want the last %d", len(got), got[len(got)-1:], wire.MaxAvoid)
+	}
+	s := wiretest.OnWire(t, f.sub, wire.KindRequeue, b)
+	if _, err := wire.CheckRequeue(s); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.Raw); n > p2p.MaxPayload {
+		t.Fatalf("requeue is %d bytes, over the %d limit", n, p2p.MaxPayload)
+	}
+	if b := wire.RequeueAvoiding(f.env, nil); b.Avoid != nil {
+		t.Fatalf("no providers gave avoid %+v", b.Avoid)
+	}
+}
+
+// FuzzRequeueAvoid feeds arbitrary requeue bodies signed by a submitter to
+// the validator: whatever it accepts names, for each job it carries, a few
+// distinct providers that are well-formed peer IDs other than the signer's.
+func FuzzRequeueAvoid(f *testing.F) {
+	fx := newAvoidFixture(f)
+	for _, b := range []wire.RequeueBody{
+		{Declarations: [][]byte{fx.env}},
+		{Declarations: [][]byte{fx.env}, Avoid: []wire.AvoidEntry{{Job: fx.job, Providers: []string{fx.p1, fx.p2}}}},
+		{Declarations: [][]byte{fx.env}, Avoid: []wire.AvoidEntry{{Job: fx.job, Providers: []string{fx.p1, fx.p1}}}},
+		{Declarations: [][]byte{fx.env}, Avoid: []wire.AvoidEntry{{Job: "x", Providers: []string{fx.p1}}}},
+	} {
+		raw, err := json.Marshal(b)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s := p2p.Signed{Signer: fx.sub.ID, Message: p2p.Message{Kind: wire.KindRequeue, Body: body}}
+		if _, err := wire.CheckRequeue(s); err != nil {
+			return
+		}
+		var b wire.RequeueBody
+		if err := s.Decode(&b); err != nil {
+			t.Fatalf("accepted, but the body does not decode: %v", err)
+		}
+		jobs := map[string]bool{}
+		for _, a := range b.Avoid {
+			if jobs[a.Job] {
+				t.Fatalf("accepted job %s twice", a.Job)
+			}
+			jobs[a.Job] = true
+			if len(a.Providers) == 0 || len(a.Providers) > wire.MaxAvoid {
+				t.Fatalf("accepted %d providers", len(a.Providers))
+			}
+			seen := map[string]bool{}
+			for _, p := range a.Providers {
+				id, err := peer.Decode(p)
+				if err != nil || id == fx.sub.ID || seen[p] {
+					t.Fatalf("accepted provider %q (err %v, twice %t)", p, err, seen[p])
+				}
+				seen[p] = true
+			}
+		}
+	})
+}
