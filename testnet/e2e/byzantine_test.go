@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -243,7 +244,11 @@ func TestByzantineReceiptsAndModel(t *testing.T) {
 	if fin.OneSided() || fin.GPUModel != "H100" {
 		t.Fatalf("the final receipt of the B300 job names model %q (one-sided %t), want the H100 the provider has: the lie is not visible", fin.GPUModel, fin.OneSided())
 	}
-	t.Logf("job declared for B300 ran on a provider whose receipt says %s", fin.GPUModel)
+	if len(fin.GPUsSeen) != 1 || !strings.Contains(fin.GPUsSeen[0].Model, "H100") {
+		t.Fatalf("the final receipt of the B300 job says the run saw %+v, want the one H100 the provider has", fin.GPUsSeen)
+	}
+	fj = waitJob(t, sub, fj.ID, time.Minute, "the GPU mismatch flagged", func(j api.Job) bool { return j.GPUMismatch != "" })
+	t.Logf("job declared for B300 ran on a provider whose receipt says %s, saw %+v: %s", fin.GPUModel, fin.GPUsSeen, fj.GPUMismatch)
 
 	// Receipts due: 2 receipt intervals + the receipt timeout after the run
 	// started, then the submitter ends the lease on its side.
