@@ -52,6 +52,10 @@ type fileConfig struct {
 	ImageCacheSize string `toml:"image-cache-size"`
 	ImagePull      bool   `toml:"image-pull"`
 	RequireImage   bool   `toml:"require-image"`
+	// Data movement.
+	UploadLimit  string `toml:"upload-limit"`
+	SingleSource bool   `toml:"single-source"`
+	NoPrestage   bool   `toml:"no-prestage"`
 	// Durations, as Go durations ("30s").
 	Epoch           string `toml:"epoch"`
 	EpochDelay      string `toml:"epoch-delay"`
@@ -162,6 +166,9 @@ on the command line win.`,
 	f.StringVar(&o.file.ImageCacheSize, "image-cache-size", "64GiB", "disk kept for unpacked image layers under DATA/layers (least recently used go first)")
 	f.BoolVar(&o.file.ImagePull, "image-pull", false, "pull a job's image from its registry (work.image_ref) instead of fetching it from the submitter")
 	f.BoolVar(&o.file.RequireImage, "require-image", false, "take only jobs that bring their own image (the offer says so)")
+	f.StringVar(&o.file.UploadLimit, "upload-limit", "", "cap on what this node serves to peers over the bulk protocol, all together, e.g. 100MiB/s (default unlimited)")
+	f.BoolVar(&o.file.SingleSource, "single-source", false, "as a provider, stage inputs from the submitter alone, not also from other providers that hold them")
+	f.BoolVar(&o.file.NoPrestage, "no-prestage", false, "as a provider, do not start fetching a job's inputs when Match reserves this node for it, only once leased")
 	f.StringVar(&o.file.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.file.LogFormat, "log-format", "text", "text or json")
 	f.BoolVar(&o.debugPartition, "debug-partition", false, "serve POST /v1/debug/block on the API, which cuts this node off from peers (for tests)")
@@ -218,6 +225,9 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("image-cache-size", func() { o.file.ImageCacheSize = or(fc.ImageCacheSize, o.file.ImageCacheSize) })
 	set("image-pull", func() { o.file.ImagePull = o.file.ImagePull || fc.ImagePull })
 	set("require-image", func() { o.file.RequireImage = o.file.RequireImage || fc.RequireImage })
+	set("upload-limit", func() { o.file.UploadLimit = or(fc.UploadLimit, o.file.UploadLimit) })
+	set("single-source", func() { o.file.SingleSource = o.file.SingleSource || fc.SingleSource })
+	set("no-prestage", func() { o.file.NoPrestage = o.file.NoPrestage || fc.NoPrestage })
 	for _, d := range o.durationFlags(&fc) {
 		if flags.Changed(d.name) || d.file == "" {
 			continue
@@ -291,6 +301,10 @@ func run(cmd *cobra.Command, o *options) error {
 	if err != nil {
 		return fmt.Errorf("--max-input: %w", err)
 	}
+	uploadLimit, err := parseRate(o.file.UploadLimit)
+	if err != nil {
+		return err
+	}
 	imageCache, err := market.ParseSize(o.file.ImageCacheSize)
 	if err != nil || imageCache == 0 {
 		return fmt.Errorf("--image-cache-size %q: want a size such as 64GiB", o.file.ImageCacheSize)
@@ -339,6 +353,9 @@ func run(cmd *cobra.Command, o *options) error {
 		ImageCacheBytes:   int64(imageCache),
 		ImagePull:         o.file.ImagePull,
 		RequireImage:      o.file.RequireImage,
+		UploadLimit:       uploadLimit,
+		SingleSource:      o.file.SingleSource,
+		NoPrestage:        o.file.NoPrestage,
 		DebugPartition:    o.debugPartition,
 		Log:               log,
 		OnReady: func(info node.RunInfo) {
@@ -358,4 +375,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "e31d:", err)
 		os.Exit(1)
 	}
+}
+
+// parseRate parses a byte rate such as "100MiB/s" (the "/s" may be left
+// out); empty means no limit (0).
+func parseRate(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := market.ParseSize(strings.TrimSuffix(s, "/s"))
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("--upload-limit %q: want a rate such as 100MiB/s", s)
+	}
+	return int64(n), nil
 }
