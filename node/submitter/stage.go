@@ -27,8 +27,8 @@ const relayTimeout = 3 * time.Second
 // which providers have staged each root for its jobs (they reached the run
 // step, so they held the whole DAG then).
 type stageState struct {
-	mu       sync.Mutex                         // guards the maps; never held across I/O
-	reserved map[string]peer.ID                 // job -> provider reserved for it
+	mu       sync.Mutex                        // guards the maps; never held across I/O
+	reserved map[string]peer.ID                // job -> provider reserved for it
 	holders  map[cid.Cid]map[peer.ID]time.Time // root -> providers that staged it, when last known
 }
 
