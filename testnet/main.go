@@ -9,6 +9,7 @@
 //	go run ./testnet epoch-bench
 //	sudo go run ./testnet nat-bench
 //	go run ./testnet bench --only idle,throughput --profile /tmp/prof
+//	go run ./testnet gravity-bench --dataset-mib 64
 package main
 
 import (
@@ -30,7 +31,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newNATBenchCommand(), newEpochBenchCommand(), newBenchCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newNATBenchCommand(), newEpochBenchCommand(), newBenchCommand(), newGravityBenchCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "testnet:", err)
 		os.Exit(1)

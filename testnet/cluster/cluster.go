@@ -40,6 +40,9 @@ type Options struct {
 	Network string
 	// Args are extra e31d flags for every node.
 	Args []string
+	// ArgsByNode, when set, adds ArgsByNode[i] to node i's flags, after
+	// Args.
+	ArgsByNode [][]string
 	// Metrics gives every node a Prometheus endpoint on a loopback port
 	// (Node.Metrics).
 	Metrics bool
@@ -163,6 +166,9 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 		args = append(args, "--metrics", metrics)
 	}
 	args = append(args, c.opts.Args...)
+	if i < len(c.opts.ArgsByNode) {
+		args = append(args, c.opts.ArgsByNode[i]...)
+	}
 	n := &Node{Name: name, Data: data, args: args, Metrics: metrics}
 	return n, c.launch(ctx, n)
 }
