@@ -152,11 +152,12 @@ func measureGravityConfig(ctx context.Context, e Env, o GravityOptions, cfg Grav
 	argsByNode := [][]string{{"--upload-limit", o.UploadLimit}}
 	c, err := startNetwork(ctx, cluster.Options{N: o.Providers + 1, SimGPUsByNode: byNode, Dir: filepath.Join(e.Dir, "gravity-"+cfg.Name),
 		Bin: e.Bin, Heartbeat: time.Second, Metrics: true, Args: cfg.Args, ArgsByNode: argsByNode})
+	// Removed once its nodes have stopped (defers run last first).
+	defer func() { _ = os.RemoveAll(filepath.Join(e.Dir, "gravity-"+cfg.Name)) }()
 	if err != nil {
 		return run, err
 	}
 	defer c.Stop()
-	defer func() { _ = os.RemoveAll(filepath.Join(e.Dir, "gravity-"+cfg.Name)) }()
 
 	cl := c.Client(0)
 	limit := market.Duration((o.Run + 10*time.Minute).Milliseconds())

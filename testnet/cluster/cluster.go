@@ -362,14 +362,16 @@ func (c *Cluster) Stop() {
 			_ = n.cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
-	deadline := time.After(10 * time.Second)
+	// One deadline for all: a channel from time.After fires once, so each
+	// node waits on its own timer for what is left of it.
+	deadline := time.Now().Add(10 * time.Second)
 	for _, n := range c.Nodes {
 		if n.done == nil {
 			continue
 		}
 		select {
 		case <-n.done:
-		case <-deadline:
+		case <-time.After(time.Until(deadline)):
 			_ = n.cmd.Process.Kill()
 			<-n.done
 		}
