@@ -71,6 +71,10 @@ type FetchOptions struct {
 	// bulk path its total is the DAG's own statement of what is missing
 	// (0 if unknown); on bitswap it is 0.
 	Progress Progress
+	// Fallback names sources FetchFrom turns to only once every source it
+	// was given has failed or refused: a peer whose uplink is the scarce
+	// one, such as a submitter whose data other providers already hold.
+	Fallback []peer.ID
 }
 
 // FetchStats describes one fetch.

@@ -45,14 +45,24 @@ const maxFetchRounds = 3
 // is hash-checked on arrival. The fetch fails only when no source is left
 // and blocks are still missing; what arrived stays for a retry.
 //
+// The sources in o.Fallback are asked only once every other source is
+// gone: they serve what the others could not.
+//
 // FetchFrom speaks only the bulk protocol; a source without it is dropped.
-// With one source it is Fetch, which falls back to bitswap.
+// With one source and no fallback it is Fetch, which falls back to bitswap.
 func (e *Exchange) FetchFrom(ctx context.Context, sources []peer.ID, root cid.Cid, o FetchOptions) (FetchStats, error) {
-	srcs := make([]peer.ID, 0, len(sources))
-	for _, p := range sources {
+	srcs := make([]peer.ID, 0, len(sources)+len(o.Fallback))
+	primary := 0
+	for i, p := range slices.Concat(sources, o.Fallback) {
 		if p != "" && p != e.h.ID() && !slices.Contains(srcs, p) {
 			srcs = append(srcs, p)
+			if i < len(sources) {
+				primary++
+			}
 		}
+	}
+	if primary == 0 {
+		primary = len(srcs) // only fallbacks: they are the sources
 	}
 	switch len(srcs) {
 	case 0:
@@ -66,8 +76,9 @@ func (e *Exchange) FetchFrom(ctx context.Context, sources []peer.ID, root cid.Ci
 	start := time.Now()
 	st := FetchStats{Method: "local"}
 	f := &manyFetch{e: e, root: root, maxBytes: o.MaxBytes, p: lockedProgress{p: o.Progress}}
-	for _, p := range srcs {
+	for i, p := range srcs {
 		f.sources = append(f.sources, &SourceStats{Peer: p})
+		f.fallback = append(f.fallback, i >= primary)
 	}
 	fail := func(err error) (FetchStats, error) {
 		f.fill(&st)
@@ -90,7 +101,10 @@ func (e *Exchange) FetchFrom(ctx context.Context, sources []peer.ID, root cid.Ci
 			return fail(fmt.Errorf("%w: %d subtrees still missing after %d rounds, first %s", ErrIncomplete, len(sc.missing), round, sc.missing[0]))
 		}
 		if err := f.round(ctx, sc.missing); err != nil {
-			return fail(err)
+			if !errors.Is(err, errNoSource) || len(f.alive()) == 0 {
+				return fail(err)
+			}
+			// The sources asked are gone; the fallbacks take over.
 		}
 		if sc, err = e.s.scan(ctx, root); err != nil {
 			return fail(err)
@@ -115,9 +129,10 @@ type manyFetch struct {
 	maxBytes int64
 	p        lockedProgress
 
-	mu      sync.Mutex     // guards sources' counters and errors, and total
-	sources []*SourceStats // in the caller's order
-	total   int64          // bytes received from all sources
+	mu       sync.Mutex     // guards sources' counters and errors, and total
+	sources  []*SourceStats // in the caller's order, fallbacks last
+	fallback []bool         // by index of sources; immutable
+	total    int64          // bytes received from all sources
 }
 
 func (f *manyFetch) fill(st *FetchStats) {
@@ -130,15 +145,23 @@ func (f *manyFetch) fill(st *FetchStats) {
 	}
 }
 
-// alive returns the sources not yet dropped.
+// alive returns the sources to ask now: those not yet dropped, fallbacks
+// only when no other is left.
 func (f *manyFetch) alive() []*SourceStats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []*SourceStats
-	for _, s := range f.sources {
-		if s.Err == nil {
+	var out, fb []*SourceStats
+	for i, s := range f.sources {
+		switch {
+		case s.Err != nil:
+		case f.fallback[i]:
+			fb = append(fb, s)
+		default:
 			out = append(out, s)
 		}
+	}
+	if len(out) == 0 {
+		return fb
 	}
 	return out
 }
@@ -165,11 +188,14 @@ func (f *manyFetch) left() int64 {
 	return max(f.maxBytes-f.total, 1)
 }
 
-// noSource is the error once every source is dropped.
+// errNoSource means every source asked was dropped.
+var errNoSource = errors.New("no source left")
+
+// noSource is the error once every source asked is dropped.
 func (f *manyFetch) noSource() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	errs := []error{errors.New("no source left")}
+	errs := []error{errNoSource}
 	for _, s := range f.sources {
 		errs = append(errs, fmt.Errorf("%s: %w", s.Peer, s.Err))
 	}

@@ -246,3 +246,38 @@ func TestUploadLimit(t *testing.T) {
 		t.Errorf("%d bytes in %v at a limit of %d B/s: want at least %v", st.BytesFetched, d, limit, floor)
 	}
 }
+
+// TestFetchFromFallback: a fallback source serves nothing while another
+// source does, and everything once the others refuse.
+func TestFetchFromFallback(t *testing.T) {
+	ctx := context.Background()
+	receiver := newNode(t, allowOnly(), 0)
+	other := newNode(t, allowOnly(), 0)
+	holder := newSource(t, allowOnly(receiver.h.ID()), 0, 0)
+	sub := newSource(t, allowOnly(receiver.h.ID(), other.h.ID()), 0, 0)
+	for _, s := range []*sourceNode{holder, sub} {
+		connect(t, receiver, s.node)
+		connect(t, other, s.node)
+	}
+	p := filepath.Join(t.TempDir(), "f")
+	writeRandom(t, p, 16*chunkSize, 5, 0o644)
+	root := seed(t, p, holder, sub)
+
+	st, err := receiver.x.FetchFrom(ctx, ids(holder), root, FetchOptions{Fallback: ids(sub)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sub.served.Load() != 0 || len(st.Sources) != 2 || st.Sources[1].Peer != sub.h.ID() {
+		t.Errorf("fallback served %d bytes with the holder serving; sources %+v", sub.served.Load(), st.Sources)
+	}
+	checkOnce(t, st, st.Bytes, holder, sub)
+
+	// The holder refuses the other receiver: the fallback serves it all.
+	st, err = other.x.FetchFrom(ctx, ids(holder), root, FetchOptions{Fallback: ids(sub)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(st.Sources[0].Err, ErrDenied) || st.Sources[1].Bytes != st.Bytes {
+		t.Errorf("holder refusing: sources %+v, want all %d bytes from the fallback", st.Sources, st.Bytes)
+	}
+}

@@ -122,7 +122,10 @@ func (p *Provider) fetchStaged(ctx context.Context, job, lease string, from peer
 			return content.FetchStats{}, err
 		}
 	}
-	sources := []peer.ID{from}
+	// The submitter's uplink is the scarce one: while other providers
+	// serve the data, it is only the fallback.
+	var sources []peer.ID
+	o.Fallback = []peer.ID{from}
 	if !p.cfg.SingleSource || lease == "" {
 		more, err := p.askSources(ctx, job, lease, from, root)
 		if err != nil {

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 
 const testRoot = "bafybeibc5tpecq4aytyaz4yncnltextxha662ssunj6yysvtspqbbvhtxq"
 
-// sourceFetcher records the sources of each fetch; with block set, a fetch
+// sourceFetcher records the sources of each fetch, fallbacks last; with block set, a fetch
 // waits for its context to end.
 type sourceFetcher struct {
 	mu      sync.Mutex
@@ -37,7 +38,7 @@ func (f *sourceFetcher) Fetch(ctx context.Context, from peer.ID, root cid.Cid, o
 
 func (f *sourceFetcher) FetchFrom(ctx context.Context, sources []peer.ID, root cid.Cid, o content.FetchOptions) (content.FetchStats, error) {
 	f.mu.Lock()
-	f.sources = append(f.sources, sources)
+	f.sources = append(f.sources, append(slices.Clone(sources), o.Fallback...))
 	f.mu.Unlock()
 	if f.block {
 		f.started <- struct{}{}
@@ -103,8 +104,8 @@ func TestStagingAsksEverySourceAndRelaysOnlyForItsSubmitter(t *testing.T) {
 	if _, err := p.fetchStaged(context.Background(), "job", "lease", sub.ID, root, content.FetchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.sources[0]; len(got) != 2 || got[0] != sub.ID || got[1] != holder.ID {
-		t.Errorf("sources %v, want the submitter then the holder it named", got)
+	if got := f.sources[0]; len(got) != 2 || got[0] != holder.ID || got[1] != sub.ID {
+		t.Errorf("sources %v, want the holder the submitter named, then the submitter as fallback", got)
 	}
 	if err := relay(p, stranger.ID); p2p.RefusalCode(err) != wire.CodeNotHeld || access.Allowed(next.ID, root) {
 		t.Errorf("relay asked by another submitter: %v, allowed %v; want refused", err, access.Allowed(next.ID, root))
