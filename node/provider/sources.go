@@ -218,12 +218,20 @@ func (p *Provider) Prestage(jobs []Reserved) {
 	// A job leased here keeps its fetch: the lease's staging waits for it
 	// rather than lose the blocks in flight.
 	p.mu.Lock()
+	leases := make([]*lease, 0, len(p.leases))
 	for _, l := range p.leases {
-		l.mu.Lock()
-		want[l.rec.Lease.Terms.Job] = Reserved{}
-		l.mu.Unlock()
+		leases = append(leases, l)
 	}
 	p.mu.Unlock()
+	// A lease's lock is never taken under p.mu.
+	for _, l := range leases {
+		l.mu.Lock()
+		job := l.rec.Lease.Terms.Job
+		l.mu.Unlock()
+		if _, ok := want[job]; !ok {
+			want[job] = Reserved{}
+		}
+	}
 	p.src.mu.Lock()
 	p.src.init()
 	for job, ps := range p.src.pre {
