@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/node/wire"
@@ -127,7 +129,7 @@ func (p *Provider) fetchStaged(ctx context.Context, job, lease string, from peer
 	var sources []peer.ID
 	o.Fallback = []peer.ID{from}
 	if !p.cfg.SingleSource || lease == "" {
-		more, err := p.askSources(ctx, job, lease, from, root)
+		more, err := p.awaitSources(ctx, job, lease, from, root)
 		if err != nil {
 			if lease == "" {
 				// Not allowed before the lease: nothing to fetch yet.
@@ -148,24 +150,57 @@ func (p *Provider) fetchStaged(ctx context.Context, job, lease string, from peer
 	return st, nil
 }
 
-// askSources asks the submitter to let this node stage root and which
-// other providers serve it.
-func (p *Provider) askSources(ctx context.Context, job, lease string, submitter peer.ID, root cid.Cid) ([]peer.ID, error) {
+// holderWait bounds how long a provider waits for another to finish
+// fetching a root before it fetches from the submitter too; holderPoll is
+// how often it asks meanwhile.
+const (
+	holderWait = 10 * time.Minute
+	holderPoll = time.Second
+)
+
+// awaitSources asks the submitter which other providers serve root. When
+// none holds it yet but one began fetching it first, it waits for that one
+// to finish, asking again every holderPoll: fetching from it then costs the
+// submitter's uplink nothing, where fetching now would cost a second copy.
+func (p *Provider) awaitSources(ctx context.Context, job, lease string, submitter peer.ID, root cid.Cid) ([]peer.ID, error) {
+	deadline := time.Now().Add(holderWait)
+	for {
+		holders, staging, err := p.askSources(ctx, job, lease, submitter, root)
+		if err != nil || len(holders) > 0 || !staging || p.cfg.SingleSource || time.Now().After(deadline) {
+			return holders, err
+		}
+		p.log.Debug("waiting for another provider to finish staging", "job", job, "root", root)
+		t := time.NewTimer(holderPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// askSources asks the submitter to let this node stage root, which other
+// providers serve it, and whether another is fetching it now.
+func (p *Provider) askSources(ctx context.Context, job, lease string, submitter peer.ID, root cid.Cid) (holders []peer.ID, staging bool, err error) {
 	var rep wire.StageReply
 	if err := p.d.Calls.Call(ctx, submitter, wire.ProtoStage, wire.StageRequest{Job: job, Lease: lease}, &rep); err != nil {
-		return nil, fmt.Errorf("ask the submitter to stage: %w", err)
+		return nil, false, fmt.Errorf("ask the submitter to stage: %w", err)
 	}
 	m, err := rep.Parsed()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var out []peer.ID
 	for _, q := range m[root] {
 		if q != p.d.Self && q != submitter {
-			out = append(out, q)
+			holders = append(holders, q)
 		}
 	}
-	return out, nil
+	st, err := rep.ParsedStaging()
+	if err != nil {
+		return nil, false, err
+	}
+	return holders, slices.ContainsFunc(st[root], func(q peer.ID) bool { return q != p.d.Self }), nil
 }
 
 func (p *Provider) countFetched(submitter peer.ID, st content.FetchStats) {

@@ -30,6 +30,10 @@ type stageState struct {
 	mu       sync.Mutex                        // guards the maps; never held across I/O
 	reserved map[string]peer.ID                // job -> provider reserved for it
 	holders  map[cid.Cid]map[peer.ID]time.Time // root -> providers that staged it, when last known
+	// asked is when each leased job's provider first asked to stage: of
+	// two providers fetching the same root, the later one may wait for
+	// the earlier, never the other way round.
+	asked map[string]time.Time
 }
 
 // holdersKept bounds how long a provider that staged a root is named as a
@@ -83,6 +87,10 @@ func (s *Submitter) HandleStage(ctx context.Context, from peer.ID, raw json.RawM
 	queued := r.State == api.JobQueued
 	roots := r.contentRoots()
 	holders := s.holdersLocked(from, roots)
+	var staging map[cid.Cid][]peer.ID
+	if leased {
+		staging = s.stagingLocked(req.Job, from, roots, holders)
+	}
 	s.mu.Unlock()
 	if !leased && !(queued && reserved) {
 		return nil, p2p.Refuse(wire.CodeNotReserved, fmt.Errorf("job %s is neither leased to nor reserved for %s", req.Job, from))
@@ -90,7 +98,63 @@ func (s *Submitter) HandleStage(ctx context.Context, from peer.ID, raw json.RawM
 	for _, c := range roots {
 		s.d.Access.Allow(from, c)
 	}
-	return wire.StageReply{Sources: s.relays(ctx, from, holders)}, nil
+	return wire.StageReply{Sources: s.relays(ctx, from, holders), Staging: rootSources(staging)}, nil
+}
+
+// stagingLocked returns, for each root of job that no provider holds, the
+// providers of this node's other leases that are fetching it now and asked
+// to stage before job's provider did. s.mu is held.
+func (s *Submitter) stagingLocked(job string, to peer.ID, roots []cid.Cid, holders map[cid.Cid][]peer.ID) map[cid.Cid][]peer.ID {
+	now := time.Now()
+	s.stage.mu.Lock()
+	defer s.stage.mu.Unlock()
+	if s.stage.asked == nil {
+		s.stage.asked = make(map[string]time.Time)
+	}
+	for id := range s.stage.asked {
+		if j, ok := s.jobs[id]; !ok || j.rec.State != api.JobRenting {
+			delete(s.stage.asked, id)
+		}
+	}
+	mine, ok := s.stage.asked[job]
+	if !ok {
+		mine = now
+		s.stage.asked[job] = now
+	}
+	out := make(map[cid.Cid][]peer.ID)
+	for id, at := range s.stage.asked {
+		if id == job || !at.Before(mine) {
+			continue
+		}
+		r := s.jobs[id].rec
+		if r.Lease == nil {
+			continue
+		}
+		p, err := peer.Decode(r.Lease.Terms.Provider)
+		if err != nil || p == to {
+			continue
+		}
+		for _, c := range r.contentRoots() {
+			if slices.Contains(roots, c) && len(holders[c]) == 0 && !slices.Contains(out[c], p) {
+				out[c] = append(out[c], p)
+			}
+		}
+	}
+	return out
+}
+
+func rootSources(m map[cid.Cid][]peer.ID) []wire.RootSources {
+	var out []wire.RootSources
+	for c, ps := range m {
+		var ss []string
+		for _, p := range ps[:min(len(ps), maxSources)] {
+			ss = append(ss, p.String())
+		}
+		slices.Sort(ss)
+		out = append(out, wire.RootSources{Root: c.String(), Providers: ss})
+	}
+	slices.SortFunc(out, func(a, b wire.RootSources) int { return strings.Compare(a.Root, b.Root) })
+	return out
 }
 
 // holdersLocked returns, for each root, the providers other than to that

@@ -3,6 +3,7 @@ package submitter
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -119,4 +120,48 @@ func mustCID(t *testing.T, s string) cid.Cid {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestStageWaitsOnlyForAnEarlierStager: of two providers leased the same
+// root at once, the one that asked second is told to wait for the first,
+// and the first is never told to wait for the second.
+func TestStageWaitsOnlyForAnEarlierStager(t *testing.T) {
+	h := newHarness(t, Config{}, noOffers{})
+	root := "bafybeibc5tpecq4aytyaz4yncnltextxha662ssunj6yysvtspqbbvhtxq"
+	now := time.Now()
+	provs := []wiretest.Party{wiretest.FreshParty(t), wiretest.FreshParty(t)}
+	var jobs []*Record
+	for i, prov := range provs {
+		l := wiretest.SignedLease(t, prov, h.sub)
+		l.Terms.Job = fmt.Sprintf("job-%d", i)
+		d := market.NewDeclaration("j", []string{"true"}, 1, market.Hour, []market.Input{{Source: root, Mount: "/data"}})
+		r := &Record{ID: l.Terms.Job, Declaration: d, State: api.JobRenting, Lease: &l, Submitted: now}
+		r.step(api.StepSubmit, now)
+		r.step(api.StepRent, now)
+		if err := h.records.Put(state.PrefixJob, r.ID, r); err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, r)
+	}
+	if err := h.s.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(i int) wire.StageReply {
+		t.Helper()
+		raw, _ := json.Marshal(wire.StageRequest{Job: jobs[i].ID, Lease: jobs[i].Lease.Terms.ID})
+		rep, err := h.s.HandleStage(context.Background(), provs[i].ID, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.(wire.StageReply)
+	}
+	if rep := ask(0); len(rep.Staging) != 0 || len(rep.Sources) != 0 {
+		t.Errorf("first to ask: %+v, want nothing to wait for", rep)
+	}
+	if rep := ask(1); len(rep.Staging) != 1 || rep.Staging[0].Providers[0] != provs[0].ID.String() {
+		t.Errorf("second to ask: %+v, want to wait for %s", rep, provs[0].ID)
+	}
+	if rep := ask(0); len(rep.Staging) != 0 {
+		t.Errorf("first, asking again: %+v, want nothing to wait for", rep)
+	}
 }

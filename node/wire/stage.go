@@ -51,6 +51,11 @@ type StageRequest struct {
 // those that agreed to serve it to the requester.
 type StageReply struct {
 	Sources []RootSources `json:"sources,omitempty"`
+	// Staging names, for roots no provider holds yet, the providers
+	// fetching them now for the submitter's other leases, that began
+	// before the requester: waiting for one of them to finish and then
+	// fetching from it spares the submitter's uplink a second copy.
+	Staging []RootSources `json:"staging,omitempty"`
 }
 
 // RootSources is one root and the providers that hold it.
@@ -77,11 +82,20 @@ func CheckStage(r StageRequest) error {
 // Parsed returns a reply's sources as parsed values, checked: a root or
 // provider that does not parse, or a reply over its bounds, is an error.
 func (r StageReply) Parsed() (map[cid.Cid][]peer.ID, error) {
-	if len(r.Sources) > maxStageRoots {
-		return nil, fmt.Errorf("stage reply: %d roots, at most %d", len(r.Sources), maxStageRoots)
+	return parseSources(r.Sources)
+}
+
+// ParsedStaging returns the reply's staging providers, checked as Parsed.
+func (r StageReply) ParsedStaging() (map[cid.Cid][]peer.ID, error) {
+	return parseSources(r.Staging)
+}
+
+func parseSources(list []RootSources) (map[cid.Cid][]peer.ID, error) {
+	if len(list) > maxStageRoots {
+		return nil, fmt.Errorf("stage reply: %d roots, at most %d", len(list), maxStageRoots)
 	}
-	out := make(map[cid.Cid][]peer.ID, len(r.Sources))
-	for _, rs := range r.Sources {
+	out := make(map[cid.Cid][]peer.ID, len(list))
+	for _, rs := range list {
 		c, err := cid.Decode(rs.Root)
 		if err != nil {
 			return nil, fmt.Errorf("stage reply: root %q: %w", rs.Root, err)

@@ -17,6 +17,7 @@ func FuzzStageMessages(f *testing.F) {
 	f.Add([]byte(`{"job":""}`))
 	f.Add([]byte(`{"sources":[{"root":"` + root + `","providers":["` + prov + `"]}]}`))
 	f.Add([]byte(`{"sources":[{"root":"x","providers":["y"]}]}`))
+	f.Add([]byte(`{"staging":[{"root":"` + root + `","providers":["` + prov + `"]}]}`))
 	f.Add([]byte(`{"root":"` + root + `","to":"` + prov + `"}`))
 	f.Add([]byte(`{"root":"","to":""}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -26,6 +27,9 @@ func FuzzStageMessages(f *testing.F) {
 		}
 		var rep wire.StageReply
 		if p2p.DecodeStrict(b, &rep) == nil {
+			if m, err := rep.ParsedStaging(); err == nil && len(m) > 64 {
+				t.Fatalf("accepted %d staging roots", len(m))
+			}
 			if m, err := rep.Parsed(); err == nil {
 				for c, ps := range m {
 					if !c.Defined() || len(ps) > 16 {
