@@ -21,7 +21,11 @@ import (
 // A provider about to stage a job's input asks the job's submitter
 // (wire.ProtoStage) which other providers hold it; the submitter has asked
 // each to serve it here (wire.ProtoRelay), and the fetch takes the missing
-// blocks from all of them and the submitter at once. A provider relays a
+// blocks from all of them at once, the submitter serving only what they
+// cannot: its uplink is the scarce one. When no provider holds the root
+// yet but another began fetching it first, this one waits for it to finish
+// and fetches from it, rather than take a second copy from the submitter.
+// A provider relays a
 // root only for the submitter it staged it for, and only to the provider
 // that submitter names: the submitter decides who may read its data, as
 // when it is the only source.
