@@ -11,6 +11,7 @@ import (
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/acl"
+	"github.com/e31network/e31/node/state"
 	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
@@ -165,5 +166,33 @@ func TestPrestageStopsWhenTheReservationMoves(t *testing.T) {
 	f.mu.Unlock()
 	if n != 1 {
 		t.Errorf("%d fetches, want 1", n)
+	}
+}
+
+// TestRelaysAfterRestart: inputs a lease staged before a restart may be
+// relayed after it, for that lease's submitter only.
+func TestRelaysAfterRestart(t *testing.T) {
+	self, next := wiretest.FreshParty(t), wiretest.FreshParty(t)
+	l := releasedLease(t, self, time.Now())
+	l.rec.RunStart = l.rec.Start.Add(time.Second)
+	l.rec.Declaration.Data = []market.Input{{Source: testRoot, Mount: "/data"}}
+	records := &memRecords{m: map[string]Record{}}
+	if err := records.Put(state.PrefixLease, l.rec.ID(), l.rec); err != nil {
+		t.Fatal(err)
+	}
+	p := newTestProvider(t, self, Config{}, stageCaller{}, &unpins{}, records, &memLedger{})
+	access := acl.New()
+	p.d.Access = access
+	if err := p.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := peer.Decode(l.rec.Lease.Terms.Submitter)
+	raw, _ := json.Marshal(wire.RelayRequest{Root: testRoot, To: next.ID.String()})
+	if _, err := p.HandleRelay(context.Background(), next.ID, raw); p2p.RefusalCode(err) != wire.CodeNotHeld {
+		t.Errorf("relay asked by a stranger after restart: %v, want %s", err, wire.CodeNotHeld)
+	}
+	root, _ := cid.Decode(testRoot)
+	if _, err := p.HandleRelay(context.Background(), sub, raw); err != nil || !access.Allowed(next.ID, root) {
+		t.Errorf("relay asked by the submitter after restart: %v, allowed %v", err, access.Allowed(next.ID, root))
 	}
 }
