@@ -81,7 +81,7 @@ func (e *Exchange) serveBulk(str network.Stream) {
 	}
 
 	start := time.Now()
-	if err := e.sendCar(str, req.root, list, total); err != nil {
+	if err := e.sendCar(str, remote, req.root, list, total); err != nil {
 		log.Info("bulk send failed", "blocks", len(list), "err", err)
 		_ = str.Reset()
 		return
@@ -90,7 +90,7 @@ func (e *Exchange) serveBulk(str network.Stream) {
 	log.Debug("bulk sent", "blocks", len(list), "bytes", total, "took", time.Since(start))
 }
 
-func (e *Exchange) sendCar(str network.Stream, root cid.Cid, list []cid.Cid, total int64) error {
+func (e *Exchange) sendCar(str network.Stream, to peer.ID, root cid.Cid, list []cid.Cid, total int64) error {
 	bw := bufio.NewWriterSize(str, streamBuffer)
 	_ = str.SetWriteDeadline(time.Now().Add(e.stall))
 	if _, err := bw.Write(encodeResponse(bulkResponse{status: statusOK, blocks: uint64(len(list)), bytes: uint64(total)})); err != nil {
@@ -108,8 +108,26 @@ func (e *Exchange) sendCar(str network.Stream, root cid.Cid, list []cid.Cid, tot
 		// hashing here too would double the CPU spent on hashes for
 		// no extra safety. A damaged block still fails the transfer,
 		// at the receiver, as ErrInvalidData.
+		if e.upload != nil {
+			// Waited for outside the store's read transaction, which
+			// must stay short.
+			n, _, err := e.s.blockSize(c)
+			if err != nil {
+				return err
+			}
+			if err := e.upload.WaitN(e.ctx, n); err != nil {
+				return err
+			}
+			_ = str.SetWriteDeadline(time.Now().Add(e.stall))
+		}
 		err := e.s.viewBlock(c, func(data []byte) error {
-			return car.Put(e.ctx, c.KeyString(), data)
+			if err := car.Put(e.ctx, c.KeyString(), data); err != nil {
+				return err
+			}
+			if e.served != nil {
+				e.served(to, int64(len(data)))
+			}
+			return nil
 		})
 		if err != nil {
 			return err

@@ -23,6 +23,12 @@
 // batches, and the DAG is pinned only once it is complete: a transfer that
 // fails leaves no pin behind, and a retry fetches only what is still missing.
 //
+// FetchFrom does the same from many peers at once: the structure from one,
+// then the missing leaves in batches that the sources take from one queue,
+// so a faster source serves more and a source that fails or refuses only
+// puts back what it had not delivered. The node names the sources; the
+// exchange never asks a peer it was not given.
+//
 // Content is private to the parties of a job. The Exchange serves a peer only
 // blocks of DAGs that Access allows it, and it answers bitswap requests block
 // by block from an index of which roots each block belongs to.

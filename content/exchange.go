@@ -13,6 +13,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/time/rate"
 )
 
 // ProtocolBulk is the libp2p protocol of the bulk (CAR stream) transfer.
@@ -43,6 +44,15 @@ type ExchangeOptions struct {
 	// StallTimeout fails a transfer after this long without a block.
 	// 0 means DefaultStallTimeout.
 	StallTimeout time.Duration
+	// UploadLimit caps, in bytes per second, what the bulk protocol
+	// serves to all peers together, so that a node on a thin uplink can
+	// bound what its data costs it. 0 means no limit. Bitswap, the
+	// fallback for peers without the bulk protocol, is not limited.
+	UploadLimit int64
+	// Served, if set, is told of every block served over the bulk
+	// protocol, with the peer it went to: the node counts what it serves
+	// by kind of peer.
+	Served func(to peer.ID, bytes int64)
 }
 
 // FetchOptions configures one fetch. The zero value fetches without
@@ -61,6 +71,10 @@ type FetchOptions struct {
 	// bulk path its total is the DAG's own statement of what is missing
 	// (0 if unknown); on bitswap it is 0.
 	Progress Progress
+	// Fallback names sources FetchFrom turns to only once every source it
+	// was given has failed or refused: a peer whose uplink is the scarce
+	// one, such as a submitter whose data other providers already hold.
+	Fallback []peer.ID
 }
 
 // FetchStats describes one fetch.
@@ -71,6 +85,9 @@ type FetchStats struct {
 	BytesFetched  int64         // bytes that came over the network
 	Duration      time.Duration // wall time of the fetch
 	Method        string        // "local" (nothing missing), "bulk" or "bitswap"
+	// Sources is what each source sent, in the order given to FetchFrom;
+	// empty for Fetch and FetchBitswap.
+	Sources []SourceStats
 }
 
 // Exchange moves DAGs between peers over a libp2p host: it serves the bulk
@@ -84,6 +101,8 @@ type Exchange struct {
 	log    *slog.Logger
 	stall  time.Duration
 	bs     *bitswap.Bitswap
+	upload *rate.Limiter // nil: no limit
+	served func(to peer.ID, bytes int64)
 	ctx    context.Context // cancelled by Close; bounds serving
 	cancel context.CancelFunc
 
@@ -113,6 +132,12 @@ func NewExchange(ctx context.Context, h host.Host, s *Store, access Access, o Ex
 		stall:  stall,
 		ctx:    ectx,
 		cancel: cancel,
+		served: o.Served,
+	}
+	if o.UploadLimit > 0 {
+		// The burst must hold the largest block; a tenth of a second of
+		// the rate lets a fast limit send in large writes.
+		e.upload = rate.NewLimiter(rate.Limit(o.UploadLimit), int(max(2*maxBlockSize, o.UploadLimit/10)))
 	}
 	e.bs = bitswap.New(ectx, bsnet.NewFromIpfsHost(h), nil, bitswapStore{s},
 		bitswap.WithPeerBlockRequestFilter(e.allowBlock),

@@ -57,6 +57,12 @@ func newNode(tb testing.TB, access Access, stall time.Duration) *node {
 // startNode starts a node with its store in dir; the caller closes it.
 func startNode(tb testing.TB, access Access, stall time.Duration, dir string) *node {
 	tb.Helper()
+	return startNodeWith(tb, access, stall, dir, ExchangeOptions{})
+}
+
+// startNodeWith is startNode with more exchange options.
+func startNodeWith(tb testing.TB, access Access, stall time.Duration, dir string, o ExchangeOptions) *node {
+	tb.Helper()
 	h, err := libp2p.New(
 		libp2p.NoTransports,
 		libp2p.Transport(tcp.NewTCPTransport),
@@ -70,7 +76,8 @@ func startNode(tb testing.TB, access Access, stall time.Duration, dir string) *n
 	if err != nil {
 		tb.Fatal(err)
 	}
-	x, err := NewExchange(context.Background(), h, s, access, ExchangeOptions{Log: testLog(), StallTimeout: stall})
+	o.Log, o.StallTimeout = testLog(), stall
+	x, err := NewExchange(context.Background(), h, s, access, o)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -123,6 +123,16 @@ type Config struct {
 	LocalityWait time.Duration
 	// Runtime is the OCI runtime binary; default runc, else crun.
 	Runtime string
+	// UploadLimit caps, in bytes per second, what the node serves to
+	// peers over the bulk protocol, all together; 0: no limit.
+	UploadLimit int64
+	// SingleSource makes the provider stage inputs from the submitter
+	// alone; by default it also fetches from the other providers that
+	// hold them for the same submitter.
+	SingleSource bool
+	// NoPrestage makes the provider wait for the lease to fetch a job's
+	// inputs; by default it starts when Match reserves it for the job.
+	NoPrestage bool
 	// Metrics is the address of the Prometheus endpoint; off when empty.
 	Metrics string
 	// ShutdownTimeout bounds how long a stopping node waits for its leases

@@ -23,6 +23,8 @@ type metrics struct {
 	reg       *prometheus.Registry
 	provider  *provider.Metrics
 	submitter *submitter.Metrics
+	// served counts bytes served over the bulk protocol, by kind of peer.
+	served *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -49,7 +51,11 @@ func newMetrics() *metrics {
 	returned := counter("e31_bytes_returned_total", "Output and checkpoint bytes fetched by this submitter.")
 	m.provider.Staged = counterProgress{staged}
 	m.submitter.Returned = counterProgress{returned}
-	m.reg.MustRegister(m.submitter.Submitted, m.submitter.Rejected, m.provider.Leases, receipts, persist, staged, returned)
+	prestaged := counter("e31_bytes_prestaged_total", "Input bytes fetched before a lease, for a job Match reserved this node for (off the meter).")
+	m.provider.Prestaged = counterProgress{prestaged}
+	m.provider.Fetched = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e31_content_fetched_bytes_total", Help: "Input bytes this provider fetched, by kind of source (submitter or provider)."}, []string{"from"})
+	m.served = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e31_content_served_bytes_total", Help: "Bytes this node served to peers over the bulk protocol, by kind of peer (provider: a peer with an offer; other)."}, []string{"to"})
+	m.reg.MustRegister(m.submitter.Submitted, m.submitter.Rejected, m.provider.Leases, receipts, persist, staged, returned, prestaged, m.provider.Fetched, m.served)
 	return m
 }
 

@@ -202,7 +202,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, n.host.Close)
-	if n.exchange, err = content.NewExchange(ctx, n.host, n.store, n.access, content.ExchangeOptions{Log: n.log, StallTimeout: cfg.StallTimeout}); err != nil {
+	if n.exchange, err = content.NewExchange(ctx, n.host, n.store, n.access, content.ExchangeOptions{
+		Log: n.log, StallTimeout: cfg.StallTimeout, UploadLimit: cfg.UploadLimit, Served: n.countServed,
+	}); err != nil {
 		return nil, err
 	}
 	closers = append(closers, n.exchange.Close)
@@ -246,6 +248,8 @@ func (n *Node) wireRoles() {
 		ImagePull:       n.cfg.ImagePull,
 		RequireImage:    n.cfg.RequireImage,
 		MaxJobDisk:      n.cfg.MaxJobDisk,
+		SingleSource:    n.cfg.SingleSource,
+		Prestage:        !n.cfg.NoPrestage,
 	}, provider.Deps{
 		Key: n.key, Self: n.self, GPUs: n.gpus, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger,
 		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: addrs,
@@ -280,6 +284,8 @@ func (n *Node) wireRoles() {
 	n.handlers[wire.ProtoOutput] = n.submitter.HandleOutput
 	n.handlers[wire.ProtoReceipt] = n.submitter.HandleReceipt
 	n.handlers[wire.ProtoLogs] = n.provider.HandleLogs
+	n.handlers[wire.ProtoStage] = n.submitter.HandleStage
+	n.handlers[wire.ProtoRelay] = n.provider.HandleRelay
 	n.handlers[wire.ProtoWithdraw] = func(_ context.Context, from peer.ID, raw json.RawMessage) (any, error) {
 		var req wire.WithdrawRequest
 		if err := p2p.DecodeStrict(raw, &req); err != nil {

@@ -10,6 +10,7 @@
 //	sudo go run ./testnet nat-bench
 //	go run ./testnet bench --only idle,throughput --profile /tmp/prof
 //	go run ./testnet byzantine-bench
+//	go run ./testnet gravity-bench --dataset-mib 64
 package main
 
 import (
@@ -31,7 +32,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newNATBenchCommand(), newEpochBenchCommand(), newBenchCommand(), newFloodBenchCommand(), newByzantineBenchCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newNATBenchCommand(), newEpochBenchCommand(), newBenchCommand(), newFloodBenchCommand(), newByzantineBenchCommand(), newGravityBenchCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "testnet:", err)
 		os.Exit(1)

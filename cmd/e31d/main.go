@@ -56,6 +56,10 @@ type fileConfig struct {
 	MaxJobDisk     string `toml:"max-job-disk"`
 	// Locality defaults of jobs submitted here.
 	NoLocality bool `toml:"no-locality"`
+	// Data movement.
+	UploadLimit  string `toml:"upload-limit"`
+	SingleSource bool   `toml:"single-source"`
+	NoPrestage   bool   `toml:"no-prestage"`
 	// Durations, as Go durations ("30s").
 	Epoch           string `toml:"epoch"`
 	EpochDelay      string `toml:"epoch-delay"`
@@ -176,6 +180,9 @@ on the command line win.`,
 	f.StringVar(&o.file.MaxJobDisk, "max-job-disk", "", "largest request.disk a job run here may declare, e.g. 100GiB (the offer says so; default: no cap)")
 	f.BoolVar(&o.file.NoLocality, "no-locality", false, "jobs submitted here that say nothing of locality declare request.locality: off (placed by best fit, ignoring which provider holds their data)")
 	f.DurationVar(&o.localityWait, "locality-wait", 0, "jobs submitted here that say nothing of locality declare this request.locality_wait: how long they may wait for a provider holding their data (at most 5m)")
+	f.StringVar(&o.file.UploadLimit, "upload-limit", "", "cap on what this node serves to peers over the bulk protocol, all together, e.g. 100MiB/s (default unlimited)")
+	f.BoolVar(&o.file.SingleSource, "single-source", false, "as a provider, stage inputs from the submitter alone, not also from other providers that hold them")
+	f.BoolVar(&o.file.NoPrestage, "no-prestage", false, "as a provider, do not start fetching a job's inputs when Match reserves this node for it, only once leased")
 	f.StringVar(&o.file.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.file.LogFormat, "log-format", "text", "text or json")
 	f.BoolVar(&o.debugPartition, "debug-partition", false, "serve POST /v1/debug/block on the API, which cuts this node off from peers (for tests)")
@@ -235,6 +242,9 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("require-image", func() { o.file.RequireImage = o.file.RequireImage || fc.RequireImage })
 	set("max-job-disk", func() { o.file.MaxJobDisk = or(fc.MaxJobDisk, o.file.MaxJobDisk) })
 	set("no-locality", func() { o.file.NoLocality = o.file.NoLocality || fc.NoLocality })
+	set("upload-limit", func() { o.file.UploadLimit = or(fc.UploadLimit, o.file.UploadLimit) })
+	set("single-source", func() { o.file.SingleSource = o.file.SingleSource || fc.SingleSource })
+	set("no-prestage", func() { o.file.NoPrestage = o.file.NoPrestage || fc.NoPrestage })
 	for _, d := range o.durationFlags(&fc) {
 		if flags.Changed(d.name) || d.file == "" {
 			continue
@@ -308,6 +318,10 @@ func run(cmd *cobra.Command, o *options) error {
 	if err != nil {
 		return fmt.Errorf("--max-input: %w", err)
 	}
+	uploadLimit, err := parseRate(o.file.UploadLimit)
+	if err != nil {
+		return err
+	}
 	imageCache, err := market.ParseSize(o.file.ImageCacheSize)
 	if err != nil || imageCache == 0 {
 		return fmt.Errorf("--image-cache-size %q: want a size such as 64GiB", o.file.ImageCacheSize)
@@ -369,6 +383,9 @@ func run(cmd *cobra.Command, o *options) error {
 		MaxJobDisk:        uint64(maxJobDisk),
 		NoLocality:        o.file.NoLocality,
 		LocalityWait:      o.localityWait,
+		UploadLimit:       uploadLimit,
+		SingleSource:      o.file.SingleSource,
+		NoPrestage:        o.file.NoPrestage,
 		DebugPartition:    o.debugPartition,
 		Misbehave:         misbehave,
 		Log:               log,
@@ -389,4 +406,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "e31d:", err)
 		os.Exit(1)
 	}
+}
+
+// parseRate parses a byte rate such as "100MiB/s" (the "/s" may be left
+// out); empty means no limit (0).
+func parseRate(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := market.ParseSize(strings.TrimSuffix(s, "/s"))
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("--upload-limit %q: want a rate such as 100MiB/s", s)
+	}
+	return int64(n), nil
 }

@@ -1,6 +1,8 @@
 // Package acl answers who may fetch which content from this node: a
-// submitter's inputs go only to the providers it leased them to, a
-// provider's output and checkpoints only to the job's submitter. The content
+// submitter's inputs go only to the providers it leased them to (or that
+// its Match reserved for the job), a provider's output and checkpoints only
+// to the job's submitter, and inputs a provider staged only to the other
+// providers their submitter names (wire.ProtoRelay). The content
 // exchange asks for every block a peer wants, so the answer comes from
 // memory under a read lock and never waits on anything else.
 package acl

@@ -53,6 +53,7 @@ type (
 	// Fetcher fetches a DAG from a peer (content.Exchange).
 	Fetcher interface {
 		Fetch(ctx context.Context, from peer.ID, root cid.Cid, o content.FetchOptions) (content.FetchStats, error)
+		FetchFrom(ctx context.Context, sources []peer.ID, root cid.Cid, o content.FetchOptions) (content.FetchStats, error)
 	}
 	// Disks makes and removes the filesystem that bounds what one job
 	// writes (exec.MountDisk and its kin).
@@ -117,6 +118,12 @@ type Config struct {
 	RequireImage bool
 	// MaxJobDisk caps a job's request.disk; 0: no cap.
 	MaxJobDisk uint64
+	// SingleSource stages inputs from the submitter alone, not also from
+	// the other providers that hold them.
+	SingleSource bool
+	// Prestage starts fetching a job's inputs as soon as Match reserves
+	// this provider for it, before the lease.
+	Prestage bool
 }
 
 // Deps are the parts of the node the provider acts through.
@@ -180,6 +187,18 @@ type Metrics struct {
 	Receipts      prometheus.Counter
 	PersistErrors prometheus.Counter
 	Staged        content.Progress
+	// Prestaged counts input bytes fetched before a lease; nil: uncounted.
+	Prestaged content.Progress
+	// Fetched counts input bytes fetched, by the kind of source
+	// ("submitter" or "provider"); nil: uncounted.
+	Fetched *prometheus.CounterVec
+}
+
+func (m *Metrics) prestaged() content.Progress {
+	if m == nil {
+		return nil
+	}
+	return m.Prestaged
 }
 
 // ErrWithdrawn is the cause given to a lease's context when its submitter
@@ -218,6 +237,8 @@ type Provider struct {
 	proposing map[string]bool   // jobs with a proposal of ours in flight
 	leases    map[string]*lease // leases not yet released
 	withdrawn map[string]withdrawal
+
+	src sourcing // staging from many sources and before the lease
 }
 
 // withdrawal is a job's withdrawal as this provider saw it.

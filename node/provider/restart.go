@@ -38,6 +38,15 @@ func (p *Provider) Recover(ctx context.Context) error {
 				p.d.Access.Allow(sub, c)
 			}
 		}
+		if !rec.RunStart.IsZero() {
+			// Its inputs were staged whole and stay pinned while the
+			// record lasts: this node may relay them again.
+			for _, in := range rec.Declaration.Data {
+				if c, err := cid.Decode(in.Source); err == nil {
+					p.src.held(sub, c)
+				}
+			}
+		}
 		if rec.State == Released && rec.FinalSigned {
 			continue
 		}

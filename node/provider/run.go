@@ -58,7 +58,7 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 	var inputs []exec.Mount
 	stagingErr := diskErr
 	if diskErr == nil {
-		inputs, stagingErr = p.stage(ctx, t.ID, submitter, decl.Data, dir)
+		inputs, stagingErr = p.stage(ctx, t.Job, t.ID, submitter, decl.Data, dir)
 	}
 	var img *exec.ImageRoot
 	releaseImage := func() {}
@@ -136,14 +136,14 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 }
 
 // stage fetches every input of a lease and lays it out under dir.
-func (p *Provider) stage(ctx context.Context, lease string, from peer.ID, data []market.Input, dir string) ([]exec.Mount, error) {
+func (p *Provider) stage(ctx context.Context, job, lease string, from peer.ID, data []market.Input, dir string) ([]exec.Mount, error) {
 	var inputs []exec.Mount
 	for i, in := range data {
 		c, err := cid.Decode(in.Source)
 		if err != nil {
 			return nil, fmt.Errorf("data[%d].source: %w", i, err)
 		}
-		if _, err := p.fetch(ctx, from, c, content.FetchOptions{Pin: pinInput(lease), Progress: p.d.Metrics.Staged}); err != nil {
+		if _, err := p.fetchStaged(ctx, job, lease, from, c, content.FetchOptions{Pin: pinInput(lease), Progress: p.d.Metrics.Staged}); err != nil {
 			return nil, fmt.Errorf("fetch data[%d] %s: %w", i, c, err)
 		}
 		dst := filepath.Join(dir, "inputs", strconv.Itoa(i))

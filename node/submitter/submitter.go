@@ -193,6 +193,8 @@ type Submitter struct {
 	// ended holds the state of every job that is in the store only.
 	ended  map[string]api.JobState
 	joined time.Time // when the first offer of another provider arrived
+
+	stage stageState // reservations and holders, for staging from many sources
 }
 
 // New returns a submitter; Recover loads what a previous run left.

@@ -43,6 +43,9 @@ type Options struct {
 	// Misbehave, when set, gives node i the --misbehave list Misbehave[i]
 	// ("" or absent: an honest node). Such nodes run Bin.E31dByzantine.
 	Misbehave []string
+	// ArgsByNode, when set, adds ArgsByNode[i] to node i's flags, after
+	// Args.
+	ArgsByNode [][]string
 	// Metrics gives every node a Prometheus endpoint on a loopback port
 	// (Node.Metrics).
 	Metrics bool
@@ -168,6 +171,9 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 		args = append(args, "--metrics", metrics)
 	}
 	args = append(args, c.opts.Args...)
+	if i < len(c.opts.ArgsByNode) {
+		args = append(args, c.opts.ArgsByNode[i]...)
+	}
 	n := &Node{Name: name, Data: data, args: args, Metrics: metrics}
 	if i < len(c.opts.Misbehave) && c.opts.Misbehave[i] != "" {
 		if c.opts.Bin.E31dByzantine == "" {
@@ -372,14 +378,16 @@ func (c *Cluster) Stop() {
 			_ = n.cmd.Process.Signal(syscall.SIGTERM)
 		}
 	}
-	deadline := time.After(10 * time.Second)
+	// One deadline for all: a channel from time.After fires once, so each
+	// node waits on its own timer for what is left of it.
+	deadline := time.Now().Add(10 * time.Second)
 	for _, n := range c.Nodes {
 		if n.done == nil {
 			continue
 		}
 		select {
 		case <-n.done:
-		case <-deadline:
+		case <-time.After(time.Until(deadline)):
 			_ = n.cmd.Process.Kill()
 			<-n.done
 		}

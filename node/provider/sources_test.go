@@ -1,0 +1,198 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/acl"
+	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/view"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/node/wire/wiretest"
+	"github.com/e31network/e31/p2p"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+const testRoot = "bafybeibc5tpecq4aytyaz4yncnltextxha662ssunj6yysvtspqbbvhtxq"
+
+// sourceFetcher records the sources of each fetch, fallbacks last; with block set, a fetch
+// waits for its context to end.
+type sourceFetcher struct {
+	mu      sync.Mutex
+	sources [][]peer.ID
+	block   bool
+	started chan struct{}
+	ended   chan error
+}
+
+func (f *sourceFetcher) Fetch(ctx context.Context, from peer.ID, root cid.Cid, o content.FetchOptions) (content.FetchStats, error) {
+	return f.FetchFrom(ctx, []peer.ID{from}, root, o)
+}
+
+func (f *sourceFetcher) FetchFrom(ctx context.Context, sources []peer.ID, root cid.Cid, o content.FetchOptions) (content.FetchStats, error) {
+	f.mu.Lock()
+	f.sources = append(f.sources, append(slices.Clone(sources), o.Fallback...))
+	f.mu.Unlock()
+	if f.block {
+		f.started <- struct{}{}
+		<-ctx.Done()
+		f.ended <- ctx.Err()
+		return content.FetchStats{}, ctx.Err()
+	}
+	return content.FetchStats{}, nil
+}
+
+// stageCaller answers staging requests naming holder as a source of
+// testRoot, or refuses them.
+type stageCaller struct {
+	holder peer.ID
+	refuse bool
+}
+
+func (c stageCaller) Call(_ context.Context, _ peer.ID, proto protocol.ID, _, resp any) error {
+	if proto != wire.ProtoStage {
+		return nil
+	}
+	if c.refuse {
+		return &p2p.RemoteError{Code: wire.CodeNotReserved, Msg: "not reserved"}
+	}
+	*resp.(*wire.StageReply) = wire.StageReply{Sources: []wire.RootSources{{Root: testRoot, Providers: []string{c.holder.String()}}}}
+	return nil
+}
+
+type oneJob struct{ j *view.OpenJob }
+
+func (o oneJob) Job(id string) (*view.OpenJob, bool) {
+	if o.j != nil && o.j.ID == id {
+		return o.j, true
+	}
+	return nil, false
+}
+func (oneJob) Decline(string, peer.ID, time.Time) {}
+
+func sourcesProvider(t *testing.T, cfg Config, f *sourceFetcher, calls Caller, jobs Jobs) (*Provider, *acl.List) {
+	t.Helper()
+	self := wiretest.FreshParty(t)
+	p := newTestProvider(t, self, cfg, calls, nil, nil, nil)
+	access := acl.New()
+	p.d.Fetcher, p.d.Access, p.d.Jobs = f, access, jobs
+	t.Cleanup(func() { _ = p.Shutdown(context.Background()) })
+	return p, access
+}
+
+func TestStagingAsksEverySourceAndRelaysOnlyForItsSubmitter(t *testing.T) {
+	sub, holder, next, stranger := wiretest.FreshParty(t), wiretest.FreshParty(t), wiretest.FreshParty(t), wiretest.FreshParty(t)
+	root, _ := cid.Decode(testRoot)
+	relay := func(p *Provider, from peer.ID) error {
+		raw, _ := json.Marshal(wire.RelayRequest{Root: testRoot, To: next.ID.String()})
+		_, err := p.HandleRelay(context.Background(), from, raw)
+		return err
+	}
+
+	f := &sourceFetcher{}
+	p, access := sourcesProvider(t, Config{}, f, stageCaller{holder: holder.ID}, oneJob{})
+	if err := relay(p, sub.ID); p2p.RefusalCode(err) != wire.CodeNotHeld {
+		t.Fatalf("relay before staging: %v, want %s", err, wire.CodeNotHeld)
+	}
+	if _, err := p.fetchStaged(context.Background(), "job", "lease", sub.ID, root, content.FetchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.sources[0]; len(got) != 2 || got[0] != holder.ID || got[1] != sub.ID {
+		t.Errorf("sources %v, want the holder the submitter named, then the submitter as fallback", got)
+	}
+	if err := relay(p, stranger.ID); p2p.RefusalCode(err) != wire.CodeNotHeld || access.Allowed(next.ID, root) {
+		t.Errorf("relay asked by another submitter: %v, allowed %v; want refused", err, access.Allowed(next.ID, root))
+	}
+	if err := relay(p, sub.ID); err != nil || !access.Allowed(next.ID, root) {
+		t.Errorf("relay asked by the submitter: %v, allowed %v", err, access.Allowed(next.ID, root))
+	}
+
+	// One source only: the submitter's list is not used.
+	f = &sourceFetcher{}
+	p, _ = sourcesProvider(t, Config{SingleSource: true}, f, stageCaller{holder: holder.ID}, oneJob{})
+	if _, err := p.fetchStaged(context.Background(), "job", "lease", sub.ID, root, content.FetchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.sources[0]; len(got) != 1 || got[0] != sub.ID {
+		t.Errorf("single source: sources %v", got)
+	}
+
+	// Leased, the submitter refusing the question is no reason not to
+	// stage from it; before the lease it is.
+	f = &sourceFetcher{}
+	p, _ = sourcesProvider(t, Config{}, f, stageCaller{refuse: true}, oneJob{})
+	if _, err := p.fetchStaged(context.Background(), "job", "lease", sub.ID, root, content.FetchOptions{}); err != nil || len(f.sources) != 1 {
+		t.Errorf("leased, submitter refusing: %v, fetches %v", err, f.sources)
+	}
+	if _, err := p.fetchStaged(context.Background(), "job", "", sub.ID, root, content.FetchOptions{}); p2p.RefusalCode(err) != wire.CodeNotReserved || len(f.sources) != 1 {
+		t.Errorf("not leased, submitter refusing: %v, fetches %v", err, f.sources)
+	}
+}
+
+func TestPrestageStopsWhenTheReservationMoves(t *testing.T) {
+	sub, holder := wiretest.FreshParty(t), wiretest.FreshParty(t)
+	d := market.NewDeclaration("j", []string{"true"}, 1, market.Hour, []market.Input{{Source: testRoot, Mount: "/data"}})
+	job := &view.OpenJob{ID: "job-1", Submitter: sub.ID, Body: wire.DeclarationBody{Declaration: d}}
+	f := &sourceFetcher{block: true, started: make(chan struct{}, 1), ended: make(chan error, 1)}
+	p, _ := sourcesProvider(t, Config{Prestage: true}, f, stageCaller{holder: holder.ID}, oneJob{job})
+
+	p.Prestage([]Reserved{{Job: job.ID, Submitter: sub.ID}})
+	select {
+	case <-f.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no fetch started for the reserved job")
+	}
+	// Still reserved: the fetch goes on, and no second one starts.
+	p.Prestage([]Reserved{{Job: job.ID, Submitter: sub.ID}})
+	p.Prestage(nil)
+	select {
+	case err := <-f.ended:
+		if err == nil {
+			t.Error("fetch ended without its context ending")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fetch went on after the reservation moved")
+	}
+	f.mu.Lock()
+	n := len(f.sources)
+	f.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d fetches, want 1", n)
+	}
+}
+
+// TestRelaysAfterRestart: inputs a lease staged before a restart may be
+// relayed after it, for that lease's submitter only.
+func TestRelaysAfterRestart(t *testing.T) {
+	self, next := wiretest.FreshParty(t), wiretest.FreshParty(t)
+	l := releasedLease(t, self, time.Now())
+	l.rec.RunStart = l.rec.Start.Add(time.Second)
+	l.rec.Declaration.Data = []market.Input{{Source: testRoot, Mount: "/data"}}
+	records := &memRecords{m: map[string]Record{}}
+	if err := records.Put(state.PrefixLease, l.rec.ID(), l.rec); err != nil {
+		t.Fatal(err)
+	}
+	p := newTestProvider(t, self, Config{}, stageCaller{}, &unpins{}, records, &memLedger{})
+	access := acl.New()
+	p.d.Access = access
+	if err := p.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := peer.Decode(l.rec.Lease.Terms.Submitter)
+	raw, _ := json.Marshal(wire.RelayRequest{Root: testRoot, To: next.ID.String()})
+	if _, err := p.HandleRelay(context.Background(), next.ID, raw); p2p.RefusalCode(err) != wire.CodeNotHeld {
+		t.Errorf("relay asked by a stranger after restart: %v, want %s", err, wire.CodeNotHeld)
+	}
+	root, _ := cid.Decode(testRoot)
+	if _, err := p.HandleRelay(context.Background(), sub, raw); err != nil || !access.Allowed(next.ID, root) {
+		t.Errorf("relay asked by the submitter after restart: %v, allowed %v", err, access.Allowed(next.ID, root))
+	}
+}

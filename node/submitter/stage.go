@@ -1,0 +1,257 @@
+package submitter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// relayTimeout bounds asking one holder to serve a root to a new provider:
+// a holder slow to answer is left out rather than delay the staging.
+const relayTimeout = 3 * time.Second
+
+// stageState is what the submitter knows for staging from many sources:
+// which provider this node's last Match reserved for each of its jobs, and
+// which providers have staged each root for its jobs (they reached the run
+// step, so they held the whole DAG then).
+type stageState struct {
+	mu       sync.Mutex                        // guards the maps; never held across I/O
+	reserved map[string]peer.ID                // job -> provider reserved for it
+	holders  map[cid.Cid]map[peer.ID]time.Time // root -> providers that staged it, when last known
+	// asked is when each leased job's provider first asked to stage: of
+	// two providers fetching the same root, the later one may wait for
+	// the earlier, never the other way round.
+	asked map[string]time.Time
+}
+
+// holdersKept bounds how long a provider that staged a root is named as a
+// source: about a provider's retention window, after which it may have let
+// the blocks go (it would then refuse to relay, costing one round trip).
+const holdersKept = 24 * time.Hour
+
+// RecordReservations keeps, for this node's queued jobs, the provider that
+// Match reserved for each: such a provider may stage the job's inputs
+// before it is leased.
+func (s *Submitter) RecordReservations(res market.Result) {
+	m := make(map[string]peer.ID)
+	s.mu.Lock()
+	for _, r := range res.Reservations {
+		if j, ok := s.jobs[r.Job]; ok && j.rec.State == api.JobQueued {
+			if p, err := peer.Decode(r.Provider); err == nil {
+				m[r.Job] = p
+			}
+		}
+	}
+	s.mu.Unlock()
+	s.stage.mu.Lock()
+	s.stage.reserved = m
+	s.stage.mu.Unlock()
+}
+
+// HandleStage answers a provider about to stage a job's inputs: the lease
+// holder, or the provider reserved for the queued job, is allowed the job's
+// roots, and told which other providers hold each and agreed to serve it.
+// Anyone else is refused. A holder is named only after it has granted the
+// requester access, so that the requester's first request succeeds.
+func (s *Submitter) HandleStage(ctx context.Context, from peer.ID, raw json.RawMessage) (any, error) {
+	var req wire.StageRequest
+	if err := p2p.DecodeStrict(raw, &req); err != nil {
+		return nil, err
+	}
+	if err := wire.CheckStage(req); err != nil {
+		return nil, err
+	}
+	j := s.get(req.Job)
+	if j == nil {
+		return nil, p2p.Refuse(wire.CodeUnknownJob, fmt.Errorf("job %s: %w", req.Job, ErrNotFound))
+	}
+	s.stage.mu.Lock()
+	reserved := s.stage.reserved[req.Job] == from
+	s.stage.mu.Unlock()
+	s.mu.Lock()
+	r := j.rec
+	leased := req.Lease != "" && leased(r, req.Lease, from) == nil &&
+		(r.State == api.JobRenting || r.State == api.JobRunning)
+	queued := r.State == api.JobQueued
+	roots := r.contentRoots()
+	holders := s.holdersLocked(from, roots)
+	var staging map[cid.Cid][]peer.ID
+	if leased {
+		staging = s.stagingLocked(req.Job, from, roots, holders)
+	}
+	s.mu.Unlock()
+	if !leased && !(queued && reserved) {
+		return nil, p2p.Refuse(wire.CodeNotReserved, fmt.Errorf("job %s is neither leased to nor reserved for %s", req.Job, from))
+	}
+	for _, c := range roots {
+		s.d.Access.Allow(from, c)
+	}
+	return wire.StageReply{Sources: s.relays(ctx, from, holders), Staging: rootSources(staging)}, nil
+}
+
+// stagingLocked returns, for each root of job that no provider holds, the
+// providers of this node's other leases that are fetching it now and asked
+// to stage before job's provider did. s.mu is held.
+func (s *Submitter) stagingLocked(job string, to peer.ID, roots []cid.Cid, holders map[cid.Cid][]peer.ID) map[cid.Cid][]peer.ID {
+	now := time.Now()
+	s.stage.mu.Lock()
+	defer s.stage.mu.Unlock()
+	if s.stage.asked == nil {
+		s.stage.asked = make(map[string]time.Time)
+	}
+	for id := range s.stage.asked {
+		if j, ok := s.jobs[id]; !ok || j.rec.State != api.JobRenting {
+			delete(s.stage.asked, id)
+		}
+	}
+	mine, ok := s.stage.asked[job]
+	if !ok {
+		mine = now
+		s.stage.asked[job] = now
+	}
+	out := make(map[cid.Cid][]peer.ID)
+	for id, at := range s.stage.asked {
+		if id == job || !at.Before(mine) {
+			continue
+		}
+		r := s.jobs[id].rec
+		if r.Lease == nil {
+			continue
+		}
+		p, err := peer.Decode(r.Lease.Terms.Provider)
+		if err != nil || p == to {
+			continue
+		}
+		for _, c := range r.contentRoots() {
+			if slices.Contains(roots, c) && len(holders[c]) == 0 && !slices.Contains(out[c], p) {
+				out[c] = append(out[c], p)
+			}
+		}
+	}
+	return out
+}
+
+func rootSources(m map[cid.Cid][]peer.ID) []wire.RootSources {
+	var out []wire.RootSources
+	for c, ps := range m {
+		var ss []string
+		for _, p := range ps[:min(len(ps), maxSources)] {
+			ss = append(ss, p.String())
+		}
+		slices.Sort(ss)
+		out = append(out, wire.RootSources{Root: c.String(), Providers: ss})
+	}
+	slices.SortFunc(out, func(a, b wire.RootSources) int { return strings.Compare(a.Root, b.Root) })
+	return out
+}
+
+// holdersLocked returns, for each root, the providers other than to that
+// staged it for this node's jobs, remembering those seen now. s.mu is held.
+func (s *Submitter) holdersLocked(to peer.ID, roots []cid.Cid) map[cid.Cid][]peer.ID {
+	now := time.Now()
+	s.stage.mu.Lock()
+	defer s.stage.mu.Unlock()
+	if s.stage.holders == nil {
+		s.stage.holders = make(map[cid.Cid]map[peer.ID]time.Time)
+	}
+	for _, j := range s.jobs {
+		r := j.rec
+		if r.Lease == nil || !slices.ContainsFunc(r.Steps, func(st api.Step) bool { return st.Step == api.StepRun }) {
+			continue
+		}
+		p, err := peer.Decode(r.Lease.Terms.Provider)
+		if err != nil {
+			continue
+		}
+		for _, c := range r.contentRoots() {
+			if slices.Contains(roots, c) {
+				if s.stage.holders[c] == nil {
+					s.stage.holders[c] = make(map[peer.ID]time.Time)
+				}
+				s.stage.holders[c][p] = now
+			}
+		}
+	}
+	out := make(map[cid.Cid][]peer.ID)
+	for _, c := range roots {
+		for p, at := range s.stage.holders[c] {
+			if now.Sub(at) > holdersKept {
+				delete(s.stage.holders[c], p)
+				continue
+			}
+			if p != to && p != s.d.Self {
+				out[c] = append(out[c], p)
+			}
+		}
+		slices.Sort(out[c])
+		// A few sources saturate a receiver; more only add requests.
+		out[c] = out[c][:min(len(out[c]), maxSources)]
+	}
+	return out
+}
+
+// maxSources is how many providers are named as sources of one root.
+const maxSources = 8
+
+// relays asks each holder, in parallel, to serve its root to the requester,
+// and returns the holders that agreed.
+func (s *Submitter) relays(ctx context.Context, to peer.ID, holders map[cid.Cid][]peer.ID) []wire.RootSources {
+	ctx, cancel := context.WithTimeout(ctx, relayTimeout)
+	defer cancel()
+	type grant struct {
+		root cid.Cid
+		by   peer.ID
+	}
+	var (
+		mu sync.Mutex
+		ok []grant
+		wg sync.WaitGroup
+	)
+	for c, ps := range holders {
+		for _, p := range ps {
+			wg.Go(func() {
+				err := s.d.Calls.Call(ctx, p, wire.ProtoRelay, wire.RelayRequest{Root: c.String(), To: to.String()}, nil)
+				if err != nil {
+					s.log.Debug("holder will not relay", "root", c, "holder", p, "to", to, "err", err)
+					if errors.Is(err, context.DeadlineExceeded) || p2p.RefusalCode(err) == wire.CodeNotHeld {
+						s.forgetHolder(c, p)
+					}
+					return
+				}
+				mu.Lock()
+				ok = append(ok, grant{c, p})
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	byRoot := make(map[cid.Cid][]string)
+	for _, g := range ok {
+		byRoot[g.root] = append(byRoot[g.root], g.by.String())
+	}
+	var out []wire.RootSources
+	for c, ps := range byRoot {
+		slices.Sort(ps)
+		out = append(out, wire.RootSources{Root: c.String(), Providers: ps})
+	}
+	slices.SortFunc(out, func(a, b wire.RootSources) int { return strings.Compare(a.Root, b.Root) })
+	return out
+}
+
+func (s *Submitter) forgetHolder(c cid.Cid, p peer.ID) {
+	s.stage.mu.Lock()
+	defer s.stage.mu.Unlock()
+	delete(s.stage.holders[c], p)
+}

@@ -1,0 +1,167 @@
+package submitter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/node/wire/wiretest"
+	"github.com/e31network/e31/p2p"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// relayCalls records relay requests and refuses those to peers in refuse.
+type relayCalls struct {
+	mu     sync.Mutex
+	got    map[peer.ID]wire.RelayRequest
+	refuse map[peer.ID]bool
+}
+
+func (c *relayCalls) Call(_ context.Context, to peer.ID, proto protocol.ID, req, _ any) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if proto != wire.ProtoRelay {
+		return nil
+	}
+	if c.refuse[to] {
+		return &p2p.RemoteError{Code: wire.CodeNotHeld, Msg: "not held"}
+	}
+	c.got[to] = req.(wire.RelayRequest)
+	return nil
+}
+
+func TestStageOnlyForTheReservedOrLeasedProvider(t *testing.T) {
+	h := newHarness(t, Config{}, noOffers{})
+	calls := &relayCalls{got: map[peer.ID]wire.RelayRequest{}, refuse: map[peer.ID]bool{}}
+	h.s.d.Calls = calls
+	now := time.Now()
+	root := "bafybeibc5tpecq4aytyaz4yncnltextxha662ssunj6yysvtspqbbvhtxq"
+	rootCID := mustCID(t, root)
+
+	// A job running on h.prov that staged the root, and a queued job that
+	// reads the same root.
+	running := h.leasedJob(t, now)
+	h.s.change(h.s.get(running.ID), func(r *Record) error {
+		r.Declaration.Data = []market.Input{{Source: root, Mount: "/data"}}
+		r.step(api.StepRun, now)
+		return nil
+	})
+	d := market.NewDeclaration("q", []string{"true"}, 1, market.Hour, []market.Input{{Source: root, Mount: "/data"}})
+	queued := &Record{ID: "queued-job", Declaration: d, State: api.JobQueued, Submitted: now}
+	queued.step(api.StepSubmit, now)
+	if err := h.records.Put(state.PrefixJob, queued.ID, queued); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.s.Recover(); err != nil {
+		t.Fatal(err)
+	}
+
+	other := wiretest.FreshParty(t)
+	ask := func(from peer.ID) (wire.StageReply, error) {
+		raw, _ := json.Marshal(wire.StageRequest{Job: queued.ID})
+		rep, err := h.s.HandleStage(context.Background(), from, raw)
+		if err != nil {
+			return wire.StageReply{}, err
+		}
+		return rep.(wire.StageReply), nil
+	}
+
+	// Not reserved: refused, and nothing allowed.
+	if _, err := ask(other.ID); p2p.RefusalCode(err) != wire.CodeNotReserved {
+		t.Fatalf("unreserved provider: %v, want %s", err, wire.CodeNotReserved)
+	}
+	if h.access.Allowed(other.ID, rootCID) {
+		t.Fatal("an unreserved provider was allowed the job's data")
+	}
+
+	// Reserved by Match: allowed, and told of the provider that holds the
+	// root, which was asked to serve it to the reserved one.
+	h.s.RecordReservations(market.Result{Reservations: []market.Reservation{{Job: queued.ID, Provider: other.ID.String()}}})
+	rep, err := ask(other.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.access.Allowed(other.ID, rootCID) {
+		t.Error("the reserved provider was not allowed the job's data")
+	}
+	if len(rep.Sources) != 1 || rep.Sources[0].Root != root || len(rep.Sources[0].Providers) != 1 || rep.Sources[0].Providers[0] != h.prov.ID.String() {
+		t.Errorf("sources %+v, want %s from %s", rep.Sources, root, h.prov.ID)
+	}
+	if got := calls.got[h.prov.ID]; got.Root != root || got.To != other.ID.String() {
+		t.Errorf("relay request to the holder %+v", got)
+	}
+
+	// A holder that refuses is not named.
+	calls.refuse[h.prov.ID] = true
+	if rep, err = ask(other.ID); err != nil || len(rep.Sources) != 0 {
+		t.Errorf("with the holder refusing: %+v, %v; want no sources", rep.Sources, err)
+	}
+
+	// The reservation moves: refused again.
+	h.s.RecordReservations(market.Result{})
+	if _, err := ask(other.ID); p2p.RefusalCode(err) != wire.CodeNotReserved {
+		t.Errorf("after the reservation moved: %v, want %s", err, wire.CodeNotReserved)
+	}
+}
+
+func mustCID(t *testing.T, s string) cid.Cid {
+	t.Helper()
+	c, err := cid.Decode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestStageWaitsOnlyForAnEarlierStager: of two providers leased the same
+// root at once, the one that asked second is told to wait for the first,
+// and the first is never told to wait for the second.
+func TestStageWaitsOnlyForAnEarlierStager(t *testing.T) {
+	h := newHarness(t, Config{}, noOffers{})
+	root := "bafybeibc5tpecq4aytyaz4yncnltextxha662ssunj6yysvtspqbbvhtxq"
+	now := time.Now()
+	provs := []wiretest.Party{wiretest.FreshParty(t), wiretest.FreshParty(t)}
+	var jobs []*Record
+	for i, prov := range provs {
+		l := wiretest.SignedLease(t, prov, h.sub)
+		l.Terms.Job = fmt.Sprintf("job-%d", i)
+		d := market.NewDeclaration("j", []string{"true"}, 1, market.Hour, []market.Input{{Source: root, Mount: "/data"}})
+		r := &Record{ID: l.Terms.Job, Declaration: d, State: api.JobRenting, Lease: &l, Submitted: now}
+		r.step(api.StepSubmit, now)
+		r.step(api.StepRent, now)
+		if err := h.records.Put(state.PrefixJob, r.ID, r); err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, r)
+	}
+	if err := h.s.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(i int) wire.StageReply {
+		t.Helper()
+		raw, _ := json.Marshal(wire.StageRequest{Job: jobs[i].ID, Lease: jobs[i].Lease.Terms.ID})
+		rep, err := h.s.HandleStage(context.Background(), provs[i].ID, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.(wire.StageReply)
+	}
+	if rep := ask(0); len(rep.Staging) != 0 || len(rep.Sources) != 0 {
+		t.Errorf("first to ask: %+v, want nothing to wait for", rep)
+	}
+	if rep := ask(1); len(rep.Staging) != 1 || rep.Staging[0].Providers[0] != provs[0].ID.String() {
+		t.Errorf("second to ask: %+v, want to wait for %s", rep, provs[0].ID)
+	}
+	if rep := ask(0); len(rep.Staging) != 0 {
+		t.Errorf("first, asking again: %+v, want nothing to wait for", rep)
+	}
+}

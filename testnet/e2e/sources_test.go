@@ -1,0 +1,123 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/testnet/cluster"
+)
+
+// TestInputsFromAnotherProvider: a second job reading the same input as a
+// running one, leased to the other provider, stages it from the provider
+// that holds it, and the submitter, whose uplink is only the fallback,
+// sends it once in all.
+func TestInputsFromAnotherProvider(t *testing.T) {
+	c := start(t, cluster.Options{
+		N:             3,
+		SimGPUsByNode: []string{"", "1xH100:80GiB", "1xH100:80GiB"},
+		Metrics:       true,
+		Args:          []string{"--epoch", "250ms", "--grace", "1s"},
+	})
+	sub := c.Client(0)
+	in := t.TempDir()
+	data := make([]byte, 6<<20)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(in, "data.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// The first job holds its provider's only GPU while the second runs.
+	first := decl("holder", "test -s /data/data.bin && sleep 90", 1, 2*time.Minute)
+	first.Data = []market.Input{{Source: in, Mount: "/data"}}
+	j1 := submit(t, sub, first)
+	j1 = waitJob(t, sub, j1.ID, 60*time.Second, "running", func(j api.Job) bool { return j.State == api.JobRunning })
+	if len(j1.Inputs) != 1 {
+		t.Fatalf("job inputs %v", j1.Inputs)
+	}
+
+	second := decl("reader", "test \"$(wc -c < /data/data.bin)\" -eq 6291456", 1, time.Minute)
+	second.Data = []market.Input{{Source: j1.Inputs[0], Mount: "/data"}}
+	j2 := submit(t, sub, second)
+	j2 = waitJob(t, sub, j2.ID, 60*time.Second, "release", released)
+	if j2.Outcome != "completed" || j2.Provider == j1.Provider {
+		t.Fatalf("second job %s/%s on %s (first on %s): %s", j2.State, j2.Outcome, j2.Provider, j1.Provider, j2.Reason)
+	}
+
+	var reader *cluster.Node
+	for _, n := range c.Nodes {
+		if n.PeerID == j2.Provider {
+			reader = n
+		}
+	}
+	if reader == nil {
+		t.Fatalf("no node is provider %s", j2.Provider)
+	}
+	m := scrape(t, reader.Metrics)
+	fromProvider, fromSubmitter := m[`e31_content_fetched_bytes_total{from="provider"}`], m[`e31_content_fetched_bytes_total{from="submitter"}`]
+	if fromProvider < float64(len(data)) || fromSubmitter != 0 {
+		t.Errorf("second provider fetched %v bytes from the other provider, %v from the submitter; want the %d of the data from the provider", fromProvider, fromSubmitter, len(data))
+	}
+	sent := scrape(t, c.Nodes[0].Metrics)[`e31_content_served_bytes_total{to="provider"}`]
+	if sent < float64(len(data)) || sent > 1.1*float64(len(data)) {
+		t.Errorf("the submitter sent %v bytes for two jobs on two providers; want the data (%d bytes) once", sent, len(data))
+	}
+}
+
+// TestStagingBeforeTheLease: a job waiting for the only GPU, which Match
+// reserves for it, has its input fetched by the provider before the lease,
+// so that its lease's staging moves nothing.
+func TestStagingBeforeTheLease(t *testing.T) {
+	c := start(t, cluster.Options{
+		N:             2,
+		SimGPUsByNode: []string{"", "1xH100:80GiB"},
+		Metrics:       true,
+		Args:          []string{"--epoch", "250ms", "--grace", "1s"},
+	})
+	sub := c.Client(0)
+	prov := c.Nodes[1]
+	in := t.TempDir()
+	data := make([]byte, 6<<20)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(in, "data.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	busy := submit(t, sub, decl("busy", "sleep 90", 1, 2*time.Minute))
+	waitJob(t, sub, busy.ID, 60*time.Second, "running", func(j api.Job) bool { return j.State == api.JobRunning })
+	waiting := decl("waiting", "test \"$(wc -c < /data/data.bin)\" -eq 6291456", 1, time.Minute)
+	waiting.Data = []market.Input{{Source: in, Mount: "/data"}}
+	w := submit(t, sub, waiting)
+
+	// The provider fetches the input while the job still waits.
+	deadline := time.Now().Add(60 * time.Second)
+	for scrape(t, prov.Metrics)["e31_bytes_prestaged_total"] < float64(len(data)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reserved provider fetched %v bytes before the lease; want %d", scrape(t, prov.Metrics)["e31_bytes_prestaged_total"], len(data))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if j, err := sub.Job(context.Background(), w.ID); err != nil || j.State != api.JobQueued {
+		t.Fatalf("waiting job %+v, %v: want it still queued", j, err)
+	}
+
+	if _, err := sub.Withdraw(context.Background(), busy.ID); err != nil {
+		t.Fatal(err)
+	}
+	j := waitJob(t, sub, w.ID, 60*time.Second, "release", released)
+	if j.Outcome != "completed" {
+		t.Fatalf("waiting job ended %s/%s: %s", j.State, j.Outcome, j.Reason)
+	}
+	if staged := scrape(t, prov.Metrics)["e31_bytes_staged_total"]; staged != 0 {
+		t.Errorf("the lease's staging fetched %v bytes; want none, all fetched before", staged)
+	}
+}
