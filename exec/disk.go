@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -96,7 +98,7 @@ func MountDisk(ctx context.Context, dir string, bytes uint64) (Disk, error) {
 		os.Remove(img)
 		return Disk{}, fmt.Errorf("disk: %w", err)
 	}
-	if err := mountLoop(img, mnt); err != nil {
+	if err := mountLoop(ctx, img, mnt); err != nil {
 		os.Remove(mnt)
 		os.Remove(img)
 		return Disk{}, fmt.Errorf("disk: %w", err)
@@ -167,7 +169,7 @@ func (d Disk) full() bool {
 // mountLoop attaches img to a free loop device with autoclear set and
 // mounts it at target. Autoclear frees the device when the mount goes, so
 // unmounting is the whole of the undo.
-func mountLoop(img, target string) error {
+func mountLoop(ctx context.Context, img, target string) error {
 	f, err := os.OpenFile(img, os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -178,9 +180,23 @@ func mountLoop(img, target string) error {
 		return err
 	}
 	defer ctl.Close()
-	// Another process may take the device between GET_FREE and
-	// CONFIGURE: try again with the next.
-	for range 16 {
+	// Another process, or another job's start in this one, may take the
+	// device between GET_FREE and CONFIGURE: try again, after a short
+	// random pause so that starts which collided spread out, until
+	// loopWait has passed. Dozens of jobs starting at once collide often.
+	deadline := time.Now().Add(loopWait)
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("loop device: every free one was taken first, for %s", loopWait)
+			}
+			pause := time.Duration(1+rand.IntN(min(attempt, 20))) * time.Millisecond
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("loop device: %w", ctx.Err())
+			case <-time.After(pause):
+			}
+		}
 		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
 		if err != nil {
 			return fmt.Errorf("loop device: %w", err)
@@ -218,8 +234,11 @@ func mountLoop(img, target string) error {
 		}
 		return nil
 	}
-	return errors.New("loop device: every free one was taken first")
 }
+
+// loopWait bounds how long a disk's start keeps trying for a loop device
+// that others keep taking first.
+const loopWait = 10 * time.Second
 
 // RemoveDisk unmounts the disk under dir, if any, and deletes it with its
 // mount point. Nothing is deleted through a mount. It is idempotent.

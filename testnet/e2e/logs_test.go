@@ -70,9 +70,14 @@ func TestLogsFollowRunningJob(t *testing.T) {
 		t.Fatalf("job %s while its lines were followed (err %v), want running", j.State, err)
 	}
 
-	// Let the job end: its output folder on the provider is its /out.
+	// Let the job end: its output folder on the provider is its /out, on
+	// the job's own disk where the provider can make one.
 	prov := providerData(t, c, j.Provider)
-	if err := os.WriteFile(filepath.Join(prov, "leases", j.Lease, "out", "stop"), nil, 0o644); err != nil {
+	out := filepath.Join(prov, "leases", j.Lease, "disk", "out")
+	if _, err := os.Stat(out); err != nil {
+		out = filepath.Join(prov, "leases", j.Lease, "out")
+	}
+	if err := os.WriteFile(filepath.Join(out, "stop"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	last := ""
