@@ -50,6 +50,10 @@ type OpenJob struct {
 	// submittedAt is the start of the epoch in which the job entered this
 	// node's view (see market.Job.SubmittedAt).
 	submittedAt int64
+	// submitter is Submitter as text, encoded once when the job is added:
+	// base58 costs microseconds, and every pass over a deep queue would
+	// pay it for every job.
+	submitter string
 }
 
 // knownLease is an announced lease, live until released.
@@ -119,6 +123,7 @@ func (v *Market) AddJob(j *OpenJob) bool {
 		return false
 	}
 	j.refreshed = j.Seen
+	j.submitter = j.Submitter.String()
 	if m, ok := v.closed[j.ID]; ok && m.by == j.Submitter {
 		j.closed = m.at
 	}
@@ -376,7 +381,7 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 			signed := signedOf(Stamp{j.Signed, j.Seen})
 			submittedAt = firstEpoch(Stamp{signed, signed}).UnixMilli()
 		}
-		mv.Jobs = append(mv.Jobs, market.Job{ID: j.ID, Submitter: j.Submitter.String(), SubmittedAt: submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != ""})
+		mv.Jobs = append(mv.Jobs, market.Job{ID: j.ID, Submitter: j.submitter, SubmittedAt: submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != ""})
 	}
 	usage := map[string]int64{}
 	for _, kl := range leases {
