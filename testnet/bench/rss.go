@@ -237,7 +237,8 @@ func (r RSSReport) Figures() []Figure {
 }
 
 // heapProfiles saves a heap profile of every node into dir as
-// NAME-when.pb.gz; nothing when dir is empty.
+// NAME-when.pb.gz, with its /proc smaps as NAME-when.smaps; nothing when dir
+// is empty.
 func heapProfiles(ctx context.Context, c *cluster.Cluster, dir, when string) error {
 	if dir == "" {
 		return nil
@@ -246,6 +247,13 @@ func heapProfiles(ctx context.Context, c *cluster.Cluster, dir, when string) err
 		return err
 	}
 	for _, n := range c.Nodes {
+		// smaps says which mappings the resident memory is in: the heap,
+		// or the pages of mapped store files that the heap profile misses.
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(n.PID) + "/smaps"); err == nil {
+			if err := os.WriteFile(filepath.Join(dir, n.Name+"-"+when+".smaps"), b, 0o644); err != nil {
+				return err
+			}
+		}
 		url := fmt.Sprintf("http://%s/debug/pprof/heap", n.Metrics)
 		if err := fetchTo(ctx, url, filepath.Join(dir, n.Name+"-"+when+".pb.gz"), 30*time.Second); err != nil {
 			return fmt.Errorf("heap profile of %s: %w", n.Name, err)
