@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unique"
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/wire"
@@ -65,6 +66,9 @@ type knownLease struct {
 	// early is a release that arrived before the lease's announcement; it
 	// counts only if it names the same parties as the lease.
 	early *wire.ReleaseBody
+	// gpus is how many GPUs the lease held; lease.Terms.GPUs is dropped
+	// with the signatures once the lease is long released (see Prune).
+	gpus int
 }
 
 // Market is what this node knows of the jobs topic: jobs and leases,
@@ -79,7 +83,7 @@ type Market struct {
 	// without) their declaration arriving, and by whom (the submitter
 	// named by the lease, or the withdrawal's signer), so that a late copy
 	// of the declaration does not open them, unless the closer was not its
-	// submitter.
+	// submitter; and jobs long closed, in place of their entry in jobs.
 	closed map[string]closedMark
 	// open counts each submitter's open jobs, to bound them.
 	open map[peer.ID]int
@@ -96,6 +100,9 @@ const maxOpenJobsPerSubmitter = 10_000
 type closedMark struct {
 	at Stamp
 	by peer.ID
+	// declared: by is the job's declarer, from a declaration this node
+	// verified, not only the closer's word (see Prune).
+	declared bool
 }
 
 // NewMarket returns an empty view.
@@ -188,6 +195,9 @@ func (v *Market) SubmitterOf(id string) (peer.ID, bool) {
 	if j, ok := v.jobs[id]; ok {
 		return j.Submitter, true
 	}
+	if m, ok := v.closed[id]; ok && m.declared {
+		return m.by, true
+	}
 	return "", false
 }
 
@@ -237,9 +247,9 @@ func (v *Market) AddLease(l wire.SignedLease, at Stamp) bool {
 		ok = false // a release by strangers: ignore it
 	}
 	if ok {
-		kl.lease, kl.seen, kl.early = l, at, nil
+		kl.lease, kl.seen, kl.early, kl.gpus = l, at, nil, len(l.Terms.GPUs)
 	} else {
-		v.leases[l.Terms.ID] = &knownLease{lease: l, seen: at}
+		v.leases[l.Terms.ID] = &knownLease{lease: l, seen: at, gpus: len(l.Terms.GPUs)}
 	}
 	if sub, err := peer.Decode(l.Terms.Submitter); err == nil {
 		v.closeJobLocked(l.Terms.Job, sub, at)
@@ -395,9 +405,9 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 		}
 		// Use is charged at the declared limit when the lease is signed,
 		// and the unused part refunded when it is released.
-		charge := market.Charge(len(t.GPUs), t.Limit)
+		charge := market.Charge(kl.gpus, t.Limit)
 		if !live {
-			charge = min(charge, int64(len(t.GPUs))*kl.heldMs)
+			charge = min(charge, int64(kl.gpus)*kl.heldMs)
 		}
 		usage[t.Submitter] += market.Decay(charge, now-t.Proposed, usageHalfLife.Milliseconds())
 	}
@@ -434,16 +444,36 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 			delete(v.jobs, id)
 		case !j.declined && now.Sub(j.closed.Arrived) > closedBodyKeep:
 			// Leased or withdrawn for good, and past every epoch's cutoff
-			// that could still count it open: only the mark is kept.
-			j.Body = wire.DeclarationBody{}
+			// that could still count it open: only a mark is kept, a
+			// tenth of the job's size, so that the view grows with the
+			// queue and not with the history. A late copy of the
+			// declaration finds the mark and stays closed (AddJob).
+			delete(v.jobs, id)
+			v.closed[id] = closedMark{at: j.closed, by: peer.ID(intern(string(j.Submitter))), declared: true}
 		}
 	}
 	for id, kl := range v.leases {
-		if !kl.released.IsZero() && now.Sub(kl.released.Arrived) > max(usageWindow, keep) {
+		switch {
+		case kl.released.IsZero():
+		case now.Sub(kl.released.Arrived) > max(usageWindow, keep):
 			delete(v.leases, id)
+		case kl.early == nil && kl.lease.ProviderSig != nil && now.Sub(kl.released.Arrived) > closedBodyKeep:
+			// Released, and past every epoch's cutoff that could still
+			// count it live: what recent use and LeaseParties read is
+			// kept for the usage window, the rest (signatures, devices,
+			// the claim) dropped, so that hours of history cost a
+			// fraction of the lease's size.
+			// The parties' IDs are the same few strings over and over,
+			// each decoded apart: one copy of each is kept.
+			t := kl.lease.Terms
+			kl.lease = wire.SignedLease{Terms: wire.LeaseTerms{ID: t.ID, Provider: intern(t.Provider), Submitter: intern(t.Submitter), Limit: t.Limit, Proposed: t.Proposed}}
 		}
 	}
 }
+
+// intern returns the one copy of s that long-kept marks share; it is
+// dropped when no mark holds it any more.
+func intern(s string) string { return unique.Make(s).Value() }
 
 // leaseStart is when a known lease was signed, or at if it is unknown.
 func leaseStart(kl *knownLease, at int64) int64 {
