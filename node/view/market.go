@@ -121,13 +121,7 @@ func (v *Market) AddJob(j *OpenJob) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if old, ok := v.jobs[j.ID]; ok {
-		old.refreshed = j.Seen
-		if old.declined && j.Seen.After(old.closed.Arrived) {
-			old.closed, old.declined = Stamp{}, false
-			v.open[old.Submitter]++
-			return true
-		}
-		return false
+		return v.refreshLocked(old, j.Seen)
 	}
 	j.refreshed = j.Seen
 	j.submitter = j.Submitter.String()
@@ -153,6 +147,36 @@ func (v *Market) KnownDeclaration(raw []byte, signer peer.ID) bool {
 	defer v.mu.Unlock()
 	j, ok := v.jobs[wire.JobIDOf(h)]
 	return ok && j.Hash == h && j.Submitter == signer
+}
+
+// Reannounced marks as re-announced at now the job whose signed
+// declaration is raw, byte for byte, declared by signer, as AddJob would
+// with that declaration decoded; known is false when the view does not
+// hold those bytes from that signer, and the caller must decode and add
+// them. A requeue repeats every queued job every few seconds: this keeps
+// the cost of each to a hash and a lookup, not a decode.
+func (v *Market) Reannounced(raw []byte, signer peer.ID, now time.Time) (known, opened bool) {
+	h := sha256.Sum256(raw)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old, ok := v.jobs[wire.JobIDOf(h)]
+	if !ok || old.Hash != h || old.Submitter != signer {
+		return false, false
+	}
+	return true, v.refreshLocked(old, now)
+}
+
+// refreshLocked marks a job held re-announced at seen, and opens it
+// again if its submitter had declined it before; it reports whether it
+// opened it. The caller holds v.mu.
+func (v *Market) refreshLocked(old *OpenJob, seen time.Time) bool {
+	old.refreshed = seen
+	if old.declined && seen.After(old.closed.Arrived) {
+		old.closed, old.declined = Stamp{}, false
+		v.open[old.Submitter]++
+		return true
+	}
+	return false
 }
 
 // OpenCount is how many jobs are open now.
