@@ -7,6 +7,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 type record struct {
@@ -113,5 +116,41 @@ func BenchmarkRecordsHeap(b *testing.B) {
 			}
 			b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
 		})
+	}
+}
+
+// A store written with the sizes of earlier versions (compressed tables, a
+// block cache, 4 MiB memtables) opens with today's and reads back every
+// record: the tables keep their own compression.
+func TestOpensStoreOfEarlierSizes(t *testing.T) {
+	dir := t.TempDir()
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil).WithMemTableSize(4 << 20).
+		WithValueThreshold(64 << 10).WithBlockCacheSize(4 << 20).WithIndexCacheSize(2 << 20).WithCompression(options.Snappy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := &Store{db: db}
+	const n = 4000
+	for i := range n {
+		id := fmt.Sprintf("l%05d", i)
+		if err := old.Put(PrefixLease, id, record{ID: id, Body: strings.Repeat("z", 1000)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flatten(1); err != nil { // into compressed tables on disk
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := open(t, dir)
+	defer s.Close()
+	count := 0
+	if err := s.Each(PrefixLease, func([]byte) error { count++; return nil }); err != nil || count != n {
+		t.Fatalf("%d records read back, want %d (err %v)", count, n, err)
+	}
+	var r record
+	if ok, err := s.Get(PrefixLease, "l01234", &r); !ok || err != nil || r.ID != "l01234" {
+		t.Fatalf("get: %v %v %+v", ok, err, r.ID)
 	}
 }
