@@ -47,10 +47,10 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 // its caches.
 const (
 	memTableSize = 1 << 20
-	// valueThreshold keeps every record in the LSM tree: a record is
-	// smaller than a declaration's bound (64 KiB) plus its state, and
-	// Badger refuses a threshold above the largest batch, 15% of a
-	// memtable (157 KiB here).
+	// valueThreshold keeps every ordinary record (a few KiB) in the LSM
+	// tree; one that carries a declaration near its 64 KiB bound goes to
+	// the value log. Badger refuses a threshold above its largest batch,
+	// 15% of a memtable (157 KiB here).
 	valueThreshold = 64 << 10
 	vlogFileSize   = 16 << 20
 )
