@@ -90,7 +90,8 @@ type Market struct {
 }
 
 // closedBodyKeep is how long a job leased or withdrawn keeps its
-// declaration in the view: far longer than any epoch's cutoff lags.
+// declaration in the view: far longer than any epoch's cutoff lags (at most
+// half an epoch, so for epochs up to two minutes).
 const closedBodyKeep = time.Minute
 
 // maxOpenJobsPerSubmitter bounds what one peer can make every view hold
