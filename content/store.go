@@ -108,7 +108,7 @@ func Open(ctx context.Context, dir string, o StoreOptions) (*Store, error) {
 		// only keys, pins and small blocks, large blocks live in packs
 		// (pack.go). Memtables are arenas that become resident as they
 		// fill, so their size is what a busy node's memory settles at.
-		WithMemTableSize(1 << 20).
+		WithMemTableSize(512 << 10).
 		WithNumMemtables(2).
 		// Uncompressed tables are read in place from their mapped files:
 		// no block cache full of decompressed copies, and the index of

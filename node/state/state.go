@@ -46,11 +46,11 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 // write-ahead log of twice its size, both resident as they fill) and by
 // its caches.
 const (
-	memTableSize = 1 << 20
+	memTableSize = 512 << 10
 	// valueThreshold keeps every ordinary record (a few KiB) in the LSM
 	// tree; one that carries a declaration near its 64 KiB bound goes to
 	// the value log. Badger refuses a threshold above its largest batch,
-	// 15% of a memtable (157 KiB here).
+	// 15% of a memtable (78 KiB here).
 	valueThreshold = 64 << 10
 	vlogFileSize   = 16 << 20
 )
