@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	mh "github.com/multiformats/go-multihash"
@@ -107,10 +108,15 @@ func Open(ctx context.Context, dir string, o StoreOptions) (*Store, error) {
 		// only keys, pins and small blocks, large blocks live in packs
 		// (pack.go). Memtables are arenas that become resident as they
 		// fill, so their size is what a busy node's memory settles at.
-		WithMemTableSize(4 << 20).
+		WithMemTableSize(512 << 10).
 		WithNumMemtables(2).
-		WithBlockCacheSize(8 << 20).
-		WithIndexCacheSize(4 << 20).
+		// Uncompressed tables are read in place from their mapped files:
+		// no block cache full of decompressed copies, and the index of
+		// each of the few tables stays in memory. Blocks are mostly
+		// compressed or random data already.
+		WithCompression(options.None).
+		WithBlockCacheSize(0).
+		WithIndexCacheSize(0).
 		WithValueLogFileSize(16 << 20).
 		WithNumCompactors(2).
 		// Every write here is idempotent (same key, same bytes), so

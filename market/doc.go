@@ -173,10 +173,11 @@
 // What the view lacks (a declaration still in flight) is what an epoch's
 // cut lacks too.
 //
-// The pass runs only while at most 1,024 jobs are open in the view (beyond,
+// The pass runs only while at most 10,000 jobs are open in the view (beyond,
 // the epoch's pass, which every peer runs on the same frozen view, decides
-// alone); over a deep queue (more than 64 open jobs) passes are paced to a
-// fifth of a core. A provider whose GPUs come free in a deep queue thus
+// alone), only on a provider whose own offer shows a GPU free (Match could
+// assign it nothing else), and over a deep queue (more than 64 open jobs)
+// passes are paced to a fifth of a core. A provider whose GPUs come free in a deep queue thus
 // takes the next job by the same order an epoch would, without waiting for
 // one. A pass between epochs is one node's view, so two providers may both
 // propose one job; the submitter accepts one proposal per job and the

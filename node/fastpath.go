@@ -12,8 +12,11 @@ import (
 
 // fastMaxJobs bounds a pass between epochs: with more open jobs than this in
 // the view, the epoch's pass, which every peer runs on the same frozen view,
-// decides alone.
-const fastMaxJobs = 1024
+// decides alone. It is one submitter's bound on open jobs
+// (view.maxOpenJobsPerSubmitter): a pass over that many takes tens of
+// milliseconds, and runs only when the provider has a GPU free, paced to
+// fastCPUShare.
+const fastMaxJobs = 10_000
 
 // fastCPUShare bounds the CPU passes between epochs take over a deep
 // queue (more than fastPacedJobs open): after a pass that took d, the next
@@ -80,8 +83,15 @@ func (n *Node) fastPass(now time.Time) (open int) {
 	}
 	offers := n.offers.At(now, now)
 	self := n.self.String()
-	if !slices.ContainsFunc(offers, func(o view.SignedOffer) bool { return o.Provider == self }) {
+	i := slices.IndexFunc(offers, func(o view.SignedOffer) bool { return o.Provider == self })
+	if i < 0 {
 		return open // not yet in its own view: it has not announced itself
+	}
+	if !slices.ContainsFunc(offers[i].GPUs, func(g market.GPU) bool { return g.Free }) {
+		// Match can assign it nothing while its own offer shows every GPU
+		// held, and what it would assign others is theirs to find: in a
+		// deep queue most passes end here, at no cost per queued job.
+		return open
 	}
 	v := n.market.Current(now, offers, func(t time.Time) uint64 { e, _ := n.epochOf(t); return e }, n.firstEpoch)
 	if len(v.Jobs) == 0 {

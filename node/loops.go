@@ -246,11 +246,24 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 		}
 	case wire.KindRequeue:
 		// The validator checked every declaration in it already.
-		decls, err := wire.AcceptedRequeue(s)
-		if err != nil {
+		var rb wire.RequeueBody
+		if s.Decode(&rb) != nil {
 			return
 		}
-		for _, d := range decls {
+		for _, raw := range rb.Declarations {
+			// Most of a requeue is jobs the view holds: those cost a
+			// hash, not a decode.
+			known, opened := n.market.Reannounced(raw, s.Signer, now)
+			if opened {
+				n.signalWork()
+			}
+			if known {
+				continue
+			}
+			d, err := p2p.Reopen(raw) // verified by the validator
+			if err != nil {
+				continue
+			}
 			var b wire.DeclarationBody
 			if d.Decode(&b) != nil {
 				continue

@@ -349,6 +349,7 @@ func run(cmd *cobra.Command, o *options) error {
 			log.Warn("tell systemd", "err", err)
 		}
 	})
+	go returnMemory(ctx)
 	n, err := node.New(ctx, node.Config{
 		CPUs:              o.file.CPUs,
 		MemoryBytes:       memory,

@@ -140,7 +140,10 @@ func Listen(ctx context.Context, cfg Config) (*Server, error) {
 	s.srv = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// A client's idle keep-alive connection holds a goroutine and its
+		// buffers; one that polled and went away is let go.
+		IdleTimeout: 30 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // Store is a node's record store.
@@ -31,25 +32,56 @@ const (
 
 // Open opens (or creates) the store in dir.
 func Open(dir string, log *slog.Logger) (*Store, error) {
-	opts := badger.DefaultOptions(dir).
-		WithSyncWrites(true).
-		// Memtables and value-log pages become resident as they fill:
-		// small ones keep a busy node's memory near its idle size.
-		WithMemTableSize(4 << 20).
-		WithBlockCacheSize(4 << 20).
-		WithIndexCacheSize(2 << 20).
-		WithValueLogFileSize(16 << 20).
-		// Under the largest batch a 4 MiB memtable takes; records are small.
-		WithValueThreshold(64 << 10).
-		WithNumMemtables(2).
-		WithNumLevelZeroTables(2).
-		WithNumLevelZeroTablesStall(4).
-		WithLogger(badgerLogger{log})
-	db, err := badger.Open(opts)
+	db, err := badger.Open(badgerOptions(dir, log))
 	if err != nil {
 		return nil, fmt.Errorf("open state store %s: %w", dir, err)
 	}
 	return &Store{db: db}, nil
+}
+
+// Sizes of the store. A node holds a few thousand records of a few KiB,
+// rewritten a handful of times each over a job's life: a database sized
+// for that, not for a server. What a busy node's memory settles at is set
+// by what Badger keeps per open memtable (an arena in the heap and a mapped
+// write-ahead log of twice its size, both resident as they fill) and by
+// its caches.
+const (
+	memTableSize = 512 << 10
+	// valueThreshold keeps every ordinary record (a few KiB) in the LSM
+	// tree; one that carries a declaration near its 64 KiB bound goes to
+	// the value log. Badger refuses a threshold above its largest batch,
+	// 15% of a memtable (78 KiB here).
+	valueThreshold = 64 << 10
+	vlogFileSize   = 16 << 20
+)
+
+func badgerOptions(dir string, log *slog.Logger) badger.Options {
+	return badger.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithMemTableSize(memTableSize).
+		WithNumMemtables(2).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(4).
+		WithValueThreshold(valueThreshold).
+		WithValueLogFileSize(vlogFileSize).
+		// Uncompressed tables are read in place from their mapped files;
+		// compressed ones are decompressed into heap buffers and need a
+		// block cache to hold them. Records are small JSON: the disk they
+		// would save is not worth the memory.
+		WithCompression(options.None).
+		WithBlockCacheSize(0).
+		// With no index cache every table's index stays in memory: a few
+		// KiB for a store this size.
+		WithIndexCacheSize(0).
+		WithNumCompactors(2).
+		WithNumGoroutines(2).
+		// Writes are blind sets and deletes: no transaction reads what
+		// another writes, so there is nothing to detect.
+		WithDetectConflicts(false).
+		// Badger's metrics are process-wide expvars; the node's other
+		// stores must not share them.
+		WithMetricsEnabled(false).
+		WithLogger(badgerLogger{log})
 }
 
 // Close closes the store.

@@ -63,3 +63,38 @@ func TestAvoidAndRequeuedRelease(t *testing.T) {
 		t.Fatalf("avoid after reopening = %v, want the provider", got)
 	}
 }
+
+// A lease that stays unrun long enough for the view to keep only a mark of
+// its job: the submitter's release as never run still lets the job's next
+// announcement open it.
+func TestRequeuedReleaseReopensPrunedJob(t *testing.T) {
+	prov, sub, stranger := wiretest.FreshParty(t), wiretest.FreshParty(t), wiretest.FreshParty(t)
+	v := NewMarket()
+	t0 := wiretest.Time
+	lease := wiretest.SignedLease(t, prov, sub)
+	job := lease.Terms.Job
+	body := wiretest.Declaration(t)
+	v.AddJob(&OpenJob{ID: job, Submitter: sub.ID, Body: body, Seen: t0, Signed: t0})
+	v.AddLease(lease, Local(t0.Add(time.Second)))
+	later := t0.Add(time.Second + 2*closedBodyKeep)
+	v.Prune(later, time.Hour, time.Hour)
+	if _, kept := v.jobs[job]; kept {
+		t.Fatal("the leased job was not pruned to a mark")
+	}
+	v.AddJob(&OpenJob{ID: job, Submitter: sub.ID, Body: body, Seen: later, Signed: later})
+	if _, open := v.Job(job); open {
+		t.Fatal("a late copy of a leased job's declaration opened it")
+	}
+	r := wiretest.Release(prov.ID, sub.ID)
+	r.Lease, r.Job, r.Requeued = lease.Terms.ID, job, true
+	v.ReleaseLease(r, stranger.ID, Local(later.Add(time.Second)))
+	v.AddJob(&OpenJob{ID: job, Submitter: sub.ID, Body: body, Seen: later.Add(2 * time.Second), Signed: later.Add(2 * time.Second)})
+	if _, open := v.Job(job); open {
+		t.Fatal("a stranger's release opened the job")
+	}
+	v.ReleaseLease(r, sub.ID, Local(later.Add(3*time.Second)))
+	v.AddJob(&OpenJob{ID: job, Submitter: sub.ID, Body: body, Seen: later.Add(4 * time.Second), Signed: later.Add(4 * time.Second)})
+	if _, open := v.Job(job); !open {
+		t.Fatal("the job is not open again after the submitter put it back")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unique"
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/wire"
@@ -53,6 +54,10 @@ type OpenJob struct {
 	// avoid lists the providers its submitter named for it, each stamped
 	// with the announcement that named it first (market.Job.Avoid).
 	avoid []avoidMark
+	// submitter is Submitter as text, encoded once when the job is added:
+	// base58 costs microseconds, and every pass over a deep queue would
+	// pay it for every job.
+	submitter string
 }
 
 // avoidMark is a provider a job avoids, since the announcement at.
@@ -70,6 +75,9 @@ type knownLease struct {
 	// early is a release that arrived before the lease's announcement; it
 	// counts only if it names the same parties as the lease.
 	early *wire.ReleaseBody
+	// gpus is how many GPUs the lease held; lease.Terms.GPUs is dropped
+	// with the signatures once the lease is long released (see Prune).
+	gpus int
 }
 
 // Market is what this node knows of the jobs topic: jobs and leases,
@@ -84,14 +92,15 @@ type Market struct {
 	// without) their declaration arriving, and by whom (the submitter
 	// named by the lease, or the withdrawal's signer), so that a late copy
 	// of the declaration does not open them, unless the closer was not its
-	// submitter.
+	// submitter; and jobs long closed, in place of their entry in jobs.
 	closed map[string]closedMark
 	// open counts each submitter's open jobs, to bound them.
 	open map[peer.ID]int
 }
 
 // closedBodyKeep is how long a job leased or withdrawn keeps its
-// declaration in the view: far longer than any epoch's cutoff lags.
+// declaration in the view: far longer than any epoch's cutoff lags (at most
+// half an epoch, so for epochs up to two minutes).
 const closedBodyKeep = time.Minute
 
 // maxOpenJobsPerSubmitter bounds what one peer can make every view hold
@@ -101,6 +110,9 @@ const maxOpenJobsPerSubmitter = 10_000
 type closedMark struct {
 	at Stamp
 	by peer.ID
+	// declared: by is the job's declarer, from a declaration this node
+	// verified, not only the closer's word (see Prune).
+	declared bool
 }
 
 // NewMarket returns an empty view.
@@ -119,18 +131,10 @@ func (v *Market) AddJob(j *OpenJob) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if old, ok := v.jobs[j.ID]; ok {
-		old.refreshed = j.Seen
-		if old.declined && j.Seen.After(old.closed.Arrived) {
-			old.closed, old.declined = Stamp{}, false
-			// A job leased, then put back by its submitter, may have had its
-			// body dropped (Prune): the announcement carries it again.
-			old.Body = j.Body
-			v.open[old.Submitter]++
-			return true
-		}
-		return false
+		return v.refreshLocked(old, j.Seen)
 	}
 	j.refreshed = j.Seen
+	j.submitter = j.Submitter.String()
 	if m, ok := v.closed[j.ID]; ok && m.by == j.Submitter {
 		j.closed = m.at
 	}
@@ -153,6 +157,36 @@ func (v *Market) KnownDeclaration(raw []byte, signer peer.ID) bool {
 	defer v.mu.Unlock()
 	j, ok := v.jobs[wire.JobIDOf(h)]
 	return ok && j.Hash == h && j.Submitter == signer
+}
+
+// Reannounced marks as re-announced at now the job whose signed
+// declaration is raw, byte for byte, declared by signer, as AddJob would
+// with that declaration decoded; known is false when the view does not
+// hold those bytes from that signer, and the caller must decode and add
+// them. A requeue repeats every queued job every few seconds: this keeps
+// the cost of each to a hash and a lookup, not a decode.
+func (v *Market) Reannounced(raw []byte, signer peer.ID, now time.Time) (known, opened bool) {
+	h := sha256.Sum256(raw)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old, ok := v.jobs[wire.JobIDOf(h)]
+	if !ok || old.Hash != h || old.Submitter != signer {
+		return false, false
+	}
+	return true, v.refreshLocked(old, now)
+}
+
+// refreshLocked marks a job held re-announced at seen, and opens it
+// again if its submitter had declined it before; it reports whether it
+// opened it. The caller holds v.mu.
+func (v *Market) refreshLocked(old *OpenJob, seen time.Time) bool {
+	old.refreshed = seen
+	if old.declined && seen.After(old.closed.Arrived) {
+		old.closed, old.declined = Stamp{}, false
+		v.open[old.Submitter]++
+		return true
+	}
+	return false
 }
 
 // OpenCount is how many jobs are open now.
@@ -194,6 +228,9 @@ func (v *Market) SubmitterOf(id string) (peer.ID, bool) {
 	defer v.mu.Unlock()
 	if j, ok := v.jobs[id]; ok {
 		return j.Submitter, true
+	}
+	if m, ok := v.closed[id]; ok && m.declared {
+		return m.by, true
 	}
 	return "", false
 }
@@ -244,9 +281,9 @@ func (v *Market) AddLease(l wire.SignedLease, at Stamp) bool {
 		ok = false // a release by strangers: ignore it
 	}
 	if ok {
-		kl.lease, kl.seen, kl.early = l, at, nil
+		kl.lease, kl.seen, kl.early, kl.gpus = l, at, nil, len(l.Terms.GPUs)
 	} else {
-		v.leases[l.Terms.ID] = &knownLease{lease: l, seen: at}
+		v.leases[l.Terms.ID] = &knownLease{lease: l, seen: at, gpus: len(l.Terms.GPUs)}
 	}
 	if sub, err := peer.Decode(l.Terms.Submitter); err == nil {
 		v.closeJobLocked(l.Terms.Job, sub, at)
@@ -282,6 +319,10 @@ func (v *Market) ReleaseLease(r wire.ReleaseBody, by peer.ID, at Stamp) {
 		// proposal.
 		if j, ok := v.jobs[r.Job]; ok && j.Submitter == by && !j.closed.IsZero() {
 			j.declined = true
+		} else if m, ok := v.closed[r.Job]; ok && m.by == by {
+			// Pruned to a mark while leased: without the mark, the next
+			// announcement adds the job afresh, open.
+			delete(v.closed, r.Job)
 		}
 	}
 }
@@ -419,7 +460,7 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 			signed := signedOf(Stamp{j.Signed, j.Seen})
 			submittedAt = firstEpoch(Stamp{signed, signed}).UnixMilli()
 		}
-		mj := market.Job{ID: j.ID, Submitter: j.Submitter.String(), SubmittedAt: submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != "",
+		mj := market.Job{ID: j.ID, Submitter: j.submitter, SubmittedAt: submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != "",
 			Data: j.Body.Declaration.Reads()}
 		for _, a := range j.avoid {
 			if at(a.at) {
@@ -440,9 +481,9 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 		}
 		// Use is charged at the declared limit when the lease is signed,
 		// and the unused part refunded when it is released.
-		charge := market.Charge(len(t.GPUs), t.Limit)
+		charge := market.Charge(kl.gpus, t.Limit)
 		if !live {
-			charge = min(charge, int64(len(t.GPUs))*kl.heldMs)
+			charge = min(charge, int64(kl.gpus)*kl.heldMs)
 		}
 		usage[t.Submitter] += market.Decay(charge, now-t.Proposed, usageHalfLife.Milliseconds())
 	}
@@ -479,16 +520,36 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 			delete(v.jobs, id)
 		case !j.declined && now.Sub(j.closed.Arrived) > closedBodyKeep:
 			// Leased or withdrawn for good, and past every epoch's cutoff
-			// that could still count it open: only the mark is kept.
-			j.Body = wire.DeclarationBody{}
+			// that could still count it open: only a mark is kept, a
+			// tenth of the job's size, so that the view grows with the
+			// queue and not with the history. A late copy of the
+			// declaration finds the mark and stays closed (AddJob).
+			delete(v.jobs, id)
+			v.closed[id] = closedMark{at: j.closed, by: peer.ID(intern(string(j.Submitter))), declared: true}
 		}
 	}
 	for id, kl := range v.leases {
-		if !kl.released.IsZero() && now.Sub(kl.released.Arrived) > max(usageWindow, keep) {
+		switch {
+		case kl.released.IsZero():
+		case now.Sub(kl.released.Arrived) > max(usageWindow, keep):
 			delete(v.leases, id)
+		case kl.early == nil && kl.lease.ProviderSig != nil && now.Sub(kl.released.Arrived) > closedBodyKeep:
+			// Released, and past every epoch's cutoff that could still
+			// count it live: what recent use and LeaseParties read is
+			// kept for the usage window, the rest (signatures, devices,
+			// the claim) dropped, so that hours of history cost a
+			// fraction of the lease's size.
+			// The parties' IDs are the same few strings over and over,
+			// each decoded apart: one copy of each is kept.
+			t := kl.lease.Terms
+			kl.lease = wire.SignedLease{Terms: wire.LeaseTerms{ID: t.ID, Provider: intern(t.Provider), Submitter: intern(t.Submitter), Limit: t.Limit, Proposed: t.Proposed}}
 		}
 	}
 }
+
+// intern returns the one copy of s that long-kept marks share; it is
+// dropped when no mark holds it any more.
+func intern(s string) string { return unique.Make(s).Value() }
 
 // leaseStart is when a known lease was signed, or at if it is unknown.
 func leaseStart(kl *knownLease, at int64) int64 {

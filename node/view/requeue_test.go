@@ -47,3 +47,52 @@ func TestRequeueOfKnownDeclarations(t *testing.T) {
 		t.Fatal("requeue of an altered declaration accepted")
 	}
 }
+
+// A requeue's declaration the view holds is only marked re-announced, as
+// AddJob would mark it: it keeps the job from going stale, and opens again
+// a job its submitter had declined; bytes from another signer, or altered,
+// are not taken for it.
+func TestReannounced(t *testing.T) {
+	sub, stranger := wiretest.FreshParty(t), wiretest.FreshParty(t)
+	decl := wiretest.OnWire(t, sub, wire.KindDeclaration, wiretest.Declaration(t, wiretest.CID(t, "input")))
+	var db wire.DeclarationBody
+	if err := decl.Decode(&db); err != nil {
+		t.Fatal(err)
+	}
+	id := wire.JobID(decl)
+	now := time.Now()
+	v := NewMarket()
+	if known, _ := v.Reannounced(decl.Raw, sub.ID, now); known {
+		t.Fatal("a declaration not in the view counts as re-announced")
+	}
+	v.AddJob(&OpenJob{ID: id, Submitter: sub.ID, Body: db, Seen: now, Hash: decl.Hash()})
+	if known, _ := v.Reannounced(decl.Raw, stranger.ID, now); known {
+		t.Fatal("a stranger's requeue of the declaration counts as its re-announcement")
+	}
+	altered := append([]byte(nil), decl.Raw...)
+	altered[len(altered)-1] ^= 1
+	if known, _ := v.Reannounced(altered, sub.ID, now); known {
+		t.Fatal("altered bytes count as the declaration")
+	}
+
+	// Not re-announced for longer than stale: pruned, unless re-announced.
+	stale := 10 * time.Second
+	if known, opened := v.Reannounced(decl.Raw, sub.ID, now.Add(8*time.Second)); !known || opened {
+		t.Fatalf("re-announcement of an open job: known %v, opened %v", known, opened)
+	}
+	v.Prune(now.Add(15*time.Second), time.Hour, stale)
+	if _, ok := v.Job(id); !ok {
+		t.Fatal("a re-announced job was pruned as stale")
+	}
+
+	v.Decline(id, sub.ID, now.Add(16*time.Second))
+	if _, ok := v.Job(id); ok {
+		t.Fatal("declined job still open")
+	}
+	if known, opened := v.Reannounced(decl.Raw, sub.ID, now.Add(17*time.Second)); !known || !opened {
+		t.Fatalf("re-announcement after a refusal: known %v, opened %v", known, opened)
+	}
+	if _, ok := v.Job(id); !ok || v.OpenCount() != 1 {
+		t.Fatalf("declined job not open again after its re-announcement (open %d)", v.OpenCount())
+	}
+}

@@ -34,6 +34,11 @@ type RSSOptions struct {
 	// memory is read again: the node at rest after the work, not in the
 	// middle of it. Default 45s.
 	Settle time.Duration
+	// ProfileDir, when set, receives a heap profile of every daemon idle
+	// and after the work (NAME-idle.pb.gz, NAME-after.pb.gz), each taken
+	// after its memory was read so that the forced collection does not
+	// lower the figure.
+	ProfileDir string
 }
 
 // RSSReport is the memory run's figures.
@@ -72,7 +77,7 @@ func MeasureRSS(ctx context.Context, e Env, o RSSOptions) (RSSReport, error) {
 		byNode = append(byNode, fmt.Sprintf("%dxH100:80GiB", rssGPUs))
 	}
 	e.logf("memory: 1 submitter, %d providers x %d GPUs; idle %s", rssProvs, rssGPUs, o.IdleFor)
-	c, err := startNetwork(ctx, cluster.Options{N: len(byNode), SimGPUsByNode: byNode, Dir: filepath.Join(e.Dir, "rss"), Bin: e.Bin, Heartbeat: time.Second})
+	c, err := startNetwork(ctx, cluster.Options{N: len(byNode), SimGPUsByNode: byNode, Dir: filepath.Join(e.Dir, "rss"), Bin: e.Bin, Heartbeat: time.Second, Metrics: o.ProfileDir != ""})
 	if err != nil {
 		return r, err
 	}
@@ -97,6 +102,9 @@ func MeasureRSS(ctx context.Context, e Env, o RSSOptions) (RSSReport, error) {
 		return sub, provs, nil
 	}
 	if r.IdleSubmitterMiB, r.IdleProvidersMiB, err = read(); err != nil {
+		return r, err
+	}
+	if err := heapProfiles(ctx, c, o.ProfileDir, "idle"); err != nil {
 		return r, err
 	}
 	cl := c.Client(0)
@@ -188,6 +196,9 @@ func MeasureRSS(ctx context.Context, e Env, o RSSOptions) (RSSReport, error) {
 	if kib, err := procStatus(c.Nodes[0].PID, "RssAnon:"); err == nil {
 		r.AnonSubmitterMiB = float64(kib) / 1024
 	}
+	if err := heapProfiles(ctx, c, o.ProfileDir, "after"); err != nil {
+		return r, err
+	}
 	e.logf("memory: submitter anonymous resident %.0f MiB", r.AnonSubmitterMiB)
 	e.logf("memory: submitter %.0f -> %.0f MiB; deep queue %.1f jobs/s vs %.1f", r.IdleSubmitterMiB, r.AfterSubmitterMiB, r.DeepJobsPerS, r.ShortJobsPerS)
 	return r, nil
@@ -223,6 +234,32 @@ func (r RSSReport) Figures() []Figure {
 		Baseline: fmt.Sprintf("%.1f jobs/s with %d at a time", r.ShortJobsPerS, shortQueue), Ratio: deep,
 		Goal: fmt.Sprintf("no slower (>= %.1fx)", goalDeepRatio), OK: ptr(deep != nil && *deep >= goalDeepRatio)})
 	return f
+}
+
+// heapProfiles saves a heap profile of every node into dir as
+// NAME-when.pb.gz, with its /proc smaps as NAME-when.smaps; nothing when dir
+// is empty.
+func heapProfiles(ctx context.Context, c *cluster.Cluster, dir, when string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, n := range c.Nodes {
+		// smaps says which mappings the resident memory is in: the heap,
+		// or the pages of mapped store files that the heap profile misses.
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(n.PID) + "/smaps"); err == nil {
+			if err := os.WriteFile(filepath.Join(dir, n.Name+"-"+when+".smaps"), b, 0o644); err != nil {
+				return err
+			}
+		}
+		url := fmt.Sprintf("http://%s/debug/pprof/heap", n.Metrics)
+		if err := fetchTo(ctx, url, filepath.Join(dir, n.Name+"-"+when+".pb.gz"), 30*time.Second); err != nil {
+			return fmt.Errorf("heap profile of %s: %w", n.Name, err)
+		}
+	}
+	return nil
 }
 
 // VmRSS reads a process's resident set size in KiB.
