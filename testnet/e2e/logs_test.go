@@ -73,11 +73,11 @@ func TestLogsFollowRunningJob(t *testing.T) {
 	// Let the job end: its output folder on the provider is its /out, on
 	// the job's own disk where the provider can make one.
 	prov := providerData(t, c, j.Provider)
-	out := filepath.Join(prov, "leases", j.Lease, "disk", "out")
-	if _, err := os.Stat(out); err != nil {
-		out = filepath.Join(prov, "leases", j.Lease, "out")
+	outDir := filepath.Join(prov, "leases", j.Lease, "disk", "out")
+	if _, err := os.Stat(outDir); err != nil {
+		outDir = filepath.Join(prov, "leases", j.Lease, "out")
 	}
-	if err := os.WriteFile(filepath.Join(out, "stop"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(outDir, "stop"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	last := ""
