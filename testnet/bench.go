@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -98,15 +97,11 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 		return err
 	}
 	began := time.Now()
-	dir, err := os.MkdirTemp("", "e31-bench-")
+	dir, done, err := workDir("", "e31-bench-", o.keep, stderr)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		defer fmt.Fprintf(stderr, "kept the work dir %s\n", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer done()
 	o.run.Only, o.run.ModuleRoot, o.run.Dir = o.only, root, dir
 	o.run.Log = func(format string, args ...any) {
 		fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))

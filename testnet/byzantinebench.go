@@ -74,15 +74,11 @@ type byzantineRun struct {
 }
 
 func runByzantineBench(ctx context.Context, o byzantineBenchOptions) error {
-	dir, err := os.MkdirTemp("", "e31-byzantine-bench-")
+	dir, done, err := workDir("", "e31-byzantine-bench-", o.keep, os.Stderr)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		fmt.Fprintln(os.Stderr, "data dirs and logs in", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer done()
 	bin, err := cluster.Build(ctx, filepath.Join(dir, "bin"))
 	if err != nil {
 		return err

@@ -60,15 +60,11 @@ func runFloodBench(ctx context.Context, o floodBenchOptions, stdout, stderr io.W
 	if os.Geteuid() != 0 {
 		return bench.ErrNeedsRoot
 	}
-	dir, err := os.MkdirTemp("", "e31-flood-bench-")
+	dir, done, err := workDir("", "e31-flood-bench-", o.keep, stderr)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		defer logf("kept the daemons' data dirs and logs in %s", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer done()
 	logf("building e31d and e31 (load %s)", bench.LoadAvg())
 	bin, err := cluster.Build(ctx, filepath.Join(dir, "bin"))
 	if err != nil {

@@ -57,8 +57,9 @@ the bytes the submitter sent (in datasets), the bytes all providers fetched
 (against dataset × providers used) and the median time from rent to run,
 from the jobs' own step times.
 
-Configurations: baseline (each data-gravity feature off by its flag) and
-full (the defaults). It needs root and runc.`,
+Configurations: baseline (each data-gravity feature off by its flag), full
+(the defaults) and full+wait (jobs may wait a minute for a provider that
+holds their data: --locality-wait 1m). It needs root and runc.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runGravityBench(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -76,15 +77,11 @@ func runGravityBench(ctx context.Context, o gravityBenchOptions, stdout, stderr 
 		return bench.ErrNeedsRoot
 	}
 	began := time.Now()
-	dir, err := os.MkdirTemp(o.dir, "e31-gravity-bench-")
+	dir, done, err := workDir(o.dir, "e31-gravity-bench-", o.keep, stderr)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		defer fmt.Fprintf(stderr, "kept the work dir %s\n", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer done()
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
 	}

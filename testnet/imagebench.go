@@ -97,15 +97,11 @@ func runImageBench(ctx context.Context, o imageBenchOptions, stdout, stderr io.W
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
 	}
-	dir, err := os.MkdirTemp(o.dir, "e31-image-bench-")
+	dir, done, err := workDir(o.dir, "e31-image-bench-", o.keep, stderr)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		defer logf("kept the generated data in %s", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer done()
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	rng := rand.New(rand.NewPCG(31, 1))
 	rep := imageBenchReport{SizeBytes: total, LoadStart: bench.LoadAvg()}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -180,15 +179,11 @@ func runMeasure(ctx context.Context, o measureOptions, stdout, stderr io.Writer)
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
 	}
-	dir, err := os.MkdirTemp("", "e31-measure-")
+	dir, done, err := workDir("", "e31-measure-", o.keep, stderr)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		defer logf("kept the nodes' data dirs and logs in %s", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer done()
 
 	rep := measureReport{LoadStart: bench.LoadAvg()}
 	logf("building e31d and e31 (load %s)", rep.LoadStart)

@@ -95,15 +95,11 @@ func runNATBench(ctx context.Context, o natBenchOptions, stdout, stderr io.Write
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
 	}
-	dir, err := os.MkdirTemp("", "e31-nat-bench-")
+	dir, done, err := workDir("", "e31-nat-bench-", o.keep, stderr)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		defer logf("kept the daemons' data dirs and logs in %s", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer done()
 	logf("building e31d and e31 (load %s)", bench.LoadAvg())
 	bin, err := cluster.Build(ctx, filepath.Join(dir, "bin"))
 	if err != nil {

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -524,10 +526,7 @@ func (p *Provider) Withdraw(job string, by peer.ID) {
 	// Remembered too, for a lease whose run has not started yet: start
 	// checks it.
 	p.withdrawn[job] = withdrawal{by: by.String(), at: time.Now()}
-	leases := make([]*lease, 0, len(p.leases))
-	for _, l := range p.leases {
-		leases = append(leases, l)
-	}
+	leases := slices.Collect(maps.Values(p.leases))
 	p.mu.Unlock()
 	// A lease's lock is never taken under p.mu.
 	for _, l := range leases {

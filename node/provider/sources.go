@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -257,10 +258,7 @@ func (p *Provider) Prestage(jobs []Reserved) {
 	// A job leased here keeps its fetch: the lease's staging waits for it
 	// rather than lose the blocks in flight.
 	p.mu.Lock()
-	leases := make([]*lease, 0, len(p.leases))
-	for _, l := range p.leases {
-		leases = append(leases, l)
-	}
+	leases := slices.Collect(maps.Values(p.leases))
 	p.mu.Unlock()
 	// A lease's lock is never taken under p.mu.
 	for _, l := range leases {
