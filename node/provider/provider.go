@@ -240,6 +240,13 @@ type Provider struct {
 	leases    map[string]*lease // leases not yet released
 	withdrawn map[string]withdrawal
 
+	// layouts guards laidOut, and is held across a layout's removal so
+	// that no lease starts to use one being removed (laidout.go).
+	layouts sync.Mutex
+	// laidOut names, for each input root laid out under DataDir/inputs,
+	// the leases whose runs mount it.
+	laidOut map[string]map[string]bool
+
 	src sourcing // staging from many sources and before the lease
 }
 
@@ -282,6 +289,7 @@ func New(cfg Config, d Deps) *Provider {
 		proposing: make(map[string]bool),
 		leases:    make(map[string]*lease),
 		withdrawn: make(map[string]withdrawal),
+		laidOut:   make(map[string]map[string]bool),
 	}
 }
 

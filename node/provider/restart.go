@@ -96,6 +96,11 @@ func (p *Provider) resume(ctx context.Context) {
 			p.log.Warn("sweep leftover containers", "err", err)
 		}
 	}
+	if pinned, err := p.pinnedRoots(ctx); err != nil {
+		p.log.Warn("sweep laid-out inputs", "err", err)
+	} else if err := p.sweepLaidOut(pinned, true); err != nil {
+		p.log.Warn("sweep laid-out inputs", "err", err)
+	}
 	if p.d.Disks != nil {
 		// Nor any job's disk, mounted or, after a reboot, only a file;
 		// leases signed since this start are running and keep theirs.

@@ -88,6 +88,11 @@ func (p *Provider) sweepRetention(ctx context.Context, now time.Time) (int, erro
 		if _, err := p.d.Store.GC(ctx); err != nil {
 			errs = append(errs, err)
 		}
+		if pinned, err := p.pinnedRoots(ctx); err != nil {
+			errs = append(errs, err)
+		} else if err := p.sweepLaidOut(pinned, false); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return done, errors.Join(errs...)
 }

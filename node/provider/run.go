@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/e31network/e31/content"
@@ -146,14 +145,8 @@ func (p *Provider) stage(ctx context.Context, job, lease string, from peer.ID, d
 		if _, err := p.fetchStaged(ctx, job, lease, from, c, content.FetchOptions{Pin: pinInput(lease), Progress: p.d.Metrics.Staged}); err != nil {
 			return nil, fmt.Errorf("fetch data[%d] %s: %w", i, c, err)
 		}
-		dst := filepath.Join(dir, "inputs", strconv.Itoa(i))
-		if err := os.RemoveAll(dst); err != nil {
-			return nil, err
-		}
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return nil, err
-		}
-		if err := p.d.Store.Export(ctx, c, dst, nil); err != nil {
+		dst, err := p.layOut(ctx, c, lease, i)
+		if err != nil {
 			return nil, fmt.Errorf("lay out data[%d]: %w", i, err)
 		}
 		inputs = append(inputs, exec.Mount{Source: dst, Target: in.Mount})
@@ -323,6 +316,7 @@ func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inpu
 
 // cleanup removes what a lease left on disk and in the runtime.
 func (p *Provider) cleanup(ctx context.Context, id string) {
+	p.doneWithLaidOut(id)
 	dir := p.leaseDir(id)
 	if p.d.Runner != nil {
 		if err := p.d.Runner.Cleanup(ctx, id, filepath.Join(dir, "run")); err != nil {

@@ -1,0 +1,96 @@
+package provider
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/node/wire/wiretest"
+)
+
+// exports is a store whose Export writes a marker file and counts, and
+// whose pins are set by the test.
+type exports struct {
+	unpins
+	mu    sync.Mutex
+	calls int
+	pins  []content.Pin
+}
+
+func (e *exports) Export(_ context.Context, root cid.Cid, dest string, _ content.Progress) error {
+	e.mu.Lock()
+	e.calls++
+	e.mu.Unlock()
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dest, "data"), []byte(root.String()), 0o644)
+}
+
+func (e *exports) Pins(context.Context) ([]content.Pin, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pins, nil
+}
+
+// An input is laid out once for every lease that reads it, is kept while a
+// lease mounts it or a pin holds its root, and is swept after; a layout a
+// crash left unfinished is swept at start.
+func TestInputLaidOutOnceAndSwept(t *testing.T) {
+	ctx := context.Background()
+	store := &exports{}
+	p := newTestProvider(t, wiretest.FreshParty(t), Config{DataDir: t.TempDir()}, &absent{}, store, &memRecords{}, &memLedger{})
+	root, err := cid.Decode(wiretest.CID(t, "dataset"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := p.layOut(ctx, root, "lease-a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.layOut(ctx, root, "lease-b", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b || store.calls != 1 {
+		t.Fatalf("two leases got %s and %s from %d exports, want one layout", a, b, store.calls)
+	}
+	if got, err := os.ReadFile(filepath.Join(a, "data")); err != nil || string(got) != root.String() {
+		t.Fatalf("layout holds %q (%v)", got, err)
+	}
+
+	unfinished := filepath.Join(p.inputsDir(), layoutTmpPrefix+"lease-gone-0")
+	if err := os.MkdirAll(unfinished, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p.doneWithLaidOut("lease-a")
+	if err := p.sweepLaidOut(map[string]bool{}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(a); err != nil {
+		t.Fatalf("a layout still mounted by lease-b was swept: %v", err)
+	}
+	if _, err := os.Stat(unfinished); err != nil {
+		t.Fatalf("an unfinished layout was swept outside the start: %v", err)
+	}
+	p.doneWithLaidOut("lease-b")
+	if err := p.sweepLaidOut(map[string]bool{root.String(): true}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(a); err != nil {
+		t.Fatalf("a layout whose root is pinned was swept: %v", err)
+	}
+	if err := p.sweepLaidOut(map[string]bool{}, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []string{a, unfinished} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Fatalf("%s left after the sweep: %v", gone, err)
+		}
+	}
+}
