@@ -108,6 +108,14 @@ func (s *sourcing) held(submitter peer.ID, root cid.Cid) {
 	m[submitter] = struct{}{}
 }
 
+// stagedWhole reports whether this node staged root whole, for any
+// submitter: its blocks are here, unless retention has let them go since.
+func (s *sourcing) stagedWhole(root cid.Cid) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.heldFor[root]) > 0
+}
+
 func (s *sourcing) holds(submitter peer.ID, root cid.Cid) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -133,7 +141,10 @@ func (p *Provider) fetchStaged(ctx context.Context, job, lease string, from peer
 	// serve the data, it is only the fallback.
 	var sources []peer.ID
 	o.Fallback = []peer.ID{from}
-	if !p.cfg.SingleSource || lease == "" {
+	// A lease's data already here (data gravity's whole point) needs no
+	// sources: the fetch finds every block held and only pins the root;
+	// should retention have let some go, the submitter sends them.
+	if !(lease != "" && p.src.stagedWhole(root)) && (!p.cfg.SingleSource || lease == "") {
 		more, err := p.awaitSources(ctx, job, lease, from, root)
 		if err != nil {
 			if lease == "" {

@@ -108,6 +108,13 @@ func TestStagingAsksEverySourceAndRelaysOnlyForItsSubmitter(t *testing.T) {
 	if got := f.sources[0]; len(got) != 2 || got[0] != holder.ID || got[1] != sub.ID {
 		t.Errorf("sources %v, want the holder the submitter named, then the submitter as fallback", got)
 	}
+	// Another lease reading the same data, held here now, asks nobody.
+	if _, err := p.fetchStaged(context.Background(), "job2", "lease2", sub.ID, root, content.FetchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.sources[1]; len(got) != 1 || got[0] != sub.ID {
+		t.Errorf("data held here: sources %v, want only the submitter as fallback", got)
+	}
 	if err := relay(p, stranger.ID); p2p.RefusalCode(err) != wire.CodeNotHeld || access.Allowed(next.ID, root) {
 		t.Errorf("relay asked by another submitter: %v, allowed %v; want refused", err, access.Allowed(next.ID, root))
 	}
