@@ -174,7 +174,12 @@ func TestByzantineProviders(t *testing.T) {
 	}
 	for p, m := range byz {
 		t.Logf("%s provider %s avoided by %d jobs", m, p, avoided[p])
-		if avoided[p] == 0 {
+		// A squatter holds nothing: a job Match gives it is named only once
+		// it has waited AvoidAfter, and where honest GPUs free up sooner
+		// the job is leased there first and nobody need name it. Its
+		// avoidance is TestSquatterAvoided's (node/submitter); here it
+		// must only not delay an honest job past the bound.
+		if avoided[p] == 0 && m != "squat" {
 			t.Errorf("%s provider %s is in no job's avoid list", m, p)
 		}
 	}
