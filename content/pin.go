@@ -67,6 +67,9 @@ func (s *Store) commit(root cid.Cid, held []cid.Cid, reason string) error {
 	if err := wb.Flush(); err != nil {
 		return fmt.Errorf("index %s: %w", root, err)
 	}
+	if reason != "" {
+		s.pinGen.Add(1)
+	}
 	return s.sync()
 }
 
@@ -89,8 +92,13 @@ func (s *Store) Unpin(ctx context.Context, root cid.Cid, reason string) error {
 	if err != nil {
 		return fmt.Errorf("unpin %s: %w", root, err)
 	}
+	s.pinGen.Add(1)
 	return s.sync()
 }
+
+// PinGeneration changes whenever a pin is added or removed: a caller that
+// summarizes Pins need not list them again while it stays the same.
+func (s *Store) PinGeneration() uint64 { return s.pinGen.Load() }
 
 // Pins lists every pinned root with its reasons, ordered by root bytes.
 func (s *Store) Pins(ctx context.Context) ([]Pin, error) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -59,6 +60,9 @@ type Store struct {
 	// lands, GC holds it for writing, so GC never sees a DAG half-written
 	// and not yet pinned.
 	gcMu sync.RWMutex
+
+	// pinGen counts changes to the set of pins (PinGeneration).
+	pinGen atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error

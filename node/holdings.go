@@ -22,6 +22,7 @@ const holdingsCheckEvery = time.Second
 // heldStore is what the offer's holdings are read from (content.Store).
 type heldStore interface {
 	Pins(ctx context.Context) ([]content.Pin, error)
+	PinGeneration() uint64
 	Size(ctx context.Context, root cid.Cid) (int64, error)
 }
 
@@ -36,6 +37,12 @@ type heldStore interface {
 type heldContent struct {
 	store heldStore
 	sizes map[cid.Cid]int64 // of pinned roots, each sized once
+	// last is the summary of the pins at generation gen; complete says
+	// every root in it could be sized, so that nothing changes until the
+	// pins do.
+	last     market.Holdings
+	gen      uint64
+	complete bool
 }
 
 func newHeldContent(store heldStore) *heldContent {
@@ -46,10 +53,16 @@ func newHeldContent(store heldStore) *heldContent {
 // (not complete yet) is left out until it can; a failure to list the pins
 // offers nothing rather than something stale.
 func (h *heldContent) summary(ctx context.Context) (market.Holdings, error) {
+	gen := h.store.PinGeneration()
+	if h.complete && gen == h.gen {
+		return h.last, nil
+	}
 	pins, err := h.store.Pins(ctx)
 	if err != nil {
+		h.complete = false
 		return market.Holdings{}, err
 	}
+	complete := true
 	pinned := make(map[cid.Cid]bool, len(pins))
 	var held []market.Datum
 	for _, p := range pins {
@@ -57,6 +70,7 @@ func (h *heldContent) summary(ctx context.Context) (market.Holdings, error) {
 		n, ok := h.sizes[p.Root]
 		if !ok {
 			if n, err = h.store.Size(ctx, p.Root); err != nil {
+				complete = false
 				continue
 			}
 			h.sizes[p.Root] = n
@@ -70,5 +84,6 @@ func (h *heldContent) summary(ctx context.Context) (market.Holdings, error) {
 			delete(h.sizes, c)
 		}
 	}
-	return market.NewHoldings(held), nil
+	h.last, h.gen, h.complete = market.NewHoldings(held), gen, complete
+	return h.last, nil
 }
