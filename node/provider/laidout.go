@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/ipfs/go-cid"
@@ -21,8 +20,10 @@ import (
 // mount nothing.
 //
 // A layout is complete or absent: it is exported into a temporary name and
-// renamed into place, and a lease that loses the race to another uses the
-// winner's. It is removed by the retention sweep once no pin holds its root
+// renamed into place, one export of a root at a time; a lease that finds
+// one under way waits for it. Staging before the lease lays its inputs out
+// too, so that a lease's rent goes to running rather than copying. It is
+// removed by the retention sweep once no pin holds its root
 // and no live lease mounts it.
 
 // layoutTmpPrefix starts the temporary names of layouts in progress, which
@@ -32,17 +33,32 @@ const layoutTmpPrefix = ".tmp-"
 func (p *Provider) inputsDir() string { return filepath.Join(p.cfg.DataDir, "inputs") }
 
 // layOut returns the folder (or file) holding root laid out, making it if
-// needed, and records that lease mounts it. i tells a lease's inputs apart
-// while they are laid out.
-func (p *Provider) layOut(ctx context.Context, root cid.Cid, lease string, i int) (string, error) {
+// needed, and records that lease mounts it; with lease empty (staging
+// before the lease) it records nothing, and the layout lasts as long as
+// the unpinned blocks it came from: until the next sweep. One export of a
+// root runs at a time: a lease that finds another laying it out waits for
+// that one rather than copy the same bytes again beside it.
+func (p *Provider) layOut(ctx context.Context, root cid.Cid, lease string) (string, error) {
 	dst := filepath.Join(p.inputsDir(), root.String())
-	if p.useLaidOut(root.String(), lease, dst) {
-		return dst, nil
+	for {
+		there, busy := p.useLaidOut(root.String(), lease, dst)
+		if there {
+			return dst, nil
+		}
+		if busy == nil {
+			break
+		}
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
 	}
+	defer p.doneLayingOut(root.String())
 	if err := os.MkdirAll(p.inputsDir(), 0o755); err != nil {
 		return "", err
 	}
-	tmp := filepath.Join(p.inputsDir(), layoutTmpPrefix+lease+"-"+strconv.Itoa(i))
+	tmp := filepath.Join(p.inputsDir(), layoutTmpPrefix+root.String())
 	if err := os.RemoveAll(tmp); err != nil {
 		return "", err
 	}
@@ -52,25 +68,41 @@ func (p *Provider) layOut(ctx context.Context, root cid.Cid, lease string, i int
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		os.RemoveAll(tmp)
-		if _, serr := os.Lstat(dst); serr == nil {
-			return dst, nil // another lease laid it out first
-		}
 		return "", err
 	}
 	return dst, nil
 }
 
 // useLaidOut records that lease mounts root's layout at dst, and reports
-// whether it is there already. The sweep cannot remove it from here on.
-func (p *Provider) useLaidOut(root, lease, dst string) bool {
+// whether it is there already; if not, and another export of root is under
+// way, busy closes when that one ends, else this caller is to lay it out
+// and must call doneLayingOut. The sweep cannot remove it from here on.
+func (p *Provider) useLaidOut(root, lease, dst string) (there bool, busy <-chan struct{}) {
 	p.layouts.Lock()
 	defer p.layouts.Unlock()
-	if p.laidOut[root] == nil {
-		p.laidOut[root] = make(map[string]bool)
+	if lease != "" {
+		if p.laidOut[root] == nil {
+			p.laidOut[root] = make(map[string]bool)
+		}
+		p.laidOut[root][lease] = true
 	}
-	p.laidOut[root][lease] = true
-	_, err := os.Lstat(dst)
-	return err == nil
+	if _, err := os.Lstat(dst); err == nil {
+		return true, nil
+	}
+	if ch, ok := p.layingOut[root]; ok {
+		return false, ch
+	}
+	p.layingOut[root] = make(chan struct{})
+	return false, nil
+}
+
+// doneLayingOut ends the export of root that useLaidOut let this caller
+// make, and wakes the leases waiting on it.
+func (p *Provider) doneLayingOut(root string) {
+	p.layouts.Lock()
+	defer p.layouts.Unlock()
+	close(p.layingOut[root])
+	delete(p.layingOut, root)
 }
 
 // doneWithLaidOut records that lease's run no longer mounts anything.
@@ -101,14 +133,8 @@ func (p *Provider) sweepLaidOut(pinned map[string]bool, unfinished bool) error {
 	var errs []error
 	for _, e := range entries {
 		name := e.Name()
-		if lease, ok := strings.CutPrefix(name, layoutTmpPrefix); ok {
-			if i := strings.LastIndexByte(lease, '-'); i >= 0 {
-				lease = lease[:i]
-			}
-			p.mu.Lock()
-			_, live := p.leases[lease]
-			p.mu.Unlock()
-			if !unfinished || live {
+		if root, ok := strings.CutPrefix(name, layoutTmpPrefix); ok {
+			if _, busy := p.layingOut[root]; !unfinished || busy {
 				continue
 			}
 		} else if len(p.laidOut[name]) > 0 || pinned[name] {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ipfs/go-cid"
 
@@ -49,11 +50,11 @@ func TestInputLaidOutOnceAndSwept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := p.layOut(ctx, root, "lease-a", 0)
+	a, err := p.layOut(ctx, root, "lease-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := p.layOut(ctx, root, "lease-b", 0)
+	b, err := p.layOut(ctx, root, "lease-b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestInputLaidOutOnceAndSwept(t *testing.T) {
 		t.Fatalf("layout holds %q (%v)", got, err)
 	}
 
-	unfinished := filepath.Join(p.inputsDir(), layoutTmpPrefix+"lease-gone-0")
+	unfinished := filepath.Join(p.inputsDir(), layoutTmpPrefix+"bafy-gone")
 	if err := os.MkdirAll(unfinished, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -92,5 +93,75 @@ func TestInputLaidOutOnceAndSwept(t *testing.T) {
 		if _, err := os.Stat(gone); !os.IsNotExist(err) {
 			t.Fatalf("%s left after the sweep: %v", gone, err)
 		}
+	}
+}
+
+// slowExports is a store whose Export waits for release, so that leases
+// arrive while a root is being laid out.
+type slowExports struct {
+	exports
+	started chan struct{}
+	release chan struct{}
+}
+
+func (e *slowExports) Export(ctx context.Context, root cid.Cid, dest string, p content.Progress) error {
+	e.started <- struct{}{}
+	<-e.release
+	return e.exports.Export(ctx, root, dest, p)
+}
+
+// Leases that arrive while their input is being laid out wait for that
+// export instead of copying the same bytes beside it.
+func TestConcurrentLeasesLayOutOnce(t *testing.T) {
+	ctx := context.Background()
+	store := &slowExports{started: make(chan struct{}, 4), release: make(chan struct{})}
+	p := newTestProvider(t, wiretest.FreshParty(t), Config{DataDir: t.TempDir()}, &absent{}, store, &memRecords{}, &memLedger{})
+	root, err := cid.Decode(wiretest.CID(t, "dataset"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := []string{"lease-a", "lease-b", "lease-c", "lease-d"}
+	type got struct {
+		dst string
+		err error
+	}
+	out := make(chan got, len(leases))
+	layOut := func(lease string) {
+		dst, err := p.layOut(ctx, root, lease)
+		out <- got{dst, err}
+	}
+	go layOut(leases[0])
+	<-store.started
+	for _, l := range leases[1:] {
+		go layOut(l)
+	}
+	// Every lease has recorded its mount before it waits.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.layouts.Lock()
+		n := len(p.laidOut[root.String()])
+		p.layouts.Unlock()
+		if n == len(leases) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d leases reached the layout", n, len(leases))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(store.release)
+	var dst string
+	for range leases {
+		g := <-out
+		if g.err != nil {
+			t.Fatal(g.err)
+		}
+		if dst != "" && g.dst != dst {
+			t.Fatalf("leases got layouts %s and %s", dst, g.dst)
+		}
+		dst = g.dst
+	}
+	if store.calls != 1 {
+		t.Fatalf("%d exports for %d concurrent leases, want 1", store.calls, len(leases))
 	}
 }

@@ -246,6 +246,9 @@ type Provider struct {
 	// laidOut names, for each input root laid out under DataDir/inputs,
 	// the leases whose runs mount it.
 	laidOut map[string]map[string]bool
+	// layingOut holds, for each root being exported into its layout, a
+	// channel closed when that export ends.
+	layingOut map[string]chan struct{}
 
 	src sourcing // staging from many sources and before the lease
 }
@@ -290,6 +293,7 @@ func New(cfg Config, d Deps) *Provider {
 		leases:    make(map[string]*lease),
 		withdrawn: make(map[string]withdrawal),
 		laidOut:   make(map[string]map[string]bool),
+		layingOut: make(map[string]chan struct{}),
 	}
 }
 

@@ -145,7 +145,7 @@ func (p *Provider) stage(ctx context.Context, job, lease string, from peer.ID, d
 		if _, err := p.fetchStaged(ctx, job, lease, from, c, content.FetchOptions{Pin: pinInput(lease), Progress: p.d.Metrics.Staged}); err != nil {
 			return nil, fmt.Errorf("fetch data[%d] %s: %w", i, c, err)
 		}
-		dst, err := p.layOut(ctx, c, lease, i)
+		dst, err := p.layOut(ctx, c, lease)
 		if err != nil {
 			return nil, fmt.Errorf("lay out data[%d]: %w", i, err)
 		}

@@ -311,7 +311,8 @@ func (p *Provider) Prestage(jobs []Reserved) {
 	p.src.mu.Unlock()
 }
 
-// prestage fetches a reserved job's inputs, without pinning them.
+// prestage fetches a reserved job's inputs, without pinning them, and
+// lays them out.
 func (p *Provider) prestage(ctx context.Context, r Reserved) {
 	j, ok := p.d.Jobs.Job(r.Job)
 	if !ok || j.Submitter != r.Submitter {
@@ -330,5 +331,12 @@ func (p *Provider) prestage(ctx context.Context, r Reserved) {
 			return
 		}
 		p.log.Info("staged before the lease", "job", r.Job, "input", i, "bytes", st.BytesFetched, "sources", len(st.Sources))
+		// Laid out now, the lease only bind-mounts it.
+		if _, err := p.layOut(ctx, c, ""); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				p.log.Info("laying out before the lease stopped", "job", r.Job, "input", i, "err", err)
+			}
+			return
+		}
 	}
 }
