@@ -42,6 +42,7 @@ func (o *benchOptions) AddFlags(cmd *cobra.Command) {
 	f.IntVar(&o.run.RSS.Jobs, "rss-jobs", 2000, "jobs submitted at once through one submitter and 3 providers x 4 GPUs (the issue's figure is 10000)")
 	f.IntVar(&o.run.RSS.ShortJobs, "short-jobs", 200, "jobs run 10 at a time first, the deep queue's baseline")
 	f.StringVar(&o.run.RSS.ProfileDir, "rss-profile", "", "save a heap profile of every daemon of the memory run, idle and after, into this dir")
+	f.StringVar(&o.run.RSS.CPUProfileDir, "rss-cpu-profile", "", "take a CPU profile of every daemon of the memory run in the short queue and in the deep queue into this dir, and print the CPU per job by phase of each")
 	f.DurationVar(&o.run.RSS.IdleFor, "idle-for", 5*time.Second, "how long the memory network idles before its idle RSS is read")
 	f.IntVar(&o.run.SandboxRuns, "sandbox-runs", 40, "bare runc runs that measure the sandbox-bound limit")
 	f.IntVar(&o.run.Micro.StagingMiB, "staging-mib", 1024, "MiB staged by content's benchmark")

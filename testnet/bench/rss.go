@@ -39,6 +39,12 @@ type RSSOptions struct {
 	// after its memory was read so that the forced collection does not
 	// lower the figure.
 	ProfileDir string
+	// CPUProfileDir, when set, receives a CPU profile of every daemon
+	// taken for CPUProfileFor while the short queue runs (short/) and
+	// once the deep queue is submitted (deep/), and the run reports the
+	// CPU one job cost by phase in each: what a deep queue costs more.
+	CPUProfileDir string
+	CPUProfileFor time.Duration
 }
 
 // RSSReport is the memory run's figures.
@@ -60,6 +66,10 @@ type RSSReport struct {
 	DeepSubmitS        float64 `json:"deep_submit_s"`
 	DeepReleasedP50Ms  float64 `json:"deep_released_p50_ms"`
 	ShortReleasedP50Ms float64 `json:"short_released_p50_ms"`
+	// ShortProfile and DeepProfile are the CPU per job by phase in each
+	// queue, with CPUProfileDir.
+	ShortProfile *ProfileReport `json:"short_profile,omitempty"`
+	DeepProfile  *ProfileReport `json:"deep_profile,omitempty"`
 }
 
 // MeasureRSS starts one submitter without GPUs and three providers with 4
@@ -77,7 +87,7 @@ func MeasureRSS(ctx context.Context, e Env, o RSSOptions) (RSSReport, error) {
 		byNode = append(byNode, fmt.Sprintf("%dxH100:80GiB", rssGPUs))
 	}
 	e.logf("memory: 1 submitter, %d providers x %d GPUs; idle %s", rssProvs, rssGPUs, o.IdleFor)
-	c, err := startNetwork(ctx, cluster.Options{N: len(byNode), SimGPUsByNode: byNode, Dir: filepath.Join(e.Dir, "rss"), Bin: e.Bin, Heartbeat: time.Second, Metrics: o.ProfileDir != ""})
+	c, err := startNetwork(ctx, cluster.Options{N: len(byNode), SimGPUsByNode: byNode, Dir: filepath.Join(e.Dir, "rss"), Bin: e.Bin, Heartbeat: time.Second, Metrics: o.ProfileDir != "" || o.CPUProfileDir != ""})
 	if err != nil {
 		return r, err
 	}
@@ -108,6 +118,35 @@ func MeasureRSS(ctx context.Context, e Env, o RSSOptions) (RSSReport, error) {
 		return r, err
 	}
 	cl := c.Client(0)
+	if o.CPUProfileFor <= 0 {
+		o.CPUProfileFor = 15 * time.Second
+	}
+	profile := func(when string) (*profiler, error) {
+		if o.CPUProfileDir == "" {
+			return nil, nil
+		}
+		e.logf("memory: taking a %s CPU profile of every daemon (%s queue)", o.CPUProfileFor, when)
+		return startProfiles(ctx, c, filepath.Join(o.CPUProfileDir, when), o.CPUProfileFor)
+	}
+	finish := func(p *profiler, es []ended, into **ProfileReport) error {
+		if p == nil {
+			return nil
+		}
+		rep, err := p.finish(ctx, es)
+		if err != nil {
+			return err
+		}
+		*into = &rep
+		e.logf("memory: %d jobs in the profile, %.1f ms of daemon CPU and %.1f ms of runc per job", rep.Jobs, rep.DaemonMs, rep.RuncMs)
+		for _, ph := range rep.Phases {
+			e.logf("memory:   %-28s %6.2f ms/job", ph.Phase, ms(ph.CPU))
+		}
+		return nil
+	}
+	shortProf, err := profile("short")
+	if err != nil {
+		return r, err
+	}
 
 	// The short queue: shortQueue workers, each submitting and waiting.
 	e.logf("memory: %d jobs, %d at a time", o.ShortJobs, shortQueue)
@@ -156,6 +195,9 @@ func MeasureRSS(ctx context.Context, e Env, o RSSOptions) (RSSReport, error) {
 		rel = append(rel, ms(j.released.Sub(j.submit)))
 	}
 	_, r.ShortJobsPerS = window(short)
+	if err := finish(shortProf, short, &r.ShortProfile); err != nil {
+		return r, err
+	}
 	r.ShortReleasedP50Ms = SpreadOf(rel).P50
 
 	// The deep queue: everything submitted before the first is waited for.
@@ -170,6 +212,10 @@ func MeasureRSS(ctx context.Context, e Env, o RSSOptions) (RSSReport, error) {
 		w.add(id)
 	}
 	r.DeepSubmitS = time.Since(t0).Seconds()
+	deepProf, err := profile("deep")
+	if err != nil {
+		return r, err
+	}
 	deep, err := waitAll(ctx, []*jobWaiter{w}, 500*time.Millisecond, max(10*time.Minute, time.Duration(o.Jobs)*time.Second))
 	if err != nil {
 		return r, err
@@ -182,6 +228,9 @@ func MeasureRSS(ctx context.Context, e Env, o RSSOptions) (RSSReport, error) {
 		rel = append(rel, ms(j.released.Sub(j.submit)))
 	}
 	_, r.DeepJobsPerS = window(deep)
+	if err := finish(deepProf, deep, &r.DeepProfile); err != nil {
+		return r, err
+	}
 	r.DeepReleasedP50Ms = SpreadOf(rel).P50
 	if o.Settle == 0 {
 		o.Settle = 45 * time.Second
