@@ -253,7 +253,7 @@ func (n *Node) wireRoles() {
 	}, provider.Deps{
 		Key: n.key, Self: n.self, GPUs: n.gpus, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger,
 		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: addrs,
-		Metrics: n.metrics.provider, Log: n.log, OfferChanged: n.signalOfferChanged, Path: n.Path,
+		Metrics: n.metrics.provider, Log: n.log, OfferChanged: n.signalOfferChanged, Rematch: n.signalWork, Path: n.Path,
 		Runner: n.runner, Images: providerImages(n), Misbehave: n.cfg.Misbehave,
 		Disks: providerDisks(n), SeeGPUs: providerSeeGPUs(n),
 	})
@@ -277,7 +277,7 @@ func (n *Node) wireRoles() {
 	}, submitter.Deps{
 		Key: n.key, Self: n.self, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: n.Path,
 		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,
-		Metrics: n.metrics.submitter, Log: n.log, Addrs: n.Addrs, Images: n.images,
+		Metrics: n.metrics.submitter, Log: n.log, Addrs: n.Addrs, Images: n.images, MatchedNow: n.matchedNow,
 	})
 	n.handlers[wire.ProtoLease] = n.submitter.HandleProposal
 	n.handlers[wire.ProtoEvent] = n.submitter.HandleEvent

@@ -124,7 +124,9 @@ type Config struct {
 	// the other providers that hold them.
 	SingleSource bool
 	// Prestage starts fetching a job's inputs as soon as Match reserves
-	// this provider for it, before the lease.
+	// this provider for it, before the lease; and, for a job Match gives
+	// it now whose inputs it lacks, fetches them before proposing the
+	// lease (sources.go).
 	Prestage bool
 }
 
@@ -156,6 +158,10 @@ type Deps struct {
 	// OfferChanged is called whenever the GPUs' state changes, so that the
 	// node publishes its offer at once. It must not block.
 	OfferChanged func()
+	// Rematch asks for a pass at once: a job this provider staged before
+	// proposing its lease is ready to propose. Nil: the next epoch's pass.
+	// It must not block.
+	Rematch func()
 	// Path says how this node is connected to a peer and, when only
 	// through a relay, why (the last hole punch). Nil: always directly.
 	Path func(peer.ID) (p2p.Path, string)
@@ -372,6 +378,9 @@ func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 		return
 	}
 	if p.d.Misbehave != nil && !p.d.Misbehave.Propose(a.Job) {
+		return
+	}
+	if p.stagingFirst(oj) {
 		return
 	}
 	p.mu.Lock()

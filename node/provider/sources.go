@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
@@ -37,6 +38,19 @@ import (
 // reservation that moves cancels the fetch; what it moved stays in the
 // store, unpinned, for GC to collect like any cache.
 
+// A job Match gives this provider now, while its GPUs are free, is staged
+// the same way before the provider proposes its lease: the GPUs wait
+// unleased and off the meter while the inputs arrive, and the lease, once
+// signed, goes to running. Its offer still shows the GPUs free, so every
+// peer's Match keeps giving the job here; if the job goes elsewhere or is
+// withdrawn, the epoch cancels the fetch. A fetch that fails, or outlasts
+// preLeaseMax, lets the proposal go: the lease then stages as it would
+// have, picking up the blocks already here.
+
+// preLeaseMax bounds how long a provider stages a job Match gave it before
+// it proposes the lease.
+const preLeaseMax = 10 * time.Minute
+
 // Reserved is a job that this node's Match reserved this provider for.
 type Reserved struct {
 	Job       string
@@ -54,11 +68,18 @@ type sourcing struct {
 	// moving every block twice.
 	fetching map[cid.Cid]chan struct{}
 	pre      map[string]*prestage // job -> fetch before the lease
+	// tried records the jobs whose fetch before proposing ended, however
+	// it ended: their proposals go ahead.
+	tried map[string]bool
 }
 
 type prestage struct {
 	cancel context.CancelFunc
 	done   chan struct{}
+	// first marks a fetch before proposing a lease (not a reservation's):
+	// it lasts while the job is open, until preLeaseMax after started.
+	first   bool
+	started time.Time
 }
 
 func (s *sourcing) init() {
@@ -66,6 +87,7 @@ func (s *sourcing) init() {
 		s.heldFor = make(map[cid.Cid]map[peer.ID]struct{})
 		s.fetching = make(map[cid.Cid]chan struct{})
 		s.pre = make(map[string]*prestage)
+		s.tried = make(map[string]bool)
 	}
 }
 
@@ -281,34 +303,91 @@ func (p *Provider) Prestage(jobs []Reserved) {
 		}
 	}
 	p.src.mu.Lock()
+	defer p.src.mu.Unlock()
 	p.src.init()
 	for job, ps := range p.src.pre {
-		if _, ok := want[job]; !ok {
-			ps.cancel()
+		if _, ok := want[job]; ok {
+			continue
+		}
+		// A fetch before proposing lasts while the job is open: the pass
+		// that gave it here may have been a fast one.
+		if _, open := p.d.Jobs.Job(job); ps.first && open {
+			continue
+		}
+		ps.cancel()
+	}
+	for job := range p.src.tried {
+		if _, open := p.d.Jobs.Job(job); !open {
+			delete(p.src.tried, job)
 		}
 	}
-	var start []Reserved
 	for _, r := range jobs {
 		if _, ok := p.src.pre[r.Job]; !ok && r.Submitter != "" {
-			start = append(start, r)
+			p.startPrestageLocked(r, false)
 		}
 	}
-	for _, r := range start {
-		ctx, cancel := context.WithCancel(p.ctx)
-		ps := &prestage{cancel: cancel, done: make(chan struct{})}
-		p.src.pre[r.Job] = ps
-		go func() {
-			defer close(ps.done)
-			defer cancel()
-			p.prestage(ctx, r)
-			p.src.mu.Lock()
-			if p.src.pre[r.Job] == ps {
-				delete(p.src.pre, r.Job)
-			}
-			p.src.mu.Unlock()
-		}()
+}
+
+// startPrestageLocked starts fetching r's inputs before the lease;
+// p.src.mu is held. With first, the fetch is before proposing: when it
+// ends, the job is marked tried and a pass is asked for.
+func (p *Provider) startPrestageLocked(r Reserved, first bool) {
+	ctx, cancel := context.WithCancel(p.ctx)
+	ps := &prestage{cancel: cancel, done: make(chan struct{}), first: first, started: time.Now()}
+	p.src.pre[r.Job] = ps
+	go func() {
+		defer close(ps.done)
+		defer cancel()
+		p.prestage(ctx, r)
+		p.src.mu.Lock()
+		if p.src.pre[r.Job] == ps {
+			delete(p.src.pre, r.Job)
+		}
+		if first {
+			p.src.tried[r.Job] = true
+		}
+		p.src.mu.Unlock()
+		if first && p.d.Rematch != nil {
+			p.d.Rematch()
+		}
+	}()
+}
+
+// stagingFirst reports whether the proposal of a lease for oj, a job Match
+// gives this provider now, is to wait while its inputs are fetched here
+// first; it starts that fetch if none runs. A job whose inputs are all
+// staged here, or whose fetch before proposing already ended or has run
+// preLeaseMax, is proposed at once.
+func (p *Provider) stagingFirst(oj *view.OpenJob) bool {
+	data := oj.Body.Declaration.Data
+	if !p.cfg.Prestage || len(data) == 0 || p.ctx.Err() != nil {
+		return false
 	}
-	p.src.mu.Unlock()
+	missing := false
+	for _, in := range data {
+		c, err := cid.Decode(in.Source)
+		if err != nil {
+			return false // the lease's staging names the error
+		}
+		if !p.src.stagedWhole(c) {
+			missing = true
+		}
+	}
+	if !missing {
+		return false
+	}
+	job := oj.ID
+	p.src.mu.Lock()
+	defer p.src.mu.Unlock()
+	p.src.init()
+	if ps, ok := p.src.pre[job]; ok {
+		return time.Since(ps.started) < preLeaseMax
+	}
+	if p.src.tried[job] {
+		return false
+	}
+	p.startPrestageLocked(Reserved{Job: job, Submitter: oj.Submitter}, true)
+	return true
 }
 
 // prestage fetches a reserved job's inputs, without pinning them, and

@@ -3,12 +3,15 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/acl"
 	"github.com/e31network/e31/node/state"
@@ -24,13 +27,15 @@ import (
 const testRoot = "bafybeibc5tpecq4aytyaz4yncnltextxha662ssunj6yysvtspqbbvhtxq"
 
 // sourceFetcher records the sources of each fetch, fallbacks last; with block set, a fetch
-// waits for its context to end.
+// waits for its context to end; with release set, a fetch says it started
+// and waits for release to close.
 type sourceFetcher struct {
 	mu      sync.Mutex
 	sources [][]peer.ID
 	block   bool
 	started chan struct{}
 	ended   chan error
+	release chan struct{}
 }
 
 func (f *sourceFetcher) Fetch(ctx context.Context, from peer.ID, root cid.Cid, o content.FetchOptions) (content.FetchStats, error) {
@@ -41,6 +46,11 @@ func (f *sourceFetcher) FetchFrom(ctx context.Context, sources []peer.ID, root c
 	f.mu.Lock()
 	f.sources = append(f.sources, append(slices.Clone(sources), o.Fallback...))
 	f.mu.Unlock()
+	if f.release != nil {
+		f.started <- struct{}{}
+		<-f.release
+		return content.FetchStats{}, nil
+	}
 	if f.block {
 		f.started <- struct{}{}
 		<-ctx.Done()
@@ -201,5 +211,90 @@ func TestRelaysAfterRestart(t *testing.T) {
 	root, _ := cid.Decode(testRoot)
 	if _, err := p.HandleRelay(context.Background(), sub, raw); err != nil || !access.Allowed(next.ID, root) {
 		t.Errorf("relay asked by the submitter after restart: %v, allowed %v", err, access.Allowed(next.ID, root))
+	}
+}
+
+// proposals answers staging requests as stageCaller does, and counts the
+// lease proposals, declining each.
+type proposals struct {
+	stageCaller
+	mu    sync.Mutex
+	sent  int
+	moved chan struct{}
+}
+
+func (c *proposals) Call(ctx context.Context, to peer.ID, proto protocol.ID, req, resp any) error {
+	if proto != wire.ProtoLease {
+		return c.stageCaller.Call(ctx, to, proto, req, resp)
+	}
+	c.mu.Lock()
+	c.sent++
+	c.mu.Unlock()
+	c.moved <- struct{}{}
+	return &p2p.RemoteError{Code: wire.CodeUnknownJob, Msg: "declined in this test"}
+}
+
+func (c *proposals) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent
+}
+
+type noAddrs struct{}
+
+func (noAddrs) AddAddrs(peer.ID, []string) {}
+
+type idleRunner struct{}
+
+func (idleRunner) Run(context.Context, exec.Spec) (exec.Result, error) { return exec.Result{}, nil }
+func (idleRunner) Cleanup(context.Context, string, string) error      { return nil }
+func (idleRunner) Sweep(context.Context, func(string) bool) error      { return nil }
+
+// A job Match gives a provider that lacks its inputs is staged, and laid
+// out, before its lease is proposed: no proposal goes out while the inputs
+// arrive, however many passes give it the job; once they are here a pass
+// is asked for and the proposal goes. Where the submitter refuses staging
+// before the lease, the proposal goes at once after the refusal.
+func TestProposalWaitsForItsInputs(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		sub, holder := wiretest.FreshParty(t), wiretest.FreshParty(t)
+		d := market.NewDeclaration("j", []string{"true"}, 1, market.Hour, []market.Input{{Source: testRoot, Mount: "/data"}})
+		job := &view.OpenJob{ID: "job-1", Submitter: sub.ID, Body: wire.DeclarationBody{Declaration: d}}
+		f := &sourceFetcher{started: make(chan struct{}, 1), release: make(chan struct{})}
+		calls := &proposals{stageCaller: stageCaller{holder: holder.ID, refuse: refuse}, moved: make(chan struct{}, 4)}
+		p, _ := sourcesProvider(t, Config{Prestage: true, DataDir: t.TempDir(), ProposalTTL: time.Second}, f, calls, oneJob{job})
+		p.d.Store, p.d.Runner, p.d.AddrBook = &exports{}, idleRunner{}, noAddrs{}
+		rematch := make(chan struct{}, 1)
+		p.d.Rematch = func() { rematch <- struct{}{} }
+		a := market.Assignment{Job: job.ID, Provider: p.d.Self.String(), GPUs: []string{"GPU-0"}}
+
+		p.Propose(a, 1, "view")
+		if !refuse {
+			select {
+			case <-f.started:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no fetch started for the job before its proposal")
+			}
+			p.Propose(a, 2, "view") // another pass while the inputs arrive
+			if n := calls.count(); n != 0 {
+				t.Fatalf("%d proposals while the inputs were still arriving", n)
+			}
+			close(f.release)
+		}
+		select {
+		case <-rematch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("refuse=%v: no pass asked for once staging ended", refuse)
+		}
+		p.Propose(a, 3, "view")
+		select {
+		case <-calls.moved:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("refuse=%v: no proposal after staging ended", refuse)
+		}
+		_, err := os.Stat(filepath.Join(p.inputsDir(), testRoot))
+		if laid := err == nil; laid == refuse {
+			t.Errorf("refuse=%v: input laid out before the lease: %v", refuse, laid)
+		}
 	}
 }

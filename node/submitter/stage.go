@@ -30,10 +30,16 @@ type stageState struct {
 	mu       sync.Mutex                        // guards the maps; never held across I/O
 	reserved map[string]peer.ID                // job -> provider reserved for it
 	holders  map[cid.Cid]map[peer.ID]time.Time // root -> providers that staged it, when last known
-	// asked is when each leased job's provider first asked to stage: of
-	// two providers fetching the same root, the later one may wait for
-	// the earlier, never the other way round.
-	asked map[string]time.Time
+	// asked is, for each job being staged (leased, or queued and staged
+	// before the lease by the provider Match gave it), which provider first
+	// asked to stage it and when: of two providers fetching the same root,
+	// the later one may wait for the earlier, never the other way round.
+	asked map[string]stager
+}
+
+type stager struct {
+	by peer.ID
+	at time.Time
 }
 
 // holdersKept bounds how long a provider that staged a root is named as a
@@ -80,6 +86,9 @@ func (s *Submitter) HandleStage(ctx context.Context, from peer.ID, raw json.RawM
 	s.stage.mu.Lock()
 	reserved := s.stage.reserved[req.Job] == from
 	s.stage.mu.Unlock()
+	if !reserved && req.Lease == "" && s.d.MatchedNow != nil {
+		reserved = s.d.MatchedNow(req.Job, from)
+	}
 	s.mu.Lock()
 	r := j.rec
 	leased := req.Lease != "" && leased(r, req.Lease, from) == nil &&
@@ -88,7 +97,7 @@ func (s *Submitter) HandleStage(ctx context.Context, from peer.ID, raw json.RawM
 	roots := r.contentRoots()
 	holders := s.holdersLocked(from, roots)
 	var staging map[cid.Cid][]peer.ID
-	if leased {
+	if leased || (queued && reserved) {
 		staging = s.stagingLocked(req.Job, from, roots, holders)
 	}
 	s.mu.Unlock()
@@ -102,38 +111,32 @@ func (s *Submitter) HandleStage(ctx context.Context, from peer.ID, raw json.RawM
 }
 
 // stagingLocked returns, for each root of job that no provider holds, the
-// providers of this node's other leases that are fetching it now and asked
-// to stage before job's provider did. s.mu is held.
+// providers of this node's other jobs that are fetching it now (leased, or
+// staging before the lease) and asked to stage before job's provider did.
+// s.mu is held.
 func (s *Submitter) stagingLocked(job string, to peer.ID, roots []cid.Cid, holders map[cid.Cid][]peer.ID) map[cid.Cid][]peer.ID {
 	now := time.Now()
 	s.stage.mu.Lock()
 	defer s.stage.mu.Unlock()
 	if s.stage.asked == nil {
-		s.stage.asked = make(map[string]time.Time)
+		s.stage.asked = make(map[string]stager)
 	}
-	for id := range s.stage.asked {
-		if j, ok := s.jobs[id]; !ok || j.rec.State != api.JobRenting {
+	for id, st := range s.stage.asked {
+		if j, ok := s.jobs[id]; !ok || !stagingBy(j.rec, st.by) {
 			delete(s.stage.asked, id)
 		}
 	}
 	mine, ok := s.stage.asked[job]
-	if !ok {
-		mine = now
-		s.stage.asked[job] = now
+	if !ok || mine.by != to {
+		mine = stager{by: to, at: now}
+		s.stage.asked[job] = mine
 	}
 	out := make(map[cid.Cid][]peer.ID)
-	for id, at := range s.stage.asked {
-		if id == job || !at.Before(mine) {
+	for id, st := range s.stage.asked {
+		if id == job || !st.at.Before(mine.at) || st.by == to {
 			continue
 		}
-		r := s.jobs[id].rec
-		if r.Lease == nil {
-			continue
-		}
-		p, err := peer.Decode(r.Lease.Terms.Provider)
-		if err != nil || p == to {
-			continue
-		}
+		r, p := s.jobs[id].rec, st.by
 		for _, c := range r.contentRoots() {
 			if slices.Contains(roots, c) && len(holders[c]) == 0 && !slices.Contains(out[c], p) {
 				out[c] = append(out[c], p)
@@ -141,6 +144,18 @@ func (s *Submitter) stagingLocked(job string, to peer.ID, roots []cid.Cid, holde
 		}
 	}
 	return out
+}
+
+// stagingBy reports whether p may still be staging the job of r: it holds
+// the job's lease and has not started it, or the job is still queued.
+func stagingBy(r *Record, p peer.ID) bool {
+	switch r.State {
+	case api.JobQueued:
+		return true
+	case api.JobRenting:
+		return r.Lease != nil && r.Lease.Terms.Provider == p.String()
+	}
+	return false
 }
 
 func rootSources(m map[cid.Cid][]peer.ID) []wire.RootSources {

@@ -111,6 +111,17 @@ func TestStageOnlyForTheReservedOrLeasedProvider(t *testing.T) {
 	if _, err := ask(other.ID); p2p.RefusalCode(err) != wire.CodeNotReserved {
 		t.Errorf("after the reservation moved: %v, want %s", err, wire.CodeNotReserved)
 	}
+
+	// Given the job by a pass between epochs (this node's Match on its
+	// view now), a provider may stage it before the lease; no other may.
+	given := wiretest.FreshParty(t)
+	h.s.d.MatchedNow = func(job string, p peer.ID) bool { return job == queued.ID && p == given.ID }
+	if _, err := ask(given.ID); err != nil {
+		t.Errorf("the provider Match gives the job now: %v", err)
+	}
+	if _, err := ask(other.ID); p2p.RefusalCode(err) != wire.CodeNotReserved {
+		t.Errorf("a provider Match does not give the job: %v, want %s", err, wire.CodeNotReserved)
+	}
 }
 
 func mustCID(t *testing.T, s string) cid.Cid {
@@ -163,5 +174,46 @@ func TestStageWaitsOnlyForAnEarlierStager(t *testing.T) {
 	}
 	if rep := ask(0); len(rep.Staging) != 0 {
 		t.Errorf("first, asking again: %+v, want nothing to wait for", rep)
+	}
+}
+
+// TestStageBeforeTheLeaseIsWaitedFor: a provider staging a queued job
+// before its lease is a stager like a leased one; a provider that asks
+// after it for another job reading the same root is told to wait for it.
+func TestStageBeforeTheLeaseIsWaitedFor(t *testing.T) {
+	h := newHarness(t, Config{}, noOffers{})
+	root := "bafybeibc5tpecq4aytyaz4yncnltextxha662ssunj6yysvtspqbbvhtxq"
+	now := time.Now()
+	provs := []wiretest.Party{wiretest.FreshParty(t), wiretest.FreshParty(t)}
+	var ids []string
+	for i := range provs {
+		d := market.NewDeclaration("j", []string{"true"}, 1, market.Hour, []market.Input{{Source: root, Mount: "/data"}})
+		r := &Record{ID: fmt.Sprintf("job-%d", i), Declaration: d, State: api.JobQueued, Submitted: now}
+		r.step(api.StepSubmit, now)
+		if err := h.records.Put(state.PrefixJob, r.ID, r); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	if err := h.s.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	h.s.d.MatchedNow = func(job string, p peer.ID) bool {
+		return (job == ids[0] && p == provs[0].ID) || (job == ids[1] && p == provs[1].ID)
+	}
+	ask := func(i int) wire.StageReply {
+		t.Helper()
+		raw, _ := json.Marshal(wire.StageRequest{Job: ids[i]})
+		rep, err := h.s.HandleStage(context.Background(), provs[i].ID, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.(wire.StageReply)
+	}
+	if rep := ask(0); len(rep.Staging) != 0 {
+		t.Errorf("first to stage before the lease: %+v, want nothing to wait for", rep)
+	}
+	if rep := ask(1); len(rep.Staging) != 1 || rep.Staging[0].Providers[0] != provs[0].ID.String() {
+		t.Errorf("second: %+v, want to wait for %s", rep, provs[0].ID)
 	}
 }

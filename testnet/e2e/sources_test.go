@@ -121,3 +121,35 @@ func TestStagingBeforeTheLease(t *testing.T) {
 		t.Errorf("the lease's staging fetched %v bytes; want none, all fetched before", staged)
 	}
 }
+
+// TestStagingBeforeProposing: a job given to an idle provider that lacks
+// its input has it fetched before the lease is proposed, off the meter: the
+// lease's staging moves nothing, and the job still runs at once.
+func TestStagingBeforeProposing(t *testing.T) {
+	c := start(t, cluster.Options{
+		N:             2,
+		SimGPUsByNode: []string{"", "1xH100:80GiB"},
+		Metrics:       true,
+		Args:          []string{"--epoch", "250ms", "--grace", "1s"},
+	})
+	sub := c.Client(0)
+	prov := c.Nodes[1]
+	in := t.TempDir()
+	data := make([]byte, 6<<20)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(in, "data.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := decl("free", "test \"$(wc -c < /data/data.bin)\" -eq 6291456", 1, time.Minute)
+	d.Data = []market.Input{{Source: in, Mount: "/data"}}
+	j := waitJob(t, sub, submit(t, sub, d).ID, 60*time.Second, "release", released)
+	if j.Outcome != "completed" {
+		t.Fatalf("job ended %s/%s: %s", j.State, j.Outcome, j.Reason)
+	}
+	m := scrape(t, prov.Metrics)
+	if m["e31_bytes_prestaged_total"] != float64(len(data)) || m["e31_bytes_staged_total"] != 0 {
+		t.Errorf("fetched %v bytes before the lease and %v under it; want all %d before", m["e31_bytes_prestaged_total"], m["e31_bytes_staged_total"], len(data))
+	}
+}
