@@ -146,11 +146,20 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 // without them is not understood by the network.
 func MessageOptions() []pubsub.Option {
 	return []pubsub.Option{
+		pubsub.WithSeenMessagesTTL(SeenTTL),
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
 		pubsub.WithNoAuthor(),
 		pubsub.WithMessageIdFn(messageID),
 	}
 }
+
+// SeenTTL is how long pubsub remembers a message it has seen, so as not to
+// validate or forward it twice: long past any path's delivery time, and
+// shorter than pubsub's two minutes, since the envelope's own replay check
+// (Checker) remembers every nonce for the whole age window anyway and a
+// busy node otherwise holds two minutes of message IDs three times over
+// (seen, delivered, and the scores' delivery records).
+const SeenTTL = 30 * time.Second
 
 func messageID(m *pb.Message) string {
 	h := sha256.New()

@@ -93,6 +93,7 @@ func ScoreParams(network string, whitelist []*net.IPNet) (*pubsub.PeerScoreParam
 		// it; a fresh identity starts at zero, which is what P6 and the
 		// per-peer rate limits are for.
 		RetainScore: time.Hour,
+		SeenMsgTTL:  SeenTTL,
 	}
 	thresholds := &pubsub.PeerScoreThresholds{
 		GossipThreshold:             GossipThreshold,
