@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -136,17 +137,15 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
 	args := []string{
 		"--data", data,
 		// TCP only: a killed node's TCP connections close at once, while a
 		// QUIC connection to it looks alive until it idles out (30 s),
 		// which would hide a restarted node from its peers that long.
 		"--listen", "/ip4/127.0.0.1/tcp/0",
-		"--api", "127.0.0.1:" + strconv.Itoa(port),
+		// The daemon picks the port and writes it to its run file; a
+		// port picked here could be taken before the daemon binds it.
+		"--api", "127.0.0.1:0",
 		"--network", c.opts.Network,
 		"--heartbeat", c.opts.Heartbeat.String(),
 		// Simulated GPUs come with room for their jobs' CPUs and memory,
@@ -161,20 +160,11 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 	for _, b := range boot {
 		args = append(args, "--bootstrap", b)
 	}
-	var metrics string
-	if c.opts.Metrics {
-		mp, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		metrics = "127.0.0.1:" + strconv.Itoa(mp)
-		args = append(args, "--metrics", metrics)
-	}
 	args = append(args, c.opts.Args...)
 	if i < len(c.opts.ArgsByNode) {
 		args = append(args, c.opts.ArgsByNode[i]...)
 	}
-	n := &Node{Name: name, Data: data, args: args, Metrics: metrics}
+	n := &Node{Name: name, Data: data, args: args}
 	if i < len(c.opts.Misbehave) && c.opts.Misbehave[i] != "" {
 		if c.opts.Bin.E31dByzantine == "" {
 			return nil, fmt.Errorf("%s misbehaves, but no byzantine e31d was built (BuildByzantine)", name)
@@ -182,7 +172,36 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 		n.e31d = c.opts.Bin.E31dByzantine
 		n.args = append(n.args, "--misbehave", c.opts.Misbehave[i])
 	}
-	return n, c.launch(ctx, n)
+	base := n.args
+	for try := 1; ; try++ {
+		if c.opts.Metrics {
+			// The metrics port is picked here, and may be taken by
+			// another process before the daemon binds it: then the
+			// daemon says so and exits, and another port is tried.
+			mp, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			n.Metrics = "127.0.0.1:" + strconv.Itoa(mp)
+			n.args = append(slices.Clone(base), "--metrics", n.Metrics)
+		}
+		err := c.launch(ctx, n)
+		if err == nil || try == 3 || !c.opts.Metrics || !portTaken(n) {
+			if err == nil {
+				// A restart keeps the API port the daemon picked.
+				n.args = slices.Clone(n.args)
+				n.args[slices.Index(n.args, "--api")+1] = n.API
+			}
+			return n, err
+		}
+	}
+}
+
+// portTaken reports whether a node's last start failed because an address
+// it was to listen on was in use.
+func portTaken(n *Node) bool {
+	b, err := os.ReadFile(filepath.Join(n.Data, "e31d.log"))
+	return err == nil && bytes.Contains(b, []byte("address already in use"))
 }
 
 // launch starts (or restarts) a node's process and waits for its run file.
