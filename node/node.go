@@ -277,7 +277,7 @@ func (n *Node) wireRoles() {
 	}, submitter.Deps{
 		Key: n.key, Self: n.self, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: n.Path,
 		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,
-		Metrics: n.metrics.submitter, Log: n.log, Addrs: n.Addrs, Images: n.images, MatchedNow: n.matchedNow,
+		Metrics: n.metrics.submitter, Log: n.log, Addrs: n.Addrs, Images: n.images,
 	})
 	n.handlers[wire.ProtoLease] = n.submitter.HandleProposal
 	n.handlers[wire.ProtoEvent] = n.submitter.HandleEvent

@@ -1,9 +1,6 @@
 package node
 
 import (
-	"slices"
-	"time"
-
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/provider"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -23,20 +20,6 @@ func (n *Node) reservedHere(res market.Result) []provider.Reserved {
 		}
 	}
 	return out
-}
-
-// matchedNow reports whether Match, on this node's view as it stands now,
-// gives job to prov or reserves prov for it: only that provider may stage a
-// queued job's inputs before the lease. A provider stages a job it was
-// given between epochs before it proposes, so the epoch's record of
-// reservations alone would refuse it.
-func (n *Node) matchedNow(job string, prov peer.ID) bool {
-	now := time.Now()
-	v := n.market.Current(now, n.offers.At(now, now), func(t time.Time) uint64 { e, _ := n.epochOf(t); return e }, n.firstEpoch)
-	res := market.Match(v, market.Options{})
-	p := prov.String()
-	return slices.ContainsFunc(res.Assignments, func(a market.Assignment) bool { return a.Job == job && a.Provider == p }) ||
-		slices.ContainsFunc(res.Reservations, func(r market.Reservation) bool { return r.Job == job && r.Provider == p })
 }
 
 // countServed counts the bytes this node served over the bulk protocol, by

@@ -27,6 +27,7 @@ type gravityBenchOptions struct {
 	dir         string
 	json        bool
 	keep        bool
+	configs     []string
 }
 
 func (o *gravityBenchOptions) AddFlags(cmd *cobra.Command) {
@@ -40,7 +41,8 @@ func (o *gravityBenchOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.uploadLimit, "upload-limit", "100MiB/s", "the submitter's --upload-limit")
 	f.StringVar(&o.dir, "dir", "", "work folder (default: the system's temp folder); needs about providers × jobs-per-provider × dataset of disk")
 	f.BoolVar(&o.json, "json", false, "print the figures as one JSON object")
-	f.BoolVar(&o.keep, "keep", false, "keep the work folder and print where")
+	f.BoolVar(&o.keep, "keep", false, "keep the work folder, with every node's folder and log, and print where")
+	f.StringSliceVar(&o.configs, "configs", nil, "configurations to run, comma-separated: baseline, full, full+wait (default all)")
 }
 
 func newGravityBenchCommand() *cobra.Command {
@@ -93,7 +95,7 @@ func runGravityBench(ctx context.Context, o gravityBenchOptions, stdout, stderr 
 	load0 := bench.LoadAvg()
 	rep, err := bench.MeasureGravity(ctx, bench.Env{Dir: dir, Bin: bin, Log: logf}, bench.GravityOptions{
 		DatasetBytes: o.datasetMiB << 20, Jobs: o.jobs, Providers: o.providers, GPUs: o.gpus,
-		Over: o.over, Run: o.run, UploadLimit: o.uploadLimit,
+		Over: o.over, Run: o.run, UploadLimit: o.uploadLimit, Configs: o.configs, Keep: o.keep,
 	})
 	if err != nil {
 		return err

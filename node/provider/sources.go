@@ -44,12 +44,8 @@ import (
 // signed, goes to running. Its offer still shows the GPUs free, so every
 // peer's Match keeps giving the job here; if the job goes elsewhere or is
 // withdrawn, the epoch cancels the fetch. A fetch that fails, or outlasts
-// preLeaseMax, lets the proposal go: the lease then stages as it would
+// wire.StageBeforeLeaseMax, lets the proposal go: the lease then stages as it would
 // have, picking up the blocks already here.
-
-// preLeaseMax bounds how long a provider stages a job Match gave it before
-// it proposes the lease.
-const preLeaseMax = 10 * time.Minute
 
 // Reserved is a job that this node's Match reserved this provider for.
 type Reserved struct {
@@ -77,7 +73,7 @@ type prestage struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	// first marks a fetch before proposing a lease (not a reservation's):
-	// it lasts while the job is open, until preLeaseMax after started.
+	// it lasts while the job is open, until wire.StageBeforeLeaseMax after started.
 	first   bool
 	started time.Time
 }
@@ -357,7 +353,7 @@ func (p *Provider) startPrestageLocked(r Reserved, first bool) {
 // gives this provider now, is to wait while its inputs are fetched here
 // first; it starts that fetch if none runs. A job whose inputs are all
 // staged here, or whose fetch before proposing already ended or has run
-// preLeaseMax, is proposed at once.
+// wire.StageBeforeLeaseMax, is proposed at once.
 func (p *Provider) stagingFirst(oj *view.OpenJob) bool {
 	data := oj.Body.Declaration.Data
 	if !p.cfg.Prestage || len(data) == 0 || p.ctx.Err() != nil {
@@ -381,7 +377,7 @@ func (p *Provider) stagingFirst(oj *view.OpenJob) bool {
 	defer p.src.mu.Unlock()
 	p.src.init()
 	if ps, ok := p.src.pre[job]; ok {
-		return time.Since(ps.started) < preLeaseMax
+		return time.Since(ps.started) < wire.StageBeforeLeaseMax
 	}
 	if p.src.tried[job] {
 		return false

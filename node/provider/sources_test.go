@@ -247,7 +247,7 @@ func (noAddrs) AddAddrs(peer.ID, []string) {}
 type idleRunner struct{}
 
 func (idleRunner) Run(context.Context, exec.Spec) (exec.Result, error) { return exec.Result{}, nil }
-func (idleRunner) Cleanup(context.Context, string, string) error      { return nil }
+func (idleRunner) Cleanup(context.Context, string, string) error       { return nil }
 func (idleRunner) Sweep(context.Context, func(string) bool) error      { return nil }
 
 // A job Match gives a provider that lacks its inputs is staged, and laid

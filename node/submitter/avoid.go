@@ -49,6 +49,10 @@ type assignment struct {
 	first    time.Time // when Match first assigned the job to the provider
 	passes   int       // how many passes did
 	proposed bool      // the provider has proposed for the job
+	// staging is when the provider last asked to stage the job's inputs
+	// before the lease: until wire.StageBeforeLeaseMax after, not
+	// proposing yet is staging, not squatting.
+	staging time.Time
 }
 
 // noteAssignments records, for this node's queued jobs, the provider Match
@@ -87,6 +91,20 @@ func (s *Submitter) noteProposal(j *job, from peer.ID) {
 	as.proposed = true
 }
 
+// noteStagingLocked records that a provider asked to stage a queued job's
+// inputs before proposing its lease. The caller holds s.mu.
+func (s *Submitter) noteStagingLocked(j *job, from peer.ID, now time.Time) {
+	if j.assigned == nil {
+		j.assigned = make(map[string]*assignment)
+	}
+	as := j.assigned[from.String()]
+	if as == nil {
+		as = &assignment{first: now}
+		j.assigned[from.String()] = as
+	}
+	as.staging = now
+}
+
 // failure is a provider failing one of this node's jobs.
 type failure struct {
 	j        *job
@@ -109,7 +127,8 @@ func (s *Submitter) checkFailures(ctx context.Context, now time.Time) {
 		case s.cfg.AvoidAfter > 0 && r.State == api.JobQueued && j.assigned != nil:
 			for _, p := range slices.Sorted(maps.Keys(j.assigned)) {
 				as := j.assigned[p]
-				if as.proposed || as.passes < 2 || now.Sub(as.first) <= s.cfg.AvoidAfter || slices.Contains(r.Avoid, p) {
+				if as.proposed || as.passes < 2 || now.Sub(as.first) <= s.cfg.AvoidAfter || slices.Contains(r.Avoid, p) ||
+					(!as.staging.IsZero() && now.Sub(as.staging) <= wire.StageBeforeLeaseMax) {
 					continue
 				}
 				fs = append(fs, failure{j: j, provider: p,

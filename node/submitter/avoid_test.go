@@ -194,3 +194,33 @@ func checkNothingHeld(t *testing.T, h *harness, lease string) {
 		t.Fatalf("one-sided record %+v, want a final one of %s holding nothing, with the lease as evidence", o, lease)
 	}
 }
+
+// A provider given the job that asked to stage its inputs before the lease
+// is staging, not squatting, for wire.StageBeforeLeaseMax; past that it is
+// a squatter like any other.
+func TestStagingBeforeTheLeaseIsNotSquatting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{AvoidAfter: 3 * time.Second}, noOffers{})
+		j := h.queuedJob(t, time.Now())
+		stager := wiretest.FreshParty(t).ID
+		assign := func() {
+			h.s.RecordWaits(market.Result{Assignments: []market.Assignment{{Job: j.id, Provider: stager.String()}}})
+		}
+		assign()
+		h.s.mu.Lock()
+		h.s.noteStagingLocked(j, stager, time.Now())
+		h.s.mu.Unlock()
+		time.Sleep(time.Second)
+		assign()
+		time.Sleep(time.Minute)
+		h.s.checkFailures(context.Background(), time.Now())
+		if got := h.job(t, j.id).Avoid; got != nil {
+			t.Fatalf("a provider staging before the lease avoided: %v", got)
+		}
+		time.Sleep(wire.StageBeforeLeaseMax)
+		h.s.checkFailures(context.Background(), time.Now())
+		if got := h.job(t, j.id).Avoid; !slices.Equal(got, []string{stager.String()}) {
+			t.Fatalf("avoids %v past the staging bound, want %s", got, stager)
+		}
+	})
+}

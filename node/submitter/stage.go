@@ -86,14 +86,21 @@ func (s *Submitter) HandleStage(ctx context.Context, from peer.ID, raw json.RawM
 	s.stage.mu.Lock()
 	reserved := s.stage.reserved[req.Job] == from
 	s.stage.mu.Unlock()
-	if !reserved && req.Lease == "" && s.d.MatchedNow != nil {
-		reserved = s.d.MatchedNow(req.Job, from)
-	}
 	s.mu.Lock()
 	r := j.rec
 	leased := req.Lease != "" && leased(r, req.Lease, from) == nil &&
 		(r.State == api.JobRenting || r.State == api.JobRunning)
 	queued := r.State == api.JobQueued
+	if queued && !reserved && req.Lease == "" {
+		// Any provider on offer may propose for a queued job and, leased,
+		// read its inputs: staging them first, for a job Match gave it,
+		// grants it nothing more. One the job avoids may do neither.
+		_, onOffer := s.d.Offers.Get(from.String())
+		reserved = onOffer && !slices.Contains(r.Avoid, from.String())
+	}
+	if queued && reserved && req.Lease == "" {
+		s.noteStagingLocked(j, from, time.Now())
+	}
 	roots := r.contentRoots()
 	holders := s.holdersLocked(from, roots)
 	var staging map[cid.Cid][]peer.ID

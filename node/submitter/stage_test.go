@@ -11,6 +11,7 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
 	"github.com/e31network/e31/p2p"
@@ -112,16 +113,38 @@ func TestStageOnlyForTheReservedOrLeasedProvider(t *testing.T) {
 		t.Errorf("after the reservation moved: %v, want %s", err, wire.CodeNotReserved)
 	}
 
-	// Given the job by a pass between epochs (this node's Match on its
-	// view now), a provider may stage it before the lease; no other may.
+	// A provider on offer, which could propose for the queued job, may
+	// stage it before the lease (a pass between epochs gave it the job),
+	// and is not taken for a squatter meanwhile; one the job avoids may
+	// not.
 	given := wiretest.FreshParty(t)
-	h.s.d.MatchedNow = func(job string, p peer.ID) bool { return job == queued.ID && p == given.ID }
+	h.s.d.Offers = onOffer{given.ID.String(): true}
 	if _, err := ask(given.ID); err != nil {
-		t.Errorf("the provider Match gives the job now: %v", err)
+		t.Errorf("a provider on offer: %v", err)
 	}
 	if _, err := ask(other.ID); p2p.RefusalCode(err) != wire.CodeNotReserved {
-		t.Errorf("a provider Match does not give the job: %v, want %s", err, wire.CodeNotReserved)
+		t.Errorf("a provider not on offer: %v, want %s", err, wire.CodeNotReserved)
 	}
+	h.s.mu.Lock()
+	as := h.s.jobs[queued.ID].assigned[given.ID.String()]
+	h.s.mu.Unlock()
+	if as == nil || as.staging.IsZero() {
+		t.Errorf("staging before the lease not recorded: %+v", as)
+	}
+	h.s.change(h.s.get(queued.ID), func(r *Record) error {
+		r.Avoid = append(r.Avoid, given.ID.String())
+		return nil
+	})
+	if _, err := ask(given.ID); p2p.RefusalCode(err) != wire.CodeNotReserved {
+		t.Errorf("a provider the job avoids: %v, want %s", err, wire.CodeNotReserved)
+	}
+}
+
+// onOffer is an offer view holding the providers set true.
+type onOffer map[string]bool
+
+func (o onOffer) Get(p string) (view.OfferEntry, bool) {
+	return view.OfferEntry{LastSeen: time.Now()}, o[p]
 }
 
 func mustCID(t *testing.T, s string) cid.Cid {
@@ -198,9 +221,7 @@ func TestStageBeforeTheLeaseIsWaitedFor(t *testing.T) {
 	if err := h.s.Recover(); err != nil {
 		t.Fatal(err)
 	}
-	h.s.d.MatchedNow = func(job string, p peer.ID) bool {
-		return (job == ids[0] && p == provs[0].ID) || (job == ids[1] && p == provs[1].ID)
-	}
+	h.s.d.Offers = onOffer{provs[0].ID.String(): true, provs[1].ID.String(): true}
 	ask := func(i int) wire.StageReply {
 		t.Helper()
 		raw, _ := json.Marshal(wire.StageRequest{Job: ids[i]})

@@ -164,11 +164,6 @@ type Deps struct {
 	// Addrs are this node's addresses, put in each declaration so that
 	// providers can reach it with a proposal.
 	Addrs func() []string
-	// MatchedNow reports whether Match, on this node's view now, gives
-	// job to provider or reserves provider for it: a provider asking to
-	// stage a queued job before the lease must be that one. Nil: only the
-	// epoch's reservations count.
-	MatchedNow func(job string, provider peer.ID) bool
 }
 
 // Metrics are the submitter's counters, registered by the node.

@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -40,8 +41,15 @@ const maxStageRoots = 64
 // maxSourcesPerRoot bounds the providers named for one root.
 const maxSourcesPerRoot = 16
 
+// StageBeforeLeaseMax bounds how long a provider stages a queued job's
+// inputs before it proposes the lease; its submitter does not take the
+// wait for squatting (a provider Match gives the job that does not
+// propose) until then.
+const StageBeforeLeaseMax = 10 * time.Minute
+
 // StageRequest asks to stage a job's inputs (ProtoStage). Lease is empty
-// when the provider is only reserved for the job.
+// when the provider stages before the lease: reserved for the job, or
+// given it by Match with its GPUs free.
 type StageRequest struct {
 	Job   string `json:"job"`
 	Lease string `json:"lease,omitempty"`

@@ -63,6 +63,11 @@ type GravityOptions struct {
 	UploadLimit string
 	// DataDir holds the generated dataset (default: Env.Dir).
 	DataDir string
+	// Configs names the configurations to run (default: all of
+	// GravityConfigs); the baseline is the ratios' denominator.
+	Configs []string
+	// Keep keeps each configuration's nodes' folders and logs.
+	Keep bool
 }
 
 // GravityRun is one configuration's figures.
@@ -112,6 +117,9 @@ func MeasureGravity(ctx context.Context, e Env, o GravityOptions) (GravityReport
 	}
 	defer os.RemoveAll(dataset)
 	for _, cfg := range GravityConfigs {
+		if len(o.Configs) > 0 && !slices.Contains(o.Configs, cfg.Name) {
+			continue
+		}
 		run, err := measureGravityConfig(ctx, e, o, cfg, dataset)
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", cfg.Name, err)
@@ -157,7 +165,11 @@ func measureGravityConfig(ctx context.Context, e Env, o GravityOptions, cfg Grav
 	c, err := startNetwork(ctx, cluster.Options{N: o.Providers + 1, SimGPUsByNode: byNode, Dir: filepath.Join(e.Dir, "gravity-"+cfg.Name),
 		Bin: e.Bin, Heartbeat: time.Second, Metrics: true, Args: cfg.Args, ArgsByNode: argsByNode})
 	// Removed once its nodes have stopped (defers run last first).
-	defer func() { _ = os.RemoveAll(filepath.Join(e.Dir, "gravity-"+cfg.Name)) }()
+	defer func() {
+		if !o.Keep {
+			_ = os.RemoveAll(filepath.Join(e.Dir, "gravity-"+cfg.Name))
+		}
+	}()
 	if err != nil {
 		return run, err
 	}
@@ -296,7 +308,12 @@ func (r GravityReport) Figures() []Figure {
 		return nil
 	}
 	ds := float64(r.DatasetBytes)
-	base := r.Runs[0]
+	// The ratios are against the baseline, when it ran.
+	bi := slices.IndexFunc(r.Runs, func(g GravityRun) bool { return g.Config == GravityConfigs[0].Name })
+	var base GravityRun
+	if bi >= 0 {
+		base = r.Runs[bi]
+	}
 	var f []Figure
 	for i, run := range r.Runs {
 		g := "gravity " + run.Config
@@ -317,7 +334,10 @@ func (r GravityReport) Figures() []Figure {
 			{Group: g, Name: fmt.Sprintf("%s: submit -> run", run.Config), Value: run.SubmitToRunMs.P50, Unit: "ms",
 				Measured: fmt.Sprintf("p50 %.0f ms, p99 %.0f ms", run.SubmitToRunMs.P50, run.SubmitToRunMs.P99)},
 		}
-		if i > 0 {
+		if i != bi {
+			fs[0].OK = ptr(run.Completed == r.Jobs)
+		}
+		if i != bi && bi >= 0 {
 			fs[1].Goal, fs[1].OK = fmt.Sprintf("<= %.1fx dataset", goalSubmitterSends), ptr(sent <= goalSubmitterSends)
 			fs[1].Baseline = fmt.Sprintf("%.2fx", float64(base.SubmitterSent)/ds)
 			fs[2].Goal, fs[2].OK = fmt.Sprintf("<= %.1fx dataset x providers", goalTotalMoved), ptr(moved <= goalTotalMoved)
@@ -327,7 +347,6 @@ func (r GravityReport) Figures() []Figure {
 				fs[3].Baseline = fmt.Sprintf("p50 %.0f ms", base.RentToRunMs.P50)
 				fs[3].Ratio, fs[3].Goal, fs[3].OK = ptr(ratio), fmt.Sprintf("<= %.1fx baseline", goalRentToRun), ptr(ratio <= goalRentToRun)
 			}
-			fs[0].OK = ptr(run.Completed == r.Jobs)
 		}
 		f = append(f, fs...)
 	}
