@@ -334,6 +334,25 @@ func (p *Provider) startPrestageLocked(r Reserved, first bool) {
 	go func() {
 		defer close(ps.done)
 		defer cancel()
+		if first {
+			// The submitter hears at once that this provider is staging
+			// the job, even if this fetch then waits for another of the
+			// same root here: a provider given a job that neither proposes
+			// nor stages is taken for a squatter.
+			if _, _, err := p.askSources(ctx, r.Job, "", r.Submitter, cid.Undef); err != nil {
+				p.log.Info("staging before the lease refused", "job", r.Job, "err", err)
+				p.src.mu.Lock()
+				if p.src.pre[r.Job] == ps {
+					delete(p.src.pre, r.Job)
+				}
+				p.src.tried[r.Job] = true
+				p.src.mu.Unlock()
+				if p.d.Rematch != nil {
+					p.d.Rematch()
+				}
+				return
+			}
+		}
 		p.prestage(ctx, r)
 		p.src.mu.Lock()
 		if p.src.pre[r.Job] == ps {

@@ -34,12 +34,13 @@ type stageState struct {
 	// before the lease by the provider Match gave it), which provider first
 	// asked to stage it and when: of two providers fetching the same root,
 	// the later one may wait for the earlier, never the other way round.
-	asked map[string]stager
+	asked map[stager]time.Time
 }
 
+// stager is a provider staging one of this node's jobs.
 type stager struct {
-	by peer.ID
-	at time.Time
+	job string
+	by  peer.ID
 }
 
 // holdersKept bounds how long a provider that staged a root is named as a
@@ -126,24 +127,27 @@ func (s *Submitter) stagingLocked(job string, to peer.ID, roots []cid.Cid, holde
 	s.stage.mu.Lock()
 	defer s.stage.mu.Unlock()
 	if s.stage.asked == nil {
-		s.stage.asked = make(map[string]stager)
+		s.stage.asked = make(map[stager]time.Time)
 	}
-	for id, st := range s.stage.asked {
-		if j, ok := s.jobs[id]; !ok || !stagingBy(j.rec, st.by) {
-			delete(s.stage.asked, id)
+	for st := range s.stage.asked {
+		if j, ok := s.jobs[st.job]; !ok || !stagingBy(j.rec, st.by) {
+			delete(s.stage.asked, st)
 		}
 	}
-	mine, ok := s.stage.asked[job]
-	if !ok || mine.by != to {
-		mine = stager{by: to, at: now}
-		s.stage.asked[job] = mine
+	me := stager{job: job, by: to}
+	mine, ok := s.stage.asked[me]
+	if !ok {
+		mine = now
+		s.stage.asked[me] = mine
 	}
 	out := make(map[cid.Cid][]peer.ID)
-	for id, st := range s.stage.asked {
-		if id == job || !st.at.Before(mine.at) || st.by == to {
+	for st, at := range s.stage.asked {
+		// Another provider staging the same job counts too: two passes
+		// between epochs may each have given it the job.
+		if st.by == to || !at.Before(mine) {
 			continue
 		}
-		r, p := s.jobs[id].rec, st.by
+		r, p := s.jobs[st.job].rec, st.by
 		for _, c := range r.contentRoots() {
 			if slices.Contains(roots, c) && len(holders[c]) == 0 && !slices.Contains(out[c], p) {
 				out[c] = append(out[c], p)

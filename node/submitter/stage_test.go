@@ -237,4 +237,16 @@ func TestStageBeforeTheLeaseIsWaitedFor(t *testing.T) {
 	if rep := ask(1); len(rep.Staging) != 1 || rep.Staging[0].Providers[0] != provs[0].ID.String() {
 		t.Errorf("second: %+v, want to wait for %s", rep, provs[0].ID)
 	}
+	// A third provider given the first job too, by a pass that saw things
+	// otherwise, waits for both rather than take a copy from the submitter.
+	third := wiretest.FreshParty(t)
+	h.s.d.Offers = onOffer{provs[0].ID.String(): true, provs[1].ID.String(): true, third.ID.String(): true}
+	raw, _ := json.Marshal(wire.StageRequest{Job: ids[0]})
+	rep, err := h.s.HandleStage(context.Background(), third.ID, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rep.(wire.StageReply).Staging; len(got) != 1 || len(got[0].Providers) != 2 {
+		t.Errorf("third, staging the first job: %+v, want to wait for both", got)
+	}
 }
