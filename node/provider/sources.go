@@ -159,10 +159,11 @@ func (p *Provider) fetchStaged(ctx context.Context, job, lease string, from peer
 	// serve the data, it is only the fallback.
 	var sources []peer.ID
 	o.Fallback = []peer.ID{from}
-	// A lease's data already here (data gravity's whole point) needs no
-	// sources: the fetch finds every block held and only pins the root;
-	// should retention have let some go, the submitter sends them.
-	if !(lease != "" && p.src.stagedWhole(root)) && (!p.cfg.SingleSource || lease == "") {
+	// Data already here (data gravity's whole point) needs no sources,
+	// and waits for nobody: the fetch finds every block held and only pins
+	// the root; should retention have let some go, the submitter sends
+	// them (before the lease, only if it allowed this node).
+	if !p.src.stagedWhole(root) && (!p.cfg.SingleSource || lease == "") {
 		more, err := p.awaitSources(ctx, job, lease, from, root)
 		if err != nil {
 			if lease == "" {

@@ -149,7 +149,9 @@ func TestStagingAsksEverySourceAndRelaysOnlyForItsSubmitter(t *testing.T) {
 	if _, err := p.fetchStaged(context.Background(), "job", "lease", sub.ID, root, content.FetchOptions{}); err != nil || len(f.sources) != 1 {
 		t.Errorf("leased, submitter refusing: %v, fetches %v", err, f.sources)
 	}
-	if _, err := p.fetchStaged(context.Background(), "job", "", sub.ID, root, content.FetchOptions{}); p2p.RefusalCode(err) != wire.CodeNotReserved || len(f.sources) != 1 {
+	f = &sourceFetcher{}
+	p, _ = sourcesProvider(t, Config{}, f, stageCaller{refuse: true}, oneJob{})
+	if _, err := p.fetchStaged(context.Background(), "job", "", sub.ID, root, content.FetchOptions{}); p2p.RefusalCode(err) != wire.CodeNotReserved || len(f.sources) != 0 {
 		t.Errorf("not leased, submitter refusing: %v, fetches %v", err, f.sources)
 	}
 }

@@ -135,24 +135,41 @@ func (s *Submitter) stagingLocked(job string, to peer.ID, roots []cid.Cid, holde
 		}
 	}
 	me := stager{job: job, by: to}
-	mine, ok := s.stage.asked[me]
-	if !ok {
-		mine = now
-		s.stage.asked[me] = mine
+	if _, ok := s.stage.asked[me]; !ok {
+		s.stage.asked[me] = now
+	}
+	// Each provider stages a root from the time it first asked for any job
+	// reading it (the same job counts too: two passes between epochs may
+	// each have given it the job). Waiting only on providers that came
+	// first, by that one time per root, no two providers ever wait on each
+	// other.
+	first := make(map[peer.ID]map[cid.Cid]time.Time)
+	for st, at := range s.stage.asked {
+		for _, c := range s.jobs[st.job].rec.contentRoots() {
+			if !slices.Contains(roots, c) {
+				continue
+			}
+			if first[st.by] == nil {
+				first[st.by] = make(map[cid.Cid]time.Time)
+			}
+			if t, ok := first[st.by][c]; !ok || at.Before(t) {
+				first[st.by][c] = at
+			}
+		}
 	}
 	out := make(map[cid.Cid][]peer.ID)
-	for st, at := range s.stage.asked {
-		// Another provider staging the same job counts too: two passes
-		// between epochs may each have given it the job.
-		if st.by == to || !at.Before(mine) {
+	for p, byRoot := range first {
+		if p == to {
 			continue
 		}
-		r, p := s.jobs[st.job].rec, st.by
-		for _, c := range r.contentRoots() {
-			if slices.Contains(roots, c) && len(holders[c]) == 0 && !slices.Contains(out[c], p) {
+		for c, at := range byRoot {
+			if mine, ok := first[to][c]; ok && at.Before(mine) && len(holders[c]) == 0 {
 				out[c] = append(out[c], p)
 			}
 		}
+	}
+	for c := range out {
+		slices.SortFunc(out[c], func(a, b peer.ID) int { return strings.Compare(string(a), string(b)) })
 	}
 	return out
 }

@@ -249,4 +249,17 @@ func TestStageBeforeTheLeaseIsWaitedFor(t *testing.T) {
 	if got := rep.(wire.StageReply).Staging; len(got) != 1 || len(got[0].Providers) != 2 {
 		t.Errorf("third, staging the first job: %+v, want to wait for both", got)
 	}
+	// The first provider, given the second job as well, still waits for
+	// nobody: it came first for the root, and the second provider waits
+	// for it, so the two never wait on each other.
+	raw, _ = json.Marshal(wire.StageRequest{Job: ids[1]})
+	if rep, err = h.s.HandleStage(context.Background(), provs[0].ID, raw); err != nil {
+		t.Fatal(err)
+	}
+	if got := rep.(wire.StageReply).Staging; len(got) != 0 {
+		t.Errorf("first provider, staging the second job too: %+v, want nothing to wait for", got)
+	}
+	if rep := ask(1); len(rep.Staging) != 1 || len(rep.Staging[0].Providers) != 1 || rep.Staging[0].Providers[0] != provs[0].ID.String() {
+		t.Errorf("second provider, asking again: %+v, want to wait for %s only", rep, provs[0].ID)
+	}
 }
