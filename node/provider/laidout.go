@@ -73,6 +73,13 @@ func (p *Provider) layOut(ctx context.Context, root cid.Cid, lease string) (stri
 	return dst, nil
 }
 
+// laidOutHere reports whether root's layout is in place: a lease reading
+// it then only bind-mounts it.
+func (p *Provider) laidOutHere(root cid.Cid) bool {
+	_, err := os.Lstat(filepath.Join(p.inputsDir(), root.String()))
+	return err == nil
+}
+
 // useLaidOut records that lease mounts root's layout at dst, and reports
 // whether it is there already; if not, and another export of root is under
 // way, busy closes when that one ends, else this caller is to lay it out

@@ -370,9 +370,10 @@ func (p *Provider) startPrestageLocked(r Reserved, first bool) {
 }
 
 // stagingFirst reports whether the proposal of a lease for oj, a job Match
-// gives this provider now, is to wait while its inputs are fetched here
-// first; it starts that fetch if none runs. A job whose inputs are all
-// staged here, or whose fetch before proposing already ended or has run
+// gives this provider now, is to wait while its inputs are fetched, and
+// laid out, here first; it starts that fetch if none runs. A job whose
+// inputs are all staged and laid out here, or whose fetch before proposing
+// already ended or has run
 // wire.StageBeforeLeaseMax, is proposed at once.
 func (p *Provider) stagingFirst(oj *view.OpenJob) bool {
 	data := oj.Body.Declaration.Data
@@ -385,7 +386,7 @@ func (p *Provider) stagingFirst(oj *view.OpenJob) bool {
 		if err != nil {
 			return false // the lease's staging names the error
 		}
-		if !p.src.stagedWhole(c) {
+		if !p.src.stagedWhole(c) || !p.laidOutHere(c) {
 			missing = true
 		}
 	}
