@@ -350,7 +350,7 @@ func (n *Node) matchLoop(ctx context.Context) {
 		res := market.Match(v, market.Options{})
 		n.submitter.RecordWaits(res)
 		n.submitter.RecordReservations(res)
-		n.provider.Prestage(n.reservedHere(res), n.matchedElsewhere(res))
+		n.provider.Prestage(n.reservedHere(res))
 		n.recordMatch(api.Match{Epoch: epoch, ViewHash: res.ViewHash, Jobs: len(v.Jobs), DelayMs: delay.Milliseconds(), Assignments: res.Assignments})
 		for _, a := range res.Assignments {
 			if a.Provider == n.self.String() {

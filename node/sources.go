@@ -22,25 +22,6 @@ func (n *Node) reservedHere(res market.Result) []provider.Reserved {
 	return out
 }
 
-// matchedElsewhere returns the jobs that an epoch's Match gave or reserved
-// to another provider: this node stops staging any of them before their
-// lease.
-func (n *Node) matchedElsewhere(res market.Result) []string {
-	self := n.self.String()
-	var out []string
-	for _, a := range res.Assignments {
-		if a.Provider != self {
-			out = append(out, a.Job)
-		}
-	}
-	for _, r := range res.Reservations {
-		if r.Provider != self {
-			out = append(out, r.Job)
-		}
-	}
-	return out
-}
-
 // countServed counts the bytes this node served over the bulk protocol, by
 // the kind of peer they went to: a provider (a peer with an offer in the
 // view, fetching inputs) or any other peer (a submitter fetching output).

@@ -70,7 +70,6 @@ type sourcing struct {
 }
 
 type prestage struct {
-	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
 	// first marks a fetch before proposing a lease (not a reservation's):
@@ -277,10 +276,8 @@ func (p *Provider) HandleRelay(ctx context.Context, from peer.ID, raw json.RawMe
 
 // Prestage starts fetching the inputs of the jobs this node's Match
 // reserved it for, and cancels the fetches of jobs no longer reserved for
-// it; a fetch before proposing (stagingFirst) it cancels once the job is
-// closed or in elsewhere, the jobs the same Match gave or reserved to
-// another provider. It returns at once.
-func (p *Provider) Prestage(jobs []Reserved, elsewhere []string) {
+// it. It returns at once.
+func (p *Provider) Prestage(jobs []Reserved) {
 	if !p.cfg.Prestage || p.ctx.Err() != nil {
 		return
 	}
@@ -302,10 +299,6 @@ func (p *Provider) Prestage(jobs []Reserved, elsewhere []string) {
 			want[job] = Reserved{}
 		}
 	}
-	gone := make(map[string]bool, len(elsewhere))
-	for _, j := range elsewhere {
-		gone[j] = true
-	}
 	p.src.mu.Lock()
 	defer p.src.mu.Unlock()
 	p.src.init()
@@ -313,10 +306,9 @@ func (p *Provider) Prestage(jobs []Reserved, elsewhere []string) {
 		if _, ok := want[job]; ok {
 			continue
 		}
-		// A fetch before proposing lasts while the job is open and the
-		// epoch gives it nowhere else: the pass that gave it here may have
-		// been a fast one, on a view the epoch's does not hold yet.
-		if _, open := p.d.Jobs.Job(job); ps.first && open && !gone[job] {
+		// A fetch before proposing lasts while the job is open: the pass
+		// that gave it here may have been a fast one.
+		if _, open := p.d.Jobs.Job(job); ps.first && open {
 			continue
 		}
 		ps.cancel()
@@ -338,7 +330,7 @@ func (p *Provider) Prestage(jobs []Reserved, elsewhere []string) {
 // ends, the job is marked tried and a pass is asked for.
 func (p *Provider) startPrestageLocked(r Reserved, first bool) {
 	ctx, cancel := context.WithCancel(p.ctx)
-	ps := &prestage{ctx: ctx, cancel: cancel, done: make(chan struct{}), first: first, started: time.Now()}
+	ps := &prestage{cancel: cancel, done: make(chan struct{}), first: first, started: time.Now()}
 	p.src.pre[r.Job] = ps
 	go func() {
 		defer close(ps.done)

@@ -163,15 +163,15 @@ func TestPrestageStopsWhenTheReservationMoves(t *testing.T) {
 	f := &sourceFetcher{block: true, started: make(chan struct{}, 1), ended: make(chan error, 1)}
 	p, _ := sourcesProvider(t, Config{Prestage: true}, f, stageCaller{holder: holder.ID}, oneJob{job})
 
-	p.Prestage([]Reserved{{Job: job.ID, Submitter: sub.ID}}, nil)
+	p.Prestage([]Reserved{{Job: job.ID, Submitter: sub.ID}})
 	select {
 	case <-f.started:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no fetch started for the reserved job")
 	}
 	// Still reserved: the fetch goes on, and no second one starts.
-	p.Prestage([]Reserved{{Job: job.ID, Submitter: sub.ID}}, nil)
-	p.Prestage(nil, nil)
+	p.Prestage([]Reserved{{Job: job.ID, Submitter: sub.ID}})
+	p.Prestage(nil)
 	select {
 	case err := <-f.ended:
 		if err == nil {
@@ -298,39 +298,5 @@ func TestProposalWaitsForItsInputs(t *testing.T) {
 		if laid := err == nil; laid == refuse {
 			t.Errorf("refuse=%v: input laid out before the lease: %v", refuse, laid)
 		}
-	}
-}
-
-// A fetch before proposing outlives an epoch that does not hold the job yet,
-// and stops once an epoch gives the job to another provider.
-func TestStagingFirstStopsWhenTheJobGoesElsewhere(t *testing.T) {
-	sub, holder := wiretest.FreshParty(t), wiretest.FreshParty(t)
-	d := market.NewDeclaration("j", []string{"true"}, 1, market.Hour, []market.Input{{Source: testRoot, Mount: "/data"}})
-	job := &view.OpenJob{ID: "job-1", Submitter: sub.ID, Body: wire.DeclarationBody{Declaration: d}}
-	f := &sourceFetcher{block: true, started: make(chan struct{}, 1), ended: make(chan error, 1)}
-	calls := &proposals{stageCaller: stageCaller{holder: holder.ID}, moved: make(chan struct{}, 4)}
-	p, _ := sourcesProvider(t, Config{Prestage: true, DataDir: t.TempDir()}, f, calls, oneJob{job})
-	p.d.Store, p.d.Runner, p.d.AddrBook = &exports{}, idleRunner{}, noAddrs{}
-	p.Propose(market.Assignment{Job: job.ID, Provider: p.d.Self.String(), GPUs: []string{"GPU-0"}}, 1, "view")
-	select {
-	case <-f.started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no fetch started before the proposal")
-	}
-	p.Prestage(nil, []string{"another-job"})
-	p.src.mu.Lock()
-	ps := p.src.pre[job.ID]
-	p.src.mu.Unlock()
-	if ps == nil || ps.ctx.Err() != nil {
-		t.Fatal("an epoch that gave the job nowhere stopped its fetch")
-	}
-	p.Prestage(nil, []string{job.ID})
-	select {
-	case err := <-f.ended:
-		if err == nil {
-			t.Error("fetch ended without its context ending")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the fetch went on after the epoch gave the job elsewhere")
 	}
 }
