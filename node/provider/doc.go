@@ -25,6 +25,13 @@
 // which leases are active; no lock is held across a disk write, a network
 // call or a call into another part of the node.
 //
+// A job that Match gives this node while its GPUs are free, but whose
+// inputs are not here and laid out, is staged before its lease is proposed
+// (sources.go): the GPUs wait unleased, off the meter, and the lease goes
+// straight to running. The submitter lets any provider on offer do so for
+// a queued job (it could propose for it anyway), and does not take the
+// wait for squatting for wire.StageBeforeLeaseMax.
+//
 // A lease costs the submitter as few direct calls as it can: the proposal,
 // the receipts (the first as the run starts), and the output request. The
 // steps the submitter shows (run, output) ride on the receipts and the
