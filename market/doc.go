@@ -187,6 +187,12 @@
 // impossible for the reason they are impossible within an epoch: the
 // provider holds the devices before it proposes.
 //
+// A provider given a job whose inputs it lacks may fetch them before it
+// proposes (node/provider): its offer still shows the devices free, so
+// every pass keeps giving the job there, by the same order, and no other
+// job takes that capacity meanwhile. It only delays its own proposal,
+// which the rule above already allows any provider to do.
+//
 // # Data gravity
 //
 // A job's inputs and image move to whichever provider runs it, so a
