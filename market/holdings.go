@@ -53,6 +53,12 @@ var ErrBadHoldings = errors.New("bad holdings")
 // IsZero reports whether h says nothing is held.
 func (h Holdings) IsZero() bool { return len(h.Roots) == 0 && len(h.Bloom) == 0 }
 
+// Lists reports whether h lists root among its largest holdings (the
+// filter's roots are not consulted).
+func (h Holdings) Lists(root string) bool {
+	return slices.ContainsFunc(h.Roots, func(d Datum) bool { return d.Root == root })
+}
+
 // NewHoldings summarizes the roots a provider holds: the MaxHeldRoots
 // largest are listed (ties by root), the next HoldingsBloomCapacity go into
 // the filter and the smallest beyond those are left out, since they weigh

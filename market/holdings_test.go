@@ -245,3 +245,10 @@ func TestLocalityKeepsStarvingTier(t *testing.T) {
 		}
 	})
 }
+
+func TestHoldingsLists(t *testing.T) {
+	h := NewHoldings([]Datum{{Root: "bafy-a", Size: 10}, {Root: "bafy-b", Size: 20}})
+	if !h.Lists("bafy-a") || !h.Lists("bafy-b") || h.Lists("bafy-c") {
+		t.Fatalf("Lists on %+v: a %v, b %v, c %v", h.Roots, h.Lists("bafy-a"), h.Lists("bafy-b"), h.Lists("bafy-c"))
+	}
+}

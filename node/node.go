@@ -253,7 +253,7 @@ func (n *Node) wireRoles() {
 	}, provider.Deps{
 		Key: n.key, Self: n.self, GPUs: n.gpus, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger,
 		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: addrs,
-		Metrics: n.metrics.provider, Log: n.log, OfferChanged: n.signalOfferChanged, Rematch: n.signalWork, Path: n.Path,
+		Metrics: n.metrics.provider, Log: n.log, OfferChanged: n.signalOfferChanged, Rematch: n.signalWork, HeldElsewhere: n.heldElsewhere, Path: n.Path,
 		Runner: n.runner, Images: providerImages(n), Misbehave: n.cfg.Misbehave,
 		Disks: providerDisks(n), SeeGPUs: providerSeeGPUs(n),
 	})

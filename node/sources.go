@@ -1,6 +1,9 @@
 package node
 
 import (
+	"slices"
+	"time"
+
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/provider"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -20,6 +23,19 @@ func (n *Node) reservedHere(res market.Result) []provider.Reserved {
 		}
 	}
 	return out
+}
+
+// heldElsewhere reports whether another provider's offer, as this node
+// sees it now, lists every one of roots among its holdings.
+func (n *Node) heldElsewhere(roots []string) bool {
+	now := time.Now()
+	self := n.self.String()
+	for _, o := range n.offers.At(now, now) {
+		if o.Provider != self && !slices.ContainsFunc(roots, func(r string) bool { return !o.Holdings.Lists(r) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // countServed counts the bytes this node served over the bulk protocol, by

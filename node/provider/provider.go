@@ -158,6 +158,9 @@ type Deps struct {
 	// OfferChanged is called whenever the GPUs' state changes, so that the
 	// node publishes its offer at once. It must not block.
 	OfferChanged func()
+	// HeldElsewhere reports whether another provider's offer lists every
+	// one of roots among its holdings. Nil: none does.
+	HeldElsewhere func(roots []string) bool
 	// Rematch asks for a pass at once: a job this provider staged before
 	// proposing its lease is ready to propose. Nil: the next epoch's pass.
 	// It must not block.

@@ -381,6 +381,7 @@ func (p *Provider) stagingFirst(oj *view.OpenJob) bool {
 		return false
 	}
 	missing := false
+	var roots []string
 	for _, in := range data {
 		c, err := cid.Decode(in.Source)
 		if err != nil {
@@ -389,9 +390,21 @@ func (p *Provider) stagingFirst(oj *view.OpenJob) bool {
 		if !p.src.stagedWhole(c) || !p.laidOutHere(c) {
 			missing = true
 		}
+		roots = append(roots, c.String())
 	}
 	if !missing {
 		return false
+	}
+	// Where another provider already holds the data, Match moves the job
+	// to it as soon as it has room (data gravity); staging here first
+	// would likely be for nothing. The lease stages from that holder.
+	if p.d.HeldElsewhere != nil && p.d.HeldElsewhere(roots) {
+		p.src.mu.Lock()
+		_, staging := p.src.pre[oj.ID]
+		p.src.mu.Unlock()
+		if !staging {
+			return false
+		}
 	}
 	job := oj.ID
 	p.src.mu.Lock()

@@ -300,3 +300,33 @@ func TestProposalWaitsForItsInputs(t *testing.T) {
 		}
 	}
 }
+
+// Where another provider already holds a job's data, the job is proposed
+// at once, not staged here first: Match moves it to the holder as soon as
+// that has room, which would leave staging here for nothing.
+func TestHeldElsewhereProposesAtOnce(t *testing.T) {
+	sub, holder := wiretest.FreshParty(t), wiretest.FreshParty(t)
+	d := market.NewDeclaration("j", []string{"true"}, 1, market.Hour, []market.Input{{Source: testRoot, Mount: "/data"}})
+	job := &view.OpenJob{ID: "job-1", Submitter: sub.ID, Body: wire.DeclarationBody{Declaration: d}}
+	f := &sourceFetcher{}
+	calls := &proposals{stageCaller: stageCaller{holder: holder.ID}, moved: make(chan struct{}, 4)}
+	p, _ := sourcesProvider(t, Config{Prestage: true, DataDir: t.TempDir(), ProposalTTL: time.Second}, f, calls, oneJob{job})
+	p.d.Store, p.d.Runner, p.d.AddrBook = &exports{}, idleRunner{}, noAddrs{}
+	var asked []string
+	p.d.HeldElsewhere = func(roots []string) bool { asked = roots; return true }
+	p.Propose(market.Assignment{Job: job.ID, Provider: p.d.Self.String(), GPUs: []string{"GPU-0"}}, 1, "view")
+	select {
+	case <-calls.moved:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no proposal for a job whose data another provider holds")
+	}
+	if len(asked) != 1 || asked[0] != testRoot {
+		t.Errorf("asked who holds %v, want [%s]", asked, testRoot)
+	}
+	f.mu.Lock()
+	n := len(f.sources)
+	f.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d fetches before the proposal, want none", n)
+	}
+}
