@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -20,6 +21,10 @@ type Checker struct {
 	seen map[replayKey]int64 // -> expiry, Unix ms
 	// sweepAt is when seen is next pruned.
 	sweepAt int64
+	// peak is the most nonces seen has held since it was last made anew:
+	// a Go map keeps the room it grew to, so after a burst a sweep that
+	// leaves a small fraction copies what is left into a new one.
+	peak int
 }
 
 type replayKey struct {
@@ -52,10 +57,18 @@ func (c *Checker) Check(s Signed, now time.Time) error {
 			}
 		}
 		c.sweepAt = nowMs + c.maxAge.Milliseconds()/4 + 1
+		if n := len(c.seen); c.peak > shrinkAbove && n < c.peak/4 {
+			c.seen, c.peak = maps.Clone(c.seen), n
+		}
 	}
 	if _, ok := c.seen[k]; ok {
 		return fmt.Errorf("%w: nonce %d of %s", ErrReplayed, s.Message.Nonce, s.Signer)
 	}
 	c.seen[k] = t + c.maxAge.Milliseconds() + c.maxSkew.Milliseconds()
+	c.peak = max(c.peak, len(c.seen))
 	return nil
 }
+
+// shrinkAbove is the size below which a map is never made anew: copying it
+// would save too little to matter.
+const shrinkAbove = 1024

@@ -154,12 +154,13 @@ func MessageOptions() []pubsub.Option {
 }
 
 // SeenTTL is how long pubsub remembers a message it has seen, so as not to
-// validate or forward it twice: long past any path's delivery time, and
-// shorter than pubsub's two minutes, since the envelope's own replay check
+// validate or forward it twice: three times gossipsub's message history (5
+// heartbeats), past which no peer offers it again, and far shorter than
+// pubsub's two minutes, since the envelope's own replay check
 // (Checker) remembers every nonce for the whole age window anyway and a
 // busy node otherwise holds two minutes of message IDs three times over
 // (seen, delivered, and the scores' delivery records).
-const SeenTTL = 30 * time.Second
+const SeenTTL = 15 * time.Second
 
 func messageID(m *pb.Message) string {
 	h := sha256.New()

@@ -133,6 +133,34 @@ func TestCheckerStaleAndReplay(t *testing.T) {
 	}
 }
 
+// After a burst, the replay cache is made anew once most of it has
+// expired, and still catches a replay of what it kept.
+func TestCheckerShrinksAfterABurst(t *testing.T) {
+	sk := newKey(t)
+	c := NewChecker(time.Minute, 10*time.Second)
+	now := time.Now()
+	for i := range 4 * shrinkAbove {
+		s, _ := Seal(sk, "offer", i, now)
+		if err := c.Check(s, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := now.Add(2 * time.Minute)
+	kept, _ := Seal(sk, "offer", "kept", later)
+	if err := c.Check(kept, later); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	n, peak := len(c.seen), c.peak
+	c.mu.Unlock()
+	if n != 1 || peak > 1 {
+		t.Fatalf("after the burst expired: %d nonces, peak %d; want 1 and 1", n, peak)
+	}
+	if err := c.Check(kept, later.Add(time.Second)); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("replay after the cache was made anew: %v", err)
+	}
+}
+
 // newTestHost starts a real libp2p host on loopback.
 func newTestHost(t testing.TB) (host.Host, crypto.PrivKey) {
 	t.Helper()

@@ -2,6 +2,7 @@ package view
 
 import (
 	"crypto/sha256"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -95,6 +96,10 @@ type Market struct {
 	closed map[string]closedMark
 	// open counts each submitter's open jobs, to bound them.
 	open map[peer.ID]int
+	// jobsPeak is the most entries jobs has held since it was last made
+	// anew: a Go map keeps the room it grew to, so once a burst's jobs are
+	// pruned to marks, Prune copies what is left into a new one.
+	jobsPeak int
 }
 
 // closedBodyKeep is how long a job leased or withdrawn keeps its
@@ -503,6 +508,7 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	peakBefore := len(v.jobs)
 	for id, j := range v.jobs {
 		if j.closed.IsZero() && now.Sub(j.refreshed) > stale {
 			delete(v.jobs, id)
@@ -529,6 +535,10 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 			v.closed[id] = closedMark{at: j.closed, by: peer.ID(intern(string(j.Submitter))), declared: true}
 		}
 	}
+	v.jobsPeak = max(v.jobsPeak, peakBefore)
+	if n := len(v.jobs); v.jobsPeak > shrinkAbove && n < v.jobsPeak/4 {
+		v.jobs, v.jobsPeak = maps.Clone(v.jobs), n
+	}
 	for id, kl := range v.leases {
 		switch {
 		case kl.released.IsZero():
@@ -547,6 +557,10 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 		}
 	}
 }
+
+// shrinkAbove is the size below which a map is never made anew: copying it
+// would save too little to matter.
+const shrinkAbove = 1024
 
 // intern returns the one copy of s that long-kept marks share; it is
 // dropped when no mark holds it any more.
