@@ -3,6 +3,7 @@ package view
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -76,5 +77,28 @@ func TestPruneKeepsWhatLongEndedJobsAnswer(t *testing.T) {
 	v.CloseJob("never-declared", stranger.ID, Local(later))
 	if _, ok := v.SubmitterOf("never-declared"); ok {
 		t.Fatal("a withdrawal's signer taken for the declarer of a job never seen")
+	}
+}
+
+// Once a burst of jobs is pruned to marks, the jobs map is made anew, so
+// that the room it grew to goes back; the jobs still open stay.
+func TestPruneShrinksTheJobsMapAfterABurst(t *testing.T) {
+	sub := wiretest.FreshParty(t)
+	now := time.Now()
+	v := NewMarket()
+	for i := range 4 * shrinkAbove {
+		id := "job-" + strconv.Itoa(i)
+		v.AddJob(&OpenJob{ID: id, Submitter: sub.ID, Seen: now, Signed: now})
+		if i > 0 {
+			v.CloseJob(id, sub.ID, Local(now))
+		}
+	}
+	v.Prune(now, time.Hour, time.Hour) // the burst, not yet prunable
+	v.Prune(now.Add(2*closedBodyKeep), time.Hour, time.Hour)
+	if n, peak := len(v.jobs), v.jobsPeak; n != 1 || peak != 1 {
+		t.Fatalf("after the burst: %d jobs, peak %d; want the open one alone", n, peak)
+	}
+	if _, ok := v.Job("job-0"); !ok {
+		t.Fatal("the open job was lost when the map was made anew")
 	}
 }
