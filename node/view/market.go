@@ -417,14 +417,14 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 		byProvider[o.Provider] = o
 		later(time.UnixMilli(o.SignedAt))
 	}
-	var jobs []*OpenJob
+	jobs := make([]*OpenJob, 0, len(v.jobs))
 	for _, j := range v.jobs {
 		if st := (Stamp{j.Signed, j.Seen}); at(st) && !at(j.closed) {
 			jobs = append(jobs, j)
 			later(signedOf(st))
 		}
 	}
-	var leases []*knownLease
+	leases := make([]*knownLease, 0, len(v.leases))
 	for _, kl := range v.leases {
 		if kl.lease.Terms.ID != "" && at(kl.seen) {
 			leases = append(leases, kl)
