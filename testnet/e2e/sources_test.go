@@ -75,22 +75,7 @@ func TestInputsFromAnotherProvider(t *testing.T) {
 // reserves for it, has its input fetched by the provider before the lease,
 // so that its lease's staging moves nothing.
 func TestStagingBeforeTheLease(t *testing.T) {
-	c := start(t, cluster.Options{
-		N:             2,
-		SimGPUsByNode: []string{"", "1xH100:80GiB"},
-		Metrics:       true,
-		Args:          []string{"--epoch", "250ms", "--grace", "1s"},
-	})
-	sub := c.Client(0)
-	prov := c.Nodes[1]
-	in := t.TempDir()
-	data := make([]byte, 6<<20)
-	if _, err := rand.Read(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(in, "data.bin"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	sub, prov, in, data := oneProviderAndAnInput(t)
 
 	busy := submit(t, sub, decl("busy", "sleep 90", 1, 2*time.Minute))
 	waitJob(t, sub, busy.ID, 60*time.Second, "running", func(j api.Job) bool { return j.State == api.JobRunning })
@@ -126,22 +111,7 @@ func TestStagingBeforeTheLease(t *testing.T) {
 // its input has it fetched before the lease is proposed, off the meter: the
 // lease's staging moves nothing, and the job still runs at once.
 func TestStagingBeforeProposing(t *testing.T) {
-	c := start(t, cluster.Options{
-		N:             2,
-		SimGPUsByNode: []string{"", "1xH100:80GiB"},
-		Metrics:       true,
-		Args:          []string{"--epoch", "250ms", "--grace", "1s"},
-	})
-	sub := c.Client(0)
-	prov := c.Nodes[1]
-	in := t.TempDir()
-	data := make([]byte, 6<<20)
-	if _, err := rand.Read(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(in, "data.bin"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	sub, prov, in, data := oneProviderAndAnInput(t)
 	d := decl("free", "test \"$(wc -c < /data/data.bin)\" -eq 6291456", 1, time.Minute)
 	d.Data = []market.Input{{Source: in, Mount: "/data"}}
 	j := waitJob(t, sub, submit(t, sub, d).ID, 60*time.Second, "release", released)
@@ -152,4 +122,26 @@ func TestStagingBeforeProposing(t *testing.T) {
 	if m["e31_bytes_prestaged_total"] != float64(len(data)) || m["e31_bytes_staged_total"] != 0 {
 		t.Errorf("fetched %v bytes before the lease and %v under it; want all %d before", m["e31_bytes_prestaged_total"], m["e31_bytes_staged_total"], len(data))
 	}
+}
+
+// oneProviderAndAnInput starts a submitter and a provider of one GPU, with
+// metrics, and writes an input folder holding data.bin, 6 MiB of random
+// bytes.
+func oneProviderAndAnInput(t *testing.T) (sub *api.Client, prov *cluster.Node, in string, data []byte) {
+	t.Helper()
+	c := start(t, cluster.Options{
+		N:             2,
+		SimGPUsByNode: []string{"", "1xH100:80GiB"},
+		Metrics:       true,
+		Args:          []string{"--epoch", "250ms", "--grace", "1s"},
+	})
+	in = t.TempDir()
+	data = make([]byte, 6<<20)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(in, "data.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return c.Client(0), c.Nodes[1], in, data
 }
