@@ -299,6 +299,18 @@ func (p *Provider) Prestage(jobs []Reserved) {
 			want[job] = Reserved{}
 		}
 	}
+	// A reserved job whose data another provider holds is likely to go
+	// there (data gravity): fetching it here would likely be for nothing.
+	elsewhere := make(map[string]bool)
+	if p.d.HeldElsewhere != nil {
+		for _, r := range jobs {
+			if oj, ok := p.d.Jobs.Job(r.Job); ok {
+				if roots := inputRoots(oj); len(roots) > 0 && p.d.HeldElsewhere(roots) {
+					elsewhere[r.Job] = true
+				}
+			}
+		}
+	}
 	p.src.mu.Lock()
 	defer p.src.mu.Unlock()
 	p.src.init()
@@ -319,10 +331,22 @@ func (p *Provider) Prestage(jobs []Reserved) {
 		}
 	}
 	for _, r := range jobs {
-		if _, ok := p.src.pre[r.Job]; !ok && r.Submitter != "" {
+		if _, ok := p.src.pre[r.Job]; !ok && r.Submitter != "" && !elsewhere[r.Job] {
 			p.startPrestageLocked(r, false)
 		}
 	}
+}
+
+// inputRoots returns the roots of a job's inputs, by their text; those
+// that do not decode are left out.
+func inputRoots(oj *view.OpenJob) []string {
+	var out []string
+	for _, in := range oj.Body.Declaration.Data {
+		if c, err := cid.Decode(in.Source); err == nil {
+			out = append(out, c.String())
+		}
+	}
+	return out
 }
 
 // startPrestageLocked starts fetching r's inputs before the lease;

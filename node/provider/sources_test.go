@@ -330,3 +330,31 @@ func TestHeldElsewhereProposesAtOnce(t *testing.T) {
 		t.Errorf("%d fetches before the proposal, want none", n)
 	}
 }
+
+// A reserved job whose data another provider holds is not fetched here
+// before its lease: it is likely to go to the holder.
+func TestPrestageSkipsDataHeldElsewhere(t *testing.T) {
+	sub, holder := wiretest.FreshParty(t), wiretest.FreshParty(t)
+	d := market.NewDeclaration("j", []string{"true"}, 1, market.Hour, []market.Input{{Source: testRoot, Mount: "/data"}})
+	job := &view.OpenJob{ID: "job-1", Submitter: sub.ID, Body: wire.DeclarationBody{Declaration: d}}
+	f := &sourceFetcher{block: true, started: make(chan struct{}, 1), ended: make(chan error, 1)}
+	p, _ := sourcesProvider(t, Config{Prestage: true}, f, stageCaller{holder: holder.ID}, oneJob{job})
+	held := true
+	p.d.HeldElsewhere = func([]string) bool { return held }
+	reserved := []Reserved{{Job: job.ID, Submitter: sub.ID}}
+	staging := func() bool {
+		p.src.mu.Lock()
+		defer p.src.mu.Unlock()
+		_, ok := p.src.pre[job.ID]
+		return ok
+	}
+	p.Prestage(reserved)
+	if staging() {
+		t.Fatal("staging a reserved job whose data another provider holds")
+	}
+	held = false
+	p.Prestage(reserved)
+	if !staging() {
+		t.Fatal("not staging a reserved job that nobody holds the data of")
+	}
+}
