@@ -38,6 +38,20 @@ type sourceFetcher struct {
 	release chan struct{}
 }
 
+// fetches is how many fetches began.
+func (f *sourceFetcher) fetches() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.sources)
+}
+
+// jobReadingTestRoot is job-1 of submitter sub, whose one input is
+// testRoot.
+func jobReadingTestRoot(sub peer.ID) *view.OpenJob {
+	d := market.NewDeclaration("j", []string{"true"}, 1, market.Hour, []market.Input{{Source: testRoot, Mount: "/data"}})
+	return &view.OpenJob{ID: "job-1", Submitter: sub, Body: wire.DeclarationBody{Declaration: d}}
+}
+
 func (f *sourceFetcher) Fetch(ctx context.Context, from peer.ID, root cid.Cid, o content.FetchOptions) (content.FetchStats, error) {
 	return f.FetchFrom(ctx, []peer.ID{from}, root, o)
 }
@@ -158,8 +172,7 @@ func TestStagingAsksEverySourceAndRelaysOnlyForItsSubmitter(t *testing.T) {
 
 func TestPrestageStopsWhenTheReservationMoves(t *testing.T) {
 	sub, holder := wiretest.FreshParty(t), wiretest.FreshParty(t)
-	d := market.NewDeclaration("j", []string{"true"}, 1, market.Hour, []market.Input{{Source: testRoot, Mount: "/data"}})
-	job := &view.OpenJob{ID: "job-1", Submitter: sub.ID, Body: wire.DeclarationBody{Declaration: d}}
+	job := jobReadingTestRoot(sub.ID)
 	f := &sourceFetcher{block: true, started: make(chan struct{}, 1), ended: make(chan error, 1)}
 	p, _ := sourcesProvider(t, Config{Prestage: true}, f, stageCaller{holder: holder.ID}, oneJob{job})
 
@@ -180,9 +193,7 @@ func TestPrestageStopsWhenTheReservationMoves(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the fetch went on after the reservation moved")
 	}
-	f.mu.Lock()
-	n := len(f.sources)
-	f.mu.Unlock()
+	n := f.fetches()
 	if n != 1 {
 		t.Errorf("%d fetches, want 1", n)
 	}
@@ -260,8 +271,7 @@ func (idleRunner) Sweep(context.Context, func(string) bool) error      { return 
 func TestProposalWaitsForItsInputs(t *testing.T) {
 	for _, refuse := range []bool{false, true} {
 		sub, holder := wiretest.FreshParty(t), wiretest.FreshParty(t)
-		d := market.NewDeclaration("j", []string{"true"}, 1, market.Hour, []market.Input{{Source: testRoot, Mount: "/data"}})
-		job := &view.OpenJob{ID: "job-1", Submitter: sub.ID, Body: wire.DeclarationBody{Declaration: d}}
+		job := jobReadingTestRoot(sub.ID)
 		f := &sourceFetcher{started: make(chan struct{}, 1), release: make(chan struct{})}
 		calls := &proposals{stageCaller: stageCaller{holder: holder.ID, refuse: refuse}, moved: make(chan struct{}, 4)}
 		p, _ := sourcesProvider(t, Config{Prestage: true, DataDir: t.TempDir(), ProposalTTL: time.Second}, f, calls, oneJob{job})
@@ -306,8 +316,7 @@ func TestProposalWaitsForItsInputs(t *testing.T) {
 // that has room, which would leave staging here for nothing.
 func TestHeldElsewhereProposesAtOnce(t *testing.T) {
 	sub, holder := wiretest.FreshParty(t), wiretest.FreshParty(t)
-	d := market.NewDeclaration("j", []string{"true"}, 1, market.Hour, []market.Input{{Source: testRoot, Mount: "/data"}})
-	job := &view.OpenJob{ID: "job-1", Submitter: sub.ID, Body: wire.DeclarationBody{Declaration: d}}
+	job := jobReadingTestRoot(sub.ID)
 	f := &sourceFetcher{}
 	calls := &proposals{stageCaller: stageCaller{holder: holder.ID}, moved: make(chan struct{}, 4)}
 	p, _ := sourcesProvider(t, Config{Prestage: true, DataDir: t.TempDir(), ProposalTTL: time.Second}, f, calls, oneJob{job})
@@ -323,9 +332,7 @@ func TestHeldElsewhereProposesAtOnce(t *testing.T) {
 	if len(asked) != 1 || asked[0] != testRoot {
 		t.Errorf("asked who holds %v, want [%s]", asked, testRoot)
 	}
-	f.mu.Lock()
-	n := len(f.sources)
-	f.mu.Unlock()
+	n := f.fetches()
 	if n != 0 {
 		t.Errorf("%d fetches before the proposal, want none", n)
 	}
@@ -335,8 +342,7 @@ func TestHeldElsewhereProposesAtOnce(t *testing.T) {
 // before its lease: it is likely to go to the holder.
 func TestPrestageSkipsDataHeldElsewhere(t *testing.T) {
 	sub, holder := wiretest.FreshParty(t), wiretest.FreshParty(t)
-	d := market.NewDeclaration("j", []string{"true"}, 1, market.Hour, []market.Input{{Source: testRoot, Mount: "/data"}})
-	job := &view.OpenJob{ID: "job-1", Submitter: sub.ID, Body: wire.DeclarationBody{Declaration: d}}
+	job := jobReadingTestRoot(sub.ID)
 	f := &sourceFetcher{block: true, started: make(chan struct{}, 1), ended: make(chan error, 1)}
 	p, _ := sourcesProvider(t, Config{Prestage: true}, f, stageCaller{holder: holder.ID}, oneJob{job})
 	held := true
