@@ -32,6 +32,11 @@ const layoutTmpPrefix = ".tmp-"
 
 func (p *Provider) inputsDir() string { return filepath.Join(p.cfg.DataDir, "inputs") }
 
+// layoutOf is where root is laid out.
+func (p *Provider) layoutOf(root cid.Cid) string {
+	return filepath.Join(p.inputsDir(), root.String())
+}
+
 // layOut returns the folder (or file) holding root laid out, making it if
 // needed, and records that lease mounts it; with lease empty (staging
 // before the lease) it records nothing, and the layout lasts as long as
@@ -39,7 +44,7 @@ func (p *Provider) inputsDir() string { return filepath.Join(p.cfg.DataDir, "inp
 // root runs at a time: a lease that finds another laying it out waits for
 // that one rather than copy the same bytes again beside it.
 func (p *Provider) layOut(ctx context.Context, root cid.Cid, lease string) (string, error) {
-	dst := filepath.Join(p.inputsDir(), root.String())
+	dst := p.layoutOf(root)
 	for {
 		there, busy := p.useLaidOut(root.String(), lease, dst)
 		if there {
@@ -76,7 +81,7 @@ func (p *Provider) layOut(ctx context.Context, root cid.Cid, lease string) (stri
 // laidOutHere reports whether root's layout is in place: a lease reading
 // it then only bind-mounts it.
 func (p *Provider) laidOutHere(root cid.Cid) bool {
-	_, err := os.Lstat(filepath.Join(p.inputsDir(), root.String()))
+	_, err := os.Lstat(p.layoutOf(root))
 	return err == nil
 }
 

@@ -42,10 +42,10 @@ import (
 // the same way before the provider proposes its lease: the GPUs wait
 // unleased and off the meter while the inputs arrive, and the lease, once
 // signed, goes to running. Its offer still shows the GPUs free, so every
-// peer's Match keeps giving the job here; if the job goes elsewhere or is
-// withdrawn, the epoch cancels the fetch. A fetch that fails, or outlasts
-// wire.StageBeforeLeaseMax, lets the proposal go: the lease then stages as it would
-// have, picking up the blocks already here.
+// peer's Match keeps giving the job here; once the job is leased elsewhere
+// or withdrawn, the epoch cancels the fetch. A fetch that fails, or
+// outlasts wire.StageBeforeLeaseMax, lets the proposal go: the lease then
+// stages as it would have, picking up the blocks already here.
 
 // Reserved is a job that this node's Match reserved this provider for.
 type Reserved struct {
@@ -73,7 +73,8 @@ type prestage struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	// first marks a fetch before proposing a lease (not a reservation's):
-	// it lasts while the job is open, until wire.StageBeforeLeaseMax after started.
+	// it lasts while the job is open, until wire.StageBeforeLeaseMax
+	// after started.
 	first   bool
 	started time.Time
 }
@@ -359,26 +360,21 @@ func (p *Provider) startPrestageLocked(r Reserved, first bool) {
 	go func() {
 		defer close(ps.done)
 		defer cancel()
+		// Before proposing, the submitter hears at once that this provider
+		// is staging the job, even if this fetch then waits for another of
+		// the same root here: a provider given a job that neither proposes
+		// nor stages is taken for a squatter. A refusal ends the fetch
+		// before it starts, and the proposal goes.
+		allowed := true
 		if first {
-			// The submitter hears at once that this provider is staging
-			// the job, even if this fetch then waits for another of the
-			// same root here: a provider given a job that neither proposes
-			// nor stages is taken for a squatter.
 			if _, _, err := p.askSources(ctx, r.Job, "", r.Submitter, cid.Undef); err != nil {
 				p.log.Info("staging before the lease refused", "job", r.Job, "err", err)
-				p.src.mu.Lock()
-				if p.src.pre[r.Job] == ps {
-					delete(p.src.pre, r.Job)
-				}
-				p.src.tried[r.Job] = true
-				p.src.mu.Unlock()
-				if p.d.Rematch != nil {
-					p.d.Rematch()
-				}
-				return
+				allowed = false
 			}
 		}
-		p.prestage(ctx, r)
+		if allowed {
+			p.prestage(ctx, r)
+		}
 		p.src.mu.Lock()
 		if p.src.pre[r.Job] == ps {
 			delete(p.src.pre, r.Job)
@@ -397,8 +393,11 @@ func (p *Provider) startPrestageLocked(r Reserved, first bool) {
 // gives this provider now, is to wait while its inputs are fetched, and
 // laid out, here first; it starts that fetch if none runs. A job whose
 // inputs are all staged and laid out here, or whose fetch before proposing
-// already ended or has run
-// wire.StageBeforeLeaseMax, is proposed at once.
+// already ended or has run wire.StageBeforeLeaseMax, is proposed at once;
+// so is one whose data another provider holds, unless its fetch here has
+// begun: Match moves such a job to the holder as soon as it has room (data
+// gravity), so staging here would likely be for nothing, and the lease
+// stages from that holder.
 func (p *Provider) stagingFirst(oj *view.OpenJob) bool {
 	data := oj.Body.Declaration.Data
 	if !p.cfg.Prestage || len(data) == 0 || p.ctx.Err() != nil {
@@ -419,28 +418,17 @@ func (p *Provider) stagingFirst(oj *view.OpenJob) bool {
 	if !missing {
 		return false
 	}
-	// Where another provider already holds the data, Match moves the job
-	// to it as soon as it has room (data gravity); staging here first
-	// would likely be for nothing. The lease stages from that holder.
-	if p.d.HeldElsewhere != nil && p.d.HeldElsewhere(roots) {
-		p.src.mu.Lock()
-		_, staging := p.src.pre[oj.ID]
-		p.src.mu.Unlock()
-		if !staging {
-			return false
-		}
-	}
-	job := oj.ID
+	heldElsewhere := p.d.HeldElsewhere != nil && p.d.HeldElsewhere(roots)
 	p.src.mu.Lock()
 	defer p.src.mu.Unlock()
 	p.src.init()
-	if ps, ok := p.src.pre[job]; ok {
+	if ps, ok := p.src.pre[oj.ID]; ok {
 		return time.Since(ps.started) < wire.StageBeforeLeaseMax
 	}
-	if p.src.tried[job] {
+	if heldElsewhere || p.src.tried[oj.ID] {
 		return false
 	}
-	p.startPrestageLocked(Reserved{Job: job, Submitter: oj.Submitter}, true)
+	p.startPrestageLocked(Reserved{Job: oj.ID, Submitter: oj.Submitter}, true)
 	return true
 }
 
