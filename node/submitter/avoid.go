@@ -63,16 +63,22 @@ func (s *Submitter) noteAssignments(res market.Result, now time.Time) {
 		if !ok || j.rec.State != api.JobQueued {
 			continue
 		}
-		if j.assigned == nil {
-			j.assigned = make(map[string]*assignment)
-		}
-		as := j.assigned[a.Provider]
-		if as == nil {
-			as = &assignment{first: now}
-			j.assigned[a.Provider] = as
-		}
-		as.passes++
+		j.assignmentOf(a.Provider, now).passes++
 	}
+}
+
+// assignmentOf returns what is known of provider's hold on j, recording it
+// as first seen at first if nothing is. The caller holds s.mu.
+func (j *job) assignmentOf(provider string, first time.Time) *assignment {
+	if j.assigned == nil {
+		j.assigned = make(map[string]*assignment)
+	}
+	as := j.assigned[provider]
+	if as == nil {
+		as = &assignment{first: first}
+		j.assigned[provider] = as
+	}
+	return as
 }
 
 // noteProposal records that a provider proposed for a job: whatever comes
@@ -80,29 +86,13 @@ func (s *Submitter) noteAssignments(res market.Result, now time.Time) {
 func (s *Submitter) noteProposal(j *job, from peer.ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if j.assigned == nil {
-		j.assigned = make(map[string]*assignment)
-	}
-	as := j.assigned[from.String()]
-	if as == nil {
-		as = &assignment{}
-		j.assigned[from.String()] = as
-	}
-	as.proposed = true
+	j.assignmentOf(from.String(), time.Time{}).proposed = true
 }
 
 // noteStagingLocked records that a provider asked to stage a queued job's
 // inputs before proposing its lease. The caller holds s.mu.
 func (s *Submitter) noteStagingLocked(j *job, from peer.ID, now time.Time) {
-	if j.assigned == nil {
-		j.assigned = make(map[string]*assignment)
-	}
-	as := j.assigned[from.String()]
-	if as == nil {
-		as = &assignment{first: now}
-		j.assigned[from.String()] = as
-	}
-	as.staging = now
+	j.assignmentOf(from.String(), now).staging = now
 }
 
 // failure is a provider failing one of this node's jobs.

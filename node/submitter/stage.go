@@ -30,10 +30,10 @@ type stageState struct {
 	mu       sync.Mutex                        // guards the maps; never held across I/O
 	reserved map[string]peer.ID                // job -> provider reserved for it
 	holders  map[cid.Cid]map[peer.ID]time.Time // root -> providers that staged it, when last known
-	// asked is, for each job being staged (leased, or queued and staged
-	// before the lease by the provider Match gave it), which provider first
-	// asked to stage it and when: of two providers fetching the same root,
-	// the later one may wait for the earlier, never the other way round.
+	// asked is when each provider first asked to stage each job it is
+	// staging (leased to it, or queued and staged before the lease): of
+	// two providers fetching the same root, the later one may wait for the
+	// earlier, never the other way round.
 	asked map[stager]time.Time
 }
 
@@ -92,15 +92,18 @@ func (s *Submitter) HandleStage(ctx context.Context, from peer.ID, raw json.RawM
 	leased := req.Lease != "" && leased(r, req.Lease, from) == nil &&
 		(r.State == api.JobRenting || r.State == api.JobRunning)
 	queued := r.State == api.JobQueued
-	if queued && !reserved && req.Lease == "" {
-		// Any provider on offer may propose for a queued job and, leased,
-		// read its inputs: staging them first, for a job Match gave it,
-		// grants it nothing more. One the job avoids may do neither.
-		_, onOffer := s.d.Offers.Get(from.String())
-		reserved = onOffer && !slices.Contains(r.Avoid, from.String())
-	}
-	if queued && reserved && req.Lease == "" {
-		s.noteStagingLocked(j, from, time.Now())
+	if queued && req.Lease == "" {
+		if !reserved {
+			// Any provider on offer may propose for a queued job and,
+			// leased, read its inputs: staging them first, for a job Match
+			// gave it, grants it nothing more. One the job avoids may do
+			// neither.
+			_, onOffer := s.d.Offers.Get(from.String())
+			reserved = onOffer && !slices.Contains(r.Avoid, from.String())
+		}
+		if reserved {
+			s.noteStagingLocked(j, from, time.Now())
+		}
 	}
 	roots := r.contentRoots()
 	holders := s.holdersLocked(from, roots)
