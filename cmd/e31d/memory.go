@@ -36,12 +36,12 @@ func returnMemory(ctx context.Context) {
 			return
 		case <-t.C:
 			debug.FreeOSMemory()
-			_ = unmapTablePages() // a hint: nothing to do if it fails
+			_ = pageOutTables() // a hint: nothing to do if it fails
 		}
 	}
 }
 
-// unmapTablePages asks the kernel to reclaim the pages of the stores'
+// pageOutTables asks the kernel to reclaim the pages of the stores'
 // table files (Badger's *.sst, written and read through shared mappings)
 // from this process. Badger writes each new table through its mapping, so
 // after a burst of jobs every table written stays resident in the daemon,
@@ -53,20 +53,20 @@ func returnMemory(ctx context.Context) {
 // mapping's pages). A kernel without it (before Linux 5.4) ignores it.
 // Measured with go run ./testnet bench --only rss: 7.8 MiB of the
 // submitter's resident memory after 2,200 jobs.
-func unmapTablePages() error {
+func pageOutTables() error {
 	f, err := os.Open("/proc/self/maps")
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return unmapShared(f, ".sst", func(start, end uint64) {
+	return sharedMappings(f, ".sst", func(start, end uint64) {
 		_, _, _ = unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_PAGEOUT)
 	})
 }
 
-// unmapShared calls drop for every shared mapping in maps (the format of
+// sharedMappings calls fn for every shared mapping in maps (the format of
 // /proc/PID/maps) of a file whose name ends in suffix.
-func unmapShared(maps io.Reader, suffix string, drop func(start, end uint64)) error {
+func sharedMappings(maps io.Reader, suffix string, fn func(start, end uint64)) error {
 	sc := bufio.NewScanner(maps)
 	for sc.Scan() {
 		// start-end perms offset dev inode path
@@ -83,7 +83,7 @@ func unmapShared(maps io.Reader, suffix string, drop func(start, end uint64)) er
 		if err1 != nil || err2 != nil || end <= start {
 			continue
 		}
-		drop(start, end)
+		fn(start, end)
 	}
 	return sc.Err()
 }

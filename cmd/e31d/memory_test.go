@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// Only shared mappings of table files are dropped: a private mapping's
+// Only shared mappings of table files are paged out: a private mapping's
 // pages may hold changes that exist nowhere else.
-func TestUnmapSharedPicksSharedTables(t *testing.T) {
+func TestSharedMappingsPicksSharedTables(t *testing.T) {
 	maps := `00400000-01000000 r-xp 00000000 fd:00 123 /usr/bin/e31d
 7f0000000000-7f0000100000 rw-s 00000000 fd:00 456 /data/state/000062.sst
 7f0000100000-7f0000200000 rw-p 00000000 fd:00 457 /data/state/000063.sst
@@ -17,7 +17,7 @@ func TestUnmapSharedPicksSharedTables(t *testing.T) {
 7f0000400000-7f0000500000 rw-p 00000000 00:00 0
 `
 	var got []string
-	err := unmapShared(strings.NewReader(maps), ".sst", func(start, end uint64) {
+	err := sharedMappings(strings.NewReader(maps), ".sst", func(start, end uint64) {
 		got = append(got, strconv.FormatUint(start, 16)+"-"+strconv.FormatUint(end, 16))
 	})
 	if err != nil {
@@ -25,6 +25,6 @@ func TestUnmapSharedPicksSharedTables(t *testing.T) {
 	}
 	want := []string{"7f0000000000-7f0000100000", "7f0000200000-7f0000300000"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
-		t.Fatalf("dropped %v, want %v", got, want)
+		t.Fatalf("picked %v, want %v", got, want)
 	}
 }

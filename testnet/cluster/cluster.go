@@ -186,12 +186,12 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 			n.args = append(slices.Clone(base), "--metrics", n.Metrics)
 		}
 		err := c.launch(ctx, n)
-		if err == nil || try == 3 || !c.opts.Metrics || !portTaken(n) {
-			if err == nil {
-				// A restart keeps the API port the daemon picked.
-				n.args = slices.Clone(n.args)
-				n.args[slices.Index(n.args, "--api")+1] = n.API
-			}
+		if err == nil {
+			// A restart keeps the API port the daemon picked.
+			n.args[slices.Index(n.args, "--api")+1] = n.API
+			return n, nil
+		}
+		if try == 3 || !c.opts.Metrics || !portTaken(n) {
 			return n, err
 		}
 	}
