@@ -8,6 +8,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/e31network/e31/testnet/bench"
@@ -74,6 +75,11 @@ holds their data: --locality-wait 1m). It needs root and runc.`,
 func runGravityBench(ctx context.Context, o gravityBenchOptions, stdout, stderr io.Writer) error {
 	if o.datasetMiB < 1 || o.jobs < 1 || o.providers < 1 || o.gpus < 1 {
 		return fmt.Errorf("--dataset-mib, --jobs, --providers and --gpus must be at least 1")
+	}
+	for _, name := range o.configs {
+		if !slices.ContainsFunc(bench.GravityConfigs, func(c bench.GravityConfig) bool { return c.Name == name }) {
+			return fmt.Errorf("--configs: no configuration %q (baseline, full, full+wait)", name)
+		}
 	}
 	if _, err := osexec.LookPath("runc"); os.Geteuid() != 0 || err != nil {
 		return bench.ErrNeedsRoot
