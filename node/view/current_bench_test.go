@@ -15,13 +15,33 @@ import (
 // Match) over a queue of trivial jobs from one submitter, on 3 providers of 4
 // GPUs, with as many jobs already leased and released as there are queued:
 // the deep-queue run of `testnet bench --only rss`. Its cost is what bounds
-// how often a provider can take the next job of a deep queue.
+// how often a provider can take the next job of a deep queue. The history
+// cases add an hour's leases of other submitters, released: a busy network's
+// past, which should cost a pass little.
 func BenchmarkPassBetweenEpochs(b *testing.B) {
-	for _, queued := range []int{10, 1000, 2000, 10000} {
-		b.Run(fmt.Sprintf("queued=%d", queued), func(b *testing.B) {
+	for _, c := range []struct{ queued, history int }{{10, 0}, {1000, 0}, {2000, 0}, {10000, 0}, {10, 20000}} {
+		queued := c.queued
+		name := fmt.Sprintf("queued=%d", queued)
+		if c.history > 0 {
+			name += fmt.Sprintf(",history=%d", c.history)
+		}
+		b.Run(name, func(b *testing.B) {
 			sub, prov := wiretest.FreshParty(b), wiretest.FreshParty(b)
 			now := time.Now()
 			v := NewMarket()
+			others := make([]wiretest.Party, 100)
+			for i := range others {
+				others[i] = wiretest.FreshParty(b)
+			}
+			for i := range c.history {
+				other := others[i%len(others)]
+				l := wire.SignedLease{Terms: wiretest.Terms(prov.ID, other.ID)}
+				l.Terms.ID, l.Terms.Job = fmt.Sprint("past-lease-", i), fmt.Sprint("past-job-", i)
+				at := now.Add(-time.Hour + time.Duration(i)*time.Hour/time.Duration(c.history))
+				l.Terms.Proposed = at.UnixMilli()
+				v.AddLease(l, Local(at))
+				v.ReleaseLease(wire.ReleaseBody{Lease: l.Terms.ID, Provider: l.Terms.Provider, Submitter: l.Terms.Submitter, HeldMs: 100, At: at.UnixMilli() + 100}, prov.ID, Local(at.Add(100*time.Millisecond)))
+			}
 			body := wire.DeclarationBody{Declaration: market.NewDeclaration("bench", []string{"true"}, 1, market.Duration(60_000), nil)}
 			for i := range 2 * queued {
 				id := fmt.Sprintf("job-%06d", i)

@@ -295,6 +295,27 @@ func (v *Market) AddLease(l wire.SignedLease, at Stamp) bool {
 	return true
 }
 
+// Leased returns the GPUs of provider that a lease this view knows, not
+// released, holds: the devices its offer, signed at offerSigned (ms), may
+// still show free, since a provider does not re-announce its offer for
+// every lease (see node.publishOffers). An offer signed LeaseOfferMargin
+// after a lease's proposal ends the lease, as in an epoch's view.
+func (v *Market) Leased(provider string, offerSigned int64) map[string]bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	held := map[string]bool{}
+	for _, kl := range v.leases {
+		t := kl.lease.Terms
+		if t.Provider != provider || !kl.released.IsZero() || offerSigned > t.Proposed+LeaseOfferMargin.Milliseconds() {
+			continue
+		}
+		for _, u := range t.GPUs {
+			held[u] = true
+		}
+	}
+	return held
+}
+
 // ReleaseLease records a release. Only a party to the lease can release
 // it: validateRelease checked the signer against the known lease, or, for a
 // lease not yet announced, against the parties the release names, which
@@ -441,7 +462,7 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 	for _, o := range offers {
 		mv.Offers = append(mv.Offers, o.Offer)
 	}
-	endedByOffer := func(t wire.LeaseTerms) bool {
+	endedByOffer := func(t *wire.LeaseTerms) bool {
 		o, ok := byProvider[t.Provider]
 		if !ok || o.SignedAt <= t.Proposed+LeaseOfferMargin.Milliseconds() {
 			return false
@@ -474,14 +495,24 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 		}
 		mv.Jobs = append(mv.Jobs, mj)
 	}
+	// Use counts only for the submitters of jobs in the view: Match reads
+	// nothing else of it. A node keeps an hour of leases, so decaying every
+	// one of them, for every submitter, on every pass would cost a pass
+	// more with each job the network has run, however few are queued.
 	usage := map[string]int64{}
+	for i := range mv.Jobs {
+		usage[mv.Jobs[i].Submitter] = 0
+	}
 	for _, kl := range leases {
-		t := kl.lease.Terms
+		t := &kl.lease.Terms
 		live := !at(kl.released) && !endedByOffer(t)
 		if live {
 			mv.Leases = append(mv.Leases, kl.lease.Market())
 		}
 		if now-t.Proposed > usageWindow.Milliseconds() {
+			continue
+		}
+		if _, ok := usage[t.Submitter]; !ok {
 			continue
 		}
 		// Use is charged at the declared limit when the lease is signed,
@@ -493,7 +524,9 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 		usage[t.Submitter] += market.Decay(charge, now-t.Proposed, usageHalfLife.Milliseconds())
 	}
 	for s, u := range usage {
-		mv.Usage = append(mv.Usage, market.Usage{Submitter: s, GPUMillis: u})
+		if u > 0 {
+			mv.Usage = append(mv.Usage, market.Usage{Submitter: s, GPUMillis: u})
+		}
 	}
 	// Unsorted: Match sorts pointers to the jobs for itself, where sorting
 	// the jobs themselves here cost more than the rest of a pass between

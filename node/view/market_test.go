@@ -132,3 +132,50 @@ func TestDeclinedJobReopensOnReannouncement(t *testing.T) {
 		t.Fatalf("open count %d, want 1", v.open[sub.ID])
 	}
 }
+
+// The view carries the recent use of the submitters whose jobs it holds,
+// and of no one else: Match reads nothing more, and decaying every lease of
+// the last hour on every pass would make each pass cost more with every job
+// the network has run.
+func TestUseOnlyOfSubmittersInTheView(t *testing.T) {
+	prov, a, b := wiretest.FreshParty(t), wiretest.FreshParty(t), wiretest.FreshParty(t)
+	v := NewMarket()
+	var start time.Time
+	for i, sub := range []wiretest.Party{a, b} {
+		l := wiretest.SignedLease(t, prov, sub)
+		l.Terms.ID, l.Terms.Job = fmt.Sprint("lease-", i), fmt.Sprint("job-", i)
+		start = time.UnixMilli(l.Terms.Proposed)
+		v.AddLease(l, Local(start))
+		r := wiretest.Release(prov.ID, sub.ID)
+		r.Lease, r.Job, r.HeldMs, r.At = l.Terms.ID, l.Terms.Job, 60_000, l.Terms.Proposed+60_000
+		v.ReleaseLease(r, prov.ID, Local(time.UnixMilli(r.At)))
+	}
+	later := start.Add(5 * time.Minute)
+	declare := func(sub wiretest.Party, input string) {
+		d := wiretest.OnWire(t, sub, wire.KindDeclaration, wiretest.Declaration(t, wiretest.CID(t, input)))
+		var body wire.DeclarationBody
+		if err := d.Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		v.AddJob(&OpenJob{ID: wire.JobID(d), Submitter: sub.ID, Body: body, Seen: later, Signed: later, Hash: d.Hash()})
+	}
+	users := func() map[string]int64 {
+		out := map[string]int64{}
+		for _, u := range v.Snapshot(1, later, later, nil).Usage {
+			out[u.Submitter] = u.GPUMillis
+		}
+		return out
+	}
+
+	if u := users(); len(u) != 0 {
+		t.Fatalf("use with no job in the view: %v", u)
+	}
+	declare(a, "a")
+	if u := users(); len(u) != 1 || u[a.ID.String()] <= 0 {
+		t.Fatalf("use with a's job in the view: %v, want a's alone", u)
+	}
+	declare(b, "b")
+	if u := users(); len(u) != 2 || u[a.ID.String()] <= 0 || u[b.ID.String()] <= 0 {
+		t.Fatalf("use with both submitters' jobs in the view: %v", u)
+	}
+}

@@ -43,10 +43,18 @@ func TestPruneKeepsWhatLongEndedJobsAnswer(t *testing.T) {
 	v.ReleaseLease(r, prov.ID, Local(released))
 
 	later := released.Add(10 * time.Minute)
+	// Another job of the same submitter, queued: its submitter's use is
+	// what the view carries for Match.
+	queued := wiretest.OnWire(t, sub, wire.KindDeclaration, wiretest.Declaration(t, wiretest.CID(t, "other input")))
+	var qb wire.DeclarationBody
+	if err := queued.Decode(&qb); err != nil {
+		t.Fatal(err)
+	}
+	v.AddJob(&OpenJob{ID: wire.JobID(queued), Submitter: sub.ID, Body: qb, Seen: later, Signed: later, Hash: queued.Hash()})
 	before := v.Snapshot(1, later, later, nil)
 	v.Prune(later, time.Hour, time.Hour)
-	if n := len(v.jobs); n != 0 {
-		t.Fatalf("%d job entries kept past %s after the lease, want only a mark", n, closedBodyKeep)
+	if _, ok := v.jobs[id]; ok || len(v.jobs) != 1 {
+		t.Fatalf("%d job entries kept, the leased one among them: want only a mark for it %s after the lease", len(v.jobs), closedBodyKeep)
 	}
 	if kl := v.leases[l.Terms.ID]; kl == nil || kl.lease.ProviderSig != nil || kl.lease.Terms.GPUs != nil {
 		t.Fatalf("released lease kept whole: %+v", kl)
