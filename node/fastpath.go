@@ -73,9 +73,9 @@ func (n *Node) fastLoop(ctx context.Context) {
 // assigns it, and arbitrates as for any proposal. Its own offer is taken as
 // announced, like everyone else's: every provider then passes on the same
 // facts, so one job goes to one provider, and jobs that arrive together are
-// packed as one epoch would pack them. Devices it holds and has not yet
-// announced make it refuse (Propose); its new offer, arriving at every
-// peer, makes them all pass again.
+// packed as one epoch would pack them. Devices it holds under a lease not yet
+// announced make it refuse (Propose); the lease's announcement, arriving at
+// every peer, makes them all pass again.
 func (n *Node) fastPass(now time.Time) (open int) {
 	open = n.market.OpenCount()
 	if open == 0 || open > fastMaxJobs {
@@ -87,10 +87,11 @@ func (n *Node) fastPass(now time.Time) (open int) {
 	if i < 0 {
 		return open // not yet in its own view: it has not announced itself
 	}
-	if !slices.ContainsFunc(offers[i].GPUs, func(g market.GPU) bool { return g.Free }) {
-		// Match can assign it nothing while its own offer shows every GPU
-		// held, and what it would assign others is theirs to find: in a
-		// deep queue most passes end here, at no cost per queued job.
+	if !slices.ContainsFunc(n.provider.GPUs(), func(g market.GPU) bool { return g.Free }) {
+		// It can take nothing while it holds every GPU, whatever its
+		// offer still shows (publishOffers), and what Match would assign
+		// others is theirs to find: in a deep queue most passes end here,
+		// at no cost per queued job.
 		return open
 	}
 	v := n.market.Current(now, offers, func(t time.Time) uint64 { e, _ := n.epochOf(t); return e }, n.firstEpoch)

@@ -102,3 +102,44 @@ func TestFastPathKeepsReservation(t *testing.T) {
 		t.Fatalf("provider holds %d GPUs, want the first job's 2", c.Held)
 	}
 }
+
+// A lease and its release carry the GPUs' state to every peer in their own
+// announcements: the provider does not publish its offer for them (only its
+// heartbeat does), and a peer still shows the GPU held while the lease
+// lasts and free after it.
+func TestLeaseAnnouncementsCarryTheOffer(t *testing.T) {
+	const heartbeat = 2 * time.Second
+	runner := newFakeRunner(false)
+	prov := startNode(t, nodeOpts{gpus: "1xH100:80GiB", runner: runner, heartbeat: heartbeat})
+	waitFor(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
+	sub := startNode(t, nodeOpts{boot: prov.Addrs()[:1], heartbeat: heartbeat})
+	waitFor(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
+	first := sub.Nodes()[0].SignedAt
+	waitFor(t, "a heartbeat", 3*heartbeat, func() bool { return sub.Nodes()[0].SignedAt.After(first) })
+	beat := sub.Nodes()[0].SignedAt
+	// Any offer signed after beat but sooner than this was published for
+	// the lease or its release, not by the heartbeat.
+	soonest := beat.Add(heartbeat * 3 / 4)
+	checkOffer := func(when string) {
+		t.Helper()
+		if got := sub.Nodes()[0].SignedAt; got.After(beat) && got.Before(soonest) {
+			t.Fatalf("%s: the provider published its offer %s after its heartbeat", when, got.Sub(beat))
+		}
+	}
+	gpuFree := func() bool { return sub.Nodes()[0].GPUs[0].Free }
+	if !gpuFree() {
+		t.Fatal("the GPU shows held before any job")
+	}
+
+	id := submit(t, sub)
+	waitFor(t, "the submitter to show the GPU held", 10*time.Second, func() bool { return !gpuFree() })
+	checkOffer("leased")
+	close(runner.gate)
+	waitState(t, sub, id, api.JobReleased, 30*time.Second)
+	waitFor(t, "the submitter to show the GPU free again", 10*time.Second, gpuFree)
+	checkOffer("released")
+
+	// And the GPU is matched again at once: a second job runs.
+	id2 := submit(t, sub)
+	waitState(t, sub, id2, api.JobReleased, 30*time.Second)
+}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"time"
 
@@ -34,6 +35,14 @@ func (n *Node) ownOffer() (market.Offer, string) {
 // publishOffers publishes the node's offer at start, whenever it changes and
 // every heartbeat. A node with no GPUs, or no runtime to run jobs in, offers
 // nothing.
+//
+// A change that only takes GPUs, for a lease, is not published: the lease's
+// own announcement tells every peer that those GPUs are held, and its
+// release that they are free again (view.Market marks them leased in
+// between). So a lease and its release cost the network two messages, not
+// four. A GPU that the last published offer showed held and that is now
+// free is published at once, or peers would keep it out of Match until the
+// next heartbeat.
 func (n *Node) publishOffers(ctx context.Context) {
 	if len(n.gpus) == 0 || n.runner == nil {
 		return
@@ -60,9 +69,11 @@ func (n *Node) publishOffers(ctx context.Context) {
 		return changed
 	}
 	refresh()
+	var published market.Offer
 	for {
 		offer, reach := n.ownOffer()
 		offer.Holdings = holdings
+		published = offer
 		body := wire.OfferBody{
 			Offer:       offer,
 			Reach:       reach,
@@ -83,13 +94,35 @@ func (n *Node) publishOffers(ctx context.Context) {
 				refresh()
 				publish = true
 			case <-n.offerChanged:
-				refresh()
-				publish = true
+				changed := refresh()
+				offer, _ := n.ownOffer()
+				publish = changed || !onlyTaken(published, offer)
 			case <-check.C:
 				publish = refresh()
 			}
 		}
 	}
+}
+
+// onlyTaken reports whether now differs from published in nothing but GPUs
+// that were free and are now held; holdings are compared by the caller.
+func onlyTaken(published, now market.Offer) bool {
+	if len(published.GPUs) != len(now.GPUs) {
+		return false
+	}
+	for i, g := range now.GPUs {
+		p := published.GPUs[i]
+		if g.Free && !p.Free {
+			return false
+		}
+		p.Free = g.Free
+		if p != g {
+			return false
+		}
+	}
+	published.GPUs, now.GPUs = nil, nil
+	published.Holdings, now.Holdings = market.Holdings{}, market.Holdings{}
+	return reflect.DeepEqual(published, now)
 }
 
 // receiveOffers applies every accepted offer to the view.
@@ -293,6 +326,9 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 		}
 		if n.market.AddLease(l, at) {
 			n.log.Debug("lease announced", "lease", l.Terms.ID, "job", l.Terms.Job, "provider", l.Terms.Provider)
+			// A pass that gave a job to these GPUs, on a view without
+			// the lease, is now wrong: pass again (fastPass).
+			n.signalWork()
 		}
 	case wire.KindRelease:
 		var r wire.ReleaseBody

@@ -46,6 +46,7 @@ func (n *Node) Peers() []api.Peer {
 func (n *Node) Nodes() []api.Node {
 	out := []api.Node{}
 	for _, e := range n.offers.Snapshot() {
+		leased := n.market.Leased(e.Offer.Provider, e.SignedAt)
 		an := api.Node{
 			PeerID:      e.Offer.Provider,
 			GPUs:        []api.GPU{},
@@ -57,7 +58,7 @@ func (n *Node) Nodes() []api.Node {
 			Reach:       e.Reach,
 		}
 		for _, g := range e.Offer.GPUs {
-			an.GPUs = append(an.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free})
+			an.GPUs = append(an.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free && !leased[g.UUID]})
 		}
 		for _, d := range e.Offer.Holdings.Roots {
 			an.Held = append(an.Held, api.HeldRoot{Root: d.Root, Size: d.Size})

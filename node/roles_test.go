@@ -118,6 +118,7 @@ type nodeOpts struct {
 	epoch     time.Duration // default 100ms
 	noFast    bool          // turn the fast path off
 	seeGPUs   func(context.Context) []exec.GPU
+	heartbeat time.Duration // default 200ms
 }
 
 func startNode(t *testing.T, o nodeOpts) *testNode {
@@ -149,6 +150,9 @@ func startNode(t *testing.T, o nodeOpts) *testNode {
 	}
 	if o.epoch != 0 {
 		cfg.Epoch = o.epoch
+	}
+	if o.heartbeat != 0 {
+		cfg.Heartbeat = o.heartbeat
 	}
 	if o.runner != nil {
 		cfg.testRunner = o.runner

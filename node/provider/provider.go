@@ -156,7 +156,8 @@ type Deps struct {
 	// has now, by UUID and model. Nil: the GPUs found at start.
 	SeeGPUs func(ctx context.Context) []exec.GPU
 	// OfferChanged is called whenever the GPUs' state changes, so that the
-	// node publishes its offer at once. It must not block.
+	// node publishes its offer at once where the lease's own announcement
+	// does not say as much (node.publishOffers). It must not block.
 	OfferChanged func()
 	// HeldElsewhere reports whether another provider's offer lists every
 	// one of roots among its holdings. Nil: none does.
