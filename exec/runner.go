@@ -85,6 +85,10 @@ type RunnerOptions struct {
 	// the daemon's alone (see DefaultUIDBase); the layer cache must own
 	// unpacked files by the same base. Default: DefaultUIDBase.
 	UIDBase uint32
+	// BundleRoot is where each run's bundle is written, in a directory
+	// named for its container. Best on a tmpfs (RunDir). Default: bundle/
+	// in the lease directory.
+	BundleRoot string
 	// MountRoot is where image jobs' roots are mounted. It and every
 	// directory above it must be traversable by others (the job's root
 	// is an unprivileged host uid); NewRunner creates it with mode 0711.
@@ -103,8 +107,11 @@ type Runner struct {
 	host      hostLayout
 	uidBase   uint32
 	mountRoot string
-	imageErr  error // why image jobs cannot run here, or nil
-	gpu       *gpuInjector
+	// bundleRoot holds the bundles, one per container; "" puts each in
+	// its lease directory.
+	bundleRoot string
+	imageErr   error // why image jobs cannot run here, or nil
+	gpu        *gpuInjector
 }
 
 // NewRunner finds an OCI runtime that works on this host and returns a
@@ -131,6 +138,15 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("runner: state root: %w", err)
 	}
+	var bundleRoot string
+	if o.BundleRoot != "" {
+		if bundleRoot, err = filepath.Abs(o.BundleRoot); err != nil {
+			return nil, fmt.Errorf("runner: %w", err)
+		}
+		if err := os.MkdirAll(bundleRoot, 0o700); err != nil {
+			return nil, fmt.Errorf("runner: bundle root: %w", err)
+		}
+	}
 	gpu, err := newGPUInjector(o.CDISpecDirs)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
@@ -152,7 +168,7 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 	var failures []string
 	for _, path := range candidates {
 		r := &Runner{rt: ociRuntime{path: path, root: root}, log: o.Log, host: host,
-			uidBase: o.UIDBase, gpu: gpu}
+			uidBase: o.UIDBase, gpu: gpu, bundleRoot: bundleRoot}
 		version, err := r.rt.version(ctx)
 		if err == nil {
 			err = r.probe(ctx)
@@ -266,7 +282,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 	if err := prepareDirs(s); err != nil {
 		return fail(err)
 	}
-	bundle := bundleDir(s.Dir)
+	bundle := r.BundleDir(s.ID, s.Dir)
 	if err := r.prepareSandbox(s, cid, bundle); err != nil {
 		return fail(err)
 	}
@@ -489,13 +505,22 @@ func (r *Runner) Cleanup(ctx context.Context, id string, dir string) error {
 	// while the overlay is mounted.
 	if err := unmountImageRoot(r.rootMount(cid)); err != nil {
 		errs = append(errs, err)
-	} else if err := removeBundle(bundleDir(dir)); err != nil {
+	} else if err := removeBundle(r.BundleDir(id, dir)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := r.host.cgroups.remove(cid); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// BundleDir is where the run of lease id, whose lease directory is dir,
+// has its bundle while it runs.
+func (r *Runner) BundleDir(id, dir string) string {
+	if r.bundleRoot == "" {
+		return bundleDir(dir)
+	}
+	return filepath.Join(r.bundleRoot, ContainerID(id))
 }
 
 // removeBundle deletes a bundle directory, unless something is mounted
@@ -567,7 +592,7 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 		// the image root over its skeleton is gone.
 		if err := unmountImageRoot(r.rootMount(c.ID)); err != nil {
 			errs = append(errs, err)
-		} else if filepath.Base(c.Bundle) == "bundle" && lease != "" {
+		} else if (filepath.Base(c.Bundle) == "bundle" || r.bundleRoot != "" && filepath.Dir(c.Bundle) == r.bundleRoot) && lease != "" {
 			if err := removeBundle(c.Bundle); err != nil {
 				errs = append(errs, err)
 			}

@@ -118,7 +118,7 @@ func assertGone(t testing.TB, r *Runner, s Spec) {
 			t.Errorf("container %s still listed (%s)", cid, c.Status)
 		}
 	}
-	if _, err := os.Stat(bundleDir(s.Dir)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(r.BundleDir(s.ID, s.Dir)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("bundle dir still there: %v", err)
 	}
 	for _, m := range r.host.cgroups.mounts {

@@ -36,7 +36,8 @@ type Spec struct {
 	// ID is the lease ID. The container is named ContainerID(ID); one Run
 	// per ID at a time.
 	ID string
-	// Dir is the lease directory on the host. The runner owns Dir/bundle,
+	// Dir is the lease directory on the host. The runner owns Dir/bundle
+	// (the bundle's place unless RunnerOptions.BundleRoot is set),
 	// Dir/stdout.log and Dir/stderr.log and creates Dir if it is missing.
 	Dir string
 

@@ -70,6 +70,7 @@ type Node struct {
 	// them, so the provider takes them and the offer says so.
 	imagesRun bool
 	runner    provider.Runner // nil: no OCI runtime, so no compute offered
+	runDir    string          // the sandbox's run directory (exec.RunDir); "" without one
 	runtime   string          // the OCI runtime's path, for GET /v1/id
 	access    *acl.List
 	provider  *provider.Provider
@@ -165,7 +166,18 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	case cfg.testRunner != nil:
 		n.runner, n.runtime = cfg.testRunner, "test"
 	default:
-		r, err := exec.NewRunner(ctx, exec.RunnerOptions{Runtime: cfg.Runtime, StateRoot: filepath.Join(cfg.DataDir, "runtime"), Log: n.log})
+		runDir, err := exec.RunDir(cfg.DataDir)
+		switch {
+		case runDir == "":
+			runDir = filepath.Join(cfg.DataDir, "run")
+			n.log.Warn("no run directory for the sandbox under /run: using "+runDir, "err", err)
+		case err != nil:
+			n.log.Warn("the sandbox's run directory is on a disk: each job's start costs more CPU", "err", err)
+		}
+		n.runDir = runDir
+		closers = append(closers, func() error { return exec.RemoveRunDir(runDir) })
+		r, err := exec.NewRunner(ctx, exec.RunnerOptions{Runtime: cfg.Runtime, Log: n.log,
+			StateRoot: filepath.Join(runDir, "runtime"), BundleRoot: filepath.Join(runDir, "bundles")})
 		if err == nil {
 			n.runner, n.runtime = r, r.Runtime()
 			break
@@ -458,6 +470,11 @@ func (n *Node) shutdown(srv *apiserver.Server) {
 	}
 	_ = n.loops.Wait(context.Background())
 	n.closeStores()
+	if n.runDir != "" {
+		if err := exec.RemoveRunDir(n.runDir); err != nil {
+			n.log.Warn("remove the sandbox's run directory", "err", err)
+		}
+	}
 }
 
 // closeStores releases the host and the stores, in reverse order of

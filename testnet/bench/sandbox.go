@@ -42,17 +42,25 @@ func MeasureSandboxLimit(ctx context.Context, dir string, runs int) (SandboxLimi
 	if os.Geteuid() != 0 {
 		return lim, errors.New("the sandbox limit runs runc: run as root")
 	}
-	r, err := exec.NewRunner(ctx, exec.RunnerOptions{StateRoot: filepath.Join(dir, "state")})
+	// The runtime's state and the bundles where a daemon keeps them, so
+	// that the bare runs and the daemons' write them alike.
+	runDir, _ := exec.RunDir(dir)
+	if runDir == "" {
+		runDir = filepath.Join(dir, "run")
+	}
+	defer os.RemoveAll(runDir)
+	state := filepath.Join(runDir, "state")
+	r, err := exec.NewRunner(ctx, exec.RunnerOptions{StateRoot: state, BundleRoot: filepath.Join(runDir, "bundles")})
 	if err != nil {
 		return lim, err
 	}
 	lim.Runtime = r.Runtime()
-	bare := filepath.Join(dir, "bare")
+	bare := filepath.Join(runDir, "bare")
 	if err := captureBundle(ctx, r, filepath.Join(dir, "capture"), bare); err != nil {
 		return lim, err
 	}
 	run := func(i int) error {
-		cmd := osexec.CommandContext(ctx, lim.Runtime, "--root", filepath.Join(dir, "state"), "run", "--bundle", bare, fmt.Sprintf("e31-bench-bare-%d", i))
+		cmd := osexec.CommandContext(ctx, lim.Runtime, "--root", state, "run", "--bundle", bare, fmt.Sprintf("e31-bench-bare-%d", i))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("bare %s run: %w: %s", lim.Runtime, err, out)
 		}
@@ -123,7 +131,7 @@ func captureBundle(ctx context.Context, r *exec.Runner, leaseDir, dst string) er
 		res, err := r.Run(runCtx, trivialSpec("bench-capture", leaseDir, []string{"sleep", "600"}))
 		done <- ran{res, err}
 	}()
-	bundle := filepath.Join(leaseDir, "bundle")
+	bundle := r.BundleDir("bench-capture", leaseDir)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := os.Stat(filepath.Join(bundle, "pid")); err == nil {
