@@ -31,6 +31,9 @@ const runDirBytes = 256 << 20
 // mounted (not root), the directory is used where it is, and the error
 // says why.
 func RunDir(key string) (string, error) {
+	if abs, err := filepath.Abs(key); err == nil {
+		key = abs // the same directory by any name
+	}
 	sum := sha256.Sum256([]byte(key))
 	dir := filepath.Join(runDirBase, hex.EncodeToString(sum[:6]))
 	if err := os.MkdirAll(runDirBase, 0o755); err != nil {

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	e31exec "github.com/e31network/e31/exec"
 	"github.com/e31network/e31/node"
 	"github.com/e31network/e31/node/api"
 )
@@ -411,4 +412,28 @@ func (c *Cluster) Stop() {
 			<-n.done
 		}
 	}
+	for _, n := range c.Nodes {
+		clearRunDir(n.Data)
+	}
+}
+
+// clearRunDir deletes the containers that a node killed during a job left
+// in its run directory (e31exec.RunDir), which its restart would have
+// swept, and the directory once empty: it is outside the cluster's
+// directory and outlives it.
+func clearRunDir(data string) {
+	dir, _ := e31exec.RunDir(data)
+	if dir == "" {
+		return
+	}
+	state := filepath.Join(dir, "runtime")
+	entries, _ := os.ReadDir(state)
+	for _, e := range entries {
+		for _, rt := range []string{"runc", "crun"} {
+			if exec.Command(rt, "--root", state, "delete", "--force", e.Name()).Run() == nil {
+				break
+			}
+		}
+	}
+	_ = e31exec.RemoveRunDir(dir)
 }
