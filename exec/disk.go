@@ -62,8 +62,26 @@ func DiskSupport() error {
 // formatted ext4 and loop-mounted at dir/disk, in which non-root users can
 // write bytes and no more. Only blocks actually written take room on the
 // host. A disk left by an earlier run in dir is removed first. Undo it with
-// RemoveDisk.
+// RemoveDisk. Each disk is formatted anew; DiskMaker copies a formatted
+// one instead.
 func MountDisk(ctx context.Context, dir string, bytes uint64) (Disk, error) {
+	return DiskMaker{}.Mount(ctx, dir, bytes)
+}
+
+// DiskMaker makes jobs' disks as MountDisk does, from a formatted image
+// of each size kept in Templates: copying the few hundred KiB that the
+// formatter writes costs a job's start far less than running it (see
+// doc.go, "Disk quota"). Every disk of a size is then the same empty
+// filesystem, UUID included, which nothing here reads.
+type DiskMaker struct {
+	// Templates holds one formatted image per disk size, made the first
+	// time a size is asked for; on the same filesystem as the disks, so
+	// that the copy stays in the kernel. "": format every disk.
+	Templates string
+}
+
+// Mount is MountDisk, from a template when d has a Templates directory.
+func (m DiskMaker) Mount(ctx context.Context, dir string, bytes uint64) (Disk, error) {
 	if bytes == 0 {
 		return Disk{}, fmt.Errorf("disk: %w: size 0", ErrSpec)
 	}
@@ -75,12 +93,56 @@ func MountDisk(ctx context.Context, dir string, bytes uint64) (Disk, error) {
 	}
 	img := filepath.Join(dir, diskImage)
 	mnt := filepath.Join(dir, diskMount)
-	// ext4 keeps 1.6-3.2% for its own metadata and for delayed
-	// allocation; 1/16 more covers that, and what is left over beyond
-	// bytes is taken by the pad below.
-	size := bytes + bytes/16 + DiskReserve + 16<<20
-	if err := makeSparse(img, size); err != nil {
+	size := diskImageSize(bytes)
+	template := ""
+	if m.Templates != "" {
+		var err error
+		if template, err = m.template(ctx, size); err != nil {
+			return Disk{}, err
+		}
+		if err := copySparse(template, img, size); err != nil {
+			// The kernel may refuse the copy (another filesystem, an
+			// old kernel): format this one instead.
+			os.Remove(img)
+			template = ""
+		}
+	}
+	if template == "" {
+		if err := format(ctx, img, size); err != nil {
+			return Disk{}, err
+		}
+	}
+	if err := os.Mkdir(mnt, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		os.Remove(img)
+		return Disk{}, fmt.Errorf("disk: %w", err)
+	}
+	if err := mountLoop(ctx, img, mnt); err != nil {
+		os.Remove(mnt)
+		os.Remove(img)
+		if template != "" {
+			// A template that does not mount is made again next time.
+			os.Remove(template)
+		}
+		return Disk{}, fmt.Errorf("disk: %w", err)
+	}
+	d := Disk{Path: mnt, Bytes: bytes}
+	if err := d.pad(); err != nil {
+		RemoveDisk(dir)
 		return Disk{}, err
+	}
+	return d, nil
+}
+
+// diskImageSize is the size of the image of a disk of bytes. ext4 keeps
+// 1.6-3.2% for its own metadata and for delayed allocation; 1/16 more
+// covers that, and what is left over beyond bytes is taken by the pad
+// (Disk.pad).
+func diskImageSize(bytes uint64) uint64 { return bytes + bytes/16 + DiskReserve + 16<<20 }
+
+// format makes img a sparse file of size bytes holding an empty ext4.
+func format(ctx context.Context, img string, size uint64) error {
+	if err := makeSparse(img, size); err != nil {
+		return err
 	}
 	reserved := strconv.FormatFloat(float64(DiskReserve)*100/float64(size), 'f', 4, 64)
 	// No journal: the disk never outlives a crash. Lazy inode tables and
@@ -92,23 +154,91 @@ func MountDisk(ctx context.Context, dir string, bytes uint64) (Disk, error) {
 		"-m", reserved, img)
 	if out, err := mkfs.CombinedOutput(); err != nil {
 		os.Remove(img)
-		return Disk{}, fmt.Errorf("disk: mkfs.ext4: %w: %s", err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("disk: mkfs.ext4: %w: %s", err, strings.TrimSpace(string(out)))
 	}
-	if err := os.Mkdir(mnt, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		os.Remove(img)
-		return Disk{}, fmt.Errorf("disk: %w", err)
+	return nil
+}
+
+// template returns the formatted image of size bytes in m.Templates,
+// making it first if there is none. Two starts that make it at once each
+// format their own and the last rename wins: both are the same.
+func (m DiskMaker) template(ctx context.Context, size uint64) (string, error) {
+	path := filepath.Join(m.Templates, strconv.FormatUint(size, 10)+".img")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
 	}
-	if err := mountLoop(ctx, img, mnt); err != nil {
-		os.Remove(mnt)
-		os.Remove(img)
-		return Disk{}, fmt.Errorf("disk: %w", err)
+	if err := os.MkdirAll(m.Templates, 0o700); err != nil {
+		return "", fmt.Errorf("disk template: %w", err)
 	}
-	d := Disk{Path: mnt, Bytes: bytes}
-	if err := d.pad(); err != nil {
-		RemoveDisk(dir)
-		return Disk{}, err
+	tmp := fmt.Sprintf("%s.%d.tmp", path, rand.Uint64())
+	if err := format(ctx, tmp, size); err != nil {
+		return "", err
 	}
-	return d, nil
+	// Durable before it is named: a template that a crash left half
+	// written would not mount (Mount then removes it).
+	if err := syncFile(tmp); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("disk template: %w", err)
+	}
+	return path, nil
+}
+
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("disk template: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("disk template: %w", err)
+	}
+	return nil
+}
+
+// copySparse makes dst a sparse file of size bytes holding src's data
+// (src is no longer than size), copying only the ranges src has written,
+// in the kernel.
+func copySparse(src, dst string, size uint64) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	defer out.Close()
+	if err := out.Truncate(int64(size)); err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	for off := int64(0); ; {
+		start, err := unix.Seek(int(in.Fd()), off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			return nil // no data after off
+		}
+		if err != nil {
+			return fmt.Errorf("disk: copy %s: %w", src, err)
+		}
+		end, err := unix.Seek(int(in.Fd()), start, unix.SEEK_HOLE)
+		if err != nil {
+			return fmt.Errorf("disk: copy %s: %w", src, err)
+		}
+		for rd, wr := start, start; rd < end; {
+			n, err := unix.CopyFileRange(int(in.Fd()), &rd, int(out.Fd()), &wr, int(end-rd), 0)
+			if err != nil {
+				return fmt.Errorf("disk: copy %s: %w", src, err)
+			}
+			if n == 0 {
+				return fmt.Errorf("disk: copy %s: it ended at %d, before %d", src, rd, end)
+			}
+		}
+		off = end
+	}
 }
 
 // makeSparse creates path as a file of size bytes with no blocks.

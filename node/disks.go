@@ -2,17 +2,18 @@ package node
 
 import (
 	"context"
+	"path/filepath"
 
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/node/provider"
 )
 
 // jobDisks makes the filesystems that bound what each job writes
-// (provider.Disks), with exec.
-type jobDisks struct{}
+// (provider.Disks), with exec, each a copy of a formatted template.
+type jobDisks struct{ maker exec.DiskMaker }
 
-func (jobDisks) Mount(ctx context.Context, dir string, bytes uint64) (exec.Disk, error) {
-	return exec.MountDisk(ctx, dir, bytes)
+func (d jobDisks) Mount(ctx context.Context, dir string, bytes uint64) (exec.Disk, error) {
+	return d.maker.Mount(ctx, dir, bytes)
 }
 func (jobDisks) Remove(dir string) error { return exec.RemoveDisk(dir) }
 func (jobDisks) Sweep(root string, keep func(id string) bool) error {
@@ -29,5 +30,5 @@ func providerDisks(n *Node) provider.Disks {
 		n.log.Warn("jobs' disk use is not bounded on this node (request.disk is not enforced)", "err", err)
 		return nil
 	}
-	return jobDisks{}
+	return jobDisks{maker: exec.DiskMaker{Templates: filepath.Join(n.cfg.DataDir, "disk-templates")}}
 }
