@@ -208,14 +208,14 @@ func copySparse(src, dst string, size uint64) error {
 		return fmt.Errorf("disk: %w", err)
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err := makeSparse(dst, size); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY, 0)
 	if err != nil {
 		return fmt.Errorf("disk: %w", err)
 	}
 	defer out.Close()
-	if err := out.Truncate(int64(size)); err != nil {
-		return fmt.Errorf("disk: %w", err)
-	}
 	for off := int64(0); ; {
 		start, err := unix.Seek(int(in.Fd()), off, unix.SEEK_DATA)
 		if errors.Is(err, unix.ENXIO) {

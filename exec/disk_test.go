@@ -266,11 +266,8 @@ func BenchmarkMountDisk(b *testing.B) {
 			}
 			unix.Getrusage(unix.RUSAGE_CHILDREN, &ru1)
 			unix.Getrusage(unix.RUSAGE_SELF, &self1)
-			cpu := func(a, z unix.Rusage) float64 {
-				return float64((z.Utime.Nano()+z.Stime.Nano())-(a.Utime.Nano()+a.Stime.Nano())) / 1e6
-			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
-			b.ReportMetric((cpu(ru0, ru1)+cpu(self0, self1))/float64(b.N), "cpu-ms/op")
+			b.ReportMetric((cpuMs(ru0, ru1)+cpuMs(self0, self1))/float64(b.N), "cpu-ms/op")
 		})
 	}
 }
@@ -314,11 +311,14 @@ func BenchmarkSandboxStartOnDisk(b *testing.B) {
 			}
 			unix.Getrusage(unix.RUSAGE_SELF, &self1)
 			unix.Getrusage(unix.RUSAGE_CHILDREN, &kids1)
-			cpu := func(a, z unix.Rusage) float64 {
-				return float64((z.Utime.Nano()+z.Stime.Nano())-(a.Utime.Nano()+a.Stime.Nano())) / 1e6
-			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
-			b.ReportMetric((cpu(self0, self1)+cpu(kids0, kids1))/float64(b.N), "cpu-ms/op")
+			b.ReportMetric((cpuMs(self0, self1)+cpuMs(kids0, kids1))/float64(b.N), "cpu-ms/op")
 		})
 	}
+}
+
+// cpuMs is the user and system CPU, in milliseconds, between two rusage
+// readings.
+func cpuMs(a, z unix.Rusage) float64 {
+	return float64((z.Utime.Nano()+z.Stime.Nano())-(a.Utime.Nano()+a.Stime.Nano())) / 1e6
 }
