@@ -67,6 +67,11 @@ func ensureTmpfs(dir string) error {
 	if onTmpfs(dir) {
 		return nil
 	}
+	// Never over files: another runner's state there would be hidden
+	// from it.
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
+		return fmt.Errorf("%s already holds files: no tmpfs mounted over them", dir)
+	}
 	opts := fmt.Sprintf("mode=0755,size=%d", runDirBytes)
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount a tmpfs at %s: %w", dir, err)

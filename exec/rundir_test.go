@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestRunDir(t *testing.T) {
@@ -93,4 +95,45 @@ func TestBundleRoot(t *testing.T) {
 	}
 	cancel()
 	<-done // runJob checks that the bundle went
+}
+
+// ensureTmpfs mounts a tmpfs on an empty directory, once, and never over
+// files already there.
+func TestEnsureTmpfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "state"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureTmpfs(full); err == nil || onTmpfs(full) {
+		t.Fatalf("mounted over a directory with files: %v", err)
+	}
+
+	empty := filepath.Join(t.TempDir(), "run")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := ensureTmpfs(empty); err != nil {
+		t.Fatalf("ensureTmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(empty, 0); err != nil {
+			t.Error(err)
+		}
+	})
+	if !onTmpfs(empty) {
+		t.Fatal("no tmpfs mounted")
+	}
+	if err := os.WriteFile(filepath.Join(empty, "x"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Again: already a tmpfs, and what it holds is still there.
+	if err := ensureTmpfs(empty); err != nil {
+		t.Fatalf("ensureTmpfs again: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(empty, "x")); err != nil {
+		t.Fatalf("a second mount hid the first: %v", err)
+	}
 }
