@@ -31,11 +31,7 @@ const runDirBytes = 256 << 20
 // mounted (not root), the directory is used where it is, and the error
 // says why.
 func RunDir(key string) (string, error) {
-	if abs, err := filepath.Abs(key); err == nil {
-		key = abs // the same directory by any name
-	}
-	sum := sha256.Sum256([]byte(key))
-	dir := filepath.Join(runDirBase, hex.EncodeToString(sum[:6]))
+	dir := RunDirOf(key)
 	if err := os.MkdirAll(runDirBase, 0o755); err != nil {
 		return "", fmt.Errorf("run dir: %w", err)
 	}
@@ -47,6 +43,21 @@ func RunDir(key string) (string, error) {
 		return dir, fmt.Errorf("run dir %s is not on a tmpfs: %w", dir, terr)
 	}
 	return dir, nil
+}
+
+// RunDirOf is the run directory RunDir gives key, without making it.
+func RunDirOf(key string) string {
+	if abs, err := filepath.Abs(key); err == nil {
+		key = abs // the same directory by any name
+	}
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(runDirBase, hex.EncodeToString(sum[:6]))
+}
+
+// RunDirRoots are the runtime's state root and the bundle root in the run
+// directory dir (RunnerOptions.StateRoot and BundleRoot).
+func RunDirRoots(dir string) (stateRoot, bundleRoot string) {
+	return filepath.Join(dir, "runtime"), filepath.Join(dir, "bundles")
 }
 
 // ensureTmpfs mounts a tmpfs at dir unless dir is on one already. A lock

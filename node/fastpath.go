@@ -87,7 +87,7 @@ func (n *Node) fastPass(now time.Time) (open int) {
 	if i < 0 {
 		return open // not yet in its own view: it has not announced itself
 	}
-	if !slices.ContainsFunc(n.provider.GPUs(), func(g market.GPU) bool { return g.Free }) {
+	if c := n.provider.Counts(); c.Held >= c.GPUs {
 		// It can take nothing while it holds every GPU, whatever its
 		// offer still shows (publishOffers), and what Match would assign
 		// others is theirs to find: in a deep queue most passes end here,

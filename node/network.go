@@ -45,8 +45,13 @@ func (n *Node) Peers() []api.Peer {
 // Nodes lists the providers in view (GET /v1/nodes).
 func (n *Node) Nodes() []api.Node {
 	out := []api.Node{}
-	for _, e := range n.offers.Snapshot() {
-		leased := n.market.Leased(e.Offer.Provider, e.SignedAt)
+	offers := n.offers.Snapshot()
+	signed := make(map[string]int64, len(offers))
+	for _, e := range offers {
+		signed[e.Offer.Provider] = e.SignedAt
+	}
+	leased := n.market.Leased(signed)
+	for _, e := range offers {
 		an := api.Node{
 			PeerID:      e.Offer.Provider,
 			GPUs:        []api.GPU{},
@@ -58,7 +63,7 @@ func (n *Node) Nodes() []api.Node {
 			Reach:       e.Reach,
 		}
 		for _, g := range e.Offer.GPUs {
-			an.GPUs = append(an.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free && !leased[g.UUID]})
+			an.GPUs = append(an.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free && !leased[e.Offer.Provider][g.UUID]})
 		}
 		for _, d := range e.Offer.Holdings.Roots {
 			an.Held = append(an.Held, api.HeldRoot{Root: d.Root, Size: d.Size})

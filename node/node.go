@@ -176,8 +176,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 		n.runDir = runDir
 		closers = append(closers, func() error { return exec.RemoveRunDir(runDir) })
+		stateRoot, bundleRoot := exec.RunDirRoots(runDir)
 		r, err := exec.NewRunner(ctx, exec.RunnerOptions{Runtime: cfg.Runtime, Log: n.log,
-			StateRoot: filepath.Join(runDir, "runtime"), BundleRoot: filepath.Join(runDir, "bundles")})
+			StateRoot: stateRoot, BundleRoot: bundleRoot})
 		if err == nil {
 			n.runner, n.runtime = r, r.Runtime()
 			break

@@ -295,22 +295,27 @@ func (v *Market) AddLease(l wire.SignedLease, at Stamp) bool {
 	return true
 }
 
-// Leased returns the GPUs of provider that a lease this view knows, not
-// released, holds: the devices its offer, signed at offerSigned (ms), may
-// still show free, since a provider does not re-announce its offer for
-// every lease (see node.publishOffers). An offer signed LeaseOfferMargin
-// after a lease's proposal ends the lease, as in an epoch's view.
-func (v *Market) Leased(provider string, offerSigned int64) map[string]bool {
+// Leased returns, for each provider whose offer was signed at
+// offerSigned[provider] (ms), the GPUs that a lease this view knows, not
+// released, holds: the devices its offer may still show free, since a
+// provider does not re-announce its offer for every lease (see
+// node.publishOffers). An offer signed LeaseOfferMargin after a lease's
+// proposal ends the lease, as in an epoch's view.
+func (v *Market) Leased(offerSigned map[string]int64) map[string]map[string]bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	held := map[string]bool{}
+	held := map[string]map[string]bool{}
 	for _, kl := range v.leases {
-		t := kl.lease.Terms
-		if t.Provider != provider || !kl.released.IsZero() || offerSigned > t.Proposed+LeaseOfferMargin.Milliseconds() {
+		t := &kl.lease.Terms
+		signed, ok := offerSigned[t.Provider]
+		if !ok || !kl.released.IsZero() || signed > t.Proposed+LeaseOfferMargin.Milliseconds() {
 			continue
 		}
+		if held[t.Provider] == nil {
+			held[t.Provider] = map[string]bool{}
+		}
 		for _, u := range t.GPUs {
-			held[u] = true
+			held[t.Provider][u] = true
 		}
 	}
 	return held

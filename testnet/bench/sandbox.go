@@ -49,8 +49,8 @@ func MeasureSandboxLimit(ctx context.Context, dir string, runs int) (SandboxLimi
 		runDir = filepath.Join(dir, "run")
 	}
 	defer os.RemoveAll(runDir)
-	state := filepath.Join(runDir, "state")
-	r, err := exec.NewRunner(ctx, exec.RunnerOptions{StateRoot: state, BundleRoot: filepath.Join(runDir, "bundles")})
+	state, bundles := exec.RunDirRoots(runDir)
+	r, err := exec.NewRunner(ctx, exec.RunnerOptions{StateRoot: state, BundleRoot: bundles})
 	if err != nil {
 		return lim, err
 	}

@@ -422,11 +422,8 @@ func (c *Cluster) Stop() {
 // swept, and the directory once empty: it is outside the cluster's
 // directory and outlives it.
 func clearRunDir(data string) {
-	dir, _ := e31exec.RunDir(data)
-	if dir == "" {
-		return
-	}
-	state := filepath.Join(dir, "runtime")
+	dir := e31exec.RunDirOf(data)
+	state, _ := e31exec.RunDirRoots(dir)
 	entries, _ := os.ReadDir(state)
 	for _, e := range entries {
 		for _, rt := range []string{"runc", "crun"} {
