@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 	carv2 "github.com/ipld/go-car/v2"
 	"github.com/ipld/go-car/v2/storage"
@@ -90,7 +91,7 @@ func (e *Exchange) serveBulk(str network.Stream) {
 	log.Debug("bulk sent", "blocks", len(list), "bytes", total, "took", time.Since(start))
 }
 
-func (e *Exchange) sendCar(str network.Stream, to peer.ID, root cid.Cid, list []cid.Cid, total int64) error {
+func (e *Exchange) sendCar(str network.Stream, to peer.ID, root cid.Cid, list []blockRef, total int64) error {
 	bw := bufio.NewWriterSize(str, streamBuffer)
 	_ = str.SetWriteDeadline(time.Now().Add(e.stall))
 	if _, err := bw.Write(encodeResponse(bulkResponse{status: statusOK, blocks: uint64(len(list)), bytes: uint64(total)})); err != nil {
@@ -100,7 +101,12 @@ func (e *Exchange) sendCar(str network.Stream, to peer.ID, root cid.Cid, list []
 	if err != nil {
 		return err
 	}
-	for _, c := range list {
+	for _, ref := range list {
+		if e.upload != nil {
+			if err := e.upload.WaitN(e.ctx, ref.size); err != nil {
+				return err
+			}
+		}
 		// A deadline per block: a receiver that stops reading for the
 		// stall timeout is dropped.
 		_ = str.SetWriteDeadline(time.Now().Add(e.stall))
@@ -108,20 +114,8 @@ func (e *Exchange) sendCar(str network.Stream, to peer.ID, root cid.Cid, list []
 		// hashing here too would double the CPU spent on hashes for
 		// no extra safety. A damaged block still fails the transfer,
 		// at the receiver, as ErrInvalidData.
-		if e.upload != nil {
-			// Waited for outside the store's read transaction, which
-			// must stay short.
-			n, _, err := e.s.blockSize(c)
-			if err != nil {
-				return err
-			}
-			if err := e.upload.WaitN(e.ctx, n); err != nil {
-				return err
-			}
-			_ = str.SetWriteDeadline(time.Now().Add(e.stall))
-		}
-		err := e.s.viewBlock(c, func(data []byte) error {
-			if err := car.Put(e.ctx, c.KeyString(), data); err != nil {
+		err := e.s.viewRef(ref, func(data []byte) error {
+			if err := car.Put(e.ctx, ref.c.KeyString(), data); err != nil {
 				return err
 			}
 			if e.served != nil {
@@ -137,11 +131,12 @@ func (e *Exchange) sendCar(str network.Stream, to peer.ID, root cid.Cid, list []
 }
 
 // sendList returns the blocks to send for a bulk request, depth-first, each
-// once, and their total size: every wanted subtree found inside root's DAG,
-// whole, or only its dag-pb nodes if structure is set. Wants outside the DAG
-// are ignored, so a peer allowed one root cannot use it to read blocks of
-// another. Only dag-pb nodes are read while planning.
-func (s *Store) sendList(ctx context.Context, root cid.Cid, wants []cid.Cid, structure bool) ([]cid.Cid, int64, error) {
+// once, with where each is stored, and their total size: every wanted
+// subtree found inside root's DAG, whole, or only its dag-pb nodes if
+// structure is set. Wants outside the DAG are ignored, so a peer allowed one
+// root cannot use it to read blocks of another. Only dag-pb nodes are read
+// while planning, all in one read transaction.
+func (s *Store) sendList(ctx context.Context, root cid.Cid, wants []cid.Cid, structure bool) ([]blockRef, int64, error) {
 	wanted := make(map[cid.Cid]struct{}, len(wants))
 	for _, c := range wants {
 		wanted[c] = struct{}{}
@@ -151,60 +146,67 @@ func (s *Store) sendList(ctx context.Context, root cid.Cid, wants []cid.Cid, str
 		inside bool // within a wanted subtree
 	}
 	var (
-		list  []cid.Cid
+		list  []blockRef
 		total int64
 		sent  = map[cid.Cid]struct{}{}
 		seen  = map[cid.Cid]struct{}{} // walked through without sending
 		stack = []item{{c: root}}
 	)
-	for len(stack) > 0 {
-		if err := ctx.Err(); err != nil {
-			return nil, 0, err
-		}
-		it := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		c := it.c
-		if _, ok := wanted[c]; ok {
-			it.inside = true
-		}
-		if _, ok := sent[c]; ok {
-			continue
-		}
-		if c.Type() == cid.Raw && (!it.inside || structure) {
-			continue // not to be sent, and has no children that could be
-		}
-		if !it.inside {
-			if _, ok := seen[c]; ok {
+	err := s.db.View(func(txn *badger.Txn) error {
+		for len(stack) > 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			it := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			c := it.c
+			if _, ok := wanted[c]; ok {
+				it.inside = true
+			}
+			if _, ok := sent[c]; ok {
 				continue
 			}
-			seen[c] = struct{}{}
+			if c.Type() == cid.Raw && (!it.inside || structure) {
+				continue // not to be sent, and has no children that could be
+			}
+			if !it.inside {
+				if _, ok := seen[c]; ok {
+					continue
+				}
+				seen[c] = struct{}{}
+			}
+			size, loc, held, err := sizeRecord(txn, c)
+			if err != nil {
+				return err
+			}
+			if !held {
+				return fmt.Errorf("%w: this node lacks block %s of %s", ErrIncomplete, c, root)
+			}
+			ref := blockRef{c: c, size: size, loc: loc}
+			if it.inside {
+				sent[c] = struct{}{}
+				list = append(list, ref)
+				total += int64(size)
+			}
+			if c.Type() != cid.DagProtobuf {
+				continue
+			}
+			b, err := s.getRef(txn, ref)
+			if err != nil {
+				return err
+			}
+			links, err := blockLinks(b)
+			if err != nil {
+				return err
+			}
+			for i := len(links) - 1; i >= 0; i-- {
+				stack = append(stack, item{c: links[i].Cid, inside: it.inside})
+			}
 		}
-		size, held, err := s.blockSize(c)
-		if err != nil {
-			return nil, 0, err
-		}
-		if !held {
-			return nil, 0, fmt.Errorf("%w: this node lacks block %s of %s", ErrIncomplete, c, root)
-		}
-		if it.inside {
-			sent[c] = struct{}{}
-			list = append(list, c)
-			total += int64(size)
-		}
-		if c.Type() != cid.DagProtobuf {
-			continue
-		}
-		b, err := s.getBlock(c)
-		if err != nil {
-			return nil, 0, err
-		}
-		links, err := blockLinks(b)
-		if err != nil {
-			return nil, 0, err
-		}
-		for i := len(links) - 1; i >= 0; i-- {
-			stack = append(stack, item{c: links[i].Cid, inside: it.inside})
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	return list, total, nil
 }

@@ -232,6 +232,14 @@ func (s *Store) has(c cid.Cid) (bool, error) {
 	return ok, err
 }
 
+// blockRef is a held block and where it is stored: in a pack at loc, or,
+// if loc is nil, in Badger.
+type blockRef struct {
+	c    cid.Cid
+	size int
+	loc  *packLoc
+}
+
 // viewBlock calls fn with the stored bytes of c, unverified; fn must not
 // keep the slice. The bulk sender uses it because the receiver hashes every
 // block anyway; everything else uses getBlock.
@@ -244,14 +252,7 @@ func (s *Store) viewBlock(c cid.Cid, fn func([]byte) error) error {
 		if !held {
 			return badger.ErrKeyNotFound
 		}
-		if loc != nil {
-			return s.viewPacked(c, n, *loc, fn)
-		}
-		it, err := txn.Get(key(kindBlock, c.Hash()))
-		if err != nil {
-			return err
-		}
-		return it.Value(fn)
+		return s.viewRefTxn(txn, blockRef{c: c, size: n, loc: loc}, fn)
 	})
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		return fmt.Errorf("block %s: %w", c, ErrNotFound)
@@ -260,6 +261,27 @@ func (s *Store) viewBlock(c cid.Cid, fn func([]byte) error) error {
 		return fmt.Errorf("read block %s: %w", c, err)
 	}
 	return nil
+}
+
+// viewRef is viewBlock for a block already looked up: a packed block is
+// read without a transaction.
+func (s *Store) viewRef(ref blockRef, fn func([]byte) error) error {
+	if ref.loc != nil {
+		return s.viewPacked(ref.c, ref.size, *ref.loc, fn)
+	}
+	return s.viewBlock(ref.c, fn)
+}
+
+// viewRefTxn is viewRef inside txn.
+func (s *Store) viewRefTxn(txn *badger.Txn, ref blockRef, fn func([]byte) error) error {
+	if ref.loc != nil {
+		return s.viewPacked(ref.c, ref.size, *ref.loc, fn)
+	}
+	it, err := txn.Get(key(kindBlock, ref.c.Hash()))
+	if err != nil {
+		return err
+	}
+	return it.Value(fn)
 }
 
 // viewPacked reads a packed block into a pooled buffer and calls fn with it.
@@ -294,6 +316,22 @@ func (s *Store) getBlock(c cid.Cid) (blocks.Block, error) {
 		return nil, err
 	}
 	return blocks.NewBlockWithCid(data, c)
+}
+
+// getRef is getBlock for a block already looked up, inside txn.
+func (s *Store) getRef(txn *badger.Txn, ref blockRef) (blocks.Block, error) {
+	var data []byte
+	err := s.viewRefTxn(txn, ref, func(v []byte) error {
+		data = bytes.Clone(v)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read block %s: %w", ref.c, err)
+	}
+	if err := verify(ref.c, data); err != nil {
+		return nil, err
+	}
+	return blocks.NewBlockWithCid(data, ref.c)
 }
 
 // putBlocks writes blocks the caller has already verified, skipping those
