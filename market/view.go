@@ -150,7 +150,7 @@ func normalize(v *View) *normalized {
 	}
 	n.usage = sortDedup(v.Usage, func(a, b *Usage) int { return cmp.Compare(a.Submitter, b.Submitter) }, appendUsage)
 
-	w := newHashWriter()
+	w := newHashWriter(len(n.jobs) + len(n.offers) + len(n.leases) + len(n.usage))
 	w.buf = append(w.buf, "e31/view/v1"...)
 	w.buf = appendInt(w.buf, v.Now)
 	w.buf = appendUint(w.buf, uint64(len(n.jobs)))
@@ -275,12 +275,21 @@ type hashWriter struct {
 	buf []byte
 }
 
-func newHashWriter() *hashWriter {
-	return &hashWriter{h: sha256.New(), buf: make([]byte, 0, 64<<10)}
+// hashFlush is how much a hashWriter gathers before hashing it.
+const hashFlush = 60 << 10
+
+// newHashWriter returns a hashWriter for a view of items jobs, offers,
+// leases and usages. Its buffer is sized for the view, up to what a flush
+// takes: passes between epochs run on every announcement, over a few
+// items, and a buffer of a large view's size for each was a third of what
+// a busy daemon allocated.
+func newHashWriter(items int) *hashWriter {
+	size := min(max(256*(items+1), 4<<10), hashFlush+4<<10)
+	return &hashWriter{h: sha256.New(), buf: make([]byte, 0, size)}
 }
 
 func (w *hashWriter) flush(force bool) {
-	if force || len(w.buf) >= 60<<10 {
+	if force || len(w.buf) >= hashFlush {
 		w.h.Write(w.buf)
 		w.buf = w.buf[:0]
 	}
