@@ -167,6 +167,10 @@ type Config struct {
 // DefaultNetwork is the network joined when none is named.
 const DefaultNetwork = "e31"
 
+// DefaultHeartbeat is how often a provider re-publishes its offer when
+// Config.Heartbeat is not set.
+const DefaultHeartbeat = 10 * time.Second
+
 func (c Config) withDefaults() (Config, error) {
 	if c.DataDir == "" {
 		return c, errors.New("no data dir")
@@ -183,7 +187,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Network = DefaultNetwork
 	}
 	if c.Heartbeat == 0 {
-		c.Heartbeat = 10 * time.Second
+		c.Heartbeat = DefaultHeartbeat
 	}
 	if c.Heartbeat < 50*time.Millisecond {
 		return c, fmt.Errorf("heartbeat %s is too short (minimum 50ms)", c.Heartbeat)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e31network/e31/node"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/testnet/cluster"
 )
@@ -61,7 +62,10 @@ const closedLoopPoll = 20 * time.Millisecond
 // job when its last one has ended (or, with o.Burst, right after submitting
 // it). The figure is the jobs over the span from the first submit to the
 // last release; a job's submit -> released time is its own turn, not its
-// place in a queue of all the jobs.
+// place in a queue of all the jobs. The daemons re-publish their offers on
+// the daemon's default heartbeat, as a network that is not a test does; the
+// testnet's 1s heartbeat would add ten offers a second to the jobs' own
+// gossip.
 func MeasureThroughput(ctx context.Context, e Env, o ThroughputOptions) (ThroughputReport, error) {
 	r := ThroughputReport{Nodes: o.Nodes, Submitters: min(o.Submitters, o.Nodes), Jobs: o.Jobs, Burst: o.Burst}
 	decl, err := trivialJob()
@@ -74,7 +78,7 @@ func MeasureThroughput(ctx context.Context, e Env, o ThroughputOptions) (Through
 	}
 	e.logf("throughput: %d nodes x %d GPUs, %d jobs from %d submitters, %s", o.Nodes, throughputGPUs, o.Jobs, r.Submitters, pattern)
 	c, err := startNetwork(ctx, cluster.Options{N: o.Nodes, GPUs: throughputGPUs, Dir: filepath.Join(e.Dir, "throughput"), Bin: e.Bin,
-		Heartbeat: time.Second, Metrics: o.ProfileDir != ""})
+		Heartbeat: node.DefaultHeartbeat, Metrics: o.ProfileDir != ""})
 	if err != nil {
 		return r, err
 	}
