@@ -108,6 +108,7 @@ func (o Options) withDefaults() Options {
 	def(&o.RSS.ShortJobs, 200)
 	def(&o.SandboxRuns, 40)
 	def(&o.Micro.StagingMiB, 1024)
+	def(&o.Micro.StagingRuns, 3)
 	def(&o.Micro.MatchRuns, 10)
 	if o.Throughput.ProfileDir != "" && o.Throughput.ProfileFor <= 0 {
 		o.Throughput.ProfileFor = 20 * time.Second

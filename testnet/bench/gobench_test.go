@@ -76,6 +76,37 @@ func TestStagingRatio(t *testing.T) {
 	}
 }
 
+// Repeated runs give the median of each run's bulk/raw ratio, pairing a
+// bulk result with the raw one just before it; a raw result without its
+// bulk run is not paired.
+func TestStagingMedianOfRuns(t *testing.T) {
+	res := func(name string, mibs float64) BenchResult {
+		return BenchResult{Name: "BenchmarkStaging/" + name, N: 1, Metrics: map[string]float64{"MiB/s": mibs}}
+	}
+	out := BenchOutput{Results: []BenchResult{
+		res("raw", 1000), res("bulk", 600), // 0.60
+		res("raw", 700), res("bulk", 490), // 0.70
+		res("raw", 1200),                   // no bulk run after it
+		res("raw", 1100), res("bulk", 550), // 0.50
+	}}
+	if got := stagingPairs(out); len(got) != 3 || got[2] != (stagingPair{raw: 1100, bulk: 550}) {
+		t.Fatalf("pairs %v", got)
+	}
+	f, err := stagingFigures(out, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *f[0].Ratio != 0.6 || f[0].Value != 550 || !*f[0].OK {
+		t.Fatalf("figure %+v, want the median ratio 0.6 and median bulk 550 MiB/s", f[0])
+	}
+	if !strings.Contains(f[0].Measured, "median of 3 runs; ratios 0.50-0.70") || !strings.Contains(f[0].Baseline, "1000 MiB/s") {
+		t.Fatalf("figure text %q / %q", f[0].Measured, f[0].Baseline)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Fatalf("median of an even count = %v, want 2.5", m)
+	}
+}
+
 // A benchmark that stops reporting a unit, or disappears, fails the figure
 // by name instead of giving a zero.
 func TestMissingMetric(t *testing.T) {

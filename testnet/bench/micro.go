@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 )
 
@@ -21,6 +22,9 @@ type MicroOptions struct {
 	ModuleRoot string
 	// StagingMiB is the size staged by content's benchmark.
 	StagingMiB int
+	// StagingRuns is how many times the raw stream and the bulk path
+	// are each measured, one after the other.
+	StagingRuns int
 	// MatchRuns is the -benchtime of Match, in passes.
 	MatchRuns int
 }
@@ -87,20 +91,76 @@ func receiptFigures(out BenchOutput) ([]Figure, error) {
 	return f, nil
 }
 
-// MeasureStaging runs content's staging benchmark once at o.StagingMiB and
-// reports the bulk path against a raw libp2p stream to /dev/null.
+// MeasureStaging runs content's staging benchmark o.StagingRuns times at
+// o.StagingMiB, each run measuring the raw stream then the bulk path, and
+// reports the bulk path against a raw libp2p stream to /dev/null: the
+// median of the runs' ratios. Each ratio is of two transfers a few seconds
+// apart, so a spell of load on a shared machine weighs on one run's ratio,
+// not on the figure.
 func MeasureStaging(ctx context.Context, o MicroOptions) ([]Figure, error) {
-	out, err := GoBench{Pkg: "./content", Bench: "^BenchmarkStaging$", Benchtime: "1x", Dir: o.ModuleRoot,
-		Env: []string{"E31_BENCH_MIB=" + strconv.Itoa(o.StagingMiB)}}.Run(ctx)
-	if err != nil {
-		return nil, err
+	var all BenchOutput
+	for range max(o.StagingRuns, 1) {
+		out, err := GoBench{Pkg: "./content", Bench: "^BenchmarkStaging$/^(raw|bulk)$", Benchtime: "1x",
+			Dir: o.ModuleRoot, Env: []string{"E31_BENCH_MIB=" + strconv.Itoa(o.StagingMiB)}}.Run(ctx)
+		if err != nil {
+			return nil, err
+		}
+		all.Results = append(all.Results, out.Results...)
+		all.Logs = append(all.Logs, out.Logs...)
 	}
-	return stagingFigures(out, o.StagingMiB)
+	return stagingFigures(all, o.StagingMiB)
+}
+
+// stagingPair is one run of the raw stream and the bulk path after it.
+type stagingPair struct{ raw, bulk float64 }
+
+// stagingPairs pairs each bulk result with the raw result before it.
+func stagingPairs(out BenchOutput) []stagingPair {
+	var pairs []stagingPair
+	raw := 0.0
+	for _, r := range out.Results {
+		switch r.Name {
+		case "BenchmarkStaging/raw":
+			raw = r.Metrics["MiB/s"]
+		case "BenchmarkStaging/bulk":
+			if b := r.Metrics["MiB/s"]; raw > 0 && b > 0 {
+				pairs = append(pairs, stagingPair{raw: raw, bulk: b})
+			}
+			raw = 0
+		}
+	}
+	return pairs
+}
+
+// median is the middle of vs (the mean of the two middle ones for an even
+// count); vs is sorted in place.
+func median(vs []float64) float64 {
+	slices.Sort(vs)
+	n := len(vs)
+	if n%2 == 1 {
+		return vs[n/2]
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2
 }
 
 var bulkOverRaw = regexp.MustCompile(`bulk/raw ([0-9]+(?:\.[0-9]+)?)\b`)
 
 func stagingFigures(out BenchOutput, mib int) ([]Figure, error) {
+	name := fmt.Sprintf("bulk staging of %d MiB into the store", mib)
+	goal := fmt.Sprintf(">= %.1fx raw", goalStagingOverRaw)
+	if pairs := stagingPairs(out); len(pairs) > 1 {
+		var raws, bulks, ratios []float64
+		for _, p := range pairs {
+			raws, bulks, ratios = append(raws, p.raw), append(bulks, p.bulk), append(ratios, p.bulk/p.raw)
+		}
+		ratio := median(ratios)
+		return []Figure{{
+			Group: "micro", Name: name, Value: median(bulks), Unit: "MiB/s",
+			Measured: fmt.Sprintf("%.0f MiB/s (median of %d runs; ratios %.2f-%.2f)", median(bulks), len(pairs), ratios[0], ratios[len(ratios)-1]),
+			Baseline: fmt.Sprintf("%.0f MiB/s raw libp2p stream to /dev/null (median)", median(raws)), Ratio: ptr(ratio),
+			Goal: goal, OK: ptr(ratio >= goalStagingOverRaw),
+		}}, nil
+	}
 	bulk, err := out.Metric("BenchmarkStaging/bulk", "MiB/s")
 	if err != nil {
 		return nil, err
@@ -123,9 +183,9 @@ func stagingFigures(out BenchOutput, mib int) ([]Figure, error) {
 		}
 	}
 	return []Figure{{
-		Group: "micro", Name: fmt.Sprintf("bulk staging of %d MiB into the store", mib),
+		Group: "micro", Name: name,
 		Value: bulk, Unit: "MiB/s", Measured: fmt.Sprintf("%.0f MiB/s", bulk),
 		Baseline: fmt.Sprintf("%.0f MiB/s raw libp2p stream to /dev/null", raw), Ratio: ptr(ratio),
-		Goal: fmt.Sprintf(">= %.1fx raw", goalStagingOverRaw), OK: ptr(ratio >= goalStagingOverRaw),
+		Goal: goal, OK: ptr(ratio >= goalStagingOverRaw),
 	}}, nil
 }
