@@ -76,7 +76,7 @@ unless the job completed.`,
 	f.StringArrayVar(&o.env, "env", nil, "NAME=VALUE for the job; repeatable (flags form)")
 	f.StringVar(&o.ckptPath, "checkpoint-path", "", "path inside the job for checkpoints (flags form)")
 	f.StringVar(&o.ckptEvery, "checkpoint-every", "10m", "how often checkpoints are taken (flags form)")
-	f.DurationVar(&o.pollEvery, "poll", 500*time.Millisecond, "with --wait: how often to ask the daemon")
+	f.DurationVar(&o.pollEvery, "poll", defaultPoll, "with --wait: how often to ask a daemon that cannot answer on each change of the job (an older version)")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up following after this long (0: never)")
 	return cmd
 }

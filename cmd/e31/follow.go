@@ -11,7 +11,12 @@ import (
 	"github.com/e31network/e31/node/api"
 )
 
+// defaultPoll is how often a job is asked about where the daemon cannot
+// answer on its next change (one that predates waiting).
 const defaultPoll = 500 * time.Millisecond
+
+// followWait is how long one request waits for a job's next change.
+const followWait = 30 * time.Second
 
 type followOptions struct {
 	json    bool
@@ -34,13 +39,11 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 	cl := g.client()
 	seen := 0
 	lastReason := ""
-	var j api.Job
+	j, err := cl.Job(ctx, id)
+	if err != nil {
+		return err
+	}
 	for {
-		var err error
-		j, err = cl.Job(ctx, id)
-		if err != nil {
-			return err
-		}
 		if !o.json {
 			for ; seen < len(j.Steps); seen++ {
 				s := j.Steps[seen]
@@ -61,11 +64,25 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 		if j.State.Terminal() {
 			break
 		}
-		select {
-		case <-ctx.Done():
+		// The daemon answers at the job's next change; one that answers
+		// at once with nothing new cannot wait, and is asked again after
+		// the poll interval instead.
+		asked := time.Now()
+		next, err := cl.WaitJob(ctx, j.ID, j.Version, followWait)
+		if ctx.Err() != nil {
 			return fmt.Errorf("stopped following job %s (still %s): %w", id, j.State, ctx.Err())
-		case <-time.After(o.poll):
 		}
+		if err != nil {
+			return err
+		}
+		if next.Version == j.Version && time.Since(asked) < followWait/2 {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("stopped following job %s (still %s): %w", id, j.State, ctx.Err())
+			case <-time.After(o.poll):
+			}
+		}
+		j = next
 	}
 	if j.Output != "" {
 		dir := o.outDir

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -191,6 +192,15 @@ func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
 func (c *Client) Job(ctx context.Context, id string) (Job, error) {
 	var out Job
 	return out, c.Do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, nil, &out)
+}
+
+// WaitJob returns a job once its version is not version, or it has ended,
+// or after wait with the job as it is (GET /v1/jobs/{id}?wait=). A daemon
+// that predates waiting answers at once.
+func (c *Client) WaitJob(ctx context.Context, id string, version uint64, wait time.Duration) (Job, error) {
+	var out Job
+	q := url.Values{"wait": {wait.String()}, "version": {strconv.FormatUint(version, 10)}}
+	return out, c.Do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), q, nil, &out)
 }
 
 // Withdraw withdraws a job.

@@ -167,6 +167,9 @@ type Job struct {
 	// differ from the lease's GPUs or the declared gpu_model.
 	GPUsSeen    []GPUSeen `json:"gpus_seen,omitempty"`
 	GPUMismatch string    `json:"gpu_mismatch,omitempty"`
+	// Version counts the changes of the job's record on its submitter;
+	// GET /v1/jobs/{id}?version=N&wait=D answers when it is no longer N.
+	Version uint64 `json:"version"`
 }
 
 // GPUSeen is one GPU a run saw: its UUID and model as the driver names it.

@@ -1,12 +1,15 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,7 +28,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/matches", handler(func(*http.Request) (any, error) { return n.Matches(), nil }))
 	mux.HandleFunc("POST /v1/jobs", s.submit)
 	mux.HandleFunc("GET /v1/jobs", handler(func(*http.Request) (any, error) { return s.cfg.Jobs.Jobs(), nil }))
-	mux.HandleFunc("GET /v1/jobs/{id}", handler(func(r *http.Request) (any, error) { return s.cfg.Jobs.Job(r.PathValue("id")) }))
+	mux.HandleFunc("GET /v1/jobs/{id}", handler(s.job))
 	mux.HandleFunc("POST /v1/jobs/{id}/withdraw", handler(func(r *http.Request) (any, error) {
 		return s.cfg.Jobs.Withdraw(r.Context(), s.cfg.Jobs.FullID(r.PathValue("id")))
 	}))
@@ -40,6 +43,38 @@ func (s *Server) routes(mux *http.ServeMux) {
 	if s.cfg.Block != nil {
 		mux.HandleFunc("POST /v1/debug/block", handler(s.block))
 	}
+}
+
+// maxJobWait caps how long GET /v1/jobs/{id}?wait= holds a request.
+const maxJobWait = 5 * time.Minute
+
+// job answers GET /v1/jobs/{id}. With wait=DURATION (and version=N, the
+// version the client last got; 0 when absent), it answers once the job's
+// version is not N or the job has ended, or after DURATION (at most
+// maxJobWait) with the job as it is: a client follows a job without
+// polling, and hears of each step as it is reached.
+func (s *Server) job(r *http.Request) (any, error) {
+	id := r.PathValue("id")
+	q := r.URL.Query()
+	if !q.Has("wait") {
+		if q.Has("version") {
+			return nil, badRequest(errors.New("version is only read with wait"))
+		}
+		return s.cfg.Jobs.Job(id)
+	}
+	wait, err := time.ParseDuration(q.Get("wait"))
+	if err != nil || wait < 0 {
+		return nil, badRequest(fmt.Errorf("wait %q: want a duration such as 30s", q.Get("wait")))
+	}
+	var seen uint64
+	if v := q.Get("version"); v != "" {
+		if seen, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return nil, badRequest(fmt.Errorf("version %q: want the version a previous answer gave", v))
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), min(wait, maxJobWait))
+	defer cancel()
+	return s.cfg.Jobs.WaitJob(ctx, id, seen)
 }
 
 // submit streams NDJSON: progress of input imports, then the job.

@@ -39,6 +39,7 @@ type (
 		Submit(ctx context.Context, raw []byte, resumeOf string, p content.Progress) (api.Job, error)
 		Jobs() []api.Job
 		Job(id string) (api.Job, error)
+		WaitJob(ctx context.Context, id string, seen uint64) (api.Job, error)
 		Withdraw(ctx context.Context, id string) (api.Job, error)
 		Output(id string, checkpoint bool) (string, cid.Cid, error)
 		FullID(id string) string

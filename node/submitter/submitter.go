@@ -256,6 +256,7 @@ func (s *Submitter) update(j *job, fn func(r *Record) error) error {
 		s.mu.Unlock()
 		return err
 	}
+	j.bump()
 	if j.rec.terminal() {
 		// The signed declaration is re-announced only while the job is
 		// queued; an ended job does not carry it.
@@ -600,6 +601,35 @@ func (s *Submitter) Job(id string) (api.Job, error) {
 	return j.rec.API(), nil
 }
 
+// WaitJob returns a job once its record is at another version than seen,
+// or has ended, or when ctx ends, whichever comes first: a client that
+// follows a job asks again with the version it last got, and hears of each
+// change as it is made instead of on its next poll. At ctx's end it returns
+// the job as it is, without error.
+func (s *Submitter) WaitJob(ctx context.Context, id string, seen uint64) (api.Job, error) {
+	for {
+		j, err := s.find(id)
+		if err != nil {
+			return api.Job{}, err
+		}
+		s.mu.Lock()
+		if j.rec.Version != seen || j.rec.terminal() || ctx.Err() != nil || j.evicted {
+			out := j.rec.API()
+			s.mu.Unlock()
+			return out, nil
+		}
+		if j.changed == nil {
+			j.changed = make(chan struct{})
+		}
+		changed := j.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		}
+	}
+}
+
 // Counts returns how many jobs are in each state, for metrics.
 func (s *Submitter) Counts() map[api.JobState]int {
 	s.mu.Lock()
@@ -697,15 +727,17 @@ func (s *Submitter) Recover() error {
 func (s *Submitter) RecordWaits(res market.Result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, w := range res.Waiting {
-		if j, ok := s.jobs[w.Job]; ok && j.rec.State == api.JobQueued {
-			j.rec.Wait = w.Reason
+	wait := func(id, why string) {
+		if j, ok := s.jobs[id]; ok && j.rec.State == api.JobQueued && j.rec.Wait != why {
+			j.rec.Wait = why
+			j.bump()
 		}
 	}
+	for _, w := range res.Waiting {
+		wait(w.Job, w.Reason)
+	}
 	for _, a := range res.Assignments {
-		if j, ok := s.jobs[a.Job]; ok && j.rec.State == api.JobQueued {
-			j.rec.Wait = "matched to provider " + a.Provider + "; waiting for its proposal"
-		}
+		wait(a.Job, "matched to provider "+a.Provider+"; waiting for its proposal")
 	}
 	s.noteAssignments(res, time.Now())
 }

@@ -49,7 +49,7 @@ func MeasureIdle(ctx context.Context, e Env, nodes, jobs int) (IdleReport, error
 		}
 		w := &jobWaiter{cl: cl}
 		w.add(id)
-		got, err := waitAll(ctx, []*jobWaiter{w}, 5*time.Millisecond, 60*time.Second)
+		got, err := w.follow(ctx, 60*time.Second)
 		if err != nil {
 			return r, err
 		}

@@ -128,6 +128,37 @@ func (w *jobWaiter) poll(ctx context.Context, ahead int) ([]ended, error) {
 	return out, nil
 }
 
+// follow waits for each pending job to end in turn, the daemon answering
+// at each change of the job (api.Client.WaitJob) rather than being asked on
+// a timer: how a user's `e31 submit --wait` follows a job. For one job in
+// flight at a time, where polling would add up to a poll interval to each
+// job's turn and cost the daemon a request per interval.
+func (w *jobWaiter) follow(ctx context.Context, limit time.Duration) ([]ended, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	var out []ended
+	for len(w.pending) > 0 {
+		id := w.pending[0]
+		j, err := w.cl.Job(ctx, id)
+		for err == nil && !j.State.Terminal() {
+			j, err = w.cl.WaitJob(ctx, id, j.Version, 30*time.Second)
+		}
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("job %s had not ended %s after its submit", id, limit)
+		}
+		if err != nil {
+			return out, fmt.Errorf("job %s: %w", id, err)
+		}
+		e, err := endedOf(j)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, e)
+		w.pending = w.pending[1:]
+	}
+	return out, nil
+}
+
 // waitAll polls every waiter until all their jobs ended or limit passes.
 func waitAll(ctx context.Context, ws []*jobWaiter, every, limit time.Duration) ([]ended, error) {
 	deadline := time.Now().Add(limit)

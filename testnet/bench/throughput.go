@@ -51,16 +51,12 @@ type ThroughputReport struct {
 	Profile *ProfileReport `json:"profile,omitempty"`
 }
 
-// closedLoopPoll is how often a submitter of the throughput run asks about
-// its job in flight: often enough that the wait adds little to a job's
-// turn, seldom enough that the asking costs the daemons little.
-const closedLoopPoll = 20 * time.Millisecond
-
 // MeasureThroughput starts o.Nodes nodes with 4 GPUs each; o.Submitters
 // submitters, each on its own node, run their share of o.Jobs trivial jobs
 // one after another, all submitters at once: a submitter submits its next
 // job when its last one has ended (or, with o.Burst, right after submitting
-// it). The figure is the jobs over the span from the first submit to the
+// it), following it as `e31 submit --wait` does, the daemon answering at
+// each change of the job. The figure is the jobs over the span from the first submit to the
 // last release; a job's submit -> released time is its own turn, not its
 // place in a queue of all the jobs. The daemons re-publish their offers on
 // the daemon's default heartbeat, as a network that is not a test does; the
@@ -113,7 +109,7 @@ func MeasureThroughput(ctx context.Context, e Env, o ThroughputOptions) (Through
 				if o.Burst {
 					continue
 				}
-				got, err := waitAll(ctx, waiters[s:s+1], closedLoopPoll, throughputWaitTime)
+				got, err := waiters[s].follow(ctx, throughputWaitTime)
 				ends[s] = append(ends[s], got...)
 				if err != nil {
 					errs[s] = err
