@@ -60,6 +60,11 @@ func (s *Submitter) evict(cutoff time.Time) (n int) {
 		delete(s.jobs, id)
 		s.ended[id] = j.rec.State
 		j.evicted = true
+		if j.changed != nil {
+			// A waiter finds the job in the store from here on.
+			close(j.changed)
+			j.changed = nil
+		}
 		j.save.Unlock()
 		j.receipts.Unlock()
 		n++
