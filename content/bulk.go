@@ -152,6 +152,9 @@ func (s *Store) sendList(ctx context.Context, root cid.Cid, wants []cid.Cid, str
 		seen  = map[cid.Cid]struct{}{} // walked through without sending
 		stack = []item{{c: root}}
 	)
+	// Taken before the transaction: a pack freed after it is seen by
+	// every read of a place the transaction gives (viewPacked).
+	gen := s.packs.generation()
 	err := s.db.View(func(txn *badger.Txn) error {
 		for len(stack) > 0 {
 			if err := ctx.Err(); err != nil {
@@ -182,7 +185,7 @@ func (s *Store) sendList(ctx context.Context, root cid.Cid, wants []cid.Cid, str
 			if !held {
 				return fmt.Errorf("%w: this node lacks block %s of %s", ErrIncomplete, c, root)
 			}
-			ref := blockRef{c: c, size: size, loc: loc}
+			ref := blockRef{c: c, size: size, loc: loc, gen: gen}
 			if it.inside {
 				sent[c] = struct{}{}
 				list = append(list, ref)

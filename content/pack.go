@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -104,6 +105,23 @@ type packs struct {
 	next   uint32
 	dirty  bool   // cur has writes not yet synced
 	stage  []byte // page-aligned, packStage bytes; blocks are gathered here and written together
+	closed bool   // close was called: no pack is opened again
+
+	// gen counts the calls of free, each counted before it frees
+	// anything: a reader that took a block's place in a pack before a free
+	// cannot tell a hole punched since from the block's bytes, so it reads
+	// gen before taking the place and again after reading (generation).
+	gen atomic.Uint64
+}
+
+// generation is the number of frees begun so far. Bytes read from a pack
+// are the block's if the generation read after the read is the one read
+// before the block's place was looked up.
+func (p *packs) generation() uint64 {
+	if p == nil {
+		return 0
+	}
+	return p.gen.Load()
 }
 
 const (
@@ -313,6 +331,9 @@ func (p *packs) syncLocked() error {
 func (p *packs) file(n uint32) (*os.File, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
 	if f, ok := p.files[n]; ok {
 		return f, nil
 	}
@@ -352,6 +373,7 @@ func (p *packs) read(loc packLoc, buf []byte) error {
 func (p *packs) free(dead map[uint32][]packSpan, live map[uint32]bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.gen.Add(1)
 	ents, err := os.ReadDir(p.dir)
 	if err != nil {
 		return fmt.Errorf("free packs: %w", err)
@@ -400,6 +422,7 @@ type packSpan struct{ off, n int64 }
 func (p *packs) close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closed = true
 	errs := []error{p.syncLocked(), p.sealLocked()}
 	for n, f := range p.files {
 		errs = append(errs, f.Close())

@@ -255,6 +255,85 @@ func TestGCFreesPackSpace(t *testing.T) {
 	}
 }
 
+// A bulk send plans where its blocks are, then reads them: a block GC
+// collects in between is not found, and its place, now a hole, is never
+// handed on as the block's bytes.
+func TestBlocksCollectedAfterPlanningAreNotFound(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	in := filepath.Join(t.TempDir(), "in")
+	writeRandom(t, in, 8*chunkSize, 3, 0o644)
+	root, _, err := s.Import(ctx, in, ImportOptions{Pin: "job"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, _, err := s.sendList(ctx, root, []cid.Cid{root}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	packed := 0
+	for _, ref := range refs {
+		if ref.loc != nil {
+			packed++
+		}
+	}
+	if packed == 0 {
+		t.Fatal("no block of the plan is packed")
+	}
+	if err := s.Unpin(ctx, root, "job"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.GC(ctx); err != nil || n == 0 {
+		t.Fatalf("GC removed %d blocks, %v", n, err)
+	}
+	for _, ref := range refs {
+		err := s.viewRef(ref, func([]byte) error {
+			t.Errorf("block %s handed on after GC collected it", ref.c)
+			return nil
+		})
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("block %s after GC: %v, want ErrNotFound", ref.c, err)
+		}
+	}
+}
+
+// A read of a planned block after the store closed is refused; no pack is
+// opened again behind the closed store.
+func TestPlannedBlocksAfterCloseAreRefused(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	in := filepath.Join(t.TempDir(), "in")
+	writeRandom(t, in, 4*chunkSize, 4, 0o644)
+	root, _, err := s.Import(ctx, in, ImportOptions{Pin: "job"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs, _, err := s.sendList(ctx, root, []cid.Cid{root}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range refs {
+		if ref.loc == nil {
+			continue
+		}
+		err := s.viewRef(ref, func([]byte) error { return nil })
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("block %s after Close: %v, want ErrClosed", ref.c, err)
+		}
+	}
+	s.packs.mu.Lock()
+	open := len(s.packs.files)
+	s.packs.mu.Unlock()
+	if open != 0 {
+		t.Errorf("%d packs opened after Close", open)
+	}
+}
+
 func FuzzDecodeSizeRecord(f *testing.F) {
 	f.Add(encodeSizeRecord(1<<20, nil))
 	f.Add(encodeSizeRecord(1<<20, &packLoc{pack: 3, off: 7 << 20}))

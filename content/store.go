@@ -233,17 +233,24 @@ func (s *Store) has(c cid.Cid) (bool, error) {
 }
 
 // blockRef is a held block and where it is stored: in a pack at loc, or,
-// if loc is nil, in Badger.
+// if loc is nil, in Badger. gen is the packs' generation read before the
+// place was looked up.
 type blockRef struct {
 	c    cid.Cid
 	size int
 	loc  *packLoc
+	gen  uint64
 }
+
+// errPackFreed means a pack was freed while a block was read from it: the
+// bytes read may be a hole punched where the block was.
+var errPackFreed = errors.New("a pack was freed during the read")
 
 // viewBlock calls fn with the stored bytes of c, unverified; fn must not
 // keep the slice. The bulk sender uses it because the receiver hashes every
 // block anyway; everything else uses getBlock.
 func (s *Store) viewBlock(c cid.Cid, fn func([]byte) error) error {
+	gen := s.packs.generation()
 	err := s.db.View(func(txn *badger.Txn) error {
 		n, loc, held, err := sizeRecord(txn, c)
 		if err != nil {
@@ -252,9 +259,10 @@ func (s *Store) viewBlock(c cid.Cid, fn func([]byte) error) error {
 		if !held {
 			return badger.ErrKeyNotFound
 		}
-		return s.viewRefTxn(txn, blockRef{c: c, size: n, loc: loc}, fn)
+		return s.viewRefTxn(txn, blockRef{c: c, size: n, loc: loc, gen: gen}, fn)
 	})
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	if errors.Is(err, badger.ErrKeyNotFound) || errors.Is(err, errPackFreed) {
+		// A block GC collected as it was read is gone.
 		return fmt.Errorf("block %s: %w", c, ErrNotFound)
 	}
 	if err != nil {
@@ -264,18 +272,22 @@ func (s *Store) viewBlock(c cid.Cid, fn func([]byte) error) error {
 }
 
 // viewRef is viewBlock for a block already looked up: a packed block is
-// read without a transaction.
+// read without a transaction, and looked up again if GC freed packs since.
 func (s *Store) viewRef(ref blockRef, fn func([]byte) error) error {
 	if ref.loc != nil {
-		return s.viewPacked(ref.c, ref.size, *ref.loc, fn)
+		err := s.viewPacked(ref.c, ref.size, *ref.loc, ref.gen, fn)
+		if !errors.Is(err, errPackFreed) {
+			return err
+		}
 	}
 	return s.viewBlock(ref.c, fn)
 }
 
-// viewRefTxn is viewRef inside txn.
+// viewRefTxn is viewRef inside txn, which must be younger than ref.gen:
+// a freed pack is errPackFreed.
 func (s *Store) viewRefTxn(txn *badger.Txn, ref blockRef, fn func([]byte) error) error {
 	if ref.loc != nil {
-		return s.viewPacked(ref.c, ref.size, *ref.loc, fn)
+		return s.viewPacked(ref.c, ref.size, *ref.loc, ref.gen, fn)
 	}
 	it, err := txn.Get(key(kindBlock, ref.c.Hash()))
 	if err != nil {
@@ -284,8 +296,9 @@ func (s *Store) viewRefTxn(txn *badger.Txn, ref blockRef, fn func([]byte) error)
 	return it.Value(fn)
 }
 
-// viewPacked reads a packed block into a pooled buffer and calls fn with it.
-func (s *Store) viewPacked(c cid.Cid, n int, loc packLoc, fn func([]byte) error) error {
+// viewPacked reads a packed block into a pooled buffer and calls fn with
+// it, unless GC freed packs since generation gen (errPackFreed).
+func (s *Store) viewPacked(c cid.Cid, n int, loc packLoc, gen uint64, fn func([]byte) error) error {
 	if s.packs == nil || n > maxBlockSize {
 		return fmt.Errorf("%w: block %s names pack %d, which this store cannot have", ErrInvalidData, c, loc.pack)
 	}
@@ -296,7 +309,11 @@ func (s *Store) viewPacked(c cid.Cid, n int, loc packLoc, fn func([]byte) error)
 	}
 	defer s.bufs.Put(bp)
 	buf := (*bp)[:n]
-	if err := s.packs.read(loc, buf); err != nil {
+	err := s.packs.read(loc, buf)
+	if s.packs.generation() != gen {
+		return fmt.Errorf("block %s: %w", c, errPackFreed)
+	}
+	if err != nil {
 		return fmt.Errorf("block %s: %w", c, err)
 	}
 	return fn(buf)
@@ -318,13 +335,17 @@ func (s *Store) getBlock(c cid.Cid) (blocks.Block, error) {
 	return blocks.NewBlockWithCid(data, c)
 }
 
-// getRef is getBlock for a block already looked up, inside txn.
+// getRef is getBlock for a block already looked up, inside txn. A block
+// whose pack GC freed since ref was looked up is ErrNotFound.
 func (s *Store) getRef(txn *badger.Txn, ref blockRef) (blocks.Block, error) {
 	var data []byte
 	err := s.viewRefTxn(txn, ref, func(v []byte) error {
 		data = bytes.Clone(v)
 		return nil
 	})
+	if errors.Is(err, errPackFreed) {
+		return nil, fmt.Errorf("block %s: %w", ref.c, ErrNotFound)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read block %s: %w", ref.c, err)
 	}

@@ -46,7 +46,7 @@ func (o *benchOptions) AddFlags(cmd *cobra.Command) {
 	f.DurationVar(&o.run.RSS.IdleFor, "idle-for", 5*time.Second, "how long the memory network idles before its idle RSS is read")
 	f.IntVar(&o.run.SandboxRuns, "sandbox-runs", 40, "bare runc runs that measure the sandbox-bound limit")
 	f.IntVar(&o.run.Micro.StagingMiB, "staging-mib", 1024, "MiB staged by content's benchmark")
-	f.IntVar(&o.run.Micro.StagingRuns, "staging-runs", 3, "times the raw stream and the bulk path are each measured; the figure is the median ratio")
+	f.IntVar(&o.run.Micro.StagingRuns, "staging-runs", 3, "times the raw stream and the bulk path are each measured, one after the other; the figure is the run with the median ratio")
 	f.IntVar(&o.run.Micro.MatchRuns, "match-runs", 10, "passes of market's Match benchmark")
 }
 

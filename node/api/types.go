@@ -167,8 +167,9 @@ type Job struct {
 	// differ from the lease's GPUs or the declared gpu_model.
 	GPUsSeen    []GPUSeen `json:"gpus_seen,omitempty"`
 	GPUMismatch string    `json:"gpu_mismatch,omitempty"`
-	// Version counts the changes of the job's record on its submitter;
-	// GET /v1/jobs/{id}?version=N&wait=D answers when it is no longer N.
+	// Version changes with every change of the job on its submitter, and
+	// when the submitter restarts; compare it only for equality. GET
+	// /v1/jobs/{id}?version=N&wait=D answers when it is no longer N.
 	Version uint64 `json:"version"`
 }
 

@@ -113,7 +113,9 @@ func (s *Submitter) storedJobs() []api.Job {
 			return nil // a record that does not decode was reported by Recover
 		}
 		if _, ok := stored[r.ID]; ok {
-			out = append(out, r.API())
+			a := r.API()
+			a.Version = s.versionBase
+			out = append(out, a)
 		}
 		return nil
 	})

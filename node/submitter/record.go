@@ -53,9 +53,6 @@ type Record struct {
 	// re-announcements name them so that no peer's Match places it there
 	// again (avoid.go).
 	Avoid []string `json:"avoid,omitempty"`
-	// Version counts the record's changes, so that a client can wait for
-	// the next one (Submitter.WaitJob).
-	Version uint64 `json:"version,omitempty"`
 }
 
 // step records that a step was reached, once, keeping the steps in their
@@ -141,15 +138,17 @@ type job struct {
 	// assigned is, by provider, what this node's Match said of the job
 	// while it was queued; guarded by the Submitter's mu, not persisted.
 	assigned map[string]*assignment
-	// changed is closed at the record's next change, for those waiting on
-	// it; nil while no one waits. Guarded by the Submitter's mu.
+	// version counts the changes of rec in this run, and changed is
+	// closed at the next one, for those waiting on it (nil while no one
+	// waits). Guarded by the Submitter's mu; not persisted.
+	version uint64
 	changed chan struct{}
 }
 
 // bump counts a change of the job's record and wakes those waiting for
 // one. The caller holds the Submitter's mu.
 func (j *job) bump() {
-	j.rec.Version++
+	j.version++
 	if j.changed != nil {
 		close(j.changed)
 		j.changed = nil
@@ -174,7 +173,6 @@ func (r *Record) API() api.Job {
 		ResumeOf:    r.ResumeOf,
 		Skipped:     slices.Clone(r.Skipped),
 		Avoid:       slices.Clone(r.Avoid),
-		Version:     r.Version,
 	}
 	if !r.ProviderKeeps.IsZero() {
 		t := r.ProviderKeeps.UTC()

@@ -195,12 +195,19 @@ type Submitter struct {
 	joined time.Time // when the first offer of another provider arrived
 
 	stage stageState // reservations and holders, for staging from many sources
+
+	// versionBase starts the versions of this run's jobs (api.Job.Version)
+	// where no earlier run's reached: a version is a job's count of
+	// changes in this run on top of it, so that a client that kept a
+	// version across a restart is not told of a change it already saw.
+	versionBase uint64
 }
 
 // New returns a submitter; Recover loads what a previous run left.
 func New(cfg Config, d Deps) *Submitter {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Submitter{cfg: cfg, d: d, log: d.Log, ctx: ctx, cancel: cancel, jobs: make(map[string]*job), ended: make(map[string]api.JobState)}
+	return &Submitter{cfg: cfg, d: d, log: d.Log, ctx: ctx, cancel: cancel, jobs: make(map[string]*job), ended: make(map[string]api.JobState),
+		versionBase: uint64(time.Now().UnixMilli()) << 20}
 }
 
 // Shutdown stops the submitter's loops and transfers and waits for them:
@@ -426,7 +433,9 @@ func (s *Submitter) Submit(ctx context.Context, raw []byte, resumeOf string, pro
 	}
 	s.d.Metrics.Submitted.Inc()
 	s.log.Info("job submitted", "job", id, "name", decl.Name, "gpus", decl.Request.GPUs)
-	return snap.API(), nil
+	out := snap.API()
+	out.Version = s.versionBase // no change counted yet
+	return out, nil
 }
 
 // sizer says how many bytes a DAG held here takes (content.Store).
@@ -574,7 +583,7 @@ func (s *Submitter) Jobs() []api.Job {
 	s.mu.Lock()
 	out := make([]api.Job, 0, len(s.jobs)+len(s.ended))
 	for _, j := range s.jobs {
-		out = append(out, j.rec.API())
+		out = append(out, s.apiJob(j))
 	}
 	stored := len(s.ended) > 0
 	s.mu.Unlock()
@@ -598,14 +607,24 @@ func (s *Submitter) Job(id string) (api.Job, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return j.rec.API(), nil
+	return s.apiJob(j), nil
 }
 
-// WaitJob returns a job once its record is at another version than seen,
-// or has ended, or when ctx ends, whichever comes first: a client that
-// follows a job asks again with the version it last got, and hears of each
-// change as it is made instead of on its next poll. At ctx's end it returns
-// the job as it is, without error.
+// apiJob renders a job for the API, with its version. The caller holds
+// s.mu.
+func (s *Submitter) apiJob(j *job) api.Job {
+	out := j.rec.API()
+	out.Version = s.versionBase + j.version
+	return out
+}
+
+// WaitJob returns a job once it is at another version than seen, or has
+// ended, or when ctx ends, whichever comes first: a client that follows a
+// job asks again with the version it last got, and hears of each change as
+// it is made instead of on its next poll. At ctx's end it returns the job as
+// it is, without error. A change is counted as it is made in memory, before
+// it is on disk, and a change that left the job as it was may count too:
+// a follower may be woken to find nothing new.
 func (s *Submitter) WaitJob(ctx context.Context, id string, seen uint64) (api.Job, error) {
 	for {
 		j, err := s.find(id)
@@ -613,8 +632,8 @@ func (s *Submitter) WaitJob(ctx context.Context, id string, seen uint64) (api.Jo
 			return api.Job{}, err
 		}
 		s.mu.Lock()
-		if j.rec.Version != seen || j.rec.terminal() || ctx.Err() != nil || j.evicted {
-			out := j.rec.API()
+		if s.versionBase+j.version != seen || j.rec.terminal() || ctx.Err() != nil || j.evicted {
+			out := s.apiJob(j)
 			s.mu.Unlock()
 			return out, nil
 		}

@@ -95,7 +95,7 @@ func TestWaitReasonIsAChange(t *testing.T) {
 	h.s.mu.Lock()
 	j := h.s.jobs[rec.ID]
 	j.rec.State = api.JobQueued
-	v := j.rec.Version
+	v := j.version
 	h.s.mu.Unlock()
 
 	res := func(why string) market.Result {
@@ -104,7 +104,7 @@ func TestWaitReasonIsAChange(t *testing.T) {
 	h.s.RecordWaits(res("no provider has 8 free GPUs"))
 	h.s.RecordWaits(res("no provider has 8 free GPUs"))
 	h.s.mu.Lock()
-	got := j.rec.Version
+	got := j.version
 	h.s.mu.Unlock()
 	if got != v+1 {
 		t.Fatalf("version %d after one new reason given twice, want %d", got, v+1)

@@ -130,20 +130,32 @@ func (w *jobWaiter) poll(ctx context.Context, ahead int) ([]ended, error) {
 
 // follow waits for each pending job to end in turn, the daemon answering
 // at each change of the job (api.Client.WaitJob) rather than being asked on
-// a timer: how a user's `e31 submit --wait` follows a job. For one job in
-// flight at a time, where polling would add up to a poll interval to each
-// job's turn and cost the daemon a request per interval.
+// a timer: how a user's `e31 submit --wait` follows a job, down to asking
+// again only after a pause when the daemon answers at once with nothing
+// new. For one job in flight at a time, where polling would add up to a
+// poll interval to each job's turn and cost the daemon a request per
+// interval.
 func (w *jobWaiter) follow(ctx context.Context, limit time.Duration) ([]ended, error) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
+	const wait, pause = 30 * time.Second, 20 * time.Millisecond
+	lctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	var out []ended
 	for len(w.pending) > 0 {
 		id := w.pending[0]
-		j, err := w.cl.Job(ctx, id)
+		j, err := w.cl.Job(lctx, id)
 		for err == nil && !j.State.Terminal() {
-			j, err = w.cl.WaitJob(ctx, id, j.Version, 30*time.Second)
+			asked := time.Now()
+			var next api.Job
+			next, err = w.cl.WaitJob(lctx, id, j.Version, wait)
+			if err == nil && next.Version == j.Version && time.Since(asked) < wait/2 {
+				err = sleep(lctx, pause)
+			}
+			j = next
 		}
 		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		if lctx.Err() != nil {
 			return out, fmt.Errorf("job %s had not ended %s after its submit", id, limit)
 		}
 		if err != nil {
