@@ -255,15 +255,13 @@ func TestGCFreesPackSpace(t *testing.T) {
 	}
 }
 
-// A bulk send plans where its blocks are, then reads them: a block GC
-// collects in between is not found, and its place, now a hole, is never
-// handed on as the block's bytes.
-func TestBlocksCollectedAfterPlanningAreNotFound(t *testing.T) {
+// planned imports a file of n chunks, pinned as "job", and plans a bulk
+// send of all of it.
+func planned(t *testing.T, s *Store, n int64) (cid.Cid, []blockRef) {
+	t.Helper()
 	ctx := context.Background()
-	s := openStore(t, t.TempDir())
-	defer s.Close()
 	in := filepath.Join(t.TempDir(), "in")
-	writeRandom(t, in, 8*chunkSize, 3, 0o644)
+	writeRandom(t, in, n*chunkSize, uint64(n), 0o644)
 	root, _, err := s.Import(ctx, in, ImportOptions{Pin: "job"})
 	if err != nil {
 		t.Fatal(err)
@@ -272,6 +270,17 @@ func TestBlocksCollectedAfterPlanningAreNotFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return root, refs
+}
+
+// A bulk send plans where its blocks are, then reads them: a block GC
+// collects in between is not found, and its place, now a hole, is never
+// handed on as the block's bytes.
+func TestBlocksCollectedAfterPlanningAreNotFound(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, t.TempDir())
+	defer s.Close()
+	root, refs := planned(t, s, 8)
 	packed := 0
 	for _, ref := range refs {
 		if ref.loc != nil {
@@ -301,19 +310,8 @@ func TestBlocksCollectedAfterPlanningAreNotFound(t *testing.T) {
 // A read of a planned block after the store closed is refused; no pack is
 // opened again behind the closed store.
 func TestPlannedBlocksAfterCloseAreRefused(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	s := openStore(t, dir)
-	in := filepath.Join(t.TempDir(), "in")
-	writeRandom(t, in, 4*chunkSize, 4, 0o644)
-	root, _, err := s.Import(ctx, in, ImportOptions{Pin: "job"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	refs, _, err := s.sendList(ctx, root, []cid.Cid{root}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, t.TempDir())
+	_, refs := planned(t, s, 4)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
