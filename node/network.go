@@ -46,11 +46,7 @@ func (n *Node) Peers() []api.Peer {
 func (n *Node) Nodes() []api.Node {
 	out := []api.Node{}
 	offers := n.offers.Snapshot()
-	signed := make(map[string]int64, len(offers))
-	for _, e := range offers {
-		signed[e.Offer.Provider] = e.SignedAt
-	}
-	leased := n.market.Leased(signed)
+	leased := n.market.Leased(offers)
 	for _, e := range offers {
 		an := api.Node{
 			PeerID:      e.Offer.Provider,

@@ -295,20 +295,23 @@ func (v *Market) AddLease(l wire.SignedLease, at Stamp) bool {
 	return true
 }
 
-// Leased returns, for each provider whose offer was signed at
-// offerSigned[provider] (ms), the GPUs that a lease this view knows, not
-// released, holds: the devices its offer may still show free, since a
+// Leased returns, for each provider with an offer in offers, the GPUs that
+// a lease this view knows, not released and not ended by that offer
+// (offerEnds), holds: the devices its offer may still show free, since a
 // provider does not re-announce its offer for every lease (see
-// node.publishOffers). An offer signed LeaseOfferMargin after a lease's
-// proposal ends the lease, as in an epoch's view.
-func (v *Market) Leased(offerSigned map[string]int64) map[string]map[string]bool {
+// node.publishOffers).
+func (v *Market) Leased(offers []OfferEntry) map[string]map[string]bool {
+	byProvider := make(map[string]*OfferEntry, len(offers))
+	for i := range offers {
+		byProvider[offers[i].Offer.Provider] = &offers[i]
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	held := map[string]map[string]bool{}
 	for _, kl := range v.leases {
 		t := &kl.lease.Terms
-		signed, ok := offerSigned[t.Provider]
-		if !ok || !kl.released.IsZero() || signed > t.Proposed+LeaseOfferMargin.Milliseconds() {
+		o, ok := byProvider[t.Provider]
+		if !ok || !kl.released.IsZero() || offerEnds(o.SignedAt, o.Offer.GPUs, t) {
 			continue
 		}
 		if held[t.Provider] == nil {
@@ -319,6 +322,22 @@ func (v *Market) Leased(offerSigned map[string]int64) map[string]map[string]bool
 		}
 	}
 	return held
+}
+
+// offerEnds reports whether a provider's offer of gpus, signed at signedAt
+// (ms), ends its lease t: it was signed LeaseOfferMargin after the lease's
+// proposal and shows every GPU of the lease free. A provider's offer is
+// the last word on its own GPUs, even where the release was lost.
+func offerEnds(signedAt int64, gpus []market.GPU, t *wire.LeaseTerms) bool {
+	if signedAt <= t.Proposed+LeaseOfferMargin.Milliseconds() {
+		return false
+	}
+	for _, u := range t.GPUs {
+		if !slices.ContainsFunc(gpus, func(g market.GPU) bool { return g.UUID == u && g.Free }) {
+			return false
+		}
+	}
+	return true
 }
 
 // ReleaseLease records a release. Only a party to the lease can release
@@ -469,15 +488,7 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 	}
 	endedByOffer := func(t *wire.LeaseTerms) bool {
 		o, ok := byProvider[t.Provider]
-		if !ok || o.SignedAt <= t.Proposed+LeaseOfferMargin.Milliseconds() {
-			return false
-		}
-		for _, u := range t.GPUs {
-			if !slices.ContainsFunc(o.GPUs, func(g market.GPU) bool { return g.UUID == u && g.Free }) {
-				return false
-			}
-		}
-		return true
+		return ok && offerEnds(o.SignedAt, o.GPUs, t)
 	}
 	mv.Jobs = make([]market.Job, 0, len(jobs))
 	for _, j := range jobs {
