@@ -64,23 +64,14 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 		if j.State.Terminal() {
 			break
 		}
-		// The daemon answers at the job's next change; one that answers
-		// at once with nothing new cannot wait, and is asked again after
-		// the poll interval instead.
-		asked := time.Now()
-		next, err := cl.WaitJob(ctx, j.ID, j.Version, followWait)
+		// The daemon answers at the job's next change; one that cannot is
+		// asked again after the poll interval.
+		next, err := cl.NextJob(ctx, j, followWait, o.poll)
 		if ctx.Err() != nil {
 			return fmt.Errorf("stopped following job %s (still %s): %w", id, j.State, ctx.Err())
 		}
 		if err != nil {
 			return err
-		}
-		if next.Version == j.Version && time.Since(asked) < followWait/2 {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("stopped following job %s (still %s): %w", id, j.State, ctx.Err())
-			case <-time.After(o.poll):
-			}
 		}
 		j = next
 	}

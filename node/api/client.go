@@ -203,6 +203,27 @@ func (c *Client) WaitJob(ctx context.Context, id string, version uint64, wait ti
 	return out, c.Do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), q, nil, &out)
 }
 
+// NextJob waits once for job j to change (WaitJob, for up to wait) and
+// returns it as it then is. A daemon that answers at once with nothing new
+// (one that predates waiting) is not asked again before pause has passed:
+// NextJob waits it out, so that a caller looping until the job ends polls
+// such a daemon every pause instead of spinning.
+func (c *Client) NextJob(ctx context.Context, j Job, wait, pause time.Duration) (Job, error) {
+	asked := time.Now()
+	next, err := c.WaitJob(ctx, j.ID, j.Version, wait)
+	if err != nil || next.Version != j.Version || time.Since(asked) >= wait/2 {
+		return next, err
+	}
+	t := time.NewTimer(pause)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return next, ctx.Err()
+	case <-t.C:
+		return next, nil
+	}
+}
+
 // Withdraw withdraws a job.
 func (c *Client) Withdraw(ctx context.Context, id string) (Job, error) {
 	var out Job

@@ -144,13 +144,7 @@ func (w *jobWaiter) follow(ctx context.Context, limit time.Duration) ([]ended, e
 		id := w.pending[0]
 		j, err := w.cl.Job(lctx, id)
 		for err == nil && !j.State.Terminal() {
-			asked := time.Now()
-			var next api.Job
-			next, err = w.cl.WaitJob(lctx, id, j.Version, wait)
-			if err == nil && next.Version == j.Version && time.Since(asked) < wait/2 {
-				err = sleep(lctx, pause)
-			}
-			j = next
+			j, err = w.cl.NextJob(lctx, j, wait, pause)
 		}
 		if ctx.Err() != nil {
 			return out, ctx.Err()
