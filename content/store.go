@@ -321,12 +321,17 @@ func (s *Store) viewPacked(c cid.Cid, n int, loc packLoc, gen uint64, fn func([]
 
 // getBlock reads the block behind c and checks its hash.
 func (s *Store) getBlock(c cid.Cid) (blocks.Block, error) {
+	return readVerified(c, func(fn func([]byte) error) error { return s.viewBlock(c, fn) })
+}
+
+// readVerified copies the bytes view hands over and checks that they hash
+// to c.
+func readVerified(c cid.Cid, view func(fn func([]byte) error) error) (blocks.Block, error) {
 	var data []byte
-	err := s.viewBlock(c, func(v []byte) error {
+	if err := view(func(v []byte) error {
 		data = bytes.Clone(v)
 		return nil
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, err
 	}
 	if err := verify(c, data); err != nil {
@@ -338,21 +343,16 @@ func (s *Store) getBlock(c cid.Cid) (blocks.Block, error) {
 // getRef is getBlock for a block already looked up, inside txn. A block
 // whose pack GC freed since ref was looked up is ErrNotFound.
 func (s *Store) getRef(txn *badger.Txn, ref blockRef) (blocks.Block, error) {
-	var data []byte
-	err := s.viewRefTxn(txn, ref, func(v []byte) error {
-		data = bytes.Clone(v)
+	return readVerified(ref.c, func(fn func([]byte) error) error {
+		err := s.viewRefTxn(txn, ref, fn)
+		if errors.Is(err, errPackFreed) {
+			return fmt.Errorf("block %s: %w", ref.c, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("read block %s: %w", ref.c, err)
+		}
 		return nil
 	})
-	if errors.Is(err, errPackFreed) {
-		return nil, fmt.Errorf("block %s: %w", ref.c, ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read block %s: %w", ref.c, err)
-	}
-	if err := verify(ref.c, data); err != nil {
-		return nil, err
-	}
-	return blocks.NewBlockWithCid(data, ref.c)
 }
 
 // putBlocks writes blocks the caller has already verified, skipping those
