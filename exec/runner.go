@@ -523,6 +523,12 @@ func (r *Runner) BundleDir(id, dir string) string {
 	return filepath.Join(r.bundleRoot, ContainerID(id))
 }
 
+// isBundle reports whether path is where this runner puts bundles: a lease
+// directory's bundle/, or a directory in the bundle root.
+func (r *Runner) isBundle(path string) bool {
+	return filepath.Base(path) == "bundle" || r.bundleRoot != "" && filepath.Dir(path) == r.bundleRoot
+}
+
 // removeBundle deletes a bundle directory, unless something is mounted
 // inside it on the host: the runtime mounts only in the container's own
 // mount namespace, so a mount here is a leak, and deleting through it
@@ -592,7 +598,7 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 		// the image root over its skeleton is gone.
 		if err := unmountImageRoot(r.rootMount(c.ID)); err != nil {
 			errs = append(errs, err)
-		} else if (filepath.Base(c.Bundle) == "bundle" || r.bundleRoot != "" && filepath.Dir(c.Bundle) == r.bundleRoot) && lease != "" {
+		} else if lease != "" && r.isBundle(c.Bundle) {
 			if err := removeBundle(c.Bundle); err != nil {
 				errs = append(errs, err)
 			}
