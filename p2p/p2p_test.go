@@ -365,3 +365,51 @@ func TestMessageIDIsTopicAndContent(t *testing.T) {
 		t.Error("the same bytes on two topics share an ID")
 	}
 }
+
+// TestIDontWantOnlyForLargeMessages: a message the size of a declaration
+// draws no IDONTWANT from the peers it reaches; one over IDontWantAbove
+// does.
+func TestIDontWantOnlyForLargeMessages(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	counter := &rpcCounter{}
+	const n = 4
+	var gs []*Gossip
+	var subs []*Subscription
+	var hosts []host.Host
+	for range n {
+		h, sk := newTestHost(t)
+		g, err := NewGossip(ctx, h, sk, GossipConfig{Network: "idw", Extra: []pubsub.Option{pubsub.WithRawTracer(counter)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub, err := g.Subscribe(TopicJobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(sub.Cancel)
+		for _, o := range hosts {
+			connect(t, ctx, h, o)
+		}
+		gs, subs, hosts = append(gs, g), append(subs, sub), append(hosts, h)
+	}
+	// The mesh: every peer has grafted every other.
+	waitFor(t, 10*time.Second, "a full mesh", func() bool { return counter.grafts.Load() >= n*(n-1) })
+	publish := func(size int) {
+		t.Helper()
+		if _, err := gs[0].Publish(ctx, TopicJobs, "pad", struct{ Pad string }{strings.Repeat("p", size)}); err != nil {
+			t.Fatal(err)
+		}
+		for i, sub := range subs {
+			if _, err := sub.Next(ctx); err != nil {
+				t.Fatalf("peer %d: %v", i, err)
+			}
+		}
+	}
+	publish(1200)
+	if got := counter.idontwant.Load(); got != 0 {
+		t.Fatalf("a 1.2 KB message drew %d IDONTWANT notices", got)
+	}
+	publish(IDontWantAbove + 1024)
+	waitFor(t, 10*time.Second, "IDONTWANT for a large message", func() bool { return counter.idontwant.Load() > 0 })
+}

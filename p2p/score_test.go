@@ -127,7 +127,7 @@ func newHonest(t *testing.T, ctx context.Context, cfg GossipConfig, limits map[s
 	return &honest{h: h, g: g, guard: cfg.Guard, sub: sub}
 }
 
-func connect(t *testing.T, ctx context.Context, a, b host.Host) {
+func connect(t testing.TB, ctx context.Context, a, b host.Host) {
 	t.Helper()
 	if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Addrs()}); err != nil {
 		t.Fatal(err)
