@@ -106,6 +106,11 @@ type packs struct {
 	dirty  bool   // cur has writes not yet synced
 	stage  []byte // page-aligned, packStage bytes; blocks are gathered here and written together
 	closed bool   // close was called: no pack is opened again
+	// direct: cur was opened with O_DIRECT. aio writes to it, once made
+	// (nil where the kernel would not, noAIO then set).
+	direct bool
+	aio    *asyncWriter
+	noAIO  bool
 
 	// gen counts the calls of free, each counted before it frees
 	// anything: a reader that took a block's place in a pack before a free
@@ -240,7 +245,7 @@ func (p *packs) writeLocked(n int64, cache bool) error {
 	if cache {
 		f = p.curBuf
 	}
-	if _, err := f.WriteAt(p.stage[:n], p.curAt); err != nil {
+	if err := p.writeStage(f, n, cache); err != nil {
 		// The tail may hold part of the stage; nothing names it, and
 		// the next write goes over it.
 		return fmt.Errorf("write pack %d: %w", p.curN, err)
@@ -255,11 +260,44 @@ func (p *packs) writeLocked(n int64, cache bool) error {
 	return nil
 }
 
+// writeStage writes the first n bytes of the stage at curAt: to a direct
+// pack asynchronously where the kernel allows (asyncWriter), else with
+// pwrite.
+func (p *packs) writeStage(f *os.File, n int64, cache bool) error {
+	if cache || !p.direct || p.noAIO {
+		_, err := f.WriteAt(p.stage[:n], p.curAt)
+		return err
+	}
+	if p.aio == nil {
+		w, err := newAsyncWriter()
+		if err != nil {
+			p.noAIO = true
+			_, err := f.WriteAt(p.stage[:n], p.curAt)
+			return err
+		}
+		p.aio = w
+	}
+	err := p.aio.writeAt(f, p.stage[:n], p.curAt)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, errNoAsync) || errors.Is(err, errAsyncClosed) {
+		// Refused, or the writer is broken: this write and every later
+		// one go through pwrite.
+		_ = p.aio.close()
+		p.aio, p.noAIO = nil, true
+		_, err = f.WriteAt(p.stage[:n], p.curAt)
+	}
+	return err
+}
+
 func (p *packs) beginLocked() error {
 	n := p.next
+	direct := true
 	f, err := os.OpenFile(p.path(n), os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_DIRECT, 0o600)
 	if errors.Is(err, unix.EINVAL) {
 		// A file system without direct I/O (tmpfs): the page cache it is.
+		direct = false
 		f, err = os.OpenFile(p.path(n), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	}
 	if err != nil {
@@ -278,7 +316,7 @@ func (p *packs) beginLocked() error {
 	}
 	p.next++
 	p.curBuf = fb
-	p.cur, p.curN, p.curAt, p.curEnd, p.dirty = f, n, 0, 0, false
+	p.cur, p.curN, p.curAt, p.curEnd, p.dirty, p.direct = f, n, 0, 0, false, direct
 	return nil
 }
 
@@ -427,6 +465,11 @@ func (p *packs) close() error {
 	for n, f := range p.files {
 		errs = append(errs, f.Close())
 		delete(p.files, n)
+	}
+	if p.aio != nil {
+		// Before the stage goes: io_destroy waits for any write from it.
+		errs = append(errs, p.aio.close())
+		p.aio = nil
 	}
 	if p.stage != nil {
 		errs = append(errs, unix.Munmap(p.stage))
