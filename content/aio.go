@@ -142,7 +142,14 @@ func (w *asyncWriter) write1(f *os.File, buf []byte, off int64) (int, error) {
 	runtime.KeepAlive(f)
 	res := w.event[0].res
 	if res < 0 {
-		return 0, unix.Errno(-res)
+		errno := unix.Errno(-res)
+		if errno == unix.EINVAL || errno == unix.EOPNOTSUPP {
+			// Refused when it ran rather than when submitted (a file
+			// system that takes O_DIRECT but not asynchronously): a
+			// synchronous write of the same bytes may still succeed.
+			return 0, fmt.Errorf("%w: %w", errNoAsync, errno)
+		}
+		return 0, errno
 	}
 	return int(res), nil
 }
@@ -164,7 +171,8 @@ func (w *asyncWriter) close() error {
 
 var (
 	errAsyncClosed = errors.New("asynchronous writer closed")
-	// errNoAsync: the kernel refused the request; nothing of it was
-	// written, and the same write can be made synchronously.
+	// errNoAsync: the kernel refused the request as such (EINVAL,
+	// EOPNOTSUPP, EAGAIN, …), so the same write can be made
+	// synchronously; doing it again is harmless where part of it was.
 	errNoAsync = errors.New("asynchronous write refused")
 )

@@ -88,16 +88,22 @@ func TestAsyncWriterRefusalCanBeRetried(t *testing.T) {
 	}
 }
 
-// TestAsyncWriterReportsIOErrors: an error of the write itself (an
-// unaligned buffer, which direct I/O refuses with EINVAL when it runs)
-// comes back as that error.
+// TestAsyncWriterReportsIOErrors: a write that fails when it runs comes
+// back as its error; one the kernel refuses as a request (an unaligned
+// buffer, which direct I/O refuses with EINVAL, at submission or when it
+// runs) as errNoAsync too, so that packs try it again with pwrite.
 func TestAsyncWriterReportsIOErrors(t *testing.T) {
 	w := newTestAsyncWriter(t)
 	f, _ := directFile(t, os.O_WRONLY)
 	buf := alignedBuffer(t, 8192)
 	err := w.writeAt(f, buf[1:4097], 0)
-	if !errors.Is(err, unix.EINVAL) {
-		t.Fatalf("unaligned direct write: %v, want EINVAL", err)
+	if !errors.Is(err, unix.EINVAL) || !errors.Is(err, errNoAsync) {
+		t.Fatalf("unaligned direct write: %v, want errNoAsync and EINVAL", err)
+	}
+	// Past the largest file size the file system allows.
+	err = w.writeAt(f, buf[:4096], 1<<62)
+	if err == nil || errors.Is(err, errNoAsync) {
+		t.Fatalf("write past the largest file: %v, want an error of the write", err)
 	}
 }
 
