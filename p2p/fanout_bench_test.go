@@ -9,7 +9,6 @@ import (
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
-	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
@@ -86,30 +85,19 @@ func benchFanout(b *testing.B, n int, params pubsub.GossipSubParams) {
 	counter := &rpcCounter{}
 	extra := []pubsub.Option{pubsub.WithRawTracer(counter), pubsub.WithGossipSubParams(params)}
 	type peerState struct {
-		h   host.Host
-		g   *Gossip
+		*gossipPeer
 		got atomic.Int64
 	}
 	peers := make([]*peerState, n)
 	for i := range peers {
-		h, sk := newTestHost(b)
-		g, err := NewGossip(ctx, h, sk, GossipConfig{Network: "bench", Extra: extra})
-		if err != nil {
-			b.Fatal(err)
-		}
-		sub, err := g.Subscribe(TopicJobs)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(sub.Cancel)
-		p := &peerState{h: h, g: g}
+		p := &peerState{gossipPeer: newGossipPeer(b, ctx, GossipConfig{Network: "bench", Extra: extra}, TopicJobs)}
 		peers[i] = p
 		for _, o := range peers[:i] {
-			connect(b, ctx, h, o.h)
+			connect(b, ctx, p.h, o.h)
 		}
 		go func() {
 			for {
-				if _, err := sub.Next(ctx); err != nil {
+				if _, err := p.sub.Next(ctx); err != nil {
 					return
 				}
 				p.got.Add(1)

@@ -374,34 +374,23 @@ func TestIDontWantOnlyForLargeMessages(t *testing.T) {
 	defer cancel()
 	counter := &rpcCounter{}
 	const n = 4
-	var gs []*Gossip
-	var subs []*Subscription
-	var hosts []host.Host
+	var peers []*gossipPeer
 	for range n {
-		h, sk := newTestHost(t)
-		g, err := NewGossip(ctx, h, sk, GossipConfig{Network: "idw", Extra: []pubsub.Option{pubsub.WithRawTracer(counter)}})
-		if err != nil {
-			t.Fatal(err)
+		p := newGossipPeer(t, ctx, GossipConfig{Network: "idw", Extra: []pubsub.Option{pubsub.WithRawTracer(counter)}}, TopicJobs)
+		for _, o := range peers {
+			connect(t, ctx, p.h, o.h)
 		}
-		sub, err := g.Subscribe(TopicJobs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(sub.Cancel)
-		for _, o := range hosts {
-			connect(t, ctx, h, o)
-		}
-		gs, subs, hosts = append(gs, g), append(subs, sub), append(hosts, h)
+		peers = append(peers, p)
 	}
 	// The mesh: every peer has grafted every other.
 	waitFor(t, 10*time.Second, "a full mesh", func() bool { return counter.grafts.Load() >= n*(n-1) })
 	publish := func(size int) {
 		t.Helper()
-		if _, err := gs[0].Publish(ctx, TopicJobs, "pad", struct{ Pad string }{strings.Repeat("p", size)}); err != nil {
+		if _, err := peers[0].g.Publish(ctx, TopicJobs, "pad", struct{ Pad string }{strings.Repeat("p", size)}); err != nil {
 			t.Fatal(err)
 		}
-		for i, sub := range subs {
-			if _, err := sub.Next(ctx); err != nil {
+		for i, p := range peers {
+			if _, err := p.sub.Next(ctx); err != nil {
 				t.Fatalf("peer %d: %v", i, err)
 			}
 		}

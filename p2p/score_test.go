@@ -113,18 +113,31 @@ type honest struct {
 
 func newHonest(t *testing.T, ctx context.Context, cfg GossipConfig, limits map[string]Rate) *honest {
 	t.Helper()
-	h, sk := newTestHost(t)
 	cfg.Guard = NewGuard(GuardConfig{Limits: limits, InspectEvery: 100 * time.Millisecond})
+	p := newGossipPeer(t, ctx, cfg, TopicOffers)
+	return &honest{h: p.h, g: p.g, guard: cfg.Guard, sub: p.sub}
+}
+
+// gossipPeer is a host on loopback with gossip, subscribed to one topic.
+type gossipPeer struct {
+	h   host.Host
+	g   *Gossip
+	sub *Subscription
+}
+
+func newGossipPeer(tb testing.TB, ctx context.Context, cfg GossipConfig, topic string) *gossipPeer {
+	tb.Helper()
+	h, sk := newTestHost(tb)
 	g, err := NewGossip(ctx, h, sk, cfg)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	sub, err := g.Subscribe(TopicOffers)
+	sub, err := g.Subscribe(topic)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(sub.Cancel)
-	return &honest{h: h, g: g, guard: cfg.Guard, sub: sub}
+	tb.Cleanup(sub.Cancel)
+	return &gossipPeer{h: h, g: g, sub: sub}
 }
 
 func connect(t testing.TB, ctx context.Context, a, b host.Host) {
