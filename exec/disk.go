@@ -374,6 +374,12 @@ const loopWait = 10 * time.Second
 // mount point. Nothing is deleted through a mount. It is idempotent.
 func RemoveDisk(dir string) error {
 	mnt := filepath.Join(dir, diskMount)
+	if _, err := os.Lstat(mnt); errors.Is(err, fs.ErrNotExist) {
+		// Nothing is mounted where there is no directory: a new lease's
+		// dir, as every Mount begins with, costs no read of the host's
+		// mount table.
+		return removeImage(dir)
+	}
 	mounted, err := mountedUnder(mnt)
 	if err != nil {
 		return fmt.Errorf("remove disk: %w", err)
@@ -395,6 +401,10 @@ func RemoveDisk(dir string) error {
 	if err := os.Remove(mnt); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove disk: %w", err)
 	}
+	return removeImage(dir)
+}
+
+func removeImage(dir string) error {
 	if err := os.Remove(filepath.Join(dir, diskImage)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove disk: %w", err)
 	}
