@@ -110,12 +110,15 @@ func (w *asyncWriter) write1(f *os.File, buf []byte, off int64) (int, error) {
 		resfd:  uint32(w.evFd),
 	}
 	for {
-		_, _, errno := unix.Syscall(unix.SYS_IO_SUBMIT, w.ctx, 1, uintptr(unsafe.Pointer(&w.cbs[0])))
+		n, _, errno := unix.Syscall(unix.SYS_IO_SUBMIT, w.ctx, 1, uintptr(unsafe.Pointer(&w.cbs[0])))
 		if errno == unix.EINTR {
 			continue
 		}
 		if errno != 0 {
 			return 0, fmt.Errorf("%w: io_submit: %w", errNoAsync, errno)
+		}
+		if n != 1 {
+			return 0, fmt.Errorf("%w: io_submit took %d requests of 1", errNoAsync, n)
 		}
 		break
 	}
