@@ -235,7 +235,10 @@ func benchNATRun(ctx context.Context, bin cluster.Binaries, dir string, kind nat
 		return row, err
 	}
 	started := time.Now()
-	prov, err := start("provider", provPrefix, append(provArgs, "--sim-gpus", "1xH100:80GiB", "--cpus", "64", "--memory", "256GiB")...)
+	// --no-prestage: the provider fetches the input once leased, under the
+	// meter, so that the receipt's staging phase is the transfer over the
+	// path the lease found. Fetched before the proposal, it would be ~0.
+	prov, err := start("provider", provPrefix, append(provArgs, "--sim-gpus", "1xH100:80GiB", "--cpus", "64", "--memory", "256GiB", "--no-prestage")...)
 	if err != nil {
 		return row, err
 	}
