@@ -182,6 +182,9 @@ type fetchMethod int
 const (
 	methodAuto fetchMethod = iota
 	methodBitswap
+	// methodNone moves nothing: there is no peer to fetch from, so a
+	// block not held here fails the fetch (errNoSource).
+	methodNone
 )
 
 // Fetch makes the whole DAG under root local, fetching from peer from what
@@ -211,6 +214,9 @@ func (e *Exchange) fetch(ctx context.Context, from peer.ID, root cid.Cid, o Fetc
 	st := FetchStats{Method: "local"}
 	fail := func(err error) (FetchStats, error) {
 		st.Duration = time.Since(start)
+		if from == "" {
+			return st, fmt.Errorf("fetch %s: %w", root, err)
+		}
 		return st, fmt.Errorf("fetch %s from %s: %w", root, from, err)
 	}
 	if err := e.ctx.Err(); err != nil {
@@ -237,6 +243,8 @@ func (e *Exchange) fetch(ctx context.Context, from peer.ID, root cid.Cid, o Fetc
 		case methodBitswap:
 			st.Method = "bitswap"
 			t, err = e.fetchBitswap(ctx, from, root, sc.missing, o.MaxBytes, o.Progress)
+		case methodNone:
+			return fail(fmt.Errorf("%w: %d subtrees are not held here and no other peer was named, first %s", errNoSource, len(sc.missing), sc.missing[0]))
 		}
 		st.BlocksFetched, st.BytesFetched = t.blocks, t.bytes
 		if err != nil {

@@ -66,7 +66,9 @@ func (e *Exchange) FetchFrom(ctx context.Context, sources []peer.ID, root cid.Ci
 	}
 	switch len(srcs) {
 	case 0:
-		return FetchStats{}, fmt.Errorf("fetch %s: no source", root)
+		// This node is the only source named (a job it submitted and
+		// leased to itself): what it needs must be here already.
+		return e.fetch(ctx, "", root, o, methodNone)
 	case 1:
 		st, err := e.fetch(ctx, srcs[0], root, o, methodAuto)
 		st.Sources = []SourceStats{{Peer: srcs[0], Blocks: st.BlocksFetched, Bytes: st.BytesFetched, Err: err}}
@@ -190,6 +192,7 @@ func (f *manyFetch) left() int64 {
 
 // errNoSource means every source asked was dropped.
 var errNoSource = errors.New("no source left")
+
 
 // noSource is the error once every source asked is dropped.
 func (f *manyFetch) noSource() error {

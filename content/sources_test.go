@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -279,5 +280,38 @@ func TestFetchFromFallback(t *testing.T) {
 	}
 	if !errors.Is(st.Sources[0].Err, ErrDenied) || st.Sources[1].Bytes != st.Bytes {
 		t.Errorf("holder refusing: sources %+v, want all %d bytes from the fallback", st.Sources, st.Bytes)
+	}
+}
+
+// TestFetchFromSelf: a node named as the only source of data it holds (a
+// job it submitted and leased to itself) pins it without a transfer; data
+// it lacks fails naming what is missing.
+func TestFetchFromSelf(t *testing.T) {
+	ctx := context.Background()
+	self := newSource(t, allowOnly(), 0, 0)
+	p := filepath.Join(t.TempDir(), "f")
+	writeRandom(t, p, 4*chunkSize, 6, 0o644)
+	root := seed(t, p, self)
+
+	st, err := self.x.FetchFrom(ctx, nil, root, FetchOptions{Fallback: ids(self), Pin: "input of job S"})
+	if err != nil {
+		t.Fatalf("fetch of held data from itself: %v", err)
+	}
+	if st.Method != "local" || st.BytesFetched != 0 || st.Blocks == 0 {
+		t.Errorf("fetch from itself: %+v, want a local fetch of every block", st)
+	}
+	pins, err := self.s.Pins(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(pins, func(p Pin) bool { return p.Root == root && slices.Contains(p.Reasons, "input of job S") }) {
+		t.Errorf("pins after the fetch: %+v", pins)
+	}
+
+	other := filepath.Join(t.TempDir(), "g")
+	writeRandom(t, other, 2*chunkSize, 7, 0o644)
+	lacking := seed(t, other, newSource(t, allowOnly(), 0, 0))
+	if _, err := self.x.FetchFrom(ctx, ids(self), lacking, FetchOptions{}); !errors.Is(err, errNoSource) {
+		t.Fatalf("fetch of data not held, from itself: %v, want errNoSource", err)
 	}
 }

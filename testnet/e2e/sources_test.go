@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/testnet/cluster"
@@ -144,4 +145,28 @@ func oneProviderAndAnInput(t *testing.T) (sub *api.Client, prov *cluster.Node, i
 		t.Fatal(err)
 	}
 	return c.Client(0), c.Nodes[1], in, data
+}
+
+// TestOwnJobOnOwnGPUs: a node that submits a job with an input and is
+// itself the provider Match picks (here the only one) stages the input from
+// its own store and runs the job. The input was once fetched from "the
+// submitter", which, being this node, was no source at all.
+func TestOwnJobOnOwnGPUs(t *testing.T) {
+	c := start(t, cluster.Options{N: 1, SimGPUs: "1xH100:80GiB", Args: []string{"--epoch", "250ms"}})
+	cl := c.Client(0)
+	in := t.TempDir()
+	data := make([]byte, 3<<20)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(in, "data.bin"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := decl("own", "test \"$(wc -c < /data/data.bin)\" -eq 3145728", 1, time.Minute)
+	d.Data = []market.Input{{Source: in, Mount: "/data"}}
+	j := submit(t, cl, d)
+	j = waitJob(t, cl, j.ID, 60*time.Second, "release", released)
+	if j.Outcome != ledger.OutcomeCompleted || j.Provider != c.Nodes[0].PeerID {
+		t.Fatalf("own job ended %s/%s on %s: %s", j.Outcome, j.Attribution, j.Provider, j.Reason)
+	}
 }
