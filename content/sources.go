@@ -193,7 +193,6 @@ func (f *manyFetch) left() int64 {
 // errNoSource means every source asked was dropped.
 var errNoSource = errors.New("no source left")
 
-
 // noSource is the error once every source asked is dropped.
 func (f *manyFetch) noSource() error {
 	f.mu.Lock()
