@@ -190,7 +190,8 @@ func (f *manyFetch) left() int64 {
 	return max(f.maxBytes-f.total, 1)
 }
 
-// errNoSource means every source asked was dropped.
+// errNoSource means no source is left to ask for what is missing: every
+// one asked was dropped, or none but this node was named.
 var errNoSource = errors.New("no source left")
 
 // noSource is the error once every source asked is dropped.
