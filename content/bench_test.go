@@ -167,12 +167,33 @@ func BenchmarkStaging(b *testing.B) {
 	}
 	measure("bitswap", fetch(true))
 	measure("bulk", fetch(false))
+	// What a provider does next with a fetched input, and a submitter
+	// with a fetched output: write it out as files.
+	measure("export", func(b *testing.B, i int) (int64, time.Duration) {
+		dir := b.TempDir()
+		rx := startNode(b, &access{}, 0, dir)
+		defer func() {
+			rx.close()
+			_ = os.RemoveAll(dir)
+		}()
+		connect(b, rx, sender)
+		acc.allow(rx.h.ID(), root)
+		st, err := rx.x.Fetch(ctx, sender.h.ID(), root, FetchOptions{Pin: "input of job B"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := rx.s.Export(ctx, root, filepath.Join(dir, "out"), nil); err != nil {
+			b.Fatal(err)
+		}
+		return st.Bytes, time.Since(start)
+	})
 
-	if len(rates) < 5 {
+	if len(rates) < 6 {
 		return // a -bench filter left some out; no summary
 	}
-	b.Logf("staging %d MiB: import %.0f MiB/s, raw stream %.0f MiB/s (to file %.0f), bitswap %.0f MiB/s, bulk %.0f MiB/s; bulk/raw %.2f, bulk/raw-file %.2f",
-		mib, rates["import"], rates["raw"], rates["raw-file"], rates["bitswap"], rates["bulk"],
+	b.Logf("staging %d MiB: import %.0f MiB/s, raw stream %.0f MiB/s (to file %.0f), bitswap %.0f MiB/s, bulk %.0f MiB/s, export of what bulk fetched %.0f MiB/s; bulk/raw %.2f, bulk/raw-file %.2f",
+		mib, rates["import"], rates["raw"], rates["raw-file"], rates["bitswap"], rates["bulk"], rates["export"],
 		rates["bulk"]/rates["raw"], rates["bulk"]/rates["raw-file"])
 }
 

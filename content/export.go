@@ -251,8 +251,11 @@ func (e *exporter) writeFile(ctx context.Context, w io.Writer, nd ipld.Node, top
 	if err != nil {
 		return total, err
 	}
-	for _, l := range pn.Links() {
-		child, err := e.s.node(l.Cid)
+	links := pn.Links()
+	next, stop := e.readAhead(ctx, links)
+	defer stop()
+	for range links {
+		child, err := next()
 		if err != nil {
 			return total, err
 		}
@@ -266,4 +269,53 @@ func (e *exporter) writeFile(ctx context.Context, w io.Writer, nd ipld.Node, top
 		return total, fmt.Errorf("%w: file %s declares %d bytes but holds %d", ErrInvalidData, nd.Cid(), fsn.FileSize(), total)
 	}
 	return total, nil
+}
+
+// exportAhead is how many blocks of a file are read and verified ahead of
+// the one being written. Reading a block back from its pack and hashing it
+// cost about as much CPU as writing it out; done ahead, on other cores,
+// they overlap with the writes.
+const exportAhead = 8
+
+// readAhead reads the nodes of links on other goroutines, at most
+// exportAhead ahead of the caller, who takes them in order with next and
+// must call stop when done (early or not). After stop, reads under way
+// finish on their own; their results are dropped.
+func (e *exporter) readAhead(ctx context.Context, links []*ipld.Link) (next func() (ipld.Node, error), stop func()) {
+	type read struct {
+		nd  ipld.Node
+		err error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	slots := make([]chan read, len(links))
+	for i := range slots {
+		slots[i] = make(chan read, 1)
+	}
+	ahead := make(chan struct{}, exportAhead)
+	go func() {
+		for i, l := range links {
+			select {
+			case ahead <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			go func() {
+				nd, err := e.s.node(l.Cid)
+				slots[i] <- read{nd, err}
+			}()
+		}
+	}()
+	i := 0
+	next = func() (ipld.Node, error) {
+		var r read
+		select {
+		case r = <-slots[i]:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		i++
+		<-ahead
+		return r.nd, r.err
+	}
+	return next, cancel
 }
