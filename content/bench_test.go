@@ -141,16 +141,22 @@ func BenchmarkStaging(b *testing.B) {
 		}
 	}))
 
+	// receive starts a receiver connected to the sender and allowed its
+	// root, in a directory that done removes.
+	receive := func(b *testing.B) (rx *node, dir string, done func()) {
+		dir = b.TempDir()
+		rx = startNode(b, &access{}, 0, dir)
+		connect(b, rx, sender)
+		acc.allow(rx.h.ID(), root)
+		return rx, dir, func() {
+			rx.close()
+			_ = os.RemoveAll(dir)
+		}
+	}
 	fetch := func(bitswap bool) func(*testing.B, int) (int64, time.Duration) {
 		return func(b *testing.B, i int) (int64, time.Duration) {
-			dir := b.TempDir()
-			rx := startNode(b, &access{}, 0, dir)
-			defer func() {
-				rx.close()
-				_ = os.RemoveAll(dir)
-			}()
-			connect(b, rx, sender)
-			acc.allow(rx.h.ID(), root)
+			rx, _, done := receive(b)
+			defer done()
 			f := rx.x.Fetch
 			if bitswap {
 				f = rx.x.FetchBitswap
@@ -170,14 +176,8 @@ func BenchmarkStaging(b *testing.B) {
 	// What a provider does next with a fetched input, and a submitter
 	// with a fetched output: write it out as files.
 	measure("export", func(b *testing.B, i int) (int64, time.Duration) {
-		dir := b.TempDir()
-		rx := startNode(b, &access{}, 0, dir)
-		defer func() {
-			rx.close()
-			_ = os.RemoveAll(dir)
-		}()
-		connect(b, rx, sender)
-		acc.allow(rx.h.ID(), root)
+		rx, dir, done := receive(b)
+		defer done()
 		st, err := rx.x.Fetch(ctx, sender.h.ID(), root, FetchOptions{Pin: "input of job B"})
 		if err != nil {
 			b.Fatal(err)

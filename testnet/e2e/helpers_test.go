@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -256,3 +257,18 @@ func containsAll(have []string, want ...string) bool {
 
 // The daemons these tests run are built from the module's sources.
 func TestSourcesTracked(t *testing.T) { cluster.StatSources() }
+
+// randomInput writes size random bytes to the file name in a new folder
+// and returns the folder and the bytes: a job's input.
+func randomInput(t *testing.T, name string, size int) (string, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	b := make([]byte, size)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, b
+}

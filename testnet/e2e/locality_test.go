@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -38,12 +35,7 @@ func TestLocalityPrefersHolder(t *testing.T) {
 	sub := c.Client(0)
 	holder, other := c.Nodes[1].PeerID, c.Nodes[2].PeerID
 
-	in := t.TempDir()
-	data := make([]byte, 4<<20)
-	rand.Read(data)
-	if err := os.WriteFile(filepath.Join(in, "shard"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	in, _ := randomInput(t, "shard", 4<<20)
 	reads := func(name string, gpus int) market.Declaration {
 		d := decl(name, "cat /data/shard > /dev/null && echo read", gpus, time.Minute)
 		d.Data = []market.Input{{Source: in, Mount: "/data"}}

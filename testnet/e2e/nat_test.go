@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -221,15 +220,7 @@ func (nn *natNet) peer(t *testing.T, n *cluster.Node, id string) api.Peer {
 // lets through (128 KiB per connection), and returns its folder and bytes.
 func natInput(t *testing.T) (string, []byte) {
 	t.Helper()
-	dir := t.TempDir()
-	b := make([]byte, 4<<20)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "blob"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir, b
+	return randomInput(t, "blob", 4<<20)
 }
 
 func natCheckOutput(t *testing.T, sub *api.Client, job string, want []byte) {

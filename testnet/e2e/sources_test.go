@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -26,14 +23,7 @@ func TestInputsFromAnotherProvider(t *testing.T) {
 		Args:          []string{"--epoch", "250ms", "--grace", "1s"},
 	})
 	sub := c.Client(0)
-	in := t.TempDir()
-	data := make([]byte, 6<<20)
-	if _, err := rand.Read(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(in, "data.bin"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	in, data := randomInput(t, "data.bin", 6<<20)
 
 	// The first job holds its provider's only GPU while the second runs.
 	first := decl("holder", "test -s /data/data.bin && sleep 90", 1, 2*time.Minute)
@@ -136,14 +126,7 @@ func oneProviderAndAnInput(t *testing.T) (sub *api.Client, prov *cluster.Node, i
 		Metrics:       true,
 		Args:          []string{"--epoch", "250ms", "--grace", "1s"},
 	})
-	in = t.TempDir()
-	data = make([]byte, 6<<20)
-	if _, err := rand.Read(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(in, "data.bin"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	in, data = randomInput(t, "data.bin", 6<<20)
 	return c.Client(0), c.Nodes[1], in, data
 }
 
@@ -154,14 +137,7 @@ func oneProviderAndAnInput(t *testing.T) (sub *api.Client, prov *cluster.Node, i
 func TestOwnJobOnOwnGPUs(t *testing.T) {
 	c := start(t, cluster.Options{N: 1, SimGPUs: "1xH100:80GiB", Args: []string{"--epoch", "250ms"}})
 	cl := c.Client(0)
-	in := t.TempDir()
-	data := make([]byte, 3<<20)
-	if _, err := rand.Read(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(in, "data.bin"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	in, _ := randomInput(t, "data.bin", 3<<20)
 	d := decl("own", "test \"$(wc -c < /data/data.bin)\" -eq 3145728", 1, time.Minute)
 	d.Data = []market.Input{{Source: in, Mount: "/data"}}
 	j := submit(t, cl, d)
