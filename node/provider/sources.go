@@ -164,7 +164,9 @@ func (p *Provider) fetchStaged(ctx context.Context, job, lease string, from peer
 	// and waits for nobody: the fetch finds every block held and only pins
 	// the root; should retention have let some go, the submitter sends
 	// them (before the lease, only if it allowed this node).
-	if !p.src.stagedWhole(root) && (!p.cfg.SingleSource || lease == "") {
+	// A job this node submitted had its inputs imported here: there is no
+	// one to ask or wait for.
+	if from != p.d.Self && !p.src.stagedWhole(root) && (!p.cfg.SingleSource || lease == "") {
 		more, err := p.awaitSources(ctx, job, lease, from, root)
 		if err != nil {
 			if lease == "" {

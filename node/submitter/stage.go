@@ -118,7 +118,72 @@ func (s *Submitter) HandleStage(ctx context.Context, from peer.ID, raw json.RawM
 	for _, c := range roots {
 		s.d.Access.Allow(from, c)
 	}
-	return wire.StageReply{Sources: s.relays(ctx, from, holders), Staging: rootSources(staging)}, nil
+	// A provider that staged a root before a lease it then did not get
+	// holds the root all the same, but only a run makes a holder: asked
+	// to relay, an earlier stager agrees once it holds the whole root, and
+	// is then a source rather than someone to wait for.
+	sources := s.relays(ctx, from, unite(holders, staging))
+	s.noteStagedHolders(sources, staging)
+	return wire.StageReply{Sources: sources, Staging: rootSources(without(staging, sources))}, nil
+}
+
+// unite returns, for each root, the providers of a and b, each once.
+func unite(a, b map[cid.Cid][]peer.ID) map[cid.Cid][]peer.ID {
+	out := make(map[cid.Cid][]peer.ID, len(a)+len(b))
+	for _, m := range []map[cid.Cid][]peer.ID{a, b} {
+		for c, ps := range m {
+			for _, p := range ps {
+				if !slices.Contains(out[c], p) {
+					out[c] = append(out[c], p)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// without returns staging less the providers that serve each root.
+func without(staging map[cid.Cid][]peer.ID, sources []wire.RootSources) map[cid.Cid][]peer.ID {
+	serving := make(map[string][]string, len(sources))
+	for _, rs := range sources {
+		serving[rs.Root] = rs.Providers
+	}
+	out := make(map[cid.Cid][]peer.ID, len(staging))
+	for c, ps := range staging {
+		for _, p := range ps {
+			if !slices.Contains(serving[c.String()], p.String()) {
+				out[c] = append(out[c], p)
+			}
+		}
+	}
+	return out
+}
+
+// noteStagedHolders records as holders the stagers that agreed to serve
+// a root: they finished staging it.
+func (s *Submitter) noteStagedHolders(sources []wire.RootSources, staging map[cid.Cid][]peer.ID) {
+	now := time.Now()
+	s.stage.mu.Lock()
+	defer s.stage.mu.Unlock()
+	for _, rs := range sources {
+		c, err := cid.Decode(rs.Root)
+		if err != nil {
+			continue
+		}
+		for _, q := range rs.Providers {
+			p, err := peer.Decode(q)
+			if err != nil || !slices.Contains(staging[c], p) {
+				continue
+			}
+			if s.stage.holders == nil {
+				s.stage.holders = make(map[cid.Cid]map[peer.ID]time.Time)
+			}
+			if s.stage.holders[c] == nil {
+				s.stage.holders[c] = make(map[peer.ID]time.Time)
+			}
+			s.stage.holders[c][p] = now
+		}
+	}
 }
 
 // stagingLocked returns, for each root of job that no provider holds, the

@@ -164,6 +164,7 @@ func TestStageWaitsOnlyForAnEarlierStager(t *testing.T) {
 	root := "bafybeibc5tpecq4aytyaz4yncnltextxha662ssunj6yysvtspqbbvhtxq"
 	now := time.Now()
 	provs := []wiretest.Party{wiretest.FreshParty(t), wiretest.FreshParty(t)}
+	h.s.d.Calls = stillStaging(provs...)
 	var jobs []*Record
 	for i, prov := range provs {
 		l := wiretest.SignedLease(t, prov, h.sub)
@@ -208,6 +209,8 @@ func TestStageBeforeTheLeaseIsWaitedFor(t *testing.T) {
 	root := "bafybeibc5tpecq4aytyaz4yncnltextxha662ssunj6yysvtspqbbvhtxq"
 	now := time.Now()
 	provs := []wiretest.Party{wiretest.FreshParty(t), wiretest.FreshParty(t)}
+	calls := stillStaging(provs...)
+	h.s.d.Calls = calls
 	var ids []string
 	for i := range provs {
 		d := market.NewDeclaration("j", []string{"true"}, 1, market.Hour, []market.Input{{Source: root, Mount: "/data"}})
@@ -240,6 +243,7 @@ func TestStageBeforeTheLeaseIsWaitedFor(t *testing.T) {
 	// A third provider given the first job too, by a pass that saw things
 	// otherwise, waits for both rather than take a copy from the submitter.
 	third := wiretest.FreshParty(t)
+	calls.refuse[third.ID] = true
 	h.s.d.Offers = onOffer{provs[0].ID.String(): true, provs[1].ID.String(): true, third.ID.String(): true}
 	raw, _ := json.Marshal(wire.StageRequest{Job: ids[0]})
 	rep, err := h.s.HandleStage(context.Background(), third.ID, raw)
@@ -262,4 +266,31 @@ func TestStageBeforeTheLeaseIsWaitedFor(t *testing.T) {
 	if rep := ask(1); len(rep.Staging) != 1 || len(rep.Staging[0].Providers) != 1 || rep.Staging[0].Providers[0] != provs[0].ID.String() {
 		t.Errorf("second provider, asking again: %+v, want to wait for %s only", rep, provs[0].ID)
 	}
+
+	// The first provider has the whole root now, though no lease of it
+	// ran (its reservation went elsewhere): the second, asking again, is
+	// sent to it rather than left waiting, and later askers find it a
+	// holder.
+	calls.mu.Lock()
+	delete(calls.refuse, provs[0].ID)
+	calls.mu.Unlock()
+	if got := ask(1); len(got.Staging) != 0 || len(got.Sources) != 1 || len(got.Sources[0].Providers) != 1 || got.Sources[0].Providers[0] != provs[0].ID.String() {
+		t.Errorf("second provider, once the first holds the root: %+v, want it as the source and nothing to wait for", got)
+	}
+	h.s.mu.Lock()
+	held := h.s.holdersLocked(third.ID, []cid.Cid{mustCID(t, root)})
+	h.s.mu.Unlock()
+	if got := held; len(got[mustCID(t, root)]) != 1 {
+		t.Errorf("holders after the first stager served: %v", got)
+	}
+}
+
+// stillStaging answers relay requests as providers still fetching would:
+// each of provs refuses, not holding the root yet.
+func stillStaging(provs ...wiretest.Party) *relayCalls {
+	c := &relayCalls{got: map[peer.ID]wire.RelayRequest{}, refuse: map[peer.ID]bool{}}
+	for _, p := range provs {
+		c.refuse[p.ID] = true
+	}
+	return c
 }

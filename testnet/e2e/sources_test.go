@@ -2,6 +2,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -144,5 +148,35 @@ func TestOwnJobOnOwnGPUs(t *testing.T) {
 	j = waitJob(t, cl, j.ID, 60*time.Second, "release", released)
 	if j.Outcome != ledger.OutcomeCompleted || j.Provider != c.Nodes[0].PeerID {
 		t.Fatalf("own job ended %s/%s on %s: %s", j.Outcome, j.Attribution, j.Provider, j.Reason)
+	}
+}
+
+// TestReservationMovesToTheSubmitter: on two nodes that both submit and
+// provide, a job's input is imported on its submitter, whose offer shows
+// it holds the data only at its next publication. Until then Match may
+// reserve the other node, which starts staging; then the reservation moves
+// to the submitter, for its data. The submitter's own provider was told to
+// wait for the other to finish staging, and, as nothing marked that
+// finished (only a run made a holder), waited the whole ten minutes
+// before proposing. The job must be released well within that.
+func TestReservationMovesToTheSubmitter(t *testing.T) {
+	c := start(t, cluster.Options{N: 2, SimGPUs: "1xH100:80GiB"})
+	in := t.TempDir()
+	for i := range 2000 {
+		b := make([]byte, 10000)
+		if _, err := rand.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(in, fmt.Sprintf("frame-%04d.jpg", i)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := c.Client(0)
+	d := decl("moves", "test \"$(ls /data | wc -l)\" -eq 2000", 1, time.Minute)
+	d.Data = []market.Input{{Source: in, Mount: "/data"}}
+	j := submit(t, cl, d)
+	j = waitJob(t, cl, j.ID, 60*time.Second, "release", released)
+	if j.Outcome != ledger.OutcomeCompleted {
+		t.Fatalf("ended %s/%s on %s: %s", j.Outcome, j.Attribution, j.Provider, j.Reason)
 	}
 }
