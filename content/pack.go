@@ -266,30 +266,26 @@ func (p *packs) writeLocked(n int64, cache bool) error {
 // pack asynchronously where the kernel allows (asyncWriter), else with
 // pwrite.
 func (p *packs) writeStage(f *os.File, n int64, cache bool) error {
-	if cache || !p.direct || p.noAIO {
-		_, err := f.WriteAt(p.stage[:n], p.curAt)
-		return err
-	}
-	if p.aio == nil {
-		w, err := newAsyncWriter()
-		if err != nil {
-			p.noAIO = true
-			_, err := f.WriteAt(p.stage[:n], p.curAt)
-			return err
+	if !cache && p.direct && !p.noAIO {
+		if p.aio == nil {
+			if w, err := newAsyncWriter(); err == nil {
+				p.aio = w
+			} else {
+				p.noAIO = true
+			}
 		}
-		p.aio = w
+		if p.aio != nil {
+			err := p.aio.writeAt(f, p.stage[:n], p.curAt)
+			if !errors.Is(err, errNoAsync) && !errors.Is(err, errAsyncClosed) {
+				return err
+			}
+			// Refused, or the writer is broken: this write and every
+			// later one go through pwrite.
+			_ = p.aio.close()
+			p.aio, p.noAIO = nil, true
+		}
 	}
-	err := p.aio.writeAt(f, p.stage[:n], p.curAt)
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, errNoAsync) || errors.Is(err, errAsyncClosed) {
-		// Refused, or the writer is broken: this write and every later
-		// one go through pwrite.
-		_ = p.aio.close()
-		p.aio, p.noAIO = nil, true
-		_, err = f.WriteAt(p.stage[:n], p.curAt)
-	}
+	_, err := f.WriteAt(p.stage[:n], p.curAt)
 	return err
 }
 
