@@ -130,7 +130,8 @@ func Seal(sk crypto.PrivKey, kind string, body any, now time.Time) (Signed, erro
 }
 
 // Open checks an envelope's size, structure and signature and returns what
-// it says. It does not judge freshness or replay; see Checker.
+// it says. It does not judge freshness or replay; see Checker. The envelope
+// is libp2p's signed envelope (core/record), read here in one pass.
 func Open(data []byte) (Signed, error) {
 	if len(data) > MaxPayload {
 		return Signed{}, fmt.Errorf("%w (%d bytes, limit %d)", ErrOversized, len(data), MaxPayload)
@@ -142,25 +143,38 @@ func Open(data []byte) (Signed, error) {
 	if raw.GetPublicKey() == nil || len(raw.GetSignature()) == 0 {
 		return Signed{}, ErrUnsigned
 	}
-	env, err := record.UnmarshalEnvelope(data)
+	pk, err := crypto.PublicKeyFromProto(raw.GetPublicKey())
 	if err != nil {
 		return Signed{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	if !bytes.Equal(env.PayloadType, messageCodec) {
-		return Signed{}, fmt.Errorf("%w: payload type %q", ErrMalformed, env.PayloadType)
+	if !bytes.Equal(raw.GetPayloadType(), messageCodec) {
+		return Signed{}, fmt.Errorf("%w: payload type %q", ErrMalformed, raw.GetPayloadType())
+	}
+	if !VerifySignature(pk, signedBytes(envelopeDomain, raw.GetPayloadType(), raw.GetPayload()), raw.GetSignature()) {
+		return Signed{}, fmt.Errorf("%w: signature does not verify", ErrForged)
 	}
 	var m Message
-	if _, err := record.ConsumeTypedEnvelope(data, &m); err != nil {
-		if errors.Is(err, record.ErrInvalidSignature) {
-			return Signed{}, fmt.Errorf("%w: signature does not verify", ErrForged)
-		}
+	if err := m.UnmarshalRecord(raw.GetPayload()); err != nil {
 		return Signed{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	id, err := peer.IDFromPublicKey(env.PublicKey)
+	id, err := peer.IDFromPublicKey(pk)
 	if err != nil {
 		return Signed{}, fmt.Errorf("%w: signer key: %v", ErrMalformed, err)
 	}
 	return Signed{Signer: id, Message: m, Raw: data}, nil
+}
+
+// signedBytes are the bytes an envelope's signature covers, as libp2p's
+// record package lays them out: the domain, the payload type and the
+// payload, each after its length as an unsigned varint.
+func signedBytes(domain string, payloadType, payload []byte) []byte {
+	b := make([]byte, 0, len(domain)+len(payloadType)+len(payload)+3*binary.MaxVarintLen64)
+	b = binary.AppendUvarint(b, uint64(len(domain)))
+	b = append(b, domain...)
+	b = binary.AppendUvarint(b, uint64(len(payloadType)))
+	b = append(b, payloadType...)
+	b = binary.AppendUvarint(b, uint64(len(payload)))
+	return append(b, payload...)
 }
 
 // Reopen reads an envelope that Open has already accepted (a message the

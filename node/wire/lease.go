@@ -106,8 +106,7 @@ func (l *SignedLease) Verify(both bool) error {
 		if err != nil {
 			return fmt.Errorf("lease peer %s: %w", who, err)
 		}
-		ok, err := pk.Verify(l.Terms.SigningBytes(), sig)
-		if err != nil || !ok {
+		if !p2p.VerifySignature(pk, l.Terms.SigningBytes(), sig) {
 			return fmt.Errorf("%w (%s)", ErrBadLeaseSig, who)
 		}
 		return nil
