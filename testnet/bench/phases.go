@@ -55,6 +55,7 @@ func phaseRules() []phaseRule {
 		{"crypto/internal/fips140/ed25519", PhaseSigning},
 		{"crypto/internal/fips140/edwards25519", PhaseSigning},
 		{"filippo.io/edwards25519", PhaseSigning},
+		{"github.com/oasisprotocol/curve25519-voi", PhaseSigning},
 		{"github.com/libp2p/go-libp2p/core/crypto", PhaseSigning},
 		{"github.com/libp2p/go-libp2p/core/record", PhaseSigning},
 		{"github.com/libp2p/go-libp2p-pubsub", PhaseGossip},
