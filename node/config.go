@@ -245,6 +245,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Epoch < 50*time.Millisecond || c.EpochDelay >= c.Epoch {
 		return c, fmt.Errorf("epoch %s must be at least 50ms and longer than the epoch delay %s", c.Epoch, c.EpochDelay)
 	}
+	if c.Epoch > view.MaxEpoch {
+		return c, fmt.Errorf("epoch %s is longer than the longest the view supports, %s", c.Epoch, view.MaxEpoch)
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,12 @@ func TestEpochDelayAdaptsUnlessSet(t *testing.T) {
 	}
 	if _, err := (Config{DataDir: t.TempDir(), EpochDelay: -time.Millisecond}).withDefaults(); err == nil {
 		t.Fatal("a negative epoch delay was accepted")
+	}
+	if _, err := (Config{DataDir: t.TempDir(), Epoch: view.MaxEpoch}).withDefaults(); err != nil {
+		t.Fatalf("the longest epoch refused: %v", err)
+	}
+	if _, err := (Config{DataDir: t.TempDir(), Epoch: view.MaxEpoch + time.Millisecond}).withDefaults(); err == nil || !strings.Contains(err.Error(), "longer than the longest") {
+		t.Fatalf("an epoch over view.MaxEpoch: %v", err)
 	}
 }
 

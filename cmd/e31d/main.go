@@ -160,7 +160,7 @@ on the command line win.`,
 	f.BoolVar(&o.file.NoFastPath, "no-fast-path", false, "as a provider, lease only what an epoch's Match assigns, never straight away between epochs")
 	f.StringArrayVar(&o.file.NATPublicNet, "nat-public-net", nil, "private IPv4 network that counts as public for NAT traversal (the network between sites of a private WAN, or a test bed), e.g. 10.31.0.0/24; repeatable")
 	f.DurationVar(&o.heartbeat, "heartbeat", node.DefaultHeartbeat, "how often the offer is re-published; 3 missed heartbeats drop a provider")
-	f.DurationVar(&o.epoch, "epoch", time.Second, "length of a matching epoch")
+	f.DurationVar(&o.epoch, "epoch", time.Second, "length of a matching epoch, from 50ms to 1m")
 	f.DurationVar(&o.epochDelay, "epoch-delay", 0, "how long before an epoch's start a message must have been signed to count in its view; 0 (default) adapts it to the gossip delays providers announce, at most half the epoch; every peer of a network must use the same setting")
 	f.DurationVar(&o.receiptInterval, "receipt-interval", time.Minute, "how often an interim receipt is signed while compute is held")
 	f.DurationVar(&o.grace, "grace", 30*time.Second, "time between SIGTERM and SIGKILL at a job's limit or withdrawal")

@@ -100,12 +100,29 @@ type Market struct {
 	// anew: a Go map keeps the room it grew to, so once a burst's jobs are
 	// pruned to marks, Prune copies what is left into a new one.
 	jobsPeak int
+	// recent holds the leases of leases that Prune has not slimmed: those
+	// not released, or released less than closedBodyKeep ago, which are
+	// all that any epoch's view can still count live. A pass between
+	// epochs reads these rather than every lease of the usage window (a
+	// busy network's hours of history).
+	recent map[string]*knownLease
+	// bySubmitter holds every announced lease by its submitter, for the
+	// use of the submitters whose jobs are in a view.
+	bySubmitter map[string]map[string]*knownLease
+	// slimmedNewest is the newest signing time among the slimmed leases,
+	// as of the last Prune: their part in a view's Now.
+	slimmedNewest time.Time
 }
 
 // closedBodyKeep is how long a job leased or withdrawn keeps its
-// declaration in the view: far longer than any epoch's cutoff lags (at most
-// half an epoch, so for epochs up to two minutes).
+// declaration in the view, and a released lease its devices and its place
+// among the leases a pass reads (Market.recent): longer than any epoch's
+// cutoff lags behind the messages that arrived before it (the epoch delay,
+// at most half of MaxEpoch, plus the signing clock's allowed skew, 30s).
 const closedBodyKeep = time.Minute
+
+// MaxEpoch is the longest epoch a view supports (see closedBodyKeep).
+const MaxEpoch = time.Minute
 
 // maxOpenJobsPerSubmitter bounds what one peer can make every view hold
 // and every epoch's Match walk.
@@ -126,6 +143,9 @@ func NewMarket() *Market {
 		leases: make(map[string]*knownLease),
 		closed: make(map[string]closedMark),
 		open:   make(map[peer.ID]int),
+
+		recent:      make(map[string]*knownLease),
+		bySubmitter: make(map[string]map[string]*knownLease),
 	}
 }
 
@@ -287,8 +307,16 @@ func (v *Market) AddLease(l wire.SignedLease, at Stamp) bool {
 	if ok {
 		kl.lease, kl.seen, kl.early, kl.gpus = l, at, nil, len(l.Terms.GPUs)
 	} else {
-		v.leases[l.Terms.ID] = &knownLease{lease: l, seen: at, gpus: len(l.Terms.GPUs)}
+		kl = &knownLease{lease: l, seen: at, gpus: len(l.Terms.GPUs)}
+		v.leases[l.Terms.ID] = kl
+		v.recent[l.Terms.ID] = kl
 	}
+	bs := v.bySubmitter[l.Terms.Submitter]
+	if bs == nil {
+		bs = make(map[string]*knownLease)
+		v.bySubmitter[l.Terms.Submitter] = bs
+	}
+	bs[l.Terms.ID] = kl
 	if sub, err := peer.Decode(l.Terms.Submitter); err == nil {
 		v.closeJobLocked(l.Terms.Job, sub, at)
 	}
@@ -308,7 +336,7 @@ func (v *Market) Leased(offers []OfferEntry) map[string]map[string]bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	held := map[string]map[string]bool{}
-	for _, kl := range v.leases {
+	for _, kl := range v.recent {
 		t := &kl.lease.Terms
 		o, ok := byProvider[t.Provider]
 		if !ok || !kl.released.IsZero() || offerEnds(o.SignedAt, o.Offer.GPUs, t) {
@@ -358,6 +386,7 @@ func (v *Market) ReleaseLease(r wire.ReleaseBody, by peer.ID, at Stamp) {
 		// that the announcement, when it comes, is born released.
 		kl = &knownLease{seen: at, early: &r}
 		v.leases[r.Lease] = kl
+		v.recent[r.Lease] = kl
 	}
 	if kl.released.IsZero() {
 		kl.released = at
@@ -469,8 +498,10 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 			later(signedOf(st))
 		}
 	}
-	leases := make([]*knownLease, 0, len(v.leases))
-	for _, kl := range v.leases {
+	// Only leases not yet slimmed can count live; a slimmed one counts
+	// towards use (below) and, through slimmedNewest, towards Now.
+	leases := make([]*knownLease, 0, len(v.recent))
+	for _, kl := range v.recent {
 		if kl.lease.Terms.ID != "" && at(kl.seen) {
 			leases = append(leases, kl)
 			later(signedOf(kl.seen))
@@ -479,6 +510,7 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 			}
 		}
 	}
+	later(v.slimmedNewest)
 
 	epoch, start := instant(newest)
 	now := start.UnixMilli()
@@ -519,25 +551,28 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 	for i := range mv.Jobs {
 		usage[mv.Jobs[i].Submitter] = 0
 	}
+	live := func(kl *knownLease) bool { return !at(kl.released) && !endedByOffer(&kl.lease.Terms) }
 	for _, kl := range leases {
-		t := &kl.lease.Terms
-		live := !at(kl.released) && !endedByOffer(t)
-		if live {
+		if live(kl) {
 			mv.Leases = append(mv.Leases, kl.lease.Market())
 		}
-		if now-t.Proposed > usageWindow.Milliseconds() {
-			continue
+	}
+	for s := range usage {
+		var u int64
+		for _, kl := range v.bySubmitter[s] {
+			t := &kl.lease.Terms
+			if t.ID == "" || !at(kl.seen) || now-t.Proposed > usageWindow.Milliseconds() {
+				continue
+			}
+			// Use is charged at the declared limit when the lease is
+			// signed, and the unused part refunded when it is released.
+			charge := market.Charge(kl.gpus, t.Limit)
+			if !live(kl) {
+				charge = min(charge, int64(kl.gpus)*kl.heldMs)
+			}
+			u += market.Decay(charge, now-t.Proposed, usageHalfLife.Milliseconds())
 		}
-		if _, ok := usage[t.Submitter]; !ok {
-			continue
-		}
-		// Use is charged at the declared limit when the lease is signed,
-		// and the unused part refunded when it is released.
-		charge := market.Charge(kl.gpus, t.Limit)
-		if !live {
-			charge = min(charge, int64(kl.gpus)*kl.heldMs)
-		}
-		usage[t.Submitter] += market.Decay(charge, now-t.Proposed, usageHalfLife.Milliseconds())
+		usage[s] = u
 	}
 	for s, u := range usage {
 		if u > 0 {
@@ -588,23 +623,49 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 	if n := len(v.jobs); v.jobsPeak > shrinkAbove && n < v.jobsPeak/4 {
 		v.jobs, v.jobsPeak = maps.Clone(v.jobs), n
 	}
+	v.slimmedNewest = time.Time{}
 	for id, kl := range v.leases {
 		switch {
 		case kl.released.IsZero():
 		case now.Sub(kl.released.Arrived) > max(usageWindow, keep):
 			delete(v.leases, id)
-		case kl.early == nil && kl.lease.ProviderSig != nil && now.Sub(kl.released.Arrived) > closedBodyKeep:
+			delete(v.recent, id)
+			if bs := v.bySubmitter[kl.lease.Terms.Submitter]; bs != nil {
+				delete(bs, id)
+				if len(bs) == 0 {
+					delete(v.bySubmitter, kl.lease.Terms.Submitter)
+				}
+			}
+			continue
+		case kl.early == nil && now.Sub(kl.released.Arrived) > closedBodyKeep:
 			// Released, and past every epoch's cutoff that could still
 			// count it live: what recent use and LeaseParties read is
 			// kept for the usage window, the rest (signatures, devices,
 			// the claim) dropped, so that hours of history cost a
-			// fraction of the lease's size.
+			// fraction of the lease's size, and a pass nothing.
 			// The parties' IDs are the same few strings over and over,
 			// each decoded apart: one copy of each is kept.
-			t := kl.lease.Terms
-			kl.lease = wire.SignedLease{Terms: wire.LeaseTerms{ID: t.ID, Provider: intern(t.Provider), Submitter: intern(t.Submitter), Limit: t.Limit, Proposed: t.Proposed}}
+			if kl.lease.ProviderSig != nil {
+				t := kl.lease.Terms
+				kl.lease = wire.SignedLease{Terms: wire.LeaseTerms{ID: t.ID, Provider: intern(t.Provider), Submitter: intern(t.Submitter), Limit: t.Limit, Proposed: t.Proposed}}
+			}
+			delete(v.recent, id)
+		}
+		if _, ok := v.recent[id]; !ok {
+			v.slimmedNewest = latest(v.slimmedNewest, signedOf(kl.seen), signedOf(kl.released))
 		}
 	}
+}
+
+// latest is the latest of some times.
+func latest(ts ...time.Time) time.Time {
+	var l time.Time
+	for _, t := range ts {
+		if t.After(l) {
+			l = t
+		}
+	}
+	return l
 }
 
 // shrinkAbove is the size below which a map is never made anew: copying it
