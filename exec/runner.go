@@ -627,6 +627,39 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 			errs = append(errs, err)
 		}
 	}
+	// Bundles whose container the runtime no longer lists: a daemon killed
+	// while the runtime deleted its container, or before it created one.
+	if r.bundleRoot != "" {
+		entries, err := os.ReadDir(r.bundleRoot)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("sweep: %w", err))
+		}
+		for _, e := range entries {
+			bundle := filepath.Join(r.bundleRoot, e.Name())
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), "e31-") || known[e.Name()] {
+				continue
+			}
+			lease := leaseOfBundle(bundle)
+			if lease != "" && ContainerID(lease) == e.Name() && keep(lease) {
+				continue
+			}
+			r.log.InfoContext(ctx, "sweeping bundle of a dead lease", "container", e.Name(), "lease", lease)
+			if err := unmountImageRoot(r.rootMount(e.Name())); err != nil {
+				errs = append(errs, err)
+			} else if err := removeBundle(bundle); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	// A state directory the runtime left empty (killed while it created
+	// or deleted the container) lists as no container: rmdir only.
+	if states, err := os.ReadDir(r.rt.root); err == nil {
+		for _, e := range states {
+			if e.IsDir() && strings.HasPrefix(e.Name(), "e31-") && !known[e.Name()] {
+				_ = os.Remove(filepath.Join(r.rt.root, e.Name()))
+			}
+		}
+	}
 	// Only this runner's own parent is swept; rmdir refuses a cgroup that
 	// still has processes, and that is right.
 	for _, id := range r.host.cgroups.leftovers() {

@@ -526,3 +526,47 @@ func checkNoLeak(t *testing.T, before int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestSweepRemovesOrphanBundles: a bundle whose container the runtime no
+// longer lists (the daemon died as the runtime deleted it, or before it
+// created one) is removed by Sweep unless its lease is live, and so is an
+// empty state directory the runtime left; what is not one of this
+// runner's bundles is left alone.
+func TestSweepRemovesOrphanBundles(t *testing.T) {
+	r := newTestRunner(t)
+	r.bundleRoot = t.TempDir()
+	bundle := func(name, lease string) string {
+		dir := filepath.Join(r.bundleRoot, name)
+		if err := os.MkdirAll(filepath.Join(dir, "rootfs"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		cfg := fmt.Sprintf(`{"annotations":{%q:%q}}`, leaseAnnotation, lease)
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	dead := bundle(ContainerID("orphan-dead"), "orphan-dead")
+	live := bundle(ContainerID("orphan-live"), "orphan-live")
+	other := bundle("not-ours", "orphan-dead")
+	// The runtime's state directory of a container it was killed while
+	// deleting: empty, so not listed.
+	emptyState := filepath.Join(r.rt.root, ContainerID("orphan-dead"))
+	if err := os.MkdirAll(emptyState, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Sweep(context.Background(), func(id string) bool { return id == "orphan-live" }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dead lease's bundle is still there: %v", err)
+	}
+	if _, err := os.Stat(emptyState); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the runtime's empty state directory is still there: %v", err)
+	}
+	for _, dir := range []string{live, other} {
+		if _, err := os.Stat(dir); err != nil {
+			t.Errorf("%s was removed: %v", dir, err)
+		}
+	}
+}

@@ -11,7 +11,7 @@ func newDownCommand() *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
 		Use:   "down",
-		Short: "Stop the nodes of a testnet started with up",
+		Short: "Stop the nodes of a testnet started with up, and sweep what a killed node left: its job's sandbox and disk",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n, err := cluster.StopDir(dir)

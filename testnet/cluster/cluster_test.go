@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	e31exec "github.com/e31network/e31/exec"
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/testnet/cluster"
 )
@@ -219,3 +222,75 @@ func TestConfigFileAndCleanStop(t *testing.T) {
 
 // The daemons these tests run are built from the module's sources.
 func TestSourcesTracked(t *testing.T) { cluster.StatSources() }
+
+// TestDownSweepsWhatAKilledNodeLeft: a node killed while its job runs
+// leaves the job's disk mounted under its data directory and its sandbox's
+// run directory; down sweeps both, so that the testnet's directory can be
+// deleted.
+func TestDownSweepsWhatAKilledNodeLeft(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: jobs run in runc sandboxes on disks of their own")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skip("needs runc")
+	}
+	dir := t.TempDir()
+	c := start(t, cluster.Options{N: 1, GPUs: 1, Dir: dir, Args: []string{"--epoch", "250ms"}})
+	if err := c.WriteNodesFile(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	decl, err := json.Marshal(market.NewDeclaration("sleeper", []string{"sleep", "600"}, 1, market.Duration(600_000), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Client(0)
+	j, err := cl.Submit(ctx, api.SubmitRequest{Declaration: decl}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j.State != api.JobRunning {
+		if j.State.Terminal() {
+			t.Fatalf("job ended %s before it was killed: %s", j.Outcome, j.Reason)
+		}
+		if j, err = cl.NextJob(ctx, j, 5*time.Second, 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := c.Nodes[0].Data
+	mounted := func() []string {
+		info, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var under []string
+		for _, line := range strings.Split(string(info), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], data+"/") {
+				under = append(under, f[4])
+			}
+		}
+		return under
+	}
+	if len(mounted()) == 0 {
+		t.Fatal("the running job has no disk mounted under the node's data directory")
+	}
+	if err := c.Kill(0); err != nil {
+		t.Fatal(err)
+	}
+	if len(mounted()) == 0 {
+		t.Fatal("the killed node's job disk went with it: nothing to sweep")
+	}
+	if _, err := cluster.StopDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if m := mounted(); len(m) > 0 {
+		t.Fatalf("still mounted after down: %v", m)
+	}
+	if _, err := os.Stat(e31exec.RunDirOf(data)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the sandbox's run directory is still there after down: %v", err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatalf("the testnet's directory cannot be deleted after down: %v", err)
+	}
+}

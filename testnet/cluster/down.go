@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,11 +11,15 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/e31network/e31/exec"
 )
 
 // StopDir stops the nodes listed in dir/nodes.json that a detached cluster
 // left running: SIGTERM, then SIGKILL after ten seconds. A PID that now
-// belongs to some other program is left alone.
+// belongs to some other program is left alone. Then it sweeps what a node
+// killed while it ran a job left on the host (SweepLeftovers), so that the
+// directory can be deleted.
 func StopDir(dir string) (stopped int, err error) {
 	b, err := os.ReadFile(filepath.Join(dir, NodesFile))
 	if err != nil {
@@ -43,7 +49,38 @@ func StopDir(dir string) (stopped int, err error) {
 			}
 		}
 	}
-	return len(live), nil
+	var errs []error
+	for _, n := range nodes {
+		if n.Data != "" && !isE31d(n.PID) {
+			errs = append(errs, SweepLeftovers(n.Data))
+		}
+	}
+	return len(live), errors.Join(errs...)
+}
+
+// SweepLeftovers removes what the node with data directory data left on
+// the host if it was killed while it ran a job, as its own restart would:
+// the job's container, cgroup and image root (exec.Runner.Sweep), its
+// sandbox run directory, and the job's disk, still mounted under the data
+// directory. A node stopped cleanly leaves none of them.
+func SweepLeftovers(data string) error {
+	var errs []error
+	runDir := exec.RunDirOf(data)
+	if _, err := os.Stat(runDir); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		stateRoot, bundleRoot := exec.RunDirRoots(runDir)
+		r, err := exec.NewRunner(ctx, exec.RunnerOptions{StateRoot: stateRoot, BundleRoot: bundleRoot})
+		if err == nil {
+			err = r.Sweep(ctx, func(string) bool { return false })
+		}
+		errs = append(errs, err, exec.RemoveRunDir(runDir))
+	}
+	errs = append(errs, exec.SweepDisks(filepath.Join(data, "leases"), func(string) bool { return false }))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sweep what %s left: %w", data, err)
+	}
+	return nil
 }
 
 // isE31d reports whether pid is a live e31d process (not a zombie).
