@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	e31exec "github.com/e31network/e31/exec"
 	"github.com/e31network/e31/node"
 	"github.com/e31network/e31/node/api"
 )
@@ -413,24 +412,9 @@ func (c *Cluster) Stop() {
 		}
 	}
 	for _, n := range c.Nodes {
-		clearRunDir(n.Data)
+		// What a node killed during a job left (its restart would have
+		// swept it) is partly outside the cluster's directory and
+		// outlives it.
+		_ = SweepLeftovers(n.Data)
 	}
-}
-
-// clearRunDir deletes the containers that a node killed during a job left
-// in its run directory (e31exec.RunDir), which its restart would have
-// swept, and the directory once empty: it is outside the cluster's
-// directory and outlives it.
-func clearRunDir(data string) {
-	dir := e31exec.RunDirOf(data)
-	state, _ := e31exec.RunDirRoots(dir)
-	entries, _ := os.ReadDir(state)
-	for _, e := range entries {
-		for _, rt := range []string{"runc", "crun"} {
-			if exec.Command(rt, "--root", state, "delete", "--force", e.Name()).Run() == nil {
-				break
-			}
-		}
-	}
-	_ = e31exec.RemoveRunDir(dir)
 }
