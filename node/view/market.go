@@ -100,7 +100,7 @@ type Market struct {
 	// anew: a Go map keeps the room it grew to, so once a burst's jobs are
 	// pruned to marks, Prune copies what is left into a new one.
 	jobsPeak int
-	// recent holds the leases of leases that Prune has not slimmed: those
+	// recent holds the leases that Prune has not slimmed: those
 	// not released, or released less than closedBodyKeep ago, which are
 	// all that any epoch's view can still count live. A pass between
 	// epochs reads these rather than every lease of the usage window (a
