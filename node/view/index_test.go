@@ -25,6 +25,11 @@ func scanLeases(v *Market, cutoff, arrivedBy time.Time, offers []SignedOffer, su
 		byProvider[o.Provider] = o
 	}
 	var newest time.Time
+	later := func(t time.Time) {
+		if t.After(newest) {
+			newest = t
+		}
+	}
 	var live []market.Lease
 	usage := map[string]int64{}
 	for _, s := range submitters {
@@ -35,9 +40,9 @@ func scanLeases(v *Market, cutoff, arrivedBy time.Time, offers []SignedOffer, su
 		if t.ID == "" || !at(kl.seen) {
 			continue
 		}
-		newest = latest(newest, signedOf(kl.seen))
+		later(signedOf(kl.seen))
 		if at(kl.released) {
-			newest = latest(newest, signedOf(kl.released))
+			later(signedOf(kl.released))
 		}
 		o, ok := byProvider[t.Provider]
 		isLive := !at(kl.released) && !(ok && offerEnds(o.SignedAt, o.GPUs, t))
@@ -157,12 +162,17 @@ func TestPropertyIndexedLeasesMatchAFullWalk(t *testing.T) {
 // leases, given, and of the offers and jobs it holds.
 func latestWithRest(v *Market, cutoff, arrivedBy time.Time, offers []SignedOffer, leases time.Time) time.Time {
 	n := leases
+	later := func(t time.Time) {
+		if t.After(n) {
+			n = t
+		}
+	}
 	for _, o := range offers {
-		n = latest(n, time.UnixMilli(o.SignedAt))
+		later(time.UnixMilli(o.SignedAt))
 	}
 	for _, j := range v.jobs {
 		if st := (Stamp{j.Signed, j.Seen}); st.In(cutoff, arrivedBy) && !j.closed.In(cutoff, arrivedBy) {
-			n = latest(n, signedOf(st))
+			later(signedOf(st))
 		}
 	}
 	return n

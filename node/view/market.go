@@ -651,21 +651,15 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 			}
 			delete(v.recent, id)
 		}
-		if _, ok := v.recent[id]; !ok {
-			v.slimmedNewest = latest(v.slimmedNewest, signedOf(kl.seen), signedOf(kl.released))
+		if _, ok := v.recent[id]; ok {
+			continue
+		}
+		for _, t := range [...]time.Time{signedOf(kl.seen), signedOf(kl.released)} {
+			if t.After(v.slimmedNewest) {
+				v.slimmedNewest = t
+			}
 		}
 	}
-}
-
-// latest is the latest of some times.
-func latest(ts ...time.Time) time.Time {
-	var l time.Time
-	for _, t := range ts {
-		if t.After(l) {
-			l = t
-		}
-	}
-	return l
 }
 
 // shrinkAbove is the size below which a map is never made anew: copying it
