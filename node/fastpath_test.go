@@ -9,6 +9,7 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/view"
 )
 
 func submitYAML(t *testing.T, n *testNode, gpus int, limit string) string {
@@ -38,12 +39,12 @@ func fastAssigned(n *testNode, job string) (api.Match, bool) {
 }
 
 // On an idle network a job is leased without waiting for an epoch: with
-// hour-long epochs, the lease comes from a pass between epochs.
+// the longest epochs, a minute, the lease comes from a pass between epochs.
 func TestFastPathLeasesBetweenEpochs(t *testing.T) {
 	runner := newFakeRunner(true)
-	prov := startNode(t, nodeOpts{gpus: "1xH100:80GiB", runner: runner, epoch: time.Hour})
+	prov := startNode(t, nodeOpts{gpus: "1xH100:80GiB", runner: runner, epoch: view.MaxEpoch})
 	waitFor(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
-	sub := startNode(t, nodeOpts{boot: prov.Addrs()[:1], epoch: time.Hour})
+	sub := startNode(t, nodeOpts{boot: prov.Addrs()[:1], epoch: view.MaxEpoch})
 	waitFor(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
 
 	id := submit(t, sub)
