@@ -254,3 +254,28 @@ func (c cgroupLayout) leftovers() []string {
 	}
 	return ids
 }
+
+// procs lists the host PIDs of the container's processes, from its cgroup
+// in the unified hierarchy or, on v1, the memory controller's.
+func (c cgroupLayout) procs(cid string) ([]int, error) {
+	root := c.v2()
+	if !c.unified {
+		root = c.v1("memory")
+	}
+	if root == "" {
+		return nil, errors.New("cgroups: no hierarchy to list the job's processes in")
+	}
+	b, err := os.ReadFile(filepath.Join(root, c.path(cid), "cgroup.procs"))
+	if err != nil {
+		return nil, fmt.Errorf("cgroups: %w", err)
+	}
+	var pids []int
+	for f := range strings.FieldsSeq(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("cgroups: cgroup.procs holds %q", f)
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}

@@ -212,7 +212,11 @@
 // the job gets SIGTERM, then SIGKILL after the grace period. A job's main
 // process is pid 1 of its namespace and the kernel drops signals that pid 1
 // does not handle, so a job that wants to checkpoint on SIGTERM must
-// install a handler (shells: trap). Outcomes: exit 0 is completed; any
+// install a handler (shells: trap). The grace is cut short once no process
+// of the job catches SIGTERM or holds it blocked (read from /proc while the
+// grace runs, stop.go): `python3 train.py` without a handler, run as the
+// command, would otherwise hold its GPUs for the whole grace and end the
+// same way. Outcomes: exit 0 is completed; any
 // other exit is failed and the job's doing, with reason "oom" when the
 // memory cgroup recorded an OOM kill; the limit is limit; a cancelled
 // context is stopped. A command that cannot be executed is the job's

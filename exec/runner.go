@@ -408,10 +408,8 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 func (r *Runner) stop(ctx context.Context, log *slog.Logger, cid string, grace time.Duration, done <-chan struct{}, kill func()) bool {
 	graceEnd := time.After(grace)
 	signalled := r.signalUntil(ctx, cid, "TERM", done, graceEnd)
-	select {
-	case <-done:
+	if !r.waitGrace(log, cid, done, graceEnd) {
 		return signalled
-	case <-graceEnd:
 	}
 	killEnd := time.After(runtimeTimeout)
 	if r.signalUntil(ctx, cid, "KILL", done, killEnd) {
@@ -425,6 +423,31 @@ func (r *Runner) stop(ctx context.Context, log *slog.Logger, cid string, grace t
 	}
 	return signalled
 }
+
+// waitGrace waits, after SIGTERM, until the job ends (false) or its grace
+// is over (true). The grace is over early once no process of the job can
+// act on SIGTERM any more (stop.go).
+func (r *Runner) waitGrace(log *slog.Logger, cid string, done <-chan struct{}, graceEnd <-chan time.Time) bool {
+	tick := time.NewTicker(graceCheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return false
+		case <-graceEnd:
+			return true
+		case <-tick.C:
+			if pids, err := r.host.cgroups.procs(cid); err == nil && !mayActOnTerm(pids) {
+				log.Info("no process of the job handles SIGTERM: killing it without waiting out the grace", "processes", len(pids))
+				return true
+			}
+		}
+	}
+}
+
+// graceCheckEvery is how often a job being stopped is looked at for a
+// process that handles SIGTERM.
+const graceCheckEvery = 100 * time.Millisecond
 
 // signalUntil retries sending sig until it is delivered, the job ends or
 // deadline fires, and reports whether it was delivered.
