@@ -163,7 +163,7 @@ on the command line win.`,
 	f.DurationVar(&o.epoch, "epoch", time.Second, "length of a matching epoch, from 50ms to 1m")
 	f.DurationVar(&o.epochDelay, "epoch-delay", 0, "how long before an epoch's start a message must have been signed to count in its view; 0 (default) adapts it to the gossip delays providers announce, at most half the epoch; every peer of a network must use the same setting")
 	f.DurationVar(&o.receiptInterval, "receipt-interval", time.Minute, "how often an interim receipt is signed while compute is held")
-	f.DurationVar(&o.grace, "grace", 30*time.Second, "time between SIGTERM and SIGKILL at a job's limit or withdrawal")
+	f.DurationVar(&o.grace, "grace", 30*time.Second, "time between SIGTERM and SIGKILL at a job's limit or withdrawal (cut short once no process of the job handles SIGTERM)")
 	f.DurationVar(&o.outputTimeout, "output-timeout", 10*time.Minute, "how long output waits to be handed to the submitter")
 	f.DurationVar(&o.proposalTTL, "proposal-ttl", 10*time.Second, "how long a lease proposal waits for an answer")
 	f.DurationVar(&o.stallTimeout, "stall-timeout", time.Minute, "a transfer with no block for this long fails")
