@@ -38,19 +38,34 @@ func TestCatchesTerm(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	trapped, ignored := ready("trapped"), ready("ignored")
+	trapped := ready("trapped")
 	catcher := start("sh", "-c", `trap 'exit 0' TERM; touch `+trapped+`; while :; do sleep 0.1; done`)
-	ignorer := start("sh", "-c", `trap '' TERM; touch `+ignored+`; while :; do sleep 0.1; done`)
+	// An ignored signal stays ignored across exec: sleep, ignoring
+	// SIGTERM. (A shell looping on its own may block signals for a moment
+	// around each fork, which counts as "may act".)
+	ignorer := start("sh", "-c", `trap '' TERM; exec sleep 600`)
 	sleeper := start("sleep", "600")
 	waitFile(trapped)
-	waitFile(ignored)
+	waitFor := func(what string, cond func() bool) {
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("the shell to exec sleep", func() bool {
+		comm, err := os.ReadFile("/proc/" + strconv.Itoa(ignorer.Process.Pid) + "/comm")
+		return err == nil && strings.TrimSpace(string(comm)) == "sleep"
+	})
 	for _, c := range []struct {
 		name string
 		pid  int
 		want bool
 	}{
 		{"a shell with a trap", catcher.Process.Pid, true},
-		{"a shell that ignores SIGTERM", ignorer.Process.Pid, false},
+		{"sleep ignoring SIGTERM", ignorer.Process.Pid, false},
 		{"sleep", sleeper.Process.Pid, false},
 	} {
 		if got, err := catchesTerm(c.pid); err != nil || got != c.want {
@@ -66,17 +81,10 @@ func TestCatchesTerm(t *testing.T) {
 
 	zombie := start("true")
 	// Exited, not yet waited for: a zombie, until Cleanup reaps it.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitFor("true to become a zombie", func() bool {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(zombie.Process.Pid) + "/status")
-		if err == nil && strings.Contains(string(b), "State:\tZ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("true never became a zombie")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && strings.Contains(string(b), "State:\tZ")
+	})
 	if got, err := catchesTerm(zombie.Process.Pid); err != nil || got {
 		t.Errorf("a zombie: %v, %v", got, err)
 	}
