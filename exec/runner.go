@@ -601,6 +601,8 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 	}
 	var errs []error
 	known := map[string]bool{}
+	// live: what container cid belongs to is a lease keep says is live.
+	live := func(lease, cid string) bool { return lease != "" && ContainerID(lease) == cid && keep(lease) }
 	for _, c := range cs {
 		if !strings.HasPrefix(c.ID, "e31-") {
 			continue
@@ -610,7 +612,7 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 		if lease == "" {
 			lease = leaseOfBundle(c.Bundle)
 		}
-		if lease != "" && ContainerID(lease) == c.ID && keep(lease) {
+		if live(lease, c.ID) {
 			continue
 		}
 		r.log.InfoContext(ctx, "sweeping container of a dead lease", "container", c.ID, "lease", lease, "status", c.Status)
@@ -642,7 +644,7 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 			continue
 		}
 		lease, _ := os.ReadFile(m.leaseFile())
-		if len(lease) > 0 && ContainerID(string(lease)) == e.Name() && keep(string(lease)) {
+		if live(string(lease), e.Name()) {
 			continue
 		}
 		r.log.InfoContext(ctx, "sweeping image root of a dead lease", "container", e.Name(), "lease", string(lease))
@@ -663,7 +665,7 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 				continue
 			}
 			lease := leaseOfBundle(bundle)
-			if lease != "" && ContainerID(lease) == e.Name() && keep(lease) {
+			if live(lease, e.Name()) {
 				continue
 			}
 			r.log.InfoContext(ctx, "sweeping bundle of a dead lease", "container", e.Name(), "lease", lease)

@@ -24,28 +24,6 @@ func TestCatchesTerm(t *testing.T) {
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		return cmd
 	}
-	// Each shell says when its trap is set, by creating a file.
-	ready := func(name string) string { return t.TempDir() + "/" + name }
-	waitFile := func(path string) {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if _, err := os.Stat(path); err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never appeared", path)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	trapped := ready("trapped")
-	catcher := start("sh", "-c", `trap 'exit 0' TERM; touch `+trapped+`; while :; do sleep 0.1; done`)
-	// An ignored signal stays ignored across exec: sleep, ignoring
-	// SIGTERM. (A shell looping on its own may block signals for a moment
-	// around each fork, which counts as "may act".)
-	ignorer := start("sh", "-c", `trap '' TERM; exec sleep 600`)
-	sleeper := start("sleep", "600")
-	waitFile(trapped)
 	waitFor := func(what string, cond func() bool) {
 		deadline := time.Now().Add(10 * time.Second)
 		for !cond() {
@@ -55,6 +33,18 @@ func TestCatchesTerm(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	// The shell says when its trap is set, by creating a file.
+	trapped := t.TempDir() + "/trapped"
+	catcher := start("sh", "-c", `trap 'exit 0' TERM; touch `+trapped+`; while :; do sleep 0.1; done`)
+	// An ignored signal stays ignored across exec: sleep, ignoring
+	// SIGTERM. (A shell looping on its own may block signals for a moment
+	// around each fork, which counts as "may act".)
+	ignorer := start("sh", "-c", `trap '' TERM; exec sleep 600`)
+	sleeper := start("sleep", "600")
+	waitFor("the shell's trap", func() bool {
+		_, err := os.Stat(trapped)
+		return err == nil
+	})
 	waitFor("the shell to exec sleep", func() bool {
 		comm, err := os.ReadFile("/proc/" + strconv.Itoa(ignorer.Process.Pid) + "/comm")
 		return err == nil && strings.TrimSpace(string(comm)) == "sleep"

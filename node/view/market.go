@@ -100,11 +100,11 @@ type Market struct {
 	// anew: a Go map keeps the room it grew to, so once a burst's jobs are
 	// pruned to marks, Prune copies what is left into a new one.
 	jobsPeak int
-	// recent holds the leases that Prune has not slimmed: those
-	// not released, or released or announced less than closedBodyKeep
-	// ago, which are all that any epoch's view can still count live. A pass between
-	// epochs reads these rather than every lease of the usage window (a
-	// busy network's hours of history).
+	// recent holds the leases that Prune has not slimmed: those not
+	// released, or released or announced less than closedBodyKeep ago,
+	// which are all that any epoch's view can still count live. A pass
+	// between epochs reads these rather than every lease of the usage
+	// window (a busy network's hours of history).
 	recent map[string]*knownLease
 	// bySubmitter holds every announced lease by its submitter, for the
 	// use of the submitters whose jobs are in a view.
@@ -640,10 +640,11 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 		case kl.early == nil && now.Sub(kl.released.Arrived) > closedBodyKeep && now.Sub(kl.seen.Arrived) > closedBodyKeep:
 			// Released and announced, both past every epoch's cutoff
 			// that could still count it live or leave it out (a release
-			// can arrive long before its lease's announcement): what recent use and LeaseParties read is
-			// kept for the usage window, the rest (signatures, devices,
-			// the claim) dropped, so that hours of history cost a
-			// fraction of the lease's size, and a pass nothing.
+			// can arrive long before its lease's announcement): what
+			// recent use and LeaseParties read is kept for the usage
+			// window, the rest (signatures, devices, the claim) dropped,
+			// so that hours of history cost a fraction of the lease's
+			// size, and a pass nothing.
 			// The parties' IDs are the same few strings over and over,
 			// each decoded apart: one copy of each is kept.
 			if kl.lease.ProviderSig != nil {
