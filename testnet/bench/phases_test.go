@@ -98,3 +98,26 @@ func TestParseProcStat(t *testing.T) {
 		t.Fatal("a short stat line parsed")
 	}
 }
+
+func TestSandboxCeiling(t *testing.T) {
+	r := ProfileReport{
+		RuncMs: 38,
+		Phases: []PhaseCost{{Phase: PhaseOther, CPU: 30 * time.Millisecond}, {Phase: PhaseSandbox, CPU: 2 * time.Millisecond}},
+	}
+	if r.sandboxCeiling(nil) != nil {
+		t.Fatal("a ceiling without the bare limit")
+	}
+	f := r.sandboxCeiling(&SandboxLimit{Cores: 2, BareCPUMs: 25, JobsPerS: 80})
+	if f == nil {
+		t.Fatal("no ceiling")
+	}
+	// 2 cores / (38 + 2) CPU-ms a job: 50 jobs/s, 0.625 of 80; the
+	// other phase is not the sandbox's.
+	if f.Value != 50 || f.Ratio == nil || *f.Ratio != 0.625 {
+		t.Fatalf("ceiling %v jobs/s, ratio %v; want 50 and 0.625", f.Value, f.Ratio)
+	}
+	all := r.Figures(&SandboxLimit{Cores: 2, BareCPUMs: 25, JobsPerS: 80})
+	if !slices.ContainsFunc(all, func(g Figure) bool { return g.Name == f.Name }) {
+		t.Fatal("Figures leaves the ceiling out")
+	}
+}

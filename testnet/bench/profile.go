@@ -214,7 +214,32 @@ func (r ProfileReport) Figures(sandbox *SandboxLimit) []Figure {
 		all.Baseline = runc.Baseline
 		all.Ratio = ptr(total / sandbox.BareCPUMs)
 	}
-	return append([]Figure{all}, append(f, runc)...)
+	f = append(f, runc)
+	if c := r.sandboxCeiling(sandbox); c != nil {
+		f = append(f, *c)
+	}
+	return append([]Figure{all}, f...)
+}
+
+// sandboxCeiling is the most jobs a second the machine could run if the
+// daemons spent nothing but what starting and ending sandboxes cost them
+// under this load (their profiled sandbox phase and their runc children),
+// as a ratio to the bare runc limit: what the throughput ratio can reach
+// without a cheaper sandbox, however little the rest costs.
+func (r ProfileReport) sandboxCeiling(sandbox *SandboxLimit) *Figure {
+	if sandbox == nil || sandbox.JobsPerS <= 0 || r.RuncMs <= 0 {
+		return nil
+	}
+	perJob := r.RuncMs
+	for _, c := range r.Phases {
+		if c.Phase == PhaseSandbox {
+			perJob += ms(c.CPU)
+		}
+	}
+	jobs := float64(sandbox.Cores) / (perJob / 1000)
+	return &Figure{Group: "profile", Name: "  sandbox alone under this load (runc children + e31d's sandbox work)", Value: jobs, Unit: "jobs/s",
+		Measured: fmt.Sprintf("at most %.1f jobs/s (%.1f CPU-ms a job)", jobs, perJob),
+		Baseline: fmt.Sprintf("limit %.0f jobs/s", sandbox.JobsPerS), Ratio: ptr(jobs / sandbox.JobsPerS)}
 }
 
 // procCPU is a process's own CPU and that of its children it waited for.
