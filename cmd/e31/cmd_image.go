@@ -24,7 +24,9 @@ References are written as podman and skopeo write them:
   oci:PATH[:TAG]              an OCI image layout directory
   oci-archive:PATH[:TAG]      its tar (podman save --format oci-archive)
   docker-archive:PATH[:NAME]  a docker save tarball
-  docker://REGISTRY/REPO[:TAG][@sha256:DIGEST]`,
+  docker://REGISTRY/REPO[:TAG][@sha256:DIGEST]
+An archive may be compressed whole with gzip, zstd or bzip2
+(docker save IMAGE | gzip > img.tar.gz).`,
 	}
 	cmd.AddCommand(newImageImportCommand(g), newImageListCommand(g), newImageRemoveCommand(g))
 	return cmd

@@ -7,7 +7,9 @@
 // oci:PATH[:TAG] (a layout directory), oci-archive:PATH[:TAG] (its tar),
 // docker-archive:PATH[:NAME] (a docker save tarball),
 // docker://REGISTRY/REPO[:TAG][@sha256:DIGEST], or the CID of an image
-// already imported.
+// already imported. Either archive may be compressed whole with gzip, zstd
+// or bzip2 (`docker save IMAGE | gzip`, nix's dockerTools), as docker load
+// and skopeo accept; xz is refused with a word on how to decompress it.
 //
 // # The image as a DAG
 //
@@ -32,7 +34,9 @@
 // (content.Store.ImportTree) and is hashed on the way: bytes that do not
 // match their digest or size fail the import with ErrDigestMismatch before
 // anything is pinned. Archives are read in place (one pass indexes the
-// tar), nothing is extracted to disk.
+// tar), nothing is extracted to disk; a compressed one is first
+// decompressed into a temporary file, unlinked as it is made, since
+// reading an image seeks in its archive.
 //
 // Docker archives are read through their manifest.json. Their layers are
 // plain tars, kept as they are; the manifest that names them is written

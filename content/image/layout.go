@@ -2,7 +2,10 @@ package image
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
+	"compress/bzip2"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +18,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/klauspost/compress/zstd"
 )
 
 // files is a read-only tree of files: a layout directory or an archive.
@@ -73,9 +77,15 @@ type tarEntry struct {
 // few files per layer.
 const maxTarEntries = 100000
 
+// openTar indexes an image archive: a tar, or a tar compressed whole with
+// gzip, zstd or bzip2 (`docker save IMAGE | gzip`, nix's dockerTools), as
+// docker load and skopeo take them.
 func openTar(p string) (*tarFiles, error) {
 	f, err := os.Open(p)
 	if err != nil {
+		return nil, err
+	}
+	if f, err = decompressed(f, p); err != nil {
 		return nil, err
 	}
 	t := &tarFiles{f: f, entries: map[string]tarEntry{}}
@@ -116,6 +126,88 @@ func openTar(p string) (*tarFiles, error) {
 		}
 	}
 	return t, nil
+}
+
+// Magic numbers of whole-archive compression.
+var (
+	gzipMagic  = []byte{0x1f, 0x8b}
+	zstdMagic  = []byte{0x28, 0xb5, 0x2f, 0xfd}
+	bzip2Magic = []byte("BZh")
+	xzMagic    = []byte{0xfd, '7', 'z', 'X', 'Z', 0x00}
+)
+
+// zstdMaxWindow bounds the memory a zstd frame can make the decoder take;
+// zstd -19 uses 8 MiB, --long=27 128 MiB.
+const zstdMaxWindow = 128 << 20
+
+// decompressed returns f itself when it is not compressed, else the archive
+// decompressed into a temporary file, already unlinked so that nothing is
+// left behind however the import ends: reading an image seeks in the
+// archive, which a compressed stream cannot do. f is closed either way on
+// an error, and when it is replaced.
+func decompressed(f *os.File, p string) (*os.File, error) {
+	var head [6]byte
+	n, err := f.ReadAt(head[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		f.Close()
+		return nil, fmt.Errorf("read archive %s: %w", p, err)
+	}
+	magic := head[:n]
+	var (
+		kind string
+		open func(io.Reader) (io.Reader, func(), error)
+	)
+	switch {
+	case bytes.HasPrefix(magic, gzipMagic):
+		kind = "gzip"
+		open = func(r io.Reader) (io.Reader, func(), error) {
+			zr, err := gzip.NewReader(r)
+			if err != nil {
+				return nil, nil, err
+			}
+			return zr, func() { zr.Close() }, nil
+		}
+	case bytes.HasPrefix(magic, zstdMagic):
+		kind = "zstd"
+		open = func(r io.Reader) (io.Reader, func(), error) {
+			zr, err := zstd.NewReader(r, zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderConcurrency(1))
+			if err != nil {
+				return nil, nil, err
+			}
+			return zr, zr.Close, nil
+		}
+	case bytes.HasPrefix(magic, bzip2Magic):
+		kind = "bzip2"
+		open = func(r io.Reader) (io.Reader, func(), error) { return bzip2.NewReader(r), func() {}, nil }
+	case bytes.HasPrefix(magic, xzMagic):
+		f.Close()
+		return nil, fmt.Errorf("%w: archive %s is xz-compressed, which is not read here: decompress it first (xz -d) or save it with gzip or zstd", ErrInvalid, p)
+	default:
+		return f, nil
+	}
+	defer f.Close()
+	tmp, err := os.CreateTemp("", "e31-image-*.tar")
+	if err != nil {
+		return nil, fmt.Errorf("decompress archive %s: %w", p, err)
+	}
+	// Unlinked at once: the open file is all that is used.
+	_ = os.Remove(tmp.Name())
+	fail := func(err error) (*os.File, error) {
+		tmp.Close()
+		return nil, fmt.Errorf("decompress archive %s (%s) into %s: %w", p, kind, os.TempDir(), err)
+	}
+	r, done, err := open(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return fail(err)
+	}
+	defer done()
+	if _, err := io.Copy(tmp, r); err != nil {
+		return fail(err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return fail(err)
+	}
+	return tmp, nil
 }
 
 func cleanName(n string) string {

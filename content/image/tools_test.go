@@ -108,6 +108,15 @@ func TestImportRealTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// docker save | gzip, which docker load and skopeo take as it is.
+	run(t, dir, "gzip", "-k", "docker.tar")
+	fromGzip, err := Import(ctx, s, Ref{Transport: DockerArchive, Path: filepath.Join(dir, "docker.tar.gz"), Tag: "e31/busybox:v1"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fromGzip.CID != fromDocker.CID {
+		t.Errorf("the gzipped docker archive gave %s, the plain one %s", fromGzip.CID, fromDocker.CID)
+	}
 
 	oci, err := Load(ctx, s, fromDir.CID)
 	if err != nil {
