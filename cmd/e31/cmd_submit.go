@@ -14,6 +14,7 @@ import (
 	"github.com/e31network/e31/node/api"
 	"github.com/ipfs/go-cid"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 type submitOptions struct {
@@ -24,6 +25,8 @@ type submitOptions struct {
 	name        string
 	gpus        int
 	gpuModel    string
+	gpuMemory   string
+	image       string
 	cpus        int
 	memory      string
 	disk        string
@@ -55,8 +58,14 @@ to -o DIR (default ./<job>-out) and prints the final receipt; it exits non-zero
 unless the job completed.`,
 		Example: `  e31 submit job.yaml --wait
   e31 submit --gpus 1 --limit 1h --input ./data:/data -- python3 train.py
+  e31 submit --image docker-archive:./img.tar.gz --limit 2h -- python3 /app/train.py
   e31 submit --gpus 2 --limit 10m --json -- sh -c 'nvidia-smi > /out/smi.txt'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() < 0 && len(args) == 1 {
+				if err := noFlagsFormFlags(cmd.Flags()); err != nil {
+					return err
+				}
+			}
 			return runSubmit(cmd.Context(), o, g, args, cmd.ArgsLenAtDash())
 		},
 	}
@@ -67,6 +76,8 @@ unless the job completed.`,
 	f.StringVar(&o.name, "name", "", "job name (flags form; default from the command)")
 	f.IntVar(&o.gpus, "gpus", 1, "GPUs to hold (flags form)")
 	f.StringVar(&o.gpuModel, "gpu-model", "", "GPU model the job needs, e.g. H100 (flags form)")
+	f.StringVar(&o.gpuMemory, "gpu-memory", "", "memory each GPU must have, e.g. 40GiB (flags form)")
+	f.StringVar(&o.image, "image", "", "the job's software as an OCI image: oci-archive:PATH, docker-archive:PATH, oci:DIR[:TAG], docker://REPO:TAG or a CID (flags form; default the provider's root; see e31 image --help)")
 	f.IntVar(&o.cpus, "cpus", 0, "CPUs (flags form; default 1)")
 	f.StringVar(&o.memory, "memory", "", "memory, e.g. 8GiB (flags form; default 1GiB)")
 	f.StringVar(&o.disk, "disk", "", "most the job may write in all (output, checkpoints, /tmp), e.g. 50GiB (flags form; default 10GiB)")
@@ -79,6 +90,29 @@ unless the job completed.`,
 	f.DurationVar(&o.pollEvery, "poll", defaultPoll, "with --wait: how often to ask a daemon that cannot answer on each change of the job (an older version)")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up following after this long (0: never)")
 	return cmd
+}
+
+// flagsFormFlags are the flags that build a declaration around a command;
+// with a declaration FILE they would be ignored.
+func flagsFormFlags() []string {
+	return []string{"name", "gpus", "gpu-model", "gpu-memory", "image", "cpus", "memory", "disk", "limit",
+		"input", "output-path", "env", "checkpoint-path", "checkpoint-every"}
+}
+
+// noFlagsFormFlags refuses, naming them, flags of the flags form given with
+// a declaration FILE: the file says all, and a flag silently ignored would
+// run a job other than the one asked for.
+func noFlagsFormFlags(f *pflag.FlagSet) error {
+	var set []string
+	for _, name := range flagsFormFlags() {
+		if f.Changed(name) {
+			set = append(set, "--"+name)
+		}
+	}
+	if len(set) > 0 {
+		return fmt.Errorf("%s: only for a job built from flags and -- CMD; with a declaration FILE, set it in the file", strings.Join(set, ", "))
+	}
+	return nil
 }
 
 // declarationFromFile reads and checks a declaration file; relative local
@@ -151,6 +185,14 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 	}
 	d := market.NewDeclaration(name, command, o.gpus, limit, inputs)
 	d.Request.GPUModel = o.gpuModel
+	if o.gpuMemory != "" {
+		m, err := market.ParseSize(o.gpuMemory)
+		if err != nil {
+			return market.Declaration{}, fmt.Errorf("--gpu-memory: %w", err)
+		}
+		d.Request.GPUMemory = m
+	}
+	d.Work.Image = o.image
 	if o.cpus > 0 {
 		d.Request.CPUs = o.cpus
 	}

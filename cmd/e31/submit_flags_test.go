@@ -1,0 +1,64 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSubmitImageAndGPUMemoryFlags(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "img.tar.gz"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	o := submitOptions{gpus: 1, limit: "1h", outputPath: "/out", image: "docker-archive:./img.tar.gz:me/tool:v1", gpuMemory: "40GiB"}
+	d, err := declarationFromFlags(o, []string{"python3", "/app/train.py"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The path is the submitter's, made absolute, as from a declaration file.
+	if want := "docker-archive:" + filepath.Join(dir, "img.tar.gz") + ":me/tool:v1"; d.Work.Image != want {
+		t.Errorf("work.image %q, want %q", d.Work.Image, want)
+	}
+	if d.Request.GPUMemory != 40<<30 {
+		t.Errorf("gpu_memory %d, want 40GiB", d.Request.GPUMemory)
+	}
+	o.gpuMemory = "plenty"
+	if _, err := declarationFromFlags(o, []string{"true"}); err == nil || !strings.Contains(err.Error(), "--gpu-memory") {
+		t.Errorf("--gpu-memory plenty: %v", err)
+	}
+	o.gpuMemory, o.image = "", "oci-archive:"
+	if _, err := declarationFromFlags(o, []string{"true"}); err == nil || !strings.Contains(err.Error(), "work.image") {
+		t.Errorf("--image oci-archive: with no path: %v", err)
+	}
+}
+
+// TestFlagsFormFlagsWithAFile: a flag that only builds a declaration is
+// refused beside a declaration file, by name, rather than ignored.
+func TestFlagsFormFlagsWithAFile(t *testing.T) {
+	cmd := newSubmitCommand(&globalOptions{})
+	for _, name := range flagsFormFlags() {
+		if cmd.Flags().Lookup(name) == nil {
+			t.Fatalf("flagsFormFlags names --%s, which submit does not have", name)
+		}
+	}
+	if err := noFlagsFormFlags(cmd.Flags()); err != nil {
+		t.Fatalf("no flag set: %v", err)
+	}
+	for _, kv := range [][2]string{{"wait", "true"}, {"json", "true"}, {"output", "x"}} {
+		if err := cmd.Flags().Set(kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := noFlagsFormFlags(cmd.Flags()); err != nil {
+		t.Fatalf("--wait --json -o go with a file: %v", err)
+	}
+	cmd.Flags().Set("gpus", "2")
+	cmd.Flags().Set("image", "docker://busybox")
+	err := noFlagsFormFlags(cmd.Flags())
+	if err == nil || !strings.Contains(err.Error(), "--gpus") || !strings.Contains(err.Error(), "--image") {
+		t.Fatalf("--gpus and --image with a file: %v", err)
+	}
+}
