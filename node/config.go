@@ -10,6 +10,7 @@ import (
 
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/view"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -148,6 +149,9 @@ type Config struct {
 	// DebugPartition serves POST /v1/debug/block, which cuts the node off
 	// from peers: how tests split a network on one machine. Off by default.
 	DebugPartition bool
+	// Doctor, when set, runs e31d doctor's checks of this machine with the
+	// daemon's own configuration, for GET /v1/doctor (e31 doctor).
+	Doctor func(ctx context.Context) api.DoctorReport
 	// Misbehave makes the provider break the protocol on purpose, to test
 	// the defences against providers that do (cmd/e31d built with the
 	// byzantine tag). Nil, as in every default daemon: it behaves.

@@ -375,7 +375,7 @@ func (n *Node) Run(ctx context.Context) error {
 	for proto, fn := range n.handlers {
 		p2p.Serve(loopCtx, n.host, proto, n.handlerTimeout(proto), n.log, n.tracked(proto, fn))
 	}
-	acfg := apiserver.Config{Addr: n.cfg.API, Network: n, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Logs: n.submitter, Log: n.log}
+	acfg := apiserver.Config{Addr: n.cfg.API, Network: n, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Logs: n.submitter, Doctor: n.cfg.Doctor, Log: n.log}
 	if n.cfg.DebugPartition {
 		acfg.Block = n.block
 	}

@@ -79,6 +79,7 @@ The daemon is found at --api, else $E31_API, else $E31_DATA/e31.sock, else
 		newUsageCommand(g),
 		newVerifyCommand(g),
 		newImageCommand(g),
+		newDoctorCommand(g),
 	)
 	root.AddCommand(manpage.Command(root))
 	return root

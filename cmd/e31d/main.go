@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"github.com/e31network/e31/cmd/e31/manpage"
+	"github.com/e31network/e31/cmd/e31d/doctor"
 	"github.com/e31network/e31/exec/nvidia"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node"
+	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/provider"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
@@ -350,6 +352,15 @@ func run(cmd *cobra.Command, o *options) error {
 		}
 	})
 	go returnMemory(ctx)
+	// e31 doctor: e31d doctor's checks, with this daemon's configuration.
+	checkMachine := func(ctx context.Context) api.DoctorReport {
+		return doctor.Run(ctx, doctor.Machine{}, doctor.Options{
+			DataDir:         o.file.Data,
+			ImageCacheBytes: int64(imageCache),
+			Listen:          o.file.Listen,
+			Runtime:         o.file.Runtime,
+		})
+	}
 	n, err := node.New(ctx, node.Config{
 		CPUs:              o.file.CPUs,
 		MemoryBytes:       memory,
@@ -388,6 +399,7 @@ func run(cmd *cobra.Command, o *options) error {
 		SingleSource:      o.file.SingleSource,
 		NoPrestage:        o.file.NoPrestage,
 		DebugPartition:    o.debugPartition,
+		Doctor:            checkMachine,
 		Misbehave:         misbehave,
 		Log:               log,
 		OnReady: func(info node.RunInfo) {

@@ -285,6 +285,13 @@ func (c *Client) ExportReceipts(ctx context.Context, job string, w io.Writer) (i
 	return n, nil
 }
 
+// Doctor runs the daemon's checks of its machine (e31d doctor) with the
+// daemon's own configuration.
+func (c *Client) Doctor(ctx context.Context) (DoctorReport, error) {
+	var out DoctorReport
+	return out, c.Do(ctx, http.MethodGet, "/v1/doctor", nil, nil, &out)
+}
+
 // Matches returns the node's recent Match results, oldest first.
 func (c *Client) Matches(ctx context.Context) ([]Match, error) {
 	var out []Match

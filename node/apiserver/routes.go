@@ -39,6 +39,14 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/usage", handler(s.usage))
 	mux.HandleFunc("POST /v1/images", s.importImage)
 	mux.HandleFunc("GET /v1/images", handler(s.listImages))
+	if !s.cfg.readOnly {
+		mux.HandleFunc("GET /v1/doctor", handler(func(r *http.Request) (any, error) {
+			if s.cfg.Doctor == nil {
+				return nil, ErrNoDoctor
+			}
+			return s.cfg.Doctor(r.Context()), nil
+		}))
+	}
 	mux.HandleFunc("DELETE /v1/images/{cid}", handler(s.removeImage))
 	if s.cfg.Block != nil {
 		mux.HandleFunc("POST /v1/debug/block", handler(s.block))

@@ -80,7 +80,11 @@ type Config struct {
 	// Block, when set, serves POST /v1/debug/block: cut this node off from
 	// the peers named (an empty list heals). Off in a default daemon.
 	Block func(peers []peer.ID)
-	Log   *slog.Logger
+	// Doctor, when set, serves GET /v1/doctor: the daemon's checks of its
+	// machine (e31d doctor), with its own configuration. Never on the
+	// dashboard's port: a check runs a probe container.
+	Doctor func(ctx context.Context) api.DoctorReport
+	Log    *slog.Logger
 
 	// readOnly serves only GET and HEAD (ListenUI).
 	readOnly bool
@@ -188,9 +192,14 @@ func status(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, submitter.ErrConflict):
 		return http.StatusConflict
+	case errors.Is(err, ErrNoDoctor):
+		return http.StatusNotImplemented
 	}
 	return http.StatusInternalServerError
 }
+
+// ErrNoDoctor answers GET /v1/doctor on a server given no Doctor.
+var ErrNoDoctor = errors.New("this daemon does not check its machine over the API: run e31d doctor")
 
 // requestError is a request the server itself cannot read.
 type requestError struct{ err error }

@@ -8,43 +8,23 @@ import (
 
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/exec/nvidia"
+	"github.com/e31network/e31/node/api"
 )
 
-// Status is a check's verdict.
-type Status string
+// The report's types are the API's, so that e31 doctor reads what a
+// daemon's checks found (GET /v1/doctor) as e31d doctor prints it.
+type (
+	Status = api.DoctorStatus
+	Result = api.DoctorCheck
+	Report = api.DoctorReport
+)
 
+// The verdicts.
 const (
-	OK   Status = "ok"
-	Warn Status = "warn"
-	Fail Status = "fail"
+	OK   = api.DoctorOK
+	Warn = api.DoctorWarn
+	Fail = api.DoctorFail
 )
-
-// Result is one check's verdict on this machine.
-type Result struct {
-	// Name is short and stable, for scripts reading --json.
-	Name   string `json:"name"`
-	Status Status `json:"status"`
-	// Detail says what was found.
-	Detail string `json:"detail"`
-	// Fix says what to do about a warning or a failure.
-	Fix string `json:"fix,omitempty"`
-}
-
-// Report is every check's result, in the order they ran.
-type Report struct {
-	Checks []Result `json:"checks"`
-}
-
-// Count is how many checks ended with status s.
-func (r Report) Count(s Status) int {
-	n := 0
-	for _, c := range r.Checks {
-		if c.Status == s {
-			n++
-		}
-	}
-	return n
-}
 
 // ErrFailed is returned by the e31d doctor command when any check failed,
 // so that it exits non-zero.
