@@ -45,7 +45,7 @@ records and disputed leases not settled since.
 	}
 	cmd.Flags().StringVar(&o.job, "job", "", "only the receipts of this job")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "verify signatures and the hash chain")
-	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON: {receipts, superseded (positions in receipts), disputes, verify}")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the receipts as a JSON array, in ledger order; a superseded one-sided record has \"superseded\": true, and each disputed lease adds both versions, each with \"dispute\": {index, version, settled}")
 	cmd.AddCommand(newReceiptsExportCommand(g))
 	return cmd
 }
@@ -62,7 +62,7 @@ type dispute struct {
 	Superseded bool           `json:"superseded,omitempty"`
 }
 
-// receiptsResult is what `e31 receipts --json` prints.
+// receiptsResult is what the ledger holds, as e31 receipts prints it.
 type receiptsResult struct {
 	Receipts   []ledger.Receipt `json:"receipts"`
 	Superseded []int            `json:"superseded,omitempty"`
@@ -90,7 +90,11 @@ func runReceipts(ctx context.Context, o receiptsOptions, g *globalOptions) error
 		out.Disputes = append(out.Disputes, x)
 	}
 	if o.json {
-		if err := g.printJSON(out); err != nil {
+		b, err := out.jsonArray()
+		if err != nil {
+			return err
+		}
+		if _, err := g.stdout.Write(b); err != nil {
 			return err
 		}
 	} else {
@@ -105,6 +109,81 @@ func runReceipts(ctx context.Context, o receiptsOptions, g *globalOptions) error
 			v.Entries, v.OneSided, v.Disputed)
 	}
 	return nil
+}
+
+// receiptMarks are what e31 receipts --json adds to a receipt's own
+// fields.
+type receiptMarks struct {
+	Superseded bool         `json:"superseded,omitempty"`
+	Dispute    *disputeMark `json:"dispute,omitempty"`
+}
+
+// disputeMark places a receipt in a dispute: the ledger entry holding the
+// dispute, whose version of the lease's end it is, and whether a final
+// receipt both signed has settled the lease since.
+type disputeMark struct {
+	Index   uint64 `json:"index"`
+	Version string `json:"version"`
+	Settled bool   `json:"settled"`
+}
+
+// jsonArray is e31 receipts --json: one array of receipts, each with its
+// own fields and its marks, indented.
+func (res receiptsResult) jsonArray() ([]byte, error) {
+	rows := make([]json.RawMessage, 0, len(res.Receipts)+2*len(res.Disputes))
+	add := func(r ledger.Receipt, m receiptMarks) error {
+		b, err := withMarks(r, m)
+		if err != nil {
+			return fmt.Errorf("receipt of lease %s: %w", r.Lease, err)
+		}
+		rows = append(rows, b)
+		return nil
+	}
+	for i, r := range res.Receipts {
+		if err := add(r, receiptMarks{Superseded: slices.Contains(res.Superseded, i)}); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range res.Disputes {
+		for _, v := range []struct {
+			name string
+			r    ledger.Receipt
+		}{{"ours", d.Ours}, {"theirs", d.Theirs}} {
+			if err := add(v.r, receiptMarks{Dispute: &disputeMark{Index: d.Index, Version: v.name, Settled: d.Superseded}}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	b, err := json.MarshalIndent(rows, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// withMarks is r's JSON object with the fields of m after its own: the
+// receipt writes itself (ledger.Receipt.MarshalJSON), so m cannot be a
+// field beside it in one struct.
+func withMarks(r ledger.Receipt, m receiptMarks) (json.RawMessage, error) {
+	obj, err := r.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	extra, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	if len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}' {
+		return nil, fmt.Errorf("a receipt encoded as %.20q, not an object", obj)
+	}
+	if string(extra) == "{}" {
+		return obj, nil
+	}
+	if string(obj) == "{}" {
+		return extra, nil
+	}
+	out := append(obj[:len(obj)-1:len(obj)-1], ',')
+	return append(out, extra[1:]...), nil
 }
 
 func printReceipts(g *globalOptions, res receiptsResult) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -239,12 +240,37 @@ func TestReceiptsExportAndList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res receiptsResult
-	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
-		t.Fatal(err)
+	// An array of receipts (DESIGN.md), each with its own fields and the
+	// marks: a superseded one-sided record, both versions of a dispute.
+	var rows []struct {
+		ledger.Receipt
+		Superseded bool         `json:"superseded"`
+		Dispute    *disputeMark `json:"dispute"`
 	}
-	if len(res.Receipts) != m.Entries-1 || len(res.Disputes) != 1 || res.Disputes[0].Ours.Signer != ledger.SignerProvider || len(res.Superseded) != 1 {
-		t.Fatalf("receipts --json: %d receipts, disputes %+v, superseded %v", len(res.Receipts), res.Disputes, res.Superseded)
+	if err := json.Unmarshal([]byte(stdout), &rows); err != nil {
+		t.Fatalf("receipts --json is not an array of receipts: %v\n%s", err, stdout)
+	}
+	var plain, superseded int
+	var versions []string
+	for _, r := range rows {
+		switch {
+		case r.Dispute != nil:
+			versions = append(versions, r.Dispute.Version+" "+r.Signer)
+		case r.Superseded:
+			superseded++
+		default:
+			plain++
+		}
+		if r.Lease == "" || r.Job == "" || r.Provider == "" || r.Submitter == "" {
+			t.Errorf("a row without the receipt's own fields: %+v", r)
+		}
+	}
+	if plain+superseded != m.Entries-1 || superseded != 1 || !slices.Equal(versions, []string{"ours " + ledger.SignerProvider, "theirs " + ledger.SignerSubmitter}) {
+		t.Fatalf("receipts --json: %d receipts, %d superseded, dispute versions %q", plain+superseded, superseded, versions)
+	}
+	var generic []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &generic); err != nil || generic[0]["lease"] == nil || generic[0]["phases"] == nil {
+		t.Fatalf("receipts --json as plain objects: %v, %v", generic, err)
 	}
 
 	// No daemon: exit 3, and no file left behind.
