@@ -359,9 +359,9 @@ func validateName(name string, ps *problems) {
 
 func validateWork(w *Work, ps *problems) {
 	switch {
-	case len(w.Command) == 0:
-		ps.add("work.command", "is required: the program and its arguments, such as [python3, train.py]")
-	case w.Command[0] == "":
+	case len(w.Command) == 0 && w.Image == "":
+		ps.add("work.command", "is required: the program and its arguments, such as [python3, train.py] (with work.image, the image's Entrypoint and Cmd run when it is left out)")
+	case len(w.Command) > 0 && w.Command[0] == "":
 		ps.add("work.command[0]", "must name the program to run")
 	}
 	for i, a := range w.Command {

@@ -112,3 +112,31 @@ func TestImageCanonical(t *testing.T) {
 		t.Fatalf("round trip: %+v, %v", back.Work, err)
 	}
 }
+
+// With an image, the command may be left out (the image's Entrypoint and
+// Cmd run); without one, it is required.
+func TestCommandOptionalWithAnImage(t *testing.T) {
+	noCommand := strings.Replace(base, "  command: [run]\n", "", 1)
+	d, err := DecodeDeclaration([]byte(strings.Replace(noCommand, "work:\n", "work:\n  image: "+imageCID+"\n", 1)))
+	if err != nil {
+		t.Fatalf("an image and no command: %v", err)
+	}
+	if len(d.Work.Command) != 0 {
+		t.Fatalf("command %q, want none", d.Work.Command)
+	}
+	// What the submitter broadcasts decodes the same on every peer.
+	raw, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeDeclaration(raw); err != nil {
+		t.Fatalf("the JSON of a command-less declaration: %v\n%s", err, raw)
+	}
+	if _, err := DecodeDeclaration([]byte(noCommand)); err == nil || !strings.Contains(err.Error(), "work.command: is required") {
+		t.Fatalf("no image and no command: %v", err)
+	}
+	withEmpty := strings.Replace(base, "command: [run]", `command: ["", x]`, 1)
+	if _, err := DecodeDeclaration([]byte(strings.Replace(withEmpty, "work:\n", "work:\n  image: "+imageCID+"\n", 1))); err == nil || !strings.Contains(err.Error(), "work.command[0]") {
+		t.Fatalf("an image and an empty program: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -43,7 +44,7 @@ type submitOptions struct {
 func newSubmitCommand(g *globalOptions) *cobra.Command {
 	var o submitOptions
 	cmd := &cobra.Command{
-		Use:   "submit FILE | submit [--gpus N --limit D --input SRC:MOUNT ...] -- CMD...",
+		Use:   "submit FILE | submit [--gpus N --limit D --input SRC:MOUNT ...] -- CMD... | submit --image REF [flags]",
 		Short: "Submit a job: a declaration file, or flags and a command",
 		Long: `submit checks a job's declaration here, before anything is broadcast, imports
 its local inputs into the daemon's store, signs it and broadcasts it. The job
@@ -51,7 +52,8 @@ waits, unmetered, until a provider can hold what it asks for.
 
 With FILE, the declaration is read from a YAML (or JSON) file; relative data
 sources are taken from the file's folder. Without FILE, flags build one around
-the command given after --.
+the command given after --; with --image and no command, the image's own
+Entrypoint and Cmd run.
 
 With --wait, submit follows the job through its five steps, writes the output
 to -o DIR (default ./<job>-out) and prints the final receipt; it exits non-zero
@@ -162,7 +164,30 @@ func absSources(d *market.Declaration, base string) error {
 	})
 }
 
-// declarationFromFlags builds a declaration around a command.
+// imageName is a job name from an image reference: the last element of
+// its path or repository, without a tag or digest.
+func imageName(ref string) string {
+	if _, rest, ok := strings.Cut(ref, "://"); ok {
+		ref = rest
+	} else if _, rest, ok := strings.Cut(ref, ":"); ok {
+		ref = rest
+	}
+	ref, _, _ = strings.Cut(ref, "@")
+	base := path.Base(strings.TrimSuffix(ref, "/"))
+	if i := strings.IndexAny(base, ":"); i > 0 {
+		base = base[:i]
+	}
+	for _, ext := range []string{".gz", ".zst", ".bz2", ".tar"} {
+		base = strings.TrimSuffix(base, ext)
+	}
+	if base == "" || base == "." || base == "/" {
+		return "image"
+	}
+	return base
+}
+
+// declarationFromFlags builds a declaration around a command, or around
+// an image's own Entrypoint and Cmd when command is empty.
 func declarationFromFlags(o submitOptions, command []string) (market.Declaration, error) {
 	if o.limit == "" {
 		return market.Declaration{}, errors.New("--limit is required: how long may the job hold its GPUs? (e.g. --limit 1h)")
@@ -180,8 +205,12 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 		inputs = append(inputs, market.Input{Source: in[:i], Mount: in[i+1:]})
 	}
 	name := o.name
-	if name == "" {
+	switch {
+	case name != "":
+	case len(command) > 0:
 		name = filepath.Base(command[0])
+	default:
+		name = imageName(o.image)
 	}
 	d := market.NewDeclaration(name, command, o.gpus, limit, inputs)
 	d.Request.GPUModel = o.gpuModel
@@ -250,6 +279,9 @@ func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []st
 			return errors.New("no command after --")
 		}
 		d, err = declarationFromFlags(o, args)
+	case len(args) == 0 && o.image != "":
+		// The image's own Entrypoint and Cmd run.
+		d, err = declarationFromFlags(o, nil)
 	case len(args) == 1:
 		d, err = declarationFromFile(args[0])
 	default:

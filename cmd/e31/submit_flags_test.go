@@ -62,3 +62,32 @@ func TestFlagsFormFlagsWithAFile(t *testing.T) {
 		t.Fatalf("--gpus and --image with a file: %v", err)
 	}
 }
+
+// With --image and no command, the job runs the image's Entrypoint and Cmd,
+// and is named after the image.
+func TestSubmitImageWithoutACommand(t *testing.T) {
+	t.Chdir(t.TempDir())
+	d, err := declarationFromFlags(submitOptions{gpus: 1, limit: "1h", outputPath: "/out", image: "docker://ghcr.io/team/trainer:v2"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Work.Command) != 0 || d.Name != "trainer" {
+		t.Fatalf("command %q, name %q; want none and trainer", d.Work.Command, d.Name)
+	}
+	if _, err := declarationFromFlags(submitOptions{gpus: 1, limit: "1h", outputPath: "/out"}, nil); err == nil || !strings.Contains(err.Error(), "work.command") {
+		t.Fatalf("neither image nor command: %v", err)
+	}
+	for ref, want := range map[string]string{
+		"docker-archive:./img.tar.gz:me/tool:v1":                      "tool",
+		"docker-archive:./img.tar.gz":                                 "img",
+		"oci-archive:/x/trainer.tar":                                  "trainer",
+		"oci:./layout:v1":                                             "layout",
+		"docker://busybox":                                            "busybox",
+		"docker://127.0.0.1:5000/a/b@sha256:00":                       "b",
+		"bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi": "bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi",
+	} {
+		if got := imageName(ref); got != want {
+			t.Errorf("imageName(%q) = %q, want %q", ref, got, want)
+		}
+	}
+}

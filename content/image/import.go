@@ -72,6 +72,10 @@ type Record struct {
 	Layers int `json:"layers"`
 	// Created is the creation time the image config states; zero if none.
 	Created time.Time `json:"created,omitzero"`
+	// Entrypoint and Cmd are what the image runs when a job gives no
+	// command: Entrypoint followed by Cmd.
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	Cmd        []string `json:"cmd,omitempty"`
 }
 
 // PinPrefix begins every pin reason that Import uses, so List can tell
@@ -238,13 +242,15 @@ func (p *plan) record(root cid.Cid, ref, pinned string) Record {
 		size += l.Size
 	}
 	r := Record{
-		CID:     root,
-		Ref:     ref,
-		Pinned:  pinned,
-		Digest:  p.manifestDesc.Digest.String(),
-		Size:    size,
-		Layers:  len(p.layers),
-		Created: p.configFile.Created.Time,
+		CID:        root,
+		Ref:        ref,
+		Pinned:     pinned,
+		Digest:     p.manifestDesc.Digest.String(),
+		Size:       size,
+		Layers:     len(p.layers),
+		Created:    p.configFile.Created.Time,
+		Entrypoint: p.configFile.Config.Entrypoint,
+		Cmd:        p.configFile.Config.Cmd,
 	}
 	if pl := p.configFile.Platform(); pl != nil {
 		r.Platform = pl.String()

@@ -476,6 +476,9 @@ func (s *Submitter) importImage(ctx context.Context, w *market.Work, progress co
 		}
 		return fmt.Errorf("import work.image %s: %w", w.Image, err)
 	}
+	if len(w.Command) == 0 && len(rec.Entrypoint)+len(rec.Cmd) == 0 {
+		return invalid(fmt.Errorf("work.command: is required: image %s has neither Entrypoint nor Cmd to run", w.Image))
+	}
 	w.Image = rec.CID.String()
 	w.ImageSize = s.sizeOf(ctx, rec.CID)
 	if w.ImageSize == 0 {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -34,7 +35,7 @@ func TestImageJob(t *testing.T) {
 	}
 	requireSandbox(t)
 	dir := t.TempDir()
-	buildImage(t, dir)
+	img := buildImage(t, dir)
 	c := start(t, cluster.Options{
 		N:             2,
 		SimGPUsByNode: []string{"", "1xH100:80GiB"},
@@ -88,8 +89,34 @@ echo inside-the-image > /out/result`
 		}
 	}
 
+	// With no command the image's own Cmd runs; an image with neither
+	// Entrypoint nor Cmd is refused at submit, naming why.
+	d := decl("image-cmd", "", 1, time.Minute)
+	d.Work.Command, d.Work.Image = nil, img.Ref()
+	raw, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.Submit(context.Background(), api.SubmitRequest{Declaration: raw}, nil); err == nil || !strings.Contains(err.Error(), "neither Entrypoint nor Cmd") {
+		t.Fatalf("no command, and an image with nothing to run: %v", err)
+	}
+	if err := img.Config(context.Background(), "--config.cmd", "sh", "--config.cmd", "-c", "--config.cmd", "echo from-the-image-cmd > /out/result"); err != nil {
+		t.Fatal(err)
+	}
+	j := submit(t, sub, d)
+	if j = waitJob(t, sub, j.ID, 45*time.Second, "release", released); j.Outcome != ledger.OutcomeCompleted {
+		t.Fatalf("the image's Cmd ended %s/%s: %s", j.Outcome, j.Attribution, j.Reason)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := sub.Get(context.Background(), j.ID, api.GetRequest{Dir: out}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "out", "result")); err != nil || strings.TrimSpace(string(b)) != "from-the-image-cmd" {
+		t.Fatalf("the image's Cmd wrote %q, %v", b, err)
+	}
+
 	// A job without an image waits: the only provider requires one.
-	j := submit(t, sub, decl("no-image", "true", 1, time.Minute))
+	j = submit(t, sub, decl("no-image", "true", 1, time.Minute))
 	waitJob(t, sub, j.ID, 10*time.Second, "a reason naming the image", func(j api.Job) bool {
 		return strings.Contains(j.Reason, "image")
 	})
@@ -97,8 +124,9 @@ echo inside-the-image > /out/result`
 
 // buildImage builds a two-layer image with umoci in dir/layout, tagged v1:
 // the first layer holds a static busybox, links to it and bin/gone.txt; the
-// second deletes gone.txt and adds bin/tool with a hard link to it.
-func buildImage(t *testing.T, dir string) {
+// second deletes gone.txt and adds bin/tool with a hard link to it. Its
+// config sets PATH, and no Entrypoint or Cmd.
+func buildImage(t *testing.T, dir string) *imagebuild.Builder {
 	t.Helper()
 	ctx := context.Background()
 	b, err := imagebuild.New(ctx, dir, "v1")
@@ -116,6 +144,7 @@ func buildImage(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
 }
 
 // TestImagePulledByDigest submits a job whose image is a registry tag, on a
