@@ -174,7 +174,7 @@ func imageName(ref string) string {
 	}
 	ref, _, _ = strings.Cut(ref, "@")
 	base := path.Base(strings.TrimSuffix(ref, "/"))
-	if i := strings.IndexAny(base, ":"); i > 0 {
+	if i := strings.Index(base, ":"); i > 0 {
 		base = base[:i]
 	}
 	for _, ext := range []string{".gz", ".zst", ".bz2", ".tar"} {
