@@ -164,6 +164,17 @@ func absSources(d *market.Declaration, base string) error {
 	})
 }
 
+// cleanJobPath tidies a path inside the job typed on the command line
+// (/data/ is /data): a declaration file must hold clean paths, as it is
+// signed as written, but a flag can be read as meant. A relative path is
+// left for validation to refuse.
+func cleanJobPath(p string) string {
+	if !path.IsAbs(p) {
+		return p
+	}
+	return path.Clean(p)
+}
+
 // imageName is a job name from an image reference: the last element of
 // its path or repository, without a tag or digest.
 func imageName(ref string) string {
@@ -202,7 +213,7 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 		if i <= 0 || i == len(in)-1 {
 			return market.Declaration{}, fmt.Errorf("--input %q: want SRC:MOUNT, e.g. ./data:/data", in)
 		}
-		inputs = append(inputs, market.Input{Source: in[:i], Mount: in[i+1:]})
+		inputs = append(inputs, market.Input{Source: in[:i], Mount: cleanJobPath(in[i+1:])})
 	}
 	name := o.name
 	switch {
@@ -239,7 +250,7 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 		}
 		d.Request.Disk = m
 	}
-	d.Output.Path = o.outputPath
+	d.Output.Path = cleanJobPath(o.outputPath)
 	for _, kv := range o.env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
@@ -255,7 +266,7 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 		if err != nil {
 			return market.Declaration{}, fmt.Errorf("--checkpoint-every: %w", err)
 		}
-		d.Output.Checkpoints = &market.Checkpoints{Path: o.ckptPath, Every: every}
+		d.Output.Checkpoints = &market.Checkpoints{Path: cleanJobPath(o.ckptPath), Every: every}
 	}
 	if err := d.Validate(); err != nil {
 		return market.Declaration{}, fmt.Errorf("the job is not valid:\n%w", err)

@@ -91,3 +91,25 @@ func TestSubmitImageWithoutACommand(t *testing.T) {
 		}
 	}
 }
+
+// Paths inside the job typed as flags are tidied (/data/ is /data); a
+// relative one is still refused.
+func TestSubmitFlagsCleanJobPaths(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "ds"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	o := submitOptions{gpus: 1, limit: "1h", outputPath: "/out/", inputs: []string{"./ds:/data/"}, ckptPath: "/ckpt//", ckptEvery: "10m"}
+	d, err := declarationFromFlags(o, []string{"true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Data[0].Mount != "/data" || d.Output.Path != "/out" || d.Output.Checkpoints.Path != "/ckpt" {
+		t.Fatalf("mount %q, output %q, checkpoints %q", d.Data[0].Mount, d.Output.Path, d.Output.Checkpoints.Path)
+	}
+	o.inputs = []string{"./ds:data"}
+	if _, err := declarationFromFlags(o, []string{"true"}); err == nil || !strings.Contains(err.Error(), "absolute") {
+		t.Fatalf("a relative mount: %v", err)
+	}
+}
