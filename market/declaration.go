@@ -46,7 +46,9 @@ type Work struct {
 
 // Input is data staged read-only before the run.
 type Input struct {
-	// Source is a local path, imported at submit, or a CID.
+	// Source is a local path, imported at submit, a CID, or CID/PATH: a
+	// file or folder inside a DAG the submitter holds (an earlier job's
+	// output folder is OUTPUT-CID/out), resolved to its own CID at submit.
 	Source string `json:"source" yaml:"source"`
 	Mount  string `json:"mount" yaml:"mount"`
 	// Size is set by the submitter at import, never by a person: the bytes
@@ -260,13 +262,14 @@ func (d Declaration) Canonical() ([]byte, error) {
 }
 
 // CheckSources reports every local input that does not exist. A source that
-// parses as a CID is taken as is: its blocks are fetched from the network,
-// not the disk. exists is how the caller looks at its file system, so that
-// market itself never touches one; an error from it stops the check.
+// parses as a CID, or as CID/PATH, is taken as is: its blocks are in the
+// store or on the network, not on the disk. exists is how the caller looks
+// at its file system, so that market itself never touches one; an error
+// from it stops the check.
 func CheckSources(d Declaration, exists func(path string) (bool, error)) error {
 	var ps problems
 	for i, in := range d.Data {
-		if IsCID(in.Source) {
+		if _, _, inDAG := SplitCIDPath(in.Source); IsCID(in.Source) || inDAG {
 			continue
 		}
 		ok, err := exists(in.Source)
@@ -284,6 +287,28 @@ func CheckSources(d Declaration, exists func(path string) (bool, error)) error {
 func IsCID(s string) bool {
 	_, err := cid.Decode(s)
 	return err == nil
+}
+
+// SplitCIDPath splits a source of the form CID/PATH into the CID and the
+// clean path inside its DAG ("." for CID/). ok is false for anything else,
+// a bare CID included, and for a path that climbs out of the DAG.
+func SplitCIDPath(s string) (root cid.Cid, sub string, ok bool) {
+	head, rest, found := strings.Cut(s, "/")
+	if !found {
+		return cid.Undef, "", false
+	}
+	c, err := cid.Decode(head)
+	if err != nil {
+		return cid.Undef, "", false
+	}
+	sub = path.Clean("/" + rest)[1:]
+	if sub == "" {
+		sub = "."
+	}
+	if rest != "" && path.Clean(rest) != sub {
+		return cid.Undef, "", false // ".." or an absolute path: nothing inside the DAG
+	}
+	return c, sub, true
 }
 
 // validate appends a problem for each rule d breaks.

@@ -140,3 +140,30 @@ func TestCommandOptionalWithAnImage(t *testing.T) {
 		t.Fatalf("an image and an empty program: %v", err)
 	}
 }
+
+func TestSplitCIDPath(t *testing.T) {
+	for s, want := range map[string]string{
+		imageCID + "/out":          "out",
+		imageCID + "/out/":         "out",
+		imageCID + "/./out/p/x.pt": "out/p/x.pt",
+		imageCID + "/":             ".",
+	} {
+		c, sub, ok := SplitCIDPath(s)
+		if !ok || c.String() != imageCID || sub != want {
+			t.Errorf("SplitCIDPath(%q) = %s %q %v, want %q", s, c, sub, ok, want)
+		}
+	}
+	for _, s := range []string{imageCID, imageCID + "/../x", imageCID + "//abs", "./data/out", "/abs/" + imageCID + "/out", "notacid/out"} {
+		if _, _, ok := SplitCIDPath(s); ok {
+			t.Errorf("SplitCIDPath(%q) took it as a path inside a CID", s)
+		}
+	}
+	// CID/PATH is not looked for on the disk.
+	d, err := DecodeDeclaration([]byte(strings.Replace(base, "{source: ./in,", "{source: "+imageCID+"/out,", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSources(d, func(string) (bool, error) { return false, nil }); err != nil {
+		t.Fatalf("CheckSources of CID/out: %v", err)
+	}
+}

@@ -144,6 +144,9 @@ func absSources(d *market.Declaration, base string) error {
 		if _, err := cid.Decode(src); err == nil {
 			continue
 		}
+		if _, _, inDAG := market.SplitCIDPath(src); inDAG {
+			continue // resolved by the daemon, in its store
+		}
 		if !filepath.IsAbs(src) {
 			d.Data[i].Source = filepath.Join(base, src)
 		}

@@ -366,6 +366,16 @@ func (s *Submitter) Submit(ctx context.Context, raw []byte, resumeOf string, pro
 			decl.Data[i].Size = s.sizeOf(ctx, c)
 			continue
 		}
+		if root, p, ok := market.SplitCIDPath(in.Source); ok {
+			c, err := s.resolveInDAG(ctx, root, p)
+			if err != nil {
+				s.d.Metrics.Rejected.Inc()
+				return api.Job{}, invalid(fmt.Errorf("data[%d].source %s: %w", i, in.Source, err))
+			}
+			decl.Data[i].Source = c.String()
+			decl.Data[i].Size = s.sizeOf(ctx, c)
+			continue
+		}
 		c, size, err := s.d.Store.Import(ctx, in.Source, content.ImportOptions{MaxBytes: s.cfg.MaxInputBytes, Progress: progress, Pin: pinImporting})
 		if err != nil {
 			if errors.Is(err, content.ErrTooLarge) {
@@ -446,6 +456,29 @@ type sizer interface {
 // sizeOf is the size recorded in the declaration for a root it reads: the
 // bytes of the DAG when this node holds all of it, else 0 (not known; a
 // provider holding it is then not preferred for it).
+// resolver finds a file or folder inside a DAG held here (content.Store).
+type resolver interface {
+	Resolve(ctx context.Context, root cid.Cid, path string) (cid.Cid, error)
+}
+
+// resolveInDAG is the CID of path inside root, which this node must hold: a
+// path inside a CID is resolved at submit, so that the signed declaration
+// names the exact DAG a provider stages.
+func (s *Submitter) resolveInDAG(ctx context.Context, root cid.Cid, path string) (cid.Cid, error) {
+	r, ok := s.d.Store.(resolver)
+	if !ok {
+		return cid.Undef, errors.New("this node cannot look inside a CID")
+	}
+	c, err := r.Resolve(ctx, root, path)
+	if err == nil {
+		return c, nil
+	}
+	if _, rootErr := r.Resolve(ctx, root, "."); rootErr != nil {
+		return cid.Undef, fmt.Errorf("%w (a path inside a CID is resolved in this node's store, which does not hold %s: it holds the outputs of the jobs submitted here)", err, root)
+	}
+	return cid.Undef, fmt.Errorf("no %q inside %s: %w", path, root, err)
+}
+
 func (s *Submitter) sizeOf(ctx context.Context, root cid.Cid) market.Size {
 	sz, ok := s.d.Store.(sizer)
 	if !ok {
