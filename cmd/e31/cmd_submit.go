@@ -59,7 +59,7 @@ With --wait, submit follows the job through its five steps, writes the output
 to -o DIR (default ./<job>-out) and prints the final receipt; it exits non-zero
 unless the job completed.`,
 		Example: `  e31 submit job.yaml --wait
-  e31 submit --gpus 1 --limit 1h --input ./data:/data -- python3 train.py
+  e31 submit --gpus 1 --limit 1h --input ./data:/data --input ./train.py:/code/train.py -- python3 /code/train.py
   e31 submit --image docker-archive:./img.tar.gz --limit 2h -- python3 /app/train.py
   e31 submit --gpus 2 --limit 10m --json -- sh -c 'nvidia-smi > /out/smi.txt'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -284,6 +284,7 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []string, dash int) error {
 	var d market.Declaration
 	var err error
+	base := "."
 	switch {
 	case dash >= 0:
 		if dash > 0 {
@@ -298,11 +299,17 @@ func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []st
 		d, err = declarationFromFlags(o, nil)
 	case len(args) == 1:
 		d, err = declarationFromFile(args[0])
+		base = filepath.Dir(args[0])
 	default:
 		return errors.New("submit takes one declaration FILE, or flags and -- CMD (see e31 submit --help)")
 	}
 	if err != nil {
 		return err
+	}
+	if abs, err := filepath.Abs(base); err == nil {
+		for _, note := range unstagedPaths(d, abs) {
+			fmt.Fprintf(g.stderr, "e31: note: %s\n", note)
+		}
 	}
 	raw, err := json.Marshal(d)
 	if err != nil {
