@@ -286,7 +286,8 @@ func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inpu
 	stopCkpt()
 	<-ckptDone
 	if spec.Checkpoint != nil {
-		p.takeCheckpoint(p.hard, l, submitter, spec.Checkpoint.Source)
+		// Every process of the job has gone: the folder is as it left it.
+		_ = p.takeCheckpoint(p.hard, l, submitter, spec.Checkpoint.Source, captureFinal)
 	}
 	var outcome, attribution, reason string
 	exit := &res.ExitCode
@@ -354,44 +355,86 @@ func (p *Provider) sendEvent(to peer.ID, ev wire.EventRequest) {
 }
 
 // checkpointLoop imports the checkpoint folder every interval while the job
-// runs, and announces each new one to the submitter.
+// runs, and announces each new one to the submitter. A capture of a folder
+// that was changing is tried again shortly (ckptfolder.go).
 func (p *Provider) checkpointLoop(ctx context.Context, l *lease, submitter peer.ID, dir string, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	retry := time.NewTimer(0)
+	retry.Stop()
+	defer retry.Stop()
+	mode, retrying := captureSettled, false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			p.takeCheckpoint(ctx, l, submitter, dir)
+			if retrying {
+				// A whole interval went by without the folder settling.
+				mode = captureSteady
+			}
+		case <-retry.C:
 		}
+		if err := p.takeCheckpoint(ctx, l, submitter, dir, mode); errors.Is(err, errUnsettled) {
+			retrying = true
+			retry.Reset(checkpointRetry)
+			continue
+		}
+		retry.Stop()
+		mode, retrying = captureSettled, false
 	}
 }
 
 // takeCheckpoint imports dir if it holds something new, pins it and hands
-// it to the submitter, who pulls it at once.
-func (p *Provider) takeCheckpoint(ctx context.Context, l *lease, submitter peer.ID, dir string) {
+// it to the submitter, who pulls it at once. It returns errUnsettled, and
+// keeps nothing, when mode asks for a folder that was not changing and it
+// was; other failures are logged, and the next capture tries again.
+func (p *Provider) takeCheckpoint(ctx context.Context, l *lease, submitter peer.ID, dir string, mode captureMode) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil || len(entries) == 0 {
-		return
+		return nil
 	}
 	rec := l.snapshot()
 	id, job := rec.ID(), rec.Lease.Terms.Job
+	var before folderState
+	if mode != captureFinal {
+		if before, err = readFolderState(dir); err != nil {
+			return fmt.Errorf("%w: %w", errUnsettled, err)
+		}
+		if mode == captureSettled && time.Since(before.newest) < checkpointSettle {
+			return errUnsettled
+		}
+	}
 	num := rec.CheckpointN + 1
 	c, _, err := p.d.Store.Import(ctx, dir, content.ImportOptions{Pin: pinCheckpoint(id, num), SkipUnsupported: true})
 	if err != nil {
+		if mode != captureFinal {
+			if after, serr := readFolderState(dir); serr != nil || after.sum != before.sum {
+				return fmt.Errorf("%w: %w", errUnsettled, err) // a file went while it was read
+			}
+		}
 		p.log.Warn("import checkpoint", "lease", id, "err", err)
-		return
+		return nil
+	}
+	if mode != captureFinal {
+		if after, err := readFolderState(dir); err != nil || after.sum != before.sum {
+			if err := p.d.Store.Unpin(ctx, c, pinCheckpoint(id, num)); err != nil {
+				p.log.Warn("unpin checkpoint taken while it changed", "lease", id, "err", err)
+			}
+			p.log.Debug("checkpoint folder changed while it was taken; trying again", "lease", id)
+			return errUnsettled
+		}
 	}
 	if c.String() == rec.Checkpoint {
 		if err := p.d.Store.Unpin(ctx, c, pinCheckpoint(id, num)); err != nil {
 			p.log.Warn("unpin unchanged checkpoint", "lease", id, "err", err)
 		}
-		return
+		return nil
 	}
 	p.d.Access.Allow(submitter, c)
 	p.change(l, func(r *Record) { r.Checkpoint, r.CheckpointN = c.String(), num })
 	p.sendEvent(submitter, wire.EventRequest{Lease: id, Job: job, Checkpoint: c.String(), N: num, At: time.Now().UnixMilli()})
+	return nil
 }
 
 // maxSkipped bounds how many left-out entries are named to the submitter.
