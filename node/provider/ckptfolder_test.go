@@ -89,12 +89,12 @@ func appendTo(t *testing.T, f string) {
 // writing it: not in the settle time before, and not while it was read.
 func TestCheckpointCaptureWaitsForTheFolderToSettle(t *testing.T) {
 	ctx := context.Background()
-	long := time.Now().Add(-time.Minute)
-	// "Just now" however slowly the test runs: a time not yet come.
-	justNow := time.Now().Add(time.Minute)
+	// In a bubble, where the clock stands still until something waits:
+	// "just now" stays just now however slowly the test runs.
+	const justNow, long, future = 0, -time.Minute, time.Minute
 	for _, tc := range []struct {
 		name        string
-		written     time.Time
+		written     time.Duration
 		mode        captureMode
 		writeDuring bool
 		wantErr     error
@@ -107,27 +107,31 @@ func TestCheckpointCaptureWaitsForTheFolderToSettle(t *testing.T) {
 		{"steady: just written, not while read", justNow, captureSteady, false, nil, true, true},
 		{"steady: written while read", long, captureSteady, true, errUnsettled, true, false},
 		{"final: as it is", justNow, captureFinal, true, nil, true, true},
+		{"a time to come, set by hand", future, captureSettled, false, nil, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store := &ckptStore{}
-			p, l, dir := runningLease(t, store, tc.written)
-			if tc.writeDuring {
-				store.during = func(int) { appendTo(t, filepath.Join(dir, "model.pt")) }
-			}
-			err := p.takeCheckpoint(ctx, l, "", dir, tc.mode)
-			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
-				t.Fatalf("takeCheckpoint: %v, want %v", err, tc.wantErr)
-			}
-			if got := store.count() > 0; got != tc.wantImport {
-				t.Errorf("imported %v, want %v", got, tc.wantImport)
-			}
-			rec := l.snapshot()
-			if kept := rec.Checkpoint != ""; kept != tc.wantKept {
-				t.Errorf("checkpoint %q kept %v, want %v", rec.Checkpoint, kept, tc.wantKept)
-			}
-			if tc.wantImport && !tc.wantKept && len(store.reasons) != 1 {
-				t.Errorf("a capture not kept must be unpinned: unpins %q", store.reasons)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				store := &ckptStore{}
+				p, l, dir := runningLease(t, store, time.Now().Add(tc.written))
+				if tc.writeDuring {
+					store.during = func(int) { appendTo(t, filepath.Join(dir, "model.pt")) }
+				}
+				err := p.takeCheckpoint(ctx, l, "", dir, tc.mode)
+				if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+					t.Fatalf("takeCheckpoint: %v, want %v", err, tc.wantErr)
+				}
+				if got := store.count() > 0; got != tc.wantImport {
+					t.Errorf("imported %v, want %v", got, tc.wantImport)
+				}
+				rec := l.snapshot()
+				if kept := rec.Checkpoint != ""; kept != tc.wantKept {
+					t.Errorf("checkpoint %q kept %v, want %v", rec.Checkpoint, kept, tc.wantKept)
+				}
+				if tc.wantImport && !tc.wantKept && len(store.reasons) != 1 {
+					t.Errorf("a capture not kept must be unpinned: unpins %q", store.reasons)
+				}
+				p.tasks.Wait(ctx)
+			})
 		})
 	}
 }

@@ -401,7 +401,9 @@ func (p *Provider) takeCheckpoint(ctx context.Context, l *lease, submitter peer.
 		if before, err = readFolderState(dir); err != nil {
 			return fmt.Errorf("%w: %w", errUnsettled, err)
 		}
-		if mode == captureSettled && time.Since(before.newest) < checkpointSettle {
+		// A time to come was set by hand (an unpacked archive, say), not
+		// by a write going on now.
+		if d := time.Since(before.newest); mode == captureSettled && d >= 0 && d < checkpointSettle {
 			return errUnsettled
 		}
 	}
