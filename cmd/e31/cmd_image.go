@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -59,12 +60,47 @@ paths are taken from the current folder. The image stays until e31 image rm.`,
 func absImageRef(ref, base string) (string, error) {
 	r, err := image.ParseRef(ref)
 	if err != nil {
+		if h := refHint(ref, base); h != "" {
+			return "", fmt.Errorf("%w: %s", err, h)
+		}
 		return "", err
 	}
 	if r.Path == "" || filepath.IsAbs(r.Path) {
 		return ref, nil
 	}
 	return r.Abs(base).String(), nil
+}
+
+// refHint suggests what to write for a reference without a transport: a
+// path here gets the transports its kind takes, a name that a registry
+// could hold its docker:// form; "" for a reference that parses, or one
+// that is neither.
+func refHint(ref, base string) string {
+	if ref == "" {
+		return ""
+	}
+	if _, err := image.ParseRef(ref); err == nil {
+		return ""
+	}
+	p := ref
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(base, p)
+	}
+	if fi, err := os.Stat(p); err == nil {
+		if fi.IsDir() {
+			return fmt.Sprintf("%s is a folder here: an OCI layout folder is named oci:%s", ref, ref)
+		}
+		return fmt.Sprintf("%s is a file here: name it oci-archive:%s (podman save --format oci-archive) or docker-archive:%s (docker save)", ref, ref, ref)
+	}
+	if strings.HasPrefix(ref, ".") || strings.HasPrefix(ref, "/") || strings.Contains(ref, ".tar") {
+		return fmt.Sprintf("%s: no such file or folder", ref)
+	}
+	if !strings.Contains(ref, ":/") {
+		if _, err := image.ParseRef("docker://" + ref); err == nil {
+			return fmt.Sprintf("an image in a registry is named docker://%s", ref)
+		}
+	}
+	return ""
 }
 
 func runImageImport(ctx context.Context, o imageImportOptions, g *globalOptions, src string) error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.yaml.in/yaml/v3"
 	"os"
 	"path"
 	"path/filepath"
@@ -127,13 +128,23 @@ func declarationFromFile(path string) (market.Declaration, error) {
 	if len(data) > market.MaxDeclarationBytes {
 		return market.Declaration{}, fmt.Errorf("%s: %d bytes, over the %d-byte limit of a declaration", path, len(data), market.MaxDeclarationBytes)
 	}
-	d, err := market.DecodeDeclaration(data)
-	if err != nil {
-		return market.Declaration{}, fmt.Errorf("%s is not a valid declaration:\n%w", path, err)
-	}
 	base, err := filepath.Abs(filepath.Dir(path))
 	if err != nil {
 		return market.Declaration{}, err
+	}
+	d, err := market.DecodeDeclaration(data)
+	if err != nil {
+		var loose struct {
+			Work struct {
+				Image string `yaml:"image"`
+			} `yaml:"work"`
+		}
+		if yaml.Unmarshal(data, &loose) == nil {
+			if h := refHint(loose.Work.Image, base); h != "" {
+				err = fmt.Errorf("%w\n(work.image: %s)", err, h)
+			}
+		}
+		return market.Declaration{}, fmt.Errorf("%s is not a valid declaration:\n%w", path, err)
 	}
 	return d, absSources(&d, base)
 }
@@ -234,6 +245,9 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 			return market.Declaration{}, fmt.Errorf("--gpu-memory: %w", err)
 		}
 		d.Request.GPUMemory = m
+	}
+	if h := refHint(o.image, "."); h != "" {
+		return market.Declaration{}, fmt.Errorf("--image %q: %s", o.image, h)
 	}
 	d.Work.Image = o.image
 	if o.cpus > 0 {

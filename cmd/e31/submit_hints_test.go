@@ -58,3 +58,37 @@ func TestUnstagedPaths(t *testing.T) {
 		})
 	}
 }
+
+// An image named without a transport gets the one its path, or a
+// registry, takes.
+func TestRefHint(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "img.tar"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "layout"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for ref, want := range map[string]string{
+		"./img.tar":             "name it oci-archive:./img.tar (podman save --format oci-archive) or docker-archive:./img.tar",
+		"layout":                "named oci:layout",
+		"busybox:1.36":          "docker://busybox:1.36",
+		"./gone.tar":            "./gone.tar: no such file or folder",
+		"oci-archive:./img.tar": "",
+		"docker://busybox":      "",
+		"":                      "",
+	} {
+		got := refHint(ref, dir)
+		if (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("refHint(%q) = %q, want %q", ref, got, want)
+		}
+	}
+	// A declaration file names the fix below the validation error.
+	decl := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(decl, []byte("name: t\nwork:\n  image: ./img.tar\n  command: [\"true\"]\nrequest: {gpus: 1, limit: 1h}\noutput: {path: /out}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := declarationFromFile(decl); err == nil || !strings.Contains(err.Error(), "name it oci-archive:./img.tar") {
+		t.Errorf("declaration with image ./img.tar: %v", err)
+	}
+}

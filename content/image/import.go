@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"runtime"
 	"time"
 
@@ -129,21 +130,36 @@ func Import(ctx context.Context, store *content.Store, ref Ref, o Options) (Reco
 		pinned = "docker://" + d.String()
 	case OCI:
 		var fs *dirFiles
-		if fs, err = openDir(ref.Path); err == nil {
+		if err = wrongTransport(ref); err == nil {
+			fs, err = openDir(ref.Path)
+		}
+		if err == nil {
 			defer fs.close()
 			p, err = planLayout(ctx, fs, ref.Tag, o.platform())
 		}
 	case OCIArchive:
 		var fs *tarFiles
-		if fs, err = openTar(ref.Path); err == nil {
+		if err = wrongTransport(ref); err == nil {
+			fs, err = openTar(ref.Path)
+		}
+		if err == nil {
 			defer fs.close()
 			p, err = planLayout(ctx, fs, ref.Tag, o.platform())
+			if err != nil && lacks(fs, "index.json") && !lacks(fs, "manifest.json") {
+				err = fmt.Errorf("%w: %s is a docker save archive (manifest.json, no index.json): name it docker-archive:%s", ErrBadRef, ref.Path, ref.Path)
+			}
 		}
 	case DockerArchive:
 		var fs *tarFiles
-		if fs, err = openTar(ref.Path); err == nil {
+		if err = wrongTransport(ref); err == nil {
+			fs, err = openTar(ref.Path)
+		}
+		if err == nil {
 			defer fs.close()
 			p, err = planDockerArchive(ctx, fs, ref.Tag, o.platform())
+			if err != nil && lacks(fs, "manifest.json") && !lacks(fs, "index.json") {
+				err = fmt.Errorf("%w: %s is an OCI archive (index.json, no manifest.json): name it oci-archive:%s", ErrBadRef, ref.Path, ref.Path)
+			}
 		}
 	default:
 		err = fmt.Errorf("%w: unknown transport %q", ErrBadRef, ref.Transport)
@@ -156,6 +172,29 @@ func Import(ctx context.Context, store *content.Store, ref Ref, o Options) (Reco
 		return Record{}, fmt.Errorf("import %s: %w", ref, err)
 	}
 	return p.record(root, ref.String(), pinned), nil
+}
+
+// wrongTransport refuses a reference whose transport cannot fit what is at
+// its path, naming one that can: a folder named as an archive, or a file as
+// a layout folder. Nothing there is left to the open, which says so.
+func wrongTransport(ref Ref) error {
+	fi, err := os.Stat(ref.Path)
+	if err != nil {
+		return nil
+	}
+	switch {
+	case ref.Transport == OCI && !fi.IsDir():
+		return fmt.Errorf("%w: %s is a file, not an OCI layout folder: name an archive oci-archive:%s (podman save --format oci-archive) or docker-archive:%s (docker save)", ErrBadRef, ref.Path, ref.Path, ref.Path)
+	case ref.Transport != OCI && fi.IsDir():
+		return fmt.Errorf("%w: %s is a folder, not an archive: name an OCI layout folder oci:%s", ErrBadRef, ref.Path, ref.Path)
+	}
+	return nil
+}
+
+// lacks reports whether an archive has no file name.
+func lacks(t *tarFiles, name string) bool {
+	_, ok := t.entries[cleanName(name)]
+	return !ok
 }
 
 // Pull imports an image from a registry by a digest-pinned reference
