@@ -43,7 +43,22 @@ const (
 )
 
 // errUnsettled says a capture was not kept: the folder was changing.
-var errUnsettled = errors.New("checkpoint folder was changing")
+// errChangedWhileRead, which wraps it, says so after an import: a retry
+// costs a read of the whole folder again, so such retries back off
+// (retryAfter).
+var (
+	errUnsettled        = errors.New("checkpoint folder was changing")
+	errChangedWhileRead = fmt.Errorf("%w while it was read", errUnsettled)
+)
+
+// retryAfter is how long to wait before the next capture after one that
+// was not kept: checkpointRetry while the folder was only seen changing,
+// doubling with each capture in a row that read it all for nothing, to at
+// most the checkpoint interval.
+func retryAfter(readInVain int, every time.Duration) time.Duration {
+	d := checkpointRetry << min(readInVain, 16)
+	return min(d, max(every, checkpointRetry))
+}
 
 // folderState is what a capture is checked against: a digest of every
 // entry's path, type and mode, size, inode and modification time, and the

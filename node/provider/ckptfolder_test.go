@@ -160,10 +160,35 @@ func TestCheckpointLoopRetriesAndFallsBack(t *testing.T) {
 			if store.count() != 1 || l.snapshot().Checkpoint != "" {
 				t.Fatalf("first capture: %d imports, checkpoint %q; want one, not kept", store.count(), l.snapshot().Checkpoint)
 			}
-			time.Sleep(checkpointSettle + checkpointRetry)
+			time.Sleep(max(checkpointSettle, retryAfter(1, 10*time.Second)))
 			synctest.Wait()
 			if store.count() != 2 || l.snapshot().Checkpoint == "" {
 				t.Fatalf("after settling: %d imports, checkpoint %q; want a second, kept", store.count(), l.snapshot().Checkpoint)
+			}
+			cancel()
+			<-done
+			p.tasks.Wait(context.Background())
+		})
+	})
+	t.Run("changed by every read", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			store := &ckptStore{}
+			p, l, dir := runningLease(t, store, time.Now().Add(-time.Minute))
+			store.during = func(int) {
+				appendTo(t, filepath.Join(dir, "model.pt"))
+				if err := os.Chtimes(filepath.Join(dir, "model.pt"), time.Now(), time.Now()); err != nil {
+					t.Error(err)
+				}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); p.checkpointLoop(ctx, l, "", dir, 10*time.Second) }()
+			time.Sleep(40 * time.Second)
+			synctest.Wait()
+			// Every checkpointRetry would be hundreds of whole reads; backing
+			// off to the interval, about one an interval once past the first.
+			if n := store.count(); n < 4 || n > 14 || l.snapshot().Checkpoint != "" {
+				t.Fatalf("%d whole reads of a folder changed by each in 30s of intervals, checkpoint %q; want 4 to 14, none kept", n, l.snapshot().Checkpoint)
 			}
 			cancel()
 			<-done
@@ -206,4 +231,24 @@ func TestCheckpointLoopRetriesAndFallsBack(t *testing.T) {
 			p.tasks.Wait(context.Background())
 		})
 	})
+}
+
+// Captures that read the whole folder in vain back off, to the interval.
+func TestRetryAfterBacksOff(t *testing.T) {
+	for _, tc := range []struct {
+		inVain int
+		every  time.Duration
+		want   time.Duration
+	}{
+		{0, 10 * time.Minute, checkpointRetry},
+		{1, 10 * time.Minute, 2 * checkpointRetry},
+		{4, 10 * time.Minute, 16 * checkpointRetry},
+		{40, 10 * time.Minute, 10 * time.Minute},
+		{40, time.Second, time.Second},
+		{0, time.Millisecond, checkpointRetry},
+	} {
+		if got := retryAfter(tc.inVain, tc.every); got != tc.want {
+			t.Errorf("retryAfter(%d, %v) = %v, want %v", tc.inVain, tc.every, got, tc.want)
+		}
+	}
 }

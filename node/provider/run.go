@@ -363,7 +363,7 @@ func (p *Provider) checkpointLoop(ctx context.Context, l *lease, submitter peer.
 	retry := time.NewTimer(0)
 	retry.Stop()
 	defer retry.Stop()
-	mode, retrying := captureSettled, false
+	mode, retrying, readInVain := captureSettled, false, 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -375,13 +375,17 @@ func (p *Provider) checkpointLoop(ctx context.Context, l *lease, submitter peer.
 			}
 		case <-retry.C:
 		}
-		if err := p.takeCheckpoint(ctx, l, submitter, dir, mode); errors.Is(err, errUnsettled) {
+		err := p.takeCheckpoint(ctx, l, submitter, dir, mode)
+		if errors.Is(err, errChangedWhileRead) {
+			readInVain++
+		}
+		if errors.Is(err, errUnsettled) {
 			retrying = true
-			retry.Reset(checkpointRetry)
+			retry.Reset(retryAfter(readInVain, every))
 			continue
 		}
 		retry.Stop()
-		mode, retrying = captureSettled, false
+		mode, retrying, readInVain = captureSettled, false, 0
 	}
 }
 
@@ -412,7 +416,7 @@ func (p *Provider) takeCheckpoint(ctx context.Context, l *lease, submitter peer.
 	if err != nil {
 		if mode != captureFinal {
 			if after, serr := readFolderState(dir); serr != nil || after.sum != before.sum {
-				return fmt.Errorf("%w: %w", errUnsettled, err) // a file went while it was read
+				return fmt.Errorf("%w: %w", errChangedWhileRead, err) // a file went while it was read
 			}
 		}
 		p.log.Warn("import checkpoint", "lease", id, "err", err)
@@ -424,7 +428,7 @@ func (p *Provider) takeCheckpoint(ctx context.Context, l *lease, submitter peer.
 				p.log.Warn("unpin checkpoint taken while it changed", "lease", id, "err", err)
 			}
 			p.log.Debug("checkpoint folder changed while it was taken; trying again", "lease", id)
-			return errUnsettled
+			return errChangedWhileRead
 		}
 	}
 	if c.String() == rec.Checkpoint {
