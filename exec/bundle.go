@@ -274,6 +274,13 @@ func sandboxConfig(s Spec, cid string, h hostLayout, devices []specs.LinuxDevice
 	}
 }
 
+// pythonUnbuffered is set to 1 unless the image or the job sets it. A job's
+// stdout is a file, not a terminal, so Python would otherwise hold what a
+// script prints in a buffer: nothing to see with e31 logs -f while it runs,
+// and all of it lost when the job is killed at its limit, withdrawn or
+// stopped by a provider that goes away.
+const pythonUnbuffered = "PYTHONUNBUFFERED"
+
 // jobEnv is the job's environment: defaults, then the spec's variables,
 // then the variables the runner owns, which a spec cannot override. Sorted,
 // so that equal specs give equal configs.
@@ -282,6 +289,9 @@ func jobEnv(s Spec) []string {
 	if s.Image != nil {
 		// HOME is set once the image's user is known (setImageUser).
 		env = imageEnv(s.Image.Config, nil)
+	}
+	if _, ok := env[pythonUnbuffered]; !ok {
+		env[pythonUnbuffered] = "1"
 	}
 	maps.Copy(env, s.Env)
 	delete(env, "CUDA_VISIBLE_DEVICES")

@@ -47,7 +47,7 @@ func TestSandboxConfig(t *testing.T) {
 	if c == nil || len(c.Bounding)+len(c.Effective)+len(c.Permitted)+len(c.Inheritable)+len(c.Ambient) != 0 {
 		t.Errorf("capabilities %+v, want present and empty", c)
 	}
-	for _, kv := range []string{"LR=0.1", "E31_OUTPUT=/out", "E31_CHECKPOINT=/ckpt", "CUDA_VISIBLE_DEVICES=GPU-a,GPU-b", "NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b", "HOME=/tmp"} {
+	for _, kv := range []string{"LR=0.1", "E31_OUTPUT=/out", "E31_CHECKPOINT=/ckpt", "CUDA_VISIBLE_DEVICES=GPU-a,GPU-b", "NVIDIA_VISIBLE_DEVICES=GPU-a,GPU-b", "HOME=/tmp", "PYTHONUNBUFFERED=1"} {
 		if !slices.Contains(p.Env, kv) {
 			t.Errorf("env lacks %s: %v", kv, p.Env)
 		}

@@ -48,7 +48,9 @@
 //     tenants compute).
 //   - Inputs bound read-only; the output and checkpoint directories bound
 //     read-write and named in E31_OUTPUT and E31_CHECKPOINT. The working
-//     directory is the output directory.
+//     directory is the output directory. PYTHONUNBUFFERED=1 unless the
+//     image or the job sets it: stdout is a file, and a script's prints
+//     held in Python's buffer would be lost with a job killed at its limit.
 //   - New pid, mount, ipc, uts and network namespaces (plus cgroup on a
 //     pure cgroup v2 host). The network namespace has only loopback, so
 //     127.0.0.1 is the job's own, not the host's, and nothing else routes.

@@ -210,3 +210,29 @@ func TestDriverFallback(t *testing.T) {
 		t.Errorf("binds %+v", cfg.Mounts)
 	}
 }
+
+// Python prints straight to the log unless the image or the job says
+// otherwise.
+func TestJobEnvPythonUnbuffered(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		spec Spec
+		want string
+	}{
+		{"host root", Spec{}, "PYTHONUNBUFFERED=1"},
+		{"image without it", Spec{Image: &ImageRoot{Config: ImageConfig{Env: []string{"A=1"}}}}, "PYTHONUNBUFFERED=1"},
+		{"image sets it", Spec{Image: &ImageRoot{Config: ImageConfig{Env: []string{"PYTHONUNBUFFERED="}}}}, "PYTHONUNBUFFERED="},
+		{"job sets it", Spec{Env: map[string]string{"PYTHONUNBUFFERED": "0"}}, "PYTHONUNBUFFERED=0"},
+	} {
+		env := jobEnv(c.spec)
+		var got []string
+		for _, kv := range env {
+			if strings.HasPrefix(kv, "PYTHONUNBUFFERED=") {
+				got = append(got, kv)
+			}
+		}
+		if len(got) != 1 || got[0] != c.want {
+			t.Errorf("%s: %v, want %s", c.name, got, c.want)
+		}
+	}
+}
