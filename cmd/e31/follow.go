@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/e31network/e31/ledger"
@@ -75,6 +78,7 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 		}
 		j = next
 	}
+	outDir := ""
 	if j.Output != "" {
 		dir := o.outDir
 		if dir == "" {
@@ -91,6 +95,7 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 		if !o.json {
 			fmt.Fprintf(g.stderr, "output %s written to %s\n", res.CID, res.Dir)
 		}
+		outDir = res.Dir
 	}
 	rres, err := cl.Receipts(ctx, j.ID, false)
 	if err != nil {
@@ -111,11 +116,50 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 		}
 	}
 	if j.Outcome != "completed" {
-		exit := ""
+		exit, why := "", ""
 		if j.ExitCode != nil {
 			exit = fmt.Sprintf(", exit code %d", *j.ExitCode)
 		}
-		return fmt.Errorf("job %s ended %s (attributed to %s%s)", j.ID, j.Outcome, j.Attribution, exit)
+		if j.Reason != "" && !strings.HasPrefix(j.Reason, "exit status ") {
+			why = ": " + j.Reason
+		}
+		if outDir != "" && !o.json {
+			printTail(g.stderr, filepath.Join(outDir, "stderr.log"), stderrTailLines)
+		}
+		return fmt.Errorf("job %s ended %s (attributed to %s%s)%s", j.ID, j.Outcome, j.Attribution, exit, why)
 	}
 	return nil
+}
+
+// stderrTailLines is how much of a job's stderr.log submit --wait shows
+// when the job did not complete: where a traceback's last lines say why.
+const stderrTailLines = 10
+
+// printTail prints the last n lines of the file at p, indented under a
+// line naming it; nothing when it is empty or cannot be read.
+func printTail(w io.Writer, p string, n int) {
+	f, err := os.Open(p)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	const most = 8 << 10 // bytes read from the end, at most
+	if fi, err := f.Stat(); err == nil && fi.Size() > most {
+		if _, err := f.Seek(fi.Size()-most, io.SeekStart); err != nil {
+			return
+		}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, most))
+	if err != nil {
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) == 1 && lines[0] == "" {
+		return
+	}
+	lines = lines[max(0, len(lines)-n):]
+	fmt.Fprintf(w, "last lines of %s:\n", p)
+	for _, l := range lines {
+		fmt.Fprintf(w, "  | %s\n", l)
+	}
 }

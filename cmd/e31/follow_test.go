@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -87,5 +90,47 @@ func TestFollowJob(t *testing.T) {
 		if gap := old.asked[i].Sub(old.asked[i-1]); gap < poll {
 			t.Fatalf("request %d came %s after the one before, sooner than the poll interval %s", i, gap, poll)
 		}
+	}
+}
+
+// A job that did not complete shows the end of its stderr.log.
+func TestPrintTail(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "stderr.log")
+	var lines []string
+	for i := range 30 {
+		lines = append(lines, fmt.Sprintf("line %d", i))
+	}
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	printTail(&b, p, 3)
+	if want := "last lines of " + p + ":\n  | line 27\n  | line 28\n  | line 29\n"; b.String() != want {
+		t.Errorf("tail:\n%s\nwant:\n%s", b.String(), want)
+	}
+	for _, empty := range []string{"", "\n"} {
+		if err := os.WriteFile(p, []byte(empty), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b.Reset()
+		printTail(&b, p, 3)
+		if b.Len() != 0 {
+			t.Errorf("empty log %q printed %q", empty, b.String())
+		}
+	}
+	b.Reset()
+	printTail(&b, filepath.Join(dir, "absent"), 3)
+	if b.Len() != 0 {
+		t.Errorf("absent log printed %q", b.String())
+	}
+	// A huge last line is cut to the bytes read, not read whole.
+	if err := os.WriteFile(p, []byte(strings.Repeat("x", 1<<20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	printTail(&b, p, 3)
+	if b.Len() > 9<<10 || !strings.Contains(b.String(), "xxx") {
+		t.Errorf("a 1 MiB line printed %d bytes", b.Len())
 	}
 }
