@@ -48,6 +48,10 @@ const (
 	ByProvider = "provider"
 )
 
+// ReasonOOM is Result.Reason for a job killed for using all of its
+// memory limit.
+const ReasonOOM = "oom"
+
 // Result is the end of a run.
 type Result struct {
 	Outcome Outcome
@@ -58,8 +62,8 @@ type Result struct {
 	// ExitCode is the job's exit status, 128+n for death by signal n, or
 	// -1 when it never ran or its status was lost.
 	ExitCode int
-	// Reason explains a failure: "oom", "signal: killed", "exit status 3",
-	// or the runtime's error.
+	// Reason explains a failure: ReasonOOM, "signal: killed", "exit
+	// status 3", or the runtime's error.
 	Reason string
 	// DiskFull says the job failed with its Spec.Disk full: it wrote
 	// what its quota allows and then some.
@@ -382,7 +386,7 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 	case exit == 0:
 		res.Outcome, res.Reason = Completed, ""
 	case oom || (!oomKnown && hitLimit && exit == 128+int(syscall.SIGKILL)):
-		res.Outcome, res.Reason = Failed, "oom"
+		res.Outcome, res.Reason = Failed, ReasonOOM
 	case rtErr != "":
 		res.Outcome, res.Attribution, res.Reason = Failed, ByProvider, rtErr
 	default:

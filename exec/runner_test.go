@@ -248,7 +248,7 @@ func TestOOM(t *testing.T) {
 	s.MemoryBytes = 64 << 20
 	res := runJob(t, context.Background(), r, s)
 	wantOutcome(t, res, Failed, ByJob)
-	if res.Reason != "oom" {
+	if res.Reason != ReasonOOM {
 		t.Errorf("reason %q, want oom", res.Reason)
 	}
 }

@@ -299,6 +299,8 @@ func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inpu
 		outcome, attribution = ledger.OutcomeCompleted, ledger.AttributionJob
 	case res.Outcome == exec.Failed && res.DiskFull:
 		outcome, attribution, reason = ledger.OutcomeFailed, ledger.AttributionJob, "wrote more than request.disk "+market.Size(disk.Bytes).String()
+	case res.Outcome == exec.Failed && res.Reason == exec.ReasonOOM:
+		outcome, attribution, reason = ledger.OutcomeFailed, ledger.AttributionJob, "out of memory: used all of request.memory "+market.Size(t.MemoryBytes).String()
 	case res.Outcome == exec.Failed:
 		outcome, attribution, reason = ledger.OutcomeFailed, ledger.AttributionJob, res.Reason
 	case res.Outcome == exec.Limit:

@@ -188,6 +188,19 @@ func lifecycleEndings(t *testing.T, c *cluster.Cluster, sub *api.Client) {
 		}
 	})
 
+	t.Run("killed for using all its memory", func(t *testing.T) {
+		t.Parallel()
+		// tail holds a line in memory until it ends, and /dev/zero has none.
+		d := decl("hog", "head -c 512000000 /dev/zero | tail > /dev/null", 1, time.Minute)
+		d.Request.Memory = 32 * market.MiB
+		j := submit(t, sub, d)
+		j = waitJob(t, sub, j.ID, 60*time.Second, "release", released)
+		checkReleased(t, c, j, "failed", "job")
+		if want := "out of memory: used all of request.memory 32MiB"; j.Reason != want {
+			t.Fatalf("reason %q, want %q", j.Reason, want)
+		}
+	})
+
 	t.Run("stopped at its limit", func(t *testing.T) {
 		t.Parallel()
 		j := submit(t, sub, decl("slow", "sleep 60", 1, 2*time.Second))
