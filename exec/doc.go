@@ -78,9 +78,12 @@
 // A [Spec] with an [ImageRoot] runs on the job's own OCI image instead of
 // the host's system directories. The layers are unpacked directories in
 // overlay format, top first (the layer cache's business); the runner
-// mounts them on the host, before the runtime starts, as one overlay with
-// no upper layer, so the kernel itself refuses every write (overlay.go
-// explains the skeleton layer under them and where the mount lives). The
+// mounts them on the host, before the runtime starts, as one overlay. A
+// job with a [Disk] gets an upper layer on it, so that it may write its
+// root as `docker run` lets it, within its quota, and the writes go with
+// the disk; a job without one gets no upper layer, and the kernel itself
+// refuses every write to its root (overlay.go explains the skeleton layer
+// under them and where the mount lives). The
 // mount is removed by Cleanup, and after a crash by Sweep, before the
 // bundle that holds the skeleton is deleted; the rootfs directory itself
 // is only ever removed with rmdir, so nothing is deleted through a mount
@@ -114,8 +117,9 @@
 //     what the job writes comes back owned by that uid, readable by the
 //     daemon, which is root.
 //   - /tmp and HOME are tmpfs, the output and checkpoint mounts writable,
-//     inputs read-only, the root read-only: nothing written outside the
-//     output and checkpoint survives the job.
+//     inputs read-only, the root writable on the job's disk (read-only
+//     without one): nothing written outside the output and checkpoint
+//     survives the job.
 //   - Everything else is as without an image: namespaces, cgroup limits,
 //     empty capability sets, no_new_privs, masked /proc paths, seccomp.
 //
@@ -138,8 +142,9 @@
 // CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES, always the leased
 // UUIDs. [Runner.GPUInjection] says which method applies, for the log.
 // CDI hooks that write into the root (NVIDIA's update-ldcache and
-// create-symlinks) cannot do so on an image's read-only root; the library
-// path stands in for the first.
+// create-symlinks) cannot do so on an image root without an upper layer
+// (a job without a disk); the library path stands in for the first on
+// every image root.
 //
 // # System calls
 //
@@ -161,7 +166,8 @@
 // the host, whose free space for non-root users is exactly the quota. A
 // [Spec] with a [Disk] must have its output and checkpoint directories on
 // it, and gets /tmp (and an image job's HOME) there too, bound instead of
-// a tmpfs; the image root has no upper layer, so nothing else is writable.
+// a tmpfs, and an image job's root gets its upper layer there; a root
+// without a disk has no upper layer, so nothing else is writable.
 // A job that fills it gets ENOSPC, never the host's disk: the daemon's
 // store and other jobs' disks are other filesystems. A job that then fails
 // is marked [Result].DiskFull, with the quota in its reason. /dev/shm stays

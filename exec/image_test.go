@@ -392,3 +392,46 @@ func BenchmarkImageStart(b *testing.B) {
 	b.ReportMetric(ms(took[1]-took[0]), "added-ms")
 	b.ReportMetric(0, "ns/op")
 }
+
+// A job with a disk writes its root as `docker run` lets it: into its
+// image's folders, over and around the image's files, within its disk's
+// quota, and leaving the layers as they were.
+func TestImageRootWritableOnItsDisk(t *testing.T) {
+	r := newTestRunner(t)
+	needDisks(t)
+	layers := testImage(t, r.uidBase)
+	base := t.TempDir()
+	script := `set -e
+test "$(stat -c %u:%g:%a /)" = 0:0:755
+echo log > /opt/app/log.txt && mkdir -p /var/cache/x && echo new > /newfile
+echo changed > /etc/two && rm /stuff/b && test ! -e /stuff/b
+cat /opt/app/log.txt /newfile /etc/two > /out/seen`
+	s := onDisk(t, imageSpec(t, filepath.Join(base, "writes"), layers, script), 64<<20)
+	res := runJob(t, context.Background(), r, s)
+	wantOutcome(t, res, Completed, ByJob)
+	if got := readFile(t, filepath.Join(s.Disk.Path, "out", "seen")); got != "log\nnew\nchanged\n" {
+		t.Errorf("the job saw %q", got)
+	}
+	// The layers, shared by every job of the image, are untouched.
+	if got := readFile(t, filepath.Join(layers[0], "etc/two")); got != "from the top layer\n" {
+		t.Errorf("top layer's /etc/two is now %q", got)
+	}
+	for _, p := range []string{filepath.Join(layers[0], "stuff/b"), filepath.Join(layers[1], "opt/app")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("layer lost %s: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(layers[1], "opt/app/log.txt")); !os.IsNotExist(err) {
+		t.Errorf("the job's file landed in a layer: %v", err)
+	}
+	assertNoMounts(t, r)
+
+	// What it writes there counts against its disk.
+	hog := onDisk(t, imageSpec(t, filepath.Join(base, "hog"), layers, `dd if=/dev/zero of=/opt/app/big bs=1M count=200`), 64<<20)
+	res = runJob(t, context.Background(), r, hog)
+	wantOutcome(t, res, Failed, ByJob)
+	if !res.DiskFull {
+		t.Errorf("a job filling its root: reason %q, not a full disk", res.Reason)
+	}
+	// Without a disk, the root stays read-only (TestImageJobs).
+}

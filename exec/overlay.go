@@ -18,8 +18,13 @@ import (
 // An image job's root is an overlay mounted by the runner on the host
 // before the runtime starts, under the runner's mount root:
 //
-//	<MountRoot>/<container id>/rootfs   the overlay (read-only, lowers only)
+//	<MountRoot>/<container id>/rootfs   the overlay
 //	<MountRoot>/<container id>/lease    the lease ID, for Sweep
+//
+// A job with a disk gets a writable root, as `docker run` gives one: the
+// overlay's upper layer is a directory on the job's disk (rootUpper), so
+// request.disk bounds what the job writes there too, and the writes go
+// with the disk. A job without a disk gets the layers alone, read-only.
 //
 // It lives outside the lease directory because the job's root user is an
 // unprivileged uid on the host, and the runtime, running as that user in
@@ -47,10 +52,42 @@ type rootMount struct{ dir string }
 func (m rootMount) rootfs() string    { return filepath.Join(m.dir, "rootfs") }
 func (m rootMount) leaseFile() string { return filepath.Join(m.dir, "lease") }
 
-// mountImageRoot mounts the overlay of lowers (top first) read-only at
-// m.rootfs(), recording the lease it belongs to first so that Sweep can
-// tell whose a leftover is.
-func mountImageRoot(m rootMount, lease string, lowers []string) error {
+// rootUpper is where an image job's writes to its root go: the overlay's
+// upper and work directories, on the job's disk.
+type rootUpper struct{ upper, work string }
+
+// makeRootUpper makes, afresh, the upper and work directories of an image
+// root on disk d. The upper directory's own owner and mode become those of
+// the merged /, so they are copied from top, the image's top layer.
+func makeRootUpper(d Disk, top string) (*rootUpper, error) {
+	base := filepath.Join(d.Path, "root")
+	if err := os.RemoveAll(base); err != nil {
+		return nil, fmt.Errorf("image root upper: %w", err)
+	}
+	u := &rootUpper{upper: filepath.Join(base, "upper"), work: filepath.Join(base, "work")}
+	for _, dir := range []string{base, u.upper, u.work} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("image root upper: %w", err)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(top, &st); err != nil {
+		return nil, fmt.Errorf("image root upper: %w", err)
+	}
+	if err := os.Lchown(u.upper, int(st.Uid), int(st.Gid)); err != nil {
+		return nil, fmt.Errorf("image root upper: %w", err)
+	}
+	if err := os.Chmod(u.upper, fs.FileMode(st.Mode&0o7777)); err != nil {
+		return nil, fmt.Errorf("image root upper: %w", err)
+	}
+	return u, nil
+}
+
+// mountImageRoot mounts the overlay of lowers (top first) at m.rootfs(),
+// writable through upper when it is not nil, read-only otherwise,
+// recording the lease it belongs to first so that Sweep can tell whose a
+// leftover is.
+func mountImageRoot(m rootMount, lease string, lowers []string, upper *rootUpper) error {
 	if err := os.MkdirAll(m.rootfs(), 0o711); err != nil {
 		return fmt.Errorf("image root: %w", err)
 	}
@@ -62,32 +99,32 @@ func mountImageRoot(m rootMount, lease string, lowers []string) error {
 	if err := os.WriteFile(m.leaseFile(), []byte(lease), 0o600); err != nil {
 		return fmt.Errorf("image root: %w", err)
 	}
-	if err := mountOverlay(m.rootfs(), lowers); err != nil {
+	if err := mountOverlay(m.rootfs(), lowers, upper); err != nil {
 		return fmt.Errorf("image root: %w", err)
 	}
 	return nil
 }
 
-// mountOverlay mounts a read-only overlay of lowers at target. It uses
-// the new mount API's "lowerdir+" (Linux 6.8), which takes each layer as
-// its own string, so neither the number of layers nor a ':' or ',' in a
-// path is limited by the one-page option string of mount(2); older
-// kernels get mount(2).
-func mountOverlay(target string, lowers []string) error {
-	err := mountOverlayFsconfig(target, lowers)
+// mountOverlay mounts an overlay of lowers at target, read-only unless it
+// has an upper layer. It uses the new mount API's "lowerdir+" (Linux 6.8),
+// which takes each layer as its own string, so neither the number of
+// layers nor a ':' or ',' in a path is limited by the one-page option
+// string of mount(2); older kernels get mount(2).
+func mountOverlay(target string, lowers []string, upper *rootUpper) error {
+	err := mountOverlayFsconfig(target, lowers, upper)
 	if errors.Is(err, unix.ENOSYS) || errors.Is(err, errLowerdirPlus) {
-		return mountOverlayLegacy(target, lowers)
+		return mountOverlayLegacy(target, lowers, upper)
 	}
 	return err
 }
 
 var errLowerdirPlus = errors.New("kernel without overlay lowerdir+")
 
-// overlayAttrs: read-only, and no setuid or device files of the image
-// take effect.
-const overlayAttrs = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+// overlayAttrs: no setuid or device files of the image take effect, and
+// without an upper layer, read-only.
+const overlayAttrs = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
 
-func mountOverlayFsconfig(target string, lowers []string) error {
+func mountOverlayFsconfig(target string, lowers []string, upper *rootUpper) error {
 	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("fsopen overlay: %w", err)
@@ -101,10 +138,19 @@ func mountOverlayFsconfig(target string, lowers []string) error {
 			return fmt.Errorf("overlay layer %s: %w", l, err)
 		}
 	}
+	attrs := overlayAttrs | unix.MOUNT_ATTR_RDONLY
+	if upper != nil {
+		for _, kv := range [][2]string{{"upperdir", upper.upper}, {"workdir", upper.work}} {
+			if err := unix.FsconfigSetString(fsfd, kv[0], kv[1]); err != nil {
+				return fmt.Errorf("overlay %s %s: %w", kv[0], kv[1], err)
+			}
+		}
+		attrs = overlayAttrs
+	}
 	if err := unix.FsconfigCreate(fsfd); err != nil {
 		return fmt.Errorf("overlay of %d layers: %w", len(lowers), err)
 	}
-	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, overlayAttrs)
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, attrs)
 	if err != nil {
 		return fmt.Errorf("fsmount overlay: %w", err)
 	}
@@ -115,17 +161,26 @@ func mountOverlayFsconfig(target string, lowers []string) error {
 	return nil
 }
 
-func mountOverlayLegacy(target string, lowers []string) error {
-	for _, l := range lowers {
+func mountOverlayLegacy(target string, lowers []string, upper *rootUpper) error {
+	paths := lowers
+	if upper != nil {
+		paths = append(slices.Clone(lowers), upper.upper, upper.work)
+	}
+	for _, l := range paths {
 		if strings.ContainsAny(l, ":,\\") {
 			return fmt.Errorf("layer path %q has a character mount(2) cannot pass (kernel older than 6.8)", l)
 		}
 	}
 	opts := "lowerdir=" + strings.Join(lowers, ":")
+	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV | unix.MS_RDONLY)
+	if upper != nil {
+		opts += ",upperdir=" + upper.upper + ",workdir=" + upper.work
+		flags = unix.MS_NOSUID | unix.MS_NODEV
+	}
 	if len(opts) >= os.Getpagesize() {
 		return fmt.Errorf("%d layers do not fit in one mount(2) option page (kernel older than 6.8)", len(lowers))
 	}
-	if err := unix.Mount("overlay", target, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+	if err := unix.Mount("overlay", target, "overlay", flags, opts); err != nil {
 		return fmt.Errorf("mount overlay: %w", err)
 	}
 	return nil

@@ -44,7 +44,7 @@ func (r *Runner) prepareSandbox(s Spec, cid, bundle string) error {
 		if s.Image != nil {
 			// An image's ld.so.cache does not know the libraries the
 			// spec mounts, and the spec's update-ldcache hook cannot
-			// write to the read-only root.
+			// write to a read-only root (a job without a disk).
 			addLibraryPath(cfg, libraryDirs(cfg.Mounts))
 		}
 	}
@@ -76,11 +76,19 @@ func (r *Runner) prepareSandbox(s Spec, cid, bundle string) error {
 	if err := writeSkeleton(skeleton, entries, generatedEtc["hosts"], r.uidBase); err != nil {
 		return err
 	}
+	lowers := slices.Concat(s.Image.Layers, []string{skeleton})
+	var upper *rootUpper
+	if s.Disk != nil {
+		// Writable, as docker run's root is, within request.disk.
+		if upper, err = makeRootUpper(*s.Disk, lowers[0]); err != nil {
+			return err
+		}
+	}
 	m := r.rootMount(cid)
-	if err := mountImageRoot(m, s.ID, slices.Concat(s.Image.Layers, []string{skeleton})); err != nil {
+	if err := mountImageRoot(m, s.ID, lowers, upper); err != nil {
 		return err
 	}
-	cfg.Root = &specs.Root{Path: m.rootfs(), Readonly: true}
+	cfg.Root = &specs.Root{Path: m.rootfs(), Readonly: upper == nil}
 	if err := r.setImageUser(cfg, s, m); err != nil {
 		return err
 	}
