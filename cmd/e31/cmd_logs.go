@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/e31network/e31/node/api"
 	"github.com/spf13/cobra"
@@ -45,7 +46,19 @@ func runLogs(ctx context.Context, o logsOptions, g *globalOptions, id string) er
 	if o.stderr {
 		lo.Stream = "stderr"
 	}
-	err := g.client().Logs(ctx, id, lo, g.stdout)
+	cl := g.client()
+	if o.follow {
+		// A job not yet running has no log: say what it waits for, so
+		// that a follow that prints nothing for a while is not a mystery.
+		if j, err := cl.Job(ctx, id); err == nil && (j.State == api.JobQueued || j.State == api.JobRenting) {
+			why := ""
+			if j.Reason != "" {
+				why = ": " + j.Reason
+			}
+			fmt.Fprintf(g.stderr, "e31: job %s is %s%s; its log follows once it runs\n", id, j.State, why)
+		}
+	}
+	err := cl.Logs(ctx, id, lo, g.stdout)
 	if errors.Is(err, context.Canceled) {
 		return nil // ^C ends a follow; that is not a failure
 	}
