@@ -73,6 +73,28 @@ func runningLease(t *testing.T, store *ckptStore, written time.Time) (*Provider,
 	return p, l, dir
 }
 
+// writeNow appends to f and stamps it with the clock's now (in a bubble,
+// the bubble's).
+func writeNow(t *testing.T, f string) {
+	appendTo(t, f)
+	if err := os.Chtimes(f, time.Now(), time.Now()); err != nil {
+		t.Error(err)
+	}
+}
+
+// startLoop runs p's checkpoint loop over dir; stop ends it and waits for
+// what it started.
+func startLoop(p *Provider, l *lease, dir string, every time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.checkpointLoop(ctx, l, "", dir, every) }()
+	return func() {
+		cancel()
+		<-done
+		p.tasks.Wait(context.Background())
+	}
+}
+
 func appendTo(t *testing.T, f string) {
 	w, err := os.OpenFile(f, os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
@@ -146,15 +168,10 @@ func TestCheckpointLoopRetriesAndFallsBack(t *testing.T) {
 			p, l, dir := runningLease(t, store, time.Now().Add(-time.Minute))
 			store.during = func(n int) {
 				if n == 1 {
-					appendTo(t, filepath.Join(dir, "model.pt"))
-					if err := os.Chtimes(filepath.Join(dir, "model.pt"), time.Now(), time.Now()); err != nil {
-						t.Error(err)
-					}
+					writeNow(t, filepath.Join(dir, "model.pt"))
 				}
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); p.checkpointLoop(ctx, l, "", dir, 10*time.Second) }()
+			stop := startLoop(p, l, dir, 10*time.Second)
 			time.Sleep(10*time.Second + time.Millisecond)
 			synctest.Wait()
 			if store.count() != 1 || l.snapshot().Checkpoint != "" {
@@ -165,9 +182,7 @@ func TestCheckpointLoopRetriesAndFallsBack(t *testing.T) {
 			if store.count() != 2 || l.snapshot().Checkpoint == "" {
 				t.Fatalf("after settling: %d imports, checkpoint %q; want a second, kept", store.count(), l.snapshot().Checkpoint)
 			}
-			cancel()
-			<-done
-			p.tasks.Wait(context.Background())
+			stop()
 		})
 	})
 	t.Run("changed by every read", func(t *testing.T) {
@@ -175,14 +190,9 @@ func TestCheckpointLoopRetriesAndFallsBack(t *testing.T) {
 			store := &ckptStore{}
 			p, l, dir := runningLease(t, store, time.Now().Add(-time.Minute))
 			store.during = func(int) {
-				appendTo(t, filepath.Join(dir, "model.pt"))
-				if err := os.Chtimes(filepath.Join(dir, "model.pt"), time.Now(), time.Now()); err != nil {
-					t.Error(err)
-				}
+				writeNow(t, filepath.Join(dir, "model.pt"))
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); p.checkpointLoop(ctx, l, "", dir, 10*time.Second) }()
+			stop := startLoop(p, l, dir, 10*time.Second)
 			time.Sleep(40 * time.Second)
 			synctest.Wait()
 			// Every checkpointRetry would be hundreds of whole reads; backing
@@ -190,9 +200,7 @@ func TestCheckpointLoopRetriesAndFallsBack(t *testing.T) {
 			if n := store.count(); n < 4 || n > 14 || l.snapshot().Checkpoint != "" {
 				t.Fatalf("%d whole reads of a folder changed by each in 30s of intervals, checkpoint %q; want 4 to 14, none kept", n, l.snapshot().Checkpoint)
 			}
-			cancel()
-			<-done
-			p.tasks.Wait(context.Background())
+			stop()
 		})
 	})
 	t.Run("never settles", func(t *testing.T) {
