@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/e31network/e31/testnet/imagebuild"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -24,12 +23,7 @@ func TestImportCompressedArchive(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t)
 	dir := t.TempDir()
-	layoutDir := filepath.Join(dir, "layout")
-	writeLayout(t, layoutDir, platformImage(t, here, 2<<20, 2))
-	plainPath := filepath.Join(dir, "oci.tar")
-	if err := imagebuild.TarDir(layoutDir, plainPath); err != nil {
-		t.Fatal(err)
-	}
+	_, plainPath := writeOCIArchive(t, dir, platformImage(t, here, 2<<20, 2))
 	plain, err := os.ReadFile(plainPath)
 	if err != nil {
 		t.Fatal(err)

@@ -9,11 +9,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/testnet/imagebuild"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -70,6 +72,18 @@ func writeLayout(t testing.TB, dir string, imgs ...v1.Image) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// writeOCIArchive writes img as an OCI layout at dir/layout and as the tar
+// of that layout at dir/oci.tar, which is what an oci-archive is.
+func writeOCIArchive(t testing.TB, dir string, img v1.Image) (layoutDir, archive string) {
+	t.Helper()
+	layoutDir, archive = filepath.Join(dir, "layout"), filepath.Join(dir, "oci.tar")
+	writeLayout(t, layoutDir, img)
+	if err := imagebuild.TarDir(layoutDir, archive); err != nil {
+		t.Fatal(err)
+	}
+	return layoutDir, archive
 }
 
 // checkImage loads root and reads every layer through OpenLayer, checking

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/e31network/e31/testnet/imagebuild"
 )
 
 // An image named with a transport that cannot fit what is at its path is
@@ -19,12 +17,7 @@ func TestWrongTransportNamesTheRightOne(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t)
 	dir := t.TempDir()
-	layout := filepath.Join(dir, "layout")
-	writeLayout(t, layout, platformImage(t, here, 1<<10, 1))
-	ociTar := filepath.Join(dir, "oci.tar")
-	if err := imagebuild.TarDir(layout, ociTar); err != nil {
-		t.Fatal(err)
-	}
+	layout, ociTar := writeOCIArchive(t, dir, platformImage(t, here, 1<<10, 1))
 	// What docker save wrote before Docker 25: manifest.json, no index.json.
 	dockerTar := filepath.Join(dir, "docker.tar")
 	f, err := os.Create(dockerTar)
