@@ -103,3 +103,10 @@ func readFolderState(dir string) (folderState, error) {
 	s.newest = newest
 	return s, nil
 }
+
+// changed reports whether dir is no longer as s found it, or cannot be
+// read whole.
+func (s folderState) changed(dir string) bool {
+	now, err := readFolderState(dir)
+	return err != nil || now.sum != s.sum
+}

@@ -416,22 +416,18 @@ func (p *Provider) takeCheckpoint(ctx context.Context, l *lease, submitter peer.
 	num := rec.CheckpointN + 1
 	c, _, err := p.d.Store.Import(ctx, dir, content.ImportOptions{Pin: pinCheckpoint(id, num), SkipUnsupported: true})
 	if err != nil {
-		if mode != captureFinal {
-			if after, serr := readFolderState(dir); serr != nil || after.sum != before.sum {
-				return fmt.Errorf("%w: %w", errChangedWhileRead, err) // a file went while it was read
-			}
+		if mode != captureFinal && before.changed(dir) {
+			return fmt.Errorf("%w: %w", errChangedWhileRead, err) // a file went while it was read
 		}
 		p.log.Warn("import checkpoint", "lease", id, "err", err)
 		return nil
 	}
-	if mode != captureFinal {
-		if after, err := readFolderState(dir); err != nil || after.sum != before.sum {
-			if err := p.d.Store.Unpin(ctx, c, pinCheckpoint(id, num)); err != nil {
-				p.log.Warn("unpin checkpoint taken while it changed", "lease", id, "err", err)
-			}
-			p.log.Debug("checkpoint folder changed while it was taken; trying again", "lease", id)
-			return errChangedWhileRead
+	if mode != captureFinal && before.changed(dir) {
+		if err := p.d.Store.Unpin(ctx, c, pinCheckpoint(id, num)); err != nil {
+			p.log.Warn("unpin checkpoint taken while it changed", "lease", id, "err", err)
 		}
+		p.log.Debug("checkpoint folder changed while it was taken; trying again", "lease", id)
+		return errChangedWhileRead
 	}
 	if c.String() == rec.Checkpoint {
 		if err := p.d.Store.Unpin(ctx, c, pinCheckpoint(id, num)); err != nil {
