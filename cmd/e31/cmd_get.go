@@ -59,6 +59,9 @@ func runGet(ctx context.Context, o getOptions, g *globalOptions, id string) erro
 		return g.printJSON(res)
 	}
 	fmt.Fprintf(g.stdout, "wrote %s (%s) to %s\n", res.CID, humanBytes(uint64(res.Bytes)), res.Dir)
+	if !o.checkpoint {
+		printLeftOut(g.stderr, j.Skipped)
+	}
 	return nil
 }
 

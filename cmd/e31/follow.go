@@ -94,6 +94,7 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 		}
 		if !o.json {
 			fmt.Fprintf(g.stderr, "output %s written to %s\n", res.CID, res.Dir)
+			printLeftOut(g.stderr, j.Skipped)
 		}
 		outDir = res.Dir
 	}
@@ -161,5 +162,14 @@ func printTail(w io.Writer, p string, n int) {
 	fmt.Fprintf(w, "last lines of %s:\n", p)
 	for _, l := range lines {
 		fmt.Fprintf(w, "  | %s\n", l)
+	}
+}
+
+// printLeftOut names what the provider left out of a job's output (links
+// out of the tree, FIFOs, sockets, devices), so that a user who finds a
+// file missing from the folder learns why where the folder was written.
+func printLeftOut(w io.Writer, skipped []string) {
+	for _, s := range skipped {
+		fmt.Fprintf(w, "left out of output: %s\n", s)
 	}
 }
