@@ -23,6 +23,7 @@ type submitOptions struct {
 	json   bool
 	wait   bool
 	outDir string
+	file   string
 	// The declaration from flags, when no FILE is given.
 	name        string
 	gpus        int
@@ -45,16 +46,16 @@ type submitOptions struct {
 func newSubmitCommand(g *globalOptions) *cobra.Command {
 	var o submitOptions
 	cmd := &cobra.Command{
-		Use:   "submit FILE | submit [--gpus N --limit D --input SRC:MOUNT ...] -- CMD... | submit --image REF [flags]",
+		Use:   "submit FILE | submit -f FILE | submit [--gpus N --limit D --input SRC:MOUNT ...] -- CMD... | submit --image REF [flags]",
 		Short: "Submit a job: a declaration file, or flags and a command",
 		Long: `submit checks a job's declaration here, before anything is broadcast, imports
 its local inputs into the daemon's store, signs it and broadcasts it. The job
 waits, unmetered, until a provider can hold what it asks for.
 
-With FILE, the declaration is read from a YAML (or JSON) file; relative data
-sources are taken from the file's folder. Without FILE, flags build one around
-the command given after --; with --image and no command, the image's own
-Entrypoint and Cmd run.
+With FILE (or -f FILE), the declaration is read from a YAML (or JSON) file;
+relative data sources are taken from the file's folder. Without FILE, flags
+build one around the command given after --; with --image and no command, the
+image's own Entrypoint and Cmd run.
 
 With --wait, submit follows the job through its five steps, writes the output
 to -o DIR (default ./<job>-out) and prints the final receipt; it exits non-zero
@@ -64,6 +65,10 @@ unless the job completed.`,
   e31 submit --image docker-archive:./img.tar.gz --limit 2h -- python3 /app/train.py
   e31 submit --gpus 2 --limit 10m --json -- sh -c 'nvidia-smi > /out/smi.txt'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			args, err := fileArg(o.file, args, cmd.ArgsLenAtDash())
+			if err != nil {
+				return err
+			}
 			if cmd.ArgsLenAtDash() < 0 && len(args) == 1 {
 				if err := noFlagsFormFlags(cmd.Flags()); err != nil {
 					return err
@@ -74,6 +79,7 @@ unless the job completed.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.json, "json", false, "print the job as JSON (with --wait, the final status)")
+	f.StringVarP(&o.file, "file", "f", "", "the declaration FILE, as a flag (as kubectl and docker compose take theirs)")
 	f.BoolVar(&o.wait, "wait", false, "follow the job to its end, fetch its output and print the receipt")
 	f.StringVarP(&o.outDir, "output", "o", "", "with --wait: where to write the output (default ./<job>-out)")
 	f.StringVar(&o.name, "name", "", "job name (flags form; default from the command)")
@@ -93,6 +99,20 @@ unless the job completed.`,
 	f.DurationVar(&o.pollEvery, "poll", defaultPoll, "with --wait: how often to ask a daemon that cannot answer on each change of the job (an older version)")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up following after this long (0: never)")
 	return cmd
+}
+
+// fileArg gives the arguments with -f FILE put where a FILE argument goes;
+// FILE given both ways, or beside -- CMD, is refused.
+func fileArg(file string, args []string, dash int) ([]string, error) {
+	switch {
+	case file == "":
+		return args, nil
+	case dash >= 0:
+		return nil, fmt.Errorf("-f %s and -- %s: give either FILE or flags and -- CMD, not both", file, strings.Join(args[dash:], " "))
+	case len(args) > 0:
+		return nil, fmt.Errorf("-f %s and %s: give one declaration FILE", file, strings.Join(args, " "))
+	}
+	return []string{file}, nil
 }
 
 // flagsFormFlags are the flags that build a declaration around a command;

@@ -113,3 +113,37 @@ func TestSubmitFlagsCleanJobPaths(t *testing.T) {
 		t.Fatalf("a relative mount: %v", err)
 	}
 }
+
+// TestSubmitFileFlag: -f FILE is FILE, as kubectl and docker compose take
+// theirs; FILE twice, or beside -- CMD, is refused naming both.
+func TestSubmitFileFlag(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		args []string
+		dash int
+		want []string
+		err  string
+	}{
+		{"", []string{"job.yaml"}, -1, []string{"job.yaml"}, ""},
+		{"job.yaml", nil, -1, []string{"job.yaml"}, ""},
+		{"job.yaml", []string{"other.yaml"}, -1, nil, "give one declaration FILE"},
+		{"job.yaml", []string{"python3", "x.py"}, 0, nil, "-- python3 x.py: give either FILE or flags"},
+	} {
+		got, err := fileArg(c.file, c.args, c.dash)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("-f %q %v: %v, want %q", c.file, c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil || strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("-f %q %v: %v %v, want %v", c.file, c.args, got, err, c.want)
+		}
+	}
+	// The flag is there, with its shorthand, and is not one of the flags
+	// form's (it names the file they would be refused beside).
+	cmd := newSubmitCommand(&globalOptions{})
+	if f := cmd.Flags().ShorthandLookup("f"); f == nil || f.Name != "file" {
+		t.Fatalf("-f: %v", f)
+	}
+}
