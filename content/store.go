@@ -562,14 +562,18 @@ func (s *Store) sync() error {
 }
 
 // badgerLogger sends Badger's log lines to slog. Badger's Info lines are
-// chatter about compactions, so they go to Debug.
+// chatter about compactions, so they go to Debug; Badger calls Debugf on
+// every write, so a line is formatted only when its level is on.
 type badgerLogger struct{ log *slog.Logger }
 
-func (l badgerLogger) Errorf(f string, a ...any)   { l.log.Error(trimf(f, a...)) }
-func (l badgerLogger) Warningf(f string, a ...any) { l.log.Warn(trimf(f, a...)) }
-func (l badgerLogger) Infof(f string, a ...any)    { l.log.Debug(trimf(f, a...)) }
-func (l badgerLogger) Debugf(f string, a ...any)   { l.log.Debug(trimf(f, a...)) }
+func (l badgerLogger) Errorf(f string, a ...any)   { l.emit(slog.LevelError, f, a) }
+func (l badgerLogger) Warningf(f string, a ...any) { l.emit(slog.LevelWarn, f, a) }
+func (l badgerLogger) Infof(f string, a ...any)    { l.emit(slog.LevelDebug, f, a) }
+func (l badgerLogger) Debugf(f string, a ...any)   { l.emit(slog.LevelDebug, f, a) }
 
-func trimf(f string, a ...any) string {
-	return string(bytes.TrimRight(fmt.Appendf(nil, f, a...), "\n"))
+func (l badgerLogger) emit(level slog.Level, f string, a []any) {
+	if !l.log.Enabled(context.Background(), level) {
+		return
+	}
+	l.log.Log(context.Background(), level, string(bytes.TrimRight(fmt.Appendf(nil, f, a...), "\n")))
 }

@@ -8,6 +8,7 @@
 package state
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,19 +130,20 @@ func (s *Store) Each(prefix string, fn func(b []byte) error) error {
 }
 
 // badgerLogger sends Badger's chatter to slog: its info lines at debug.
+// Badger calls Debugf on every write, so a line is formatted only when its
+// level is on.
 type badgerLogger struct{ log *slog.Logger }
 
-func (l badgerLogger) Errorf(f string, a ...any) {
-	l.log.Error(fmt.Sprintf(f, a...), "component", "badger")
-}
-func (l badgerLogger) Warningf(f string, a ...any) {
-	l.log.Warn(fmt.Sprintf(f, a...), "component", "badger")
-}
-func (l badgerLogger) Infof(f string, a ...any) {
-	l.log.Debug(fmt.Sprintf(f, a...), "component", "badger")
-}
-func (l badgerLogger) Debugf(f string, a ...any) {
-	l.log.Debug(fmt.Sprintf(f, a...), "component", "badger")
+func (l badgerLogger) Errorf(f string, a ...any)   { l.emit(slog.LevelError, f, a) }
+func (l badgerLogger) Warningf(f string, a ...any) { l.emit(slog.LevelWarn, f, a) }
+func (l badgerLogger) Infof(f string, a ...any)    { l.emit(slog.LevelDebug, f, a) }
+func (l badgerLogger) Debugf(f string, a ...any)   { l.emit(slog.LevelDebug, f, a) }
+
+func (l badgerLogger) emit(level slog.Level, f string, a []any) {
+	if !l.log.Enabled(context.Background(), level) {
+		return
+	}
+	l.log.Log(context.Background(), level, fmt.Sprintf(f, a...), "component", "badger")
 }
 
 // Delete removes the record under prefix+id.
