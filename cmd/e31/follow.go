@@ -42,7 +42,14 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 	cl := g.client()
 	seen := 0
 	lastReason := ""
+	// Stopping the command stops only the following.
+	goesOn := func(state string) error {
+		return fmt.Errorf("stopped following job %s (%s; it goes on without this command: e31 status %s follows it, e31 withdraw %s stops it): %w", id, state, id, id, ctx.Err())
+	}
 	j, err := cl.Job(ctx, id)
+	if ctx.Err() != nil {
+		return goesOn("submitted")
+	}
 	if err != nil {
 		return err
 	}
@@ -71,7 +78,7 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 		// asked again after the poll interval.
 		next, err := cl.NextJob(ctx, j, followWait, o.poll)
 		if ctx.Err() != nil {
-			return fmt.Errorf("stopped following job %s (still %s): %w", id, j.State, ctx.Err())
+			return goesOn("still " + string(j.State))
 		}
 		if err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -132,5 +133,28 @@ func TestPrintTail(t *testing.T) {
 	printTail(&b, p, 3)
 	if b.Len() > 9<<10 || !strings.Contains(b.String(), "xxx") {
 		t.Errorf("a 1 MiB line printed %d bytes", b.Len())
+	}
+}
+
+// TestFollowInterruptedSaysTheJobGoesOn: a user who stops `submit --wait`
+// (Ctrl-C) learns that the job runs on, and how to follow or stop it.
+func TestFollowInterruptedSaysTheJobGoesOn(t *testing.T) {
+	// An old daemon (no waits) never moves the job within the deadline.
+	srv := httptest.NewServer(&fakeJobDaemon{})
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out bytes.Buffer
+	g := &globalOptions{api: strings.TrimPrefix(srv.URL, "http://"), stdout: &out, stderr: &out}
+	errc := make(chan error, 1)
+	go func() { errc <- followJob(ctx, g, "job1", followOptions{poll: time.Hour}) }()
+	cancel()
+	err := <-errc
+	if err == nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("followJob after cancel: %v", err)
+	}
+	for _, want := range []string{"stopped following job job1", "e31 status job1", "e31 withdraw job1"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
 	}
 }
