@@ -159,7 +159,7 @@ func planImport(ctx context.Context, root string, skip bool) (int64, error) {
 			return err
 		}
 		if c.skip != "" && !skip {
-			return fmt.Errorf("%w: %s %s", ErrUnsupported, p, c.skip)
+			return fmt.Errorf("%w: %s %s%s", ErrUnsupported, p, c.skip, outsideHint(root, p, c.outside))
 		}
 		if fi.Mode().IsRegular() {
 			total += fi.Size()
@@ -172,8 +172,9 @@ func planImport(ctx context.Context, root string, skip bool) (int64, error) {
 // entryClass is what Import does with one entry: store it (skip empty) or
 // leave it out for the reason in skip.
 type entryClass struct {
-	skip   string
-	target string // a kept symlink's target
+	skip    string
+	target  string // a kept symlink's target
+	outside string // a symlink's target outside the tree, left out
 }
 
 // classify decides the fate of the entry at p inside root. It fails only
@@ -196,12 +197,40 @@ func classify(root, p string, fi fs.FileInfo) (entryClass, error) {
 			return entryClass{}, err
 		}
 		if !linkInside(filepath.ToSlash(rel), target) {
-			return entryClass{skip: fmt.Sprintf("is a symlink to %q, outside the tree", target)}, nil
+			return entryClass{skip: fmt.Sprintf("is a symlink to %q, outside the tree", target), outside: target}, nil
 		}
 		return entryClass{target: target}, nil
 	default:
 		return entryClass{skip: fmt.Sprintf("is not a regular file, directory or symlink (%s)", m.Type())}, nil
 	}
+}
+
+// outsideHint says what to import instead of a tree holding a link, at p,
+// to target outside it: the smallest folder holding the tree and the
+// link's target, when that is not the file system's root (a Hugging Face
+// cache's snapshot folder links into the model's blobs folder beside it),
+// or a copy with links resolved. Empty when target is empty (not a link
+// out of the tree).
+func outsideHint(root, p, target string) string {
+	if target == "" {
+		return ""
+	}
+	copyHint := fmt.Sprintf("a copy of it with links resolved (cp -rL %s DIR)", root)
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(filepath.Dir(p), target)
+	}
+	holds := func(dir string) bool {
+		rel, err := filepath.Rel(dir, target)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	}
+	common := filepath.Clean(root)
+	for !holds(common) && common != filepath.Dir(common) {
+		common = filepath.Dir(common)
+	}
+	if common == filepath.Dir(common) {
+		return "; a job sees only what the folder holds: import " + copyHint
+	}
+	return fmt.Sprintf("; a job sees only what the folder holds: import a folder that holds the link's target too (%s), or %s", common, copyHint)
 }
 
 // maxLinkTarget is the longest symlink target Linux accepts (PATH_MAX less

@@ -364,3 +364,45 @@ func FuzzLinkInside(f *testing.F) {
 		}
 	})
 }
+
+// TestOutsideHint: a refused link out of the tree says what to import
+// instead: the smallest folder holding its target too, unless only the
+// file system's root does, and always a copy with links resolved.
+func TestOutsideHint(t *testing.T) {
+	for _, tc := range []struct {
+		root, p, target string
+		want            []string
+		not             string
+	}{
+		// A Hugging Face cache: the snapshot links into the blobs beside it.
+		{"/h/hub/models--bert/snapshots/abc", "/h/hub/models--bert/snapshots/abc/config.json", "../../blobs/1234",
+			[]string{"(/h/hub/models--bert)", "cp -rL /h/hub/models--bert/snapshots/abc DIR"}, ""},
+		{"/h/data", "/h/data/sub/l", "/h/other/f", []string{"(/h)", "cp -rL /h/data DIR"}, ""},
+		{"/h/data", "/h/data/l", "/etc/passwd", []string{"cp -rL /h/data DIR"}, "holds the link's target"},
+		{"/", "/l", "/nowhere/../x", []string{"cp -rL / DIR"}, "holds the link's target"},
+	} {
+		got := outsideHint(tc.root, tc.p, tc.target)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s -> %s in %s: %q does not say %q", tc.p, tc.target, tc.root, got, w)
+			}
+		}
+		if tc.not != "" && strings.Contains(got, tc.not) {
+			t.Errorf("%s -> %s in %s: %q says %q", tc.p, tc.target, tc.root, got, tc.not)
+		}
+	}
+	if got := outsideHint("/h", "/h/f", ""); got != "" {
+		t.Errorf("not a link: %q", got)
+	}
+	// Import says it, for the cache as laid out on disk.
+	hub := filepath.Join(t.TempDir(), "models--bert")
+	mkdir(t, filepath.Join(hub, "blobs"), 0o755)
+	mkdir(t, filepath.Join(hub, "snapshots", "abc"), 0o755)
+	writeRandom(t, filepath.Join(hub, "blobs", "1234"), 10, 1, 0o644)
+	symlink(t, "../../blobs/1234", filepath.Join(hub, "snapshots", "abc", "config.json"))
+	s := openStore(t, t.TempDir())
+	_, _, err := s.Import(context.Background(), filepath.Join(hub, "snapshots", "abc"), ImportOptions{})
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "import a folder that holds the link's target too ("+hub+")") {
+		t.Fatalf("import of a cache snapshot: %v", err)
+	}
+}
