@@ -13,6 +13,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+	"github.com/e31network/e31/content/badgerlog"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	mh "github.com/multiformats/go-multihash"
@@ -103,7 +104,7 @@ func Open(ctx context.Context, dir string, o StoreOptions) (*Store, error) {
 	}
 	opts := badger.DefaultOptions(dir).
 		WithInMemory(o.InMemory).
-		WithLogger(badgerLogger{log.With("component", "badger")}).
+		WithLogger(badgerlog.New(log)).
 		// Blocks above 1 KiB go to the value log: with Badger's default
 		// (1 MiB) big blocks land in the LSM tree and fetches run at half
 		// speed.
@@ -559,21 +560,4 @@ func (s *Store) sync() error {
 		return fmt.Errorf("sync store: %w", err)
 	}
 	return nil
-}
-
-// badgerLogger sends Badger's log lines to slog. Badger's Info lines are
-// chatter about compactions, so they go to Debug; Badger calls Debugf on
-// every write, so a line is formatted only when its level is on.
-type badgerLogger struct{ log *slog.Logger }
-
-func (l badgerLogger) Errorf(f string, a ...any)   { l.emit(slog.LevelError, f, a) }
-func (l badgerLogger) Warningf(f string, a ...any) { l.emit(slog.LevelWarn, f, a) }
-func (l badgerLogger) Infof(f string, a ...any)    { l.emit(slog.LevelDebug, f, a) }
-func (l badgerLogger) Debugf(f string, a ...any)   { l.emit(slog.LevelDebug, f, a) }
-
-func (l badgerLogger) emit(level slog.Level, f string, a []any) {
-	if !l.log.Enabled(context.Background(), level) {
-		return
-	}
-	l.log.Log(context.Background(), level, string(bytes.TrimRight(fmt.Appendf(nil, f, a...), "\n")))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+	"github.com/e31network/e31/content/badgerlog"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -120,7 +121,7 @@ func Open(ctx context.Context, dir string, o Options) (*Ledger, error) {
 		WithMetricsEnabled(false).
 		// One goroutine writes, so there is nothing to detect.
 		WithDetectConflicts(false).
-		WithLogger(badgerLogger{log})
+		WithLogger(badgerlog.New(log))
 	db, err := badger.Open(bo)
 	if err != nil {
 		return nil, fmt.Errorf("open ledger %s: %w", dir, err)

@@ -8,7 +8,6 @@
 package state
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+	"github.com/e31network/e31/content/badgerlog"
 )
 
 // Store is a node's record store.
@@ -82,7 +82,7 @@ func badgerOptions(dir string, log *slog.Logger) badger.Options {
 		// Badger's metrics are process-wide expvars; the node's other
 		// stores must not share them.
 		WithMetricsEnabled(false).
-		WithLogger(badgerLogger{log})
+		WithLogger(badgerlog.New(log))
 }
 
 // Close closes the store.
@@ -127,23 +127,6 @@ func (s *Store) Each(prefix string, fn func(b []byte) error) error {
 		}
 		return nil
 	})
-}
-
-// badgerLogger sends Badger's chatter to slog: its info lines at debug.
-// Badger calls Debugf on every write, so a line is formatted only when its
-// level is on.
-type badgerLogger struct{ log *slog.Logger }
-
-func (l badgerLogger) Errorf(f string, a ...any)   { l.emit(slog.LevelError, f, a) }
-func (l badgerLogger) Warningf(f string, a ...any) { l.emit(slog.LevelWarn, f, a) }
-func (l badgerLogger) Infof(f string, a ...any)    { l.emit(slog.LevelDebug, f, a) }
-func (l badgerLogger) Debugf(f string, a ...any)   { l.emit(slog.LevelDebug, f, a) }
-
-func (l badgerLogger) emit(level slog.Level, f string, a []any) {
-	if !l.log.Enabled(context.Background(), level) {
-		return
-	}
-	l.log.Log(context.Background(), level, fmt.Sprintf(f, a...), "component", "badger")
 }
 
 // Delete removes the record under prefix+id.

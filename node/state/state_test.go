@@ -154,25 +154,3 @@ func TestOpensStoreOfEarlierSizes(t *testing.T) {
 		t.Fatalf("get: %v %v %+v", ok, err, r.ID)
 	}
 }
-
-// formatCount counts how often it is formatted.
-type formatCount struct{ n *int }
-
-func (f formatCount) String() string { *f.n++; return "x" }
-
-// TestBadgerLoggerFormatsOnlyWhatIsLogged: Badger calls Debugf on every
-// write; with debug off, nothing is formatted, and errors still are.
-func TestBadgerLoggerFormatsOnlyWhatIsLogged(t *testing.T) {
-	var out strings.Builder
-	n := 0
-	l := badgerLogger{slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))}
-	l.Debugf("writeRequests called %v", formatCount{&n})
-	l.Infof("compaction %v", formatCount{&n})
-	if n != 0 || out.Len() != 0 {
-		t.Fatalf("debug off: formatted %d times, logged %q", n, out.String())
-	}
-	l.Errorf("disk %v", formatCount{&n})
-	if n != 1 || !strings.Contains(out.String(), "disk x") || !strings.Contains(out.String(), "component=badger") {
-		t.Fatalf("error: formatted %d times, logged %q", n, out.String())
-	}
-}
