@@ -345,6 +345,9 @@ func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []st
 			fmt.Fprintf(g.stderr, "e31: note: %s\n", note)
 		}
 	}
+	for _, note := range secretEnv(d) {
+		fmt.Fprintf(g.stderr, "e31: note: %s\n", note)
+	}
 	raw, err := json.Marshal(d)
 	if err != nil {
 		return err

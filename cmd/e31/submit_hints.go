@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/e31network/e31/market"
@@ -65,4 +66,50 @@ func mountedAt(data []market.Input, p string) (string, bool) {
 		return path.Join(in.Mount, filepath.ToSlash(rel)), true
 	}
 	return "", false
+}
+
+// secretWords are parts of an environment variable's name that mark it as
+// holding a credential (HF_TOKEN, WANDB_API_KEY, AWS_SECRET_ACCESS_KEY).
+var secretWords = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY", "KEY", "AUTH"}
+
+// secretValuePrefixes begin well-known credentials, whatever the
+// variable's name.
+var secretValuePrefixes = []string{"hf_", "sk-", "ghp_", "github_pat_", "glpat-", "xoxb-", "AKIA"}
+
+// secretEnv finds the job's environment variables that look like
+// credentials: a declaration, env included, is signed and broadcast to
+// every peer of the network in the clear, while an input goes only to the
+// providers chosen to run the job. Each finding is a line for the user
+// saying so and how to stage the value as a file instead.
+func secretEnv(d market.Declaration) []string {
+	var names []string
+	for name, value := range d.Work.Env {
+		if looksSecret(name, value) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var notes []string
+	for _, name := range names {
+		file := strings.ToLower(name)
+		notes = append(notes, fmt.Sprintf("work.env %s looks like a credential, and a declaration is broadcast to every peer of the network in the clear: "+
+			"stage it as a file instead, which goes only to the providers chosen to run the job (--input ./%s:/run/secrets/%s, or a data entry, and read it in the job)", name, file, file))
+	}
+	return notes
+}
+
+// looksSecret reports whether an environment variable looks like it holds
+// a credential, by the words of its name or its value's prefix.
+func looksSecret(name, value string) bool {
+	for _, p := range secretValuePrefixes {
+		if strings.HasPrefix(value, p) && len(value) > len(p)+8 {
+			return true
+		}
+	}
+	for _, w := range strings.FieldsFunc(strings.ToUpper(name), func(r rune) bool { return r == '_' || r == '-' || r == '.' }) {
+		if slices.Contains(secretWords, w) {
+			return true
+		}
+	}
+	return false
 }

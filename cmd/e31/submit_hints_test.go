@@ -92,3 +92,34 @@ func TestRefHint(t *testing.T) {
 		t.Errorf("declaration with image ./img.tar: %v", err)
 	}
 }
+
+// TestSecretEnv: variables named or valued like credentials are noted,
+// with how to stage them as a file; others are not.
+func TestSecretEnv(t *testing.T) {
+	d := market.Declaration{Work: market.Work{Env: map[string]string{
+		"HF_TOKEN":               "x",
+		"WANDB_API_KEY":          "x",
+		"AWS_SECRET_ACCESS_KEY":  "x",
+		"db-password":            "x",
+		"OPENAI":                 "sk-proj-0123456789abcdef",
+		"SEED":                   "1",
+		"AUTHOR":                 "me",
+		"TOKENIZERS_PARALLELISM": "false",
+		"MODEL":                  "hf_internal", // a prefix, but too short to be a token
+	}}}
+	notes := secretEnv(d)
+	var got []string
+	for _, n := range notes {
+		got = append(got, strings.Fields(n)[1])
+		if !strings.Contains(n, "broadcast to every peer") || !strings.Contains(n, "--input ./") {
+			t.Errorf("note %q does not say why and what to do", n)
+		}
+	}
+	want := []string{"AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "OPENAI", "WANDB_API_KEY", "db-password"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("noted %v, want %v", got, want)
+	}
+	if !strings.Contains(notes[1], "--input ./hf_token:/run/secrets/hf_token") {
+		t.Errorf("HF_TOKEN note: %q", notes[1])
+	}
+}
