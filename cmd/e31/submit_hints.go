@@ -76,11 +76,12 @@ var secretWords = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"
 // variable's name.
 var secretValuePrefixes = []string{"hf_", "sk-", "ghp_", "github_pat_", "glpat-", "xoxb-", "AKIA"}
 
-// secretEnv finds the job's environment variables that look like
-// credentials: a declaration, env included, is signed and broadcast to
-// every peer of the network in the clear, while an input goes only to the
-// providers chosen to run the job. Each finding is a line for the user
-// saying so and how to stage the value as a file instead.
+// secretEnv finds the job's environment variables, and arguments of its
+// command, that look like credentials: a declaration, env and command
+// included, is signed and broadcast to every peer of the network in the
+// clear, while an input goes only to the providers chosen to run the job.
+// Each finding is a line for the user saying so and how to stage the value
+// as a file instead.
 func secretEnv(d market.Declaration) []string {
 	var names []string
 	for name, value := range d.Work.Env {
@@ -94,6 +95,13 @@ func secretEnv(d market.Declaration) []string {
 		file := strings.ToLower(name)
 		notes = append(notes, fmt.Sprintf("work.env %s looks like a credential, and a declaration is broadcast to every peer of the network in the clear: "+
 			"stage it as a file instead, which goes only to the providers chosen to run the job (--input ./%s:/run/secrets/%s, or a data entry, and read it in the job)", name, file, file))
+	}
+	for i, arg := range d.Work.Command {
+		_, value, _ := strings.Cut(arg, "=")
+		if looksSecret("", arg) || looksSecret("", value) {
+			notes = append(notes, fmt.Sprintf("argument %d of the command looks like a credential, and a declaration is broadcast to every peer of the network in the clear: "+
+				"stage it as a file instead, which goes only to the providers chosen to run the job (--input ./token:/run/secrets/token, and read it in the job)", i))
+		}
 	}
 	return notes
 }

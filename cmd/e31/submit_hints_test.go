@@ -93,10 +93,11 @@ func TestRefHint(t *testing.T) {
 	}
 }
 
-// TestSecretEnv: variables named or valued like credentials are noted,
-// with how to stage them as a file; others are not.
+// TestSecretEnv: variables named or valued like credentials, and
+// arguments valued like them, are noted with how to stage them as a file,
+// without repeating the value; others are not.
 func TestSecretEnv(t *testing.T) {
-	d := market.Declaration{Work: market.Work{Env: map[string]string{
+	d := market.Declaration{Work: market.Work{Command: []string{"python3", "train.py", "--token=hf_0123456789abcdef", "ghp_0123456789abcdefghij", "--seed=1"}, Env: map[string]string{
 		"HF_TOKEN":               "x",
 		"WANDB_API_KEY":          "x",
 		"AWS_SECRET_ACCESS_KEY":  "x",
@@ -111,11 +112,11 @@ func TestSecretEnv(t *testing.T) {
 	var got []string
 	for _, n := range notes {
 		got = append(got, strings.Fields(n)[1])
-		if !strings.Contains(n, "broadcast to every peer") || !strings.Contains(n, "--input ./") {
+		if !strings.Contains(n, "broadcast to every peer") || !strings.Contains(n, "--input ./") || strings.Contains(n, "hf_0123") || strings.Contains(n, "ghp_") {
 			t.Errorf("note %q does not say why and what to do", n)
 		}
 	}
-	want := []string{"AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "OPENAI", "WANDB_API_KEY", "db-password"}
+	want := []string{"AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "OPENAI", "WANDB_API_KEY", "db-password", "2", "3"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("noted %v, want %v", got, want)
 	}
