@@ -19,7 +19,7 @@ work: {command: ["true"]}
 request: {gpus: %d, cpus: 1, memory: 1GiB, limit: %s}
 output: {path: /out}
 `, gpus, limit)
-	j, err := n.submitter.Submit(context.Background(), []byte(decl), "", nil)
+	j, err := n.submitter.Submit(context.Background(), api.SubmitRequest{Declaration: []byte(decl)}, nil)
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}

@@ -36,7 +36,7 @@ func gpusSeenPair(t *testing.T, see func([]exec.GPU) []exec.GPU) (prov, sub *tes
 // receipt both ledgers hold.
 func runH100Job(t *testing.T, prov, sub *testNode) (api.Job, ledger.Receipt) {
 	t.Helper()
-	j, err := sub.submitter.Submit(context.Background(), []byte(h100Job), "", nil)
+	j, err := sub.submitter.Submit(context.Background(), api.SubmitRequest{Declaration: []byte(h100Job)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -210,7 +210,7 @@ output:
 
 func submit(t *testing.T, n *testNode) string {
 	t.Helper()
-	j, err := n.submitter.Submit(context.Background(), []byte(testJob), "", nil)
+	j, err := n.submitter.Submit(context.Background(), api.SubmitRequest{Declaration: []byte(testJob)}, nil)
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}

@@ -66,23 +66,29 @@ func runGet(ctx context.Context, o getOptions, g *globalOptions, id string) erro
 }
 
 type resumeOptions struct {
-	wait   bool
-	json   bool
-	outDir string
+	wait      bool
+	json      bool
+	outDir    string
+	fromStart bool
 }
 
 func newResumeCommand(g *globalOptions) *cobra.Command {
 	var o resumeOptions
 	cmd := &cobra.Command{
-		Use:   "resume JOB [--wait]",
+		Use:   "resume JOB [--wait] [--from-start]",
 		Short: "Submit a new job that continues JOB from its last checkpoint",
-		Long: `resume submits JOB's declaration again, with its last checkpoint staged
-read-only at CHECKPOINT_PATH-resume and E31_RESUME_FROM naming that path, so
-the work picks up where the checkpoint left it, on whichever provider is free.`,
+		Long: `resume submits JOB's declaration again, with its last checkpoint laid out at
+its checkpoint path, writable, as the job left it, and E31_RESUME_FROM naming
+that path, so the work picks up where the checkpoint left it, on whichever
+provider is free.
+
+With --from-start, it submits JOB's declaration as it was first submitted, to
+run again from the beginning: a job that declares no checkpoints, or ended
+before its first, after its provider was lost, say.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			job, err := g.client().Submit(ctx, api.SubmitRequest{ResumeOf: args[0]}, nil)
+			job, err := g.client().Submit(ctx, api.SubmitRequest{ResumeOf: args[0], FromStart: o.fromStart}, nil)
 			if err != nil {
 				return err
 			}
@@ -99,5 +105,6 @@ the work picks up where the checkpoint left it, on whichever provider is free.`,
 	cmd.Flags().BoolVar(&o.wait, "wait", false, "follow the new job to its end")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON (at least id)")
 	cmd.Flags().StringVarP(&o.outDir, "output", "o", "", "with --wait: where to write the output")
+	cmd.Flags().BoolVar(&o.fromStart, "from-start", false, "run JOB again from the beginning, not from its last checkpoint")
 	return cmd
 }

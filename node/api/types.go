@@ -186,6 +186,10 @@ type SubmitRequest struct {
 	// ResumeOf, with an empty Declaration, resubmits that job from its last
 	// checkpoint.
 	ResumeOf string `json:"resume_of,omitempty"`
+	// FromStart, with ResumeOf, resubmits that job's declaration as it was
+	// first submitted, to run again from the beginning: a job that declares
+	// no checkpoints, or was lost before its first.
+	FromStart bool `json:"from_start,omitempty"`
 }
 
 // SubmitEvent is one line of the NDJSON stream that answers a submit:

@@ -112,7 +112,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	progress := &streamProgress{emit: func(t api.Transfer) { emit(api.SubmitEvent{Progress: &t}) }}
-	j, err := s.cfg.Jobs.Submit(r.Context(), req.Declaration, req.ResumeOf, progress)
+	j, err := s.cfg.Jobs.Submit(r.Context(), req, progress)
 	if err != nil {
 		if status(err) == http.StatusInternalServerError {
 			s.cfg.Log.Warn("submit failed", "err", err)

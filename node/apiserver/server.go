@@ -36,7 +36,7 @@ type (
 	}
 	// Jobs are this node's jobs (submitter.Submitter).
 	Jobs interface {
-		Submit(ctx context.Context, raw []byte, resumeOf string, p content.Progress) (api.Job, error)
+		Submit(ctx context.Context, req api.SubmitRequest, p content.Progress) (api.Job, error)
 		Jobs() []api.Job
 		Job(id string) (api.Job, error)
 		WaitJob(ctx context.Context, id string, seen uint64) (api.Job, error)

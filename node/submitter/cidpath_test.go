@@ -12,6 +12,7 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/acl"
+	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire/wiretest"
 	"github.com/ipfs/go-cid"
 )
@@ -58,7 +59,7 @@ func TestSubmitResolvesAPathInsideACID(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		j, err := s.Submit(context.Background(), raw, "", nil)
+		j, err := s.Submit(context.Background(), api.SubmitRequest{Declaration: raw}, nil)
 		if err != nil {
 			return "", err
 		}

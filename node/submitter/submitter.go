@@ -320,19 +320,21 @@ func pinCheckpoint(job string, n int) string {
 // pinImporting holds an input between its import and the job's own pin.
 const pinImporting = "input of a submitted job"
 
-// Submit validates a declaration (or, with resumeOf, builds the one that
-// resumes that job), imports its local inputs, signs it and broadcasts it.
-// Nothing is broadcast for a declaration that fails any check.
-func (s *Submitter) Submit(ctx context.Context, raw []byte, resumeOf string, progress content.Progress) (api.Job, error) {
+// Submit validates a declaration (or, with req.ResumeOf, builds the one
+// that resumes that job, or runs it again with req.FromStart), imports its
+// local inputs, signs it and broadcasts it. Nothing is broadcast for a
+// declaration that fails any check.
+func (s *Submitter) Submit(ctx context.Context, req api.SubmitRequest, progress content.Progress) (api.Job, error) {
 	var decl market.Declaration
+	resumeOf := req.ResumeOf
 	if resumeOf != "" {
-		d, err := s.resumeDeclaration(resumeOf)
+		d, err := s.resumeDeclaration(resumeOf, req.FromStart)
 		if err != nil {
 			return api.Job{}, err
 		}
 		decl = d
 	} else {
-		d, err := market.DecodeDeclaration(raw)
+		d, err := market.DecodeDeclaration(req.Declaration)
 		if err != nil {
 			s.d.Metrics.Rejected.Inc()
 			return api.Job{}, invalid(err)
@@ -524,9 +526,10 @@ func (s *Submitter) importImage(ctx context.Context, w *market.Work, progress co
 }
 
 // resumeDeclaration builds the declaration of a job that continues another
-// from its last checkpoint: the same work, with the checkpoint staged at
-// the checkpoint path.
-func (s *Submitter) resumeDeclaration(of string) (market.Declaration, error) {
+// from its last checkpoint: the same work, with the checkpoint laid out at
+// the checkpoint path. fromStart builds the one that runs it again from the
+// beginning instead: its declaration as first submitted.
+func (s *Submitter) resumeDeclaration(of string, fromStart bool) (market.Declaration, error) {
 	j := s.get(of)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -534,17 +537,20 @@ func (s *Submitter) resumeDeclaration(of string) (market.Declaration, error) {
 		return market.Declaration{}, fmt.Errorf("job %s: %w", of, ErrNotFound)
 	}
 	r := j.rec
-	cp := r.Declaration.Output.Checkpoints
-	if cp == nil {
-		return market.Declaration{}, invalid(fmt.Errorf("job %s declares no checkpoints to resume from", of))
-	}
 	if !r.terminal() {
 		return market.Declaration{}, conflict(fmt.Errorf("job %s is still %s; withdraw it first", of, r.State))
+	}
+	if fromStart {
+		return fromTheStart(r.Declaration), nil
+	}
+	cp := r.Declaration.Output.Checkpoints
+	if cp == nil {
+		return market.Declaration{}, invalid(fmt.Errorf("job %s declares no checkpoints to resume from; e31 resume --from-start %s runs it again from the beginning", of, of))
 	}
 	d := r.Declaration
 	if r.Checkpoint == "" {
 		if !r.Resumed {
-			return market.Declaration{}, conflict(fmt.Errorf("job %s has no checkpoint yet", of))
+			return market.Declaration{}, conflict(fmt.Errorf("job %s has no checkpoint yet; e31 resume --from-start %s runs it again from the beginning", of, of))
 		}
 		// Lost before its first checkpoint: an automatic resume starts it
 		// again from the beginning.
@@ -566,6 +572,24 @@ func (s *Submitter) resumeDeclaration(of string) (market.Declaration, error) {
 	}
 	d.Work.Env["E31_RESUME_FROM"] = cp.Path
 	return d, d.Validate()
+}
+
+// fromTheStart is a job's declaration without what resuming it added: the
+// checkpoint to start from and E31_RESUME_FROM, and the input beside the
+// checkpoint path that older versions staged it as. The job's own
+// variables and inputs stay.
+func fromTheStart(d market.Declaration) market.Declaration {
+	if cp := d.Output.Checkpoints; cp != nil {
+		c := *cp
+		c.From = ""
+		d.Output.Checkpoints = &c
+		d.Data = slices.DeleteFunc(slices.Clone(d.Data), func(in market.Input) bool { return in.Mount == cp.Path+"-resume" })
+		if _, ok := d.Work.Env["E31_RESUME_FROM"]; ok {
+			d.Work.Env = maps.Clone(d.Work.Env)
+			delete(d.Work.Env, "E31_RESUME_FROM")
+		}
+	}
+	return d
 }
 
 // Withdraw withdraws one of this node's jobs: a queued job ends at once

@@ -228,7 +228,7 @@ func (s *Submitter) autoResume(ctx context.Context, id string) {
 		s.log.Warn("automatic resume not recorded; not resuming", "job", id, "err", err)
 		return
 	}
-	r, err := s.Submit(ctx, nil, id, nil)
+	r, err := s.Submit(ctx, api.SubmitRequest{ResumeOf: id}, nil)
 	if err != nil {
 		s.log.Warn("automatic resume", "job", id, "err", err)
 		return
