@@ -560,12 +560,8 @@ func (s *Submitter) resumeDeclaration(of string, fromStart bool) (market.Declara
 	// path, writable, as it left it: the provider lays it out there before
 	// the run (market.Checkpoints.From). E31_RESUME_FROM names the path too,
 	// for a program that wants to know it was resumed.
-	c := *cp
-	c.From = r.Checkpoint
-	d.Output.Checkpoints = &c
-	// A resumption made by an older version staged the checkpoint as an
-	// input beside the path; that input is not carried on.
-	d.Data = slices.DeleteFunc(slices.Clone(d.Data), func(in market.Input) bool { return in.Mount == cp.Path+"-resume" })
+	d = fromTheStart(d)
+	d.Output.Checkpoints.From = r.Checkpoint
 	d.Work.Env = maps.Clone(d.Work.Env)
 	if d.Work.Env == nil {
 		d.Work.Env = map[string]string{}
@@ -577,7 +573,8 @@ func (s *Submitter) resumeDeclaration(of string, fromStart bool) (market.Declara
 // fromTheStart is a job's declaration without what resuming it added: the
 // checkpoint to start from and E31_RESUME_FROM, and the input beside the
 // checkpoint path that older versions staged it as. The job's own
-// variables and inputs stay.
+// variables and inputs stay. Nothing the result holds is shared with d but
+// what neither changes.
 func fromTheStart(d market.Declaration) market.Declaration {
 	if cp := d.Output.Checkpoints; cp != nil {
 		c := *cp
