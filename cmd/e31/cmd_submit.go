@@ -340,12 +340,11 @@ func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []st
 	if err != nil {
 		return err
 	}
+	notes := credentialNotes(d)
 	if abs, err := filepath.Abs(base); err == nil {
-		for _, note := range unstagedPaths(d, abs) {
-			fmt.Fprintf(g.stderr, "e31: note: %s\n", note)
-		}
+		notes = append(unstagedPaths(d, abs), notes...)
 	}
-	for _, note := range secretEnv(d) {
+	for _, note := range notes {
 		fmt.Fprintf(g.stderr, "e31: note: %s\n", note)
 	}
 	raw, err := json.Marshal(d)

@@ -76,13 +76,13 @@ var secretWords = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"
 // variable's name.
 var secretValuePrefixes = []string{"hf_", "sk-", "ghp_", "github_pat_", "glpat-", "xoxb-", "AKIA"}
 
-// secretEnv finds the job's environment variables, and arguments of its
-// command, that look like credentials: a declaration, env and command
+// credentialNotes finds the job's environment variables, and arguments of
+// its command, that look like credentials: a declaration, env and command
 // included, is signed and broadcast to every peer of the network in the
 // clear, while an input goes only to the providers chosen to run the job.
 // Each finding is a line for the user saying so and how to stage the value
 // as a file instead.
-func secretEnv(d market.Declaration) []string {
+func credentialNotes(d market.Declaration) []string {
 	var names []string
 	for name, value := range d.Work.Env {
 		if looksSecret(name, value) {
@@ -92,18 +92,23 @@ func secretEnv(d market.Declaration) []string {
 	slices.Sort(names)
 	var notes []string
 	for _, name := range names {
-		file := strings.ToLower(name)
-		notes = append(notes, fmt.Sprintf("work.env %s looks like a credential, and a declaration is broadcast to every peer of the network in the clear: "+
-			"stage it as a file instead, which goes only to the providers chosen to run the job (--input ./%s:/run/secrets/%s, or a data entry, and read it in the job)", name, file, file))
+		notes = append(notes, credentialNote("work.env "+name, strings.ToLower(name), ", or a data entry"))
 	}
 	for i, arg := range d.Work.Command {
 		_, value, _ := strings.Cut(arg, "=")
 		if looksSecret("", arg) || looksSecret("", value) {
-			notes = append(notes, fmt.Sprintf("argument %d of the command looks like a credential, and a declaration is broadcast to every peer of the network in the clear: "+
-				"stage it as a file instead, which goes only to the providers chosen to run the job (--input ./token:/run/secrets/token, and read it in the job)", i))
+			notes = append(notes, credentialNote(fmt.Sprintf("argument %d of the command", i), "token", ""))
 		}
 	}
 	return notes
+}
+
+// credentialNote is the note on what, which looks like a credential: why
+// it should not be in a declaration, and how to stage it as the file
+// /run/secrets/FILE instead (or, as also says, otherwise).
+func credentialNote(what, file, also string) string {
+	return fmt.Sprintf("%s looks like a credential, and a declaration is broadcast to every peer of the network in the clear: "+
+		"stage it as a file instead, which goes only to the providers chosen to run the job (--input ./%s:/run/secrets/%s%s, and read it in the job)", what, file, file, also)
 }
 
 // looksSecret reports whether an environment variable looks like it holds

@@ -108,7 +108,7 @@ func TestSecretEnv(t *testing.T) {
 		"TOKENIZERS_PARALLELISM": "false",
 		"MODEL":                  "hf_internal", // a prefix, but too short to be a token
 	}}}
-	notes := secretEnv(d)
+	notes := credentialNotes(d)
 	var got []string
 	for _, n := range notes {
 		got = append(got, strings.Fields(n)[1])
