@@ -51,6 +51,7 @@ const benchAppenders = 256
 // would; the concurrency is what group commit batches.
 func BenchmarkAppend(b *testing.B) {
 	prov, sub := newParty(b, 1), newParty(b, 2)
+	provKey, subKey := prov.signing(b), sub.signing(b)
 	l, err := Open(context.Background(), b.TempDir(), Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -63,11 +64,11 @@ func BenchmarkAppend(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			r := interim(fmt.Sprintf("lease-%d", next.Add(1)), "job-1", prov, sub, 0, "")
-			if err := r.SignProvider(prov.sk); err != nil {
+			if err := r.SignProvider(provKey); err != nil {
 				b.Error(err)
 				return
 			}
-			if err := r.Countersign(sub.sk); err != nil {
+			if err := r.Countersign(subKey); err != nil {
 				b.Error(err)
 				return
 			}
@@ -208,12 +209,13 @@ func BenchmarkVerify(b *testing.B) {
 // above.
 func BenchmarkReceiptSign(b *testing.B) {
 	prov, sub := newParty(b, 1), newParty(b, 2)
+	provKey, subKey := prov.signing(b), sub.signing(b)
 	r := interim("lease-1", "job-1", prov, sub, 0, "")
 	for b.Loop() {
-		if err := r.SignProvider(prov.sk); err != nil {
+		if err := r.SignProvider(provKey); err != nil {
 			b.Fatal(err)
 		}
-		if err := r.Countersign(sub.sk); err != nil {
+		if err := r.Countersign(subKey); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -44,7 +44,8 @@
 // cost and, checking one signature, accepts exactly what
 // crypto/ed25519.Verify accepts. Append checks each signature that way,
 // with the signers' keys expanded once and cached, except the ones this
-// process made on the receipt itself: signing checks the key whole, so
+// process made on the receipt itself: signing checks the key whole (once,
+// for a node's SigningKey, which then signs its leases and gossip too), so
 // those are valid by construction, and the receipt notes them by the exact
 // bytes they cover (signedHere), so a receipt changed after signing is
 // checked in full. Verify and VerifyExport,

@@ -40,6 +40,16 @@ func newParty(tb testing.TB, seed byte) party {
 	return party{sk: sk, id: id}
 }
 
+// signing returns the party's key as a node signs with it: a SigningKey.
+func (p party) signing(tb testing.TB) *SigningKey {
+	tb.Helper()
+	k, err := NewSigningKey(p.sk)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return k
+}
+
 var t0 = time.Date(2026, 11, 29, 14, 0, 0, 0, time.UTC)
 
 // interim returns an unsigned interim receipt for seq of a lease that

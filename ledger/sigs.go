@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -108,28 +107,26 @@ func checkSig(k *pubKey, msg, sig []byte) error {
 }
 
 // signWith signs msg with sk: an Ed25519 key through voi, any other through
-// its own Sign.
-//
-// An Ed25519 private key carries its public half, which is what its peer
-// ID names, and signing uses it as given: a key whose halves disagree (an
-// edited key file) makes signatures that verify under no key. So the
-// public half is derived again from the seed and must match. That costs
-// about half a signature, and makes every Ed25519 signature made here
-// valid by construction, which is what lets Append skip checking it.
-// valid reports the Ed25519 case, whose signature is known to verify.
+// its own Sign. An Ed25519 key's public half is checked against its seed
+// first (checkedEd25519), at every call for a plain key and once for a
+// SigningKey. That makes every Ed25519 signature made here valid by
+// construction, which is what lets Append skip checking it. valid reports
+// the Ed25519 case, whose signature is known to verify.
 func signWith(sk crypto.PrivKey, msg []byte) (sig []byte, valid bool, err error) {
+	if k, ok := sk.(*SigningKey); ok {
+		if k.ed != nil {
+			return voi.Sign(k.ed, msg), true, nil
+		}
+		sk = k.PrivKey
+	}
 	e, ok := sk.(*crypto.Ed25519PrivateKey)
 	if !ok {
 		sig, err = sk.Sign(msg)
 		return sig, false, err
 	}
-	raw, err := e.Raw()
-	if err != nil || len(raw) != voi.PrivateKeySize {
-		return nil, false, fmt.Errorf("%w: malformed Ed25519 private key", ErrWrongKey)
-	}
-	priv := voi.NewKeyFromSeed(raw[:voi.SeedSize])
-	if !bytes.Equal(priv[voi.SeedSize:], raw[voi.SeedSize:]) {
-		return nil, false, fmt.Errorf("%w: the private key's public half does not match its seed", ErrWrongKey)
+	priv, err := checkedEd25519(e)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrWrongKey, err)
 	}
 	return voi.Sign(priv, msg), true, nil
 }

@@ -25,7 +25,6 @@ import (
 	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -52,7 +51,7 @@ type Node struct {
 	// Immutable after New.
 	cfg      Config
 	log      *slog.Logger
-	key      crypto.PrivKey
+	key      *ledger.SigningKey // what the node signs with; the host has the plain key
 	self     peer.ID
 	host     host.Host
 	gossip   *p2p.Gossip
@@ -118,10 +117,14 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	signing, err := ledger.NewSigningKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("identity key %s: %w", filepath.Join(cfg.DataDir, p2p.IdentityFile), err)
+	}
 	n = &Node{
 		cfg:          cfg,
 		log:          cfg.Log,
-		key:          key,
+		key:          signing,
 		self:         self,
 		started:      time.Now(),
 		offers:       view.NewOffers(),
@@ -221,7 +224,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, n.exchange.Close)
-	n.gossip, err = p2p.NewGossip(ctx, n.host, key, p2p.GossipConfig{
+	n.gossip, err = p2p.NewGossip(ctx, n.host, n.key, p2p.GossipConfig{
 		Network: cfg.Network,
 		Log:     n.log,
 		Guard:   n.guard,
