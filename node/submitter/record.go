@@ -1,16 +1,15 @@
 package submitter
 
 import (
-	"github.com/e31network/e31/ledger"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/ipfs/go-cid"
-
+	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
+	"github.com/ipfs/go-cid"
 )
 
 // Record is a job this node submitted, persisted under state.PrefixJob.
