@@ -40,6 +40,27 @@ func newParty(tb testing.TB, seed byte) party {
 	return party{sk: sk, id: id}
 }
 
+// withForeignHalf returns p's private key with other's public half in
+// place of its own: an edited key file, which would sign for a peer ID its
+// seed cannot sign for.
+func (p party) withForeignHalf(tb testing.TB, other party) crypto.PrivKey {
+	tb.Helper()
+	raw, err := p.sk.Raw()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pub, err := other.sk.GetPublic().Raw()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	copy(raw[32:], pub)
+	bad, err := crypto.UnmarshalEd25519PrivateKey(raw)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bad
+}
+
 // signing returns the party's key as a node signs with it: a SigningKey.
 func (p party) signing(tb testing.TB) *SigningKey {
 	tb.Helper()

@@ -76,19 +76,7 @@ func TestSigningKeySignsAsThePlainKey(t *testing.T) {
 // the same key.
 func TestNewSigningKeyRefusesForeignPublicHalf(t *testing.T) {
 	prov, other := newParty(t, 1), newParty(t, 3)
-	raw, err := prov.sk.Raw()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := other.sk.GetPublic().Raw()
-	if err != nil {
-		t.Fatal(err)
-	}
-	copy(raw[32:], pub)
-	bad, err := crypto.UnmarshalEd25519PrivateKey(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bad := prov.withForeignHalf(t, other)
 	if k, err := NewSigningKey(bad); !errors.Is(err, ErrKeyHalves) {
 		t.Fatalf("NewSigningKey of a key whose halves disagree = %v, %v; want ErrKeyHalves", k, err)
 	}

@@ -10,8 +10,6 @@ import (
 	"reflect"
 	"testing"
 	"time"
-
-	"github.com/libp2p/go-libp2p/core/crypto"
 )
 
 func TestSignCountersignVerify(t *testing.T) {
@@ -241,19 +239,7 @@ func TestAppendRechecksWhatChangedAfterSigning(t *testing.T) {
 // is not derived from its seed would sign for a peer ID it cannot sign for.
 func TestSignRefusesKeyWithForeignPublicHalf(t *testing.T) {
 	prov, sub, other := newParty(t, 1), newParty(t, 2), newParty(t, 3)
-	raw, err := prov.sk.Raw()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := other.sk.GetPublic().Raw()
-	if err != nil {
-		t.Fatal(err)
-	}
-	copy(raw[32:], pub)
-	bad, err := crypto.UnmarshalEd25519PrivateKey(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bad := prov.withForeignHalf(t, other)
 	r := interim("lease-1", "job-1", other, sub, 0, "")
 	if err := r.SignProvider(bad); !errors.Is(err, ErrWrongKey) {
 		t.Fatalf("sign with a key whose halves disagree: %v, want ErrWrongKey", err)
