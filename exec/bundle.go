@@ -232,7 +232,10 @@ func sandboxConfig(s Spec, cid string, h hostLayout, devices []specs.LinuxDevice
 	}
 
 	cwd := s.Output.Target
-	if s.Image != nil {
+	switch {
+	case s.WorkDir != "":
+		cwd = s.WorkDir
+	case s.Image != nil:
 		cwd, _ = imageWorkDir(s.Image.Config) // checked by withDefaults
 	}
 	oomScore := 1000 // on host memory pressure, the guest goes first

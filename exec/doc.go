@@ -93,8 +93,8 @@
 //     image's Entrypoint and Cmd; without one, Entrypoint then Cmd run,
 //     and an image with neither is an [ErrSpec]. The environment is the
 //     image's Env with Spec.Env over it (PATH from the image when it sets
-//     one), then the runner's own variables. The working directory is the
-//     image's WorkingDir, else /.
+//     one), then the runner's own variables. The working directory is
+//     Spec.WorkDir, else the image's WorkingDir, else /.
 //   - The user is the image's User ("uid", "uid:gid", "name",
 //     "name:group"), resolved through the image's own /etc/passwd and
 //     /etc/group, read from the mounted root through [os.Root] so that a

@@ -365,6 +365,10 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 		// The runtime could not execute the job's command: a missing or
 		// non-executable file, which is the job's to fix.
 		res.Outcome, res.ExitCode, res.Reason = Failed, 127, rtErr
+	case !started && workDirNotMade(rtErr, s.WorkDir):
+		// The job's working directory is missing where nothing may be
+		// made: in a read-only input, or in the host's system folders.
+		res.Outcome, res.ExitCode, res.Reason = Failed, -1, fmt.Sprintf("working directory %s: %s", s.WorkDir, rtErr)
 	case !started && stop == "":
 		if rtErr == "" {
 			rtErr = describeExit(exit)
@@ -479,6 +483,17 @@ func commandNotRunnable(rtErr string) bool {
 		strings.Contains(rtErr, "executable file") && strings.Contains(rtErr, "not found")
 }
 
+// workDirNotMade reports whether a runtime error says the job's working
+// directory could not be made or entered: runc creates a missing one
+// ("mkdir /code/x: read-only file system"), crun enters it ("chdir to
+// `/code/x`").
+func workDirNotMade(rtErr, dir string) bool {
+	if dir == "" {
+		return false
+	}
+	return strings.Contains(rtErr, "mkdir "+dir) || strings.Contains(rtErr, "chdir to `"+dir) || strings.Contains(rtErr, "chdir "+dir)
+}
+
 // describeExit turns a runtime's exit status into a reason in the words
 // Go uses for a process.
 func describeExit(code int) string {
@@ -509,6 +524,15 @@ func prepareDirs(s Spec) error {
 		if err := os.MkdirAll(m.Source, 0o755); err != nil {
 			return fmt.Errorf("%s: %w", m.Target, err)
 		}
+		// A working directory in a writable folder is made here, so that
+		// it is the job's with the rest of the folder; the runtime would
+		// make it root's. os.Root: a restored checkpoint's links are not
+		// followed out of the folder.
+		if rel, ok := inside(m.Target, s.WorkDir); ok {
+			if err := mkdirIn(m.Source, rel); err != nil {
+				return fmt.Errorf("working directory %s: %w", s.WorkDir, err)
+			}
+		}
 	}
 	if s.Disk != nil {
 		if err := makeDiskTmp(*s.Disk); err != nil {
@@ -516,6 +540,35 @@ func prepareDirs(s Spec) error {
 		}
 	}
 	return nil
+}
+
+// inside reports whether the clean absolute path p is dir or below it, and
+// p relative to dir.
+func inside(dir, p string) (string, bool) {
+	if p == "" {
+		return "", false
+	}
+	if p == dir {
+		return ".", true
+	}
+	if rel, ok := strings.CutPrefix(p, strings.TrimSuffix(dir, "/")+"/"); ok {
+		return rel, true
+	}
+	return "", false
+}
+
+// mkdirIn makes rel and its parents inside the folder root, never
+// following a link out of it.
+func mkdirIn(root, rel string) error {
+	if rel == "." {
+		return nil
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return r.MkdirAll(rel, 0o755)
 }
 
 // Cleanup removes what a run of lease id in dir may have left: the

@@ -47,6 +47,10 @@ type Spec struct {
 	Command []string
 	// Env is the job's environment, set over the image's.
 	Env map[string]string
+	// WorkDir, if set, is the folder the command starts in, created by
+	// the runtime if missing; else the image's WorkingDir, or without an
+	// Image the output folder.
+	WorkDir string
 
 	// Image, if set, is the job's own root filesystem and run
 	// configuration; without it the job runs on the host's system
@@ -111,6 +115,9 @@ func (s Spec) withDefaults() (Spec, error) {
 	}
 	if len(s.Command) == 0 || s.Command[0] == "" {
 		return s, fmt.Errorf("%w: no command", ErrSpec)
+	}
+	if s.WorkDir != "" && (!path.IsAbs(s.WorkDir) || path.Clean(s.WorkDir) != s.WorkDir || strings.Contains(s.WorkDir, "\x00")) {
+		return s, fmt.Errorf("%w: working directory %q is not an absolute clean path", ErrSpec, s.WorkDir)
 	}
 	for k, v := range s.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(v, "\x00") {

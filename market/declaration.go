@@ -38,6 +38,10 @@ type Work struct {
 	ImageRef string            `json:"image_ref,omitempty" yaml:"image_ref,omitempty"`
 	Command  []string          `json:"command" yaml:"command"`
 	Env      map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
+	// Workdir is the folder the command starts in, created if missing (as
+	// docker run -w does); empty: the image's WorkingDir, or without an
+	// image the output folder.
+	Workdir string `json:"workdir,omitempty" yaml:"workdir,omitempty"`
 	// ImageSize is set by the submitter, never by a person: the bytes of
 	// the image's DAG, so that Match can weigh which provider already
 	// holds it.
@@ -402,7 +406,27 @@ func validateWork(w *Work, ps *problems) {
 		}
 		validateText(f, w.Env[k], ps)
 	}
+	if w.Workdir != "" {
+		validateWorkdir(w.Workdir, ps)
+	}
 	validateImage(w, ps)
+}
+
+// validateWorkdir checks work.workdir: an absolute clean path, as a mount
+// point is, but / is allowed and nothing is mounted there.
+func validateWorkdir(p string, ps *problems) {
+	const f = "work.workdir"
+	switch {
+	case !validateText(f, p, ps):
+	case !path.IsAbs(p):
+		ps.add(f, "must be an absolute path such as /code, not %q: the folder the command starts in", p)
+	case path.Clean(p) != p:
+		ps.add(f, "must be a clean path: %q, not %q", path.Clean(p), p)
+	case len(p) > 4096:
+		ps.add(f, "must be at most 4096 bytes long")
+	case pathsOverlap(p, "/proc") || pathsOverlap(p, "/sys") || pathsOverlap(p, "/dev"):
+		ps.add(f, "must be outside /proc, /sys and /dev")
+	}
 }
 
 func validateRequest(r *Request, ps *problems) {

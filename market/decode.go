@@ -301,7 +301,7 @@ func (dc *decoder) declaration(n *yaml.Node) Declaration {
 
 func (dc *decoder) work(n *yaml.Node, field string) Work {
 	var w Work
-	dc.fields(n, field, "a mapping with image, command and env", func(key, f string, v *yaml.Node) {
+	dc.fields(n, field, "a mapping with image, command, env and workdir", func(key, f string, v *yaml.Node) {
 		switch key {
 		case "image":
 			w.Image, _ = dc.str(v, f)
@@ -313,8 +313,10 @@ func (dc *decoder) work(n *yaml.Node, field string) Work {
 			w.Command = dc.strings(v, f)
 		case "env":
 			w.Env = dc.env(v, f)
+		case "workdir":
+			w.Workdir, _ = dc.str(v, f)
 		default:
-			dc.unknown(f, "image, command, env")
+			dc.unknown(f, "image, command, env, workdir")
 		}
 	})
 	return w

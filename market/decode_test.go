@@ -385,3 +385,45 @@ func TestCheckSources(t *testing.T) {
 		t.Fatalf("I/O error not passed through: %v", err)
 	}
 }
+
+// TestValidateWorkdir: work.workdir is an absolute clean path outside the
+// kernel's file systems; / is allowed; a gossiped declaration with one
+// decodes strictly.
+func TestValidateWorkdir(t *testing.T) {
+	for wd, want := range map[string]string{
+		"/code":                         "",
+		"/":                             "",
+		"/out/logs":                     "",
+		"code":                          "work.workdir: must be an absolute path",
+		"/code/../etc":                  "work.workdir: must be a clean path",
+		"/proc/self":                    "work.workdir: must be outside /proc, /sys and /dev",
+		"/dev":                          "work.workdir: must be outside /proc, /sys and /dev",
+		"/co\x00de":                     "work.workdir: must not contain NUL",
+		"/code/":                        "work.workdir: must be a clean path",
+		"/" + strings.Repeat("x", 4096): "work.workdir: must be at most 4096 bytes long",
+	} {
+		d := NewDeclaration("x", []string{"a"}, 1, Hour, nil)
+		d.Work.Workdir = wd
+		err := d.Validate()
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("workdir %q: %v", wd, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("workdir %q: %v, want %q", wd, err, want)
+		}
+	}
+	var gossip Declaration
+	if err := json.Unmarshal([]byte(`{"name":"g","work":{"command":["a"],"workdir":"/code"},"request":{"gpus":1,"cpus":1,"limit":"1h","memory":"1GiB"},"output":{"path":"/out"}}`), &gossip); err != nil {
+		t.Fatal(err)
+	}
+	if err := gossip.Validate(); err != nil || gossip.Work.Workdir != "/code" {
+		t.Fatalf("gossiped declaration with a workdir: %q, %v", gossip.Work.Workdir, err)
+	}
+	file, err := DecodeDeclaration([]byte("name: w\nwork: {command: [python3, train.py], workdir: /code}\nrequest: {limit: 1h}\noutput: {path: /out}\n"))
+	if err != nil || file.Work.Workdir != "/code" {
+		t.Fatalf("a declaration file with a workdir: %q, %v", file.Work.Workdir, err)
+	}
+	if _, err := DecodeDeclaration([]byte("name: w\nwork: {command: [a], workdir: code}\nrequest: {limit: 1h}\noutput: {path: /out}\n")); err == nil || !strings.Contains(err.Error(), "work.workdir") {
+		t.Fatalf("a declaration file with a relative workdir: %v", err)
+	}
+}

@@ -27,6 +27,8 @@ func FuzzDecodeDeclaration(f *testing.F) {
 			"request: {limit: 1h, locality_wait: 30s}\noutput: {path: /out}\n",
 		"name: d\nwork: {command: [a]}\ndata: [{source: /x, mount: /d, size: 1B}]\nrequest: {limit: 1h, locality: off, locality_wait: 1m}\noutput: {path: /out}\n",
 		"name: d\nwork: {command: [a], image_size: 2PiB}\nrequest: {limit: 1h, locality: on, locality_wait: -1s}\noutput: {path: /out}\n",
+		"name: w\nwork: {command: [python3, train.py], workdir: /code}\ndata: [{source: /x, mount: /code}]\nrequest: {limit: 1h}\noutput: {path: /out}\n",
+		"name: w\nwork: {command: [a], workdir: ../proc}\nrequest: {limit: 1h}\noutput: {path: /out}\n",
 		"? [a]\n: b\n",
 		"<<: {name: x}\n",
 		"",

@@ -76,7 +76,7 @@ func TestDecodeImageRejected(t *testing.T) {
 		}
 	}
 	if _, err := DecodeDeclaration([]byte(strings.Replace(base, "work:\n", "work:\n  images: x\n", 1))); err == nil ||
-		!strings.Contains(err.Error(), "work.images: unknown field (want one of image, command, env)") {
+		!strings.Contains(err.Error(), "work.images: unknown field (want one of image, command, env, workdir)") {
 		t.Errorf("unknown work field: %v", err)
 	}
 }

@@ -37,6 +37,7 @@ type submitOptions struct {
 	inputs      []string
 	outputPath  string
 	env         []string
+	workdir     string
 	ckptPath    string
 	ckptEvery   string
 	pollEvery   time.Duration
@@ -62,6 +63,7 @@ to -o DIR (default ./<job>-out) and prints the final receipt; it exits non-zero
 unless the job completed.`,
 		Example: `  e31 submit job.yaml --wait
   e31 submit --gpus 1 --limit 1h --input ./data:/data --input ./train.py:/code/train.py -- python3 /code/train.py
+  e31 submit --gpus 1 --limit 1h --input .:/code --workdir /code -- python3 train.py
   e31 submit --image docker-archive:./img.tar.gz --limit 2h -- python3 /app/train.py
   e31 submit --gpus 2 --limit 10m --json -- sh -c 'nvidia-smi > /out/smi.txt'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -94,6 +96,7 @@ unless the job completed.`,
 	f.StringArrayVar(&o.inputs, "input", nil, "SRC:MOUNT, a local path or CID staged read-only at MOUNT; repeatable (flags form)")
 	f.StringVar(&o.outputPath, "output-path", "/out", "path inside the job whose content comes back (flags form)")
 	f.StringArrayVar(&o.env, "env", nil, "NAME=VALUE for the job; repeatable (flags form)")
+	f.StringVarP(&o.workdir, "workdir", "w", "", "folder inside the job the command starts in, made if missing, as docker run -w (flags form; default the image's WorkingDir, else the output folder)")
 	f.StringVar(&o.ckptPath, "checkpoint-path", "", "path inside the job for checkpoints (flags form)")
 	f.StringVar(&o.ckptEvery, "checkpoint-every", "10m", "how often checkpoints are taken (flags form)")
 	f.DurationVar(&o.pollEvery, "poll", defaultPoll, "with --wait: how often to ask a daemon that cannot answer on each change of the job (an older version)")
@@ -119,7 +122,7 @@ func fileArg(file string, args []string, dash int) ([]string, error) {
 // with a declaration FILE they would be ignored.
 func flagsFormFlags() []string {
 	return []string{"name", "gpus", "gpu-model", "gpu-memory", "image", "cpus", "memory", "disk", "limit",
-		"input", "output-path", "env", "checkpoint-path", "checkpoint-every"}
+		"input", "output-path", "env", "workdir", "checkpoint-path", "checkpoint-every"}
 }
 
 // noFlagsFormFlags refuses, naming them, flags of the flags form given with
@@ -288,6 +291,7 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 		d.Request.Disk = m
 	}
 	d.Output.Path = cleanJobPath(o.outputPath)
+	d.Work.Workdir = cleanJobPath(o.workdir)
 	for _, kv := range o.env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {

@@ -14,14 +14,19 @@ import (
 // unstagedPaths finds the command's arguments that name a file or folder
 // here, relative to base (the current folder, or the declaration's), when
 // the job will not find it there: a job without an image starts in its
-// output folder on the provider, which is empty, and sees of this machine
-// only what its data mounts. Each finding is a line for the user saying
-// where the job would see the path, or how to stage it. An image may hold
-// such a path at its WorkingDir, so jobs with one are left alone; so is an
-// argument that names nothing here.
+// work.workdir, else in its output folder, on the provider, and sees of
+// this machine only what its data mounts. Each finding is a line for the
+// user saying where the job would see the path, or how to stage it. An
+// image may hold such a path at its WorkingDir, so jobs with one are left
+// alone; so is an argument that names nothing here, and one the job finds
+// where it starts.
 func unstagedPaths(d market.Declaration, base string) []string {
 	if d.Work.Image != "" {
 		return nil
+	}
+	start, startsIn := d.Output.Path, "its empty output folder ("+d.Output.Path+")"
+	if d.Work.Workdir != "" {
+		start, startsIn = d.Work.Workdir, d.Work.Workdir
 	}
 	var notes []string
 	for i, arg := range d.Work.Command {
@@ -40,14 +45,20 @@ func unstagedPaths(d market.Declaration, base string) []string {
 		if fi.IsDir() {
 			kind = "a folder"
 		}
+		clean := filepath.ToSlash(filepath.Clean(arg))
 		if at, ok := mountedAt(d.Data, local); ok {
-			notes = append(notes, fmt.Sprintf("%q is %s here that the job sees at %s, not in the folder it starts in (%s): name %s in the command",
-				arg, kind, at, d.Output.Path, at))
+			if at == path.Join(start, clean) {
+				continue
+			}
+			note := fmt.Sprintf("%q is %s here that the job sees at %s, not in the folder it starts in (%s): name %s in the command", arg, kind, at, start, at)
+			if dir, ok := strings.CutSuffix(at, "/"+clean); ok && d.Work.Workdir == "" {
+				note += fmt.Sprintf(", or start it there with --workdir %s (work.workdir in a declaration)", dir)
+			}
+			notes = append(notes, note)
 			continue
 		}
-		clean := filepath.ToSlash(filepath.Clean(arg))
-		notes = append(notes, fmt.Sprintf("%q is %s here, but the job starts in its empty output folder (%s) on the provider and sees only what its data mounts: stage it with --input ./%s:/code/%s (in a declaration, data: [{source: ./%s, mount: /code/%s}]) and name /code/%s in the command",
-			arg, kind, d.Output.Path, clean, clean, clean, clean, clean))
+		notes = append(notes, fmt.Sprintf("%q is %s here, but the job starts in %s on the provider and sees only what its data mounts: stage it with --input ./%s:/code/%s (in a declaration, data: [{source: ./%s, mount: /code/%s}]) and name /code/%s in the command",
+			arg, kind, startsIn, clean, clean, clean, clean, clean))
 	}
 	return notes
 }

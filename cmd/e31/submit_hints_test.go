@@ -25,7 +25,12 @@ func TestUnstagedPaths(t *testing.T) {
 		d.Output.Path = "/out"
 		return d
 	}
+	in := func(d market.Declaration, workdir string) market.Declaration {
+		d.Work.Workdir = workdir
+		return d
+	}
 	dataIn := []market.Input{{Source: filepath.Join(dir, "data"), Mount: "/data"}}
+	codeIn := []market.Input{{Source: dir, Mount: "/code"}}
 	for _, tc := range []struct {
 		name string
 		d    market.Declaration
@@ -38,6 +43,11 @@ func TestUnstagedPaths(t *testing.T) {
 		{"names nothing here", decl("", nil, "sh", "-c", "echo hi > x", "other.py"), nil},
 		{"program on the PATH", decl("", nil, "train.py"), nil},
 		{"the image may hold it", decl("oci-archive:/x.tar", nil, "python3", "train.py"), nil},
+		{"the folder staged, not started in", decl("", codeIn, "python3", "train.py"), []string{"the job sees at /code/train.py", "or start it there with --workdir /code"}},
+		{"started in the folder staged", in(decl("", codeIn, "python3", "train.py", "data/train.csv"), "/code"), nil},
+		{"started elsewhere", in(decl("", dataIn, "python3", "/code/t.py", "train.csv"), "/work"), nil},
+		{"started in another folder", in(decl("", codeIn, "python3", "train.py"), "/code/data"), []string{"the job sees at /code/train.py, not in the folder it starts in (/code/data)"}},
+		{"not staged, started in a workdir", in(decl("", nil, "python3", "train.py"), "/work"), []string{"the job starts in /work on the provider", "--input ./train.py:/code/train.py"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			notes := unstagedPaths(tc.d, dir)

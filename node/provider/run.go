@@ -261,6 +261,7 @@ func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inpu
 		Dir:         filepath.Join(dir, "run"),
 		Command:     decl.Work.Command,
 		Env:         decl.Work.Env,
+		WorkDir:     decl.Work.Workdir,
 		Inputs:      inputs,
 		Output:      exec.Mount{Source: filepath.Join(work, "out"), Target: decl.Output.Path},
 		CPUs:        t.CPUs,
