@@ -228,7 +228,9 @@
 // other exit is failed and the job's doing, with reason "oom" when the
 // memory cgroup recorded an OOM kill; the limit is limit; a cancelled
 // context is stopped. A command that cannot be executed is the job's
-// failure (exit code 127). A failure before the job starts that is the
+// failure (exit code 127); so is a Spec.WorkDir that cannot be made (in a
+// read-only input, or where the job's own folder holds a file; exit code
+// -1, the reason naming it). A failure before the job starts that is the
 // provider's doing (a spec the runner refuses, [ErrSpec]; a missing input
 // or GPU device; the runtime failing, [ErrRuntime]) is returned as an
 // error. The runtime's own error, if any, also ends up in stderr.log, since

@@ -284,7 +284,21 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 	}()
 
 	if err := prepareDirs(s); err != nil {
-		return fail(err)
+		var wd workDirError
+		if !errors.As(err, &wd) {
+			return fail(err)
+		}
+		// What the job left in its own folders (a restored checkpoint
+		// holding a file where the working directory goes) is the job's
+		// to fix: it fails as a command that cannot start does, saying
+		// why in its stderr.
+		res.Started = time.Now()
+		res.Ended = res.Started
+		res.Outcome, res.Attribution, res.ExitCode, res.Reason = Failed, ByJob, -1, err.Error()
+		if werr := errors.Join(os.WriteFile(res.Stdout, nil, 0o644), os.WriteFile(res.Stderr, []byte(err.Error()+"\n"), 0o644)); werr != nil {
+			return fail(werr)
+		}
+		return res, nil
 	}
 	bundle := r.BundleDir(s.ID, s.Dir)
 	if err := r.prepareSandbox(s, cid, bundle); err != nil {
@@ -530,7 +544,7 @@ func prepareDirs(s Spec) error {
 		// followed out of the folder.
 		if rel, ok := inside(m.Target, s.WorkDir); ok {
 			if err := mkdirIn(m.Source, rel); err != nil {
-				return fmt.Errorf("working directory %s: %w", s.WorkDir, err)
+				return workDirError{dir: s.WorkDir, err: err}
 			}
 		}
 	}
@@ -541,6 +555,16 @@ func prepareDirs(s Spec) error {
 	}
 	return nil
 }
+
+// workDirError is a working directory that cannot be made in the job's
+// writable folder.
+type workDirError struct {
+	dir string
+	err error
+}
+
+func (e workDirError) Error() string { return fmt.Sprintf("working directory %s: %v", e.dir, e.err) }
+func (e workDirError) Unwrap() error { return e.err }
 
 // inside reports whether the clean absolute path p is dir or below it, and
 // p relative to dir.

@@ -60,6 +60,19 @@ func TestWorkDir(t *testing.T) {
 			t.Error("the working directory was made in the input's host folder")
 		}
 	})
+	t.Run("a file in the checkpoint where it goes", func(t *testing.T) {
+		s := testSpec(t, "", "true")
+		ckpt := filepath.Join(s.Dir, "ckpt")
+		must(t, os.MkdirAll(ckpt, 0o700))
+		must(t, os.WriteFile(filepath.Join(ckpt, "logs"), []byte("x"), 0o600))
+		s.Checkpoint = &Mount{Source: ckpt, Target: "/ckpt"}
+		s.WorkDir = "/ckpt/logs/run1"
+		res := runJob(t, context.Background(), r, s)
+		wantOutcome(t, res, Failed, ByJob)
+		if got := readFile(t, res.Stderr); !strings.Contains(got, "working directory /ckpt/logs/run1") {
+			t.Errorf("stderr %q does not name the working directory", got)
+		}
+	})
 	t.Run("relative", func(t *testing.T) {
 		s := testSpec(t, "", "true")
 		s.WorkDir = "code"
