@@ -310,10 +310,14 @@ func mountLoop(ctx context.Context, img, target string) error {
 		return err
 	}
 	defer ctl.Close()
-	// Another process, or another job's start in this one, may take the
-	// device between GET_FREE and CONFIGURE: try again, after a short
-	// random pause so that starts which collided spread out, until
-	// loopWait has passed. Dozens of jobs starting at once collide often.
+	// GET_FREE hands every caller the same lowest free device until one
+	// of them configures it: dozens of jobs starting at once, in one
+	// daemon or in several on one host, would collide on it and starve
+	// the unlucky. So the e31 daemons of a host take turns, holding an
+	// flock on loop-control from GET_FREE to CONFIGURE (a millisecond or
+	// two). Other software does not take the lock: a device it takes
+	// first is tried again, after a short random pause, until loopWait
+	// has passed.
 	deadline := time.Now().Add(loopWait)
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
@@ -327,33 +331,18 @@ func mountLoop(ctx context.Context, img, target string) error {
 			case <-time.After(pause):
 			}
 		}
-		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
-		if err != nil {
-			return fmt.Errorf("loop device: %w", err)
+		if err := unix.Flock(int(ctl.Fd()), unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
+			continue
+		} else if err != nil {
+			return fmt.Errorf("loop device: lock %s: %w", ctl.Name(), err)
 		}
-		dev := "/dev/loop" + strconv.Itoa(n)
-		lf, err := os.OpenFile(dev, os.O_RDWR, 0)
-		if err != nil {
-			return fmt.Errorf("loop device: %w", err)
-		}
-		cfg := unix.LoopConfig{Fd: uint32(f.Fd())}
-		// Direct I/O: the job's writes are cached once, in the disk's own
-		// page cache, not again in the image file's.
-		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR | unix.LO_FLAGS_DIRECT_IO
-		copy(cfg.Info.File_name[:], diskImage)
-		err = unix.IoctlLoopConfigure(int(lf.Fd()), &cfg)
-		if errors.Is(err, unix.EINVAL) {
-			// A file system under the image without direct I/O.
-			cfg.Info.Flags &^= unix.LO_FLAGS_DIRECT_IO
-			err = unix.IoctlLoopConfigure(int(lf.Fd()), &cfg)
-		}
+		lf, dev, err := configureFree(ctl, f)
+		_ = unix.Flock(int(ctl.Fd()), unix.LOCK_UN)
 		if errors.Is(err, unix.EBUSY) {
-			lf.Close()
 			continue
 		}
 		if err != nil {
-			lf.Close()
-			return fmt.Errorf("configure %s: %w", dev, err)
+			return err
 		}
 		// The mount holds the device from here; closing ours after it
 		// leaves autoclear to act on the unmount.
@@ -364,6 +353,40 @@ func mountLoop(ctx context.Context, img, target string) error {
 		}
 		return nil
 	}
+}
+
+// configureFree binds img to the lowest free loop device and returns it
+// open, with its path; unix.EBUSY when another took it first.
+func configureFree(ctl, img *os.File) (*os.File, string, error) {
+	n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+	if err != nil {
+		return nil, "", fmt.Errorf("loop device: %w", err)
+	}
+	dev := "/dev/loop" + strconv.Itoa(n)
+	lf, err := os.OpenFile(dev, os.O_RDWR, 0)
+	if err != nil {
+		return nil, "", fmt.Errorf("loop device: %w", err)
+	}
+	cfg := unix.LoopConfig{Fd: uint32(img.Fd())}
+	// Direct I/O: the job's writes are cached once, in the disk's own
+	// page cache, not again in the image file's.
+	cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR | unix.LO_FLAGS_DIRECT_IO
+	copy(cfg.Info.File_name[:], diskImage)
+	err = unix.IoctlLoopConfigure(int(lf.Fd()), &cfg)
+	if errors.Is(err, unix.EINVAL) {
+		// A file system under the image without direct I/O.
+		cfg.Info.Flags &^= unix.LO_FLAGS_DIRECT_IO
+		err = unix.IoctlLoopConfigure(int(lf.Fd()), &cfg)
+	}
+	if errors.Is(err, unix.EBUSY) {
+		lf.Close()
+		return nil, "", err
+	}
+	if err != nil {
+		lf.Close()
+		return nil, "", fmt.Errorf("configure %s: %w", dev, err)
+	}
+	return lf, dev, nil
 }
 
 // loopWait bounds how long a disk's start keeps trying for a loop device

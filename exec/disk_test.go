@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -321,4 +322,45 @@ func BenchmarkSandboxStartOnDisk(b *testing.B) {
 // readings.
 func cpuMs(a, z unix.Rusage) float64 {
 	return float64((z.Utime.Nano()+z.Stime.Nano())-(a.Utime.Nano()+a.Stime.Nano())) / 1e6
+}
+
+// TestManyDisksAtOnce: disks started together, as a provider's jobs and
+// those of the other daemons on a host are, each get a loop device of
+// their own.
+func TestManyDisksAtOnce(t *testing.T) {
+	needDisks(t)
+	const n = 12
+	base := t.TempDir()
+	var wg sync.WaitGroup
+	paths := make([]string, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			lease := filepath.Join(base, strconv.Itoa(i))
+			d, err := MountDisk(context.Background(), lease, 32<<20)
+			paths[i], errs[i] = d.Path, err
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for i := range n {
+			if err := RemoveDisk(filepath.Join(base, strconv.Itoa(i))); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	devs := map[uint64]int{}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("disk %d: %v", i, errs[i])
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(paths[i], &st); err != nil {
+			t.Fatal(err)
+		}
+		if j, ok := devs[st.Dev]; ok {
+			t.Fatalf("disks %d and %d share a device", j, i)
+		}
+		devs[st.Dev] = i
+	}
 }
