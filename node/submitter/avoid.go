@@ -19,10 +19,19 @@ import (
 // watch's tick:
 //
 //   - A provider that this node's own Match assigns a queued job to in two
-//     passes or more, and that has not proposed for it AvoidAfter after the
-//     first, is avoided for the job: it squats on its offer. An honest
-//     provider proposes in the pass that assigns it the job; two passes
-//     keep one view that differed from the provider's from counting.
+//     passes or more, and in at least half the passes since the first,
+//     and that has not proposed for it AvoidAfter after the first, is
+//     avoided for the job: it squats on its offer. An honest provider
+//     proposes in the pass that assigns it the job; two passes keep one
+//     view that differed from the provider's from counting, and the half
+//     keeps a busy one out: on a loaded network this node's view can show
+//     a provider free for a pass now and then, between one of its leases
+//     ending and the next being announced, while the provider, which
+//     knows its own GPUs, has already given them to another job. A
+//     squatter's offer stays free, and Match keeps assigning it the job.
+//   - This node's own provider is never avoided: it is not squatting on
+//     itself, and peers refuse an avoid list naming its signer. A lease of
+//     its own that fails still goes back to the queue.
 //   - A lease announced by its provider that reaches neither its run nor a
 //     receipt within RunWithin is released by this node, signed, as never
 //     run: nothing was held for the job, so nothing is owed, and the job
@@ -48,6 +57,7 @@ import (
 type assignment struct {
 	first    time.Time // when Match first assigned the job to the provider
 	passes   int       // how many passes did
+	from     int       // the job's pass count (job.passes) at the first
 	proposed bool      // the provider has proposed for the job
 	// staging is when the provider last asked to stage the job's inputs
 	// before the lease: until wire.StageBeforeLeaseMax after, not
@@ -58,13 +68,33 @@ type assignment struct {
 // noteAssignments records, for this node's queued jobs, the provider Match
 // assigned each to. The caller holds s.mu.
 func (s *Submitter) noteAssignments(res market.Result, now time.Time) {
-	for _, a := range res.Assignments {
-		j, ok := s.jobs[a.Job]
+	s.pass++
+	count := func(id string) *job {
+		j, ok := s.jobs[id]
 		if !ok || j.rec.State != api.JobQueued {
-			continue
+			return nil
 		}
-		j.assignmentOf(a.Provider, now).passes++
+		if j.lastPass != s.pass {
+			j.lastPass = s.pass
+			j.passes++
+		}
+		return j
 	}
+	for _, w := range res.Waiting {
+		count(w.Job)
+	}
+	for _, a := range res.Assignments {
+		if j := count(a.Job); j != nil && a.Provider != s.d.Self.String() { // never avoided; see above
+			j.assignmentOf(a.Provider, now).passes++
+		}
+	}
+}
+
+// squatting reports whether a provider that has not proposed was assigned
+// the job often enough to be squatting on it: in two passes or more, and
+// in at least half of the job's passes since the first.
+func (as *assignment) squatting(j *job) bool {
+	return as.passes >= 2 && 2*as.passes >= j.passes-as.from
 }
 
 // assignmentOf returns what is known of provider's hold on j, recording it
@@ -75,7 +105,7 @@ func (j *job) assignmentOf(provider string, first time.Time) *assignment {
 	}
 	as := j.assigned[provider]
 	if as == nil {
-		as = &assignment{first: first}
+		as = &assignment{first: first, from: j.passes - 1}
 		j.assigned[provider] = as
 	}
 	return as
@@ -111,18 +141,18 @@ func (s *Submitter) checkFailures(ctx context.Context, now time.Time) {
 	for _, j := range s.jobs {
 		r := j.rec
 		if r.State != api.JobQueued {
-			j.assigned = nil // a later stay in the queue starts afresh
+			j.assigned, j.passes = nil, 0 // a later stay in the queue starts afresh
 		}
 		switch {
 		case s.cfg.AvoidAfter > 0 && r.State == api.JobQueued && j.assigned != nil:
 			for _, p := range slices.Sorted(maps.Keys(j.assigned)) {
 				as := j.assigned[p]
-				if as.proposed || as.passes < 2 || now.Sub(as.first) <= s.cfg.AvoidAfter || slices.Contains(r.Avoid, p) ||
+				if as.proposed || !as.squatting(j) || now.Sub(as.first) <= s.cfg.AvoidAfter || slices.Contains(r.Avoid, p) ||
 					(!as.staging.IsZero() && now.Sub(as.staging) <= wire.StageBeforeLeaseMax) {
 					continue
 				}
 				fs = append(fs, failure{j: j, provider: p,
-					reason: fmt.Sprintf("provider %s was assigned the job in %d passes and did not propose within %s", p, as.passes, s.cfg.AvoidAfter)})
+					reason: fmt.Sprintf("provider %s was assigned the job in %d of %d passes and did not propose within %s", p, as.passes, j.passes-as.from, s.cfg.AvoidAfter)})
 				delete(j.assigned, p)
 			}
 		case r.Lease == nil || r.terminal() || r.Withdrawn:
@@ -171,10 +201,15 @@ func (s *Submitter) avoid(ctx context.Context, j *job, provider, lease, reason s
 		case r.State != api.JobQueued:
 			return errSkip
 		}
-		if !slices.Contains(r.Avoid, provider) {
+		switch {
+		case provider == s.d.Self.String():
+			r.Wait = reason + "; back in the queue"
+		case !slices.Contains(r.Avoid, provider):
 			r.Avoid = append(r.Avoid, provider)
+			fallthrough
+		default:
+			r.Wait = reason + "; back in the queue, avoiding it"
 		}
-		r.Wait = reason + "; back in the queue, avoiding it"
 		env, avoid = r.Envelope, slices.Clone(r.Avoid)
 		return nil
 	})
@@ -184,15 +219,29 @@ func (s *Submitter) avoid(ctx context.Context, j *job, provider, lease, reason s
 	if err != nil {
 		s.log.Warn("avoid provider: record not saved", "job", j.id, "provider", provider, "err", err)
 	}
-	s.log.Warn("provider failed the job: avoiding it", "job", j.id, "provider", provider, "reason", reason)
+	if provider == s.d.Self.String() {
+		s.log.Warn("this node's own provider failed the job: back in the queue", "job", j.id, "reason", reason)
+	} else {
+		s.log.Warn("provider failed the job: avoiding it", "job", j.id, "provider", provider, "reason", reason)
+	}
 	s.announceAvoiding(ctx, env, avoid)
 	return true
 }
 
-// announceAvoiding re-announces one queued job with its avoid list.
+// announceAvoiding re-announces one queued job with its avoid list. Should
+// peers refuse the list, the job is announced without it: a job not
+// re-announced leaves every view, and would wait for nothing.
 func (s *Submitter) announceAvoiding(ctx context.Context, env []byte, avoid []string) {
-	if _, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueAvoiding(env, avoid)); err != nil && ctx.Err() == nil {
-		s.log.Warn("re-announce job with its avoid list", "err", err)
+	// A record saved by a version that could name this node keeps its
+	// name; peers refuse a list naming the signer.
+	avoid = slices.DeleteFunc(avoid, func(p string) bool { return p == s.d.Self.String() })
+	_, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueAvoiding(env, avoid))
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	s.log.Warn("re-announce job with its avoid list: announcing it without", "err", err)
+	if _, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueBody{Declarations: [][]byte{env}}); err != nil && ctx.Err() == nil {
+		s.log.Warn("re-announce job", "err", err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // bodies returns what was published of one kind, in order.
@@ -223,4 +224,115 @@ func TestStagingBeforeTheLeaseIsNotSquatting(t *testing.T) {
 			t.Fatalf("avoids %v past the staging bound, want %s", got, stager)
 		}
 	})
+}
+
+// requeuesValid fails t unless peers would accept every requeue h
+// published: a requeue they refuse leaves its jobs out of every view.
+func requeuesValid(t *testing.T, h *harness) {
+	t.Helper()
+	for _, b := range h.gossip.bodies(wire.KindRequeue) {
+		s := wiretest.OnWire(t, h.sub, wire.KindRequeue, b)
+		if _, err := wire.CheckRequeueKnown(s, func([]byte, peer.ID) bool { return true }); err != nil {
+			t.Fatalf("peers refuse requeue %+v: %v", b, err)
+		}
+	}
+}
+
+// A provider this node's view shows free now and then, between one of its
+// leases and the next, is assigned the job in a pass here and there and
+// does not propose, being busy: it is not avoided. One assigned the job in
+// every pass is.
+func TestBusyProviderNotAvoided(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{AvoidAfter: 3 * time.Second}, noOffers{})
+		j := h.queuedJob(t, time.Now())
+		busy, squat := wiretest.FreshParty(t).ID.String(), wiretest.FreshParty(t).ID.String()
+		pass := func(p string) {
+			var res market.Result
+			if p == "" {
+				res.Waiting = []market.Wait{{Job: j.id, Reason: "no offer has 1 free GPU"}}
+			} else {
+				res.Assignments = []market.Assignment{{Job: j.id, Provider: p}}
+			}
+			h.s.RecordWaits(res)
+			time.Sleep(250 * time.Millisecond)
+		}
+		for i := range 40 {
+			switch i % 8 {
+			case 0, 3:
+				pass(busy) // 2 passes in 8: a quarter
+			default:
+				pass("")
+			}
+		}
+		h.s.checkFailures(context.Background(), time.Now())
+		if got := h.job(t, j.id).Avoid; got != nil {
+			t.Fatalf("a provider assigned in a quarter of the passes avoided: %v", got)
+		}
+		for range 16 {
+			pass(squat)
+		}
+		h.s.checkFailures(context.Background(), time.Now())
+		if got := h.job(t, j.id).Avoid; !slices.Equal(got, []string{squat}) {
+			t.Fatalf("avoids %v, want only the provider assigned in every pass, %s", got, squat)
+		}
+		requeuesValid(t, h)
+	})
+}
+
+// Match here assigning a job to this node's own provider, which does not
+// propose, never makes the job avoid this node; and a lease of its own
+// provider that never runs puts the job back in the queue without naming
+// this node, in a requeue that peers accept.
+func TestOwnProviderNeverAvoided(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		h := newHarness(t, Config{AvoidAfter: 3 * time.Second, RunWithin: 5 * time.Second}, noOffers{lastSeen: start})
+		h.s.d.Leases = announcedLeases{}
+		h.prov = h.sub // the lease below is from this node's own provider
+		self := h.sub.ID.String()
+		j := h.queuedJob(t, start)
+		for range 20 {
+			h.s.RecordWaits(market.Result{Assignments: []market.Assignment{{Job: j.id, Provider: self}}})
+			time.Sleep(250 * time.Millisecond)
+		}
+		h.s.checkFailures(context.Background(), time.Now())
+		if got := h.job(t, j.id); got.Avoid != nil || h.gossip.count(wire.KindRequeue) != 0 {
+			t.Fatalf("own provider, assigned in every pass: avoid %v, %d requeues", got.Avoid, h.gossip.count(wire.KindRequeue))
+		}
+
+		r := h.leasedJob(t, time.Now())
+		if err := h.s.update(h.s.get(r.ID), func(r *Record) error {
+			r.State, r.Envelope = api.JobRenting, []byte("signed declaration")
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(6 * time.Second)
+		h.s.checkFailures(context.Background(), time.Now())
+		got := h.job(t, r.ID)
+		if got.State != api.JobQueued || got.Avoid != nil {
+			t.Fatalf("own lease never run: %s, avoid %v; want queued, avoiding no one", got.State, got.Avoid)
+		}
+		if h.gossip.count(wire.KindRequeue) != 1 {
+			t.Fatalf("%d requeues, want the job re-announced once", h.gossip.count(wire.KindRequeue))
+		}
+		requeuesValid(t, h)
+	})
+}
+
+// A record that names this node in its avoid list, as one saved by an
+// older version could, is re-announced without the name.
+func TestOwnNameLeftOutOfAvoidList(t *testing.T) {
+	h := newHarness(t, Config{}, noOffers{})
+	other := wiretest.FreshParty(t).ID.String()
+	h.s.announceAvoiding(context.Background(), []byte("signed declaration"), []string{h.sub.ID.String(), other})
+	rq := h.gossip.bodies(wire.KindRequeue)
+	if len(rq) != 1 {
+		t.Fatalf("%d requeues, want 1", len(rq))
+	}
+	if b := rq[0].(wire.RequeueBody); len(b.Avoid) != 1 || !slices.Equal(b.Avoid[0].Providers, []string{other}) {
+		t.Fatalf("requeue avoids %+v, want only %s", b.Avoid, other)
+	}
+	requeuesValid(t, h)
 }

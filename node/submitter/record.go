@@ -135,8 +135,12 @@ type job struct {
 	// to the last. It is taken before save.
 	receipts sync.Mutex
 	// assigned is, by provider, what this node's Match said of the job
-	// while it was queued; guarded by the Submitter's mu, not persisted.
+	// while it was queued, and passes how many of this node's Match
+	// passes held the job queued; guarded by the Submitter's mu, not
+	// persisted.
 	assigned map[string]*assignment
+	passes   int
+	lastPass uint64 // the Submitter's pass that last counted in passes
 	// version counts the changes of rec in this run, and changed is
 	// closed at the next one, for those waiting on it (nil while no one
 	// waits). Guarded by the Submitter's mu; not persisted.

@@ -190,6 +190,9 @@ type Submitter struct {
 	// jobs holds the jobs this node submitted that are live or ended
 	// recently; the others are in the record store only (memory.go).
 	jobs map[string]*job
+	// pass numbers this node's Match passes, for job.passes; guarded by
+	// mu.
+	pass uint64
 	// ended holds the state of every job that is in the store only.
 	ended  map[string]api.JobState
 	joined time.Time // when the first offer of another provider arrived
