@@ -2,6 +2,7 @@ package market
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 )
 
@@ -108,6 +109,35 @@ func (m *matcher) processAvoiding(j *jobState, rank int, avoid []int32) bool {
 		}
 	}
 	s.indexDead, s.noReserve = indexDead, noReserve
-	m.waiting = append(m.waiting, waitNote{id: j.id, shape: j.shape, res: j.res})
+	m.waiting = append(m.waiting, waitNote{id: j.id, shape: j.shape, res: j.res, avoid: j.avoid})
 	return false
+}
+
+// avoidedCounts is counts, the reasons a job's offers turned it away, for a
+// job with an avoid list: each provider it avoids that could take it, now
+// or once free, is counted as avoided instead of busy or reserved, so that
+// a job kept from free offers by its own list does not read as waiting
+// for busy ones. One that could never take it keeps its reason.
+func (m *matcher) avoidedCounts(s *demandShape, counts map[string]int, avoid int32) map[string]int {
+	out := maps.Clone(counts)
+	for _, pi := range m.avoid[avoid-1] {
+		p := &m.provs[pi]
+		r := firstFailure(&m.filters, &s.demand, &p.shape)
+		switch {
+		case r == "" && p.class == nil:
+			r = ReasonReserved
+		case r == "":
+			r = ReasonBusy
+		case r != ReasonBusy && r != ReasonCPUs && r != ReasonMemory:
+			continue // it could never take the job
+		}
+		if out[r] == 0 {
+			continue // not among the offers counted
+		}
+		if out[r]--; out[r] == 0 {
+			delete(out, r)
+		}
+		out[ReasonAvoided]++
+	}
+	return out
 }

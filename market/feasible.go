@@ -20,6 +20,7 @@ const (
 	ReasonCPUs        = "cpus"          // too few CPUs free now
 	ReasonMemory      = "memory"        // too little memory free now
 	ReasonReserved    = "reserved"      // would fit, but is reserved for an earlier job
+	ReasonAvoided     = "avoided"       // the provider failed the job before (Job.Avoid)
 )
 
 // A filter is one feasibility test. Each is a small type so that the order

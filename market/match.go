@@ -177,6 +177,8 @@ type waitNote struct {
 	// localUntil is set when the job waits for a provider holding its data,
 	// until then at most.
 	localUntil int64
+	// avoid is the job's jobState.avoid: its avoid list, if not 0.
+	avoid int32
 }
 
 type matcher struct {

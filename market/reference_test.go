@@ -413,7 +413,16 @@ func refMatch(v View, o Options) Result {
 				counts[ir]++
 				continue
 			}
-			counts[reason(p, r)]++
+			why := reason(p, r)
+			switch why {
+			case ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved:
+				// It could take the job, now or once free, but for the
+				// job's avoid list.
+				if slices.Contains(w.job.Avoid, p.id) {
+					why = ReasonAvoided
+				}
+			}
+			counts[why]++
 		}
 		ds := &demandShape{demand: demand{gpus: r.GPUs, con: &constraint{minMem: uint64(r.GPUMemory)}, cpus: int64(r.CPUs), mem: uint64(r.Memory)}, model: r.GPUModel}
 		text := describeWait(ds, counts)

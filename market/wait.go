@@ -19,6 +19,10 @@ func (m *matcher) waitFor(j *waitNote) Wait {
 		s.message = describeWait(s, s.counts)
 	}
 	w := Wait{Job: j.id, Reason: s.message, Counts: s.counts}
+	if j.avoid != 0 {
+		w.Counts = m.avoidedCounts(s, s.counts, j.avoid)
+		w.Reason = describeWait(s, w.Counts)
+	}
 	if j.localUntil != 0 {
 		// It waits by choice, not for room: counts would call free offers
 		// busy.
@@ -62,6 +66,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 	switch {
 	case total == 0:
 		return "no offers in the view"
+	case counts[ReasonAvoided] == total:
+		return "every offer is from a provider that failed the job before, which it avoids"
 	case counts[ReasonUnreachable] == total:
 		return "no offer comes from a provider peers can reach (behind a NAT, with no relay)"
 	case counts[ReasonNoImages] == total:
@@ -105,6 +111,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 			phrase = "short of memory"
 		case ReasonReserved:
 			phrase = "reserved for earlier jobs"
+		case ReasonAvoided:
+			phrase = "avoided, having failed it before"
 		}
 		num := strconv.Itoa(n)
 		if len(parts) == 0 {
@@ -118,8 +126,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 	return fmt.Sprintf("no offer has %s (%s)", describeNeed(s, true), strings.Join(parts, ", "))
 }
 
-func reasonOrder() [11]string {
-	return [11]string{ReasonUnreachable, ReasonNoImages, ReasonNeedImage, ReasonDisk, ReasonGPUModel, ReasonGPUMemory, ReasonGPUs, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved}
+func reasonOrder() [12]string {
+	return [12]string{ReasonUnreachable, ReasonNoImages, ReasonNeedImage, ReasonDisk, ReasonGPUModel, ReasonGPUMemory, ReasonGPUs, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved, ReasonAvoided}
 }
 
 // describeNeed says what the job needs: "8 free GPUs", or with free false
