@@ -102,7 +102,7 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 		pubsub.WithFloodPublish(true),
 		pubsub.WithGossipSubParams(RouterParams()),
 		cfg.Guard.options(cfg.Network),
-		pubsub.WithLogger(cfg.Log.With("component", "pubsub")),
+		pubsub.WithLogger(slog.New(pubsubLog{cfg.Log.Handler()}).With("component", "pubsub")),
 	)
 	opts = append(opts, cfg.Extra...)
 	ps, err := pubsub.NewGossipSub(ctx, h, opts...)
