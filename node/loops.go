@@ -127,6 +127,7 @@ func onlyTaken(published, now market.Offer) bool {
 
 // receiveOffers applies every accepted offer to the view.
 func (n *Node) receiveOffers(ctx context.Context, sub *p2p.Subscription) {
+	saved := savedPeers{}
 	for {
 		s, err := sub.Next(ctx)
 		if err != nil {
@@ -146,7 +147,14 @@ func (n *Node) receiveOffers(ctx context.Context, sub *p2p.Subscription) {
 			n.log.Info("provider joined the view", "provider", b.Offer.Provider, "gpus", len(b.Offer.GPUs))
 			n.learnAddrs(ctx, s.Signer, b.Addrs)
 			if s.Signer != n.self {
-				n.rememberPeer(s.Signer, b.Addrs)
+				// A provider that left the view for missed heartbeats and
+				// came back, as a stall of this node makes dozens do at
+				// once, is written again only with new addresses or once
+				// the record ages: a write for each would stall this loop
+				// further.
+				if saved.due(s.Signer, b.Addrs, now) {
+					n.rememberPeer(s.Signer, b.Addrs)
+				}
 				n.submitter.Joined(now)
 			}
 		}

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/e31network/e31/node/state"
@@ -14,6 +15,30 @@ type peerRecord struct {
 	Addrs []string  `json:"addrs"`
 	Seen  time.Time `json:"seen"`
 }
+
+// savedPeers is what rememberPeer last stored of each provider, and when;
+// it belongs to the loop that receives offers.
+type savedPeers map[peer.ID]savedPeer
+
+type savedPeer struct {
+	at    time.Time
+	addrs []string
+}
+
+// due reports whether p's record must be written now, with addrs, and if
+// so counts it written: the first time, when the addresses change, and
+// peerSaveEvery after the last write.
+func (s savedPeers) due(p peer.ID, addrs []string, now time.Time) bool {
+	if sp, ok := s[p]; ok && now.Sub(sp.at) <= peerSaveEvery && slices.Equal(sp.addrs, addrs) {
+		return false
+	}
+	s[p] = savedPeer{at: now, addrs: addrs}
+	return true
+}
+
+// peerSaveEvery is how often a provider's record is written again with
+// unchanged addresses: well within the day redialKnownPeers looks back.
+const peerSaveEvery = time.Hour
 
 // rememberPeer saves a provider's addresses (under state.PrefixPeer), so
 // that after a restart this node can find the network again without waiting

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/e31network/e31/node/wire"
 )
 
 // GossipDelays keeps the most recent gossip delays a node observed: how
@@ -67,13 +69,17 @@ func rank(q float64, n int) int {
 
 // Announced is the figure a provider puts in its offer (wire.OfferBody
 // GossipP99Ms): the p99 of its window in whole milliseconds, at least 1 so
-// that 0 can mean "no figure yet".
+// that 0 can mean "no figure yet", and at most wire.MaxGossipP99Ms. A node
+// that stalled for a minute (a machine starved of CPU) measures the
+// messages that queued meanwhile as that late; announced as measured, its
+// offers would be refused, itself included, until the window forgot them,
+// and it would drop out of every view just as it recovered.
 func (w *GossipDelays) Announced() int64 {
 	d, ok := w.Quantile(0.99)
 	if !ok {
 		return 0
 	}
-	return max(d.Milliseconds(), 1)
+	return min(max(d.Milliseconds(), 1), wire.MaxGossipP99Ms)
 }
 
 // DelayRule derives an epoch's delay from the providers' announced gossip

@@ -74,6 +74,21 @@ func TestGossipDelaysAnnounced(t *testing.T) {
 	if got := w.Announced(); got != 98 {
 		t.Fatalf("p99 of 0.3ms and 1..99ms announced as %dms, want 98", got)
 	}
+	// A node that stalled for minutes measures what queued as that late;
+	// its offers must still pass every peer's check, its own included.
+	for range 100 {
+		w.Observe(t0, t0.Add(3*time.Minute))
+	}
+	got := w.Announced()
+	if got != wire.MaxGossipP99Ms {
+		t.Fatalf("p99 of 3 minutes announced as %dms, want the bound %dms", got, wire.MaxGossipP99Ms)
+	}
+	self := wiretest.FreshParty(t)
+	b := wiretest.Offer(self.ID)
+	b.GossipP99Ms = got
+	if err := wire.ValidateOffer(wiretest.OnWire(t, self, wire.KindOffer, b)); err != nil {
+		t.Fatalf("an offer announcing %dms refused: %v", got, err)
+	}
 }
 
 func TestDelayRule(t *testing.T) {
