@@ -150,10 +150,13 @@ func (n *Node) receiveOffers(ctx context.Context, sub *p2p.Subscription) {
 				// A provider that left the view for missed heartbeats and
 				// came back, as a stall of this node makes dozens do at
 				// once, is written again only with new addresses or once
-				// the record ages: a write for each would stall this loop
-				// further.
+				// the record ages; and the write is not this loop's to
+				// wait for: a store stalled by compaction would hold up
+				// every offer behind it, and more providers would miss
+				// their heartbeats.
 				if saved.due(s.Signer, b.Addrs, now) {
-					n.rememberPeer(s.Signer, b.Addrs)
+					signer, addrs := s.Signer, b.Addrs
+					n.loops.Go(func() { n.rememberPeer(signer, addrs) })
 				}
 				n.submitter.Joined(now)
 			}
