@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -78,6 +79,9 @@ type DiskMaker struct {
 	// time a size is asked for; on the same filesystem as the disks, so
 	// that the copy stays in the kernel. "": format every disk.
 	Templates string
+	// BusyWait is how long a disk's start keeps trying for a loop device
+	// that other software keeps taking first; 0: ten seconds.
+	BusyWait time.Duration
 }
 
 // Mount is MountDisk, from a template when d has a Templates directory.
@@ -116,7 +120,7 @@ func (m DiskMaker) Mount(ctx context.Context, dir string, bytes uint64) (Disk, e
 		os.Remove(img)
 		return Disk{}, fmt.Errorf("disk: %w", err)
 	}
-	if err := mountLoop(ctx, img, mnt); err != nil {
+	if err := mountLoop(ctx, img, mnt, cmp.Or(m.BusyWait, loopWait)); err != nil {
 		os.Remove(mnt)
 		os.Remove(img)
 		if template != "" {
@@ -299,7 +303,7 @@ func (d Disk) full() bool {
 // mountLoop attaches img to a free loop device with autoclear set and
 // mounts it at target. Autoclear frees the device when the mount goes, so
 // unmounting is the whole of the undo.
-func mountLoop(ctx context.Context, img, target string) error {
+func mountLoop(ctx context.Context, img, target string, busyWait time.Duration) error {
 	f, err := os.OpenFile(img, os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -315,14 +319,21 @@ func mountLoop(ctx context.Context, img, target string) error {
 	// daemon or in several on one host, would collide on it and starve
 	// the unlucky. So the e31 daemons of a host take turns, holding an
 	// flock on loop-control from GET_FREE to CONFIGURE (a millisecond or
-	// two). Other software does not take the lock: a device it takes
-	// first is tried again, after a short random pause, until loopWait
-	// has passed.
-	deadline := time.Now().Add(loopWait)
+	// two). Waiting for the lock is waiting in a queue, every holder
+	// ahead making progress: the wait is blocking, so the kernel wakes a
+	// waiter the moment the lock is free (polling, a daemon starved of
+	// CPU kept missing it while busier ones took it again and again),
+	// and it counts against nothing. Other software does not take the
+	// lock: a device it takes first is tried again, after a short random
+	// pause, until busyWait has passed since the first such collision.
+	var firstBusy time.Time
 	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("loop device: every free one was taken first, for %s", loopWait)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("loop device: %w", err)
+		}
+		if !firstBusy.IsZero() {
+			if time.Since(firstBusy) > busyWait {
+				return fmt.Errorf("loop device: every free one was taken first, for %s", busyWait)
 			}
 			pause := time.Duration(1+rand.IntN(min(attempt, 20))) * time.Millisecond
 			select {
@@ -331,14 +342,15 @@ func mountLoop(ctx context.Context, img, target string) error {
 			case <-time.After(pause):
 			}
 		}
-		if err := unix.Flock(int(ctl.Fd()), unix.LOCK_EX|unix.LOCK_NB); errors.Is(err, unix.EWOULDBLOCK) {
-			continue
-		} else if err != nil {
+		if err := flockWait(ctl); err != nil {
 			return fmt.Errorf("loop device: lock %s: %w", ctl.Name(), err)
 		}
 		lf, dev, err := configureFree(ctl, f)
 		_ = unix.Flock(int(ctl.Fd()), unix.LOCK_UN)
 		if errors.Is(err, unix.EBUSY) {
+			if firstBusy.IsZero() {
+				firstBusy = time.Now()
+			}
 			continue
 		}
 		if err != nil {
@@ -352,6 +364,17 @@ func mountLoop(ctx context.Context, img, target string) error {
 			return fmt.Errorf("mount %s: %w", dev, err)
 		}
 		return nil
+	}
+}
+
+// flockWait takes an exclusive flock on f, waiting for it as long as
+// others hold it.
+func flockWait(f *os.File) error {
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
 	}
 }
 
@@ -389,8 +412,8 @@ func configureFree(ctl, img *os.File) (*os.File, string, error) {
 	return lf, dev, nil
 }
 
-// loopWait bounds how long a disk's start keeps trying for a loop device
-// that others keep taking first.
+// loopWait is the default DiskMaker.BusyWait: how long a disk's start
+// keeps trying for a loop device that other software keeps taking first.
 const loopWait = 10 * time.Second
 
 // RemoveDisk unmounts the disk under dir, if any, and deletes it with its

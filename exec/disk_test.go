@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -362,5 +363,55 @@ func TestManyDisksAtOnce(t *testing.T) {
 			t.Fatalf("disks %d and %d share a device", j, i)
 		}
 		devs[st.Dev] = i
+	}
+}
+
+// Waiting for the daemons' lock on loop-control, held by another daemon
+// (here the test) for longer than BusyWait, is waiting in a queue: the
+// disk is made once the lock is free, and the wait fails nothing.
+func TestDiskWaitsForTheLoopLock(t *testing.T) {
+	needDisks(t)
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	if err := unix.Flock(int(ctl.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	const held = 500 * time.Millisecond
+	m := DiskMaker{BusyWait: 50 * time.Millisecond}
+	dir := filepath.Join(t.TempDir(), "lease")
+	t.Cleanup(func() {
+		if err := RemoveDisk(dir); err != nil {
+			t.Error(err)
+		}
+	})
+	type made struct {
+		d   Disk
+		err error
+		at  time.Time
+	}
+	done := make(chan made, 1)
+	start := time.Now()
+	go func() {
+		d, err := m.Mount(context.Background(), dir, 32<<20)
+		done <- made{d, err, time.Now()}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("disk made while another held the lock: %+v", r)
+	case <-time.After(held):
+	}
+	if err := unix.Flock(int(ctl.Fd()), unix.LOCK_UN); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("after waiting %s for the lock: %v", r.at.Sub(start).Round(time.Millisecond), r.err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(r.d.Path, &st); err != nil || st.Type != unix.EXT4_SUPER_MAGIC {
+		t.Fatalf("%s is not the disk's ext4 (type %#x, %v)", r.d.Path, st.Type, err)
 	}
 }
