@@ -13,7 +13,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
-	"github.com/e31network/e31/content/badgerlog"
+	"github.com/e31network/e31/content/badgerdb"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	mh "github.com/multiformats/go-multihash"
@@ -104,7 +104,7 @@ func Open(ctx context.Context, dir string, o StoreOptions) (*Store, error) {
 	}
 	opts := badger.DefaultOptions(dir).
 		WithInMemory(o.InMemory).
-		WithLogger(badgerlog.New(log)).
+		WithLogger(badgerdb.NewLogger(log)).
 		// Blocks above 1 KiB go to the value log: with Badger's default
 		// (1 MiB) big blocks land in the LSM tree and fetches run at half
 		// speed.
@@ -137,7 +137,7 @@ func Open(ctx context.Context, dir string, o StoreOptions) (*Store, error) {
 			return nil, fmt.Errorf("open store in %s: %w", dir, err)
 		}
 	}
-	db, err := badger.Open(opts)
+	db, err := badgerdb.Open(opts)
 	if err != nil {
 		if p != nil {
 			_ = p.close()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
-	"github.com/e31network/e31/content/badgerlog"
+	"github.com/e31network/e31/content/badgerdb"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -121,8 +121,8 @@ func Open(ctx context.Context, dir string, o Options) (*Ledger, error) {
 		WithMetricsEnabled(false).
 		// One goroutine writes, so there is nothing to detect.
 		WithDetectConflicts(false).
-		WithLogger(badgerlog.New(log))
-	db, err := badger.Open(bo)
+		WithLogger(badgerdb.NewLogger(log))
+	db, err := badgerdb.Open(bo)
 	if err != nil {
 		return nil, fmt.Errorf("open ledger %s: %w", dir, err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
-	"github.com/e31network/e31/content/badgerlog"
+	"github.com/e31network/e31/content/badgerdb"
 )
 
 // Store is a node's record store.
@@ -33,7 +33,7 @@ const (
 
 // Open opens (or creates) the store in dir.
 func Open(dir string, log *slog.Logger) (*Store, error) {
-	db, err := badger.Open(badgerOptions(dir, log))
+	db, err := badgerdb.Open(badgerOptions(dir, log))
 	if err != nil {
 		return nil, fmt.Errorf("open state store %s: %w", dir, err)
 	}
@@ -82,7 +82,7 @@ func badgerOptions(dir string, log *slog.Logger) badger.Options {
 		// Badger's metrics are process-wide expvars; the node's other
 		// stores must not share them.
 		WithMetricsEnabled(false).
-		WithLogger(badgerlog.New(log))
+		WithLogger(badgerdb.NewLogger(log))
 }
 
 // Close closes the store.

@@ -1,4 +1,4 @@
-package badgerlog
+package badgerdb
 
 import (
 	"log/slog"
@@ -17,7 +17,7 @@ func (f formatCount) String() string { *f.n++; return "x" }
 func TestFormatsOnlyWhatIsLogged(t *testing.T) {
 	var out strings.Builder
 	n := 0
-	l := New(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	l := NewLogger(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	l.Debugf("writeRequests called %v\n", formatCount{&n})
 	l.Infof("compaction %v\n", formatCount{&n})
 	if n != 0 || out.Len() != 0 {
@@ -33,5 +33,5 @@ func TestFormatsOnlyWhatIsLogged(t *testing.T) {
 	if n != 2 {
 		t.Errorf("formatted %d times, want 2", n)
 	}
-	New(nil).Errorf("discarded %v", formatCount{&n})
+	NewLogger(nil).Errorf("discarded %v", formatCount{&n})
 }

@@ -1,6 +1,7 @@
-// Package badgerlog hands Badger's log lines to slog, for every Badger store
-// of a node: the content store, the ledger and the state stores.
-package badgerlog
+// Package badgerdb is what every Badger store of a node shares (the content
+// store, the ledger and the state store): Badger's log lines handed to slog,
+// and an Open that gets past a known fault of Badger's after a crash.
+package badgerdb
 
 import (
 	"context"
@@ -20,8 +21,8 @@ type Logger struct{ log *slog.Logger }
 
 var _ badger.Logger = Logger{}
 
-// New returns a Logger writing to log; nil discards.
-func New(log *slog.Logger) Logger {
+// NewLogger returns a Logger writing to log; nil discards.
+func NewLogger(log *slog.Logger) Logger {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
