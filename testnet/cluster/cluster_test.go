@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -287,10 +288,28 @@ func TestDownSweepsWhatAKilledNodeLeft(t *testing.T) {
 	if m := mounted(); len(m) > 0 {
 		t.Fatalf("still mounted after down: %v", m)
 	}
-	if _, err := os.Stat(e31exec.RunDirOf(data)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the sandbox's run directory is still there after down: %v", err)
+	if runDir := e31exec.RunDirOf(data); !gone(runDir) {
+		t.Fatalf("the sandbox's run directory is still there after down, holding %v", filesUnder(runDir))
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatalf("the testnet's directory cannot be deleted after down: %v", err)
 	}
+}
+
+// gone reports whether nothing is at path.
+func gone(path string) bool {
+	_, err := os.Lstat(path)
+	return errors.Is(err, os.ErrNotExist)
+}
+
+// filesUnder lists what is under dir, for failure messages.
+func filesUnder(dir string) []string {
+	var out []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if p != dir {
+			out = append(out, strings.TrimPrefix(p, dir+"/"))
+		}
+		return nil
+	})
+	return out
 }

@@ -73,6 +73,10 @@ func SweepLeftovers(data string) error {
 		r, err := exec.NewRunner(ctx, exec.RunnerOptions{StateRoot: stateRoot, BundleRoot: bundleRoot})
 		if err == nil {
 			err = r.Sweep(ctx, func(string) bool { return false })
+			// The runtime's run process outlives a killed daemon and
+			// exits once its container is swept; until then it may
+			// still write under the run directory.
+			waitNoProcessNames(ctx, runDir)
 		}
 		errs = append(errs, err, exec.RemoveRunDir(runDir))
 	}
@@ -81,6 +85,37 @@ func SweepLeftovers(data string) error {
 		return fmt.Errorf("sweep what %s left: %w", data, err)
 	}
 	return nil
+}
+
+// waitNoProcessNames waits, until ctx ends, for no process's command line
+// to name path.
+func waitNoProcessNames(ctx context.Context, path string) {
+	for processNames(path) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// processNames reports whether some live process's command line names
+// path (a zombie's is empty).
+func processNames(path string) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmd), path) {
+			return true
+		}
+	}
+	return false
 }
 
 // isE31d reports whether pid is a live e31d process (not a zombie).
