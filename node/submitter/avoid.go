@@ -201,14 +201,12 @@ func (s *Submitter) avoid(ctx context.Context, j *job, provider, lease, reason s
 		case r.State != api.JobQueued:
 			return errSkip
 		}
-		switch {
-		case provider == s.d.Self.String():
-			r.Wait = reason + "; back in the queue"
-		case !slices.Contains(r.Avoid, provider):
-			r.Avoid = append(r.Avoid, provider)
-			fallthrough
-		default:
-			r.Wait = reason + "; back in the queue, avoiding it"
+		r.Wait = reason + "; back in the queue"
+		if provider != s.d.Self.String() {
+			if !slices.Contains(r.Avoid, provider) {
+				r.Avoid = append(r.Avoid, provider)
+			}
+			r.Wait += ", avoiding it"
 		}
 		env, avoid = r.Envelope, slices.Clone(r.Avoid)
 		return nil
