@@ -51,6 +51,26 @@ func jobCount(t *testing.T, env string, short, full int) int {
 	return full
 }
 
+// progress is how many jobs a load test has seen end at most, and when
+// that number last grew: a test waits while it grows, and fails once it
+// stalls.
+type progress struct {
+	best int
+	at   time.Time
+}
+
+func newProgress() progress { return progress{best: -1, at: time.Now()} }
+
+// note records that done jobs have ended by now.
+func (p *progress) note(done int) {
+	if done > p.best {
+		p.best, p.at = done, time.Now()
+	}
+}
+
+// stalled reports whether no more jobs have ended for d.
+func (p *progress) stalled(d time.Duration) bool { return time.Since(p.at) > d }
+
 // requireSandbox skips (or, in CI, fails) where jobs cannot run.
 func requireSandbox(t *testing.T) {
 	t.Helper()

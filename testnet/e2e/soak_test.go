@@ -672,7 +672,7 @@ func TestSoak(t *testing.T) {
 	// A job stuck for good would otherwise cost the whole deadline: the
 	// soak also ends when no job has ended for soakStall.
 	const soakStall = 2 * time.Minute
-	best, progressAt := -1, time.Now()
+	prog := newProgress()
 	stuckAll := func(why string, err error) {
 		k.halt()
 		var stuck []string
@@ -700,9 +700,7 @@ func TestSoak(t *testing.T) {
 					done++
 				}
 			}
-			if done > best {
-				best, progressAt = done, now
-			}
+			prog.note(done)
 			if stoppedKilling == 0 && done*5 >= n*4 {
 				k.halt()
 				stoppedKilling = time.Since(began)
@@ -720,7 +718,7 @@ func TestSoak(t *testing.T) {
 				lastReport = time.Now()
 			}
 		}
-		if time.Since(progressAt) > soakStall {
+		if prog.stalled(soakStall) {
 			stuckAll(fmt.Sprintf("no job ended for %s", soakStall), err)
 		}
 		select {

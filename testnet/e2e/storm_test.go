@@ -269,7 +269,7 @@ func TestStorm(t *testing.T) {
 	defer cancel()
 	byID := map[string]api.Job{}
 	lastReport := time.Now()
-	lastDone, lastProgress := 0, time.Now()
+	prog := newProgress()
 	for {
 		clear(byID)
 		for s := range submitters {
@@ -296,32 +296,28 @@ func TestStorm(t *testing.T) {
 		if done == n {
 			break
 		}
-		if done > lastDone {
-			lastDone, lastProgress = done, time.Now()
-		}
+		prog.note(done)
 		if time.Since(lastReport) > 30*time.Second {
 			t.Logf("after %s: %v", time.Since(began).Round(time.Second), states)
 			lastReport = time.Now()
 		}
-		stalled := time.Since(lastProgress) > stallAfter
+		stuckAll := func(why string) {
+			var stuck []string
+			for _, sj := range jobs {
+				if j := byID[sj.id]; j.State != api.JobReleased && j.State != api.JobRejected && j.State != api.JobWithdrawn {
+					stuck = append(stuck, sj.id)
+				}
+			}
+			t.Fatalf("%s, %d of %d jobs not ended (%v); the first stuck:\n%s", why, n-done, n, states, describeJobs(c, byID, stuck, 5))
+		}
+		if prog.stalled(stallAfter) {
+			stuckAll(fmt.Sprintf("no job ended for %s", stallAfter))
+		}
 		select {
 		case <-ctxW.Done():
+			stuckAll(fmt.Sprintf("after %s", deadline))
 		case <-time.After(500 * time.Millisecond):
-			if !stalled {
-				continue
-			}
 		}
-		var stuck []string
-		for _, sj := range jobs {
-			if j := byID[sj.id]; j.State != api.JobReleased && j.State != api.JobRejected && j.State != api.JobWithdrawn {
-				stuck = append(stuck, sj.id)
-			}
-		}
-		why := fmt.Sprintf("after %s", deadline)
-		if stalled {
-			why = fmt.Sprintf("no job ended for %s", stallAfter)
-		}
-		t.Fatalf("%s, %d of %d jobs not ended (%v); the first stuck:\n%s", why, n-done, n, states, describeJobs(c, byID, stuck, 5))
 	}
 	wall := time.Since(began)
 	t.Logf("%d jobs released in %s: %.2f jobs/s", n, wall.Round(time.Millisecond), float64(n)/wall.Seconds())
