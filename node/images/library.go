@@ -110,20 +110,24 @@ func (l *Library) Pull(ctx context.Context, pinnedRef, pin string) (cid.Cid, err
 // acquires every layer from the cache, unpacking those it lacks. release
 // gives the layers back; call it once the sandbox is gone. On error
 // nothing stays acquired.
-func (l *Library) Prepare(ctx context.Context, root cid.Cid) (_ *exec.ImageRoot, release func(), err error) {
+func (l *Library) Prepare(ctx context.Context, root cid.Cid) (*exec.ImageRoot, func(), error) {
 	im, err := image.Load(ctx, l.store, root)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load image %s: %w", root, err)
 	}
+	// The layers acquired so far: released here on error, by the caller
+	// otherwise. A local, not a named result, so that no return statement
+	// can swap it for nil before the deferred release reads it.
 	var releases []func()
-	release = func() {
+	releaseAll := func() {
 		for _, r := range releases {
 			r()
 		}
 	}
+	ok := false
 	defer func() {
-		if err != nil {
-			release()
+		if !ok {
+			releaseAll()
 		}
 	}()
 	ir := &exec.ImageRoot{
@@ -147,5 +151,6 @@ func (l *Library) Prepare(ctx context.Context, root cid.Cid) (_ *exec.ImageRoot,
 		// Load lists layers lowest first; an overlay wants the top first.
 		ir.Layers[len(im.Layers)-1-i] = dir
 	}
-	return ir, release, nil
+	ok = true
+	return ir, releaseAll, nil
 }
