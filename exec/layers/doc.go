@@ -26,6 +26,10 @@
 // after the tar's end are bounded too. An error wraps one of the sentinel
 // errors (ErrUnsafePath, ErrBadLink, ErrTooLarge, ErrBadOwner,
 // ErrUnsupported) inside an [EntryError] that names the offending entry.
+// Bytes that are not a layer at all (not a tar, a tar cut short, a corrupt
+// gzip or zstd stream) are ErrMalformed; an error of the reader the blob
+// comes from is passed on as it is, so that a caller can tell what the
+// layer did from what went wrong around it.
 //
 // Whiteouts are converted as containerd's and moby's overlay snapshotters
 // do: ".wh.NAME" becomes a character device 0/0 named NAME and

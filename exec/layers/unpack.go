@@ -46,6 +46,10 @@ var (
 	ErrBadOwner = errors.New("owner outside the mapped id range")
 	// ErrUnsupported: a tar entry type that has no place in a layer.
 	ErrUnsupported = errors.New("unsupported tar entry type")
+	// ErrMalformed: the blob is not a well-formed layer: not a tar, a
+	// tar cut short, a corrupt gzip or zstd stream, data after the end.
+	// Errors of the reader underneath (the store) are not marked so.
+	ErrMalformed = errors.New("not a well-formed layer")
 	// ErrNotEmpty: Unpack's target directory already holds something.
 	ErrNotEmpty = errors.New("target directory is not empty")
 )
@@ -143,7 +147,7 @@ func Unpack(ctx context.Context, r io.Reader, dir string, opts UnpackOptions) (U
 	}
 	stream, comp, err := Decompress(ctxReader{ctx, r}, opts.MediaType)
 	if err != nil {
-		return UnpackStats{}, err
+		return UnpackStats{}, malformed(err)
 	}
 	defer stream.Close()
 
@@ -176,9 +180,9 @@ func Unpack(ctx context.Context, r io.Reader, dir string, opts UnpackOptions) (U
 				return u.stats, ctx.Err()
 			}
 			if last == "" {
-				return u.stats, fmt.Errorf("read first tar entry: %w", err)
+				return u.stats, fmt.Errorf("read first tar entry: %w", malformed(err))
 			}
-			return u.stats, fmt.Errorf("read tar entry after %q: %w", last, err)
+			return u.stats, fmt.Errorf("read tar entry after %q: %w", last, malformed(err))
 		}
 		u.stats.Entries++
 		if u.stats.Entries > opts.MaxEntries {
@@ -191,7 +195,7 @@ func Unpack(ctx context.Context, r io.Reader, dir string, opts UnpackOptions) (U
 				ErrTooLarge, u.claimed+hdr.Size, opts.MaxBytes)}
 		}
 		u.claimed += hdr.Size
-		if err := u.entry(hdr, tr); err != nil {
+		if err := u.entry(hdr, tarContent{tr}); err != nil {
 			if ctx.Err() != nil {
 				return u.stats, ctx.Err()
 			}
@@ -207,9 +211,9 @@ func Unpack(ctx context.Context, r io.Reader, dir string, opts UnpackOptions) (U
 	n, err := io.CopyN(io.Discard, stream, maxTrailer+1)
 	switch {
 	case err != nil && !errors.Is(err, io.EOF):
-		return u.stats, fmt.Errorf("read past the tar's end: %w", err)
+		return u.stats, fmt.Errorf("read past the tar's end: %w", malformed(err))
 	case n > maxTrailer:
-		return u.stats, fmt.Errorf("more than %d bytes of data after the tar's end", maxTrailer)
+		return u.stats, fmt.Errorf("%w: more than %d bytes of data after the tar's end", ErrMalformed, maxTrailer)
 	}
 	return u.stats, nil
 }
@@ -615,5 +619,41 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	if err := c.ctx.Err(); err != nil {
 		return 0, err
 	}
-	return c.r.Read(p)
+	n, err := c.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = &sourceError{err}
+	}
+	return n, err
+}
+
+// sourceError is an error of the reader the blob comes from (the store, a
+// digest check on the way): the blob's bytes may be fine, so it is not
+// taken for a malformed layer.
+type sourceError struct{ err error }
+
+func (e *sourceError) Error() string { return e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
+
+// tarContent marks the errors of reading an entry's content as the tar's,
+// so that a tar cut short inside a file is told from a failed write.
+type tarContent struct{ r io.Reader }
+
+func (t tarContent) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = malformed(err)
+	}
+	return n, err
+}
+
+// malformed marks err, an error of reading the layer's bytes, as the
+// layer's fault (ErrMalformed), unless it came from the reader underneath
+// or from the context.
+func malformed(err error) error {
+	var se *sourceError
+	if errors.As(err, &se) || errors.Is(err, ErrMalformed) || errors.Is(err, ErrMediaType) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrMalformed, err)
 }
