@@ -183,7 +183,7 @@ func BenchmarkStaging(b *testing.B) {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		if err := rx.s.Export(ctx, root, filepath.Join(dir, "out"), nil); err != nil {
+		if err := rx.s.Export(ctx, root, filepath.Join(dir, "out"), ExportOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		return st.Bytes, time.Since(start)

@@ -33,6 +33,24 @@
 // blocks of DAGs that Access allows it, and it answers bitswap requests block
 // by block from an index of which roots each block belongs to.
 //
+// Serving runs on what any peer sends, in goroutines that libp2p and
+// bitswap start without recovering: a panic while answering a bulk request
+// fails that request (statusError, or a reset once data has gone), one in
+// the bitswap access check refuses that block, and either is logged with
+// its stack and told to ExchangeOptions.Panicked, which the node counts.
+//
+// Import and Export take trees that others made: the folder a job left, a
+// DAG another peer sent. Either can be built to cost without bound while
+// looking small: a million empty files or FIFOs, a sparse file of 1 TiB, a
+// few MB of blocks that link one zero block a million times, folders nested
+// deeper than a goroutine's stack can recurse. So both count a tree before
+// writing anything and again while writing, against Limits (file bytes,
+// entries, folder depth; folders never nest past DepthCeiling), and refuse
+// it with a *LimitError, which wraps ErrTooLarge and names the cap. Export
+// counts bytes from the DAG's file sizes only after checking them against
+// its leaves, so a file that states a size it does not hold is refused as
+// ErrInvalidData, and no walk of a DAG recurses deeper than those bounds.
+//
 // Progress is reported to an injected Progress sink; how it is shown is up to
 // the caller.
 package content

@@ -54,7 +54,7 @@ func TestFetchRoundTrip100MiB(t *testing.T) {
 	}
 
 	dst := filepath.Join(t.TempDir(), "out")
-	if err := receiver.s.Export(ctx, root, dst, nil); err != nil {
+	if err := receiver.s.Export(ctx, root, dst, ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sameTree(t, src, dst)
@@ -136,7 +136,7 @@ func TestFetchBitswap(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	dst := filepath.Join(t.TempDir(), "out")
-	if err := receiver.s.Export(ctx, root, dst, nil); err != nil {
+	if err := receiver.s.Export(ctx, root, dst, ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sameTree(t, src, dst)

@@ -51,11 +51,17 @@ func cidPrefix() cid.Prefix {
 }
 
 // ImportOptions configures Import. The zero value imports without a cap
-// and without a pin.
+// on bytes or entries, with folders nested at most DepthCeiling deep, and
+// without a pin.
 type ImportOptions struct {
 	// MaxBytes caps the total size of the regular files; 0 means no cap.
-	// It is checked before anything is written.
+	// It is checked before anything is written. It is the same cap as
+	// Limits.MaxBytes, kept for the callers that set only it: where both
+	// are set, the smaller holds.
 	MaxBytes int64
+	// Limits caps the tree: its bytes, entries and folder nesting. See
+	// Import.
+	Limits Limits
 	// Pin, if not empty, is the reason the new DAG is pinned with. The pin
 	// lands in the same critical section as the import, so GC cannot take
 	// the DAG in between.
@@ -92,13 +98,22 @@ type ImportOptions struct {
 // FIFO is refused with ErrUnsupported, or left out and reported when
 // o.SkipUnsupported is set. The root itself must be a directory or a
 // regular file, not a link.
+//
+// What is imported is often what a job left, and a job can leave a
+// million empty files or FIFOs, a sparse file of 1 TiB that takes no disk,
+// or folders nested thousands deep, each of which would cost the import
+// time and memory without end. So Import walks the tree first, reading no
+// file, and refuses it before writing a block if it passes o.Limits: a
+// *LimitError wrapping ErrTooLarge that names the cap. Bytes are the files'
+// apparent sizes, so a sparse file counts at the size it would be
+// exported at; entries include those left out; folders nest at most
+// DepthCeiling deep whatever the limits say. The same counts are kept
+// while importing, so a tree that grows after the walk is refused too.
 func (s *Store) Import(ctx context.Context, path string, o ImportOptions) (cid.Cid, int64, error) {
-	total, err := planImport(ctx, path, o.SkipUnsupported)
+	lim := o.limits()
+	total, err := planImport(ctx, path, o.SkipUnsupported, lim)
 	if err != nil {
 		return cid.Undef, 0, fmt.Errorf("import %s: %w", path, err)
-	}
-	if o.MaxBytes > 0 && total > o.MaxBytes {
-		return cid.Undef, 0, fmt.Errorf("import %s: %w: %d bytes, over the cap of %d bytes", path, ErrTooLarge, total, o.MaxBytes)
 	}
 
 	progressStart(o.Progress, total, "import "+path)
@@ -108,7 +123,7 @@ func (s *Store) Import(ctx context.Context, path string, o ImportOptions) (cid.C
 	defer s.gcMu.RUnlock()
 
 	w := newDagWriter(ctx, s)
-	imp := importer{dag: w, p: o.Progress, root: path, skip: o.SkipUnsupported, onSkip: o.OnSkip}
+	imp := importer{dag: w, p: o.Progress, root: path, skip: o.SkipUnsupported, onSkip: o.OnSkip, t: tally{lim: lim}}
 	fi, err := os.Lstat(path)
 	var nd ipld.Node
 	if err == nil {
@@ -138,20 +153,27 @@ func (s *Store) Import(ctx context.Context, path string, o ImportOptions) (cid.C
 	return root, imp.read, nil
 }
 
+// limits is o.Limits with o.MaxBytes folded in.
+func (o ImportOptions) limits() Limits {
+	l := o.Limits
+	if o.MaxBytes > 0 && (l.MaxBytes <= 0 || o.MaxBytes < l.MaxBytes) {
+		l.MaxBytes = o.MaxBytes
+	}
+	return l
+}
+
 // planImport walks path without reading file contents, refusing what Import
 // would refuse, and returns the total size of the regular files. Walking
-// first lets a size cap or a bad entry fail before any block is written.
-func planImport(ctx context.Context, root string, skip bool) (int64, error) {
-	var total int64
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
+// first lets a cap or a bad entry fail before any block is written.
+//
+// The walk stops at the first entry over a cap, and it reads folders a
+// batch of names at a time with a stack of its own, not with
+// filepath.WalkDir, which reads each folder whole and recurses: a folder
+// of a hundred million FIFOs then costs no more than the cap to refuse.
+func planImport(ctx context.Context, root string, skip bool, lim Limits) (int64, error) {
+	t := tally{lim: lim}
+	check := func(p string, fi fs.FileInfo) error {
+		if err := t.count(root, p, fi); err != nil {
 			return err
 		}
 		c, err := classify(root, p, fi)
@@ -159,14 +181,96 @@ func planImport(ctx context.Context, root string, skip bool) (int64, error) {
 			return err
 		}
 		if c.skip != "" && !skip {
-			return fmt.Errorf("%w: %s %s%s", ErrUnsupported, p, c.skip, outsideHint(root, p, c.outside))
-		}
-		if fi.Mode().IsRegular() {
-			total += fi.Size()
+			return fmt.Errorf("%w: %s %s%s", ErrUnsupported, ShowPath(p), c.skip, outsideHint(root, p, c.outside))
 		}
 		return nil
-	})
-	return total, err
+	}
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return 0, err
+	}
+	if err := check(root, fi); err != nil {
+		return 0, err
+	}
+	dirs := []string{}
+	if fi.IsDir() {
+		dirs = append(dirs, root)
+	}
+	for len(dirs) > 0 {
+		d := dirs[len(dirs)-1]
+		dirs = dirs[:len(dirs)-1]
+		sub, err := planDir(ctx, d, check)
+		if err != nil {
+			return 0, err
+		}
+		dirs = append(dirs, sub...)
+	}
+	return t.bytes, nil
+}
+
+// planBatch is how many names planDir reads from a folder at once.
+const planBatch = 256
+
+// planDir checks every entry of folder d and returns its subfolders.
+func planDir(ctx context.Context, d string, check func(p string, fi fs.FileInfo) error) ([]string, error) {
+	f, err := os.Open(d)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var sub []string
+	for {
+		ents, err := f.ReadDir(planBatch)
+		for _, e := range ents {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			p := filepath.Join(d, e.Name())
+			fi, err := e.Info()
+			if err != nil {
+				return nil, err
+			}
+			if err := check(p, fi); err != nil {
+				return nil, err
+			}
+			if fi.IsDir() {
+				sub = append(sub, p)
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return sub, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// count counts the entry at p, inside root, against the limits: every
+// entry but a root folder, the apparent size of a regular file, and the
+// depth of a folder. Left-out entries count too, since walking them costs
+// as much.
+func (t *tally) count(root, p string, fi fs.FileInfo) error {
+	if p == root {
+		if fi.IsDir() {
+			return nil
+		}
+	} else if fi.IsDir() {
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		if err := t.checkDepth(strings.Count(rel, string(filepath.Separator)) + 1); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	if err := t.addEntries(1); err != nil {
+		return err
+	}
+	if fi.Mode().IsRegular() {
+		return t.addBytes(fi.Size())
+	}
+	return nil
 }
 
 // entryClass is what Import does with one entry: store it (skip empty) or
@@ -181,6 +285,9 @@ type entryClass struct {
 // on what no option makes acceptable: a root that is a link, or a link
 // that cannot be read.
 func classify(root, p string, fi fs.FileInfo) (entryClass, error) {
+	if p != root && hasControl(filepath.Base(p)) {
+		return entryClass{skip: "has a control character (a newline, say) in its name"}, nil
+	}
 	switch m := fi.Mode(); {
 	case m.IsRegular(), m.IsDir():
 		return entryClass{}, nil
@@ -280,18 +387,24 @@ type importer struct {
 	root   string
 	skip   bool
 	onSkip func(path, reason string)
+	// t counts the tree again as it is imported, against the caps
+	// planImport checked: what holds if the tree grows in between.
+	t tally
 }
 
 // entry stores the entry at path and returns its node, or nil when the
 // entry is left out.
 func (imp *importer) entry(ctx context.Context, path string, fi fs.FileInfo) (ipld.Node, error) {
+	if err := imp.t.count(imp.root, path, fi); err != nil {
+		return nil, err
+	}
 	c, err := classify(imp.root, path, fi)
 	if err != nil {
 		return nil, err
 	}
 	if c.skip != "" {
 		if !imp.skip {
-			return nil, fmt.Errorf("%w: %s %s", ErrUnsupported, path, c.skip)
+			return nil, fmt.Errorf("%w: %s %s", ErrUnsupported, ShowPath(path), c.skip)
 		}
 		if imp.onSkip != nil {
 			rel, _ := filepath.Rel(imp.root, path)

@@ -91,7 +91,7 @@ func TestFetchedPackedBlocksSurviveReopen(t *testing.T) {
 		t.Errorf("pins after reopen: %v, %v", pins, err)
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	if err := s.Export(ctx, root, out, nil); err != nil {
+	if err := s.Export(ctx, root, out, ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sameTree(t, src, out)
@@ -233,7 +233,7 @@ func TestGCFreesPackSpace(t *testing.T) {
 		t.Errorf("pack space %d → %d bytes, want about %d fewer", before, after, 8*chunkSize)
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	if err := s.Export(ctx, kept, out, nil); err != nil {
+	if err := s.Export(ctx, kept, out, ExportOptions{}); err != nil {
 		t.Fatalf("export of the pinned file after GC: %v", err)
 	}
 	if err := s.Close(); err != nil {

@@ -48,16 +48,17 @@ type TreeFile struct {
 // and blocks already held are not written again. Entries are sorted by
 // name, so the root depends only on the paths and contents.
 //
-// o.MaxBytes is checked against the sum of the Sizes before anything is
-// read; o.Pin pins the root once the whole tree is written.
+// o.MaxBytes and o.Limits are checked against the sum of the Sizes, the
+// files and folders the paths make and their nesting before anything is
+// read, as Import checks them; o.Pin pins the root once the whole tree is
+// written.
 func (s *Store) ImportTree(ctx context.Context, files []TreeFile, o ImportOptions) (cid.Cid, int64, error) {
-	tree, total, err := planTree(files)
+	t := tally{lim: o.limits()}
+	tree, err := planTree(files, &t)
 	if err != nil {
 		return cid.Undef, 0, fmt.Errorf("import tree: %w", err)
 	}
-	if o.MaxBytes > 0 && total > o.MaxBytes {
-		return cid.Undef, 0, fmt.Errorf("import tree: %w: %d bytes, over the cap of %d bytes", ErrTooLarge, total, o.MaxBytes)
-	}
+	total := t.bytes
 	progressStart(o.Progress, total, "import tree")
 	defer progressDone(o.Progress)
 
@@ -99,27 +100,34 @@ func newTreeDir() *treeDir {
 }
 
 // planTree checks every path and arranges the files into directories, so
-// that a bad path fails before any block is written.
-func planTree(files []TreeFile) (*treeDir, int64, error) {
+// that a bad path or a tree over t's caps fails before any block is
+// written. t counts the files, the folders they make and the bytes.
+func planTree(files []TreeFile, t *tally) (*treeDir, error) {
 	root := newTreeDir()
-	var total int64
 	for _, f := range files {
 		if f.Size < 0 || f.Open == nil {
-			return nil, 0, fmt.Errorf("file %q: needs a size and an Open function", f.Path)
+			return nil, fmt.Errorf("file %q: needs a size and an Open function", f.Path)
 		}
 		parts := strings.Split(f.Path, "/")
 		for _, p := range parts {
 			if err := checkName(".", p); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
+		}
+		// importer.tree recurses once per folder level.
+		if err := t.checkDepth(len(parts) - 1); err != nil {
+			return nil, fmt.Errorf("%q: %w", f.Path, err)
 		}
 		d := root
 		for _, p := range parts[:len(parts)-1] {
 			if _, ok := d.files[p]; ok {
-				return nil, 0, fmt.Errorf("%q is both a file and a directory", f.Path)
+				return nil, fmt.Errorf("%q is both a file and a directory", f.Path)
 			}
 			next, ok := d.dirs[p]
 			if !ok {
+				if err := t.addEntries(1); err != nil {
+					return nil, err
+				}
 				next = newTreeDir()
 				d.dirs[p] = next
 			}
@@ -127,15 +135,20 @@ func planTree(files []TreeFile) (*treeDir, int64, error) {
 		}
 		name := parts[len(parts)-1]
 		if _, ok := d.files[name]; ok {
-			return nil, 0, fmt.Errorf("%q is given twice", f.Path)
+			return nil, fmt.Errorf("%q is given twice", f.Path)
 		}
 		if _, ok := d.dirs[name]; ok {
-			return nil, 0, fmt.Errorf("%q is both a file and a directory", f.Path)
+			return nil, fmt.Errorf("%q is both a file and a directory", f.Path)
+		}
+		if err := t.addEntries(1); err != nil {
+			return nil, err
+		}
+		if err := t.addBytes(f.Size); err != nil {
+			return nil, err
 		}
 		d.files[name] = f
-		total += f.Size
 	}
-	return root, total, nil
+	return root, nil
 }
 
 func (imp *importer) tree(ctx context.Context, t *treeDir) (ipld.Node, error) {

@@ -121,7 +121,7 @@ func TestFetchFromThreeSources(t *testing.T) {
 		t.Errorf("receiver pins %v", pins)
 	}
 	dst := filepath.Join(t.TempDir(), "out")
-	if err := receiver.s.Export(ctx, root, dst, nil); err != nil {
+	if err := receiver.s.Export(ctx, root, dst, ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sameTree(t, src, dst)

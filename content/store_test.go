@@ -36,17 +36,17 @@ func TestImportExportTree(t *testing.T) {
 		t.Fatalf("re-import gave %s, %v; want %s", again, err, root)
 	}
 	dst := filepath.Join(t.TempDir(), "out")
-	if err := s.Export(ctx, root, dst, nil); err != nil {
+	if err := s.Export(ctx, root, dst, ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sameTree(t, src, dst)
 
 	// An existing empty directory is accepted; a non-empty one is not.
 	empty := t.TempDir()
-	if err := s.Export(ctx, root, empty, nil); err != nil {
+	if err := s.Export(ctx, root, empty, ExportOptions{}); err != nil {
 		t.Fatalf("export into empty dir: %v", err)
 	}
-	if err := s.Export(ctx, root, empty, nil); err == nil {
+	if err := s.Export(ctx, root, empty, ExportOptions{}); err == nil {
 		t.Fatal("export into a non-empty dir succeeded")
 	}
 }
@@ -78,11 +78,11 @@ func TestImportSingleFiles(t *testing.T) {
 				t.Errorf("imported %d bytes, want %d", n, c.size)
 			}
 			out := filepath.Join(t.TempDir(), "f")
-			if err := s.Export(ctx, root, out, nil); err != nil {
+			if err := s.Export(ctx, root, out, ExportOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			sameTree(t, in, out)
-			if err := s.Export(ctx, root, out, nil); err == nil {
+			if err := s.Export(ctx, root, out, ExportOptions{}); err == nil {
 				t.Error("export over an existing file succeeded")
 			}
 		})
@@ -106,7 +106,7 @@ func TestImportRefusesSymlinksAndCap(t *testing.T) {
 	}
 
 	_, _, err = s.Import(ctx, src, ImportOptions{MaxBytes: 1 << 20})
-	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "cap of 1048576 bytes") {
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "over the cap of 1 MiB") {
 		t.Fatalf("capped import: %v, want ErrTooLarge naming size and cap", err)
 	}
 	if n := countBlocks(t, s); n != 0 {
@@ -149,7 +149,7 @@ func TestGCKeepsPinned(t *testing.T) {
 			t.Errorf("Has(%s) = %v, %v; want %v", c, got, err, want)
 		}
 	}
-	if err := s.Export(ctx, kept, filepath.Join(t.TempDir(), "k"), nil); err != nil {
+	if err := s.Export(ctx, kept, filepath.Join(t.TempDir(), "k"), ExportOptions{}); err != nil {
 		t.Errorf("export after GC: %v", err)
 	}
 	if removed, err := s.GC(ctx); err != nil || removed != 0 {
@@ -229,7 +229,7 @@ func TestPinRefusesIncomplete(t *testing.T) {
 	if ok, err := s.Has(ctx, root); ok || err != nil {
 		t.Errorf("Has = %v, %v; want false", ok, err)
 	}
-	if err := s.Export(ctx, root, filepath.Join(t.TempDir(), "o"), nil); !errors.Is(err, ErrIncomplete) {
+	if err := s.Export(ctx, root, filepath.Join(t.TempDir(), "o"), ExportOptions{}); !errors.Is(err, ErrIncomplete) {
 		t.Errorf("export of incomplete DAG: %v, want ErrIncomplete", err)
 	}
 }
@@ -255,7 +255,7 @@ func TestCorruptBlockFailsReads(t *testing.T) {
 	if _, err := (bitswapStore{s}).Get(ctx, leaf); !errors.Is(err, ErrInvalidData) {
 		t.Errorf("bitswap read of corrupt leaf: %v, want ErrInvalidData", err)
 	}
-	if err := s.Export(ctx, root, filepath.Join(t.TempDir(), "o"), nil); !errors.Is(err, ErrInvalidData) {
+	if err := s.Export(ctx, root, filepath.Join(t.TempDir(), "o"), ExportOptions{}); !errors.Is(err, ErrInvalidData) {
 		t.Errorf("export with corrupt leaf: %v, want ErrInvalidData", err)
 	}
 	corruptBlock(t, s, root)
@@ -297,12 +297,12 @@ func hostileDir(t *testing.T, s *Store, names ...string) cid.Cid {
 func TestExportRefusesHostileNames(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t, t.TempDir())
-	for _, name := range []string{"../evil", "..", ".", "", "a/../../evil", "/etc/evil", "nul\x00"} {
+	for _, name := range []string{"../evil", "..", ".", "", "a/../../evil", "/etc/evil", "nul\x00", "new\nline", "esc\x1b[2J", "del\x7f"} {
 		t.Run(strings.ReplaceAll(name, "/", "_"), func(t *testing.T) {
 			root := hostileDir(t, s, "fine", name)
 			parent := t.TempDir()
 			dest := filepath.Join(parent, "out")
-			err := s.Export(ctx, root, dest, nil)
+			err := s.Export(ctx, root, dest, ExportOptions{})
 			if !errors.Is(err, ErrUnsafeName) {
 				t.Fatalf("export: %v, want ErrUnsafeName", err)
 			}
@@ -312,7 +312,7 @@ func TestExportRefusesHostileNames(t *testing.T) {
 		})
 	}
 	root := hostileDir(t, s, "twin", "twin")
-	if err := s.Export(ctx, root, filepath.Join(t.TempDir(), "out"), nil); err == nil {
+	if err := s.Export(ctx, root, filepath.Join(t.TempDir(), "out"), ExportOptions{}); err == nil {
 		t.Error("export of duplicate names succeeded")
 	}
 }

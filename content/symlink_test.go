@@ -84,7 +84,7 @@ func TestImportExportKeepsInsideLinks(t *testing.T) {
 	}
 
 	dest := filepath.Join(t.TempDir(), "got")
-	if err := s.Export(ctx, root, dest, nil); err != nil {
+	if err := s.Export(ctx, root, dest, ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range wantSkipped {
@@ -263,7 +263,7 @@ func TestExportNeverWritesThroughLinks(t *testing.T) {
 			parent := t.TempDir()
 			mkdir(t, filepath.Join(parent, "victim"), 0o755)
 			dest := filepath.Join(parent, "out")
-			err := s.Export(ctx, root, dest, nil)
+			err := s.Export(ctx, root, dest, ExportOptions{})
 			if err == nil {
 				t.Fatal("export of a hostile DAG succeeded")
 			}
@@ -301,7 +301,7 @@ func TestExportRefusesLinkRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	dest := filepath.Join(t.TempDir(), "out")
-	if err := s.Export(ctx, link.Cid(), dest, nil); !errors.Is(err, ErrUnsupported) {
+	if err := s.Export(ctx, link.Cid(), dest, ExportOptions{}); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("export of a symlink root: %v, want ErrUnsupported", err)
 	}
 	if _, err := os.Lstat(dest); err == nil {

@@ -503,7 +503,7 @@ func benchCheckpoint(ctx context.Context, size int64, files int, dir string, log
 		return f, err
 	}
 	t0 = time.Now()
-	if err := s.Export(ctx, root, job, nil); err != nil {
+	if err := s.Export(ctx, root, job, content.ExportOptions{}); err != nil {
 		return f, err
 	}
 	f.ExportS = time.Since(t0).Seconds()
@@ -513,7 +513,7 @@ func benchCheckpoint(ctx context.Context, size int64, files int, dir string, log
 
 	lower, upper, work, merged := filepath.Join(dir, "lower"), filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "merged")
 	t0 = time.Now()
-	if err := s.Export(ctx, root, lower, nil); err != nil {
+	if err := s.Export(ctx, root, lower, content.ExportOptions{}); err != nil {
 		return f, err
 	}
 	f.LowerExportS = time.Since(t0).Seconds()
