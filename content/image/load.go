@@ -74,7 +74,7 @@ func (l Layer) Compression() string {
 func Load(ctx context.Context, store *content.Store, root cid.Cid) (*Image, error) {
 	im, err := load(ctx, store, root)
 	if err != nil {
-		return nil, fmt.Errorf("load image %s: %w", root, err)
+		return nil, fmt.Errorf("image %s: %w", root, err)
 	}
 	return im, nil
 }
@@ -142,7 +142,7 @@ func load(ctx context.Context, store *content.Store, root cid.Cid) (*Image, erro
 	for i, l := range m.Layers {
 		c, size, err := blobFile(ctx, store, root, l.Digest)
 		if err != nil {
-			return nil, fmt.Errorf("layer %d: %w", i, err)
+			return nil, fmt.Errorf("layer %d (%s): %w", i, l.Digest, err)
 		}
 		if size != l.Size {
 			return nil, fmt.Errorf("%w: layer %d blob %s holds %d bytes, the manifest says %d", ErrInvalid, i, l.Digest, size, l.Size)

@@ -29,7 +29,7 @@ var (
 	// ErrBadDigest: a digest that is not "sha256:" and 64 lowercase hex
 	// digits. It would become a directory name, so nothing else passes.
 	ErrBadDigest = errors.New("malformed layer digest")
-	// ErrDigestMismatch: the blob that open returned hashes to another
+	// ErrDigestMismatch: the blob that Blob.Open returned hashes to another
 	// digest. Nothing of it is kept.
 	ErrDigestMismatch = errors.New("layer blob does not match its digest")
 	// ErrInUse: Remove of a layer that is acquired or being unpacked.
@@ -227,18 +227,30 @@ func (c *Cache) readMeta(hexd string) (entryMeta, time.Time, error) {
 	return m, st.ModTime(), nil
 }
 
+// Blob is a layer blob to acquire.
+type Blob struct {
+	// Digest is "sha256:…", the digest of the blob as stored (compressed
+	// or not) as the manifest names it: the cache's key.
+	Digest string
+	// MediaType is the manifest's media type of the layer; the bytes must
+	// agree with it (UnpackOptions.MediaType). Empty: the bytes decide.
+	MediaType string
+	// Open returns the blob's bytes, for an unpack.
+	Open func(context.Context) (io.ReadCloser, error)
+}
+
 // Acquire returns the directory of the unpacked layer with this digest
 // ("sha256:…", the digest of the compressed blob as the manifest names
 // it), to be used read-only as an overlay lowerdir, and a release to call
-// when the overlay is gone. On a miss it unpacks the blob that open
+// when the overlay is gone. On a miss it unpacks the blob that b.Open
 // returns, checking it against the digest; concurrent Acquires of one
 // digest share one unpack. A layer that was not in use is first checked
 // against the metadata digest recorded when it was unpacked, and unpacked
 // again if it was damaged. A layer stays on disk, never evicted, until
 // every Acquire of it is released; release may evict other layers before
 // it returns, and calling it twice is harmless.
-func (c *Cache) Acquire(ctx context.Context, digest string, open func(context.Context) (io.ReadCloser, error)) (dir string, release func(), err error) {
-	hexd, err := parseDigest(digest)
+func (c *Cache) Acquire(ctx context.Context, b Blob) (dir string, release func(), err error) {
+	hexd, err := parseDigest(b.Digest)
 	if err != nil {
 		return "", nil, err
 	}
@@ -255,7 +267,7 @@ func (c *Cache) Acquire(ctx context.Context, digest string, open func(context.Co
 			c.entries[hexd] = e
 			c.inflight.Add(1)
 			c.mu.Unlock()
-			if err := c.load(ctx, hexd, e, open, false); err != nil {
+			if err := c.load(ctx, hexd, e, b, false); err != nil {
 				return "", nil, err
 			}
 			return c.rootfs(hexd), c.releaser(hexd, e), nil
@@ -300,7 +312,7 @@ func (c *Cache) Acquire(ctx context.Context, digest string, open func(context.Co
 			e.refs = 1
 			c.inflight.Add(1)
 			c.mu.Unlock()
-			if err := c.load(ctx, hexd, e, open, true); err != nil {
+			if err := c.load(ctx, hexd, e, b, true); err != nil {
 				return "", nil, err
 			}
 			return c.rootfs(hexd), c.releaser(hexd, e), nil
@@ -315,7 +327,7 @@ func (c *Cache) rootfs(hexd string) string {
 // load makes e ready, holding one reference for the caller, or removes
 // it. With check, e is on disk already and is unpacked again only if its
 // tree no longer matches its record.
-func (c *Cache) load(ctx context.Context, hexd string, e *entry, open func(context.Context) (io.ReadCloser, error), check bool) error {
+func (c *Cache) load(ctx context.Context, hexd string, e *entry, b Blob, check bool) error {
 	defer c.inflight.Done()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -356,7 +368,7 @@ func (c *Cache) load(ctx context.Context, hexd string, e *entry, open func(conte
 		}
 	}
 
-	size, err := c.unpack(ctx, hexd, open)
+	size, err := c.unpack(ctx, hexd, b)
 	if err != nil {
 		return c.fail(hexd, e, err)
 	}
@@ -402,7 +414,7 @@ func (c *Cache) check(ctx context.Context, hexd string) error {
 // unpack writes the layer into a temporary directory and moves it into
 // place once it is complete and on disk, so that a crash leaves either a
 // complete entry or debris in tmp/ that Open removes.
-func (c *Cache) unpack(ctx context.Context, hexd string, open func(context.Context) (io.ReadCloser, error)) (int64, error) {
+func (c *Cache) unpack(ctx context.Context, hexd string, b Blob) (int64, error) {
 	digest := "sha256:" + hexd
 	tmp, err := os.MkdirTemp(filepath.Join(c.dir, tmpDir), hexd+".")
 	if err != nil {
@@ -414,16 +426,19 @@ func (c *Cache) unpack(ctx context.Context, hexd string, open func(context.Conte
 		return 0, fmt.Errorf("layer %s: %w", digest, err)
 	}
 
-	rc, err := open(ctx)
+	rc, err := b.Open(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("layer %s: open blob: %w", digest, err)
 	}
 	defer rc.Close()
 	h := sha256.New()
 	blob := io.TeeReader(rc, h)
-	stats, err := Unpack(ctx, blob, rootfs, c.opts.Unpack)
+	opts := c.opts.Unpack
+	opts.MediaType = b.MediaType
+	stats, err := Unpack(ctx, blob, rootfs, opts)
 	if err != nil {
-		return 0, fmt.Errorf("layer %s: %w", digest, err)
+		// The caller names the layer: what is wrong with it is enough.
+		return 0, err
 	}
 	if _, err := io.Copy(io.Discard, blob); err != nil {
 		return 0, fmt.Errorf("layer %s: read blob: %w", digest, err)

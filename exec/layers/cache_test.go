@@ -53,7 +53,7 @@ func openCache(tb testing.TB, dir string, opts CacheOptions) *Cache {
 
 func acquire(tb testing.TB, c *Cache, b *blob) (string, func()) {
 	tb.Helper()
-	dir, release, err := c.Acquire(context.Background(), b.digest, b.open)
+	dir, release, err := c.Acquire(context.Background(), Blob{Digest: b.digest, Open: b.open})
 	if err != nil {
 		tb.Fatalf("acquire %s: %v", b.digest, err)
 	}
@@ -220,7 +220,7 @@ func TestCacheRestartReusesEntries(t *testing.T) {
 	fail := func(context.Context) (io.ReadCloser, error) {
 		return nil, errors.New("a complete layer was unpacked again after a restart")
 	}
-	dir, release, err := c2.Acquire(context.Background(), b.digest, fail)
+	dir, release, err := c2.Acquire(context.Background(), Blob{Digest: b.digest, Open: fail})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,9 @@ func TestCacheConcurrentAcquireUnpacksOnce(t *testing.T) {
 	errs := make([]error, n)
 	releases := make([]func(), n)
 	for i := range n {
-		wg.Go(func() { dirs[i], releases[i], errs[i] = c.Acquire(context.Background(), l.digest, open) })
+		wg.Go(func() {
+			dirs[i], releases[i], errs[i] = c.Acquire(context.Background(), Blob{Digest: l.digest, Open: open})
+		})
 	}
 	wg.Wait()
 	for i := range n {
@@ -293,7 +295,7 @@ func TestCacheRefusesWrongBlob(t *testing.T) {
 	root := t.TempDir()
 	c := openCache(t, root, CacheOptions{})
 	good, other := layerBlob(t, "good", 10), layerBlob(t, "evil", 10)
-	_, _, err := c.Acquire(context.Background(), good.digest, other.open)
+	_, _, err := c.Acquire(context.Background(), Blob{Digest: good.digest, Open: other.open})
 	if !errors.Is(err, ErrDigestMismatch) {
 		t.Fatalf("err %v, want ErrDigestMismatch", err)
 	}
@@ -313,7 +315,7 @@ func TestCacheHostileLayerLeavesNothing(t *testing.T) {
 	root := t.TempDir()
 	c := openCache(t, root, CacheOptions{})
 	evil := newBlob(t, symlink("a", "/etc"), file("a/passwd", "x"))
-	_, _, err := c.Acquire(context.Background(), evil.digest, evil.open)
+	_, _, err := c.Acquire(context.Background(), Blob{Digest: evil.digest, Open: evil.open})
 	if !errors.Is(err, ErrUnsafePath) || !strings.Contains(err.Error(), "a/passwd") {
 		t.Fatalf("err %v, want ErrUnsafePath naming a/passwd", err)
 	}
@@ -329,7 +331,7 @@ func TestCacheOpenErrorIsRetried(t *testing.T) {
 	c := openCache(t, t.TempDir(), CacheOptions{})
 	l := layerBlob(t, "lay", 10)
 	broken := errors.New("peer went away")
-	_, _, err := c.Acquire(context.Background(), l.digest, func(context.Context) (io.ReadCloser, error) { return nil, broken })
+	_, _, err := c.Acquire(context.Background(), Blob{Digest: l.digest, Open: func(context.Context) (io.ReadCloser, error) { return nil, broken }})
 	if !errors.Is(err, broken) {
 		t.Fatalf("err %v", err)
 	}
@@ -366,7 +368,7 @@ func TestCacheRefusesBadDigests(t *testing.T) {
 	c := openCache(t, t.TempDir(), CacheOptions{})
 	for _, d := range []string{"", "sha256:", "sha256:../../etc", "sha512:" + strings.Repeat("a", 64),
 		"sha256:" + strings.Repeat("A", 64), "sha256:" + strings.Repeat("a", 63) + "/"} {
-		if _, _, err := c.Acquire(context.Background(), d, nil); !errors.Is(err, ErrBadDigest) {
+		if _, _, err := c.Acquire(context.Background(), Blob{Digest: d}); !errors.Is(err, ErrBadDigest) {
 			t.Errorf("%q: %v, want ErrBadDigest", d, err)
 		}
 		if err := c.Remove(d); !errors.Is(err, ErrBadDigest) {
@@ -378,7 +380,7 @@ func TestCacheRefusesBadDigests(t *testing.T) {
 func TestCacheClosed(t *testing.T) {
 	c := openCache(t, t.TempDir(), CacheOptions{})
 	c.Close()
-	if _, _, err := c.Acquire(context.Background(), "sha256:"+strings.Repeat("a", 64), nil); !errors.Is(err, ErrClosed) {
+	if _, _, err := c.Acquire(context.Background(), Blob{Digest: "sha256:" + strings.Repeat("a", 64)}); !errors.Is(err, ErrClosed) {
 		t.Errorf("acquire after close: %v", err)
 	}
 }

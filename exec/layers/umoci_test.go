@@ -74,9 +74,9 @@ func TestUmociImage(t *testing.T) {
 			t.Errorf("layer media type %s", l.MediaType)
 		}
 		blob := filepath.Join(img, "blobs", "sha256", strings.TrimPrefix(l.Digest, "sha256:"))
-		d, release, err := c.Acquire(context.Background(), l.Digest, func(context.Context) (io.ReadCloser, error) {
+		d, release, err := c.Acquire(context.Background(), Blob{Digest: l.Digest, MediaType: l.MediaType, Open: func(context.Context) (io.ReadCloser, error) {
 			return os.Open(blob)
-		})
+		}})
 		if err != nil {
 			t.Fatal(err)
 		}

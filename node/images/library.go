@@ -25,6 +25,10 @@ type Options struct {
 	UIDBase uint32
 	// MaxImportBytes caps the blobs of one imported image; 0 is no cap.
 	MaxImportBytes int64
+	// MaxLayerBytes and MaxLayerEntries cap what one layer unpacks to,
+	// in bytes and tar entries; 0 means exec/layers' defaults.
+	MaxLayerBytes   int64
+	MaxLayerEntries int
 	// Import is passed to content/image for imports and pulls (platform,
 	// registry auth and transport). Its MaxBytes, Pin and Progress are
 	// set per call.
@@ -51,8 +55,9 @@ func Open(ctx context.Context, store *content.Store, dir string, o Options) (*Li
 	base := int(o.UIDBase)
 	cache, err := layers.OpenCache(ctx, filepath.Clean(dir), layers.CacheOptions{
 		MaxBytes: o.CacheBytes,
-		Unpack:   layers.UnpackOptions{UIDBase: base, GIDBase: base},
-		Log:      o.Log,
+		Unpack: layers.UnpackOptions{UIDBase: base, GIDBase: base,
+			MaxBytes: o.MaxLayerBytes, MaxEntries: o.MaxLayerEntries},
+		Log: o.Log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open layer cache: %w", err)
@@ -113,7 +118,7 @@ func (l *Library) Pull(ctx context.Context, pinnedRef, pin string) (cid.Cid, err
 func (l *Library) Prepare(ctx context.Context, root cid.Cid) (*exec.ImageRoot, func(), error) {
 	im, err := image.Load(ctx, l.store, root)
 	if err != nil {
-		return nil, nil, fmt.Errorf("load image %s: %w", root, err)
+		return nil, nil, err // Load names the image
 	}
 	// The layers acquired so far: released here on error, by the caller
 	// otherwise. A local, not a named result, so that no return statement
@@ -141,11 +146,10 @@ func (l *Library) Prepare(ctx context.Context, root cid.Cid) (*exec.ImageRoot, f
 		},
 	}
 	for i, layer := range im.Layers {
-		dir, rel, err := l.cache.Acquire(ctx, layer.Digest.String(), func(ctx context.Context) (io.ReadCloser, error) {
-			return image.OpenLayer(ctx, l.store, layer)
-		})
+		dir, rel, err := l.cache.Acquire(ctx, layers.Blob{Digest: layer.Digest.String(), MediaType: string(layer.MediaType),
+			Open: func(ctx context.Context) (io.ReadCloser, error) { return image.OpenLayer(ctx, l.store, layer) }})
 		if err != nil {
-			return nil, nil, fmt.Errorf("layer %d (%s) of image %s: %w", i, layer.Digest, root, err)
+			return nil, nil, fmt.Errorf("image %s: layer %d (%s): %w", root, i, layer.Digest, err)
 		}
 		releases = append(releases, rel)
 		// Load lists layers lowest first; an overlay wants the top first.
