@@ -28,13 +28,20 @@ var errBulkUnsupported = errors.New("peer does not support " + ProtocolBulk)
 const streamBuffer = 1 << 20
 
 // serveBulk answers one bulk request.
+//
+// libp2p runs it in a goroutine of its own without recovering, on what any
+// peer sends: a panic fails this one request, answered statusError if
+// nothing was sent yet and reset otherwise, and the daemon goes on.
 func (e *Exchange) serveBulk(str network.Stream) {
 	remote := str.Conn().RemotePeer()
 	stop := context.AfterFunc(e.ctx, func() { _ = str.Reset() })
 	defer stop()
 	log := e.log.With("peer", remote)
 
+	// wrote: a response has begun, so an error one can no longer follow.
+	wrote := false
 	respond := func(st bulkStatus, msg string) {
+		wrote = true
 		_ = str.SetWriteDeadline(time.Now().Add(e.stall))
 		if _, err := str.Write(encodeResponse(bulkResponse{status: st, message: msg})); err != nil {
 			_ = str.Reset()
@@ -42,6 +49,18 @@ func (e *Exchange) serveBulk(str network.Stream) {
 		}
 		_ = str.Close()
 	}
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		e.recovered(PanicBulk, v, "peer", remote)
+		if wrote {
+			_ = str.Reset()
+			return
+		}
+		respond(statusError, "internal error")
+	}()
 
 	_ = str.SetReadDeadline(time.Now().Add(e.stall))
 	b, err := io.ReadAll(io.LimitReader(str, maxRequestBytes+1))
@@ -82,6 +101,7 @@ func (e *Exchange) serveBulk(str network.Stream) {
 	}
 
 	start := time.Now()
+	wrote = true
 	if err := e.sendCar(str, remote, req.root, list, total); err != nil {
 		log.Info("bulk send failed", "blocks", len(list), "err", err)
 		_ = str.Reset()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -53,7 +54,20 @@ type ExchangeOptions struct {
 	// protocol, with the peer it went to: the node counts what it serves
 	// by kind of peer.
 	Served func(to peer.ID, bytes int64)
+	// Panicked, if set, is told of every panic recovered while serving a
+	// peer (where PanicBulk or PanicBitswap); the node counts them. Nil:
+	// they are only logged, at error level on Log.
+	Panicked func(where string)
 }
+
+// Where a panic was recovered while serving a peer (ExchangeOptions.Panicked).
+const (
+	// PanicBulk: answering one bulk request, which fails.
+	PanicBulk = "bulk"
+	// PanicBitswap: deciding whether a bitswap want may be served; the
+	// block is refused.
+	PanicBitswap = "bitswap"
+)
 
 // FetchOptions configures one fetch. The zero value fetches without
 // pinning.
@@ -103,8 +117,10 @@ type Exchange struct {
 	bs     *bitswap.Bitswap
 	upload *rate.Limiter // nil: no limit
 	served func(to peer.ID, bytes int64)
-	ctx    context.Context // cancelled by Close; bounds serving
-	cancel context.CancelFunc
+	// panicked is told of panics recovered while serving; nil: logged only.
+	panicked func(where string)
+	ctx      context.Context // cancelled by Close; bounds serving
+	cancel   context.CancelFunc
 
 	closeOnce sync.Once
 }
@@ -125,14 +141,15 @@ func NewExchange(ctx context.Context, h host.Host, s *Store, access Access, o Ex
 	}
 	ectx, cancel := context.WithCancel(ctx)
 	e := &Exchange{
-		h:      h,
-		s:      s,
-		access: access,
-		log:    log,
-		stall:  stall,
-		ctx:    ectx,
-		cancel: cancel,
-		served: o.Served,
+		h:        h,
+		s:        s,
+		access:   access,
+		log:      log,
+		stall:    stall,
+		ctx:      ectx,
+		cancel:   cancel,
+		served:   o.Served,
+		panicked: o.Panicked,
 	}
 	if o.UploadLimit > 0 {
 		// The burst must hold the largest block; a tenth of a second of
@@ -163,7 +180,16 @@ func (e *Exchange) Close() error {
 // allowBlock is bitswap's per-block filter: a block is served to p when it
 // belongs to a DAG that p is allowed. The index of block→roots is written
 // when a DAG is imported, fetched or pinned.
-func (e *Exchange) allowBlock(p peer.ID, c cid.Cid) bool {
+//
+// It runs in bitswap's goroutines, which do not recover, on every want a
+// peer sends: a panic here refuses the block rather than end the daemon.
+func (e *Exchange) allowBlock(p peer.ID, c cid.Cid) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.recovered(PanicBitswap, v, "peer", p, "cid", c)
+			ok = false
+		}
+	}()
 	ok, err := e.s.rootsOf(e.ctx, c, func(root cid.Cid) bool {
 		return e.access.Allowed(p, root)
 	})
@@ -175,6 +201,17 @@ func (e *Exchange) allowBlock(p peer.ID, c cid.Cid) bool {
 		e.log.Debug("bitswap request refused", "peer", p, "cid", c)
 	}
 	return ok
+}
+
+// recovered logs a panic recovered while serving a peer, with its stack
+// (so it must be called from the deferred function that recovered it),
+// and tells e.panicked.
+func (e *Exchange) recovered(where string, v any, attrs ...any) {
+	attrs = append([]any{"where", where, "panic", fmt.Sprint(v)}, attrs...)
+	e.log.Error("panic recovered", append(attrs, "stack", string(debug.Stack()))...)
+	if e.panicked != nil {
+		e.panicked(where)
+	}
 }
 
 type fetchMethod int

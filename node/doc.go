@@ -21,6 +21,20 @@
 // and out, the epoch's Match). Its state is a node's data dir (see the
 // README for the layout), so a restart picks up where it left off.
 //
+// # Panics
+//
+// No input from a peer may end the daemon. A panic in one unit of work is
+// recovered at that unit's boundary, as net/http does per request, and
+// only that unit fails: a stream request (p2p.Serve answers "internal
+// error", p2p.CodeInternal), a gossip message being validated (ignored)
+// or applied to the view (dropped), a bulk request or bitswap want
+// (content), an epoch's Match, a lease (node/provider), an API request
+// (500). Each is logged at error level as "panic recovered" with where,
+// the panic and its stack, and counted in e31_panics_total{where}, whose
+// few fixed label values all exist from the start. It is a safety net for
+// bugs, never a way to refuse anything: testnet/cluster's Panics finds
+// them in a daemon's log, and every end-to-end test fails on one.
+//
 // # Providers that fail jobs
 //
 // A provider may follow the wire format and still not serve: squat on the

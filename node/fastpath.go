@@ -77,6 +77,7 @@ func (n *Node) fastLoop(ctx context.Context) {
 // announced make it refuse (Propose); the lease's announcement, arriving at
 // every peer, makes them all pass again.
 func (n *Node) fastPass(now time.Time) (open int) {
+	defer n.recoverPanic(panicMatch, "pass", "fast")
 	open = n.market.OpenCount()
 	if open == 0 || open > fastMaxJobs {
 		return open

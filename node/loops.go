@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -133,35 +135,78 @@ func (n *Node) receiveOffers(ctx context.Context, sub *p2p.Subscription) {
 		if err != nil {
 			return
 		}
-		var b wire.OfferBody
-		if err := s.Decode(&b); err != nil {
-			continue // the validator already checked it; cannot happen
-		}
-		now := time.Now()
-		n.observeDelay(s, now)
-		// A changed offer may change who a pass between epochs assigns a
-		// waiting job to: the provider that holds devices it has not yet
-		// announced knows it cannot take the job before its peers do.
-		n.signalWork()
-		if isNew := n.offers.Apply(b, s.Message.Time, now); isNew {
-			n.log.Info("provider joined the view", "provider", b.Offer.Provider, "gpus", len(b.Offer.GPUs))
-			n.learnAddrs(ctx, s.Signer, b.Addrs)
-			if s.Signer != n.self {
-				// A provider that left the view for missed heartbeats and
-				// came back, as a stall of this node makes dozens do at
-				// once, is written again only with new addresses or once
-				// the record ages; and the write is not this loop's to
-				// wait for: a store stalled by compaction would hold up
-				// every offer behind it, and more providers would miss
-				// their heartbeats.
-				if saved.due(s.Signer, b.Addrs, now) {
-					signer, addrs := s.Signer, b.Addrs
-					n.loops.Go(func() { n.rememberPeer(signer, addrs) })
-				}
-				n.submitter.Joined(now)
+		n.applyOffer(ctx, s, saved)
+	}
+}
+
+// applyOffer applies one accepted offer to the view. A panic fails this
+// offer only (recoverPanic): the loop goes on with the next.
+func (n *Node) applyOffer(ctx context.Context, s p2p.Signed, saved savedPeers) {
+	defer n.recoverPanic(panicGossipHandle, "topic", p2p.TopicOffers, "signer", s.Signer)
+	var b wire.OfferBody
+	if err := s.Decode(&b); err != nil {
+		return // the validator already checked it; cannot happen
+	}
+	now := time.Now()
+	n.observeDelay(s, now)
+	// A changed offer may change who a pass between epochs assigns a
+	// waiting job to: the provider that holds devices it has not yet
+	// announced knows it cannot take the job before its peers do.
+	n.signalWork()
+	if isNew := n.offers.Apply(b, s.Message.Time, now); isNew {
+		n.log.Info("provider joined the view", "provider", b.Offer.Provider, "gpus", len(b.Offer.GPUs))
+		n.learnAddrs(ctx, s.Signer, b.Addrs)
+		if s.Signer != n.self {
+			// A provider that left the view for missed heartbeats and
+			// came back, as a stall of this node makes dozens do at
+			// once, is written again only with new addresses or once
+			// the record ages; and the write is not this loop's to
+			// wait for: a store stalled by compaction would hold up
+			// every offer behind it, and more providers would miss
+			// their heartbeats.
+			if saved.due(s.Signer, b.Addrs, now) {
+				signer, addrs := s.Signer, b.Addrs
+				n.loops.Go(func() {
+					defer n.recoverPanic(panicTask, "task", "remember peer", "peer", signer)
+					n.rememberPeer(signer, addrs)
+				})
 			}
+			n.submitter.Joined(now)
 		}
 	}
+}
+
+// Where the node recovers a panic in its own work: label values of
+// e31_panics_total beside those of the packages it wires (p2p, content,
+// apiserver).
+const (
+	// panicGossipHandle: applying one accepted gossip message; the
+	// message is dropped.
+	panicGossipHandle = "gossip-handle"
+	// panicMatch: one epoch's Match and what this node does with its
+	// result; the epoch is lost.
+	panicMatch = "match"
+	// panicTask: one of the node's short tasks (a dial, a peer record).
+	panicTask = "task"
+	// panicLease: the provider's lease goroutine (provider.Metrics.Panics).
+	panicLease = "lease"
+)
+
+// recoverPanic, deferred, stops a panic in one unit of the node's own
+// work on what peers sent (a gossip message, an epoch's pass, a short
+// task), so that the unit fails and the loop goes on with the next, as
+// net/http does with a request: the panic is logged at error level with
+// its stack and counted under where. It must itself be the deferred call:
+// recover stops a panic only there. A safety net for bugs, never a way to
+// refuse a message: the tests fail on any "panic recovered" in a log.
+func (n *Node) recoverPanic(where string, attrs ...any) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	attrs = append([]any{"where", where, "panic", fmt.Sprint(v)}, attrs...)
+	n.log.Error("panic recovered", append(attrs, "stack", string(debug.Stack()))...)
+	n.metrics.panicked(where)
 }
 
 // learnAddrs keeps a provider's addresses so that a direct stream can reach
@@ -180,6 +225,7 @@ func (n *Node) learnAddrs(ctx context.Context, p peer.ID, addrs []string) {
 		return
 	}
 	n.loops.Go(func() {
+		defer n.recoverPanic(panicTask, "task", "connect", "peer", p)
 		cctx, cancel := context.WithTimeout(ctx, n.cfg.ConnectTimeout)
 		defer cancel()
 		if err := n.host.Connect(cctx, info); err != nil && ctx.Err() == nil {
@@ -245,10 +291,17 @@ func (n *Node) receiveJobs(ctx context.Context, sub *p2p.Subscription) {
 		if err != nil {
 			return
 		}
-		now := time.Now()
-		n.observeDelay(s, now)
-		n.applyJobMessage(s, now)
+		n.receiveJobMessage(s)
 	}
+}
+
+// receiveJobMessage applies one accepted jobs message. A panic fails this
+// message only (recoverPanic): the loop goes on with the next.
+func (n *Node) receiveJobMessage(s p2p.Signed) {
+	defer n.recoverPanic(panicGossipHandle, "topic", p2p.TopicJobs, "kind", s.Message.Kind, "signer", s.Signer)
+	now := time.Now()
+	n.observeDelay(s, now)
+	n.applyJobMessage(s, now)
 }
 
 // observeDelay records how long gossip took to bring a message from
@@ -388,21 +441,29 @@ func (n *Node) matchLoop(ctx context.Context) {
 				n.log.Info("epoch delay below its ceiling again", "delay", delay)
 			}
 		}
-		cutoff := start.Add(-delay)
-		n.prune()
-		v := n.market.Snapshot(epoch, start, cutoff, n.offers.At(cutoff, start))
-		if len(v.Jobs) == 0 {
-			continue
-		}
-		res := market.Match(v, market.Options{})
-		n.submitter.RecordWaits(res)
-		n.submitter.RecordReservations(res)
-		n.provider.Prestage(n.reservedHere(res))
-		n.recordMatch(api.Match{Epoch: epoch, ViewHash: res.ViewHash, Jobs: len(v.Jobs), DelayMs: delay.Milliseconds(), Assignments: res.Assignments})
-		for _, a := range res.Assignments {
-			if a.Provider == n.self.String() {
-				n.provider.Propose(a, epoch, res.ViewHash)
-			}
+		n.matchEpoch(epoch, start, delay)
+	}
+}
+
+// matchEpoch runs one epoch's Match and acts on it. The view it matches is
+// made of what peers sent, so a panic fails this epoch only
+// (recoverPanic): the loop goes on with the next.
+func (n *Node) matchEpoch(epoch uint64, start time.Time, delay time.Duration) {
+	defer n.recoverPanic(panicMatch, "epoch", epoch)
+	cutoff := start.Add(-delay)
+	n.prune()
+	v := n.market.Snapshot(epoch, start, cutoff, n.offers.At(cutoff, start))
+	if len(v.Jobs) == 0 {
+		return
+	}
+	res := market.Match(v, market.Options{})
+	n.submitter.RecordWaits(res)
+	n.submitter.RecordReservations(res)
+	n.provider.Prestage(n.reservedHere(res))
+	n.recordMatch(api.Match{Epoch: epoch, ViewHash: res.ViewHash, Jobs: len(v.Jobs), DelayMs: delay.Milliseconds(), Assignments: res.Assignments})
+	for _, a := range res.Assignments {
+		if a.Provider == n.self.String() {
+			n.provider.Propose(a, epoch, res.ViewHash)
 		}
 	}
 }

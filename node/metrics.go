@@ -9,6 +9,7 @@ import (
 
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/apiserver"
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/submitter"
 	"github.com/e31network/e31/p2p"
@@ -25,6 +26,10 @@ type metrics struct {
 	submitter *submitter.Metrics
 	// served counts bytes served over the bulk protocol, by kind of peer.
 	served *prometheus.CounterVec
+	// panics counts the panics recovered where one unit of work (a stream
+	// request, a gossip message, an API request, a lease) failed and the
+	// daemon went on. Each is logged with its stack; any is a bug.
+	panics *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -56,8 +61,22 @@ func newMetrics() *metrics {
 	m.provider.Fetched = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e31_content_fetched_bytes_total", Help: "Input bytes this provider fetched, by kind of source (submitter or provider)."}, []string{"from"})
 	m.served = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e31_content_served_bytes_total", Help: "Bytes this node served to peers over the bulk protocol, by kind of peer (provider: a peer with an offer; other)."}, []string{"to"})
 	m.reg.MustRegister(m.submitter.Submitted, m.submitter.Rejected, m.provider.Leases, receipts, persist, staged, returned, prestaged, m.provider.Fetched, m.served)
+	m.panics = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e31_panics_total", Help: "Panics recovered at a boundary of the daemon, by where: the one request, message, epoch or lease failed and the daemon went on. Each is logged with its stack; any is a bug."}, []string{"where"})
+	// Every where exists from the start at 0, so that an alert on an
+	// increase sees the first panic; the values are few and fixed, never
+	// a peer's or a protocol's name.
+	for _, w := range []string{p2p.PanicStream, p2p.PanicGossipValidate, content.PanicBulk, content.PanicBitswap, apiserver.PanicAPI, panicGossipHandle, panicMatch, panicTask, panicLease} {
+		m.panics.WithLabelValues(w)
+	}
+	m.provider.Panics = m.panics.WithLabelValues(panicLease)
+	m.submitter.Panics = m.panics.WithLabelValues(panicTask)
+	m.reg.MustRegister(m.panics)
 	return m
 }
+
+// panicked counts a panic recovered at where, one of the values newMetrics
+// starts at 0. It is the hook the node gives p2p, content and apiserver.
+func (m *metrics) panicked(where string) { m.panics.WithLabelValues(where).Inc() }
 
 // register adds the series that are read from the node when scraped.
 func (m *metrics) register(n *Node) {

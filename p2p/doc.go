@@ -24,6 +24,15 @@
 // body itself is checked by a validator that the node supplies per topic,
 // since only the node knows what a declaration or an offer must contain.
 //
+// A handler given to Serve and the validators of a topic run on whatever
+// any peer sends, in goroutines that libp2p and pubsub start without
+// recovering. A panic in one fails only that request (answered "internal
+// error" with CodeInternal) or that message (ignored, not rejected: the
+// bug is ours, not the forwarder's), is logged at error level with its
+// stack, and is told to the node's hook (OnPanic, GossipConfig.Panicked),
+// which counts it. It is a safety net for bugs, never a way to refuse: a
+// refusal is an error the handler returns, or a validator's rejection.
+//
 // # Peers that misbehave
 //
 // The validators decide what a message is worth; gossipsub v1.1's peer

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -64,7 +65,15 @@ type GossipConfig struct {
 	// Extra pubsub options, applied after the network's own: a tracer, or
 	// a benchmark's baseline.
 	Extra []pubsub.Option
+	// Panicked, if set, is told of every panic recovered from a topic's
+	// validation (where PanicGossipValidate); the node counts them. Nil:
+	// they are only logged, at error level on Log.
+	Panicked func(where string)
 }
+
+// PanicGossipValidate is the where of a panic recovered from the
+// validation of a gossip message (GossipConfig.Panicked).
+const PanicGossipValidate = "gossip-validate"
 
 // Gossip publishes and receives signed envelopes on the E31 topics.
 type Gossip struct {
@@ -75,6 +84,7 @@ type Gossip struct {
 	network  string
 	now      func() time.Time
 	log      *slog.Logger
+	panicked func(where string) // nil: panics are only logged
 	checker  *Checker
 	topics   map[string]*pubsub.Topic
 	rejected map[string]*atomic.Uint64
@@ -116,6 +126,7 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 		network:  cfg.Network,
 		now:      cfg.Now,
 		log:      cfg.Log,
+		panicked: cfg.Panicked,
 		checker:  NewChecker(cfg.MaxAge, cfg.MaxSkew),
 		topics:   make(map[string]*pubsub.Topic),
 		rejected: make(map[string]*atomic.Uint64),
@@ -126,7 +137,7 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 	for _, short := range []string{TopicOffers, TopicJobs} {
 		name := TopicName(cfg.Network, short)
 		bv := cfg.Validators[short]
-		if err := ps.RegisterTopicValidator(name, cfg.Guard.wrap(short, g.validator(short, bv))); err != nil {
+		if err := ps.RegisterTopicValidator(name, g.recovering(short, cfg.Guard.wrap(short, g.validator(short, bv)))); err != nil {
 			return nil, fmt.Errorf("register validator for %s: %w", name, err)
 		}
 		t, err := ps.Join(name)
@@ -232,6 +243,32 @@ func (g *Gossip) validator(short string, bv BodyValidator) pubsub.ValidatorEx {
 			return pubsub.ValidationIgnore
 		}
 		return pubsub.ValidationReject
+	}
+}
+
+// recovering makes a panic in v (the body validator, the checks, the
+// Guard's) fail only the one message it was validating: logged with its
+// stack, told to Panicked, and the message ignored. Pubsub runs
+// validators in goroutines of its own without recovering, so without
+// this one message that finds a bug would end the daemon, and every
+// daemon it reached. Ignored, not rejected: the fault is ours, not
+// proof that the forwarder misbehaved, and a rejection would cost every
+// honest peer that forwards such a message its score (P4).
+func (g *Gossip) recovering(short string, v pubsub.ValidatorEx) pubsub.ValidatorEx {
+	return func(ctx context.Context, from peer.ID, msg *pubsub.Message) (res pubsub.ValidationResult) {
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			g.log.Error("panic recovered", "where", PanicGossipValidate, "panic", fmt.Sprint(p), "topic", short, "forwarder", from, "stack", string(debug.Stack()))
+			if g.panicked != nil {
+				g.panicked(PanicGossipValidate)
+			}
+			msg.ValidatorData = nil
+			res = pubsub.ValidationIgnore
+		}()
+		return v(ctx, from, msg)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -148,9 +149,42 @@ func Call(ctx context.Context, h host.Host, p peer.ID, proto protocol.ID, req, r
 // DecodeStrict on it. A returned error is sent to the caller as its text.
 type Handler func(ctx context.Context, from peer.ID, req json.RawMessage) (any, error)
 
+// CodeInternal is the refusal code of a request the serving side failed
+// for a fault of its own (the handler panicked, or its reply did not
+// encode), not for anything in the request.
+const CodeInternal = "internal"
+
+// PanicStream is the where of a panic that Serve recovered from a handler
+// (see OnPanic).
+const PanicStream = "stream"
+
+// ServeOption configures Serve.
+type ServeOption func(*serveOptions)
+
+type serveOptions struct {
+	panicked func(where string)
+}
+
+// OnPanic has Serve tell fn of every panic it recovered from the handler,
+// with where PanicStream: the node counts them. Without it a recovered
+// panic is only logged.
+func OnPanic(fn func(where string)) ServeOption {
+	return func(o *serveOptions) { o.panicked = fn }
+}
+
 // Serve installs fn as the handler of proto on h. Each request is bounded by
 // timeout.
-func Serve(ctx context.Context, h host.Host, proto protocol.ID, timeout time.Duration, log *slog.Logger, fn Handler) {
+//
+// A panic in fn fails that one request, as net/http does: it is logged at
+// error level with its stack, the caller gets "internal error" with
+// CodeInternal, and the host goes on serving. libp2p runs each stream's
+// handler in a goroutine of its own without recovering, so without this
+// one request from a peer that finds a bug would end the daemon.
+func Serve(ctx context.Context, h host.Host, proto protocol.ID, timeout time.Duration, log *slog.Logger, fn Handler, opts ...ServeOption) {
+	var o serveOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	h.SetStreamHandler(proto, func(s network.Stream) {
 		defer s.Close()
 		_ = s.SetDeadline(time.Now().Add(timeout))
@@ -162,21 +196,44 @@ func Serve(ctx context.Context, h host.Host, proto protocol.ID, timeout time.Dur
 		}
 		rctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		out, err := fn(rctx, s.Conn().RemotePeer(), json.RawMessage(b))
-		var rep reply
-		if err != nil {
-			rep.Error = err.Error()
-			rep.Code = RefusalCode(err)
-		} else if out != nil {
-			body, merr := json.Marshal(out)
-			if merr != nil {
-				rep.Error = "internal error"
-			} else {
-				rep.Body = body
-			}
-		}
+		rep := answer(rctx, fn, s.Conn().RemotePeer(), json.RawMessage(b), proto, log, o.panicked)
 		if err := WriteFrame(s, rep); err != nil {
 			s.Reset()
 		}
 	})
+}
+
+// internalError is the reply to a request the serving side failed for a
+// fault of its own; the peer learns nothing of the fault but that it
+// happened.
+var internalError = reply{Error: "internal error", Code: CodeInternal}
+
+// answer runs fn on one request and makes its reply. Everything that runs
+// the handler's code is inside: fn, and the encoding of its reply and
+// error, whose methods are the handler's too. A panic in any becomes
+// internalError, logged with its stack and told to panicked (if set).
+func answer(ctx context.Context, fn Handler, from peer.ID, req json.RawMessage, proto protocol.ID, log *slog.Logger, panicked func(string)) (rep reply) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		log.Error("panic recovered", "where", PanicStream, "panic", fmt.Sprint(v), "proto", proto, "peer", from, "stack", string(debug.Stack()))
+		if panicked != nil {
+			panicked(PanicStream)
+		}
+		rep = internalError
+	}()
+	out, err := fn(ctx, from, req)
+	if err != nil {
+		return reply{Error: err.Error(), Code: RefusalCode(err)}
+	}
+	if out == nil {
+		return reply{}
+	}
+	body, err := json.Marshal(out)
+	if err != nil {
+		return internalError
+	}
+	return reply{Body: body}
 }

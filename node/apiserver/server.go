@@ -1,6 +1,8 @@
 // Package apiserver serves the daemon's local HTTP+JSON API, the one the e31
 // command uses. It maps domain errors to HTTP statuses here, at the edge,
-// and nowhere else: the parts of the node return typed errors.
+// and nowhere else: the parts of the node return typed errors. A panic in
+// a request answers that request 500 and is logged and counted
+// (Config.Panicked); the server goes on.
 package apiserver
 
 import (
@@ -13,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -46,7 +49,7 @@ type (
 	}
 	// Content writes DAGs out of the local store (content.Store).
 	Content interface {
-		Export(ctx context.Context, root cid.Cid, dest string, p content.Progress) error
+		Export(ctx context.Context, root cid.Cid, dest string, o content.ExportOptions) error
 		Size(ctx context.Context, root cid.Cid) (int64, error)
 	}
 	// Images are the images imported into the store (images.Library).
@@ -73,18 +76,28 @@ type Config struct {
 	Network Network
 	Jobs    Jobs
 	Content Content
-	Images  Images
-	Ledger  Ledger
+	// GetLimits caps what one e31 get writes out (node.Config.MaxOutputBytes,
+	// MaxEntries, MaxDepth).
+	GetLimits content.Limits
+	Images    Images
+	Ledger    Ledger
 	// Logs, when set, serves GET /v1/jobs/{id}/logs.
 	Logs Logs
 	// Block, when set, serves POST /v1/debug/block: cut this node off from
 	// the peers named (an empty list heals). Off in a default daemon.
 	Block func(peers []peer.ID)
+	// PutCAR, when set, serves POST /v1/debug/car: store the posted CAR's
+	// blocks as they are and pin its roots, complete or not. Set only by a
+	// daemon playing a hostile submitter for tests (node.Config.RawContent).
+	PutCAR func(ctx context.Context, car io.Reader) ([]cid.Cid, error)
 	// Doctor, when set, serves GET /v1/doctor: the daemon's checks of its
 	// machine (e31d doctor), with its own configuration. Never on the
 	// dashboard's port: a check runs a probe container.
 	Doctor func(ctx context.Context) api.DoctorReport
 	Log    *slog.Logger
+	// Panicked, if set, is told of every panic recovered from a request
+	// (where PanicAPI); the node counts them. Each is also logged.
+	Panicked func(where string)
 
 	// readOnly serves only GET and HEAD (ListenUI).
 	readOnly bool
@@ -169,11 +182,79 @@ func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
 	s.routes(mux)
 	dashboard(mux)
+	var h http.Handler = mux
 	if s.cfg.readOnly {
-		return readOnly(mux)
+		h = readOnly(h)
 	}
-	return mux
+	return recovering(h, s.cfg.Log, s.cfg.Panicked)
 }
+
+// PanicAPI is the where of a panic recovered from an API request
+// (Config.Panicked).
+const PanicAPI = "api"
+
+// recovering answers a request whose handler panicked with 500, logs the
+// panic with its stack and tells panicked. net/http would recover it too,
+// but only print it, uncounted, and leave the client with a dropped
+// connection. A panic after the response began cannot become a 500: the
+// response is aborted instead (http.ErrAbortHandler), so that the client
+// sees a broken reply, not a short one that looks whole.
+func recovering(h http.Handler, log *slog.Logger, panicked func(where string)) http.Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rw := &responseStarted{ResponseWriter: w}
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v) // a handler's own way to abort: not a bug
+			}
+			log.Error("panic recovered", "where", PanicAPI, "panic", fmt.Sprint(v), "method", r.Method, "path", r.URL.Path, "stack", string(debug.Stack()))
+			if panicked != nil {
+				panicked(PanicAPI)
+			}
+			if rw.started {
+				panic(http.ErrAbortHandler)
+			}
+			writeErrorStatus(w, http.StatusInternalServerError, errors.New("internal error"))
+		}()
+		h.ServeHTTP(rw, r)
+	})
+}
+
+// responseStarted notes whether a response has begun. It flushes as the
+// writer it wraps does, since submit, image import and logs stream.
+type responseStarted struct {
+	http.ResponseWriter
+	started bool
+}
+
+func (w *responseStarted) WriteHeader(code int) {
+	// An informational (1xx) header is not the response.
+	if code >= 200 {
+		w.started = true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *responseStarted) Write(b []byte) (int, error) {
+	w.started = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *responseStarted) Flush() {
+	w.started = true
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *responseStarted) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Addr is where the server listens.
 func (s *Server) Addr() string { return s.addr }

@@ -173,6 +173,9 @@ type Metrics struct {
 	Receipts      prometheus.Counter
 	PersistErrors prometheus.Counter
 	Returned      content.Progress
+	// Panics counts the panics recovered in the submitter's goroutines
+	// (e31_panics_total{where="task"}); nil: uncounted.
+	Panics prometheus.Counter
 }
 
 // Submitter follows the jobs this node submitted through their five steps.
@@ -209,8 +212,17 @@ type Submitter struct {
 // New returns a submitter; Recover loads what a previous run left.
 func New(cfg Config, d Deps) *Submitter {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Submitter{cfg: cfg, d: d, log: d.Log, ctx: ctx, cancel: cancel, jobs: make(map[string]*job), ended: make(map[string]api.JobState),
+	s := &Submitter{cfg: cfg, d: d, log: d.Log, ctx: ctx, cancel: cancel, jobs: make(map[string]*job), ended: make(map[string]api.JobState),
 		versionBase: uint64(time.Now().UnixMilli()) << 20}
+	// A goroutine of the submitter's (a checkpoint's pull from a provider,
+	// a loop) that panics loses its work, not the daemon.
+	s.tasks.OnPanic = func(v any, stack []byte) {
+		s.log.Error("panic recovered", "where", "task", "panic", fmt.Sprint(v), "stack", string(stack))
+		if d.Metrics != nil && d.Metrics.Panics != nil {
+			d.Metrics.Panics.Inc()
+		}
+	}
+	return s
 }
 
 // Shutdown stops the submitter's loops and transfers and waits for them:

@@ -6,12 +6,19 @@ package task
 
 import (
 	"context"
+	"runtime/debug"
 	"sync"
 )
 
 // Group is a set of goroutines that stop with their owner. The zero value
 // is ready to use.
 type Group struct {
+	// OnPanic, when set before the first Go, is told what a goroutine of
+	// the group panicked with, and its stack, and the panic stops there:
+	// that goroutine's work is lost and the daemon goes on, as net/http
+	// does with a request. Unset, a panic ends the process as usual.
+	OnPanic func(v any, stack []byte)
+
 	mu      sync.Mutex // guards closing and the Add half of wg
 	closing bool
 	wg      sync.WaitGroup
@@ -29,6 +36,13 @@ func (g *Group) Go(fn func()) bool {
 	g.mu.Unlock()
 	go func() {
 		defer g.wg.Done()
+		if g.OnPanic != nil {
+			defer func() {
+				if v := recover(); v != nil {
+					g.OnPanic(v, debug.Stack())
+				}
+			}()
+		}
 		fn()
 	}()
 	return true

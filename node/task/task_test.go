@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -28,4 +29,19 @@ func TestGroupRefusesWorkOnceClosingAndWaits(t *testing.T) {
 			t.Fatalf("Wait = %v, goroutine ended %t", err, ended)
 		}
 	})
+}
+
+func TestGroupRecoversAPanicWhenAsked(t *testing.T) {
+	var got any
+	var stack []byte
+	g := Group{OnPanic: func(v any, s []byte) { got, stack = v, s }}
+	g.Go(func() { panic("boom") })
+	ran := false
+	g.Go(func() { ran = true })
+	if err := g.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got != "boom" || !strings.Contains(string(stack), "TestGroupRecoversAPanicWhenAsked") || !ran {
+		t.Fatalf("recovered %v, stack %d bytes, other goroutine ran %v", got, len(stack), ran)
+	}
 }

@@ -1,11 +1,13 @@
 package cluster
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -346,6 +348,59 @@ func waitViews(ctx context.Context, nodes []*Node, want map[string]int) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// Panics returns, for every node, the lines of its log (Data/e31d.log)
+// that show a panic, each prefixed with the node's name: Go's report of an
+// unrecovered panic or a fatal runtime error ("panic: ", "fatal error: "
+// at the start of a line), and the daemon's "panic recovered" record of
+// one it survived. A daemon that panicked has a bug even if it went on,
+// so tests fail on any. A log that cannot be read is reported too.
+func (c *Cluster) Panics() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		lines, err := panicLines(filepath.Join(n.Data, "e31d.log"))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			out = append(out, fmt.Sprintf("%s: %v", n.Name, err))
+		}
+		for _, l := range lines {
+			out = append(out, n.Name+": "+l)
+		}
+	}
+	return out
+}
+
+// panicLines returns the lines of the log at path that show a panic.
+func panicLines(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	// Line by line without a cap on length: a recovered panic's record
+	// holds its whole stack on one line.
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadString('\n')
+		if isPanicLine(line) {
+			out = append(out, strings.TrimRight(line, "\n"))
+		}
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+}
+
+// isPanicLine reports whether a log line shows a panic: the runtime's
+// report of one that ended the process, or the daemon's record, in its
+// text or JSON log format, of one it recovered.
+func isPanicLine(line string) bool {
+	return strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") ||
+		strings.Contains(line, `msg="panic recovered"`) || strings.Contains(line, `"msg":"panic recovered"`)
 }
 
 // Alive reports whether the node's process is running.

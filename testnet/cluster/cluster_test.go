@@ -44,6 +44,13 @@ func start(t *testing.T, opts cluster.Options) *cluster.Cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
+	// Cleanups run last first: the logs are read before c.Stop. A daemon
+	// that panicked, recovered or not, has a bug the test found.
+	t.Cleanup(func() {
+		if lines := c.Panics(); len(lines) > 0 {
+			t.Errorf("a daemon panicked:\n%s", strings.Join(lines, "\n"))
+		}
+	})
 	return c
 }
 

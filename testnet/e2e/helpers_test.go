@@ -94,6 +94,14 @@ func start(t *testing.T, opts cluster.Options) *cluster.Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Cleanups run last first: this one after c.Stop, for a panic while
+	// stopping, which the check on live daemons below cannot see.
+	seen := 0
+	t.Cleanup(func() {
+		if lines := c.Panics(); len(lines) > seen {
+			t.Errorf("a daemon panicked while stopping:\n%s", strings.Join(lines[seen:], "\n"))
+		}
+	})
 	t.Cleanup(c.Stop)
 	t.Cleanup(func() {
 		if !t.Failed() {
@@ -109,12 +117,42 @@ func start(t *testing.T, opts cluster.Options) *cluster.Cluster {
 			t.Logf("last lines of %s's log:\n%s", n.Name, strings.Join(lines[max(0, len(lines)-80):], "\n"))
 		}
 	})
+	// Registered after the dump, so run before it (and before c.Stop, on
+	// live daemons): a test in which a daemon panicked fails, and the dump
+	// shows the logs around it.
+	t.Cleanup(func() { seen = checkNoPanics(t, c, opts.Metrics) })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := c.WaitConverged(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// checkNoPanics fails the test if any daemon of c panicked, recovered or
+// not: the recovery at the daemon's boundaries is a safety net, and a
+// test that fell into it found a bug. With metrics it also reads each
+// live daemon's e31_panics_total, which counts what its log records.
+func checkNoPanics(t *testing.T, c *cluster.Cluster, metrics bool) (lines int) {
+	t.Helper()
+	found := c.Panics()
+	if len(found) > 0 {
+		t.Errorf("a daemon panicked:\n%s", strings.Join(found, "\n"))
+	}
+	if !metrics {
+		return len(found)
+	}
+	for _, n := range c.Nodes {
+		if !n.Alive() || n.Metrics == "" {
+			continue
+		}
+		for series, v := range scrape(t, n.Metrics) {
+			if strings.HasPrefix(series, "e31_panics_total{") && v > 0 {
+				t.Errorf("%s: %s = %v, want 0", n.Name, series, v)
+			}
+		}
+	}
+	return len(found)
 }
 
 func submit(t *testing.T, cl *api.Client, d market.Declaration) api.Job {
