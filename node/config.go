@@ -97,8 +97,17 @@ type Config struct {
 	// MaxInputBytes caps the data a job may declare; default 64 GiB.
 	MaxInputBytes int64
 	// MaxOutputBytes caps an output or checkpoint this node fetches as a
-	// submitter; default 1 TiB.
+	// submitter, and what one e31 get writes out; default 1 TiB.
 	MaxOutputBytes int64
+	// MaxEntries caps the files, folders and links of one image layer,
+	// input, output or checkpoint this node unpacks, lays out, imports or
+	// writes out; default 1,000,000. MaxDepth caps their folder nesting;
+	// default 256. Content from peers may be hostile: these bound the time,
+	// memory and disk one job's content can cost.
+	MaxEntries int
+	MaxDepth   int
+	// MaxLayerBytes caps what one image layer unpacks to; default 64 GiB.
+	MaxLayerBytes int64
 	// CPUs and MemoryBytes are what the node offers besides its GPUs;
 	// default the machine's.
 	CPUs        int
@@ -149,6 +158,15 @@ type Config struct {
 	// DebugPartition serves POST /v1/debug/block, which cuts the node off
 	// from peers: how tests split a network on one machine. Off by default.
 	DebugPartition bool
+	// RawContent makes this node a hostile submitter, for tests: it serves
+	// POST /v1/debug/car, which stores a CAR's blocks as they are (each
+	// must hash to its CID, nothing else is checked) and pins its roots,
+	// complete or not; and its submitter takes a work.image CID, or an
+	// input or checkpoint, that such a CAR brought, without checking that
+	// it is an image or a whole DAG. How tests put arbitrary DAGs on the
+	// network (rawcontent.go). Set only by the byzantine build (e31d
+	// --misbehave raw-content); off in every default daemon.
+	RawContent bool
 	// Doctor, when set, runs e31d doctor's checks of this machine with the
 	// daemon's own configuration, for GET /v1/doctor (e31 doctor).
 	Doctor func(ctx context.Context) api.DoctorReport
@@ -167,6 +185,12 @@ type Config struct {
 	// with an error after its handler has run: the reply was lost.
 	testLoseReply func(proto protocol.ID, from peer.ID) bool
 }
+
+// Defaults of Config.MaxEntries and Config.MaxDepth.
+const (
+	DefaultMaxEntries = 1_000_000
+	DefaultMaxDepth   = 256
+)
 
 // DefaultNetwork is the network joined when none is named.
 const DefaultNetwork = "e31"
@@ -227,6 +251,18 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxOutputBytes == 0 {
 		c.MaxOutputBytes = 1 << 40
+	}
+	if c.MaxEntries == 0 {
+		c.MaxEntries = DefaultMaxEntries
+	}
+	if c.MaxDepth == 0 {
+		c.MaxDepth = DefaultMaxDepth
+	}
+	if c.MaxLayerBytes == 0 {
+		c.MaxLayerBytes = 64 << 30
+	}
+	if c.MaxEntries < 0 || c.MaxDepth < 0 || c.MaxLayerBytes < 0 || c.MaxOutputBytes < 0 {
+		return c, errors.New("the caps on entries, depth, layer and output size must not be negative")
 	}
 	if c.ImageCacheBytes == 0 {
 		c.ImageCacheBytes = 64 << 30

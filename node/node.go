@@ -208,6 +208,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	closers = append(closers, n.store.Close)
 	if n.images, err = images.Open(ctx, n.store, filepath.Join(cfg.DataDir, "layers"), images.Options{
 		CacheBytes: cfg.ImageCacheBytes, MaxImportBytes: cfg.MaxInputBytes, Log: n.log,
+		MaxLayerBytes: cfg.MaxLayerBytes, MaxLayerEntries: cfg.MaxEntries,
 	}); err != nil {
 		return nil, err
 	}
@@ -220,14 +221,16 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	closers = append(closers, n.host.Close)
 	if n.exchange, err = content.NewExchange(ctx, n.host, n.store, n.access, content.ExchangeOptions{
 		Log: n.log, StallTimeout: cfg.StallTimeout, UploadLimit: cfg.UploadLimit, Served: n.countServed,
+		Panicked: n.metrics.panicked,
 	}); err != nil {
 		return nil, err
 	}
 	closers = append(closers, n.exchange.Close)
 	n.gossip, err = p2p.NewGossip(ctx, n.host, n.key, p2p.GossipConfig{
-		Network: cfg.Network,
-		Log:     n.log,
-		Guard:   n.guard,
+		Network:  cfg.Network,
+		Log:      n.log,
+		Guard:    n.guard,
+		Panicked: n.metrics.panicked,
 		Validators: map[string]p2p.BodyValidator{
 			p2p.TopicOffers: wire.ValidateOffer,
 			p2p.TopicJobs:   n.market.ValidateJobMessage,
@@ -266,6 +269,7 @@ func (n *Node) wireRoles() {
 		MaxJobDisk:      n.cfg.MaxJobDisk,
 		SingleSource:    n.cfg.SingleSource,
 		Prestage:        !n.cfg.NoPrestage,
+		Limits:          content.Limits{MaxBytes: n.cfg.MaxInputBytes, MaxEntries: n.cfg.MaxEntries, MaxDepth: n.cfg.MaxDepth},
 	}, provider.Deps{
 		Key: n.key, Self: n.self, GPUs: n.gpus, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger,
 		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: addrs,
@@ -291,9 +295,9 @@ func (n *Node) wireRoles() {
 		RunWithin:   2*n.cfg.ReceiptInterval + n.cfg.ProposalTTL,
 		ReceiptsDue: 2*n.cfg.ReceiptInterval + n.cfg.ReceiptTimeout,
 	}, submitter.Deps{
-		Key: n.key, Self: n.self, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: n.Path,
+		Key: n.key, Self: n.self, Store: n.submitterStore(), Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: n.Path,
 		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,
-		Metrics: n.metrics.submitter, Log: n.log, Addrs: n.Addrs, Images: n.images,
+		Metrics: n.metrics.submitter, Log: n.log, Addrs: n.Addrs, Images: n.submitterImages(),
 	})
 	n.handlers[wire.ProtoLease] = n.submitter.HandleProposal
 	n.handlers[wire.ProtoEvent] = n.submitter.HandleEvent
@@ -376,11 +380,14 @@ func (n *Node) Run(ctx context.Context) error {
 	defer jobsSub.Cancel()
 
 	for proto, fn := range n.handlers {
-		p2p.Serve(loopCtx, n.host, proto, n.handlerTimeout(proto), n.log, n.tracked(proto, fn))
+		p2p.Serve(loopCtx, n.host, proto, n.handlerTimeout(proto), n.log, n.tracked(proto, fn), p2p.OnPanic(n.metrics.panicked))
 	}
-	acfg := apiserver.Config{Addr: n.cfg.API, Network: n, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Logs: n.submitter, Doctor: n.cfg.Doctor, Log: n.log}
+	acfg := apiserver.Config{GetLimits: n.outputLimits(), Addr: n.cfg.API, Network: n, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Logs: n.submitter, Doctor: n.cfg.Doctor, Log: n.log, Panicked: n.metrics.panicked}
 	if n.cfg.DebugPartition {
 		acfg.Block = n.block
+	}
+	if n.cfg.RawContent {
+		acfg.PutCAR = n.putRawCAR
 	}
 	if srv, err = apiserver.Listen(loopCtx, acfg); err != nil {
 		return err

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,6 +51,10 @@ type fileConfig struct {
 	CPUs         int      `toml:"cpus"`
 	Memory       string   `toml:"memory"`
 	MaxInput     string   `toml:"max-input"`
+	MaxOutput    string   `toml:"max-output"`
+	MaxEntries   int      `toml:"max-entries"`
+	MaxDepth     int      `toml:"max-depth"`
+	MaxLayer     string   `toml:"max-layer"`
 	Runtime      string   `toml:"runtime"`
 	// Images.
 	ImageCacheSize string `toml:"image-cache-size"`
@@ -75,13 +80,20 @@ type fileConfig struct {
 	LocalityWait    string `toml:"locality-wait"`
 }
 
+// misbehaviour is what --misbehave asks for: the zero value, an honest
+// daemon, in every default build (misbehave_default.go).
+type misbehaviour struct {
+	provider   provider.Misbehaviour // nil: the provider behaves
+	rawContent bool                  // node.Config.RawContent
+}
+
 type options struct {
 	config string
 	// debugPartition serves the partition switch tests use; hidden.
 	debugPartition bool
 	file           fileConfig
 	// misbehave reads --misbehave, which only a byzantine build has.
-	misbehave func() (provider.Misbehaviour, error)
+	misbehave func() (misbehaviour, error)
 	// Durations parsed from flags, or from the file where no flag was given.
 	heartbeat, epoch, epochDelay, receiptInterval, grace, outputTimeout, proposalTTL, stallTimeout, retention, providerLost time.Duration
 
@@ -173,7 +185,11 @@ on the command line win.`,
 	f.DurationVar(&o.providerLost, "provider-lost-after", 30*time.Second, "a provider silent this long loses its lease (outcome provider-lost)")
 	f.IntVar(&o.file.CPUs, "cpus", 0, "CPUs to offer beside the GPUs (default: all of this machine's)")
 	f.StringVar(&o.file.Memory, "memory", "", "memory to offer beside the GPUs, e.g. 64GiB (default: all of this machine's)")
-	f.StringVar(&o.file.MaxInput, "max-input", "64GiB", "largest total of input data a job submitted here may declare")
+	f.StringVar(&o.file.MaxInput, "max-input", "64GiB", "largest total of input data a job submitted here may declare, and largest input one lease here may fetch")
+	f.StringVar(&o.file.MaxOutput, "max-output", "1TiB", "largest output or checkpoint of a job submitted here that this node fetches, or one e31 get writes out")
+	f.IntVar(&o.file.MaxEntries, "max-entries", node.DefaultMaxEntries, "most files, folders and links in one image layer, input, output or checkpoint this node unpacks, lays out, imports or writes out")
+	f.IntVar(&o.file.MaxDepth, "max-depth", node.DefaultMaxDepth, "deepest folder nesting of one input, output or checkpoint this node lays out, imports or writes out")
+	f.StringVar(&o.file.MaxLayer, "max-layer", "64GiB", "most bytes one image layer of a job run here may unpack to")
 	f.StringVar(&o.file.Metrics, "metrics", "", "serve Prometheus metrics, and Go profiles under /debug/pprof/, on this address (e.g. 127.0.0.1:9031); off when empty")
 	f.StringVar(&o.file.Runtime, "runtime", "", "OCI runtime binary (default: runc, else crun, whichever works)")
 	f.StringVar(&o.file.ImageCacheSize, "image-cache-size", "64GiB", "disk kept for unpacked image layers under DATA/layers (least recently used go first)")
@@ -237,6 +253,10 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	})
 	set("memory", func() { o.file.Memory = or(fc.Memory, o.file.Memory) })
 	set("max-input", func() { o.file.MaxInput = or(fc.MaxInput, o.file.MaxInput) })
+	set("max-output", func() { o.file.MaxOutput = or(fc.MaxOutput, o.file.MaxOutput) })
+	set("max-entries", func() { o.file.MaxEntries = cmp.Or(fc.MaxEntries, o.file.MaxEntries) })
+	set("max-depth", func() { o.file.MaxDepth = cmp.Or(fc.MaxDepth, o.file.MaxDepth) })
+	set("max-layer", func() { o.file.MaxLayer = or(fc.MaxLayer, o.file.MaxLayer) })
 	set("metrics", func() { o.file.Metrics = or(fc.Metrics, o.file.Metrics) })
 	set("runtime", func() { o.file.Runtime = or(fc.Runtime, o.file.Runtime) })
 	set("image-cache-size", func() { o.file.ImageCacheSize = or(fc.ImageCacheSize, o.file.ImageCacheSize) })
@@ -320,6 +340,17 @@ func run(cmd *cobra.Command, o *options) error {
 	if err != nil {
 		return fmt.Errorf("--max-input: %w", err)
 	}
+	maxOutput, err := market.ParseSize(o.file.MaxOutput)
+	if err != nil || maxOutput == 0 {
+		return fmt.Errorf("--max-output %q: want a size such as 1TiB", o.file.MaxOutput)
+	}
+	maxLayer, err := market.ParseSize(o.file.MaxLayer)
+	if err != nil || maxLayer == 0 {
+		return fmt.Errorf("--max-layer %q: want a size such as 64GiB", o.file.MaxLayer)
+	}
+	if o.file.MaxEntries < 1 || o.file.MaxDepth < 1 {
+		return fmt.Errorf("--max-entries %d, --max-depth %d: want positive numbers", o.file.MaxEntries, o.file.MaxDepth)
+	}
 	uploadLimit, err := parseRate(o.file.UploadLimit)
 	if err != nil {
 		return err
@@ -365,6 +396,10 @@ func run(cmd *cobra.Command, o *options) error {
 		CPUs:              o.file.CPUs,
 		MemoryBytes:       memory,
 		MaxInputBytes:     int64(maxInput),
+		MaxOutputBytes:    int64(maxOutput),
+		MaxEntries:        o.file.MaxEntries,
+		MaxDepth:          o.file.MaxDepth,
+		MaxLayerBytes:     int64(maxLayer),
 		DataDir:           o.file.Data,
 		Listen:            o.file.Listen,
 		Bootstrap:         o.file.Bootstrap,
@@ -400,7 +435,8 @@ func run(cmd *cobra.Command, o *options) error {
 		NoPrestage:        o.file.NoPrestage,
 		DebugPartition:    o.debugPartition,
 		Doctor:            checkMachine,
-		Misbehave:         misbehave,
+		Misbehave:         misbehave.provider,
+		RawContent:        misbehave.rawContent,
 		Log:               log,
 		OnReady: func(info node.RunInfo) {
 			if err := notify.send("READY=1\nSTATUS=serving the API on " + info.API); err != nil {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/content/image"
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/api"
@@ -50,6 +51,9 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /v1/images/{cid}", handler(s.removeImage))
 	if s.cfg.Block != nil {
 		mux.HandleFunc("POST /v1/debug/block", handler(s.block))
+	}
+	if s.cfg.PutCAR != nil {
+		mux.HandleFunc("POST /v1/debug/car", s.putCAR)
 	}
 }
 
@@ -165,7 +169,7 @@ func (s *Server) get(r *http.Request) (any, error) {
 	if entries, err := os.ReadDir(req.Dir); err == nil && len(entries) > 0 {
 		return nil, badRequest(fmt.Errorf("output dir %s is not empty", req.Dir))
 	}
-	if err := s.cfg.Content.Export(r.Context(), c, req.Dir, nil); err != nil {
+	if err := s.cfg.Content.Export(r.Context(), c, req.Dir, content.ExportOptions{Limits: s.cfg.GetLimits}); err != nil {
 		return nil, fmt.Errorf("write %s to %s: %w", c, req.Dir, err)
 	}
 	size, err := s.cfg.Content.Size(r.Context(), c)

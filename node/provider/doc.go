@@ -32,6 +32,13 @@
 // a queued job (it could propose for it anyway), and does not take the
 // wait for squatting for wire.StageBeforeLeaseMax.
 //
+// Everything a job brings (image, inputs, the checkpoint it resumes from)
+// and everything it leaves (output, checkpoints) is parsed here and may be
+// hostile: each is bounded by Config.Limits or the job's request.disk, and
+// what is refused ends the lease failed, attributed to the job, naming the
+// layer or entry and why; a panic in a lease's goroutines ends only that
+// lease (handling.go).
+//
 // A lease costs the submitter as few direct calls as it can: the proposal,
 // the receipts (the first as the run starts), and the output request. The
 // steps the submitter shows (run, output) ride on the receipts and the

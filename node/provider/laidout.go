@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/e31network/e31/content"
 	"github.com/ipfs/go-cid"
 )
 
@@ -67,7 +68,7 @@ func (p *Provider) layOut(ctx context.Context, root cid.Cid, lease string) (stri
 	if err := os.RemoveAll(tmp); err != nil {
 		return "", err
 	}
-	if err := p.d.Store.Export(ctx, root, tmp, nil); err != nil {
+	if err := p.d.Store.Export(ctx, root, tmp, content.ExportOptions{Limits: p.cfg.Limits}); err != nil {
 		os.RemoveAll(tmp)
 		return "", err
 	}

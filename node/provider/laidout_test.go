@@ -23,7 +23,7 @@ type exports struct {
 	pins  []content.Pin
 }
 
-func (e *exports) Export(_ context.Context, root cid.Cid, dest string, _ content.Progress) error {
+func (e *exports) Export(_ context.Context, root cid.Cid, dest string, _ content.ExportOptions) error {
 	e.mu.Lock()
 	e.calls++
 	e.mu.Unlock()
@@ -104,10 +104,10 @@ type slowExports struct {
 	release chan struct{}
 }
 
-func (e *slowExports) Export(ctx context.Context, root cid.Cid, dest string, p content.Progress) error {
+func (e *slowExports) Export(ctx context.Context, root cid.Cid, dest string, o content.ExportOptions) error {
 	e.started <- struct{}{}
 	<-e.release
-	return e.exports.Export(ctx, root, dest, p)
+	return e.exports.Export(ctx, root, dest, o)
 }
 
 // Leases that arrive while their input is being laid out wait for that

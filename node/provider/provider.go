@@ -47,7 +47,7 @@ type (
 	// Store is the local content store (content.Store).
 	Store interface {
 		Import(ctx context.Context, path string, o content.ImportOptions) (cid.Cid, int64, error)
-		Export(ctx context.Context, root cid.Cid, dest string, p content.Progress) error
+		Export(ctx context.Context, root cid.Cid, dest string, o content.ExportOptions) error
 		Unpin(ctx context.Context, root cid.Cid, reason string) error
 		Pins(ctx context.Context) ([]content.Pin, error)
 		GC(ctx context.Context) (int, error)
@@ -123,6 +123,10 @@ type Config struct {
 	// SingleSource stages inputs from the submitter alone, not also from
 	// the other providers that hold them.
 	SingleSource bool
+	// Limits caps each input and checkpoint this node lays out (MaxBytes:
+	// also what one fetch may move) and, but for MaxBytes, which is the
+	// job's request.disk there, each output and checkpoint it imports.
+	Limits content.Limits
 	// Prestage starts fetching a job's inputs as soon as Match reserves
 	// this provider for it, before the lease; and, for a job Match gives
 	// it now whose inputs it lacks, fetches them before proposing the
@@ -204,6 +208,9 @@ type Metrics struct {
 	// Fetched counts input bytes fetched, by the kind of source
 	// ("submitter" or "provider"); nil: uncounted.
 	Fetched *prometheus.CounterVec
+	// Panics counts the panics recovered in leases' goroutines
+	// (e31_panics_total{where="lease"}); nil: uncounted.
+	Panics prometheus.Counter
 }
 
 func (m *Metrics) prestaged() content.Progress {
@@ -295,7 +302,7 @@ func New(cfg Config, d Deps) *Provider {
 	if d.OfferChanged == nil {
 		d.OfferChanged = func() {}
 	}
-	return &Provider{
+	p := &Provider{
 		cfg: cfg, d: d, log: d.Log,
 		ctx: ctx, cancel: cancel, hard: hard, hardStop: hardStop,
 		held:      make(map[string]hold),
@@ -305,6 +312,11 @@ func New(cfg Config, d Deps) *Provider {
 		laidOut:   make(map[string]map[string]bool),
 		layingOut: make(map[string]chan struct{}),
 	}
+	// A lease's run recovers its own panics and releases (handling.go);
+	// this is for every other goroutine of the provider, a lease's release
+	// included.
+	p.tasks.OnPanic = func(v any, stack []byte) { p.countPanic("task", v, stack) }
+	return p
 }
 
 // Shutdown stops every lease and waits for their goroutines until ctx ends;
@@ -414,6 +426,7 @@ func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 	p.mu.Unlock()
 
 	started := p.tasks.Go(func() {
+		defer p.recoverPanic("proposal")
 		leased := p.proposeLease(a, oj, epoch, viewHash)
 		p.mu.Lock()
 		delete(p.proposing, a.Job)

@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
@@ -58,6 +60,12 @@ type Record struct {
 	// GPUsSeen are the leased GPUs as the check before the run found
 	// them; the final receipt carries them.
 	GPUsSeen []ledger.GPUSeen `json:"gpus_seen,omitempty"`
+	// Handling names the content of the job's that this node is parsing
+	// now (unpacking the image, laying out an input or the checkpoint,
+	// importing the output), empty otherwise. A restart that finds it set
+	// ends the lease rather than let it go on elsewhere: the content may be
+	// what stopped this node (handling.go).
+	Handling string `json:"handling,omitempty"`
 }
 
 // ID is the lease's ID.
@@ -67,8 +75,27 @@ func (r Record) ID() string { return r.Lease.Terms.ID }
 // found is the one on record.
 func (r *Record) end(outcome, attribution, reason string, exit *int) {
 	if r.Outcome == "" {
-		r.Outcome, r.Attribution, r.Reason, r.ExitCode = outcome, attribution, reason, exit
+		r.Outcome, r.Attribution, r.Reason, r.ExitCode = outcome, attribution, clipReason(reason), exit
 	}
+}
+
+// maxReason bounds a lease's reason, which the final receipt carries
+// (ledger refuses one over 2,048 bytes): a reason may quote what the job
+// brought, such as a layer's entry name, which has no length of its own.
+const maxReason = 1024
+
+// clipReason makes reason fit a receipt: valid UTF-8, at most maxReason
+// bytes, cut on a rune boundary with a mark.
+func clipReason(reason string) string {
+	reason = strings.ToValidUTF8(reason, "\ufffd")
+	if len(reason) <= maxReason {
+		return reason
+	}
+	cut := maxReason - len("…")
+	for cut > 0 && !utf8.RuneStart(reason[cut]) {
+		cut--
+	}
+	return reason[:cut] + "…"
 }
 
 // phase is the receipt phase of a lease in this state.

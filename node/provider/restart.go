@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/state"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -77,7 +76,9 @@ func (p *Provider) Recover(ctx context.Context) error {
 // container: it cannot tell what the job did while nobody watched, so it
 // kills it, ends the lease as provider-lost (the provider's fault) and
 // frees the GPUs. The submitter keeps the last checkpoint it pulled and can
-// resume from it.
+// resume from it. A lease whose content this node was parsing when it
+// stopped ends failed instead, so that it is not resumed on the next
+// provider to stop that one too (endInterrupted).
 func (p *Provider) Resume() {
 	p.tasks.Go(func() { p.resume(p.ctx) })
 	p.tasks.Go(func() { p.retentionLoop(p.ctx) })
@@ -119,11 +120,7 @@ func (p *Provider) resume(ctx context.Context) {
 		}
 	}
 	for _, l := range open {
-		p.change(l, func(r *Record) {
-			if r.State != Released && r.Outcome == "" {
-				r.Outcome, r.Attribution, r.Reason = ledger.OutcomeProviderLost, ledger.AttributionProvider, "provider restarted"
-			}
-		})
+		p.change(l, endInterrupted)
 		rec := l.snapshot()
 		sub, err := peer.Decode(rec.Lease.Terms.Submitter)
 		if err != nil {

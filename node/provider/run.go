@@ -29,9 +29,10 @@ func pinCheckpoint(lease string, n int) string {
 }
 
 // run carries a lease through staging, run and output to release. Every
-// way out ends in release: nothing leaves compute held. ctx ends with the
-// run (a withdrawal, or the provider stopping); what follows the run uses
-// p.hard, so that shutdown waits for it only as long as it is willing to.
+// way out ends in release, a panic of its own included (handling.go):
+// nothing leaves compute held. ctx ends with the run (a withdrawal, or the
+// provider stopping); what follows the run uses p.hard, so that shutdown
+// waits for it only as long as it is willing to.
 func (p *Provider) run(ctx context.Context, l *lease) {
 	rec := l.snapshot()
 	t := rec.Lease.Terms
@@ -47,7 +48,28 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 	receiptsDone := make(chan struct{})
 	go func() {
 		defer close(receiptsDone)
-		p.interimReceipts(rctx, l, submitter)
+		p.guarded(l, "receipts", func() { p.interimReceipts(rctx, l, submitter) })
+	}()
+	releaseImage := func() {}
+	defer func() {
+		if v := recover(); v != nil {
+			p.recovered(l, "lease", v)
+		}
+		// Release.
+		stopReceipts()
+		<-receiptsDone
+		p.release(l, time.Now())
+		p.cleanup(p.hard, t.ID)
+		// The layers go back once the sandbox's overlay is gone; they
+		// stay unpacked in the cache for the next job, so the image's own
+		// pin can go.
+		releaseImage()
+		if c, err := cid.Decode(decl.Work.Image); err == nil {
+			if err := p.d.Store.Unpin(p.hard, c, pinImage(t.ID)); err != nil && !errors.Is(err, content.ErrNotFound) {
+				log.Warn("unpin image", "err", err)
+			}
+		}
+		p.settle(l, submitter)
 	}()
 
 	// Staging: fetch every input completely, then lay it out for the mounts.
@@ -57,18 +79,17 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 	var inputs []exec.Mount
 	stagingErr := diskErr
 	if diskErr == nil {
-		inputs, stagingErr = p.stage(ctx, t.Job, t.ID, submitter, decl.Data, dir)
+		inputs, stagingErr = p.stage(ctx, l, t.Job, t.ID, submitter, decl.Data, dir)
 	}
 	var img *exec.ImageRoot
-	releaseImage := func() {}
 	if stagingErr == nil && decl.Work.Image != "" {
 		var rel func()
-		if img, rel, stagingErr = p.stageImage(ctx, t.ID, submitter, decl.Work, log); stagingErr == nil {
+		if img, rel, stagingErr = p.stageImage(ctx, l, t.ID, submitter, decl.Work, log); stagingErr == nil {
 			releaseImage = rel
 		}
 	}
 	if cp := decl.Output.Checkpoints; stagingErr == nil && cp != nil && cp.From != "" {
-		stagingErr = p.stageCheckpoint(ctx, t.ID, submitter, cp.From, filepath.Join(work, "ckpt"))
+		stagingErr = p.stageCheckpoint(ctx, l, t.ID, submitter, cp.From, filepath.Join(work, "ckpt"))
 	}
 
 	var res exec.Result
@@ -84,6 +105,11 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 			end(ledger.OutcomeProviderLost, ledger.AttributionProvider, ErrReleasedUnrun.Error(), nil)
 		case ctx.Err() != nil:
 			end(ledger.OutcomeProviderLost, ledger.AttributionProvider, "provider stopped during staging", nil)
+		case refusedContent(stagingErr):
+			// Not this node's fault, and no other provider would take it:
+			// the job fails here, once.
+			log.Warn("content of the job refused", "err", stagingErr)
+			end(ledger.OutcomeFailed, ledger.AttributionJob, "refused "+stagingErr.Error(), nil)
 		default:
 			log.Warn("staging failed", "err", stagingErr)
 			end(ledger.OutcomeFailed, ledger.AttributionNetwork, "staging: "+stagingErr.Error(), nil)
@@ -102,13 +128,21 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 		slowImport := time.AfterFunc(outputEventAfter, func() {
 			p.sendEvent(submitter, wire.EventRequest{Lease: t.ID, Job: t.Job, Step: api.StepOutput, At: now.UnixMilli()})
 		})
-		err := p.importOutput(p.hard, l, submitter, work, res)
+		err := p.handle(l, "importing the output", func() error {
+			return p.importOutput(p.hard, l, submitter, work, res, decl.Request.DiskBytes())
+		})
 		slowImport.Stop()
 		if err != nil {
 			log.Warn("output not imported", "err", err)
 			p.change(l, func(r *Record) {
-				if r.Outcome == ledger.OutcomeCompleted {
-					r.Outcome, r.Attribution, r.Reason = ledger.OutcomeOutputLost, ledger.AttributionProvider, err.Error()
+				if r.Outcome != ledger.OutcomeCompleted {
+					return
+				}
+				if refusedContent(err) {
+					// The job left what no output may hold.
+					r.Outcome, r.Attribution, r.Reason = ledger.OutcomeFailed, ledger.AttributionJob, clipReason(err.Error())
+				} else {
+					r.Outcome, r.Attribution, r.Reason = ledger.OutcomeOutputLost, ledger.AttributionProvider, clipReason(err.Error())
 				}
 			})
 		} else if err := p.deliverOutput(p.ctx, l, submitter, p.cfg.OutputTimeout); err != nil {
@@ -117,37 +151,26 @@ func (p *Provider) run(ctx context.Context, l *lease) {
 			log.Info("output waits for the submitter", "err", err)
 		}
 	}
-
-	// Release.
-	stopReceipts()
-	<-receiptsDone
-	p.release(l, time.Now())
-	p.cleanup(p.hard, t.ID)
-	// The layers go back once the sandbox's overlay is gone; they stay
-	// unpacked in the cache for the next job, so the image's own pin can go.
-	releaseImage()
-	if c, err := cid.Decode(decl.Work.Image); err == nil {
-		if err := p.d.Store.Unpin(p.hard, c, pinImage(t.ID)); err != nil && !errors.Is(err, content.ErrNotFound) {
-			log.Warn("unpin image", "err", err)
-		}
-	}
-	p.settle(l, submitter)
 }
 
 // stage fetches every input of a lease and lays it out under dir.
-func (p *Provider) stage(ctx context.Context, job, lease string, from peer.ID, data []market.Input, dir string) ([]exec.Mount, error) {
+func (p *Provider) stage(ctx context.Context, l *lease, job, lease string, from peer.ID, data []market.Input, dir string) ([]exec.Mount, error) {
 	var inputs []exec.Mount
 	for i, in := range data {
 		c, err := cid.Decode(in.Source)
 		if err != nil {
 			return nil, fmt.Errorf("data[%d].source: %w", i, err)
 		}
-		if _, err := p.fetchStaged(ctx, job, lease, from, c, content.FetchOptions{Pin: pinInput(lease), Progress: p.d.Metrics.Staged}); err != nil {
-			return nil, fmt.Errorf("fetch data[%d] %s: %w", i, c, err)
+		if _, err := p.fetchStaged(ctx, job, lease, from, c, content.FetchOptions{Pin: pinInput(lease), MaxBytes: p.cfg.Limits.MaxBytes, Progress: p.d.Metrics.Staged}); err != nil {
+			return nil, fmt.Errorf("data[%d] (%s): fetch: %w", i, c, err)
 		}
-		dst, err := p.layOut(ctx, c, lease)
+		var dst string
+		err = p.handle(l, fmt.Sprintf("laying out data[%d] (%s)", i, c), func() (err error) {
+			dst, err = p.layOut(ctx, c, lease)
+			return err
+		})
 		if err != nil {
-			return nil, fmt.Errorf("lay out data[%d]: %w", i, err)
+			return nil, fmt.Errorf("data[%d] (%s): lay out: %w", i, c, err)
 		}
 		inputs = append(inputs, exec.Mount{Source: dst, Target: in.Mount})
 	}
@@ -171,13 +194,13 @@ func (p *Provider) fetch(ctx context.Context, from peer.ID, root cid.Cid, o cont
 // folder mounted, writable, at the job's checkpoint path: the job finds it
 // where it left it. Exported straight there, it costs one copy, the same as
 // an input; the sandbox hands the folder to the job's user.
-func (p *Provider) stageCheckpoint(ctx context.Context, lease string, from peer.ID, src, dst string) error {
+func (p *Provider) stageCheckpoint(ctx context.Context, l *lease, lease string, from peer.ID, src, dst string) error {
 	c, err := cid.Decode(src)
 	if err != nil {
 		return fmt.Errorf("output.checkpoints.from: %w", err)
 	}
-	if _, err := p.fetch(ctx, from, c, content.FetchOptions{Pin: pinInput(lease), Progress: p.d.Metrics.Staged}); err != nil {
-		return fmt.Errorf("fetch the checkpoint to resume from, %s: %w", c, err)
+	if _, err := p.fetch(ctx, from, c, content.FetchOptions{Pin: pinInput(lease), MaxBytes: p.cfg.Limits.MaxBytes, Progress: p.d.Metrics.Staged}); err != nil {
+		return fmt.Errorf("the checkpoint to resume from (%s): fetch: %w", c, err)
 	}
 	if err := os.RemoveAll(dst); err != nil {
 		return err
@@ -185,8 +208,11 @@ func (p *Provider) stageCheckpoint(ctx context.Context, lease string, from peer.
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	if err := p.d.Store.Export(ctx, c, dst, nil); err != nil {
-		return fmt.Errorf("lay out the checkpoint to resume from: %w", err)
+	err = p.handle(l, fmt.Sprintf("laying out the checkpoint to resume from (%s)", c), func() error {
+		return p.d.Store.Export(ctx, c, dst, content.ExportOptions{Limits: p.cfg.Limits})
+	})
+	if err != nil {
+		return fmt.Errorf("the checkpoint to resume from (%s): lay out: %w", c, err)
 	}
 	return nil
 }
@@ -197,7 +223,7 @@ func (p *Provider) stageCheckpoint(ctx context.Context, lease string, from peer.
 // submitter signed: the registry could serve other bytes under the digest
 // only by breaking sha256, but a different platform or a damaged DAG would
 // show here.
-func (p *Provider) stageImage(ctx context.Context, lease string, from peer.ID, w market.Work, log *slog.Logger) (*exec.ImageRoot, func(), error) {
+func (p *Provider) stageImage(ctx context.Context, l *lease, lease string, from peer.ID, w market.Work, log *slog.Logger) (*exec.ImageRoot, func(), error) {
 	if p.d.Images == nil {
 		return nil, nil, errors.New("this provider cannot run images")
 	}
@@ -217,9 +243,14 @@ func (p *Provider) stageImage(ctx context.Context, lease string, from peer.ID, w
 	} else if _, err := p.fetch(ctx, from, root, content.FetchOptions{Pin: pinImage(lease), Progress: p.d.Metrics.Staged}); err != nil {
 		return nil, nil, fmt.Errorf("fetch image %s: %w", root, err)
 	}
-	img, release, err := p.d.Images.Prepare(ctx, root)
+	var img *exec.ImageRoot
+	var release func()
+	err = p.handle(l, fmt.Sprintf("unpacking the image (%s)", root), func() (err error) {
+		img, release, err = p.d.Images.Prepare(ctx, root)
+		return err
+	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("prepare image: %w", err)
+		return nil, nil, err // Prepare names the image, and the layer
 	}
 	return img, release, nil
 }
@@ -278,7 +309,9 @@ func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inpu
 		spec.Checkpoint = &exec.Mount{Source: filepath.Join(work, "ckpt"), Target: cp.Path}
 		go func() {
 			defer close(ckptDone)
-			p.checkpointLoop(cctx, l, submitter, spec.Checkpoint.Source, time.Duration(cp.Every)*time.Millisecond)
+			p.guarded(l, "checkpoints", func() {
+				p.checkpointLoop(cctx, l, submitter, spec.Checkpoint.Source, time.Duration(cp.Every)*time.Millisecond)
+			})
 		}()
 	} else {
 		close(ckptDone)
@@ -310,6 +343,8 @@ func (p *Provider) runJob(ctx context.Context, l *lease, submitter peer.ID, inpu
 		outcome, attribution, reason = ledger.OutcomeWithdrawn, ledger.AttributionSubmitter, "withdrawn while running"
 	case errors.Is(context.Cause(ctx), ErrReleasedUnrun):
 		outcome, attribution, reason = ledger.OutcomeProviderLost, ledger.AttributionProvider, ErrReleasedUnrun.Error()
+	case ctxInternal(ctx):
+		outcome, attribution, reason = ledger.OutcomeFailed, ledger.AttributionProvider, errInternal.Error()
 	default:
 		outcome, attribution, reason = ledger.OutcomeProviderLost, ledger.AttributionProvider, "provider stopped the run"
 	}
@@ -415,7 +450,14 @@ func (p *Provider) takeCheckpoint(ctx context.Context, l *lease, submitter peer.
 		}
 	}
 	num := rec.CheckpointN + 1
-	c, _, err := p.d.Store.Import(ctx, dir, content.ImportOptions{Pin: pinCheckpoint(id, num), SkipUnsupported: true})
+	c, _, err := p.d.Store.Import(ctx, dir, content.ImportOptions{Pin: pinCheckpoint(id, num), SkipUnsupported: true,
+		Limits: p.outputLimits(rec.Declaration.Request.DiskBytes())})
+	if errors.Is(err, content.ErrTooLarge) {
+		// Over a cap, it would be every time: the job goes on, and the
+		// last checkpoint taken stays the one to resume from.
+		p.log.Warn("checkpoint left out", "lease", id, "err", p.namedCap(err))
+		return nil
+	}
 	if err != nil {
 		if mode != captureFinal && before.changed(dir) {
 			return fmt.Errorf("%w: %w", errChangedWhileRead, err) // a file went while it was read
@@ -447,7 +489,7 @@ const maxSkipped = 20
 
 // importOutput imports the output folder and the logs as one DAG, pinned
 // for the submitter to fetch.
-func (p *Provider) importOutput(ctx context.Context, l *lease, submitter peer.ID, dir string, res exec.Result) error {
+func (p *Provider) importOutput(ctx context.Context, l *lease, submitter peer.ID, dir string, res exec.Result, diskBytes uint64) error {
 	id := l.snapshot().ID()
 	result := filepath.Join(dir, "result")
 	if err := os.RemoveAll(result); err != nil {
@@ -479,12 +521,12 @@ func (p *Provider) importOutput(ctx context.Context, l *lease, submitter peer.ID
 	var skipped []string
 	skip := func(path, reason string) {
 		if len(skipped) < maxSkipped {
-			skipped = append(skipped, path+": "+reason)
+			skipped = append(skipped, content.ShowPath(path)+": "+reason)
 		}
 	}
-	c, _, err := p.d.Store.Import(ctx, result, content.ImportOptions{Pin: pinOutput(id), SkipUnsupported: true, OnSkip: skip})
+	c, _, err := p.d.Store.Import(ctx, result, content.ImportOptions{Pin: pinOutput(id), SkipUnsupported: true, OnSkip: skip, Limits: p.outputLimits(diskBytes)})
 	if err != nil {
-		return fmt.Errorf("import output: %w", err)
+		return fmt.Errorf("output: %w", p.namedCap(err))
 	}
 	p.d.Access.Allow(submitter, c)
 	return p.update(l, func(r *Record) { r.Output, r.Skipped = c.String(), skipped })

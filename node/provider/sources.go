@@ -362,6 +362,7 @@ func (p *Provider) startPrestageLocked(r Reserved, first bool) {
 	go func() {
 		defer close(ps.done)
 		defer cancel()
+		defer p.recoverPanic("prestage")
 		// Before proposing, the submitter hears at once that this provider
 		// is staging the job, even if this fetch then waits for another of
 		// the same root here: a provider given a job that neither proposes
@@ -446,7 +447,7 @@ func (p *Provider) prestage(ctx context.Context, r Reserved) {
 		if err != nil {
 			return
 		}
-		st, err := p.fetchStaged(ctx, r.Job, "", r.Submitter, c, content.FetchOptions{Progress: p.d.Metrics.prestaged()})
+		st, err := p.fetchStaged(ctx, r.Job, "", r.Submitter, c, content.FetchOptions{MaxBytes: p.cfg.Limits.MaxBytes, Progress: p.d.Metrics.prestaged()})
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
 				p.log.Info("staging before the lease stopped", "job", r.Job, "input", i, "err", err)

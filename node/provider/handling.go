@@ -1,0 +1,160 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/node/images"
+)
+
+// Content the job brought.
+//
+// A job's image, inputs and the checkpoint it resumes from come from its
+// submitter, and its output from the job itself: a provider parses all of
+// them, and any may be hostile. What this node refuses (a layer that
+// writes outside its root, a DAG name with "/", a blob that does not match
+// its digest, a tree over a cap) is the job's doing and would be refused
+// the same way by every provider, so the lease ends failed, attributed to
+// the job, and the submitter neither resumes nor requeues it and avoids no
+// one for it. What went wrong around the content (a full disk, a stalled
+// transfer) is not marked so, and keeps the attribution it had.
+//
+// A bug of ours that such content triggers is contained too: a panic in a
+// lease's goroutine is recovered there, logged with its stack and counted
+// (Metrics.Panics), and ends that lease failed, attributed to the provider,
+// with its GPUs released and its record kept; the daemon and every other
+// lease go on. A crash that cannot be recovered (the runtime's own fatal
+// errors) leaves Record.Handling set, and the restart ends the lease the
+// same way instead of letting it go on to crash the next provider.
+
+// refusedContent reports whether err says that content the job brought
+// was refused, as opposed to failing for a reason of this node's or the
+// network's.
+func refusedContent(err error) bool {
+	if images.Refused(err) {
+		return true
+	}
+	for _, target := range []error{
+		content.ErrInvalidData, content.ErrUnsafeName, content.ErrUnsafeLink,
+		content.ErrUnsupported, content.ErrTooLarge,
+		// A source that answers it lacks a block of a DAG the job names:
+		// the DAG is not on the network, whoever asks.
+		content.ErrNotFound,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// handle runs fn, which parses content the job brought, with the lease's
+// record saying so on disk for as long as it runs (Record.Handling).
+func (p *Provider) handle(l *lease, what string, fn func() error) error {
+	p.change(l, func(r *Record) { r.Handling = what })
+	err := fn()
+	p.change(l, func(r *Record) { r.Handling = "" })
+	return err
+}
+
+// errInternal is the cause given to a lease's context when one of its
+// goroutines panicked: the lease ends failed, the provider's fault.
+var errInternal = errors.New("internal error in the provider")
+
+// recovered ends the lease after a panic its goroutine recovered: logged
+// with its stack, counted, and the lease's run stopped with errInternal so
+// that it goes to release. where names the goroutine.
+func (p *Provider) recovered(l *lease, where string, v any) {
+	p.countPanic(where, v, debug.Stack())
+	reason := fmt.Sprintf("internal error (%s): %v", where, v)
+	p.change(l, func(r *Record) {
+		r.end(ledger.OutcomeFailed, ledger.AttributionProvider, reason, nil)
+		r.Handling = ""
+	})
+	l.mu.Lock()
+	cancel := l.cancel
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel(errInternal)
+	}
+}
+
+// countPanic logs a recovered panic with its stack and counts it.
+func (p *Provider) countPanic(where string, v any, stack []byte) {
+	p.log.Error("panic recovered", "where", where, "panic", fmt.Sprint(v), "stack", string(stack))
+	if p.d.Metrics != nil && p.d.Metrics.Panics != nil {
+		p.d.Metrics.Panics.Inc()
+	}
+}
+
+// recoverPanic, deferred at the top of a goroutine that is no lease's,
+// recovers a panic there, logs and counts it.
+func (p *Provider) recoverPanic(where string) {
+	if v := recover(); v != nil {
+		p.countPanic(where, v, debug.Stack())
+	}
+}
+
+// guarded runs fn, one of a lease's goroutines, and ends the lease if fn
+// panics.
+func (p *Provider) guarded(l *lease, where string, fn func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.recovered(l, where, v)
+		}
+	}()
+	fn()
+}
+
+// ctxInternal reports whether ctx, a lease's, was stopped by a panic.
+func ctxInternal(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errInternal) }
+
+// endInterrupted ends a lease that a restart found open. One whose node
+// stopped while parsing content the job brought is not let go on
+// elsewhere, where it could stop that node too: it ends failed, attributed
+// to this provider (what stopped it is not proven to be the job's), and
+// the submitter does not resume it. Any other ends provider-lost.
+func endInterrupted(r *Record) {
+	if r.State == Released || r.Outcome != "" {
+		return
+	}
+	if r.Handling != "" {
+		r.end(ledger.OutcomeFailed, ledger.AttributionProvider,
+			"the provider stopped while "+r.Handling+"; not tried again, since that may be what stopped it", nil)
+		r.Handling = ""
+		return
+	}
+	r.end(ledger.OutcomeProviderLost, ledger.AttributionProvider, "provider restarted", nil)
+}
+
+// outputLimits are the caps on what a job leaves in its output or
+// checkpoint folder: no more bytes than the disk it declared (a sparse
+// file counts as its size, so a 1 TiB hole does not pass), and this node's
+// caps on entries and depth.
+func (p *Provider) outputLimits(diskBytes uint64) content.Limits {
+	lim := p.cfg.Limits
+	lim.MaxBytes = int64(min(diskBytes, 1<<62))
+	return lim
+}
+
+// namedCap adds to an error of a cap the setting that set it, so that the
+// job's reason says what to change.
+func (p *Provider) namedCap(err error) error {
+	var le *content.LimitError
+	if !errors.As(err, &le) {
+		return err
+	}
+	// The cap alone: the error around it names folders of this node's,
+	// which are nothing to the job (and a job's own path can be long).
+	switch le.Limit {
+	case "entries":
+		return fmt.Errorf("%w (the provider's --max-entries)", le)
+	case "depth":
+		return fmt.Errorf("%w (the provider's --max-depth)", le)
+	}
+	return fmt.Errorf("%w (request.disk)", le)
+}
