@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/spf13/pflag"
-
-	"github.com/e31network/e31/node/provider"
 )
 
 // Misbehaviours a test build of the daemon can be asked for. They exist to
@@ -22,33 +20,44 @@ const (
 	misSilent          = "silent"           // after the first lease, send nothing at all
 	misWithholdReceipt = "withhold-receipt" // never offer a receipt to countersign
 	misFakeModel       = "fake-model"       // advertise a GPU model the machine lacks
+	// misRawContent plays a hostile submitter: POST /v1/debug/car stores
+	// arbitrary DAGs, and jobs may name them unchecked
+	// (node.Config.RawContent).
+	misRawContent = "raw-content"
 )
 
 // fakeModel is the model a fake-model provider claims for every device.
 const fakeModel = "B300"
 
-func misbehaveFlag(f *pflag.FlagSet) func() (provider.Misbehaviour, error) {
+func misbehaveFlag(f *pflag.FlagSet) func() (misbehaviour, error) {
 	var names []string
 	f.StringSliceVar(&names, "misbehave", nil, "test build only: break the protocol on purpose, a comma list of "+
-		strings.Join([]string{misSquat, misNoRun, misSilent, misWithholdReceipt, misFakeModel}, ", ")+
-		" ("+misFakeModel+" claims "+fakeModel+" for every GPU)")
-	return func() (provider.Misbehaviour, error) {
-		if len(names) == 0 {
-			return nil, nil
-		}
+		strings.Join([]string{misSquat, misNoRun, misSilent, misWithholdReceipt, misFakeModel, misRawContent}, ", ")+
+		" ("+misFakeModel+" claims "+fakeModel+" for every GPU; "+misRawContent+
+		" serves POST /v1/debug/car, which stores a CAR's blocks unchecked, and submits jobs naming them)")
+	return func() (misbehaviour, error) {
+		var m misbehaviour
 		b := &byzantine{}
 		for _, n := range names {
 			switch n {
 			case misSquat, misNoRun, misSilent, misWithholdReceipt, misFakeModel:
 				if slices.Contains(b.modes, n) {
-					return nil, fmt.Errorf("--misbehave: %s given twice", n)
+					return m, fmt.Errorf("--misbehave: %s given twice", n)
 				}
 				b.modes = append(b.modes, n)
+			case misRawContent:
+				if m.rawContent {
+					return m, fmt.Errorf("--misbehave: %s given twice", n)
+				}
+				m.rawContent = true
 			default:
-				return nil, fmt.Errorf("--misbehave: unknown misbehaviour %q", n)
+				return m, fmt.Errorf("--misbehave: unknown misbehaviour %q", n)
 			}
 		}
-		return b, nil
+		if len(b.modes) > 0 {
+			m.provider = b
+		}
+		return m, nil
 	}
 }
 

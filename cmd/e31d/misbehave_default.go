@@ -2,14 +2,10 @@
 
 package main
 
-import (
-	"github.com/spf13/pflag"
-
-	"github.com/e31network/e31/node/provider"
-)
+import "github.com/spf13/pflag"
 
 // misbehaveFlag adds nothing: only a build with the byzantine tag can make
-// a provider misbehave (misbehave.go).
-func misbehaveFlag(*pflag.FlagSet) func() (provider.Misbehaviour, error) {
-	return func() (provider.Misbehaviour, error) { return nil, nil }
+// a node misbehave (misbehave.go).
+func misbehaveFlag(*pflag.FlagSet) func() (misbehaviour, error) {
+	return func() (misbehaviour, error) { return misbehaviour{}, nil }
 }
