@@ -211,10 +211,18 @@ func parseManifest(raw []byte, mt types.MediaType) (*v1.Manifest, error) {
 	if len(m.Layers) > maxLayers {
 		return nil, fmt.Errorf("%w: %d layers, at most %d", ErrInvalid, len(m.Layers), maxLayers)
 	}
+	// One digest is one blob: every descriptor naming it must say the same
+	// size, or an image imported here (which stores the blob once) would be
+	// refused by every provider that loads it.
+	sizes := map[v1.Hash]int64{m.Config.Digest: m.Config.Size}
 	for i, l := range m.Layers {
 		if err := checkDigest(l.Digest); err != nil {
 			return nil, fmt.Errorf("layer %d: %w", i, err)
 		}
+		if size, ok := sizes[l.Digest]; ok && size != l.Size {
+			return nil, fmt.Errorf("%w: layer %d names blob %s with %d bytes, and another descriptor with %d", ErrInvalid, i, l.Digest, l.Size, size)
+		}
+		sizes[l.Digest] = l.Size
 		if !isLayer(l.MediaType) {
 			return nil, fmt.Errorf("%w: layer %d has media type %q, want a tar, tar+gzip or tar+zstd layer", ErrInvalid, i, l.MediaType)
 		}
