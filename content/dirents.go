@@ -1,6 +1,7 @@
 package content
 
 import (
+	"context"
 	"fmt"
 	"math/bits"
 
@@ -19,8 +20,14 @@ import (
 // nested without end, and neither may grow the goroutine stack or keep the
 // directory in memory.
 type dirIter struct {
+	ctx   context.Context
 	s     *Store
 	stack []shardLevel
+	// shards are the sub-shards listed so far. Boxo never links one shard
+	// from two places, and a DAG that does can make a few blocks list as
+	// 8^20 shards: a shard seen twice is refused, so a listing costs no
+	// more than the directory's distinct blocks.
+	shards map[cid.Cid]bool
 }
 
 // shardLevel is one node on the path from the directory to the current
@@ -36,7 +43,7 @@ type shardLevel struct {
 }
 
 // newDirIter starts listing directory node nd.
-func newDirIter(s *Store, nd ipld.Node) (*dirIter, error) {
+func newDirIter(ctx context.Context, s *Store, nd ipld.Node) (*dirIter, error) {
 	pn, ok := nd.(*dag.ProtoNode)
 	if !ok {
 		return nil, fmt.Errorf("%w: directory %s is not dag-pb", ErrInvalidData, nd.Cid())
@@ -45,7 +52,7 @@ func newDirIter(s *Store, nd ipld.Node) (*dirIter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: node %s is not UnixFS: %v", ErrInvalidData, nd.Cid(), err)
 	}
-	it := &dirIter{s: s}
+	it := &dirIter{ctx: ctx, s: s}
 	switch fsn.Type() {
 	case ft.TDirectory:
 		it.stack = append(it.stack, shardLevel{links: pn.Links()})
@@ -87,6 +94,9 @@ func shardOf(pn *dag.ProtoNode, fsn *ft.FSNode, above int) (shardLevel, error) {
 // no more.
 func (it *dirIter) next() (name string, c cid.Cid, ok bool, err error) {
 	for len(it.stack) > 0 {
+		if err := it.ctx.Err(); err != nil {
+			return "", cid.Undef, false, err
+		}
 		top := &it.stack[len(it.stack)-1]
 		if len(top.links) == 0 {
 			it.stack = it.stack[:len(it.stack)-1]
@@ -112,6 +122,13 @@ func (it *dirIter) next() (name string, c cid.Cid, ok bool, err error) {
 }
 
 func (it *dirIter) subShard(c cid.Cid, above int) (shardLevel, error) {
+	if it.shards[c] {
+		return shardLevel{}, fmt.Errorf("%w: HAMT shard %s is linked twice in one directory", ErrInvalidData, c)
+	}
+	if it.shards == nil {
+		it.shards = map[cid.Cid]bool{}
+	}
+	it.shards[c] = true
 	nd, err := it.s.node(c)
 	if err != nil {
 		return shardLevel{}, err

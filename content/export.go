@@ -230,7 +230,7 @@ func hasControl(name string) bool {
 // the export's root, into rel, inside r. It recurses once per folder level;
 // the pre-pass has bounded the levels.
 func (e *exporter) dir(ctx context.Context, r *os.Root, rel string, depth int, nd ipld.Node) error {
-	it, err := newDirIter(e.s, nd)
+	it, err := newDirIter(ctx, e.s, nd)
 	if err != nil {
 		return fmt.Errorf("directory %s: %w", nd.Cid(), err)
 	}

@@ -59,7 +59,7 @@ type planFrame struct {
 // claim up front, to refuse a file over the cap without reading its
 // structure.
 func (s *Store) planExport(ctx context.Context, root cid.Cid, lim Limits) (tally, error) {
-	p := exportPlanner{s: s, t: tally{lim: lim}, memo: map[cid.Cid]subtree{}}
+	p := exportPlanner{ctx: ctx, s: s, t: tally{lim: lim}, memo: map[cid.Cid]subtree{}}
 	st, err := p.run(ctx, root)
 	if err == nil && !st.dir {
 		// A file at the root is an entry; a folder at the root is not.
@@ -69,6 +69,7 @@ func (s *Store) planExport(ctx context.Context, root cid.Cid, lim Limits) (tally
 }
 
 type exportPlanner struct {
+	ctx   context.Context // ends the listing of a folder too
 	s     *Store
 	t     tally
 	memo  map[cid.Cid]subtree // dag-pb nodes counted so far
@@ -187,7 +188,7 @@ func (p *exportPlanner) open(c cid.Cid, depth, level int) (st subtree, done bool
 		if err := p.t.checkDepth(depth); err != nil {
 			return st, false, err
 		}
-		it, err := newDirIter(p.s, nd)
+		it, err := newDirIter(p.ctx, p.s, nd)
 		if err != nil {
 			return st, false, err
 		}

@@ -555,7 +555,7 @@ func TestExportShardedDirectory(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	it, err := newDirIter(s, nd)
+	it, err := newDirIter(ctx, s, nd)
 	if err != nil {
 		t.Fatal(err)
 	}
