@@ -2,6 +2,7 @@ package layers
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -245,6 +246,7 @@ type unpacker struct {
 	// dirTimes are set last: writing into a directory changes its mtime.
 	dirTimes map[string]time.Time
 	buf      []byte
+	zeros    []byte // as long as buf, all zeros: what a hole reads as
 	stats    UnpackStats
 	// claimed is the sum of the sizes the headers so far declared.
 	claimed int64
@@ -440,9 +442,51 @@ func (u *unpacker) dir(name string, hdr *tar.Header) error {
 	return nil
 }
 
-// writerOnly hides os.File's ReadFrom so that io.CopyBuffer uses our large
-// buffer instead of falling back to a 32 KiB one.
-type writerOnly struct{ io.Writer }
+// copySparse copies an entry's content into f, leaving a hole wherever a
+// whole buffer of it is zeros: a layer's zeros, a GNU sparse file's holes
+// (which the tar reader gives as zeros) or a gzip bomb of them, cost the
+// time to read them but no disk. A few KB of layer could otherwise make
+// the provider write up to the layer cap.
+func (u *unpacker) copySparse(f *os.File, r io.Reader) (int64, error) {
+	if u.zeros == nil {
+		u.zeros = make([]byte, len(u.buf))
+	}
+	var n int64
+	hole := false
+	for {
+		m, err := io.ReadFull(r, u.buf)
+		if m > 0 {
+			chunk := u.buf[:m]
+			if bytes.Equal(chunk, u.zeros[:m]) {
+				if _, serr := f.Seek(int64(m), io.SeekCurrent); serr != nil {
+					return n, serr
+				}
+				hole = true
+			} else {
+				if _, werr := f.Write(chunk); werr != nil {
+					return n, werr
+				}
+				hole = false
+			}
+			n += int64(m)
+		}
+		// ReadFull's own end of the data, unwrapped; a tar cut short
+		// comes wrapped as ErrMalformed (tarContent), and fails.
+		if err == io.EOF || err == io.ErrUnexpectedEOF { //nolint:errorlint // ReadFull's sentinels, never wrapped
+			break
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	if hole {
+		// A file that ends in a hole has its size only once it is set.
+		if err := f.Truncate(n); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
 
 func (u *unpacker) file(name string, hdr *tar.Header, tr io.Reader) error {
 	uid, gid, err := u.hostIDs(hdr)
@@ -457,7 +501,7 @@ func (u *unpacker) file(name string, hdr *tar.Header, tr io.Reader) error {
 		return err
 	}
 	u.kinds[name] = kindFile
-	n, err := io.CopyBuffer(writerOnly{f}, tr, u.buf)
+	n, err := u.copySparse(f, tr)
 	u.stats.Bytes += n
 	if err != nil {
 		f.Close()
