@@ -59,7 +59,7 @@ type planFrame struct {
 // claim up front, to refuse a file over the cap without reading its
 // structure.
 func (s *Store) planExport(ctx context.Context, root cid.Cid, lim Limits) (tally, error) {
-	p := exportPlanner{ctx: ctx, s: s, t: tally{lim: lim}, memo: map[cid.Cid]subtree{}}
+	p := exportPlanner{s: s, t: tally{lim: lim}, memo: map[cid.Cid]subtree{}}
 	st, err := p.run(ctx, root)
 	if err == nil && !st.dir {
 		// A file at the root is an entry; a folder at the root is not.
@@ -69,7 +69,6 @@ func (s *Store) planExport(ctx context.Context, root cid.Cid, lim Limits) (tally
 }
 
 type exportPlanner struct {
-	ctx   context.Context // ends the listing of a folder too
 	s     *Store
 	t     tally
 	memo  map[cid.Cid]subtree // dag-pb nodes counted so far
@@ -77,7 +76,7 @@ type exportPlanner struct {
 }
 
 func (p *exportPlanner) run(ctx context.Context, root cid.Cid) (subtree, error) {
-	st, done, err := p.open(root, 0, -1)
+	st, done, err := p.open(ctx, root, 0, -1)
 	if err != nil || done {
 		return st, err
 	}
@@ -104,13 +103,13 @@ func (p *exportPlanner) run(ctx context.Context, root cid.Cid) (subtree, error) 
 					return subtree{}, err
 				}
 				f.sum.entries++
-				st, done, err = p.open(c, f.depth+1, -1)
+				st, done, err = p.open(ctx, c, f.depth+1, -1)
 			}
 		} else if f.next < len(f.links) {
 			more = true
 			c = f.links[f.next].Cid
 			f.next++
-			st, done, err = p.open(c, 0, f.level+1)
+			st, done, err = p.open(ctx, c, 0, f.level+1)
 		}
 		if err != nil {
 			return subtree{}, err
@@ -137,7 +136,7 @@ func (p *exportPlanner) run(ctx context.Context, root cid.Cid) (subtree, error) 
 // links below its file's root. It returns the node's subtree when that is
 // known at once (a raw leaf, a symlink, a node seen before); otherwise it
 // pushes a frame for the node's children and returns done false.
-func (p *exportPlanner) open(c cid.Cid, depth, level int) (st subtree, done bool, err error) {
+func (p *exportPlanner) open(ctx context.Context, c cid.Cid, depth, level int) (st subtree, done bool, err error) {
 	inFile := level >= 0
 	if level > maxFileLevels {
 		return st, false, fmt.Errorf("%w: file DAG nested deeper than %d levels at %s", ErrInvalidData, maxFileLevels, c)
@@ -188,7 +187,7 @@ func (p *exportPlanner) open(c cid.Cid, depth, level int) (st subtree, done bool
 		if err := p.t.checkDepth(depth); err != nil {
 			return st, false, err
 		}
-		it, err := newDirIter(p.ctx, p.s, nd)
+		it, err := newDirIter(ctx, p.s, nd)
 		if err != nil {
 			return st, false, err
 		}

@@ -158,6 +158,7 @@ func Unpack(ctx context.Context, r io.Reader, dir string, opts UnpackOptions) (U
 		kinds:    map[string]kind{".": kindDir},
 		dirTimes: map[string]time.Time{},
 		buf:      make([]byte, 1<<20),
+		zeros:    make([]byte, 1<<20),
 	}
 	u.stats.Compression = comp
 	// The layer root is the container's / when this layer is on top and
@@ -448,9 +449,6 @@ func (u *unpacker) dir(name string, hdr *tar.Header) error {
 // time to read them but no disk. A few KB of layer could otherwise make
 // the provider write up to the layer cap.
 func (u *unpacker) copySparse(f *os.File, r io.Reader) (int64, error) {
-	if u.zeros == nil {
-		u.zeros = make([]byte, len(u.buf))
-	}
 	var n int64
 	hole := false
 	for {
