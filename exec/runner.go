@@ -43,9 +43,14 @@ const (
 )
 
 // Attribution says whose doing an outcome is.
+type Attribution string
+
 const (
-	ByJob      = "job"
-	ByProvider = "provider"
+	// ByJob: the job's own doing (its exit status, its memory, its disk).
+	ByJob Attribution = "job"
+	// ByProvider: the provider's doing (its runtime, or its stopping
+	// the job).
+	ByProvider Attribution = "provider"
 )
 
 // ReasonOOM is Result.Reason for a job killed for using all of its
@@ -58,7 +63,7 @@ type Result struct {
 	// Attribution is ByJob or ByProvider. Stopped is ByProvider because
 	// the runner knows only that its caller stopped the job; a caller
 	// that stopped it for the job's owner says so itself.
-	Attribution string
+	Attribution Attribution
 	// ExitCode is the job's exit status, 128+n for death by signal n, or
 	// -1 when it never ran or its status was lost.
 	ExitCode int
@@ -371,50 +376,19 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 			log.DebugContext(ctx, "stopped container left to the runtime's delete", "err", err)
 		}
 	}
-	res.ExitCode = exit
-	res.Attribution = ByJob
-
-	switch {
-	case !started && commandNotRunnable(rtErr):
-		// The runtime could not execute the job's command: a missing or
-		// non-executable file, which is the job's to fix.
-		res.Outcome, res.ExitCode, res.Reason = Failed, 127, rtErr
-	case !started && workDirNotMade(rtErr, s.WorkDir):
-		// The job's working directory is missing where nothing may be
-		// made: in a read-only input, or in the host's system folders.
-		res.Outcome, res.ExitCode, res.Reason = Failed, -1, fmt.Sprintf("working directory %s: %s", s.WorkDir, rtErr)
-	case !started && stop == "":
-		if rtErr == "" {
-			rtErr = describeExit(exit)
-		}
-		res.Outcome, res.Attribution, res.ExitCode, res.Reason = Failed, ByProvider, -1, rtErr
-		return res, fmt.Errorf("%w: %s", ErrRuntime, rtErr)
-	case signalled:
-		res.Outcome, res.Reason = stop, describeExit(exit)
-		if stop == Stopped {
-			res.Attribution = ByProvider
-			if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
-				res.Reason = cause.Error() + "; " + res.Reason
-			}
-		}
-	case exit < 0:
-		// The runtime process itself was killed: the job's status is
-		// lost with it.
-		res.Outcome, res.Attribution, res.Reason = Failed, ByProvider, "runtime died: "+cmd.ProcessState.String()
-	case exit == 0:
-		res.Outcome, res.Reason = Completed, ""
-	case oom || (!oomKnown && hitLimit && exit == 128+int(syscall.SIGKILL)):
-		res.Outcome, res.Reason = Failed, ReasonOOM
-	case rtErr != "":
-		res.Outcome, res.Attribution, res.Reason = Failed, ByProvider, rtErr
-	default:
-		res.Outcome, res.Reason = Failed, describeExit(exit)
+	end := ending{
+		started: started, exit: exit, processState: cmd.ProcessState.String(),
+		runtimeErr: rtErr, stop: stop, signalled: signalled, cause: context.Cause(ctx),
+		oom: oom, oomKnown: oomKnown, hitMemoryLimit: hitLimit, workDir: s.WorkDir,
 	}
-	if s.Disk != nil && res.Outcome == Failed && res.Attribution == ByJob && s.Disk.full() {
-		// Most programs die of ENOSPC with a message of their own; the
-		// quota is the cause worth naming.
-		res.DiskFull = true
-		res.Reason = fmt.Sprintf("disk quota of %d bytes used up (%s)", s.Disk.Bytes, res.Reason)
+	if s.Disk != nil {
+		end.diskFull, end.diskBytes = s.Disk.full(), s.Disk.Bytes
+	}
+	verdict, err := classify(end)
+	res.Outcome, res.Attribution, res.ExitCode, res.Reason, res.DiskFull =
+		verdict.Outcome, verdict.Attribution, verdict.ExitCode, verdict.Reason, verdict.DiskFull
+	if err != nil {
+		return res, err
 	}
 	log.InfoContext(ctx, "job ended", "outcome", res.Outcome, "attribution", res.Attribution,
 		"exit", res.ExitCode, "reason", res.Reason, "took", res.Ended.Sub(res.Started))

@@ -137,7 +137,7 @@ func readFile(t testing.TB, name string) string {
 	return string(b)
 }
 
-func wantOutcome(t *testing.T, res Result, outcome Outcome, attribution string) {
+func wantOutcome(t *testing.T, res Result, outcome Outcome, attribution Attribution) {
 	t.Helper()
 	if res.Outcome != outcome || res.Attribution != attribution {
 		t.Fatalf("got %s/%s (exit %d, %q), want %s/%s", res.Outcome, res.Attribution, res.ExitCode, res.Reason, outcome, attribution)
