@@ -1,13 +1,16 @@
 // Package task runs the goroutines a long-lived part of the daemon starts
 // (loops, leases, stream handlers) so that its Shutdown knows them all: a
 // Group refuses new work once it is closing, and Wait returns when what was
-// started has ended, or when the caller's patience runs out.
+// started has ended, or when the caller's patience runs out. Sleep is the
+// wait such a goroutine makes between rounds: one that ends with its
+// context.
 package task
 
 import (
 	"context"
 	"runtime/debug"
 	"sync"
+	"time"
 )
 
 // Group is a set of goroutines that stop with their owner. The zero value
@@ -85,4 +88,22 @@ func (g *Group) Do(fn func()) bool {
 	defer g.wg.Done()
 	fn()
 	return true
+}
+
+// Sleep waits for d or until ctx ends, whichever is first, and returns
+// ctx's error in the second case. A d of zero or less does not wait but
+// still reports an ended ctx, so that a loop whose next round is already
+// due stops when it should.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

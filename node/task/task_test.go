@@ -45,3 +45,28 @@ func TestGroupRecoversAPanicWhenAsked(t *testing.T) {
 		t.Fatalf("recovered %v, stack %d bytes, other goroutine ran %v", got, len(stack), ran)
 	}
 }
+
+func TestSleep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if err := Sleep(t.Context(), time.Minute); err != nil || time.Since(start) != time.Minute {
+			t.Fatalf("Sleep(1m) = %v after %v", err, time.Since(start))
+		}
+
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		start = time.Now()
+		if err := Sleep(ctx, time.Hour); err != context.DeadlineExceeded || time.Since(start) != time.Second {
+			t.Fatalf("Sleep(1h) with a 1s deadline = %v after %v", err, time.Since(start))
+		}
+		if err := Sleep(ctx, 0); err != context.DeadlineExceeded {
+			t.Fatalf("Sleep(0) on an ended context = %v", err)
+		}
+		if err := Sleep(ctx, -time.Second); err != context.DeadlineExceeded {
+			t.Fatalf("Sleep(-1s) on an ended context = %v", err)
+		}
+		if err := Sleep(t.Context(), 0); err != nil {
+			t.Fatalf("Sleep(0) = %v", err)
+		}
+	})
+}
