@@ -12,12 +12,26 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
+// pairOptions configure newPair. Zero stalls take the exchange's default.
+type pairOptions struct {
+	senderStall, receiverStall time.Duration
+}
+
+// newPair is the fixture of a fetch test: a sender that serves what acc
+// allows, and a receiver, connected to it, that serves nothing. Both close
+// when the test ends.
+func newPair(tb testing.TB, o pairOptions) (acc *access, sender, receiver *node) {
+	tb.Helper()
+	acc = &access{}
+	sender = newNode(tb, acc, o.senderStall)
+	receiver = newNode(tb, allowOnly(), o.receiverStall)
+	connect(tb, receiver, sender)
+	return acc, sender, receiver
+}
+
 func TestFetchRoundTrip100MiB(t *testing.T) {
 	ctx := context.Background()
-	var acc access
-	sender := newNode(t, &acc, 0)
-	receiver := newNode(t, allowOnly(), 0)
-	connect(t, receiver, sender)
+	acc, sender, receiver := newPair(t, pairOptions{})
 
 	src := filepath.Join(t.TempDir(), "in")
 	makeTree(t, src, 100)
@@ -71,10 +85,7 @@ func TestFetchRoundTrip100MiB(t *testing.T) {
 
 func TestFetchOnlyMissing(t *testing.T) {
 	ctx := context.Background()
-	var acc access
-	sender := newNode(t, &acc, 0)
-	receiver := newNode(t, allowOnly(), 0)
-	connect(t, receiver, sender)
+	acc, sender, receiver := newPair(t, pairOptions{})
 
 	src := filepath.Join(t.TempDir(), "in")
 	makeTree(t, src, 8)
@@ -116,10 +127,7 @@ func TestFetchOnlyMissing(t *testing.T) {
 
 func TestFetchBitswap(t *testing.T) {
 	ctx := context.Background()
-	var acc access
-	sender := newNode(t, &acc, 0)
-	receiver := newNode(t, allowOnly(), 0)
-	connect(t, receiver, sender)
+	acc, sender, receiver := newPair(t, pairOptions{})
 
 	src := filepath.Join(t.TempDir(), "in")
 	makeTree(t, src, 8)
@@ -144,10 +152,7 @@ func TestFetchBitswap(t *testing.T) {
 
 func TestFetchRejectsCorruptBlock(t *testing.T) {
 	ctx := context.Background()
-	var acc access
-	sender := newNode(t, &acc, 2*time.Second)
-	receiver := newNode(t, allowOnly(), 2*time.Second)
-	connect(t, receiver, sender)
+	acc, sender, receiver := newPair(t, pairOptions{senderStall: 2 * time.Second, receiverStall: 2 * time.Second})
 
 	p := filepath.Join(t.TempDir(), "f")
 	writeRandom(t, p, 4*chunkSize, 1, 0o644)
@@ -181,11 +186,8 @@ func TestFetchRejectsCorruptBlock(t *testing.T) {
 
 func TestStrangerGetsNothing(t *testing.T) {
 	ctx := context.Background()
-	var acc access
-	sender := newNode(t, &acc, 0)
-	party := newNode(t, allowOnly(), 0)
+	acc, sender, party := newPair(t, pairOptions{})
 	stranger := newNode(t, allowOnly(), time.Second)
-	connect(t, party, sender)
 	connect(t, stranger, sender)
 
 	p := filepath.Join(t.TempDir(), "secret")
@@ -235,10 +237,7 @@ func TestStrangerGetsNothing(t *testing.T) {
 
 func TestSenderDiesMidTransfer(t *testing.T) {
 	ctx := context.Background()
-	var acc access
-	sender := newNode(t, &acc, 0)
-	receiver := newNode(t, allowOnly(), 5*time.Second)
-	connect(t, receiver, sender)
+	acc, sender, receiver := newPair(t, pairOptions{receiverStall: 5 * time.Second})
 
 	p := filepath.Join(t.TempDir(), "f")
 	writeRandom(t, p, 32*chunkSize, 1, 0o644)
@@ -275,10 +274,7 @@ func TestSenderDiesMidTransfer(t *testing.T) {
 
 func TestFetchStalls(t *testing.T) {
 	ctx := context.Background()
-	var acc access
-	sender := newNode(t, &acc, 0)
-	receiver := newNode(t, allowOnly(), 500*time.Millisecond)
-	connect(t, receiver, sender)
+	acc, sender, receiver := newPair(t, pairOptions{receiverStall: 500 * time.Millisecond})
 
 	p := filepath.Join(t.TempDir(), "f")
 	writeRandom(t, p, 8*chunkSize, 1, 0o644)
@@ -304,10 +300,7 @@ func TestFetchStalls(t *testing.T) {
 
 func TestFetchSizeCap(t *testing.T) {
 	ctx := context.Background()
-	var acc access
-	sender := newNode(t, &acc, 0)
-	receiver := newNode(t, allowOnly(), 0)
-	connect(t, receiver, sender)
+	acc, sender, receiver := newPair(t, pairOptions{})
 
 	src := filepath.Join(t.TempDir(), "in")
 	makeTree(t, src, 4)
@@ -335,10 +328,7 @@ func TestFetchSizeCap(t *testing.T) {
 
 func TestFetchFallsBackToBitswap(t *testing.T) {
 	ctx := context.Background()
-	var acc access
-	sender := newNode(t, &acc, 0)
-	receiver := newNode(t, allowOnly(), 0)
-	connect(t, receiver, sender)
+	acc, sender, receiver := newPair(t, pairOptions{})
 	sender.h.RemoveStreamHandler(ProtocolBulk) // a peer that speaks only bitswap
 
 	p := filepath.Join(t.TempDir(), "f")
