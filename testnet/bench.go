@@ -29,7 +29,7 @@ func (o *benchOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringSliceVar(&o.only, "only", nil, "parts to run, comma-separated: micro (= match,receipts,staging), "+strings.Join(bench.Parts(), ", ")+" (default all)")
 	f.BoolVar(&o.json, "json", false, "print every figure and the raw measurements as one JSON object")
-	f.BoolVar(&o.markdown, "markdown", false, "print the table as markdown, for the README's figures table")
+	f.BoolVar(&o.markdown, "markdown", false, "print the table as markdown, for the figures table in docs/figures.md")
 	f.BoolVar(&o.keep, "keep", false, "keep the work dir (nodes' data dirs and logs) and print where")
 	f.StringVar(&o.profileDir, "profile", "", "take a CPU profile of every daemon during the throughput load into this dir, and print the CPU per job by phase")
 	f.DurationVar(&o.profileFor, "profile-seconds", 20*time.Second, "length of the CPU profiles")
@@ -80,7 +80,7 @@ The daemon figures run real e31d processes on 127.0.0.1 and real runc
 sandboxes, so they need root and runc; the micro figures need neither
 (--only micro). Trivial jobs run "true" on the host's system directories.
 Figures depend on the machine's load; the load average is printed with them.
---markdown prints the table for the README.`,
+--markdown prints the table for docs/figures.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBench(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())

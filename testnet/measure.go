@@ -14,6 +14,7 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/testnet/bench"
 	"github.com/e31network/e31/testnet/cluster"
 	"github.com/spf13/cobra"
@@ -234,7 +235,7 @@ func measureGossip(ctx context.Context, bin cluster.Binaries, dir string, o meas
 	r.ConvergedS = time.Since(start).Seconds()
 	logf("converged %.2fs after the first start; idle for 5s", r.ConvergedS)
 
-	if err := sleep(ctx, 5*time.Second); err != nil {
+	if err := task.Sleep(ctx, 5*time.Second); err != nil {
 		return r, err
 	}
 	var rss []float64
@@ -315,7 +316,7 @@ func sampleViews(ctx context.Context, nodes []*cluster.Node, interval, total tim
 		// together.
 		offset := interval * time.Duration(i) / time.Duration(len(nodes))
 		wg.Go(func() {
-			if sleep(sctx, offset) != nil {
+			if task.Sleep(sctx, offset) != nil {
 				return
 			}
 			cl := api.NewClient(n.API)
@@ -416,7 +417,7 @@ func measureJobs(ctx context.Context, bin cluster.Binaries, dir string, o measur
 		// one, so a job submitted at once after the last one's rent would
 		// always wait nearly a whole epoch. A random pause spreads the
 		// submits over the epoch, as unrelated users would.
-		if err := sleep(ctx, rand.N(submitSpread)); err != nil {
+		if err := task.Sleep(ctx, rand.N(submitSpread)); err != nil {
 			return r, err
 		}
 		sub := i % len(c.Nodes)
@@ -610,7 +611,7 @@ func (o *observer) waitAllFree(ctx context.Context, limit time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the observer still saw a GPU held %s after every job was released", limit)
 		}
-		if err := sleep(ctx, observerPoll); err != nil {
+		if err := task.Sleep(ctx, observerPoll); err != nil {
 			return err
 		}
 	}
@@ -652,7 +653,7 @@ func waitJob(ctx context.Context, cl *api.Client, id string, limit time.Duration
 			}
 			return last, fmt.Errorf("timed out after %s in state %s (%s)", limit, last.State, last.Reason)
 		}
-		if err := sleep(ctx, jobPoll); err != nil {
+		if err := task.Sleep(ctx, jobPoll); err != nil {
 			return last, err
 		}
 	}
@@ -675,17 +676,6 @@ func stepAt(j api.Job, name api.StepName) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func printMeasureReport(w io.Writer, r measureReport) {

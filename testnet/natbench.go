@@ -17,6 +17,7 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/testnet/bench"
 	"github.com/e31network/e31/testnet/cluster"
 	"github.com/e31network/e31/testnet/netns"
@@ -393,7 +394,7 @@ func waitFor(ctx context.Context, limit time.Duration, what string, cond func() 
 		if time.Now().After(deadline) {
 			return fmt.Errorf("timed out after %s waiting for %s", limit, what)
 		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := task.Sleep(ctx, 100*time.Millisecond); err != nil {
 			return err
 		}
 	}

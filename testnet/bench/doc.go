@@ -34,6 +34,6 @@
 // where (CPU-ms per job), and what is not the sandbox.
 //
 // A [Figure] is one row: measured value, baseline, ratio, goal and verdict.
-// [Table] prints the rows aligned for a terminal, as markdown for the
-// README, or as JSON for scripts.
+// [Table] prints the rows aligned for a terminal, as markdown for
+// docs/figures.md, or as JSON for scripts.
 package bench

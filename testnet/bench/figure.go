@@ -95,7 +95,7 @@ func (t Table) WriteText(w io.Writer) error {
 	return nil
 }
 
-// WriteMarkdown prints the table as markdown, for the README.
+// WriteMarkdown prints the table as markdown, for docs/figures.md.
 func (t Table) WriteMarkdown(w io.Writer) error {
 	esc := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 	fmt.Fprintf(w, "Measured with `go run ./testnet bench` (%s).\n\n", esc(t.Machine))

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 	"github.com/e31network/e31/testnet/byzantine/flood"
@@ -245,7 +246,7 @@ func floodPhase(ctx context.Context, c *cluster.Cluster, o FloodOptions, ended f
 		return p, err
 	}
 	if left := time.Until(start.Add(o.Window)); left > 0 {
-		if err := sleep(ctx, left); err != nil {
+		if err := task.Sleep(ctx, left); err != nil {
 			return p, err
 		}
 	}

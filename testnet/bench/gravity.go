@@ -17,6 +17,7 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/testnet/cluster"
 )
 
@@ -183,7 +184,7 @@ func measureGravityConfig(ctx context.Context, e Env, o GravityOptions, cfg Grav
 	began := time.Now()
 	every := o.Over / time.Duration(max(o.Jobs-1, 1))
 	for i := range o.Jobs {
-		if err := sleep(ctx, time.Until(began.Add(time.Duration(i)*every))); err != nil {
+		if err := task.Sleep(ctx, time.Until(began.Add(time.Duration(i)*every))); err != nil {
 			return run, err
 		}
 		decl, err := json.Marshal(market.NewDeclaration(fmt.Sprintf("gravity-%d", i), cmd, 1, limit,

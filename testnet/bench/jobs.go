@@ -9,6 +9,7 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/task"
 )
 
 // Spread summarises a sample; percentiles are nearest-rank, so with fewer
@@ -185,20 +186,9 @@ func waitAll(ctx context.Context, ws []*jobWaiter, every, limit time.Duration) (
 		if time.Now().After(deadline) {
 			return out, fmt.Errorf("%d jobs had not ended %s after the last submit", left, limit)
 		}
-		if err := sleep(ctx, every); err != nil {
+		if err := task.Sleep(ctx, every); err != nil {
 			return out, err
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

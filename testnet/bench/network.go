@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/testnet/cluster"
 )
 
@@ -50,7 +51,7 @@ func waitIdle(ctx context.Context, c *cluster.Cluster, limit time.Duration) erro
 		if time.Now().After(deadline) {
 			return fmt.Errorf("views still show %d GPUs held %s after the last release", held, limit)
 		}
-		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+		if err := task.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}

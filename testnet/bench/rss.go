@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/testnet/cluster"
 )
 
@@ -92,7 +93,7 @@ func MeasureRSS(ctx context.Context, e Env, o RSSOptions) (RSSReport, error) {
 		return r, err
 	}
 	defer c.Stop()
-	if err := sleep(ctx, o.IdleFor); err != nil {
+	if err := task.Sleep(ctx, o.IdleFor); err != nil {
 		return r, err
 	}
 	read := func() (float64, []float64, error) {
@@ -236,7 +237,7 @@ func MeasureRSS(ctx context.Context, e Env, o RSSOptions) (RSSReport, error) {
 		o.Settle = 45 * time.Second
 	}
 	e.logf("memory: all released; resting %s", o.Settle)
-	if err := sleep(ctx, o.Settle); err != nil {
+	if err := task.Sleep(ctx, o.Settle); err != nil {
 		return r, err
 	}
 	if r.AfterSubmitterMiB, r.AfterProvidersMiB, err = read(); err != nil {
