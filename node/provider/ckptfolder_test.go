@@ -52,14 +52,14 @@ func (allowAll) Allow(peer.ID, cid.Cid) {}
 
 // runningLease is a lease whose job runs, with a checkpoint folder holding
 // one file last written at written.
-func runningLease(t *testing.T, store *ckptStore, written time.Time) (*Provider, *lease, string) {
+func runningLease(t *testing.T, store *ckptStore, written time.Time) (*Provider, *leaseRunner, string) {
 	t.Helper()
 	self := wiretest.FreshParty(t)
 	p := newTestProvider(t, self, Config{EventTimeout: time.Second}, &absent{calls: map[protocol.ID]int{}}, store, &memRecords{m: map[string]Record{}}, &memLedger{})
 	p.d.Access = allowAll{}
 	sub := wiretest.FreshParty(t)
-	l := &lease{rec: &Record{Lease: wiretest.SignedLease(t, self, sub), State: Running,
-		Declaration: market.NewDeclaration("t", []string{"true"}, 1, market.Hour, nil)}}
+	l := p.newRunner(&Record{Lease: wiretest.SignedLease(t, self, sub), State: Running,
+		Declaration: market.NewDeclaration("t", []string{"true"}, 1, market.Hour, nil)})
 	dir := t.TempDir()
 	f := filepath.Join(dir, "model.pt")
 	if err := os.WriteFile(f, []byte("weights"), 0o644); err != nil {
@@ -84,10 +84,10 @@ func writeNow(t *testing.T, f string) {
 
 // startLoop runs p's checkpoint loop over dir; stop ends it and waits for
 // what it started.
-func startLoop(p *Provider, l *lease, dir string, every time.Duration) (stop func()) {
+func startLoop(p *Provider, l *leaseRunner, dir string, every time.Duration) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); p.checkpointLoop(ctx, l, "", dir, every) }()
+	go func() { defer close(done); l.checkpointLoop(ctx, dir, every) }()
 	return func() {
 		cancel()
 		<-done
@@ -138,7 +138,7 @@ func TestCheckpointCaptureWaitsForTheFolderToSettle(t *testing.T) {
 				if tc.writeDuring {
 					store.during = func(int) { appendTo(t, filepath.Join(dir, "model.pt")) }
 				}
-				err := p.takeCheckpoint(ctx, l, "", dir, tc.mode)
+				err := l.takeCheckpoint(ctx, dir, tc.mode)
 				if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
 					t.Fatalf("takeCheckpoint: %v, want %v", err, tc.wantErr)
 				}
@@ -222,7 +222,7 @@ func TestCheckpointLoopRetriesAndFallsBack(t *testing.T) {
 				}
 			}()
 			done := make(chan struct{})
-			go func() { defer close(done); p.checkpointLoop(ctx, l, "", dir, 2*time.Second) }()
+			go func() { defer close(done); l.checkpointLoop(ctx, dir, 2*time.Second) }()
 			time.Sleep(4*time.Second - time.Millisecond)
 			synctest.Wait()
 			if store.count() != 0 {

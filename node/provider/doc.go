@@ -19,11 +19,30 @@
 // receipt, which both sides sign, carries them (ledger.GPUSeen), so what
 // the job ran on is provable from the record.
 //
+// Each signed lease is carried through its life by a leaseRunner of its
+// own (runner.go), as nomad's task runner carries a task: the runner owns
+// the lease's record, its locks and its persistence, and goes through one
+// phase a file: staging (stage.go: the job's disk, the inputs, the image,
+// the checkpoint to resume from), the run (runjob.go, with its checkpoints
+// in checkpoint.go), the output (output.go: import and hand-over), release
+// (release.go: the meter stops, the GPUs go back, the lease's folder goes)
+// and the receipts and settlement (settle.go); handling.go says how content
+// the job brought is refused and how a panic ends only its lease. The
+// Provider is the role: the GPUs held and the proposals (propose.go), the
+// registry of runners by lease ID, withdrawal, staging from many sources
+// and before the lease (sources.go, prestage.go), the inputs laid out
+// (laidout.go), Recover and Resume (restart.go), retention and the offer's
+// counts. A runner is started on the provider's task group, and Shutdown
+// waits for it there; it tells the role only that its lease is released.
+//
 // Each lease's record has its own lock, held only over memory: a change is
 // made under the lock and persisted after it (update), in the order the
 // changes were made. The provider's own lock guards which GPUs are held and
-// which leases are active; no lock is held across a disk write, a network
-// call or a call into another part of the node.
+// which leases are active. These state locks are never held across a disk
+// write, a network call or a call into another part of the node. Some locks
+// order I/O instead, and say so on their field: a lease's save lock spans
+// the write of its record, its receipts lock the submitter's answer and the
+// ledger's write, and the layouts' lock a layout's Lstat and removal.
 //
 // A job that Match gives this node while its GPUs are free, but whose
 // inputs are not here and laid out, is staged before its lease is proposed

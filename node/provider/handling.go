@@ -54,10 +54,10 @@ func refusedContent(err error) bool {
 
 // handle runs fn, which parses content the job brought, with the lease's
 // record saying so on disk for as long as it runs (Record.Handling).
-func (p *Provider) handle(l *lease, what string, fn func() error) error {
-	p.change(l, func(r *Record) { r.Handling = what })
+func (lr *leaseRunner) handle(what string, fn func() error) error {
+	lr.change(func(r *Record) { r.Handling = what })
 	err := fn()
-	p.change(l, func(r *Record) { r.Handling = "" })
+	lr.change(func(r *Record) { r.Handling = "" })
 	return err
 }
 
@@ -68,43 +68,40 @@ var errInternal = errors.New("internal error in the provider")
 // recovered ends the lease after a panic its goroutine recovered: logged
 // with its stack, counted, and the lease's run stopped with errInternal so
 // that it goes to release. where names the goroutine.
-func (p *Provider) recovered(l *lease, where string, v any) {
-	p.countPanic(where, v, debug.Stack())
+func (lr *leaseRunner) recovered(where string, v any) {
+	lr.countPanic(where, v, debug.Stack())
 	reason := fmt.Sprintf("internal error (%s): %v", where, v)
-	p.change(l, func(r *Record) {
+	lr.change(func(r *Record) {
 		r.end(ledger.OutcomeFailed, ledger.AttributionProvider, reason, nil)
 		r.Handling = ""
 	})
-	l.mu.Lock()
-	cancel := l.cancel
-	l.mu.Unlock()
-	if cancel != nil {
+	if _, cancel := lr.stopper(); cancel != nil {
 		cancel(errInternal)
 	}
 }
 
 // countPanic logs a recovered panic with its stack and counts it.
-func (p *Provider) countPanic(where string, v any, stack []byte) {
-	p.log.Error("panic recovered", "where", where, "panic", fmt.Sprint(v), "stack", string(stack))
-	if p.d.Metrics != nil && p.d.Metrics.Panics != nil {
-		p.d.Metrics.Panics.Inc()
+func (e *env) countPanic(where string, v any, stack []byte) {
+	e.log.Error("panic recovered", "where", where, "panic", fmt.Sprint(v), "stack", string(stack))
+	if e.d.Metrics != nil && e.d.Metrics.Panics != nil {
+		e.d.Metrics.Panics.Inc()
 	}
 }
 
 // recoverPanic, deferred at the top of a goroutine that is no lease's,
 // recovers a panic there, logs and counts it.
-func (p *Provider) recoverPanic(where string) {
+func (e *env) recoverPanic(where string) {
 	if v := recover(); v != nil {
-		p.countPanic(where, v, debug.Stack())
+		e.countPanic(where, v, debug.Stack())
 	}
 }
 
 // guarded runs fn, one of a lease's goroutines, and ends the lease if fn
 // panics.
-func (p *Provider) guarded(l *lease, where string, fn func()) {
+func (lr *leaseRunner) guarded(where string, fn func()) {
 	defer func() {
 		if v := recover(); v != nil {
-			p.recovered(l, where, v)
+			lr.recovered(where, v)
 		}
 	}()
 	fn()
@@ -135,15 +132,15 @@ func endInterrupted(r *Record) {
 // checkpoint folder: no more bytes than the disk it declared (a sparse
 // file counts as its size, so a 1 TiB hole does not pass), and this node's
 // caps on entries and depth.
-func (p *Provider) outputLimits(diskBytes uint64) content.Limits {
-	lim := p.cfg.Limits
+func (lr *leaseRunner) outputLimits(diskBytes uint64) content.Limits {
+	lim := lr.cfg.Limits
 	lim.MaxBytes = int64(min(diskBytes, 1<<62))
 	return lim
 }
 
 // namedCap adds to an error of a cap the setting that set it, so that the
 // job's reason says what to change.
-func (p *Provider) namedCap(err error) error {
+func namedCap(err error) error {
 	var le *content.LimitError
 	if !errors.As(err, &le) {
 		return err

@@ -127,7 +127,7 @@ func runImageLease(t *testing.T, prepare func() (*exec.ImageRoot, func(), error)
 		p.d.Images, p.d.Fetcher = stage, stage
 		d := market.NewDeclaration("t", []string{"true"}, 1, market.Hour, nil)
 		d.Work.Image = wiretest.CID(t, "image")
-		l := newLease(&Record{Lease: wiretest.SignedLease(t, self, wiretest.FreshParty(t)), Declaration: d, State: Held, Start: time.Now()})
+		l := p.newRunner(&Record{Lease: wiretest.SignedLease(t, self, wiretest.FreshParty(t)), Declaration: d, State: Held, Start: time.Now()})
 		id := l.rec.ID()
 		p.mu.Lock()
 		for _, g := range l.rec.Lease.Terms.GPUs {

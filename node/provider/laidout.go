@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/e31network/e31/content"
 	"github.com/ipfs/go-cid"
@@ -31,11 +32,28 @@ import (
 // a crash may leave and the sweep removes.
 const layoutTmpPrefix = ".tmp-"
 
-func (p *Provider) inputsDir() string { return filepath.Join(p.cfg.DataDir, "inputs") }
+// layouts are the inputs laid out under DataDir/inputs, one per root,
+// shared by every lease whose run mounts them.
+type layouts struct {
+	*env // immutable, shared with the role
+	// mu guards laidOut and layingOut. It is an ordering lock: it is held
+	// across the Lstat that tells whether a layout is in place (useLaidOut)
+	// and across a layout's removal (sweepLaidOut), so that no lease starts
+	// to use a layout being removed. An export is never made under it.
+	mu sync.Mutex
+	// laidOut names, for each input root laid out under DataDir/inputs,
+	// the leases whose runs mount it.
+	laidOut map[string]map[string]bool
+	// layingOut holds, for each root being exported into its layout, a
+	// channel closed when that export ends.
+	layingOut map[string]chan struct{}
+}
+
+func (li *layouts) inputsDir() string { return filepath.Join(li.cfg.DataDir, "inputs") }
 
 // layoutOf is where root is laid out.
-func (p *Provider) layoutOf(root cid.Cid) string {
-	return filepath.Join(p.inputsDir(), root.String())
+func (li *layouts) layoutOf(root cid.Cid) string {
+	return filepath.Join(li.inputsDir(), root.String())
 }
 
 // layOut returns the folder (or file) holding root laid out, making it if
@@ -44,10 +62,10 @@ func (p *Provider) layoutOf(root cid.Cid) string {
 // the unpinned blocks it came from: until the next sweep. One export of a
 // root runs at a time: a lease that finds another laying it out waits for
 // that one rather than copy the same bytes again beside it.
-func (p *Provider) layOut(ctx context.Context, root cid.Cid, lease string) (string, error) {
-	dst := p.layoutOf(root)
+func (li *layouts) layOut(ctx context.Context, root cid.Cid, lease string) (string, error) {
+	dst := li.layoutOf(root)
 	for {
-		there, busy := p.useLaidOut(root.String(), lease, dst)
+		there, busy := li.useLaidOut(root.String(), lease, dst)
 		if there {
 			return dst, nil
 		}
@@ -60,15 +78,15 @@ func (p *Provider) layOut(ctx context.Context, root cid.Cid, lease string) (stri
 			return "", ctx.Err()
 		}
 	}
-	defer p.doneLayingOut(root.String())
-	if err := os.MkdirAll(p.inputsDir(), 0o755); err != nil {
+	defer li.doneLayingOut(root.String())
+	if err := os.MkdirAll(li.inputsDir(), 0o755); err != nil {
 		return "", err
 	}
-	tmp := filepath.Join(p.inputsDir(), layoutTmpPrefix+root.String())
+	tmp := filepath.Join(li.inputsDir(), layoutTmpPrefix+root.String())
 	if err := os.RemoveAll(tmp); err != nil {
 		return "", err
 	}
-	if err := p.d.Store.Export(ctx, root, tmp, content.ExportOptions{Limits: p.cfg.Limits}); err != nil {
+	if err := li.d.Store.Export(ctx, root, tmp, content.ExportOptions{Limits: li.cfg.Limits}); err != nil {
 		os.RemoveAll(tmp)
 		return "", err
 	}
@@ -81,8 +99,8 @@ func (p *Provider) layOut(ctx context.Context, root cid.Cid, lease string) (stri
 
 // laidOutHere reports whether root's layout is in place: a lease reading
 // it then only bind-mounts it.
-func (p *Provider) laidOutHere(root cid.Cid) bool {
-	_, err := os.Lstat(p.layoutOf(root))
+func (li *layouts) laidOutHere(root cid.Cid) bool {
+	_, err := os.Lstat(li.layoutOf(root))
 	return err == nil
 }
 
@@ -90,42 +108,42 @@ func (p *Provider) laidOutHere(root cid.Cid) bool {
 // whether it is there already; if not, and another export of root is under
 // way, busy closes when that one ends, else this caller is to lay it out
 // and must call doneLayingOut. The sweep cannot remove it from here on.
-func (p *Provider) useLaidOut(root, lease, dst string) (there bool, busy <-chan struct{}) {
-	p.layouts.Lock()
-	defer p.layouts.Unlock()
+func (li *layouts) useLaidOut(root, lease, dst string) (there bool, busy <-chan struct{}) {
+	li.mu.Lock()
+	defer li.mu.Unlock()
 	if lease != "" {
-		if p.laidOut[root] == nil {
-			p.laidOut[root] = make(map[string]bool)
+		if li.laidOut[root] == nil {
+			li.laidOut[root] = make(map[string]bool)
 		}
-		p.laidOut[root][lease] = true
+		li.laidOut[root][lease] = true
 	}
 	if _, err := os.Lstat(dst); err == nil {
 		return true, nil
 	}
-	if ch, ok := p.layingOut[root]; ok {
+	if ch, ok := li.layingOut[root]; ok {
 		return false, ch
 	}
-	p.layingOut[root] = make(chan struct{})
+	li.layingOut[root] = make(chan struct{})
 	return false, nil
 }
 
 // doneLayingOut ends the export of root that useLaidOut let this caller
 // make, and wakes the leases waiting on it.
-func (p *Provider) doneLayingOut(root string) {
-	p.layouts.Lock()
-	defer p.layouts.Unlock()
-	close(p.layingOut[root])
-	delete(p.layingOut, root)
+func (li *layouts) doneLayingOut(root string) {
+	li.mu.Lock()
+	defer li.mu.Unlock()
+	close(li.layingOut[root])
+	delete(li.layingOut, root)
 }
 
 // doneWithLaidOut records that lease's run no longer mounts anything.
-func (p *Provider) doneWithLaidOut(lease string) {
-	p.layouts.Lock()
-	defer p.layouts.Unlock()
-	for root, leases := range p.laidOut {
+func (li *layouts) doneWithLaidOut(lease string) {
+	li.mu.Lock()
+	defer li.mu.Unlock()
+	for root, leases := range li.laidOut {
 		delete(leases, lease)
 		if len(leases) == 0 {
-			delete(p.laidOut, root)
+			delete(li.laidOut, root)
 		}
 	}
 }
@@ -133,27 +151,27 @@ func (p *Provider) doneWithLaidOut(lease string) {
 // sweepLaidOut removes the layouts of roots that nothing pins and no live
 // lease mounts; with unfinished, also what a crash left half laid out by a
 // lease that is gone.
-func (p *Provider) sweepLaidOut(pinned map[string]bool, unfinished bool) error {
-	entries, err := os.ReadDir(p.inputsDir())
+func (li *layouts) sweepLaidOut(pinned map[string]bool, unfinished bool) error {
+	entries, err := os.ReadDir(li.inputsDir())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	p.layouts.Lock()
-	defer p.layouts.Unlock()
+	li.mu.Lock()
+	defer li.mu.Unlock()
 	var errs []error
 	for _, e := range entries {
 		name := e.Name()
 		if root, ok := strings.CutPrefix(name, layoutTmpPrefix); ok {
-			if _, busy := p.layingOut[root]; !unfinished || busy {
+			if _, busy := li.layingOut[root]; !unfinished || busy {
 				continue
 			}
-		} else if len(p.laidOut[name]) > 0 || pinned[name] {
+		} else if len(li.laidOut[name]) > 0 || pinned[name] {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(p.inputsDir(), name)); err != nil {
+		if err := os.RemoveAll(filepath.Join(li.inputsDir(), name)); err != nil {
 			errs = append(errs, fmt.Errorf("remove laid-out input %s: %w", name, err))
 		}
 	}
@@ -161,8 +179,8 @@ func (p *Provider) sweepLaidOut(pinned map[string]bool, unfinished bool) error {
 }
 
 // pinnedRoots is the set of roots the store pins, by their text.
-func (p *Provider) pinnedRoots(ctx context.Context) (map[string]bool, error) {
-	pins, err := p.d.Store.Pins(ctx)
+func pinnedRoots(ctx context.Context, store Store) (map[string]bool, error) {
+	pins, err := store.Pins(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -50,11 +50,11 @@ func TestInputLaidOutOnceAndSwept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := p.layOut(ctx, root, "lease-a")
+	a, err := p.inputs.layOut(ctx, root, "lease-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := p.layOut(ctx, root, "lease-b")
+	b, err := p.inputs.layOut(ctx, root, "lease-b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,12 +65,12 @@ func TestInputLaidOutOnceAndSwept(t *testing.T) {
 		t.Fatalf("layout holds %q (%v)", got, err)
 	}
 
-	unfinished := filepath.Join(p.inputsDir(), layoutTmpPrefix+"bafy-gone")
+	unfinished := filepath.Join(p.inputs.inputsDir(), layoutTmpPrefix+"bafy-gone")
 	if err := os.MkdirAll(unfinished, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p.doneWithLaidOut("lease-a")
-	if err := p.sweepLaidOut(map[string]bool{}, false); err != nil {
+	p.inputs.doneWithLaidOut("lease-a")
+	if err := p.inputs.sweepLaidOut(map[string]bool{}, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(a); err != nil {
@@ -79,14 +79,14 @@ func TestInputLaidOutOnceAndSwept(t *testing.T) {
 	if _, err := os.Stat(unfinished); err != nil {
 		t.Fatalf("an unfinished layout was swept outside the start: %v", err)
 	}
-	p.doneWithLaidOut("lease-b")
-	if err := p.sweepLaidOut(map[string]bool{root.String(): true}, false); err != nil {
+	p.inputs.doneWithLaidOut("lease-b")
+	if err := p.inputs.sweepLaidOut(map[string]bool{root.String(): true}, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(a); err != nil {
 		t.Fatalf("a layout whose root is pinned was swept: %v", err)
 	}
-	if err := p.sweepLaidOut(map[string]bool{}, true); err != nil {
+	if err := p.inputs.sweepLaidOut(map[string]bool{}, true); err != nil {
 		t.Fatal(err)
 	}
 	for _, gone := range []string{a, unfinished} {
@@ -127,7 +127,7 @@ func TestConcurrentLeasesLayOutOnce(t *testing.T) {
 	}
 	out := make(chan got, len(leases))
 	layOut := func(lease string) {
-		dst, err := p.layOut(ctx, root, lease)
+		dst, err := p.inputs.layOut(ctx, root, lease)
 		out <- got{dst, err}
 	}
 	go layOut(leases[0])
@@ -138,9 +138,9 @@ func TestConcurrentLeasesLayOutOnce(t *testing.T) {
 	// Every lease has recorded its mount before it waits.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		p.layouts.Lock()
-		n := len(p.laidOut[root.String()])
-		p.layouts.Unlock()
+		p.inputs.mu.Lock()
+		n := len(p.inputs.laidOut[root.String()])
+		p.inputs.mu.Unlock()
 		if n == len(leases) {
 			break
 		}

@@ -39,7 +39,7 @@ func (p *Provider) HandleLogs(ctx context.Context, from peer.ID, raw json.RawMes
 	if t := l.snapshot().Lease.Terms; t.Job != req.Job || t.Submitter != from.String() {
 		return nil, p2p.Refuse(wire.CodeUnknownJob, fmt.Errorf("no job %s of yours under lease %s", req.Job, req.Lease))
 	}
-	path := filepath.Join(p.leaseDir(req.Lease), "run", req.Stream+".log")
+	path := filepath.Join(l.dir(), "run", req.Stream+".log")
 	deadline := time.Now().Add(time.Duration(req.WaitMs) * time.Millisecond)
 	tick := time.NewTicker(logPoll)
 	defer tick.Stop()

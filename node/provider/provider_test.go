@@ -134,14 +134,14 @@ func newTestProvider(t *testing.T, self wiretest.Party, cfg Config, calls Caller
 
 // releasedLease is a lease whose job is over and whose output waits for its
 // submitter.
-func releasedLease(t *testing.T, prov wiretest.Party, end time.Time) *lease {
+func releasedLease(t *testing.T, p *Provider, prov wiretest.Party, end time.Time) *leaseRunner {
 	sub := wiretest.FreshParty(t)
-	return &lease{rec: &Record{
+	return p.newRunner(&Record{
 		Lease: wiretest.SignedLease(t, prov, sub), State: Released,
 		Declaration: market.NewDeclaration("t", []string{"true"}, 1, market.Hour, nil), Start: end.Add(-time.Minute),
 		OutputStart: end.Add(-time.Second), End: end, Output: wiretest.CID(t, "output"),
 		Outcome: ledger.OutcomeCompleted, Attribution: ledger.AttributionJob, ReleaseAnnounced: true,
-	}}
+	})
 }
 
 // Handing the output over gives up when its patience runs out, backing off
@@ -151,10 +151,9 @@ func TestDeliverOutputGivesUpAtItsPatience(t *testing.T) {
 		calls := &absent{calls: map[protocol.ID]int{}}
 		self := wiretest.FreshParty(t)
 		p := newTestProvider(t, self, Config{OutputTimeout: 10 * time.Minute}, calls, &unpins{}, &memRecords{m: map[string]Record{}}, &memLedger{})
-		l := releasedLease(t, self, time.Now())
-		sub, _ := peer.Decode(l.rec.Lease.Terms.Submitter)
+		l := releasedLease(t, p, self, time.Now())
 		start := time.Now()
-		err := p.deliverOutput(context.Background(), l, sub, 10*time.Second)
+		err := l.deliverOutput(context.Background(), 10*time.Second)
 		if err == nil {
 			t.Fatal("output handed to an absent submitter")
 		}
@@ -181,10 +180,9 @@ func TestSettleGivesUpAfterRetention(t *testing.T) {
 		led := &memLedger{}
 		self := wiretest.FreshParty(t)
 		p := newTestProvider(t, self, Config{OutputTimeout: time.Minute, Retention: time.Hour, ReceiptTimeout: 15 * time.Second}, calls, store, records, led)
-		l := releasedLease(t, self, time.Now())
-		sub, _ := peer.Decode(l.rec.Lease.Terms.Submitter)
+		l := releasedLease(t, p, self, time.Now())
 		start := time.Now()
-		p.settle(l, sub)
+		l.settle()
 		if took := time.Since(start); took > time.Hour {
 			t.Fatalf("kept trying for %s, retention 1h", took)
 		}
@@ -222,7 +220,7 @@ func TestStagingWaitsForADirectPath(t *testing.T) {
 		p := newTestProvider(t, self, Config{}, &absent{calls: map[protocol.ID]int{}}, &unpins{}, &memRecords{m: map[string]Record{}}, &memLedger{})
 		p.d.Path = func(peer.ID) (p2p.Path, string) { return p2p.PathRelayed, "hole punch failed: all retries failed" }
 		start := time.Now()
-		_, err := p.fetch(context.Background(), wiretest.FreshParty(t).ID, cid.Undef, content.FetchOptions{})
+		_, err := p.src.fetch(context.Background(), wiretest.FreshParty(t).ID, cid.Undef, content.FetchOptions{})
 		if err == nil || !strings.Contains(err.Error(), "hole punch failed") || !strings.Contains(err.Error(), "relayed") {
 			t.Fatalf("err = %v, want one naming the relayed path and the failed punch", err)
 		}

@@ -60,7 +60,7 @@ func (p *Provider) Recover(ctx context.Context) error {
 			}
 		}
 		p.mu.Lock()
-		p.leases[rec.ID()] = newLease(rec)
+		p.leases[rec.ID()] = p.newRunner(rec)
 		if rec.State != Released {
 			for _, g := range rec.Lease.Terms.GPUs {
 				p.held[g] = hold{job: rec.Lease.Terms.Job, lease: rec.ID()}
@@ -85,29 +85,24 @@ func (p *Provider) Resume() {
 }
 
 func (p *Provider) resume(ctx context.Context) {
-	p.mu.Lock()
-	open := make([]*lease, 0, len(p.leases))
-	for _, l := range p.leases {
-		open = append(open, l)
-	}
-	p.mu.Unlock()
+	open := p.active()
 	if p.d.Runner != nil {
 		// No container of ours outlives a restart.
 		if err := p.d.Runner.Sweep(ctx, func(string) bool { return false }); err != nil {
 			p.log.Warn("sweep leftover containers", "err", err)
 		}
 	}
-	if pinned, err := p.pinnedRoots(ctx); err != nil {
+	if pinned, err := pinnedRoots(ctx, p.d.Store); err != nil {
 		p.log.Warn("sweep laid-out inputs", "err", err)
-	} else if err := p.sweepLaidOut(pinned, true); err != nil {
+	} else if err := p.inputs.sweepLaidOut(pinned, true); err != nil {
 		p.log.Warn("sweep laid-out inputs", "err", err)
 	}
 	if p.d.Disks != nil {
 		// Nor any job's disk, mounted or, after a reboot, only a file;
 		// leases signed since this start are running and keep theirs.
 		before := map[string]bool{}
-		for _, l := range open {
-			before[l.snapshot().ID()] = true
+		for _, lr := range open {
+			before[lr.snapshot().ID()] = true
 		}
 		live := func(id string) bool {
 			p.mu.Lock()
@@ -119,9 +114,9 @@ func (p *Provider) resume(ctx context.Context) {
 			p.log.Warn("sweep leftover job disks", "err", err)
 		}
 	}
-	for _, l := range open {
-		p.change(l, endInterrupted)
-		rec := l.snapshot()
+	for _, lr := range open {
+		lr.change(endInterrupted)
+		rec := lr.snapshot()
 		sub, err := peer.Decode(rec.Lease.Terms.Submitter)
 		if err != nil {
 			continue
@@ -136,9 +131,9 @@ func (p *Provider) resume(ctx context.Context) {
 		} else {
 			// The meter stops at the last moment the lease was seen held,
 			// not at this restart: the downtime is not the submitter's.
-			p.release(l, latest(rec.LastAlive, rec.Start, rec.RunStart, rec.OutputStart))
-			p.cleanup(ctx, rec.ID())
+			lr.release(latest(rec.LastAlive, rec.Start, rec.RunStart, rec.OutputStart))
+			lr.cleanup(ctx)
 		}
-		p.tasks.Go(func() { p.settle(l, sub) })
+		p.tasks.Go(lr.settle)
 	}
 }

@@ -88,9 +88,9 @@ func (p *Provider) sweepRetention(ctx context.Context, now time.Time) (int, erro
 		if _, err := p.d.Store.GC(ctx); err != nil {
 			errs = append(errs, err)
 		}
-		if pinned, err := p.pinnedRoots(ctx); err != nil {
+		if pinned, err := pinnedRoots(ctx, p.d.Store); err != nil {
 			errs = append(errs, err)
-		} else if err := p.sweepLaidOut(pinned, false); err != nil {
+		} else if err := p.inputs.sweepLaidOut(pinned, false); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -34,12 +34,12 @@ func TestRetentionReleasesSettledLeases(t *testing.T) {
 	p := newTestProvider(t, self, Config{Retention: time.Hour}, &absent{}, store, records, &memLedger{})
 
 	now := time.Now()
-	old := releasedLease(t, self, now.Add(-2*time.Hour))
-	recent := releasedLease(t, self, now.Add(-time.Minute))
-	unsettled := releasedLease(t, self, now.Add(-2*time.Hour))
+	old := releasedLease(t, p, self, now.Add(-2*time.Hour))
+	recent := releasedLease(t, p, self, now.Add(-time.Minute))
+	unsettled := releasedLease(t, p, self, now.Add(-2*time.Hour))
 	old.rec.FinalSigned, recent.rec.FinalSigned = true, true
 	roots := map[string]cid.Cid{}
-	for name, l := range map[string]*lease{"old": old, "recent": recent, "unsettled": unsettled} {
+	for name, l := range map[string]*leaseRunner{"old": old, "recent": recent, "unsettled": unsettled} {
 		l.rec.Lease.Terms.ID = "l" + name // distinct leases; their signatures play no part here
 		dir := filepath.Join(t.TempDir(), name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -57,7 +57,7 @@ func TestRetentionReleasesSettledLeases(t *testing.T) {
 		}
 		roots[name] = c
 		l.rec.Output = c.String()
-		if err := p.write(l.rec); err != nil {
+		if err := l.write(l.rec); err != nil {
 			t.Fatal(err)
 		}
 	}

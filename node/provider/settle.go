@@ -11,8 +11,12 @@ import (
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
-	"github.com/libp2p/go-libp2p/core/peer"
 )
+
+// The receipts and settlement of one lease: an interim receipt every
+// interval while compute is held, both sides signing, and, after release,
+// the final receipt and the output's hand-over, retried for the retention
+// window when the submitter is away.
 
 // Backoff between tries to reach an absent submitter.
 const (
@@ -45,60 +49,21 @@ func retry(ctx context.Context, first, most time.Duration, deadline time.Time, f
 	}
 }
 
-// deliverOutput hands the output's CID to the submitter, who fetches and
-// checks it before it answers, retrying for up to patience. With no
-// patience it tries once, for at most the output timeout.
-func (p *Provider) deliverOutput(ctx context.Context, l *lease, submitter peer.ID, patience time.Duration) error {
-	rec := l.snapshot()
-	t := rec.Lease.Terms
-	if rec.Output == "" || !rec.OutputAcked.IsZero() {
-		return nil
-	}
-	// With patience, every attempt ends by the deadline too: the GPUs are
-	// held only that long. Without, one attempt may take the whole output
-	// timeout, since the submitter answers only once it has the output.
-	deadline := time.Now().Add(patience)
-	attemptEnd := deadline
-	if patience == 0 {
-		attemptEnd = time.Now().Add(p.cfg.OutputTimeout)
-	}
-	err := retry(ctx, firstRetry, maxRetryOutput, deadline, func() error {
-		cctx, cancel := context.WithDeadline(ctx, attemptEnd)
-		defer cancel()
-		return p.d.Calls.Call(cctx, submitter, wire.ProtoOutput, wire.OutputRequest{Lease: t.ID, Job: t.Job, Output: rec.Output, Skipped: rec.Skipped, KeptUntil: p.keptUntil(rec), Steps: rec.steps()}, nil)
-	})
-	if err != nil {
-		return fmt.Errorf("hand output %s to the submitter: %w", rec.Output, err)
-	}
-	now := time.Now()
-	return p.update(l, func(r *Record) { r.OutputAcked = now })
-}
-
-// keptUntil is when the provider will release a lease's content: the
-// retention window after release, or after now for a lease still running.
-func (p *Provider) keptUntil(rec Record) int64 {
-	end := rec.End
-	if end.IsZero() {
-		end = time.Now()
-	}
-	return end.Add(p.cfg.Retention).UnixMilli()
-}
-
 // settle finishes what release leaves when the submitter is away: handing
 // over the output and the final receipt. It retries, with backoff, for the
 // retention window; past it the output is unpinned and the lease closed
 // without a countersigned final receipt (its interim receipts stand).
-func (p *Provider) settle(l *lease, submitter peer.ID) {
-	rec := l.snapshot()
+func (lr *leaseRunner) settle() {
+	rec := lr.snapshot()
 	id := rec.ID()
-	until := rec.End.Add(p.cfg.Retention)
-	err := retry(p.ctx, firstRetry, maxRetrySettle, until, func() error {
-		if r := l.snapshot(); !r.ReleaseAnnounced {
-			p.announceRelease(l, r.release())
+	until := rec.End.Add(lr.cfg.Retention)
+	err := retry(lr.ctx, firstRetry, maxRetrySettle, until, func() error {
+		if r := lr.snapshot(); !r.ReleaseAnnounced {
+			lr.announceRelease(r.release())
 		}
-		err := p.deliverOutput(p.ctx, l, submitter, 0)
+		err := lr.deliverOutput(lr.ctx, 0)
 		if err == nil {
-			if err = p.exchangeReceipt(p.ctx, l, submitter, true); errors.Is(err, errFinalDone) {
+			if err = lr.exchangeReceipt(lr.ctx, true); errors.Is(err, errFinalDone) {
 				err = nil
 			}
 		}
@@ -106,23 +71,23 @@ func (p *Provider) settle(l *lease, submitter peer.ID) {
 			// The submitter cannot countersign now: this side's own
 			// record of the lease is stored at once, and the receipt both
 			// sign supersedes it when the submitter is back.
-			p.recordOneSided(l)
+			lr.recordOneSided()
 		}
 		return err
 	})
 	switch {
 	case err == nil:
-		p.log.Info("lease settled", "lease", id)
-	case p.ctx.Err() != nil:
+		lr.log.Info("lease settled", "lease", id)
+	case lr.ctx.Err() != nil:
 		// Stopping: the next start settles it (Recover).
 	default:
-		p.log.Warn("submitter never came back: giving up the lease's output", "lease", id, "err", err)
+		lr.log.Warn("submitter never came back: giving up the lease's output", "lease", id, "err", err)
 		if c, cerr := cid.Decode(rec.Output); cerr == nil {
-			if err := p.d.Store.Unpin(p.hard, c, pinOutput(id)); err != nil {
-				p.log.Warn("unpin output", "lease", id, "err", err)
+			if err := lr.d.Store.Unpin(lr.hard, c, pinOutput(id)); err != nil {
+				lr.log.Warn("unpin output", "lease", id, "err", err)
 			}
 		}
-		p.change(l, func(r *Record) {
+		lr.change(func(r *Record) {
 			r.FinalSigned = true // nothing more can be signed
 			r.Reason = "submitter did not return within the retention window"
 		})
@@ -132,24 +97,23 @@ func (p *Provider) settle(l *lease, submitter peer.ID) {
 // recordOneSided stores, once, this side's final record of a released
 // lease, signed by the provider alone and carrying the countersigned lease
 // as evidence.
-func (p *Provider) recordOneSided(l *lease) {
-	l.receipts.Lock()
-	defer l.receipts.Unlock()
-	rec := l.snapshot()
+func (lr *leaseRunner) recordOneSided() {
+	lr.receipts.Lock()
+	defer lr.receipts.Unlock()
+	rec := lr.snapshot()
 	if rec.OneSided || rec.FinalSigned || rec.State != Released {
 		return
 	}
 	terms, err := json.Marshal(rec.Lease.Terms)
 	if err != nil {
-		p.log.Error("one-sided record", "lease", rec.ID(), "err", err)
+		lr.log.Error("one-sided record", "lease", rec.ID(), "err", err)
 		return
 	}
 	end := latest(rec.End, rec.LastAlive)
 	rec.End = end
-	sub, _ := peer.Decode(rec.Lease.Terms.Submitter)
 	r := ledger.Receipt{
-		Lease: rec.ID(), Job: rec.Lease.Terms.Job, Provider: p.d.Self, Submitter: sub,
-		GPUs: len(rec.Lease.Terms.GPUs), GPUModel: p.gpuModel(rec.Lease.Terms.GPUs),
+		Lease: rec.ID(), Job: rec.Lease.Terms.Job, Provider: lr.d.Self, Submitter: lr.submitter,
+		GPUs: len(rec.Lease.Terms.GPUs), GPUModel: lr.gpuModel(),
 		Seq: rec.Seq, Prev: rec.Prev, Final: true,
 		HeldFrom: rec.Start, HeldUntil: end, Phase: rec.State.phase(),
 		Outcome: rec.Outcome, Attribution: rec.Attribution, ExitCode: rec.ExitCode, Reason: rec.Reason,
@@ -158,26 +122,26 @@ func (p *Provider) recordOneSided(l *lease) {
 		Signer:   ledger.SignerProvider,
 		Evidence: &ledger.LeaseEvidence{Terms: terms, ProviderSig: rec.Lease.ProviderSig, SubmitterSig: rec.Lease.SubmitterSig},
 	}
-	if err := r.SignOneSided(p.d.Key); err != nil {
-		p.log.Error("sign one-sided record", "lease", rec.ID(), "err", err)
+	if err := r.SignOneSided(lr.d.Key); err != nil {
+		lr.log.Error("sign one-sided record", "lease", rec.ID(), "err", err)
 		return
 	}
-	if _, err := p.d.Ledger.AppendOneSided(p.hard, r); err != nil {
-		p.log.Error("store one-sided record", "lease", rec.ID(), "err", err)
+	if _, err := lr.d.Ledger.AppendOneSided(lr.hard, r); err != nil {
+		lr.log.Error("store one-sided record", "lease", rec.ID(), "err", err)
 		return
 	}
-	p.log.Info("submitter away: stored this side's own record of the lease", "lease", rec.ID())
-	p.change(l, func(r *Record) { r.OneSided = true })
+	lr.log.Info("submitter away: stored this side's own record of the lease", "lease", rec.ID())
+	lr.change(func(r *Record) { r.OneSided = true })
 }
 
 // announceRelease publishes a lease's release and records that it did;
 // settle tries again for a release that could not be published.
-func (p *Provider) announceRelease(l *lease, body wire.ReleaseBody) {
-	if _, err := p.d.Gossip.Publish(p.ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
-		p.log.Warn("announce release", "lease", body.Lease, "err", err)
+func (lr *leaseRunner) announceRelease(body wire.ReleaseBody) {
+	if _, err := lr.d.Gossip.Publish(lr.ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
+		lr.log.Warn("announce release", "lease", body.Lease, "err", err)
 		return
 	}
-	p.change(l, func(r *Record) { r.ReleaseAnnounced = true })
+	lr.change(func(r *Record) { r.ReleaseAnnounced = true })
 }
 
 // errWithheld says a receipt was not offered: the provider misbehaves on
@@ -188,36 +152,36 @@ var errWithheld = errors.New("receipt withheld")
 var errFinalDone = errors.New("final receipt already signed")
 
 // interimReceipts signs a receipt every interval while compute is held.
-func (p *Provider) interimReceipts(ctx context.Context, l *lease, submitter peer.ID) {
-	t := time.NewTicker(p.cfg.ReceiptInterval)
+func (lr *leaseRunner) interimReceipts(ctx context.Context) {
+	t := time.NewTicker(lr.cfg.ReceiptInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-l.receiptNow:
+		case <-lr.receiptNow:
 		case <-t.C:
 		}
 		now := time.Now()
-		p.change(l, func(r *Record) { r.LastAlive = now })
-		if err := p.exchangeReceipt(ctx, l, submitter, false); err != nil {
-			p.log.Warn("interim receipt", "lease", l.snapshot().ID(), "err", err)
+		lr.change(func(r *Record) { r.LastAlive = now })
+		if err := lr.exchangeReceipt(ctx, false); err != nil {
+			lr.log.Warn("interim receipt", "lease", lr.snapshot().ID(), "err", err)
 		}
 	}
 }
 
 // exchangeReceipt signs the next receipt, has the submitter countersign it
 // and stores it.
-func (p *Provider) exchangeReceipt(ctx context.Context, l *lease, submitter peer.ID, final bool) error {
-	if p.d.Misbehave != nil && !p.d.Misbehave.Receipts() {
+func (lr *leaseRunner) exchangeReceipt(ctx context.Context, final bool) error {
+	if lr.d.Misbehave != nil && !lr.d.Misbehave.Receipts() {
 		return errWithheld
 	}
 	// Receipts of a lease go one at a time (each links to the last), but
 	// the lease's state lock is not held while the submitter answers: a
 	// submitter that is slow or gone must not stall the run.
-	l.receipts.Lock()
-	defer l.receipts.Unlock()
-	rec := l.snapshot()
+	lr.receipts.Lock()
+	defer lr.receipts.Unlock()
+	rec := lr.snapshot()
 	if rec.FinalSigned {
 		return errFinalDone
 	}
@@ -230,8 +194,8 @@ func (p *Provider) exchangeReceipt(ctx context.Context, l *lease, submitter peer
 	r := ledger.Receipt{
 		Lease:     rec.ID(),
 		Job:       rec.Lease.Terms.Job,
-		Provider:  p.d.Self,
-		Submitter: submitter,
+		Provider:  lr.d.Self,
+		Submitter: lr.submitter,
 		GPUs:      len(rec.Lease.Terms.GPUs),
 		Seq:       rec.Seq,
 		Final:     final,
@@ -239,7 +203,7 @@ func (p *Provider) exchangeReceipt(ctx context.Context, l *lease, submitter peer
 		HeldUntil: now,
 		Phase:     rec.State.phase(),
 		Prev:      rec.Prev,
-		GPUModel:  p.gpuModel(rec.Lease.Terms.GPUs),
+		GPUModel:  lr.gpuModel(),
 	}
 	if final {
 		rec.End = now
@@ -251,21 +215,21 @@ func (p *Provider) exchangeReceipt(ctx context.Context, l *lease, submitter peer
 			r.OutputWait = rec.OutputAcked.Sub(rec.OutputStart).Seconds()
 		}
 	}
-	if err := r.SignProvider(p.d.Key); err != nil {
+	if err := r.SignProvider(lr.d.Key); err != nil {
 		return err
 	}
 	raw, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(ctx, p.cfg.ReceiptTimeout)
+	cctx, cancel := context.WithTimeout(ctx, lr.cfg.ReceiptTimeout)
 	defer cancel()
 	var rep wire.ReceiptReply
-	if err := p.d.Calls.Call(cctx, submitter, wire.ProtoReceipt, wire.ReceiptRequest{Receipt: raw, Steps: rec.steps()}, &rep); err != nil {
+	if err := lr.d.Calls.Call(cctx, lr.submitter, wire.ProtoReceipt, wire.ReceiptRequest{Receipt: raw, Steps: rec.steps()}, &rep); err != nil {
 		return fmt.Errorf("countersign receipt %d: %w", r.Seq, err)
 	}
 	if len(rep.Dispute) > 0 && final {
-		return p.recordDispute(ctx, l, r, rep.Dispute)
+		return lr.recordDispute(ctx, r, rep.Dispute)
 	}
 	cr, err := ledger.DecodeReceipt(rep.Receipt)
 	if err != nil {
@@ -276,18 +240,18 @@ func (p *Provider) exchangeReceipt(ctx context.Context, l *lease, submitter peer
 		// The submitter answered a retry with the receipt of this seq it
 		// countersigned before (our earlier reply was lost): it carries our
 		// own signature, so we adopt it and go on from it.
-		if cr.Lease != r.Lease || cr.Seq != r.Seq || cr.Provider != p.d.Self || cr.Verify() != nil {
+		if cr.Lease != r.Lease || cr.Seq != r.Seq || cr.Provider != lr.d.Self || cr.Verify() != nil {
 			return errors.New("the submitter countersigned a different receipt")
 		}
 		adopted = true
 	}
 	// Stored whatever happens to ctx now: the submitter has countersigned
 	// and stored it, and the chain must not go on without it here.
-	if _, err := p.d.Ledger.Append(context.WithoutCancel(ctx), cr); err != nil {
+	if _, err := lr.d.Ledger.Append(context.WithoutCancel(ctx), cr); err != nil {
 		return fmt.Errorf("store receipt: %w", err)
 	}
-	p.d.Metrics.Receipts.Inc()
-	if err := p.update(l, func(r *Record) {
+	lr.d.Metrics.Receipts.Inc()
+	if err := lr.update(func(r *Record) {
 		r.Seq++
 		r.Prev = cr.Digest()
 		r.LastAlive = latest(r.LastAlive, cr.HeldUntil)
@@ -307,7 +271,7 @@ func (p *Provider) exchangeReceipt(ctx context.Context, l *lease, submitter peer
 // recordDispute stores both versions of a lease the submitter will not
 // countersign: this side's final receipt and the submitter's own record.
 // Nothing more is signed for the lease.
-func (p *Provider) recordDispute(ctx context.Context, l *lease, ours ledger.Receipt, raw json.RawMessage) error {
+func (lr *leaseRunner) recordDispute(ctx context.Context, ours ledger.Receipt, raw json.RawMessage) error {
 	theirs, err := ledger.DecodeReceipt(raw)
 	if err != nil {
 		return fmt.Errorf("the submitter's record: %w", err)
@@ -315,33 +279,9 @@ func (p *Provider) recordDispute(ctx context.Context, l *lease, ours ledger.Rece
 	if err := theirs.Verify(); err != nil || theirs.Lease != ours.Lease || theirs.Signer != ledger.SignerSubmitter {
 		return fmt.Errorf("the submitter's record of lease %s does not hold: %v", ours.Lease, err)
 	}
-	if _, err := p.d.Ledger.RecordDispute(context.WithoutCancel(ctx), ours.Lease, ours, theirs); err != nil {
+	if _, err := lr.d.Ledger.RecordDispute(context.WithoutCancel(ctx), ours.Lease, ours, theirs); err != nil {
 		return fmt.Errorf("record dispute: %w", err)
 	}
-	p.log.Warn("the submitter disputes the final receipt; both versions recorded", "lease", ours.Lease)
-	return p.update(l, func(r *Record) { r.FinalSigned = true })
-}
-
-// release ends a lease: the meter stops, the GPUs go back into the offer
-// and the release is announced. The final receipt follows (settle).
-func (p *Provider) release(l *lease, end time.Time) {
-	p.change(l, func(r *Record) { r.End, r.State = end, Released })
-	rec := l.snapshot()
-	t := rec.Lease.Terms
-
-	// The GPUs go back first: the final receipt's countersignature may take
-	// a while, and nothing runs on them any more.
-	p.mu.Lock()
-	for _, g := range t.GPUs {
-		if p.held[g].lease == t.ID {
-			delete(p.held, g)
-		}
-	}
-	delete(p.leases, t.ID)
-	p.mu.Unlock()
-	p.d.OfferChanged()
-
-	body := rec.release()
-	p.announceRelease(l, body)
-	p.log.Info("lease released", "lease", t.ID, "outcome", body.Outcome, "held", time.Duration(body.HeldMs)*time.Millisecond)
+	lr.log.Warn("the submitter disputes the final receipt; both versions recorded", "lease", ours.Lease)
+	return lr.update(func(r *Record) { r.FinalSigned = true })
 }

@@ -126,14 +126,14 @@ func TestStagingAsksEverySourceAndRelaysOnlyForItsSubmitter(t *testing.T) {
 	if err := relay(p, sub.ID); p2p.RefusalCode(err) != wire.CodeNotHeld {
 		t.Fatalf("relay before staging: %v, want %s", err, wire.CodeNotHeld)
 	}
-	if _, err := p.fetchStaged(context.Background(), "job", "lease", sub.ID, root, content.FetchOptions{}); err != nil {
+	if _, err := p.src.fetchStaged(context.Background(), "job", "lease", sub.ID, root, content.FetchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.sources[0]; len(got) != 2 || got[0] != holder.ID || got[1] != sub.ID {
 		t.Errorf("sources %v, want the holder the submitter named, then the submitter as fallback", got)
 	}
 	// Another lease reading the same data, held here now, asks nobody.
-	if _, err := p.fetchStaged(context.Background(), "job2", "lease2", sub.ID, root, content.FetchOptions{}); err != nil {
+	if _, err := p.src.fetchStaged(context.Background(), "job2", "lease2", sub.ID, root, content.FetchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.sources[1]; len(got) != 1 || got[0] != sub.ID {
@@ -149,7 +149,7 @@ func TestStagingAsksEverySourceAndRelaysOnlyForItsSubmitter(t *testing.T) {
 	// One source only: the submitter's list is not used.
 	f = &sourceFetcher{}
 	p, _ = sourcesProvider(t, Config{SingleSource: true}, f, stageCaller{holder: holder.ID}, oneJob{})
-	if _, err := p.fetchStaged(context.Background(), "job", "lease", sub.ID, root, content.FetchOptions{}); err != nil {
+	if _, err := p.src.fetchStaged(context.Background(), "job", "lease", sub.ID, root, content.FetchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.sources[0]; len(got) != 1 || got[0] != sub.ID {
@@ -160,12 +160,12 @@ func TestStagingAsksEverySourceAndRelaysOnlyForItsSubmitter(t *testing.T) {
 	// stage from it; before the lease it is.
 	f = &sourceFetcher{}
 	p, _ = sourcesProvider(t, Config{}, f, stageCaller{refuse: true}, oneJob{})
-	if _, err := p.fetchStaged(context.Background(), "job", "lease", sub.ID, root, content.FetchOptions{}); err != nil || len(f.sources) != 1 {
+	if _, err := p.src.fetchStaged(context.Background(), "job", "lease", sub.ID, root, content.FetchOptions{}); err != nil || len(f.sources) != 1 {
 		t.Errorf("leased, submitter refusing: %v, fetches %v", err, f.sources)
 	}
 	f = &sourceFetcher{}
 	p, _ = sourcesProvider(t, Config{}, f, stageCaller{refuse: true}, oneJob{})
-	if _, err := p.fetchStaged(context.Background(), "job", "", sub.ID, root, content.FetchOptions{}); p2p.RefusalCode(err) != wire.CodeNotReserved || len(f.sources) != 0 {
+	if _, err := p.src.fetchStaged(context.Background(), "job", "", sub.ID, root, content.FetchOptions{}); p2p.RefusalCode(err) != wire.CodeNotReserved || len(f.sources) != 0 {
 		t.Errorf("not leased, submitter refusing: %v, fetches %v", err, f.sources)
 	}
 }
@@ -203,14 +203,14 @@ func TestPrestageStopsWhenTheReservationMoves(t *testing.T) {
 // relayed after it, for that lease's submitter only.
 func TestRelaysAfterRestart(t *testing.T) {
 	self, next := wiretest.FreshParty(t), wiretest.FreshParty(t)
-	l := releasedLease(t, self, time.Now())
+	records := &memRecords{m: map[string]Record{}}
+	p := newTestProvider(t, self, Config{}, stageCaller{}, &unpins{}, records, &memLedger{})
+	l := releasedLease(t, p, self, time.Now())
 	l.rec.RunStart = l.rec.Start.Add(time.Second)
 	l.rec.Declaration.Data = []market.Input{{Source: testRoot, Mount: "/data"}}
-	records := &memRecords{m: map[string]Record{}}
 	if err := records.Put(state.PrefixLease, l.rec.ID(), l.rec); err != nil {
 		t.Fatal(err)
 	}
-	p := newTestProvider(t, self, Config{}, stageCaller{}, &unpins{}, records, &memLedger{})
 	access := acl.New()
 	p.d.Access = access
 	if err := p.Recover(context.Background()); err != nil {
@@ -304,7 +304,7 @@ func TestProposalWaitsForItsInputs(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("refuse=%v: no proposal after staging ended", refuse)
 		}
-		_, err := os.Stat(filepath.Join(p.inputsDir(), testRoot))
+		_, err := os.Stat(filepath.Join(p.inputs.inputsDir(), testRoot))
 		if laid := err == nil; laid == refuse {
 			t.Errorf("refuse=%v: input laid out before the lease: %v", refuse, laid)
 		}
@@ -362,5 +362,28 @@ func TestPrestageSkipsDataHeldElsewhere(t *testing.T) {
 	p.Prestage(reserved)
 	if !staging() {
 		t.Fatal("not staging a reserved job that nobody holds the data of")
+	}
+}
+
+// A fetch before the lease is one of the provider's tasks: Shutdown stops it
+// and returns only once it has.
+func TestShutdownWaitsForAFetchBeforeTheLease(t *testing.T) {
+	sub, holder := wiretest.FreshParty(t), wiretest.FreshParty(t)
+	job := jobReadingTestRoot(sub.ID)
+	f := &sourceFetcher{block: true, started: make(chan struct{}, 1), ended: make(chan error, 1)}
+	p, _ := sourcesProvider(t, Config{Prestage: true}, f, stageCaller{holder: holder.ID}, oneJob{job})
+	p.Prestage([]Reserved{{Job: job.ID, Submitter: sub.ID}})
+	select {
+	case <-f.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no fetch started for the reserved job")
+	}
+	if err := p.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-f.ended:
+	default:
+		t.Fatal("Shutdown returned while the fetch before the lease was still running")
 	}
 }

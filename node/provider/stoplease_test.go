@@ -16,7 +16,7 @@ import (
 func TestStopLeaseOnlyForItsSubmitter(t *testing.T) {
 	prov := wiretest.FreshParty(t)
 	p := newTestProvider(t, prov, Config{}, nil, nil, &memRecords{m: map[string]Record{}}, nil)
-	l := releasedLease(t, prov, time.Now())
+	l := releasedLease(t, p, prov, time.Now())
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	l.cancel = cancel

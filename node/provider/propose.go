@@ -1,0 +1,181 @@
+package provider
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/view"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+)
+
+// Propose offers a lease for an assignment Match gave this node, unless the
+// job already has a proposal in flight or one of the GPUs is held.
+func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
+	oj, ok := p.d.Jobs.Job(a.Job)
+	if !ok || p.d.Runner == nil || !p.Takes(oj.Body.Declaration.Work) {
+		return
+	}
+	if max := p.cfg.MaxJobDisk; max > 0 && oj.Body.Declaration.Request.DiskBytes() > max {
+		return
+	}
+	if p.d.Misbehave != nil && !p.d.Misbehave.Propose(a.Job) {
+		return
+	}
+	if p.src.stagingFirst(oj) {
+		return
+	}
+	p.mu.Lock()
+	if p.proposing[a.Job] {
+		p.mu.Unlock()
+		return
+	}
+	// A pass whose view does not yet hold this provider's own lease on
+	// the job (an epoch's cut, taken before a pass between epochs leased
+	// it) must not lease it twice.
+	for _, h := range p.held {
+		if h.job == a.Job {
+			p.mu.Unlock()
+			return
+		}
+	}
+	for _, g := range a.GPUs {
+		if _, taken := p.held[g]; taken {
+			p.mu.Unlock()
+			return
+		}
+	}
+	for _, g := range a.GPUs {
+		p.held[g] = hold{job: a.Job}
+	}
+	p.proposing[a.Job] = true
+	p.mu.Unlock()
+
+	started := p.tasks.Go(func() {
+		defer p.recoverPanic("proposal")
+		leased := p.proposeLease(a, oj, epoch, viewHash)
+		p.mu.Lock()
+		delete(p.proposing, a.Job)
+		if !leased {
+			// A declined or lapsed proposal frees its GPUs at once.
+			for _, g := range a.GPUs {
+				if h := p.held[g]; h.lease == "" && h.job == a.Job {
+					delete(p.held, g)
+				}
+			}
+		}
+		p.mu.Unlock()
+	})
+	if !started {
+		p.mu.Lock()
+		delete(p.proposing, a.Job)
+		for _, g := range a.GPUs {
+			delete(p.held, g)
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uint64, viewHash string) bool {
+	now := time.Now()
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	req := oj.Body.Declaration.Request
+	terms := wire.LeaseTerms{
+		ID:          wire.LeaseID(a.Job, p.d.Self.String(), now.UnixMilli(), binary.BigEndian.Uint64(nonce[:])),
+		Job:         a.Job,
+		Provider:    p.d.Self.String(),
+		Submitter:   oj.Submitter.String(),
+		GPUs:        a.GPUs,
+		CPUs:        req.CPUs,
+		MemoryBytes: uint64(req.Memory),
+		Limit:       req.Limit,
+		Proposed:    now.UnixMilli(),
+		Expires:     now.Add(p.cfg.ProposalTTL).UnixMilli(),
+		Epoch:       epoch,
+		ViewHash:    viewHash,
+		Rank:        a.Rank,
+	}
+	sl := wire.SignedLease{Terms: terms}
+	if err := sl.SignProvider(p.d.Key); err != nil {
+		p.log.Error("sign proposal", "err", err)
+		return false
+	}
+	p.d.AddrBook.AddAddrs(oj.Submitter, oj.Body.Addrs)
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.ProposalTTL)
+	defer cancel()
+	var rep wire.ProposeReply
+	if err := p.d.Calls.Call(ctx, oj.Submitter, wire.ProtoLease, wire.ProposeRequest{Lease: sl}, &rep); err != nil {
+		p.log.Info("proposal not accepted", "job", a.Job, "err", err)
+		if p2p.RefusalCode(err) == wire.CodeNotQueued {
+			// The submitter's word: the job is leased or over, whatever
+			// this view missed (a partition, a lost announcement), until
+			// the submitter announces it queued again.
+			p.d.Jobs.Decline(a.Job, oj.Submitter, time.Now())
+		}
+		if p2p.Unreachable(err) {
+			// Nobody is there to answer (a Sybil identity declares and
+			// is never reachable): out of this view until the submitter
+			// announces the job again, rather than matched every pass.
+			p.d.Jobs.Decline(a.Job, oj.Submitter, time.Now())
+		}
+		return false
+	}
+	sl.SubmitterSig = rep.SubmitterSig
+	if err := sl.Verify(true); err != nil {
+		p.log.Warn("proposal countersignature invalid", "job", a.Job, "err", err)
+		return false
+	}
+	rec := &Record{
+		Lease:          sl,
+		Declaration:    oj.Body.Declaration,
+		SubmitterAddrs: oj.Body.Addrs,
+		State:          Held,
+		Start:          time.Now(),
+	}
+	for _, in := range oj.Body.Declaration.Data {
+		rec.Inputs = append(rec.Inputs, in.Source)
+	}
+	r := p.newRunner(rec)
+	// The submitter has countersigned: the lease exists whether or not this
+	// write succeeds, and a failed write is logged and counted.
+	r.change(func(*Record) {})
+	p.mu.Lock()
+	for _, g := range terms.GPUs {
+		p.held[g] = hold{job: terms.Job, lease: terms.ID}
+	}
+	p.leases[terms.ID] = r
+	p.mu.Unlock()
+	p.d.OfferChanged()
+	mb := p.d.Misbehave
+	if mb != nil && !mb.Announce(terms.ID) {
+		p.log.Warn("misbehaving: lease not announced", "lease", terms.ID)
+	} else if _, err := p.d.Gossip.Publish(p.ctx, p2p.TopicJobs, wire.KindLease, sl); err != nil {
+		p.log.Warn("announce lease", "lease", terms.ID, "err", err)
+	}
+	p.d.Metrics.Leases.Inc()
+	p.log.Info("lease signed", "lease", terms.ID, "job", a.Job, "submitter", oj.Submitter, "gpus", len(terms.GPUs))
+	if mb != nil && !mb.Run(terms.ID) {
+		p.log.Warn("misbehaving: the lease's run is never started", "lease", terms.ID)
+		return true
+	}
+	p.start(r)
+	return true
+}
+
+// start runs a lease's steps in the background: its runner, already in
+// p.leases, goes on the task group (leaseRunner.start), stopped at once if
+// the submitter withdrew the job while the lease was being signed.
+func (p *Provider) start(r *leaseRunner) {
+	ctx, cancel := context.WithCancelCause(p.ctx)
+	t := r.arm(cancel)
+	p.mu.Lock()
+	if w, ok := p.withdrawn[t.Job]; ok && w.by == t.Submitter {
+		cancel(ErrWithdrawn) // withdrawn while the lease was being signed
+	}
+	p.mu.Unlock()
+	r.start(ctx, cancel)
+}
