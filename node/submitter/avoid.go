@@ -65,41 +65,82 @@ type assignment struct {
 	staging time.Time
 }
 
-// noteAssignments records, for this node's queued jobs, the provider Match
-// assigned each to. The caller holds s.mu.
-func (s *Submitter) noteAssignments(res market.Result, now time.Time) {
-	s.pass++
-	count := func(id string) *job {
-		j, ok := s.jobs[id]
-		if !ok || j.rec.State != api.JobQueued {
+// RecordWaits keeps, for this node's queued jobs, the reason Match gave,
+// and notes the provider Match assigned each to.
+func (s *Submitter) RecordWaits(res market.Result) {
+	type news struct{ waits, assigned []string }
+	mine := s.jobs.live()
+	byJob := make(map[*jobTracker]*news)
+	of := func(id string) *news {
+		j, ok := mine[id]
+		if !ok {
 			return nil
 		}
-		if j.lastPass != s.pass {
-			j.lastPass = s.pass
-			j.passes++
+		n := byJob[j]
+		if n == nil {
+			n = &news{}
+			byJob[j] = n
 		}
-		return j
+		return n
 	}
 	for _, w := range res.Waiting {
-		count(w.Job)
+		if n := of(w.Job); n != nil {
+			n.waits = append(n.waits, w.Reason)
+		}
 	}
 	for _, a := range res.Assignments {
-		if j := count(a.Job); j != nil && a.Provider != s.d.Self.String() { // never avoided; see above
-			j.assignmentOf(a.Provider, now).passes++
+		if n := of(a.Job); n != nil {
+			n.waits = append(n.waits, "matched to provider "+a.Provider+"; waiting for its proposal")
+			if a.Provider != s.d.Self.String() { // never avoided; see above
+				n.assigned = append(n.assigned, a.Provider)
+			}
 		}
+	}
+	s.mu.Lock()
+	s.pass++
+	pass := s.pass
+	s.mu.Unlock()
+	now := time.Now()
+	for j, n := range byJob {
+		j.notePass(pass, n.waits, n.assigned, now)
+	}
+}
+
+// notePass records what one of this node's Match passes said of the job
+// while it is queued: each reason it gave for the wait, in turn (a new one
+// is a change a follower hears of), and the providers it assigned the job
+// to.
+func (j *jobTracker) notePass(pass uint64, waits, assigned []string, now time.Time) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.rec.State != api.JobQueued {
+		return
+	}
+	for _, why := range waits {
+		if j.rec.Wait != why {
+			j.rec.Wait = why
+			j.bump()
+		}
+	}
+	if j.lastPass != pass {
+		j.lastPass = pass
+		j.passes++
+	}
+	for _, p := range assigned {
+		j.assignmentOf(p, now).passes++
 	}
 }
 
 // squatting reports whether a provider that has not proposed was assigned
 // the job often enough to be squatting on it: in two passes or more, and
 // in at least half of the job's passes since the first.
-func (as *assignment) squatting(j *job) bool {
+func (as *assignment) squatting(j *jobTracker) bool {
 	return as.passes >= 2 && 2*as.passes >= j.passes-as.from
 }
 
 // assignmentOf returns what is known of provider's hold on j, recording it
-// as first seen at first if nothing is. The caller holds s.mu.
-func (j *job) assignmentOf(provider string, first time.Time) *assignment {
+// as first seen at first if nothing is. The caller holds j.mu.
+func (j *jobTracker) assignmentOf(provider string, first time.Time) *assignment {
 	if j.assigned == nil {
 		j.assigned = make(map[string]*assignment)
 	}
@@ -111,23 +152,23 @@ func (j *job) assignmentOf(provider string, first time.Time) *assignment {
 	return as
 }
 
-// noteProposal records that a provider proposed for a job: whatever comes
-// of the proposal, the provider does not squat on it.
-func (s *Submitter) noteProposal(j *job, from peer.ID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// noteProposal records that a provider proposed for the job: whatever
+// comes of the proposal, the provider does not squat on it.
+func (j *jobTracker) noteProposal(from peer.ID) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	j.assignmentOf(from.String(), time.Time{}).proposed = true
 }
 
-// noteStagingLocked records that a provider asked to stage a queued job's
-// inputs before proposing its lease. The caller holds s.mu.
-func (s *Submitter) noteStagingLocked(j *job, from peer.ID, now time.Time) {
+// noteStaging records that a provider asked to stage the queued job's
+// inputs before proposing its lease. The caller holds j.mu.
+func (j *jobTracker) noteStaging(from peer.ID, now time.Time) {
 	j.assignmentOf(from.String(), now).staging = now
 }
 
 // failure is a provider failing one of this node's jobs.
 type failure struct {
-	j        *job
+	j        *jobTracker
 	provider string
 	lease    string // "" for a provider that never proposed
 	withheld bool   // the lease ran, but its receipts are withheld
@@ -137,60 +178,69 @@ type failure struct {
 // checkFailures finds the providers failing this node's jobs and acts.
 func (s *Submitter) checkFailures(ctx context.Context, now time.Time) {
 	var fs []failure
-	s.mu.Lock()
-	for _, j := range s.jobs {
-		r := j.rec
-		if r.State != api.JobQueued {
-			j.assigned, j.passes = nil, 0 // a later stay in the queue starts afresh
-		}
-		switch {
-		case s.cfg.AvoidAfter > 0 && r.State == api.JobQueued && j.assigned != nil:
-			for _, p := range slices.Sorted(maps.Keys(j.assigned)) {
-				as := j.assigned[p]
-				if as.proposed || !as.squatting(j) || now.Sub(as.first) <= s.cfg.AvoidAfter || slices.Contains(r.Avoid, p) ||
-					(!as.staging.IsZero() && now.Sub(as.staging) <= wire.StageBeforeLeaseMax) {
-					continue
-				}
-				fs = append(fs, failure{j: j, provider: p,
-					reason: fmt.Sprintf("provider %s was assigned the job in %d of %d passes and did not propose within %s", p, as.passes, j.passes-as.from, s.cfg.AvoidAfter)})
-				delete(j.assigned, p)
-			}
-		case r.Lease == nil || r.terminal() || r.Withdrawn:
-		case s.cfg.RunWithin > 0 && r.State == api.JobRenting && r.LastReceipt.IsZero() &&
-			now.Sub(r.stepAt(api.StepRent)) > s.cfg.RunWithin:
-			fs = append(fs, failure{j: j, provider: r.Lease.Terms.Provider, lease: r.Lease.Terms.ID,
-				reason: fmt.Sprintf("provider %s signed a lease and neither started the run nor offered a receipt within %s", r.Lease.Terms.Provider, s.cfg.RunWithin)})
-		case s.cfg.ReceiptsDue > 0 && !r.stepAt(api.StepRun).IsZero() &&
-			now.Sub(latest(r.LastReceipt, r.stepAt(api.StepRun))) > s.cfg.ReceiptsDue:
-			fs = append(fs, failure{j: j, provider: r.Lease.Terms.Provider, lease: r.Lease.Terms.ID, withheld: true,
-				reason: fmt.Sprintf("provider %s offered no receipt for %s while the job ran", r.Lease.Terms.Provider, s.cfg.ReceiptsDue)})
-		}
+	for _, j := range s.jobs.live() {
+		fs = append(fs, j.failures(now)...)
 	}
-	s.mu.Unlock()
 	for _, f := range fs {
 		switch {
 		case f.lease == "":
-			s.avoid(ctx, f.j, f.provider, "", f.reason)
+			f.j.avoid(ctx, f.provider, "", f.reason)
 		case f.withheld:
-			s.endWithheld(ctx, f, now)
+			f.j.endWithheld(ctx, f.lease, f.reason, now)
 		default:
 			// A lease the network never heard of is requeueUnconfirmed's:
 			// its countersignature may have been lost on the way, an honest
 			// fault, and the job goes back without avoiding anyone.
 			if _, _, ok := s.d.Leases.LeaseParties(f.lease); ok {
-				s.giveUpLease(ctx, f, now)
+				f.j.giveUpLease(ctx, f.lease, f.reason, now)
 			}
 		}
 	}
 }
 
-// avoid adds provider to a queued job's avoid list, with reason as what the
-// job waits on, and re-announces the job at once. lease, when set, must
-// still be the job's lease: the job then goes back to the queue.
-func (s *Submitter) avoid(ctx context.Context, j *job, provider, lease, reason string) bool {
+// failures finds the providers failing the job now, for checkFailures to
+// act on, forgetting those that squat on it as it names them.
+func (j *jobTracker) failures(now time.Time) []failure {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var fs []failure
+	r := j.rec
+	if r.State != api.JobQueued {
+		j.assigned, j.passes = nil, 0 // a later stay in the queue starts afresh
+	}
+	switch {
+	case j.cfg.AvoidAfter > 0 && r.State == api.JobQueued && j.assigned != nil:
+		for _, p := range slices.Sorted(maps.Keys(j.assigned)) {
+			as := j.assigned[p]
+			if as.proposed || !as.squatting(j) || now.Sub(as.first) <= j.cfg.AvoidAfter || slices.Contains(r.Avoid, p) ||
+				(!as.staging.IsZero() && now.Sub(as.staging) <= wire.StageBeforeLeaseMax) {
+				continue
+			}
+			fs = append(fs, failure{j: j, provider: p,
+				reason: fmt.Sprintf("provider %s was assigned the job in %d of %d passes and did not propose within %s", p, as.passes, j.passes-as.from, j.cfg.AvoidAfter)})
+			delete(j.assigned, p)
+		}
+	case r.Lease == nil || r.terminal() || r.Withdrawn:
+	case j.cfg.RunWithin > 0 && r.State == api.JobRenting && r.LastReceipt.IsZero() &&
+		now.Sub(r.stepAt(api.StepRent)) > j.cfg.RunWithin:
+		fs = append(fs, failure{j: j, provider: r.Lease.Terms.Provider, lease: r.Lease.Terms.ID,
+			reason: fmt.Sprintf("provider %s signed a lease and neither started the run nor offered a receipt within %s", r.Lease.Terms.Provider, j.cfg.RunWithin)})
+	case j.cfg.ReceiptsDue > 0 && !r.stepAt(api.StepRun).IsZero() &&
+		now.Sub(latest(r.LastReceipt, r.stepAt(api.StepRun))) > j.cfg.ReceiptsDue:
+		fs = append(fs, failure{j: j, provider: r.Lease.Terms.Provider, lease: r.Lease.Terms.ID, withheld: true,
+			reason: fmt.Sprintf("provider %s offered no receipt for %s while the job ran", r.Lease.Terms.Provider, j.cfg.ReceiptsDue)})
+	}
+	return fs
+}
+
+// avoid adds provider to the queued job's avoid list, with reason as what
+// the job waits on, and re-announces the job at once. lease, when set,
+// must still be the job's lease: the job then goes back to the queue.
+func (j *jobTracker) avoid(ctx context.Context, provider, lease, reason string) bool {
+	self := j.d.Self.String()
 	var env []byte
 	var avoid []string
-	err := s.update(j, func(r *Record) error {
+	err := j.update(func(r *Record) error {
 		switch {
 		case lease != "":
 			if r.Lease == nil || r.Lease.Terms.ID != lease || r.terminal() {
@@ -202,7 +252,7 @@ func (s *Submitter) avoid(ctx context.Context, j *job, provider, lease, reason s
 			return errSkip
 		}
 		r.Wait = reason + "; back in the queue"
-		if provider != s.d.Self.String() {
+		if provider != self {
 			if !slices.Contains(r.Avoid, provider) {
 				r.Avoid = append(r.Avoid, provider)
 			}
@@ -215,54 +265,54 @@ func (s *Submitter) avoid(ctx context.Context, j *job, provider, lease, reason s
 		return false
 	}
 	if err != nil {
-		s.log.Warn("avoid provider: record not saved", "job", j.id, "provider", provider, "err", err)
+		j.log.Warn("avoid provider: record not saved", "job", j.id, "provider", provider, "err", err)
 	}
-	if provider == s.d.Self.String() {
-		s.log.Warn("this node's own provider failed the job: back in the queue", "job", j.id, "reason", reason)
+	if provider == self {
+		j.log.Warn("this node's own provider failed the job: back in the queue", "job", j.id, "reason", reason)
 	} else {
-		s.log.Warn("provider failed the job: avoiding it", "job", j.id, "provider", provider, "reason", reason)
+		j.log.Warn("provider failed the job: avoiding it", "job", j.id, "provider", provider, "reason", reason)
 	}
-	s.announceAvoiding(ctx, env, avoid)
+	announceAvoiding(ctx, j.parts, env, avoid)
 	return true
 }
 
 // announceAvoiding re-announces one queued job with its avoid list. Should
 // peers refuse the list, the job is announced without it: a job not
 // re-announced leaves every view, and would wait for nothing.
-func (s *Submitter) announceAvoiding(ctx context.Context, env []byte, avoid []string) {
+func announceAvoiding(ctx context.Context, p *parts, env []byte, avoid []string) {
 	// A record saved by a version that could name this node keeps its
 	// name; peers refuse a list naming the signer.
-	avoid = slices.DeleteFunc(avoid, func(p string) bool { return p == s.d.Self.String() })
-	_, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueAvoiding(env, avoid))
+	avoid = slices.DeleteFunc(avoid, func(q string) bool { return q == p.d.Self.String() })
+	_, err := p.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueAvoiding(env, avoid))
 	if err == nil || ctx.Err() != nil {
 		return
 	}
-	s.log.Warn("re-announce job with its avoid list: announcing it without", "err", err)
-	if _, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueBody{Declarations: [][]byte{env}}); err != nil && ctx.Err() == nil {
-		s.log.Warn("re-announce job", "err", err)
+	p.log.Warn("re-announce job with its avoid list: announcing it without", "err", err)
+	if _, err := p.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueBody{Declarations: [][]byte{env}}); err != nil && ctx.Err() == nil {
+		p.log.Warn("re-announce job", "err", err)
 	}
 }
 
-// giveUpLease releases a lease that never reached its run, as never run,
-// and puts the job back in the queue avoiding its provider. This side's
-// one-sided record holds what was countersigned (nothing, since no receipt
-// came), with the lease as evidence.
-func (s *Submitter) giveUpLease(ctx context.Context, f failure, now time.Time) {
-	s.mu.Lock()
-	r := f.j.rec
-	if r.Lease == nil || r.Lease.Terms.ID != f.lease || r.terminal() {
-		s.mu.Unlock()
+// giveUpLease releases a lease of the job that never reached its run, as
+// never run, and puts the job back in the queue avoiding its provider. This
+// side's one-sided record holds what was countersigned (nothing, since no
+// receipt came), with the lease as evidence.
+func (j *jobTracker) giveUpLease(ctx context.Context, leaseID, reason string, now time.Time) {
+	j.mu.Lock()
+	r := j.rec
+	if r.Lease == nil || r.Lease.Terms.ID != leaseID || r.terminal() {
+		j.mu.Unlock()
 		return
 	}
 	lease := *r.Lease
 	rent := r.stepAt(api.StepRent)
-	s.mu.Unlock()
+	j.mu.Unlock()
 	t := lease.Terms
-	es, err := s.d.Ledger.ByLease(ctx, t.ID)
+	es, err := j.d.Ledger.ByLease(ctx, t.ID)
 	if err != nil {
-		s.log.Warn("receipts of a lease never run", "lease", t.ID, "err", err)
+		j.log.Warn("receipts of a lease never run", "lease", t.ID, "err", err)
 	}
-	s.recordOneSided(ctx, lease, es, rent, rent, f.reason)
+	j.recordOneSided(ctx, lease, es, rent, rent, reason)
 	var heldMs int64
 	if len(es) > 0 {
 		heldMs = es[len(es)-1].Receipt.Held().Milliseconds()
@@ -271,59 +321,59 @@ func (s *Submitter) giveUpLease(ctx context.Context, f failure, now time.Time) {
 	// that follows (view.Market.ReleaseLease).
 	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
 		Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, HeldMs: heldMs, At: now.UnixMilli(), Requeued: true}
-	if _, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
-		s.log.Warn("announce release of a lease never run", "lease", t.ID, "err", err)
+	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
+		j.log.Warn("announce release of a lease never run", "lease", t.ID, "err", err)
 	}
-	s.avoid(ctx, f.j, t.Provider, t.ID, f.reason)
+	j.avoid(ctx, t.Provider, t.ID, reason)
 }
 
-// endWithheld ends, on this side, a lease whose provider withholds its
-// receipts. This side's record holds only what it countersigned. A job
-// whose output came back is complete; one without goes back to the queue
-// avoiding the provider.
-func (s *Submitter) endWithheld(ctx context.Context, f failure, now time.Time) {
-	s.mu.Lock()
-	r := f.j.rec
-	if r.Lease == nil || r.Lease.Terms.ID != f.lease || r.terminal() {
-		s.mu.Unlock()
+// endWithheld ends, on this side, a lease of the job whose provider
+// withholds its receipts. This side's record holds only what it
+// countersigned. A job whose output came back is complete; one without goes
+// back to the queue avoiding the provider.
+func (j *jobTracker) endWithheld(ctx context.Context, leaseID, reason string, now time.Time) {
+	j.mu.Lock()
+	r := j.rec
+	if r.Lease == nil || r.Lease.Terms.ID != leaseID || r.terminal() {
+		j.mu.Unlock()
 		return
 	}
 	lease, output := *r.Lease, r.Output
 	from := r.stepAt(api.StepRent)
-	s.mu.Unlock()
+	j.mu.Unlock()
 	if output == "" {
-		s.giveUpLease(ctx, f, now)
+		j.giveUpLease(ctx, leaseID, reason, now)
 		return
 	}
 	t := lease.Terms
-	es, err := s.d.Ledger.ByLease(ctx, t.ID)
+	es, err := j.d.Ledger.ByLease(ctx, t.ID)
 	if err != nil {
-		s.log.Warn("receipts of a lease whose receipts are withheld", "lease", t.ID, "err", err)
+		j.log.Warn("receipts of a lease whose receipts are withheld", "lease", t.ID, "err", err)
 	}
 	// Until the start: the one-sided record claims no time beyond the last
 	// receipt both signed (recordOneSided takes that one's end).
-	s.recordOneSided(ctx, lease, es, from, from, f.reason)
-	err = s.update(f.j, func(r *Record) error {
+	j.recordOneSided(ctx, lease, es, from, from, reason)
+	err = j.update(func(r *Record) error {
 		if r.terminal() || r.Lease == nil || r.Lease.Terms.ID != t.ID {
 			return errSkip
 		}
 		r.State = api.JobReleased
 		r.Outcome, r.Attribution = ledger.OutcomeCompleted, ledger.AttributionProvider
-		r.Reason = f.reason + "; the output came back, and only countersigned time is on record"
+		r.Reason = reason + "; the output came back, and only countersigned time is on record"
 		r.step(api.StepRelease, now)
 		return nil
 	})
 	if err == errSkip {
 		return
 	}
-	s.log.Warn("provider withholds receipts: lease ended on this side", "job", t.Job, "lease", t.ID, "provider", t.Provider)
+	j.log.Warn("provider withholds receipts: lease ended on this side", "job", t.Job, "lease", t.ID, "provider", t.Provider)
 	var heldMs int64
 	if len(es) > 0 {
 		heldMs = es[len(es)-1].Receipt.Held().Milliseconds()
 	}
 	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
 		Outcome: ledger.OutcomeCompleted, Attribution: ledger.AttributionProvider, HeldMs: heldMs, At: now.UnixMilli()}
-	if _, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
-		s.log.Warn("announce release of a lease with withheld receipts", "lease", t.ID, "err", err)
+	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
+		j.log.Warn("announce release of a lease with withheld receipts", "lease", t.ID, "err", err)
 	}
 }

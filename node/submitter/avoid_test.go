@@ -34,11 +34,11 @@ type announcedLeases struct{}
 func (announcedLeases) LeaseParties(string) (string, string, bool) { return "", "", true }
 
 // queuedJob stores a queued job and loads it.
-func (h *harness) queuedJob(t *testing.T, now time.Time) *job {
+func (h *harness) queuedJob(t *testing.T, now time.Time) *jobTracker {
 	t.Helper()
 	r := h.leasedJob(t, now)
-	j := h.s.get(r.ID)
-	if err := h.s.update(j, func(r *Record) error {
+	j := h.s.jobs.get(r.ID)
+	if err := j.update(func(r *Record) error {
 		r.State, r.Lease, r.Envelope = api.JobQueued, nil, []byte("signed declaration")
 		r.Steps = r.Steps[:1]
 		return nil
@@ -65,7 +65,7 @@ func TestSquatterAvoided(t *testing.T) {
 			h.s.RecordWaits(res)
 		}
 		assign(squat.String(), honest.String(), once.String())
-		h.s.noteProposal(j, honest)
+		j.noteProposal(honest)
 		time.Sleep(time.Second)
 		assign(squat.String(), honest.String())
 		time.Sleep(time.Second)
@@ -104,7 +104,7 @@ func TestLeaseNeverRunGivenUp(t *testing.T) {
 		h := newHarness(t, Config{RunWithin: 5 * time.Second}, noOffers{lastSeen: start})
 		h.s.d.Leases = announcedLeases{}
 		r := h.leasedJob(t, start)
-		if err := h.s.update(h.s.get(r.ID), func(r *Record) error {
+		if err := h.s.jobs.get(r.ID).update(func(r *Record) error {
 			r.State, r.Envelope = api.JobRenting, []byte("signed declaration")
 			return nil
 		}); err != nil {
@@ -145,7 +145,7 @@ func TestReceiptsWithheld(t *testing.T) {
 			start := time.Now()
 			h := newHarness(t, Config{ReceiptsDue: 5 * time.Second}, noOffers{lastSeen: start})
 			r := h.leasedJob(t, start)
-			if err := h.s.update(h.s.get(r.ID), func(r *Record) error {
+			if err := h.s.jobs.get(r.ID).update(func(r *Record) error {
 				r.step(api.StepRun, start)
 				r.Envelope = []byte("signed declaration")
 				if output {
@@ -208,9 +208,9 @@ func TestStagingBeforeTheLeaseIsNotSquatting(t *testing.T) {
 			h.s.RecordWaits(market.Result{Assignments: []market.Assignment{{Job: j.id, Provider: stager.String()}}})
 		}
 		assign()
-		h.s.mu.Lock()
-		h.s.noteStagingLocked(j, stager, time.Now())
-		h.s.mu.Unlock()
+		j.mu.Lock()
+		j.noteStaging(stager, time.Now())
+		j.mu.Unlock()
 		time.Sleep(time.Second)
 		assign()
 		time.Sleep(time.Minute)
@@ -302,7 +302,7 @@ func TestOwnProviderNeverAvoided(t *testing.T) {
 		}
 
 		r := h.leasedJob(t, time.Now())
-		if err := h.s.update(h.s.get(r.ID), func(r *Record) error {
+		if err := h.s.jobs.get(r.ID).update(func(r *Record) error {
 			r.State, r.Envelope = api.JobRenting, []byte("signed declaration")
 			return nil
 		}); err != nil {
@@ -326,7 +326,7 @@ func TestOwnProviderNeverAvoided(t *testing.T) {
 func TestOwnNameLeftOutOfAvoidList(t *testing.T) {
 	h := newHarness(t, Config{}, noOffers{})
 	other := wiretest.FreshParty(t).ID.String()
-	h.s.announceAvoiding(context.Background(), []byte("signed declaration"), []string{h.sub.ID.String(), other})
+	announceAvoiding(context.Background(), &h.s.parts, []byte("signed declaration"), []string{h.sub.ID.String(), other})
 	rq := h.gossip.bodies(wire.KindRequeue)
 	if len(rq) != 1 {
 		t.Fatalf("%d requeues, want 1", len(rq))

@@ -63,8 +63,8 @@ func TestSubmitResolvesAPathInsideACID(t *testing.T) {
 		if err != nil {
 			return "", err
 		}
-		r := s.get(j.ID)
-		return r.rec.Declaration.Data[0].Source, nil
+		r := s.jobs.get(j.ID).snapshot()
+		return r.Declaration.Data[0].Source, nil
 	}
 	got, err := submit(store.root.String() + "/out/")
 	if err != nil || got != store.out.String() {

@@ -9,11 +9,28 @@
 // runs it, or withholds its receipts is named in the job's avoid list, and
 // a lease never run is released and the job put back in the queue.
 //
-// One lock guards the jobs and their records, held only over memory: a
-// change is made under it and persisted after it (update), in the order
-// the changes were made; a job's receipts go one at a time under the job's
-// own receipt lock. No lock is held across a disk write, a network call or
-// a call into another part of the node.
+// Each job has a jobTracker (tracker.go), as each task in nomad has its
+// task runner: it holds the job's record, its locks, its version and the
+// followers waiting on it, and it handles what the job's provider sends
+// (its proposal, its events and checkpoints, its output, its receipts),
+// persisting each change. The Submitter keeps the registry of trackers by
+// job ID (registry.go; memory.go moves ended jobs out to the record store
+// and back), the loops over all jobs (the provider watch, the requeue, the
+// eviction), Submit and Withdraw, Recover and the queries, and routes each
+// provider's stream to the job's tracker (handlers.go).
+//
+// Two kinds of lock, each field saying which it is. A state lock (the
+// Submitter's, the registry's, the stage's and each tracker's mu) guards
+// memory and is held only over it: a change is made under the tracker's mu
+// and persisted after it (update); nothing under a state lock writes to
+// disk, calls out or calls into another part of the node. An ordering
+// lock spans I/O on purpose, to keep its order: a tracker's save is held
+// across the write of its record, so the writes land in the order the
+// changes were made, and its receipts lock across the ledger's reads and
+// append of the lease's receipts, which go one at a time, each linked to
+// the last. No ordering lock is waited for under a state lock (the
+// registry only tries them, to evict a job): the order is receipts, save,
+// then the state locks, a tracker's mu innermost.
 //
 // A final receipt names the GPUs the provider's sandbox found before the
 // run. The submitter countersigns it all the same (the compute was held),

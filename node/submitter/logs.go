@@ -21,7 +21,7 @@ import (
 var ErrLogLost = errors.New("log lost")
 
 // LogStore reads files out of a DAG in the local store (content.Store):
-// the logs that came back with a job's output.
+// the logs that came back with a job's output. It is part of Store.
 type LogStore interface {
 	Resolve(ctx context.Context, root cid.Cid, path string) (cid.Cid, error)
 	Open(ctx context.Context, c cid.Cid) (io.ReadSeekCloser, error)
@@ -63,21 +63,22 @@ func (s *Submitter) Logs(ctx context.Context, id string, o api.LogOptions, w io.
 	var cur joblog.Cursor
 	failures := 0
 	for {
-		j, err := s.find(id)
+		j, err := s.jobs.find(id)
 		if err != nil {
 			return err
 		}
-		s.mu.Lock()
-		jobID, state, output, reason, outcome := j.rec.ID, j.rec.State, j.rec.Output, j.rec.Reason, j.rec.Outcome
-		var lease, provider string
-		if j.rec.Lease != nil {
-			lease, provider = j.rec.Lease.Terms.ID, j.rec.Lease.Terms.Provider
-		}
-		s.mu.Unlock()
+		var jobID, output, reason, outcome, lease, provider string
+		var state api.JobState
+		j.view(func(r *Record) {
+			jobID, state, output, reason, outcome = r.ID, r.State, r.Output, r.Reason, r.Outcome
+			if r.Lease != nil {
+				lease, provider = r.Lease.Terms.ID, r.Lease.Terms.Provider
+			}
+		})
 
 		switch {
 		case output != "":
-			return s.logsFromOutput(ctx, jobID, output, stream, &cur, o.TailLines, w)
+			return logsFromOutput(ctx, s.d.Store, jobID, output, stream, &cur, o.TailLines, w)
 		case state.Terminal() && lease == "":
 			return conflict(fmt.Errorf("job %s ended %s before it ran: it has no logs", jobID, state))
 		case state.Terminal():
@@ -150,11 +151,7 @@ func (s *Submitter) Logs(ctx context.Context, id string, o api.LogOptions, w io.
 
 // logsFromOutput writes a log from the copy returned with the output, from
 // the cursor on.
-func (s *Submitter) logsFromOutput(ctx context.Context, jobID, output, stream string, cur *joblog.Cursor, tail int, w io.Writer) error {
-	store, ok := s.d.Store.(LogStore)
-	if !ok {
-		return fmt.Errorf("this node cannot read files out of its store")
-	}
+func logsFromOutput(ctx context.Context, store LogStore, jobID, output, stream string, cur *joblog.Cursor, tail int, w io.Writer) error {
 	root, err := cid.Decode(output)
 	if err != nil {
 		return fmt.Errorf("job %s output %q: %w", jobID, output, err)
@@ -204,6 +201,8 @@ func writePiece(w io.Writer, rep wire.LogsReply) error {
 
 // seekReaderAt reads at offsets through a ReadSeeker.
 type seekReaderAt struct {
+	// mu is an ordering lock: it is held across each Seek and the Read
+	// that follows, which share the reader's offset.
 	mu sync.Mutex
 	r  io.ReadSeeker
 }

@@ -24,8 +24,8 @@ func TestEndedJobLeavesMemoryAndStaysReachable(t *testing.T) {
 	if err := h.s.Recover(); err != nil {
 		t.Fatal(err)
 	}
-	stale := h.s.get(ended.ID)
-	if err := h.s.update(stale, func(r *Record) error {
+	stale := h.s.jobs.get(ended.ID)
+	if err := stale.update(func(r *Record) error {
 		r.State, r.Outcome, r.Attribution = api.JobReleased, ledger.OutcomeCompleted, ledger.AttributionJob
 		r.step(api.StepRelease, now)
 		return nil
@@ -34,16 +34,14 @@ func TestEndedJobLeavesMemoryAndStaysReachable(t *testing.T) {
 	}
 	before := h.s.Counts()
 
-	if n := h.s.evict(time.Now().Add(-time.Hour)); n != 0 {
+	if n := h.s.jobs.evict(time.Now().Add(-time.Hour)); n != 0 {
 		t.Fatalf("evicted %d jobs that ended within the keep window", n)
 	}
-	if n := h.s.evict(time.Now().Add(time.Second)); n != 1 {
+	if n := h.s.jobs.evict(time.Now().Add(time.Second)); n != 1 {
 		t.Fatalf("evicted %d jobs, want the one ended", n)
 	}
-	h.s.mu.Lock()
-	_, inMemory := h.s.jobs[ended.ID]
-	_, liveInMemory := h.s.jobs[live.ID]
-	h.s.mu.Unlock()
+	inMemory := h.s.jobs.inMemory(ended.ID) != nil
+	liveInMemory := h.s.jobs.inMemory(live.ID) != nil
 	if inMemory || !liveInMemory {
 		t.Fatalf("in memory: ended %v, live %v; want only the live job", inMemory, liveInMemory)
 	}
@@ -59,7 +57,7 @@ func TestEndedJobLeavesMemoryAndStaysReachable(t *testing.T) {
 	}
 
 	// A change through the value taken before eviction reaches the store.
-	if err := h.s.update(stale, func(r *Record) error { r.Reason = "late news"; return nil }); err != nil {
+	if err := stale.update(func(r *Record) error { r.Reason = "late news"; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	j, err := h.s.Job(ended.ID)
@@ -76,16 +74,16 @@ func TestEndedJobLeavesMemoryAndStaysReachable(t *testing.T) {
 func TestDirtyJobStaysInMemory(t *testing.T) {
 	h := newHarness(t, Config{}, noOffers{})
 	ended := h.leasedJob(t, time.Now())
-	j := h.s.get(ended.ID)
+	j := h.s.jobs.get(ended.ID)
 	h.records.fail = errors.New("disk full")
-	err := h.s.update(j, func(r *Record) error {
+	err := j.update(func(r *Record) error {
 		r.State, r.Outcome = api.JobReleased, ledger.OutcomeCompleted
 		return nil
 	})
 	if err == nil {
 		t.Fatal("update with a failing store reported no error")
 	}
-	if n := h.s.evict(time.Now().Add(time.Hour)); n != 0 {
+	if n := h.s.jobs.evict(time.Now().Add(time.Hour)); n != 0 {
 		t.Fatalf("evicted a job whose record is not on disk")
 	}
 }

@@ -2,7 +2,6 @@ package submitter
 
 import (
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/e31network/e31/ledger"
@@ -108,54 +107,6 @@ func (r *Record) copy() Record {
 	c := *r
 	c.Steps = slices.Clone(r.Steps)
 	return c
-}
-
-// job is one submitted job's runtime state.
-type job struct {
-	id string // rec.ID, immutable
-	// rec, lastContact, endedAt, evicted and dirty are guarded by the
-	// Submitter's mu.
-	rec *Record
-	// endedAt is when this run saw the job end; not persisted.
-	endedAt time.Time
-	// evicted is set when the job leaves memory: a holder of this value
-	// then reaches the job through the store (update).
-	evicted bool
-	// dirty is set while the last write of rec failed: the record in
-	// memory is the truth, and the job does not leave memory.
-	dirty bool
-	// lastContact is when the provider was last heard from; not persisted:
-	// after a restart the provider gets a full window again.
-	lastContact time.Time
-	// save orders the writes of rec: a snapshot taken later is never
-	// overwritten by one taken earlier. It is taken before the
-	// Submitter's mu.
-	save sync.Mutex
-	// receipts serialises the receipts of the job's lease, which each link
-	// to the last. It is taken before save.
-	receipts sync.Mutex
-	// assigned is, by provider, what this node's Match said of the job
-	// while it was queued, and passes how many of this node's Match
-	// passes held the job queued; guarded by the Submitter's mu, not
-	// persisted.
-	assigned map[string]*assignment
-	passes   int
-	lastPass uint64 // the Submitter's pass that last counted in passes
-	// version counts the changes of rec in this run, and changed is
-	// closed at the next one, for those waiting on it (nil while no one
-	// waits). Guarded by the Submitter's mu; not persisted.
-	version uint64
-	changed chan struct{}
-}
-
-// bump counts a change of the job's record and wakes those waiting for
-// one. The caller holds the Submitter's mu.
-func (j *job) bump() {
-	j.version++
-	if j.changed != nil {
-		close(j.changed)
-		j.changed = nil
-	}
 }
 
 // API renders a job record for the local API.

@@ -27,7 +27,12 @@ const relayTimeout = 3 * time.Second
 // which providers have staged each root for its jobs (they reached the run
 // step, so they held the whole DAG then).
 type stageState struct {
-	mu       sync.Mutex                        // guards the maps; never held across I/O
+	*parts // immutable after New
+	// mu guards the maps. A state lock: never held across I/O (the relay
+	// requests go out after it). It is taken before a jobTracker's mu,
+	// whose records it compares, never while one is held, and never with
+	// the registry's.
+	mu       sync.Mutex
 	reserved map[string]peer.ID                // job -> provider reserved for it
 	holders  map[cid.Cid]map[peer.ID]time.Time // root -> providers that staged it, when last known
 	// asked is when each provider first asked to stage each job it is
@@ -53,15 +58,13 @@ const holdersKept = 24 * time.Hour
 // before it is leased.
 func (s *Submitter) RecordReservations(res market.Result) {
 	m := make(map[string]peer.ID)
-	s.mu.Lock()
 	for _, r := range res.Reservations {
-		if j, ok := s.jobs[r.Job]; ok && j.rec.State == api.JobQueued {
+		if j := s.jobs.inMemory(r.Job); j != nil && j.state() == api.JobQueued {
 			if p, err := peer.Decode(r.Provider); err == nil {
 				m[r.Job] = p
 			}
 		}
 	}
-	s.mu.Unlock()
 	s.stage.mu.Lock()
 	s.stage.reserved = m
 	s.stage.mu.Unlock()
@@ -80,39 +83,27 @@ func (s *Submitter) HandleStage(ctx context.Context, from peer.ID, raw json.RawM
 	if err := wire.CheckStage(req); err != nil {
 		return nil, err
 	}
-	j := s.get(req.Job)
+	j := s.jobs.get(req.Job)
 	if j == nil {
-		return nil, p2p.Refuse(wire.CodeUnknownJob, fmt.Errorf("job %s: %w", req.Job, ErrNotFound))
+		return nil, unknownJob(req.Job)
 	}
 	s.stage.mu.Lock()
 	reserved := s.stage.reserved[req.Job] == from
 	s.stage.mu.Unlock()
-	s.mu.Lock()
-	r := j.rec
-	leased := req.Lease != "" && leased(r, req.Lease, from) == nil &&
-		(r.State == api.JobRenting || r.State == api.JobRunning)
-	queued := r.State == api.JobQueued
-	if queued && req.Lease == "" {
-		if !reserved {
-			// Any provider on offer may propose for a queued job and,
-			// leased, read its inputs: staging them first, for a job Match
-			// gave it, grants it nothing more. One the job avoids may do
-			// neither.
-			_, onOffer := s.d.Offers.Get(from.String())
-			reserved = onOffer && !slices.Contains(r.Avoid, from.String())
-		}
-		if reserved {
-			s.noteStagingLocked(j, from, time.Now())
-		}
+	// Asked of the offer view before the job's lock, not under it: the
+	// view is another part of the node.
+	onOffer := false
+	if req.Lease == "" && !reserved {
+		_, onOffer = s.d.Offers.Get(from.String())
 	}
-	roots := r.contentRoots()
-	holders := s.holdersLocked(from, roots)
+	roots, allowed := j.stageAsk(req.Lease, from, reserved, onOffer, time.Now())
+	jobs := s.jobs.live()
+	holders := s.stage.holdersOf(from, roots, jobs)
 	var staging map[cid.Cid][]peer.ID
-	if leased || (queued && reserved) {
-		staging = s.stagingLocked(req.Job, from, roots, holders)
+	if allowed {
+		staging = s.stage.stagingOf(req.Job, from, roots, holders, jobs)
 	}
-	s.mu.Unlock()
-	if !leased && !(queued && reserved) {
+	if !allowed {
 		return nil, p2p.Refuse(wire.CodeNotReserved, fmt.Errorf("job %s is neither leased to nor reserved for %s", req.Job, from))
 	}
 	for _, c := range roots {
@@ -122,9 +113,37 @@ func (s *Submitter) HandleStage(ctx context.Context, from peer.ID, raw json.RawM
 	// holds the root all the same, but only a run makes a holder: asked
 	// to relay, an earlier stager agrees once it holds the whole root, and
 	// is then a source rather than someone to wait for.
-	sources := s.relays(ctx, from, unite(holders, staging))
-	s.noteStagedHolders(sources, staging)
+	sources := s.stage.relays(ctx, from, unite(holders, staging))
+	s.stage.noteStagedHolders(sources, staging)
 	return wire.StageReply{Sources: sources, Staging: rootSources(without(staging, sources))}, nil
+}
+
+// stageAsk decides whether from may stage the job's inputs: it holds the
+// job's lease and the job is renting or running, or the job is queued and
+// reserved for it by this node's Match (reserved) or, staging before a
+// proposal, it is on offer (onOffer) and not avoided. It returns the job's
+// roots, and records a queued job's early stager as staging, not
+// squatting.
+func (j *jobTracker) stageAsk(lease string, from peer.ID, reserved, onOffer bool, now time.Time) (roots []cid.Cid, allowed bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	r := j.rec
+	leased := lease != "" && leased(r, lease, from) == nil &&
+		(r.State == api.JobRenting || r.State == api.JobRunning)
+	queued := r.State == api.JobQueued
+	if queued && lease == "" {
+		if !reserved {
+			// Any provider on offer may propose for a queued job and,
+			// leased, read its inputs: staging them first, for a job Match
+			// gave it, grants it nothing more. One the job avoids may do
+			// neither.
+			reserved = onOffer && !slices.Contains(r.Avoid, from.String())
+		}
+		if reserved {
+			j.noteStaging(from, now)
+		}
+	}
+	return r.contentRoots(), leased || (queued && reserved)
 }
 
 // unite returns, for each root, the providers of a and b, each once.
@@ -161,10 +180,10 @@ func without(staging map[cid.Cid][]peer.ID, sources []wire.RootSources) map[cid.
 
 // noteStagedHolders records as holders the stagers that agreed to serve
 // a root: they finished staging it.
-func (s *Submitter) noteStagedHolders(sources []wire.RootSources, staging map[cid.Cid][]peer.ID) {
+func (st *stageState) noteStagedHolders(sources []wire.RootSources, staging map[cid.Cid][]peer.ID) {
 	now := time.Now()
-	s.stage.mu.Lock()
-	defer s.stage.mu.Unlock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	for _, rs := range sources {
 		c, err := cid.Decode(rs.Root)
 		if err != nil {
@@ -175,36 +194,40 @@ func (s *Submitter) noteStagedHolders(sources []wire.RootSources, staging map[ci
 			if err != nil || !slices.Contains(staging[c], p) {
 				continue
 			}
-			if s.stage.holders == nil {
-				s.stage.holders = make(map[cid.Cid]map[peer.ID]time.Time)
+			if st.holders == nil {
+				st.holders = make(map[cid.Cid]map[peer.ID]time.Time)
 			}
-			if s.stage.holders[c] == nil {
-				s.stage.holders[c] = make(map[peer.ID]time.Time)
+			if st.holders[c] == nil {
+				st.holders[c] = make(map[peer.ID]time.Time)
 			}
-			s.stage.holders[c][p] = now
+			st.holders[c][p] = now
 		}
 	}
 }
 
-// stagingLocked returns, for each root of job that no provider holds, the
+// stagingOf returns, for each root of job that no provider holds, the
 // providers of this node's other jobs that are fetching it now (leased, or
 // staging before the lease) and asked to stage before job's provider did.
-// s.mu is held.
-func (s *Submitter) stagingLocked(job string, to peer.ID, roots []cid.Cid, holders map[cid.Cid][]peer.ID) map[cid.Cid][]peer.ID {
+// roots are job's; jobs are the jobs in memory.
+func (st *stageState) stagingOf(job string, to peer.ID, roots []cid.Cid, holders map[cid.Cid][]peer.ID, jobs map[string]*jobTracker) map[cid.Cid][]peer.ID {
 	now := time.Now()
-	s.stage.mu.Lock()
-	defer s.stage.mu.Unlock()
-	if s.stage.asked == nil {
-		s.stage.asked = make(map[stager]time.Time)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.asked == nil {
+		st.asked = make(map[stager]time.Time)
 	}
-	for st := range s.stage.asked {
-		if j, ok := s.jobs[st.job]; !ok || !stagingBy(j.rec, st.by) {
-			delete(s.stage.asked, st)
+	for a := range st.asked {
+		still := false
+		if j, ok := jobs[a.job]; ok {
+			j.view(func(r *Record) { still = stagingBy(r, a.by) })
+		}
+		if !still {
+			delete(st.asked, a)
 		}
 	}
 	me := stager{job: job, by: to}
-	if _, ok := s.stage.asked[me]; !ok {
-		s.stage.asked[me] = now
+	if _, ok := st.asked[me]; !ok {
+		st.asked[me] = now
 	}
 	// Each provider stages a root from the time it first asked for any job
 	// reading it (the same job counts too: two passes between epochs may
@@ -212,16 +235,24 @@ func (s *Submitter) stagingLocked(job string, to peer.ID, roots []cid.Cid, holde
 	// first, by that one time per root, no two providers ever wait on each
 	// other.
 	first := make(map[peer.ID]map[cid.Cid]time.Time)
-	for st, at := range s.stage.asked {
-		for _, c := range s.jobs[st.job].rec.contentRoots() {
+	for a, at := range st.asked {
+		theirs := roots
+		if a.job != job {
+			j, ok := jobs[a.job]
+			if !ok {
+				continue
+			}
+			j.view(func(r *Record) { theirs = r.contentRoots() })
+		}
+		for _, c := range theirs {
 			if !slices.Contains(roots, c) {
 				continue
 			}
-			if first[st.by] == nil {
-				first[st.by] = make(map[cid.Cid]time.Time)
+			if first[a.by] == nil {
+				first[a.by] = make(map[cid.Cid]time.Time)
 			}
-			if t, ok := first[st.by][c]; !ok || at.Before(t) {
-				first[st.by][c] = at
+			if t, ok := first[a.by][c]; !ok || at.Before(t) {
+				first[a.by][c] = at
 			}
 		}
 	}
@@ -268,41 +299,48 @@ func rootSources(m map[cid.Cid][]peer.ID) []wire.RootSources {
 	return out
 }
 
-// holdersLocked returns, for each root, the providers other than to that
-// staged it for this node's jobs, remembering those seen now. s.mu is held.
-func (s *Submitter) holdersLocked(to peer.ID, roots []cid.Cid) map[cid.Cid][]peer.ID {
+// holdersOf returns, for each root, the providers other than to that
+// staged it for this node's jobs, remembering those seen now. jobs are the
+// jobs in memory.
+func (st *stageState) holdersOf(to peer.ID, roots []cid.Cid, jobs map[string]*jobTracker) map[cid.Cid][]peer.ID {
 	now := time.Now()
-	s.stage.mu.Lock()
-	defer s.stage.mu.Unlock()
-	if s.stage.holders == nil {
-		s.stage.holders = make(map[cid.Cid]map[peer.ID]time.Time)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.holders == nil {
+		st.holders = make(map[cid.Cid]map[peer.ID]time.Time)
 	}
-	for _, j := range s.jobs {
-		r := j.rec
-		if r.Lease == nil || !slices.ContainsFunc(r.Steps, func(st api.Step) bool { return st.Step == api.StepRun }) {
+	for _, j := range jobs {
+		var provider string
+		var held []cid.Cid
+		j.view(func(r *Record) {
+			if r.Lease != nil && slices.ContainsFunc(r.Steps, func(st api.Step) bool { return st.Step == api.StepRun }) {
+				provider, held = r.Lease.Terms.Provider, r.contentRoots()
+			}
+		})
+		if provider == "" {
 			continue
 		}
-		p, err := peer.Decode(r.Lease.Terms.Provider)
+		p, err := peer.Decode(provider)
 		if err != nil {
 			continue
 		}
-		for _, c := range r.contentRoots() {
+		for _, c := range held {
 			if slices.Contains(roots, c) {
-				if s.stage.holders[c] == nil {
-					s.stage.holders[c] = make(map[peer.ID]time.Time)
+				if st.holders[c] == nil {
+					st.holders[c] = make(map[peer.ID]time.Time)
 				}
-				s.stage.holders[c][p] = now
+				st.holders[c][p] = now
 			}
 		}
 	}
 	out := make(map[cid.Cid][]peer.ID)
 	for _, c := range roots {
-		for p, at := range s.stage.holders[c] {
+		for p, at := range st.holders[c] {
 			if now.Sub(at) > holdersKept {
-				delete(s.stage.holders[c], p)
+				delete(st.holders[c], p)
 				continue
 			}
-			if p != to && p != s.d.Self {
+			if p != to && p != st.d.Self {
 				out[c] = append(out[c], p)
 			}
 		}
@@ -318,7 +356,7 @@ const maxSources = 8
 
 // relays asks each holder, in parallel, to serve its root to the requester,
 // and returns the holders that agreed.
-func (s *Submitter) relays(ctx context.Context, to peer.ID, holders map[cid.Cid][]peer.ID) []wire.RootSources {
+func (st *stageState) relays(ctx context.Context, to peer.ID, holders map[cid.Cid][]peer.ID) []wire.RootSources {
 	ctx, cancel := context.WithTimeout(ctx, relayTimeout)
 	defer cancel()
 	type grant struct {
@@ -333,11 +371,11 @@ func (s *Submitter) relays(ctx context.Context, to peer.ID, holders map[cid.Cid]
 	for c, ps := range holders {
 		for _, p := range ps {
 			wg.Go(func() {
-				err := s.d.Calls.Call(ctx, p, wire.ProtoRelay, wire.RelayRequest{Root: c.String(), To: to.String()}, nil)
+				err := st.d.Calls.Call(ctx, p, wire.ProtoRelay, wire.RelayRequest{Root: c.String(), To: to.String()}, nil)
 				if err != nil {
-					s.log.Debug("holder will not relay", "root", c, "holder", p, "to", to, "err", err)
+					st.log.Debug("holder will not relay", "root", c, "holder", p, "to", to, "err", err)
 					if errors.Is(err, context.DeadlineExceeded) || p2p.RefusalCode(err) == wire.CodeNotHeld {
-						s.forgetHolder(c, p)
+						st.forgetHolder(c, p)
 					}
 					return
 				}
@@ -361,8 +399,8 @@ func (s *Submitter) relays(ctx context.Context, to peer.ID, holders map[cid.Cid]
 	return out
 }
 
-func (s *Submitter) forgetHolder(c cid.Cid, p peer.ID) {
-	s.stage.mu.Lock()
-	defer s.stage.mu.Unlock()
-	delete(s.stage.holders[c], p)
+func (st *stageState) forgetHolder(c cid.Cid, p peer.ID) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.holders[c], p)
 }

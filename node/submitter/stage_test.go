@@ -51,7 +51,7 @@ func TestStageOnlyForTheReservedOrLeasedProvider(t *testing.T) {
 	// A job running on h.prov that staged the root, and a queued job that
 	// reads the same root.
 	running := h.leasedJob(t, now)
-	h.s.change(h.s.get(running.ID), func(r *Record) error {
+	h.s.jobs.get(running.ID).change(func(r *Record) error {
 		r.Declaration.Data = []market.Input{{Source: root, Mount: "/data"}}
 		r.step(api.StepRun, now)
 		return nil
@@ -125,13 +125,14 @@ func TestStageOnlyForTheReservedOrLeasedProvider(t *testing.T) {
 	if _, err := ask(other.ID); p2p.RefusalCode(err) != wire.CodeNotReserved {
 		t.Errorf("a provider not on offer: %v, want %s", err, wire.CodeNotReserved)
 	}
-	h.s.mu.Lock()
-	as := h.s.jobs[queued.ID].assigned[given.ID.String()]
-	h.s.mu.Unlock()
+	qj := h.s.jobs.inMemory(queued.ID)
+	qj.mu.Lock()
+	as := qj.assigned[given.ID.String()]
+	qj.mu.Unlock()
 	if as == nil || as.staging.IsZero() {
 		t.Errorf("staging before the lease not recorded: %+v", as)
 	}
-	h.s.change(h.s.get(queued.ID), func(r *Record) error {
+	h.s.jobs.get(queued.ID).change(func(r *Record) error {
 		r.Avoid = append(r.Avoid, given.ID.String())
 		return nil
 	})
@@ -277,9 +278,7 @@ func TestStageBeforeTheLeaseIsWaitedFor(t *testing.T) {
 	if got := ask(1); len(got.Staging) != 0 || len(got.Sources) != 1 || len(got.Sources[0].Providers) != 1 || got.Sources[0].Providers[0] != provs[0].ID.String() {
 		t.Errorf("second provider, once the first holds the root: %+v, want it as the source and nothing to wait for", got)
 	}
-	h.s.mu.Lock()
-	held := h.s.holdersLocked(third.ID, []cid.Cid{mustCID(t, root)})
-	h.s.mu.Unlock()
+	held := h.s.stage.holdersOf(third.ID, []cid.Cid{mustCID(t, root)}, h.s.jobs.live())
 	if got := held; len(got[mustCID(t, root)]) != 1 {
 		t.Errorf("holders after the first stager served: %v", got)
 	}

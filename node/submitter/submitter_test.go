@@ -3,6 +3,7 @@ package submitter
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"slices"
 	"sync"
@@ -176,6 +177,15 @@ func (noStore) Import(context.Context, string, content.ImportOptions) (cid.Cid, 
 }
 func (noStore) Pin(context.Context, cid.Cid, string) error   { return nil }
 func (noStore) Unpin(context.Context, cid.Cid, string) error { return nil }
+
+// A store that holds nothing sizes, resolves and opens nothing.
+func (noStore) Size(context.Context, cid.Cid) (int64, error) { return 0, content.ErrNotFound }
+func (noStore) Resolve(context.Context, cid.Cid, string) (cid.Cid, error) {
+	return cid.Undef, content.ErrNotFound
+}
+func (noStore) Open(context.Context, cid.Cid) (io.ReadSeekCloser, error) {
+	return nil, content.ErrNotFound
+}
 
 type noCalls struct{}
 
@@ -385,7 +395,7 @@ func TestRequeueLoops(t *testing.T) {
 		h := newHarness(t, cfg, noOffers{lastSeen: start})
 		r := h.leasedJob(t, start)
 		// Countersigned, never announced, never receipted.
-		if err := h.s.update(h.s.get(r.ID), func(r *Record) error { r.State = api.JobRenting; return nil }); err != nil {
+		if err := h.s.jobs.get(r.ID).update(func(r *Record) error { r.State = api.JobRenting; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		h.s.Joined(start)

@@ -46,10 +46,12 @@ func TestWaitJobAnswersAtTheNextChange(t *testing.T) {
 	// Change the job only once the waiter waits on it, so that it is the
 	// change that wakes it and not the version it finds.
 	for {
-		h.s.mu.Lock()
-		j := h.s.jobs[rec.ID]
-		waiting := j != nil && j.changed != nil
-		h.s.mu.Unlock()
+		waiting := false
+		if j := h.s.jobs.inMemory(rec.ID); j != nil {
+			j.mu.Lock()
+			waiting = j.changed != nil
+			j.mu.Unlock()
+		}
 		if waiting {
 			break
 		}
@@ -58,7 +60,7 @@ func TestWaitJobAnswersAtTheNextChange(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if err := h.s.update(h.s.get(rec.ID), func(r *Record) error { r.Reason = "news"; return nil }); err != nil {
+	if err := h.s.jobs.get(rec.ID).update(func(r *Record) error { r.Reason = "news"; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -70,7 +72,7 @@ func TestWaitJobAnswersAtTheNextChange(t *testing.T) {
 		t.Fatalf("woken with version %d, reason %q; want %d, %q", got.Version, got.Reason, j0.Version+1, "news")
 	}
 
-	if err := h.s.update(h.s.get(rec.ID), func(r *Record) error {
+	if err := h.s.jobs.get(rec.ID).update(func(r *Record) error {
 		r.State, r.Outcome, r.Attribution = api.JobReleased, ledger.OutcomeCompleted, ledger.AttributionJob
 		r.step(api.StepRelease, time.Now())
 		return nil
@@ -92,20 +94,20 @@ func TestWaitJobAnswersAtTheNextChange(t *testing.T) {
 func TestWaitReasonIsAChange(t *testing.T) {
 	h := newHarness(t, Config{}, noOffers{})
 	rec := h.leasedJob(t, time.Now())
-	h.s.mu.Lock()
-	j := h.s.jobs[rec.ID]
+	j := h.s.jobs.inMemory(rec.ID)
+	j.mu.Lock()
 	j.rec.State = api.JobQueued
 	v := j.version
-	h.s.mu.Unlock()
+	j.mu.Unlock()
 
 	res := func(why string) market.Result {
 		return market.Result{Waiting: []market.Wait{{Job: rec.ID, Reason: why}}}
 	}
 	h.s.RecordWaits(res("no provider has 8 free GPUs"))
 	h.s.RecordWaits(res("no provider has 8 free GPUs"))
-	h.s.mu.Lock()
+	j.mu.Lock()
 	got := j.version
-	h.s.mu.Unlock()
+	j.mu.Unlock()
 	if got != v+1 {
 		t.Fatalf("version %d after one new reason given twice, want %d", got, v+1)
 	}

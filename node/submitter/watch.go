@@ -28,64 +28,64 @@ func (s *Submitter) watchProviders(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			for _, id := range s.silentProviders(now) {
-				s.providerLost(ctx, id, now)
+			s.mu.Lock()
+			joined := s.joined
+			s.mu.Unlock()
+			// This node's leased jobs whose provider has not been heard
+			// from for ProviderLostAfter; each of the others notes when
+			// it was. A node that has heard no provider since it started
+			// is the one cut off, not the providers.
+			var lost []*jobTracker
+			if !joined.IsZero() {
+				for _, j := range s.jobs.live() {
+					if j.silent(now, joined) {
+						lost = append(lost, j)
+					}
+				}
 			}
-			s.requeueUnconfirmed(now)
+			for _, j := range lost {
+				if j.providerLost(ctx, now) {
+					s.autoResume(ctx, j.id)
+				}
+			}
+			for _, j := range s.jobs.live() {
+				j.requeueUnconfirmed(now)
+			}
 			s.checkFailures(ctx, now)
 		}
 	}
 }
 
-// silentProviders lists this node's leased jobs whose provider has not been
-// heard from for ProviderLostAfter, and notes when the others were.
-func (s *Submitter) silentProviders(now time.Time) []string {
-	type leased struct {
-		j        *job
-		provider string
-		last     time.Time
+// silent reports whether the provider of the job's lease has not been
+// heard from for ProviderLostAfter, counting from joined at the earliest,
+// and otherwise notes when it last was.
+func (j *jobTracker) silent(now, joined time.Time) bool {
+	j.mu.Lock()
+	if j.rec.Lease == nil || j.rec.terminal() {
+		j.mu.Unlock()
+		return false
 	}
-	var jobs []leased
-	s.mu.Lock()
-	joined := s.joined
-	if joined.IsZero() {
-		// This node has heard no provider since it started: it is the one
-		// cut off, not the providers.
-		s.mu.Unlock()
-		return nil
+	provider := j.rec.Lease.Terms.Provider
+	// After a restart, silence counts from when this node rejoined.
+	last := latest(j.lastContact, joined)
+	j.mu.Unlock()
+	if e, ok := j.d.Offers.Get(provider); ok && e.LastSeen.After(last) {
+		last = e.LastSeen
 	}
-	for _, j := range s.jobs {
-		if j.rec.Lease == nil || j.rec.terminal() {
-			continue
-		}
-		// After a restart, silence counts from when this node rejoined.
-		jobs = append(jobs, leased{j, j.rec.Lease.Terms.Provider, latest(j.lastContact, joined)})
+	// A connection proves nothing: a QUIC connection to a killed peer
+	// looks alive until it idles out. Only a heartbeat or a message does.
+	if p, err := peer.Decode(provider); err == nil && p == j.d.Self {
+		last = now
 	}
-	s.mu.Unlock()
-	var out []string
-	for _, l := range jobs {
-		last := l.last
-		if e, ok := s.d.Offers.Get(l.provider); ok && e.LastSeen.After(last) {
-			last = e.LastSeen
-		}
-		// A connection proves nothing: a QUIC connection to a killed peer
-		// looks alive until it idles out. Only a heartbeat or a message does.
-		if p, err := peer.Decode(l.provider); err == nil && p == s.d.Self {
-			last = now
-		}
-		if now.Sub(last) > s.cfg.ProviderLostAfter {
-			s.mu.Lock()
-			out = append(out, l.j.rec.ID)
-			s.mu.Unlock()
-			continue
-		}
-		s.mu.Lock()
-		if last.After(l.j.lastContact) {
-			l.j.lastContact = last
-		}
-		s.mu.Unlock()
+	if now.Sub(last) > j.cfg.ProviderLostAfter {
+		return true
 	}
-	return out
+	j.mu.Lock()
+	if last.After(j.lastContact) {
+		j.lastContact = last
+	}
+	j.mu.Unlock()
+	return false
 }
 
 func latest(a, b time.Time) time.Time {
@@ -95,28 +95,25 @@ func latest(a, b time.Time) time.Time {
 	return b
 }
 
-// providerLost ends a job's lease on the submitter's side.
-func (s *Submitter) providerLost(ctx context.Context, id string, now time.Time) {
-	j := s.get(id)
-	if j == nil {
-		return
-	}
-	s.mu.Lock()
+// providerLost ends the job's lease on the submitter's side, and reports
+// whether the job is then to be resumed (autoResume).
+func (j *jobTracker) providerLost(ctx context.Context, now time.Time) (resume bool) {
+	id := j.id
+	j.mu.Lock()
 	r := j.rec
 	if r.terminal() || r.Lease == nil {
-		s.mu.Unlock()
-		return
+		j.mu.Unlock()
+		return false
 	}
 	t, lease := r.Lease.Terms, *r.Lease
 	lastHeard, rent := j.lastContact, r.stepAt(api.StepRent)
 	unstarted := r.State == api.JobRenting && r.LastReceipt.IsZero()
-	s.mu.Unlock()
+	j.mu.Unlock()
 	if unstarted {
 		// Nothing was held for the job: it goes back to the queue rather
 		// than ending with its provider.
-		s.giveUpLease(ctx, failure{j: j, provider: t.Provider, lease: t.ID,
-			reason: fmt.Sprintf("provider %s went silent before the run started", t.Provider)}, now)
-		return
+		j.giveUpLease(ctx, t.ID, fmt.Sprintf("provider %s went silent before the run started", t.Provider), now)
+		return false
 	}
 	silent := now.Sub(lastHeard).Round(time.Second)
 	reason := fmt.Sprintf("provider %s silent for %s", t.Provider, silent)
@@ -126,13 +123,13 @@ func (s *Submitter) providerLost(ctx context.Context, id string, now time.Time) 
 	// provider was last heard from, signed by this node alone with the
 	// lease as evidence. The provider's final receipt supersedes it if the
 	// provider comes back.
-	es, err := s.d.Ledger.ByLease(ctx, t.ID)
+	es, err := j.d.Ledger.ByLease(ctx, t.ID)
 	if err != nil {
-		s.log.Warn("receipts of a lost lease", "lease", t.ID, "err", err)
+		j.log.Warn("receipts of a lost lease", "lease", t.ID, "err", err)
 	}
-	s.recordOneSided(ctx, lease, es, rent, lastHeard, reason)
+	j.recordOneSided(ctx, lease, es, rent, lastHeard, reason)
 
-	err = s.update(j, func(r *Record) error {
+	err = j.update(func(r *Record) error {
 		if r.terminal() || r.Lease == nil || r.Lease.Terms.ID != t.ID {
 			return errSkip // the provider's final receipt came first
 		}
@@ -143,9 +140,9 @@ func (s *Submitter) providerLost(ctx context.Context, id string, now time.Time) 
 		return nil
 	})
 	if err == errSkip {
-		return
+		return false
 	}
-	s.log.Warn("provider lost", "job", id, "lease", t.ID, "provider", t.Provider, "silent", silent)
+	j.log.Warn("provider lost", "job", id, "lease", t.ID, "provider", t.Provider, "silent", silent)
 
 	// Everyone's view frees the lease, as it would on the provider's own
 	// release; the held time the network charges is the last countersigned
@@ -156,15 +153,15 @@ func (s *Submitter) providerLost(ctx context.Context, id string, now time.Time) 
 	}
 	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
 		Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, HeldMs: heldMs, At: now.UnixMilli()}
-	if _, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
-		s.log.Warn("announce provider-lost release", "lease", t.ID, "err", err)
+	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
+		j.log.Warn("announce provider-lost release", "lease", t.ID, "err", err)
 	}
-	s.autoResume(ctx, id)
+	return true
 }
 
 // recordOneSided stores this side's final record of a lease whose provider
 // vanished.
-func (s *Submitter) recordOneSided(ctx context.Context, l wire.SignedLease, es []ledger.Entry, from, until time.Time, reason string) {
+func (j *jobTracker) recordOneSided(ctx context.Context, l wire.SignedLease, es []ledger.Entry, from, until time.Time, reason string) {
 	t := l.Terms
 	prov, err := peer.Decode(t.Provider)
 	if err != nil {
@@ -175,7 +172,7 @@ func (s *Submitter) recordOneSided(ctx context.Context, l wire.SignedLease, es [
 		return
 	}
 	r := ledger.Receipt{
-		Lease: t.ID, Job: t.Job, Provider: prov, Submitter: s.d.Self, GPUs: len(t.GPUs),
+		Lease: t.ID, Job: t.Job, Provider: prov, Submitter: j.d.Self, GPUs: len(t.GPUs),
 		Final: true, HeldFrom: from, HeldUntil: until, Phase: ledger.PhaseRun,
 		Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, Reason: reason,
 		Signer:   ledger.SignerSubmitter,
@@ -190,15 +187,15 @@ func (s *Submitter) recordOneSided(ctx context.Context, l wire.SignedLease, es [
 	if r.HeldUntil.Before(r.HeldFrom) {
 		r.HeldUntil = r.HeldFrom
 	}
-	if err := r.SignOneSided(s.d.Key); err != nil {
-		s.log.Error("sign one-sided record", "lease", t.ID, "err", err)
+	if err := r.SignOneSided(j.d.Key); err != nil {
+		j.log.Error("sign one-sided record", "lease", t.ID, "err", err)
 		return
 	}
-	if _, err := s.d.Ledger.AppendOneSided(context.WithoutCancel(ctx), r); err != nil {
-		s.log.Error("store one-sided record", "lease", t.ID, "err", err)
+	if _, err := j.d.Ledger.AppendOneSided(context.WithoutCancel(ctx), r); err != nil {
+		j.log.Error("store one-sided record", "lease", t.ID, "err", err)
 		return
 	}
-	s.d.Metrics.Receipts.Inc()
+	j.d.Metrics.Receipts.Inc()
 }
 
 // errSkip tells update that there is nothing to change.
@@ -208,24 +205,8 @@ var errSkip = fmt.Errorf("nothing to change")
 // checkpoint (or from the start, if none was taken), when its declaration
 // asks for it and its resumes are not used up.
 func (s *Submitter) autoResume(ctx context.Context, id string) {
-	j := s.get(id)
-	if j == nil {
-		return
-	}
-	err := s.update(j, func(r *Record) error {
-		cp := r.Declaration.Output.Checkpoints
-		if r.Outcome != ledger.OutcomeProviderLost || r.Resumed || cp == nil || cp.Resume != market.ResumeAuto || r.Resumes >= cp.MaxResumes {
-			return errSkip
-		}
-		r.Resumed = true
-		return nil
-	})
-	if err == errSkip {
-		return
-	}
-	if err != nil {
-		// Not on disk: resuming now could resume twice after a restart.
-		s.log.Warn("automatic resume not recorded; not resuming", "job", id, "err", err)
+	j := s.jobs.get(id)
+	if j == nil || !j.claimResume() {
 		return
 	}
 	r, err := s.Submit(ctx, api.SubmitRequest{ResumeOf: id}, nil)
@@ -236,45 +217,60 @@ func (s *Submitter) autoResume(ctx context.Context, id string) {
 	s.log.Info("resumed after losing its provider", "job", id, "as", r.ID)
 }
 
+// claimResume records, once, that the job lost with its provider is
+// resumed, when its declaration asks for it and its resumes are not used
+// up, and reports whether the caller is to submit the resumption: only
+// once the claim is on disk, since resuming before could resume twice
+// after a restart.
+func (j *jobTracker) claimResume() bool {
+	err := j.update(func(r *Record) error {
+		cp := r.Declaration.Output.Checkpoints
+		if r.Outcome != ledger.OutcomeProviderLost || r.Resumed || cp == nil || cp.Resume != market.ResumeAuto || r.Resumes >= cp.MaxResumes {
+			return errSkip
+		}
+		r.Resumed = true
+		return nil
+	})
+	if err == errSkip {
+		return false
+	}
+	if err != nil {
+		// Not on disk: resuming now could resume twice after a restart.
+		j.log.Warn("automatic resume not recorded; not resuming", "job", j.id, "err", err)
+		return false
+	}
+	return true
+}
+
 // requeueUnconfirmed puts back in the queue a job whose lease this node
 // countersigned but that its provider never announced: the countersignature
 // was lost on the way, or the provider crashed before it recorded the lease.
 // The provider never held the GPUs for it, so nothing is owed.
-func (s *Submitter) requeueUnconfirmed(now time.Time) {
-	wait := 2*s.cfg.ProposalTTL + 3*s.cfg.Heartbeat
-	type candidate struct {
-		j     *job
-		lease string
+func (j *jobTracker) requeueUnconfirmed(now time.Time) {
+	wait := 2*j.cfg.ProposalTTL + 3*j.cfg.Heartbeat
+	j.mu.Lock()
+	r := j.rec
+	if r.State != api.JobRenting || r.Lease == nil || r.Withdrawn ||
+		now.Sub(r.stepAt(api.StepRent)) < wait || !r.LastReceipt.IsZero() {
+		j.mu.Unlock()
+		return
 	}
-	var cands []candidate
-	s.mu.Lock()
-	for _, j := range s.jobs {
-		r := j.rec
-		if r.State != api.JobRenting || r.Lease == nil || r.Withdrawn {
-			continue
-		}
-		if now.Sub(r.stepAt(api.StepRent)) < wait || !r.LastReceipt.IsZero() {
-			continue
-		}
-		cands = append(cands, candidate{j, r.Lease.Terms.ID})
+	lease := r.Lease.Terms.ID
+	j.mu.Unlock()
+	if _, _, ok := j.d.Leases.LeaseParties(lease); ok {
+		return
 	}
-	s.mu.Unlock()
-	for _, c := range cands {
-		if _, _, ok := s.d.Leases.LeaseParties(c.lease); ok {
-			continue
+	err := j.update(func(r *Record) error {
+		if r.State != api.JobRenting || r.Lease == nil || r.Lease.Terms.ID != lease || !r.LastReceipt.IsZero() {
+			return errSkip
 		}
-		err := s.update(c.j, func(r *Record) error {
-			if r.State != api.JobRenting || r.Lease == nil || r.Lease.Terms.ID != c.lease || !r.LastReceipt.IsZero() {
-				return errSkip
-			}
-			r.State = api.JobQueued
-			r.Lease = nil
-			r.Steps = slices.DeleteFunc(r.Steps, func(st api.Step) bool { return st.Step != api.StepSubmit })
-			return nil
-		})
-		if err != errSkip {
-			s.log.Warn("lease never announced by its provider: back in the queue", "job", c.j.rec.ID, "lease", c.lease)
-		}
+		r.State = api.JobQueued
+		r.Lease = nil
+		r.Steps = slices.DeleteFunc(r.Steps, func(st api.Step) bool { return st.Step != api.StepSubmit })
+		return nil
+	})
+	if err != errSkip {
+		j.log.Warn("lease never announced by its provider: back in the queue", "job", j.id, "lease", lease)
 	}
 }
 
@@ -288,42 +284,40 @@ func (s *Submitter) requeueLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		s.requeue(ctx)
+		// Re-announce the queued jobs now.
+		var envs [][]byte
+		for _, j := range s.jobs.live() {
+			env, avoid, queued := j.announcement()
+			switch {
+			case !queued:
+			case len(avoid) > 0:
+				// Rare, and each carries its own list: announced apart.
+				announceAvoiding(ctx, &s.parts, env, avoid)
+			default:
+				envs = append(envs, env)
+			}
+		}
+		batches, tooLarge := wire.RequeueBatches(envs)
+		if len(tooLarge) > 0 {
+			// Refused at submit since; only a job queued by an older version
+			// can be here.
+			s.log.Warn("queued declarations too large to re-announce", "count", len(tooLarge))
+		}
+		for _, b := range batches {
+			if _, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueBody{Declarations: b}); err != nil && ctx.Err() == nil {
+				s.log.Warn("re-announce queued jobs", "err", err)
+			}
+		}
 	}
 }
 
-// requeue re-announces the queued jobs now.
-func (s *Submitter) requeue(ctx context.Context) {
-	var envs [][]byte
-	type avoiding struct {
-		env   []byte
-		avoid []string
+// announcement is what re-announces the job while it is queued: its signed
+// declaration and its avoid list.
+func (j *jobTracker) announcement() (env []byte, avoid []string, queued bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.rec.State != api.JobQueued {
+		return nil, nil, false
 	}
-	var withAvoid []avoiding
-	s.mu.Lock()
-	for _, j := range s.jobs {
-		switch {
-		case j.rec.State != api.JobQueued:
-		case len(j.rec.Avoid) > 0:
-			// Rare, and each carries its own list: announced apart.
-			withAvoid = append(withAvoid, avoiding{j.rec.Envelope, slices.Clone(j.rec.Avoid)})
-		default:
-			envs = append(envs, j.rec.Envelope)
-		}
-	}
-	s.mu.Unlock()
-	for _, a := range withAvoid {
-		s.announceAvoiding(ctx, a.env, a.avoid)
-	}
-	batches, tooLarge := wire.RequeueBatches(envs)
-	if len(tooLarge) > 0 {
-		// Refused at submit since; only a job queued by an older version
-		// can be here.
-		s.log.Warn("queued declarations too large to re-announce", "count", len(tooLarge))
-	}
-	for _, b := range batches {
-		if _, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueBody{Declarations: b}); err != nil && ctx.Err() == nil {
-			s.log.Warn("re-announce queued jobs", "err", err)
-		}
-	}
+	return j.rec.Envelope, slices.Clone(j.rec.Avoid), true
 }

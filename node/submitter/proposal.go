@@ -1,0 +1,69 @@
+package submitter
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// propose answers a lease proposal for the job that the Submitter checked
+// as a message (HandleProposal): the job accepts it if it is still queued,
+// does not avoid the provider and the terms match its declaration. The
+// acceptance is on disk before the countersignature is returned.
+func (j *jobTracker) propose(from peer.ID, sl wire.SignedLease) (any, error) {
+	t := sl.Terms
+	j.noteProposal(from)
+	if err := sl.Countersign(j.d.Key); err != nil {
+		return nil, err
+	}
+	var inputs []cid.Cid
+	err := j.apply(func(cur *jobTracker) error {
+		r := cur.rec
+		if r.State != api.JobQueued {
+			return p2p.Refuse(wire.CodeNotQueued, fmt.Errorf("declined: job %s is %s", t.Job, r.State))
+		}
+		if slices.Contains(r.Avoid, t.Provider) {
+			// A view that has not caught up with the avoid list yet.
+			return p2p.Refuse(wire.CodeDeclined, fmt.Errorf("declined: provider %s failed job %s before", t.Provider, t.Job))
+		}
+		req := r.Declaration.Request
+		if len(t.GPUs) != req.GPUs || t.Limit != req.Limit || t.CPUs != req.CPUs || t.MemoryBytes != uint64(req.Memory) {
+			return p2p.Refuse(wire.CodeDeclined, errors.New("declined: terms do not match the declaration"))
+		}
+		now := time.Now()
+		r.State = api.JobRenting
+		r.Lease = &sl
+		r.Wait = ""
+		r.step(api.StepRent, now)
+		cur.lastContact = now
+		inputs = r.contentRoots()
+		return nil
+	})
+	if err != nil {
+		if p2p.RefusalCode(err) != "" {
+			return nil, err
+		}
+		// Not on disk: the countersignature must not leave. The job goes
+		// back to the queue in memory too.
+		j.change(func(r *Record) error {
+			if r.Lease != nil && r.Lease.Terms.ID == t.ID {
+				r.State, r.Lease = api.JobQueued, nil
+				r.Steps = slices.DeleteFunc(r.Steps, func(st api.Step) bool { return st.Step != api.StepSubmit })
+			}
+			return nil
+		})
+		return nil, fmt.Errorf("accept proposal: %w", err)
+	}
+	for _, c := range inputs {
+		j.d.Access.Allow(from, c)
+	}
+	j.log.Info("lease accepted", "job", t.Job, "lease", t.ID, "provider", from)
+	return wire.ProposeReply{SubmitterSig: sl.SubmitterSig}, nil
+}

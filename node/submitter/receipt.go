@@ -1,0 +1,163 @@
+package submitter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/wire"
+)
+
+// disputeMargin is how much later than this side's own record a provider's
+// final receipt may end without other proof that the provider held the GPUs
+// all along: its silence may have been a partition, not an absence.
+const disputeMargin = time.Minute
+
+// receipt countersigns a receipt of the job's lease that the Submitter
+// checked as a message (HandleReceipt), after checking that it describes
+// the lease and continues the chain, and stores it. It also reports whether
+// the job is to be resumed: its provider restarted mid-run and ended the
+// lease itself, provider-lost.
+func (j *jobTracker) receipt(ctx context.Context, req wire.ReceiptRequest, r ledger.Receipt) (reply any, resume bool, err error) {
+	// One receipt of a lease at a time: each continues the last.
+	j.receipts.Lock()
+	defer j.receipts.Unlock()
+	j.mu.Lock()
+	terms := j.rec.Lease.Terms
+	j.mu.Unlock()
+	if r.GPUs != len(terms.GPUs) {
+		return nil, false, fmt.Errorf("receipt counts %d GPUs, the lease %d", r.GPUs, len(terms.GPUs))
+	}
+	signed := time.UnixMilli(terms.Proposed)
+	if r.HeldFrom.Before(signed.Add(-maxClockSkew)) || r.HeldUntil.After(time.Now().Add(maxClockSkew)) {
+		return nil, false, errors.New("receipt claims time outside the lease")
+	}
+	// A final receipt that comes after this side gave the provider up (a
+	// partition healed) is still countersigned: the provider held the GPUs
+	// and ran the job all along. A provider's own restart is billed only
+	// to the last time it saw the lease held.
+	prev, err := j.d.Ledger.ByLease(ctx, r.Lease)
+	if err != nil {
+		return nil, false, err
+	}
+	if uint64(len(prev)) != r.Seq {
+		// A retry of the last receipt (its reply was lost) gets the one
+		// already countersigned: the provider adopts it and goes on from
+		// there, so the chain never forks.
+		if len(prev) > 0 && r.Seq == uint64(len(prev)-1) {
+			last := prev[len(prev)-1].Receipt
+			if last.Final {
+				var e ending
+				j.change(func(rec *Record) error { e = applyFinal(rec, last); return nil })
+				e.log(j.log)
+			}
+			return wire.ReceiptReply{Receipt: mustJSON(last)}, false, nil
+		}
+		return nil, false, fmt.Errorf("receipt %d out of sequence (have %d)", r.Seq, len(prev))
+	}
+	if len(prev) > 0 && prev[len(prev)-1].Receipt.Digest() != r.Prev {
+		return nil, false, errors.New("receipt does not continue the chain")
+	}
+	if r.Final {
+		if ours, ok := j.disputes(ctx, r); ok {
+			if _, err := j.d.Ledger.RecordDispute(ctx, r.Lease, ours, r); err != nil {
+				return nil, false, fmt.Errorf("record dispute: %w", err)
+			}
+			j.log.Warn("final receipt disputed: it claims time this node did not see held", "lease", r.Lease, "claimed_until", r.HeldUntil, "seen_until", ours.HeldUntil)
+			j.change(func(rec *Record) error { rec.Reason = "disputed: " + rec.Reason; return nil })
+			return wire.ReceiptReply{Dispute: mustJSON(ours)}, false, nil
+		}
+	}
+	if err := r.Countersign(j.d.Key); err != nil {
+		return nil, false, err
+	}
+	if _, err := j.d.Ledger.Append(ctx, r); err != nil {
+		return nil, false, err
+	}
+	j.d.Metrics.Receipts.Inc()
+	now := time.Now()
+	// The receipt is in the ledger, the record of what was held; the job's
+	// own record follows, and a failure to write it is logged and counted
+	// (write), as with change.
+	var e ending
+	_ = j.apply(func(cur *jobTracker) error {
+		rec := cur.rec
+		rec.LastReceipt = now
+		cur.lastContact = now
+		rec.reached(req.Steps, now)
+		if r.Final {
+			e = applyFinal(rec, r)
+		}
+		return nil
+	})
+	e.log(j.log)
+	resume = r.Final && r.Outcome == ledger.OutcomeProviderLost
+	return wire.ReceiptReply{Receipt: mustJSON(r)}, resume, nil
+}
+
+// disputes decides whether a final receipt from a provider this node gave up
+// for lost claims more than it can countersign: it ends well after this
+// side's own record, and the job's output, the proof that the provider went
+// on working, never reached this node. It returns this side's record when
+// it disputes.
+func (j *jobTracker) disputes(ctx context.Context, r ledger.Receipt) (ledger.Receipt, bool) {
+	lr, err := j.d.Ledger.Lease(ctx, r.Lease)
+	if err != nil || len(lr.OneSided) == 0 {
+		return ledger.Receipt{}, false
+	}
+	ours := lr.OneSided[len(lr.OneSided)-1].Receipt
+	j.mu.Lock()
+	output := j.rec.Output
+	j.mu.Unlock()
+	if r.Output != "" && r.Output == output {
+		return ledger.Receipt{}, false
+	}
+	if !r.HeldUntil.After(ours.HeldUntil.Add(disputeMargin)) {
+		return ledger.Receipt{}, false
+	}
+	return ours, true
+}
+
+// ending is what a final receipt changed on a job's record, to be logged
+// once the record's lock is released; the zero ending logs nothing.
+type ending struct {
+	job, lease           string
+	outcome, attribution string
+	released             bool   // the job was not released before
+	mismatch             string // the record's GPU mismatch, with a lease
+}
+
+// applyFinal records a final receipt's ending on the job. The caller holds
+// the job's mu (through update).
+func applyFinal(r *Record, fin ledger.Receipt) ending {
+	e := ending{job: r.ID, lease: fin.Lease, outcome: fin.Outcome, attribution: fin.Attribution, released: r.State != api.JobReleased}
+	// The final receipt, signed by both, is the record: it replaces this
+	// side's own verdict (a provider given up for lost during a partition
+	// may come back with the job completed).
+	r.State = api.JobReleased
+	r.Outcome, r.Attribution, r.Reason, r.ExitCode = fin.Outcome, fin.Attribution, fin.Reason, fin.ExitCode
+	if fin.Checkpoint != "" && r.Checkpoint == "" {
+		r.Checkpoint = fin.Checkpoint
+	}
+	r.GPUsSeen = fin.GPUsSeen
+	if r.Lease != nil {
+		r.GPUMismatch = gpuMismatch(fin, r.Lease.Terms.GPUs, r.Declaration.Request.GPUModel)
+		e.mismatch = r.GPUMismatch
+	}
+	r.step(api.StepRelease, time.Now())
+	return e
+}
+
+// log logs what the final receipt changed.
+func (e ending) log(l *slog.Logger) {
+	if e.released {
+		l.Info("job released", "job", e.job, "outcome", e.outcome, "attribution", e.attribution)
+	}
+	if e.mismatch != "" {
+		l.Warn("the run saw other GPUs than were leased or declared", "job", e.job, "lease", e.lease, "mismatch", e.mismatch)
+	}
+}

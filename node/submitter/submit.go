@@ -1,0 +1,336 @@
+package submitter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/content/image"
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Submit validates a declaration (or, with req.ResumeOf, builds the one
+// that resumes that job, or runs it again with req.FromStart), imports its
+// local inputs, signs it and broadcasts it. Nothing is broadcast for a
+// declaration that fails any check.
+func (s *Submitter) Submit(ctx context.Context, req api.SubmitRequest, progress content.Progress) (api.Job, error) {
+	var decl market.Declaration
+	resumeOf := req.ResumeOf
+	if resumeOf != "" {
+		of := s.jobs.get(resumeOf)
+		if of == nil {
+			return api.Job{}, fmt.Errorf("job %s: %w", resumeOf, ErrNotFound)
+		}
+		d, err := of.resumption(req.FromStart)
+		if err != nil {
+			return api.Job{}, err
+		}
+		decl = d
+	} else {
+		d, err := market.DecodeDeclaration(req.Declaration)
+		if err != nil {
+			s.d.Metrics.Rejected.Inc()
+			return api.Job{}, invalid(err)
+		}
+		decl = d
+	}
+	if err := market.CheckSources(decl, func(path string) (bool, error) {
+		if !filepath.IsAbs(path) {
+			return false, fmt.Errorf("%q is not an absolute path", path)
+		}
+		_, err := os.Stat(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return err == nil, err
+	}); err != nil {
+		s.d.Metrics.Rejected.Inc()
+		return api.Job{}, invalid(err)
+	}
+	if r := &decl.Request; r.Locality == "" && r.LocalityWait == 0 {
+		if s.cfg.NoLocality {
+			r.Locality = market.LocalityOff
+		} else {
+			r.LocalityWait = market.Duration(s.cfg.LocalityWait.Milliseconds())
+		}
+	}
+	sources, err := importer{&s.parts}.exact(ctx, &decl, progress)
+	if err != nil {
+		return api.Job{}, err
+	}
+	body := wire.DeclarationBody{Declaration: decl, Addrs: s.d.Addrs(), ResumeOf: resumeOf}
+	if err := body.Check(); err != nil {
+		return api.Job{}, invalid(err)
+	}
+	sealed, err := p2p.Seal(s.d.Key, wire.KindDeclaration, body, time.Now())
+	if err != nil {
+		return api.Job{}, invalid(err)
+	}
+	if len(sealed.Raw) > wire.MaxDeclarationEnvelope {
+		return api.Job{}, invalid(fmt.Errorf("the signed declaration is %d bytes, over the %d a queued job can be re-announced in: make work.env or the command shorter", len(sealed.Raw), wire.MaxDeclarationEnvelope))
+	}
+	id := wire.JobID(sealed)
+	now := time.Now()
+	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Sources: sources, ResumeOf: resumeOf, State: api.JobQueued, Submitted: now}
+	rec.step(api.StepSubmit, now)
+	// Every DAG the provider will fetch stays pinned for the job: the image
+	// under its own reason, the inputs and a checkpoint to resume from
+	// under the inputs'.
+	for _, c := range rec.contentRoots() {
+		reason := pinInput(id)
+		if c.String() == decl.Work.Image {
+			reason = pinImage(id)
+		}
+		if err := s.d.Store.Pin(ctx, c, reason); err != nil {
+			return api.Job{}, fmt.Errorf("pin %s: %w", c, err)
+		}
+	}
+	if resumeOf != "" {
+		if parent := s.jobs.get(resumeOf); parent != nil {
+			rec.Resumes = parent.snapshot().Resumes + 1
+		}
+	}
+	j := newJobTracker(&s.parts, rec)
+	snap := j.snapshot()
+	// Saved before it is broadcast: a proposal may arrive at once.
+	if err := j.write(&snap); err != nil {
+		return api.Job{}, err
+	}
+	s.jobs.add(j)
+	if err := s.d.Gossip.PublishRaw(ctx, p2p.TopicJobs, sealed.Raw); err != nil {
+		// Saved and queued: the requeue loop announces it again.
+		s.log.Warn("announce job", "job", id, "err", err)
+	}
+	s.d.Metrics.Submitted.Inc()
+	s.log.Info("job submitted", "job", id, "name", decl.Name, "gpus", decl.Request.GPUs)
+	out := snap.API()
+	out.Version = s.versionBase // no change counted yet
+	return out, nil
+}
+
+// importer makes a declaration's sources exact before it is signed, in
+// this node's store: a local path imported, a path inside a CID resolved,
+// the image imported, and each sized, so that the signed declaration names
+// exact bytes. It keeps no state of its own.
+type importer struct{ *parts }
+
+// exact makes decl's data sources and image exact, and returns the sources
+// as the user gave them.
+func (im importer) exact(ctx context.Context, decl *market.Declaration, progress content.Progress) ([]string, error) {
+	sources := make([]string, len(decl.Data))
+	for i, in := range decl.Data {
+		sources[i] = in.Source
+		if c, err := cid.Decode(in.Source); err == nil {
+			decl.Data[i].Size = im.sizeOf(ctx, c)
+			continue
+		}
+		if root, p, ok := market.SplitCIDPath(in.Source); ok {
+			c, err := im.resolveInDAG(ctx, root, p)
+			if err != nil {
+				im.d.Metrics.Rejected.Inc()
+				return nil, invalid(fmt.Errorf("data[%d].source %s: %w", i, in.Source, err))
+			}
+			decl.Data[i].Source = c.String()
+			decl.Data[i].Size = im.sizeOf(ctx, c)
+			continue
+		}
+		c, size, err := im.d.Store.Import(ctx, in.Source, content.ImportOptions{MaxBytes: im.cfg.MaxInputBytes, Progress: progress, Pin: pinImporting})
+		if err != nil {
+			if errors.Is(err, content.ErrTooLarge) {
+				return nil, invalid(fmt.Errorf("data[%d].source: %w", i, err))
+			}
+			return nil, fmt.Errorf("import data[%d].source %s: %w", i, in.Source, err)
+		}
+		decl.Data[i].Source = c.String()
+		decl.Data[i].Size = market.Size(min(max(size, 0), market.MaxInputSize))
+	}
+	if decl.Work.Image != "" {
+		if err := im.importImage(ctx, &decl.Work, progress); err != nil {
+			im.d.Metrics.Rejected.Inc()
+			return nil, err
+		}
+	}
+	return sources, nil
+}
+
+// resolveInDAG is the CID of path inside root, which this node must hold: a
+// path inside a CID is resolved at submit, so that the signed declaration
+// names the exact DAG a provider stages.
+func (im importer) resolveInDAG(ctx context.Context, root cid.Cid, path string) (cid.Cid, error) {
+	c, err := im.d.Store.Resolve(ctx, root, path)
+	if err == nil {
+		return c, nil
+	}
+	if _, rootErr := im.d.Store.Resolve(ctx, root, "."); rootErr != nil {
+		return cid.Undef, fmt.Errorf("%w (a path inside a CID is resolved in this node's store, which does not hold %s: it holds the outputs of the jobs submitted here)", err, root)
+	}
+	return cid.Undef, fmt.Errorf("no %q inside %s: %w", path, root, err)
+}
+
+// sizeOf is the size recorded in the declaration for a root it reads: the
+// bytes of the DAG when this node holds all of it, else 0 (not known; a
+// provider holding it is then not preferred for it).
+func (im importer) sizeOf(ctx context.Context, root cid.Cid) market.Size {
+	n, err := im.d.Store.Size(ctx, root)
+	if err != nil {
+		return 0
+	}
+	return market.Size(min(max(n, 0), market.MaxInputSize))
+}
+
+// importImage imports the job's image into the store, as an image that
+// e31 image ls lists, and rewrites work.image to its CID so that the signed
+// declaration names exact bytes; for a registry image work.image_ref gets
+// the reference pinned to the manifest digest, which lets a provider pull
+// the same bytes itself. An image already named by CID must be held here.
+func (im importer) importImage(ctx context.Context, w *market.Work, progress content.Progress) error {
+	if im.d.Images == nil {
+		return invalid(errors.New("work.image: this node cannot import images"))
+	}
+	rec, err := im.d.Images.Import(ctx, w.Image, progress)
+	if err != nil {
+		if errors.Is(err, image.ErrBadRef) || errors.Is(err, image.ErrNotFound) || errors.Is(err, image.ErrInvalid) ||
+			errors.Is(err, image.ErrNoPlatform) || errors.Is(err, image.ErrAmbiguous) || errors.Is(err, image.ErrDigestMismatch) ||
+			errors.Is(err, os.ErrNotExist) || errors.Is(err, content.ErrNotFound) || errors.Is(err, content.ErrTooLarge) {
+			return invalid(fmt.Errorf("work.image: %w", err))
+		}
+		return fmt.Errorf("import work.image %s: %w", w.Image, err)
+	}
+	if len(w.Command) == 0 && len(rec.Entrypoint)+len(rec.Cmd) == 0 {
+		return invalid(fmt.Errorf("work.command: is required: image %s has neither Entrypoint nor Cmd to run", w.Image))
+	}
+	w.Image = rec.CID.String()
+	w.ImageSize = im.sizeOf(ctx, rec.CID)
+	if w.ImageSize == 0 {
+		w.ImageSize = market.Size(min(max(rec.Size, 0), market.MaxInputSize))
+	}
+	if rec.Pinned != "" {
+		w.ImageRef = rec.Pinned
+	}
+	return nil
+}
+
+// resumption builds the declaration of a job that continues this one from
+// its last checkpoint: the same work, with the checkpoint laid out at the
+// checkpoint path. With fromStart it builds the one that runs it again from
+// the beginning instead: its declaration as first submitted.
+func (j *jobTracker) resumption(fromStart bool) (market.Declaration, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	of, r := j.id, j.rec
+	if !r.terminal() {
+		return market.Declaration{}, conflict(fmt.Errorf("job %s is still %s; withdraw it first", of, r.State))
+	}
+	if fromStart {
+		return fromTheStart(r.Declaration), nil
+	}
+	cp := r.Declaration.Output.Checkpoints
+	if cp == nil {
+		return market.Declaration{}, invalid(fmt.Errorf("job %s declares no checkpoints to resume from; e31 resume --from-start %s runs it again from the beginning", of, of))
+	}
+	d := r.Declaration
+	if r.Checkpoint == "" {
+		if !r.Resumed {
+			return market.Declaration{}, conflict(fmt.Errorf("job %s has no checkpoint yet; e31 resume --from-start %s runs it again from the beginning", of, of))
+		}
+		// Lost before its first checkpoint: an automatic resume starts it
+		// again from the beginning.
+		return d, d.Validate()
+	}
+	// The resumed run finds its last checkpoint at its own checkpoint
+	// path, writable, as it left it: the provider lays it out there before
+	// the run (market.Checkpoints.From). E31_RESUME_FROM names the path too,
+	// for a program that wants to know it was resumed.
+	d = fromTheStart(d)
+	d.Output.Checkpoints.From = r.Checkpoint
+	d.Work.Env = maps.Clone(d.Work.Env)
+	if d.Work.Env == nil {
+		d.Work.Env = map[string]string{}
+	}
+	d.Work.Env["E31_RESUME_FROM"] = cp.Path
+	return d, d.Validate()
+}
+
+// fromTheStart is a job's declaration without what resuming it added: the
+// checkpoint to start from and E31_RESUME_FROM, and the input beside the
+// checkpoint path that older versions staged it as. The job's own
+// variables and inputs stay. Nothing the result holds is shared with d but
+// what neither changes.
+func fromTheStart(d market.Declaration) market.Declaration {
+	if cp := d.Output.Checkpoints; cp != nil {
+		c := *cp
+		c.From = ""
+		d.Output.Checkpoints = &c
+		d.Data = slices.DeleteFunc(slices.Clone(d.Data), func(in market.Input) bool { return in.Mount == cp.Path+"-resume" })
+		if _, ok := d.Work.Env["E31_RESUME_FROM"]; ok {
+			d.Work.Env = maps.Clone(d.Work.Env)
+			delete(d.Work.Env, "E31_RESUME_FROM")
+		}
+	}
+	return d
+}
+
+// Withdraw withdraws one of this node's jobs: a queued job ends at once
+// with nothing owed; a leased one is stopped by its provider and released
+// with outcome withdrawn.
+func (s *Submitter) Withdraw(ctx context.Context, id string) (api.Job, error) {
+	j := s.jobs.get(id)
+	if j == nil {
+		return api.Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	return j.withdraw(ctx)
+}
+
+// withdraw withdraws the job (Withdraw): its record first, then the
+// announcement and, for a leased job, the word to its provider.
+func (j *jobTracker) withdraw(ctx context.Context) (api.Job, error) {
+	id := j.id
+	var provider peer.ID
+	var lease string
+	var out api.Job
+	err := j.update(func(r *Record) error {
+		if r.terminal() {
+			return conflict(fmt.Errorf("job %s is already %s", id, r.State))
+		}
+		if r.State == api.JobQueued {
+			r.State = api.JobWithdrawn
+			r.Outcome, r.Attribution = ledger.OutcomeWithdrawn, ledger.AttributionSubmitter
+			r.Wait = ""
+		} else {
+			r.Withdrawn = true
+			provider, _ = peer.Decode(r.Lease.Terms.Provider)
+			lease = r.Lease.Terms.ID
+		}
+		out = r.API()
+		return nil
+	})
+	if err != nil && out.ID == "" {
+		return api.Job{}, err
+	}
+	if err != nil {
+		// Withdrawn in memory; the withdrawal goes out all the same, and a
+		// restart would find the job as it was before.
+		j.log.Warn("withdrawal not persisted", "job", id, "err", err)
+	}
+	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindWithdrawal, wire.WithdrawalBody{Job: id}); err != nil {
+		j.log.Warn("announce withdrawal", "job", id, "err", err)
+	}
+	if provider != "" {
+		if err := j.d.Calls.Call(ctx, provider, wire.ProtoWithdraw, wire.WithdrawRequest{Lease: lease, Job: id}, nil); err != nil {
+			j.log.Warn("tell provider of withdrawal", "job", id, "err", err)
+		}
+	}
+	return out, nil
+}
