@@ -37,9 +37,3 @@ func (c caller) Call(ctx context.Context, to peer.ID, proto protocol.ID, req, re
 	}
 	return p2p.DecodeStrict(ob, resp)
 }
-
-// addrBook records peers' addresses for later dials.
-type addrBook struct{ n *Node }
-
-// AddAddrs keeps the /p2p/ multiaddrs a peer published about itself.
-func (a addrBook) AddAddrs(p peer.ID, addrs []string) { a.n.learnAddrsOnly(p, addrs) }

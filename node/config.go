@@ -12,6 +12,7 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/provider"
+	"github.com/e31network/e31/node/reach"
 	"github.com/e31network/e31/node/view"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -164,7 +165,7 @@ type Config struct {
 	// complete or not; and its submitter takes a work.image CID, or an
 	// input or checkpoint, that such a CAR brought, without checking that
 	// it is an image or a whole DAG. How tests put arbitrary DAGs on the
-	// network (rawcontent.go). Set only by the byzantine build (e31d
+	// network (node/rawcontent). Set only by the byzantine build (e31d
 	// --misbehave raw-content); off in every default daemon.
 	RawContent bool
 	// Doctor, when set, runs e31d doctor's checks of this machine with the
@@ -185,6 +186,13 @@ type Config struct {
 	// with an error after its handler has run: the reply was lost.
 	testLoseReply func(proto protocol.ID, from peer.ID) bool
 }
+
+// NAT modes (Config.NAT), as node/reach takes them.
+const (
+	NATAuto = reach.NATAuto // on unless every listen address is loopback
+	NATOn   = reach.NATOn
+	NATOff  = reach.NATOff
+)
 
 // Defaults of Config.MaxEntries and Config.MaxDepth.
 const (

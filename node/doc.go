@@ -12,28 +12,41 @@
 //   - node/provider: a lease from proposal to settlement, on the provider;
 //   - node/submitter: a job from submit to its final receipt, on the
 //     submitter;
+//   - node/epoch: the epoch's Match and the pass between epochs, and the
+//     one place a Match result is carried out, in a stated order (Carry);
+//   - node/compute: the GPUs this machine has and the sandbox jobs run in;
+//   - node/offer: what this node offers and when it publishes the offer;
+//   - node/reach: NAT traversal, how this node is reached and reaches its
+//     peers, and their addresses across restarts;
+//   - node/metrics: the Prometheus series and the metrics endpoint;
 //   - node/acl: who may fetch which content, answered from memory;
 //   - node/state: the Badger store of the roles' own records;
+//   - node/api: the types of the local API, shared with the e31 command;
 //   - node/apiserver: the local HTTP API, errors mapped to statuses there;
+//   - node/images: the library of job images in the content store;
+//   - node/joblog: a job's stdout or stderr, read as it is written;
+//   - node/rawcontent: a hostile submitter, for tests (Config.RawContent);
 //   - node/task: goroutines that stop, with a bound, when their owner does.
 //
-// This package only wires them and runs the loops that feed them (gossip in
-// and out, the epoch's Match). Its state is a node's data dir (see the
-// README for the layout), so a restart picks up where it left off.
+// This package only wires them (New, roles.go, match.go), runs them (Run,
+// then shutdown, run.go) and applies what gossip brings to the views and
+// the roles (loops.go). Its state is a node's data dir (see the README for
+// the layout), so a restart picks up where it left off.
 //
 // # Panics
 //
 // No input from a peer may end the daemon. A panic in one unit of work is
-// recovered at that unit's boundary, as net/http does per request, and
-// only that unit fails: a stream request (p2p.Serve answers "internal
-// error", p2p.CodeInternal), a gossip message being validated (ignored)
-// or applied to the view (dropped), a bulk request or bitswap want
-// (content), an epoch's Match, a lease (node/provider), an API request
-// (500). Each is logged at error level as "panic recovered" with where,
-// the panic and its stack, and counted in e31_panics_total{where}, whose
-// few fixed label values all exist from the start. It is a safety net for
-// bugs, never a way to refuse anything: testnet/cluster's Panics finds
-// them in a daemon's log, and every end-to-end test fails on one.
+// recovered at that unit's boundary, as net/http does per request, and only
+// that unit fails: a stream request (p2p.Serve answers "internal error",
+// p2p.CodeInternal), a gossip message being validated (ignored) or applied
+// to the view (dropped), a bulk request or bitswap want (content), an
+// epoch's Match or a pass between epochs (node/epoch), a lease
+// (node/provider), an API request (500). Each is logged at error level as
+// "panic recovered" with where, the panic and its stack, and counted in
+// e31_panics_total{where}, whose few fixed label values all exist from the
+// start (node/metrics). It is a safety net for bugs, never a way to refuse
+// anything: testnet/cluster's Panics finds them in a daemon's log, and every
+// end-to-end test fails on one.
 //
 // # Providers that fail jobs
 //

@@ -22,10 +22,10 @@ func TestEpochDelayAdaptsUnlessSet(t *testing.T) {
 	if cfg.EpochDelay != 0 {
 		t.Fatalf("default epoch delay %s, want 0 (adaptive)", cfg.EpochDelay)
 	}
-	n := &Node{cfg: cfg, offers: view.NewOffers(),
-		delayRule: view.DefaultDelayRule(cfg.Epoch)}
+	n := &Node{cfg: cfg, offers: view.NewOffers()}
+	delay := func(start time.Time) time.Duration { return newClock(n.cfg, n.offers).Delay(start) }
 	start := time.UnixMilli(1_700_000_001_000)
-	if got := n.epochDelay(start); got != view.DefaultFallbackDelay {
+	if got := delay(start); got != view.DefaultFallbackDelay {
 		t.Fatalf("no offers: delay %s, want %s", got, view.DefaultFallbackDelay)
 	}
 	announce := func(provider string, p99 int64, signed time.Time) {
@@ -36,14 +36,14 @@ func TestEpochDelayAdaptsUnlessSet(t *testing.T) {
 	announce("b", 200, start.Add(-700*time.Millisecond))
 	// Signed after the announcement cut: counts from the next epoch.
 	announce("c", 400, start.Add(-300*time.Millisecond))
-	if got, want := n.epochDelay(start), 250*time.Millisecond; got != want {
+	if got, want := delay(start), 250*time.Millisecond; got != want {
 		t.Fatalf("delay %s, want %s (200ms announced, plus a quarter)", got, want)
 	}
-	if got, want := n.epochDelay(start.Add(cfg.Epoch)), 500*time.Millisecond; got != want {
+	if got, want := delay(start.Add(cfg.Epoch)), 500*time.Millisecond; got != want {
 		t.Fatalf("next epoch: delay %s, want %s (400ms + 100ms, at half the epoch)", got, want)
 	}
 	n.cfg.EpochDelay = 90 * time.Millisecond
-	if got := n.epochDelay(start); got != 90*time.Millisecond {
+	if got := delay(start); got != 90*time.Millisecond {
 		t.Fatalf("configured 90ms, got %s", got)
 	}
 	if _, err := (Config{DataDir: t.TempDir(), EpochDelay: -time.Millisecond}).withDefaults(); err == nil {
@@ -86,7 +86,7 @@ func TestFirstEpochUsesTheEpochsDelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{cfg: cfg, offers: view.NewOffers(), delayRule: view.DefaultDelayRule(cfg.Epoch)}
+	clock := newClock(cfg, view.NewOffers())
 	s := time.UnixMilli(1_700_000_000_000) // an epoch's start
 	for _, c := range []struct {
 		name            string
@@ -98,7 +98,7 @@ func TestFirstEpochUsesTheEpochsDelay(t *testing.T) {
 		{"signed in time, arrived after the next start", 800 * time.Millisecond, 1100 * time.Millisecond, 2 * time.Second},
 	} {
 		at := view.Stamp{Signed: s.Add(c.signed), Arrived: s.Add(c.arrived)}
-		if got := n.firstEpoch(at); !got.Equal(s.Add(c.want)) {
+		if got := clock.First(at); !got.Equal(s.Add(c.want)) {
 			t.Errorf("%s: first epoch starts %s after s, want %s", c.name, got.Sub(s), c.want)
 		}
 	}

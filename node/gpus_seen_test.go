@@ -23,7 +23,7 @@ func gpusSeenPair(t *testing.T, see func([]exec.GPU) []exec.GPU) (prov, sub *tes
 	t.Helper()
 	var n *testNode
 	prov = startNode(t, nodeOpts{gpus: "1xH100:80GiB", runner: newFakeRunner(true), seeGPUs: func(context.Context) []exec.GPU {
-		return see(n.gpus)
+		return see(n.compute.GPUs)
 	}})
 	n = prov
 	waitFor(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
@@ -58,7 +58,7 @@ func TestRolesGPUsSeenAgree(t *testing.T) {
 	if j.Outcome != ledger.OutcomeCompleted {
 		t.Fatalf("ended %s: %s", j.Outcome, j.Reason)
 	}
-	want := prov.gpus[0]
+	want := prov.compute.GPUs[0]
 	if len(r.GPUsSeen) != 1 || r.GPUsSeen[0] != (ledger.GPUSeen{UUID: want.UUID, Model: want.Model}) {
 		t.Fatalf("final receipt saw %+v, leased %s %s", r.GPUsSeen, want.UUID, want.Model)
 	}

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"testing"
 	"testing/synctest"
@@ -45,37 +44,4 @@ func TestOfferExpiryLoop(t *testing.T) {
 		cancel()
 		<-done
 	})
-}
-
-func TestOnlyTaken(t *testing.T) {
-	gpus := func(free ...bool) []market.GPU {
-		var out []market.GPU
-		for i, f := range free {
-			out = append(out, market.GPU{Index: i, UUID: fmt.Sprint("GPU-", i), Model: "H100", Free: f})
-		}
-		return out
-	}
-	offer := func(free ...bool) market.Offer {
-		return market.Offer{Provider: "p", CPUs: 8, MemoryBytes: 1 << 30, GPUs: gpus(free...)}
-	}
-	other := offer(true, true)
-	other.CPUs = 4
-	tests := []struct {
-		name           string
-		published, now market.Offer
-		want           bool
-	}{
-		{"unchanged", offer(true, true), offer(true, true), true},
-		{"a GPU taken", offer(true, true), offer(false, true), true},
-		{"every GPU taken", offer(true, true), offer(false, false), true},
-		{"a GPU shown held is free", offer(false, true), offer(true, true), false},
-		{"one taken, one freed", offer(false, true), offer(true, false), false},
-		{"another field changed", offer(true, true), other, false},
-		{"a GPU gone", offer(true, true), offer(true), false},
-	}
-	for _, tc := range tests {
-		if got := onlyTaken(tc.published, tc.now); got != tc.want {
-			t.Errorf("%s: onlyTaken = %v, want %v", tc.name, got, tc.want)
-		}
-	}
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // ID describes this node (GET /v1/id).
@@ -21,11 +23,15 @@ func (n *Node) ID() api.ID {
 	for _, g := range n.provider.GPUs() {
 		out.GPUs = append(out.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free})
 	}
-	if n.runner != nil {
-		out.Runtime = n.runtime
+	if n.compute.Runner != nil {
+		out.Runtime = n.compute.Runtime
 	}
 	return out
 }
+
+// Path says how this node is connected to p, and, when only through a
+// relay, what the last hole punch with p said.
+func (n *Node) Path(p peer.ID) (p2p.Path, string) { return n.punches.Path(n.host, p) }
 
 // Peers lists the connected peers (GET /v1/peers).
 func (n *Node) Peers() []api.Peer {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e31network/e31/node/metrics"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -35,10 +36,11 @@ func (l *lockedLog) String() string {
 func TestPanicsCountedFromZero(t *testing.T) {
 	var logs lockedLog
 	// A node without its views: the pass's first look at them panics.
-	n := &Node{log: slog.New(slog.NewTextHandler(&logs, nil)), metrics: newMetrics()}
+	n := &Node{log: slog.New(slog.NewTextHandler(&logs, nil)), metrics: metrics.New()}
+	n.wireLoops()
 	scrape := func() string {
 		rec := httptest.NewRecorder()
-		promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		promhttp.HandlerFor(n.metrics.Gatherer(), promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 		return rec.Body.String()
 	}
 	before := scrape()
@@ -48,7 +50,7 @@ func TestPanicsCountedFromZero(t *testing.T) {
 		}
 	}
 
-	n.matchEpoch(7, time.Now(), time.Second) // returns: the panic stops here
+	n.epochs.Match(7, time.Now(), time.Second) // returns: the panic stops here
 
 	after := scrape()
 	if !strings.Contains(after, `e31_panics_total{where="match"} 1`) || !strings.Contains(after, `e31_panics_total{where="stream"} 0`) {
@@ -57,7 +59,7 @@ func TestPanicsCountedFromZero(t *testing.T) {
 	if l := logs.String(); !strings.Contains(l, `level=ERROR msg="panic recovered" where=match panic="runtime error: invalid memory address or nil pointer dereference" epoch=7 stack=`) {
 		t.Errorf("log does not show the recovered panic with its stack:\n%s", l)
 	}
-	n.metrics.provider.Panics.Inc()
+	n.metrics.Provider.Panics.Inc()
 	if !strings.Contains(scrape(), `e31_panics_total{where="lease"} 1`) {
 		t.Error("provider.Metrics.Panics does not count under lease")
 	}

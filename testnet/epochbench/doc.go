@@ -33,17 +33,19 @@
 // on 127.0.0.1, each pair joined through a delay line that holds every byte
 // for a fixed one-way latency (delayline.go). go-libp2p's mocknet has a
 // Latency option, but its streams carry one write per latency, so a busy
-// gossip stream queues and the queue, not the latency, is measured; and
-// the kernel here has no netem. On them run the real pieces of a node that
+// gossip stream queues and the queue, not the latency, is measured; and the
+// kernel here has no netem. On them run the real pieces of a node that
 // decide what each peer sees: gossipsub through p2p.Gossip, the offer and
 // market views of node/view with their epoch cut, the gossip delay window,
-// the delay rule, and market.Match. A provider claims as the node's does:
-// it holds the devices, sends a proposal over a direct stream (p2p.Call),
-// and announces the lease and its changed offer once the submitter
-// accepted; the submitter accepts one proposal per job. Signatures on
-// leases, inputs and the run itself are left out: they do not change who
-// sees what when. Submitters declare jobs at uniformly random instants,
-// 20 a second.
+// and the node's own epoch loop (node/epoch: Loop, with the node's delay
+// rule, runs market.Match at every epoch's start and carries out the result
+// with epoch.Carry, in its order). Only Carry's Actions are the benchmark's
+// (benchActions, peer.go): a provider claims as the node's does: it holds
+// the devices, sends a proposal over a direct stream (p2p.Call), and
+// announces the lease and its changed offer once the submitter accepted;
+// the submitter accepts one proposal per job. Signatures on leases, inputs
+// and the run itself are left out: they do not change who sees what when.
+// Submitters declare jobs at uniformly random instants, 20 a second.
 //
 // Gossip delays here are real ones, measured on the receiving peer as the
 // node measures them, so they include this machine's load: the table shows

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/epoch"
 	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
@@ -216,42 +218,59 @@ func (sp *simPeer) declare(ctx context.Context, i int) error {
 	return nil
 }
 
-// matchLoop is node.matchLoop with the node's actions replaced: a provider
-// claims what its Match gave it (proposal, then lease announcement), a
-// submitter records what its Match assigned its jobs, as the "waiting for
-// a proposal" it would show.
+// matchLoop runs the node's own epoch loop (epoch.Loop) on this peer's
+// views, with the node's delay rule: the same cut, the same Match, the
+// same carrying out (epoch.Carry), only its Actions are the benchmark's
+// (benchActions). Every cut is recorded, a view without jobs included, so
+// that an epoch counts only once every peer has passed it.
 func (sp *simPeer) matchLoop(ctx context.Context, wg *sync.WaitGroup) {
-	e := sp.p.Epoch.Milliseconds()
-	for {
-		next := time.UnixMilli((time.Now().UnixMilli()/e + 1) * e)
-		if sleep(ctx, time.Until(next)) != nil {
-			return
-		}
-		epoch := uint64(next.UnixMilli() / e)
-		delay := sp.p.Mode.Fixed
-		if delay == 0 {
-			delay = sp.rule.Delay(sp.offers.At(sp.rule.AnnouncementCut(next), next))
-		}
-		v := sp.market.Snapshot(epoch, next, next.Add(-delay), sp.offers.At(next.Add(-delay), next))
-		res := market.Match(v, market.Options{})
-		pass := epochRecord{jobs: len(v.Jobs), delay: delay, viewHash: res.ViewHash, assigned: make(map[string]string)}
-		for _, a := range res.Assignments {
-			pass.assigned[a.Job] = a.Provider
-		}
-		if sp.isProvider() {
-			for _, a := range res.Assignments {
-				if a.Provider != sp.id.String() {
-					continue
-				}
-				switch sp.hold(a) {
-				case holdOK:
-					wg.Go(func() { sp.claim(ctx, a, epoch) })
-				case holdBusy:
-					pass.busy = append(pass.busy, a.Job)
-				}
-			}
-		}
-		sp.rec.matched(epoch, sp.id.String(), pass)
+	self := sp.id.String()
+	l := epoch.Loop{
+		Clock:   epoch.Clock{Length: sp.p.Epoch, Fixed: sp.p.Mode.Fixed, Rule: sp.rule, Offers: sp.offers},
+		Market:  sp.market,
+		Self:    self,
+		Actions: benchActions{sp: sp, ctx: ctx, wg: wg},
+		Cut: func(e uint64, delay time.Duration, jobs int) {
+			sp.rec.cut(e, self, delay, jobs)
+		},
+		Log: slog.New(slog.DiscardHandler),
+	}
+	l.Run(ctx)
+}
+
+// benchActions carry out a peer's Match as the node's would, where it
+// changes who sees what when: a provider claims what its Match gave it
+// (proposal, then lease announcement); every peer records what its Match
+// assigned, which for a submitter's own jobs is the "waiting for a
+// proposal" it would show. Waits, reservations and staging change no view
+// and are left out.
+type benchActions struct {
+	sp  *simPeer
+	ctx context.Context // the run's
+	wg  *sync.WaitGroup // the run's goroutines, claims among them
+}
+
+func (benchActions) RecordWaits(market.Result)        {}
+func (benchActions) RecordReservations(market.Result) {}
+func (benchActions) Prestage([]market.Reservation)    {}
+
+func (b benchActions) RecordMatch(m api.Match) {
+	b.sp.rec.matched(m.Epoch, b.sp.id.String(), m.ViewHash, m.Assignments)
+}
+
+// Propose holds the assignment's GPUs, as the node's provider does, and
+// claims them; an assignment on GPUs held for another job is recorded as
+// busy. Carry calls it after RecordMatch, so the pass is on record.
+func (b benchActions) Propose(a market.Assignment, epoch uint64, _ string) {
+	sp := b.sp
+	if !sp.isProvider() {
+		return
+	}
+	switch sp.hold(a) {
+	case holdOK:
+		b.wg.Go(func() { sp.claim(b.ctx, a, epoch) })
+	case holdBusy:
+		sp.rec.busy(epoch, sp.id.String(), a.Job)
 	}
 }
 

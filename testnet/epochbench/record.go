@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/e31network/e31/market"
 )
 
 // Result is what one run measured.
@@ -63,7 +65,7 @@ func quantiles(d []time.Duration) Quantiles {
 type epochRecord struct {
 	jobs     int
 	delay    time.Duration
-	viewHash string
+	viewHash string            // "" for a view without jobs, which is not matched
 	assigned map[string]string // job → provider
 	busy     []string          // jobs given to this provider on GPUs it held
 }
@@ -134,12 +136,37 @@ func (r *recorder) declared(job, submitter string, at time.Time) {
 	r.declaredAt[job] = at
 }
 
-func (r *recorder) matched(epoch uint64, peer string, rec epochRecord) {
+// cut records a peer's cut of an epoch: the delay it cut with and the jobs
+// its view held. A pass with jobs goes on to matched, then busy.
+func (r *recorder) cut(epoch uint64, peer string, delay time.Duration, jobs int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.epochs[epoch] == nil {
 		r.epochs[epoch] = make(map[string]epochRecord)
 	}
+	r.epochs[epoch][peer] = epochRecord{jobs: jobs, delay: delay, assigned: make(map[string]string)}
+}
+
+// matched records what a peer's pass of an epoch assigned, on the view of
+// hash viewHash.
+func (r *recorder) matched(epoch uint64, peer, viewHash string, assignments []market.Assignment) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.epochs[epoch][peer]
+	rec.viewHash = viewHash
+	for _, a := range assignments {
+		rec.assigned[a.Job] = a.Provider
+	}
+	r.epochs[epoch][peer] = rec
+}
+
+// busy records that a provider's pass of an epoch gave it job on GPUs it
+// held for another.
+func (r *recorder) busy(epoch uint64, peer, job string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rec := r.epochs[epoch][peer]
+	rec.busy = append(rec.busy, job)
 	r.epochs[epoch][peer] = rec
 }
 

@@ -1,4 +1,4 @@
-package node
+package offer
 
 import (
 	"context"
@@ -19,8 +19,8 @@ const minHeldBytes = 1 << 20
 // size for each new one.
 const holdingsCheckEvery = time.Second
 
-// heldStore is what the offer's holdings are read from (content.Store).
-type heldStore interface {
+// HeldStore is what the offer's holdings are read from (content.Store).
+type HeldStore interface {
 	Pins(ctx context.Context) ([]content.Pin, error)
 	PinGeneration() uint64
 	Size(ctx context.Context, root cid.Cid) (int64, error)
@@ -35,7 +35,7 @@ type heldStore interface {
 // names staged data within about a second. It belongs to that goroutine
 // and has no lock.
 type heldContent struct {
-	store heldStore
+	store HeldStore
 	sizes map[cid.Cid]int64 // of pinned roots, each sized once
 	// last is the summary of the pins at generation gen; complete says
 	// every root in it could be sized, so that nothing changes until the
@@ -45,7 +45,7 @@ type heldContent struct {
 	complete bool
 }
 
-func newHeldContent(store heldStore) *heldContent {
+func newHeldContent(store HeldStore) *heldContent {
 	return &heldContent{store: store, sizes: make(map[cid.Cid]int64)}
 }
 

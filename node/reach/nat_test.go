@@ -1,4 +1,4 @@
-package node
+package reach
 
 import "testing"
 
@@ -16,12 +16,12 @@ func TestNATIsOffOnLoopbackUnlessAsked(t *testing.T) {
 		{NATOn, []string{"/ip4/127.0.0.1/tcp/0"}, true},
 		{NATOff, []string{"/ip4/0.0.0.0/tcp/0"}, false},
 	} {
-		got, err := natOn(c.mode, c.listen)
+		got, err := Traverse(c.mode, c.listen)
 		if err != nil || got != c.want {
-			t.Errorf("natOn(%q, %v) = %t, %v; want %t", c.mode, c.listen, got, err, c.want)
+			t.Errorf("Traverse(%q, %v) = %t, %v; want %t", c.mode, c.listen, got, err, c.want)
 		}
 	}
-	if _, err := natOn("maybe", nil); err == nil {
+	if _, err := Traverse("maybe", nil); err == nil {
 		t.Error("a mode that is not auto, on or off was accepted")
 	}
 }

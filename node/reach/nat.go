@@ -1,4 +1,4 @@
-package node
+package reach
 
 import (
 	"fmt"
@@ -8,22 +8,23 @@ import (
 
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 )
 
-// NAT modes (Config.NAT).
+// NAT modes (node.Config.NAT).
 const (
 	NATAuto = "auto" // on unless every listen address is loopback
 	NATOn   = "on"
 	NATOff  = "off"
 )
 
-// natOn says whether a node with these settings runs what lets it be
-// reached from behind a NAT. A node that listens on loopback alone (a test,
-// the testnet) never does: it must not send a packet beyond its addresses.
-func natOn(mode string, listen []string) (bool, error) {
+// Traverse says whether a node with these settings runs what lets it be
+// reached from behind a NAT. A node that listens on loopback alone never
+// does.
+func Traverse(mode string, listen []string) (bool, error) {
 	switch mode {
 	case NATOn:
 		return true, nil
@@ -49,10 +50,11 @@ func natOn(mode string, listen []string) (bool, error) {
 	return false, nil
 }
 
-// reachability is the host's NAT traversal: AutoNAT, port mapping, hole
+// Reachability is the host's NAT traversal: AutoNAT, port mapping, hole
 // punching, and relay slots on the bootstrap peers; or, for a relay
-// service, serving as a relay at once.
-func reachability(on, relayService bool, boot []peer.AddrInfo, punches *punchLog) p2p.Reachability {
+// service, serving as a relay at once. Hole punches are recorded in
+// punches.
+func Reachability(on, relayService bool, boot []peer.AddrInfo, punches *Punches) p2p.Reachability {
 	var r p2p.Reachability
 	if on {
 		r = p2p.Reachability{
@@ -67,19 +69,20 @@ func reachability(on, relayService bool, boot []peer.AddrInfo, punches *punchLog
 	return r
 }
 
-// reach is how peers reach this node, for its offer, and whether no peer
-// can: behind a NAT with no relayed address.
-func (n *Node) reach() (reach string, unreachable bool) {
-	if !n.natOn {
+// Offered is how peers reach the node of host h, for its offer, and
+// whether no peer can: behind a NAT with no relayed address. on says the
+// node runs NAT traversal (Traverse); without it nothing is said.
+func Offered(h host.Host, on bool) (reach string, unreachable bool) {
+	if !on {
 		return "", false
 	}
 	relayed := false
-	for _, a := range n.host.Addrs() {
+	for _, a := range h.Addrs() {
 		if p2p.IsRelayed(a) {
 			relayed = true
 		}
 	}
-	switch p2p.HostReachability(n.host) {
+	switch p2p.HostReachability(h) {
 	case p2p.ReachPublic:
 		return wire.ReachPublic, false
 	case p2p.ReachPrivate:
@@ -94,32 +97,33 @@ func (n *Node) reach() (reach string, unreachable bool) {
 	return "", false
 }
 
-// punchLog keeps the last hole punch's outcome with each peer, so that a
+// Punches keeps the last hole punch's outcome with each peer, so that a
 // transfer that finds only a relayed path can say why.
-type punchLog struct {
-	mu   sync.Mutex // guards last
+type Punches struct {
+	mu   sync.Mutex // guards last; memory only
 	last map[peer.ID]p2p.HolePunchResult
 }
 
-func newPunchLog() *punchLog { return &punchLog{last: make(map[peer.ID]p2p.HolePunchResult)} }
+// NewPunches returns an empty log.
+func NewPunches() *Punches { return &Punches{last: make(map[peer.ID]p2p.HolePunchResult)} }
 
 // record is called from libp2p's goroutines: memory only.
-func (l *punchLog) record(r p2p.HolePunchResult) {
+func (l *Punches) record(r p2p.HolePunchResult) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.last[r.Peer] = r
 }
 
-// Path says how this node is connected to p, and, when only through a
-// relay, what the last hole punch with p said.
-func (n *Node) Path(p peer.ID) (p2p.Path, string) {
-	path := p2p.PeerPath(n.host, p)
+// Path says how host h is connected to p, and, when only through a relay,
+// what the last hole punch with p said.
+func (l *Punches) Path(h host.Host, p peer.ID) (p2p.Path, string) {
+	path := p2p.PeerPath(h, p)
 	if path != p2p.PathRelayed {
 		return path, ""
 	}
-	n.punches.mu.Lock()
-	r, ok := n.punches.last[p]
-	n.punches.mu.Unlock()
+	l.mu.Lock()
+	r, ok := l.last[p]
+	l.mu.Unlock()
 	switch {
 	case !ok:
 		return path, "no hole punch tried yet"

@@ -1,23 +1,11 @@
-package node
-
-// A hostile submitter, for tests (Config.RawContent).
-//
-// A real attacker runs a modified daemon and puts on the network DAGs that
-// no honest import makes. The byzantine build of e31d plays one with
-// --misbehave raw-content: POST /v1/debug/car stores a CAR's blocks as
-// they are and pins its roots under rawCARPin, complete or not
-// (content.Store.PutCAR), and the submitter is handed a store and an image
-// library that take such a root where the honest ones would refuse it: an
-// incomplete DAG is pinned for a job anyway, and a work.image CID that is
-// no valid image is named in the declaration as it is. The submitter's own
-// code is unchanged; only what it is wired to differs, and only for roots
-// that came in through the debug CAR, so the rest of the node behaves.
+package rawcontent
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/content/image"
@@ -25,37 +13,28 @@ import (
 	"github.com/ipfs/go-cid"
 )
 
-// rawCARPin is the pin reason of every root posted to POST /v1/debug/car.
-const rawCARPin = "debug car"
+// Pin is the pin reason of every root posted to POST /v1/debug/car.
+const Pin = "debug car"
 
-// putRawCAR stores a posted CAR as it is (apiserver.Config.PutCAR).
-func (n *Node) putRawCAR(ctx context.Context, car io.Reader) ([]cid.Cid, error) {
-	roots, err := n.store.PutCAR(ctx, car, rawCARPin)
+// PutCAR stores a posted CAR as it is, its roots pinned under Pin
+// (apiserver.Config.PutCAR).
+func PutCAR(ctx context.Context, s *content.Store, log *slog.Logger, car io.Reader) ([]cid.Cid, error) {
+	roots, err := s.PutCAR(ctx, car, Pin)
 	if err != nil {
 		return nil, err
 	}
-	n.log.Warn("raw content: stored a CAR unchecked, as a hostile submitter would", "roots", len(roots))
+	log.Warn("raw content: stored a CAR unchecked, as a hostile submitter would", "roots", len(roots))
 	return roots, nil
 }
 
-// submitterStore is the store the submitter works through: the node's own,
-// or with RawContent one that pins a debug CAR's root for a job even when
+// Store is s with a Pin that pins a debug CAR's root for a job even when
 // its DAG is incomplete.
-func (n *Node) submitterStore() submitter.Store {
-	if !n.cfg.RawContent {
-		return n.store
-	}
-	return rawStore{n.store}
-}
+func Store(s *content.Store) submitter.Store { return rawStore{s} }
 
-// submitterImages is the image library the submitter imports work.image
-// with: the node's own, or with RawContent one that takes a debug CAR's
-// root as an image without loading it.
-func (n *Node) submitterImages() submitter.Images {
-	if !n.cfg.RawContent {
-		return n.images
-	}
-	return rawImages{Images: n.images, store: n.store}
+// Images is lib with an Import that takes a debug CAR's root, held in s, as
+// an image without loading it.
+func Images(lib submitter.Images, s *content.Store) submitter.Images {
+	return rawImages{Images: lib, store: s}
 }
 
 // rawStore is the node's store (every method of content.Store, so that
@@ -111,7 +90,7 @@ func postedRaw(ctx context.Context, s *content.Store, root cid.Cid) (bool, error
 			continue
 		}
 		for _, r := range p.Reasons {
-			if r == rawCARPin {
+			if r == Pin {
 				return true, nil
 			}
 		}

@@ -1,0 +1,10 @@
+// Package reach is how a node and its peers reach each other: whether the
+// node runs NAT traversal and how (Traverse, Reachability), what its offer
+// says of how to reach it (Offered), how it is connected to a peer and why
+// only through a relay (Punches), and the addresses of the peers it has
+// seen, learned from their offers and declarations, kept across restarts
+// and dialled again after one (Book).
+//
+// A node that listens on loopback alone (a test, the testnet) never runs
+// NAT traversal: it must not send a packet beyond its addresses.
+package reach

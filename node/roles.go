@@ -1,0 +1,156 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/node/metrics"
+	"github.com/e31network/e31/node/provider"
+	"github.com/e31network/e31/node/rawcontent"
+	"github.com/e31network/e31/node/submitter"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// wireRoles builds the provider and the submitter and the stream handlers
+// that reach them.
+func (n *Node) wireRoles() {
+	calls := caller{n}
+	n.provider = provider.New(provider.Config{
+		DataDir:         n.cfg.DataDir,
+		ProposalTTL:     n.cfg.ProposalTTL,
+		ReceiptInterval: n.cfg.ReceiptInterval,
+		Grace:           n.cfg.Grace,
+		OutputTimeout:   n.cfg.OutputTimeout,
+		Retention:       n.cfg.Retention,
+		EventTimeout:    n.cfg.EventTimeout,
+		ReceiptTimeout:  n.cfg.ReceiptTimeout,
+		ImagePull:       n.cfg.ImagePull,
+		RequireImage:    n.cfg.RequireImage,
+		MaxJobDisk:      n.cfg.MaxJobDisk,
+		SingleSource:    n.cfg.SingleSource,
+		Prestage:        !n.cfg.NoPrestage,
+		Limits:          content.Limits{MaxBytes: n.cfg.MaxInputBytes, MaxEntries: n.cfg.MaxEntries, MaxDepth: n.cfg.MaxDepth},
+	}, provider.Deps{
+		Key: n.key, Self: n.self, GPUs: n.compute.GPUs, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger,
+		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: n.peers,
+		Metrics: n.metrics.Provider, Log: n.log, OfferChanged: n.signalOfferChanged, Rematch: n.signalWork, HeldElsewhere: n.heldElsewhere, Path: n.Path,
+		Runner: n.compute.Runner, Images: n.providerImages(), Misbehave: n.cfg.Misbehave,
+		Disks: n.compute.Disks(), SeeGPUs: n.compute.SeeGPUs(),
+	})
+	n.submitter = submitter.New(submitter.Config{
+		ProposalTTL:       n.cfg.ProposalTTL,
+		Heartbeat:         n.cfg.Heartbeat,
+		OutputTimeout:     n.cfg.OutputTimeout,
+		ProviderLostAfter: n.cfg.ProviderLostAfter,
+		MaxInputBytes:     n.cfg.MaxInputBytes,
+		MaxOutputBytes:    n.cfg.MaxOutputBytes,
+		RequeueEvery:      requeueEvery * n.cfg.Heartbeat,
+		NoLocality:        n.cfg.NoLocality,
+		LocalityWait:      n.cfg.LocalityWait,
+		// A provider proposes in the epoch Match assigns it a job; a few
+		// epochs more cover a view that lags, and a proposal's wait.
+		AvoidAfter: n.cfg.ProposalTTL + 3*n.cfg.Epoch,
+		// An honest provider offers a receipt one interval into the lease,
+		// staging or not, and another every interval after.
+		RunWithin:   2*n.cfg.ReceiptInterval + n.cfg.ProposalTTL,
+		ReceiptsDue: 2*n.cfg.ReceiptInterval + n.cfg.ReceiptTimeout,
+	}, submitter.Deps{
+		Key: n.key, Self: n.self, Store: n.submitterStore(), Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: n.Path,
+		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,
+		Metrics: n.metrics.Submitter, Log: n.log, Addrs: n.Addrs, Images: n.submitterImages(),
+	})
+	n.handlers[wire.ProtoLease] = n.submitter.HandleProposal
+	n.handlers[wire.ProtoEvent] = n.submitter.HandleEvent
+	n.handlers[wire.ProtoOutput] = n.submitter.HandleOutput
+	n.handlers[wire.ProtoReceipt] = n.submitter.HandleReceipt
+	n.handlers[wire.ProtoLogs] = n.provider.HandleLogs
+	n.handlers[wire.ProtoStage] = n.submitter.HandleStage
+	n.handlers[wire.ProtoRelay] = n.provider.HandleRelay
+	n.handlers[wire.ProtoWithdraw] = func(_ context.Context, from peer.ID, raw json.RawMessage) (any, error) {
+		var req wire.WithdrawRequest
+		if err := p2p.DecodeStrict(raw, &req); err != nil {
+			return nil, err
+		}
+		n.provider.Withdraw(req.Job, from)
+		return struct{}{}, nil
+	}
+}
+
+// requeueEvery is how many heartbeats pass between re-announcements of
+// queued jobs; prune drops an open job not re-announced for three times
+// that.
+const requeueEvery = 3
+
+// handlerTimeouts bound how long each direct-stream request may take.
+func (n *Node) handlerTimeout(proto protocol.ID) time.Duration {
+	switch proto {
+	case wire.ProtoLease:
+		return n.cfg.ProposalTTL
+	case wire.ProtoOutput:
+		return n.cfg.OutputTimeout
+	}
+	return streamTimeout
+}
+
+// streamTimeout bounds a step event, a receipt or a withdrawal request: each
+// answers from memory and the ledger, in well under a second.
+const streamTimeout = 30 * time.Second
+
+// providerImages is the provider's image dependency: the library where
+// image jobs run, none elsewhere.
+func (n *Node) providerImages() provider.Images {
+	if !n.imagesRun {
+		return nil
+	}
+	return n.images
+}
+
+// submitterStore is the store the submitter works through: the node's own,
+// or with RawContent one that pins a debug CAR's root for a job even when
+// its DAG is incomplete (node/rawcontent).
+func (n *Node) submitterStore() submitter.Store {
+	if !n.cfg.RawContent {
+		return n.store
+	}
+	return rawcontent.Store(n.store)
+}
+
+// submitterImages is the image library the submitter imports work.image
+// with: the node's own, or with RawContent one that takes a debug CAR's
+// root as an image without loading it.
+func (n *Node) submitterImages() submitter.Images {
+	if !n.cfg.RawContent {
+		return n.images
+	}
+	return rawcontent.Images(n.images, n.store)
+}
+
+// heldElsewhere reports whether another provider's offer, as this node
+// sees it now, lists every one of roots among its holdings.
+func (n *Node) heldElsewhere(roots []string) bool {
+	now := time.Now()
+	self := n.self.String()
+	for _, o := range n.offers.At(now, now) {
+		if o.Provider != self && !slices.ContainsFunc(roots, func(r string) bool { return !o.Holdings.Lists(r) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// countServed counts the bytes this node served over the bulk protocol, by
+// the kind of peer they went to: a provider (a peer with an offer in the
+// view, fetching inputs) or any other peer (a submitter fetching output).
+func (n *Node) countServed(to peer.ID, bytes int64) {
+	kind := metrics.ToOther
+	if _, ok := n.offers.Get(to.String()); ok {
+		kind = metrics.ToProvider
+	}
+	n.metrics.Served(kind, bytes)
+}
