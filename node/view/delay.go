@@ -13,7 +13,7 @@ import (
 // window is bounded so that the figure follows the network as it is now,
 // not as it was an hour ago.
 type GossipDelays struct {
-	mu      sync.Mutex // guards samples and next
+	mu      sync.Mutex // guards samples and next; a state lock, held only over memory
 	samples []time.Duration
 	next    int // where the next sample goes once the window is full
 	size    int // immutable

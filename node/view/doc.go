@@ -9,5 +9,8 @@
 // the rule. And it holds the checks of incoming jobs messages that need
 // those facts (ValidateJobMessage).
 //
-// Each view has its own lock, held only over memory.
+// Each view has its own lock, held only over memory. The one order
+// between them: the Market's Current asks the epoch clock, which reads the
+// Offers, with the Market's lock held; nothing calls into a Market with an
+// Offers lock held.
 package view

@@ -54,7 +54,7 @@ func stamp(signedAt int64, seen time.Time) Stamp {
 
 // Offers is this node's view of every provider's latest offer.
 type Offers struct {
-	mu         sync.Mutex // guards byProvider
+	mu         sync.Mutex // guards byProvider; a state lock, held only over memory
 	byProvider map[string]*OfferEntry
 }
 

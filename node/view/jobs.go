@@ -1,0 +1,131 @@
+package view
+
+import (
+	"time"
+
+	"github.com/e31network/e31/node/wire"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// OpenJob is a declared job, open until leased or withdrawn.
+type OpenJob struct {
+	ID        string
+	Submitter peer.ID
+	Body      wire.DeclarationBody
+	Seen      time.Time // when this node received it
+	// Signed is when the announcement that opened it was signed; an
+	// epoch's cut takes it with Seen (see Stamp). Zero: Seen.
+	Signed time.Time
+	// Hash is the SHA-256 of the signed declaration: a requeue that carries
+	// these bytes again need not have them verified again. Zero: unknown.
+	Hash      [32]byte
+	refreshed time.Time // when it was last announced (declared or requeued)
+	closed    Stamp     // the lease or withdrawal that closed it; zero while open
+	// declined marks a job closed on its submitter's refusal of a proposal
+	// rather than by a signed lease or withdrawal: a re-announcement after
+	// the refusal (the submitter put the job back in the queue) opens it
+	// again.
+	declined bool
+	// submittedAt is the start of the epoch in which the job entered this
+	// node's view (see market.Job.SubmittedAt).
+	submittedAt int64
+	// avoid lists the providers its submitter named for it, each stamped
+	// with the announcement that named it first (market.Job.Avoid).
+	avoid []avoidMark
+	// submitter is Submitter as text, encoded once when the job is added:
+	// base58 costs microseconds, and every pass over a deep queue would
+	// pay it for every job.
+	submitter string
+}
+
+// maxOpenJobsPerSubmitter bounds what one peer can make every view hold
+// and every epoch's Match walk.
+const maxOpenJobsPerSubmitter = 10_000
+
+// AddJob records a declared job; it reports whether the job is new and
+// open. A job already known is only marked re-announced.
+func (v *Market) AddJob(j *OpenJob) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if old, ok := v.jobs[j.ID]; ok {
+		return v.refreshLocked(old, j.Seen)
+	}
+	j.refreshed = j.Seen
+	j.submitter = j.Submitter.String()
+	if m, ok := v.closed[j.ID]; ok && m.by == j.Submitter {
+		j.closed = m.at
+	}
+	if j.closed.IsZero() {
+		if v.open[j.Submitter] >= maxOpenJobsPerSubmitter {
+			return false
+		}
+		v.open[j.Submitter]++
+	}
+	v.jobs[j.ID] = j
+	return j.closed.IsZero()
+}
+
+// OpenCount is how many jobs are open now.
+func (v *Market) OpenCount() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := 0
+	for _, c := range v.open {
+		n += c
+	}
+	return n
+}
+
+// Job returns a job that is open now.
+func (v *Market) Job(id string) (*OpenJob, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	j, ok := v.jobs[id]
+	if !ok || !j.closed.IsZero() {
+		return nil, false
+	}
+	return j, true
+}
+
+// SubmitterOf returns the submitter of a job whose declaration arrived.
+func (v *Market) SubmitterOf(id string) (peer.ID, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if j, ok := v.jobs[id]; ok {
+		return j.Submitter, true
+	}
+	if m, ok := v.closed[id]; ok && m.declared {
+		return m.by, true
+	}
+	return "", false
+}
+
+// CloseJob closes a job on the word of by, who must be its submitter; at
+// stamps the withdrawal.
+func (v *Market) CloseJob(id string, by peer.ID, at Stamp) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.closeJobLocked(id, by, at)
+}
+
+// closeJobLocked is CloseJob with v.mu held: the job, if open and closed
+// by its submitter, is marked closed at; one not seen is remembered closed.
+func (v *Market) closeJobLocked(id string, by peer.ID, at Stamp) {
+	if j, ok := v.jobs[id]; ok {
+		if j.Submitter == by && j.closed.IsZero() {
+			j.closed = at
+			v.dropOpen(j.Submitter)
+		}
+		return
+	}
+	if _, ok := v.closed[id]; !ok {
+		v.closed[id] = closedMark{at: at, by: by}
+	}
+}
+
+// dropOpen counts one open job of a submitter fewer. The caller holds v.mu.
+func (v *Market) dropOpen(p peer.ID) {
+	if v.open[p]--; v.open[p] <= 0 {
+		delete(v.open, p)
+	}
+}

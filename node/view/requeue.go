@@ -1,0 +1,93 @@
+package view
+
+import (
+	"crypto/sha256"
+	"slices"
+	"time"
+
+	"github.com/e31network/e31/node/wire"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// avoidMark is a provider a job avoids, since the announcement at.
+type avoidMark struct {
+	provider string
+	at       Stamp
+}
+
+// KnownDeclaration reports whether raw is, byte for byte, the signed
+// declaration of a job in the view, declared by signer: bytes this node
+// verified when they first arrived.
+func (v *Market) KnownDeclaration(raw []byte, signer peer.ID) bool {
+	h := sha256.Sum256(raw)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	j, ok := v.jobs[wire.JobIDOf(h)]
+	return ok && j.Hash == h && j.Submitter == signer
+}
+
+// Reannounced marks as re-announced at now the job whose signed
+// declaration is raw, byte for byte, declared by signer, as AddJob would
+// with that declaration decoded; known is false when the view does not
+// hold those bytes from that signer, and the caller must decode and add
+// them. A requeue repeats every queued job every few seconds: this keeps
+// the cost of each to a hash and a lookup, not a decode.
+func (v *Market) Reannounced(raw []byte, signer peer.ID, now time.Time) (known, opened bool) {
+	h := sha256.Sum256(raw)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old, ok := v.jobs[wire.JobIDOf(h)]
+	if !ok || old.Hash != h || old.Submitter != signer {
+		return false, false
+	}
+	return true, v.refreshLocked(old, now)
+}
+
+// refreshLocked marks a job held re-announced at seen, and opens it
+// again if its submitter had declined it before; it reports whether it
+// opened it. The caller holds v.mu.
+func (v *Market) refreshLocked(old *OpenJob, seen time.Time) bool {
+	old.refreshed = seen
+	if old.declined && seen.After(old.closed.Arrived) {
+		old.closed, old.declined = Stamp{}, false
+		v.open[old.Submitter]++
+		return true
+	}
+	return false
+}
+
+// Decline closes a job whose submitter refused a proposal for it because it
+// is no longer queued; unlike CloseJob, a later re-announcement of the job
+// opens it again.
+func (v *Market) Decline(id string, by peer.ID, now time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if j, ok := v.jobs[id]; ok && j.Submitter == by && j.closed.IsZero() {
+		j.closed, j.declined = Local(now), true
+		v.dropOpen(j.Submitter)
+	}
+}
+
+// AddAvoid records that the submitter by names providers for its job id to
+// avoid, in the announcement stamped at. Lists only grow: a provider named
+// once stays named while the job is in the view, whatever order the
+// announcements arrive in.
+func (v *Market) AddAvoid(id string, by peer.ID, providers []string, at Stamp) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	j, ok := v.jobs[id]
+	if !ok || j.Submitter != by {
+		return
+	}
+	for _, p := range providers {
+		i := slices.IndexFunc(j.avoid, func(m avoidMark) bool { return m.provider == p })
+		switch {
+		case i < 0:
+			if len(j.avoid) < 4*wire.MaxAvoid {
+				j.avoid = append(j.avoid, avoidMark{provider: p, at: at})
+			}
+		case signedOf(at).Before(signedOf(j.avoid[i].at)):
+			j.avoid[i].at = at
+		}
+	}
+}
