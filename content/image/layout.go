@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/e31network/e31/content/ctxio"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/zstd"
@@ -474,7 +475,7 @@ func hashFile(ctx context.Context, t *tarFiles, name string) (v1.Hash, error) {
 		return v1.Hash{}, err
 	}
 	defer rc.Close()
-	h, _, err := v1.SHA256(ctxReader{ctx, rc})
+	h, _, err := v1.SHA256(ctxio.Reader(ctx, rc))
 	return h, err
 }
 
@@ -482,17 +483,4 @@ func hashFile(ctx context.Context, t *tarFiles, name string) (v1.Hash, error) {
 // parts: busybox:latest is docker.io/library/busybox:latest.
 func sameTag(a, b string) bool {
 	return a == b || normalTag(a) == normalTag(b)
-}
-
-// ctxReader stops a long read when ctx ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (r ctxReader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return r.r.Read(p)
 }

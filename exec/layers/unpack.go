@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/e31network/e31/content/ctxio"
 	"golang.org/x/sys/unix"
 )
 
@@ -146,7 +147,7 @@ func Unpack(ctx context.Context, r io.Reader, dir string, opts UnpackOptions) (U
 	if err := checkEmpty(root); err != nil {
 		return UnpackStats{}, err
 	}
-	stream, comp, err := Decompress(ctxReader{ctx, r}, opts.MediaType)
+	stream, comp, err := Decompress(ctxio.Reader(ctx, sourceReader{r}), opts.MediaType)
 	if err != nil {
 		return UnpackStats{}, malformed(err)
 	}
@@ -651,17 +652,12 @@ func (u *unpacker) setDirTimes() error {
 	return nil
 }
 
-// ctxReader stops a long read when the context ends.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
+// sourceReader marks the errors of the reader the blob comes from as the
+// source's (sourceError); io.EOF is passed on as it is.
+type sourceReader struct{ r io.Reader }
 
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	n, err := c.r.Read(p)
+func (s sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
 	if err != nil && err != io.EOF {
 		err = &sourceError{err}
 	}
