@@ -101,7 +101,7 @@ func (r *Receipt) wire(pc *peerText) receiptJSON {
 	return receiptJSON{
 		GPUModel:     r.GPUModel,
 		GPUsSeen:     r.GPUsSeen,
-		Signer:       r.Signer,
+		Signer:       string(r.Signer),
 		Evidence:     ev,
 		Lease:        r.Lease,
 		Job:          r.Job,
@@ -112,10 +112,10 @@ func (r *Receipt) wire(pc *peerText) receiptJSON {
 		Final:        r.Final,
 		HeldFrom:     msTime(r.HeldFrom).Format(timeLayout),
 		HeldUntil:    msTime(r.HeldUntil).Format(timeLayout),
-		Phase:        r.Phase,
+		Phase:        string(r.Phase),
 		Prev:         r.Prev,
-		Outcome:      r.Outcome,
-		Attribution:  r.Attribution,
+		Outcome:      string(r.Outcome),
+		Attribution:  string(r.Attribution),
 		ExitCode:     r.ExitCode,
 		Reason:       r.Reason,
 		Phases:       r.Phases,
@@ -266,16 +266,16 @@ func (w *receiptJSON) receipt(pc *peerText) (Receipt, error) {
 	r := Receipt{
 		GPUModel:     w.GPUModel,
 		GPUsSeen:     w.GPUsSeen,
-		Signer:       w.Signer,
+		Signer:       Signer(w.Signer),
 		Lease:        w.Lease,
 		Job:          w.Job,
 		GPUs:         w.GPUs,
 		Seq:          w.Seq,
 		Final:        w.Final,
-		Phase:        w.Phase,
+		Phase:        Phase(w.Phase),
 		Prev:         w.Prev,
-		Outcome:      w.Outcome,
-		Attribution:  w.Attribution,
+		Outcome:      Outcome(w.Outcome),
+		Attribution:  Attribution(w.Attribution),
 		ExitCode:     w.ExitCode,
 		Reason:       w.Reason,
 		Phases:       w.Phases,
@@ -439,14 +439,13 @@ func (r *Receipt) validate() error {
 }
 
 func (r *Receipt) validateSigner() error {
-	switch r.Signer {
-	case "":
+	if r.Signer == "" {
 		if r.Evidence != nil {
 			return errors.New("evidence: only a one-sided record carries lease evidence")
 		}
 		return nil
-	case SignerProvider, SignerSubmitter:
-	default:
+	}
+	if !r.Signer.Valid() {
 		return fmt.Errorf("signer: %q, want provider or submitter", r.Signer)
 	}
 	if !r.Final {
@@ -462,10 +461,10 @@ func (r *Receipt) validateSigner() error {
 }
 
 func (r *Receipt) validatePhase() error {
-	switch r.Phase {
-	case PhaseStaging, PhaseRun, PhaseOutput:
+	if r.Phase.Valid() {
 		return nil
-	case "":
+	}
+	if r.Phase == "" {
 		if r.Final {
 			// A lease withdrawn before staging began ended in no phase.
 			return nil
@@ -476,14 +475,10 @@ func (r *Receipt) validatePhase() error {
 }
 
 func (r *Receipt) validateFinal() error {
-	switch r.Outcome {
-	case OutcomeCompleted, OutcomeFailed, OutcomeLimit, OutcomeWithdrawn, OutcomeProviderLost, OutcomeOutputLost:
-	default:
+	if !r.Outcome.Valid() {
 		return fmt.Errorf("outcome: %q, want completed, failed, limit, withdrawn, provider-lost or output-lost", r.Outcome)
 	}
-	switch r.Attribution {
-	case AttributionJob, AttributionProvider, AttributionSubmitter, AttributionNetwork:
-	default:
+	if !r.Attribution.Valid() {
 		return fmt.Errorf("attribution: %q, want job, provider, submitter or network", r.Attribution)
 	}
 	if r.ExitCode != nil && (*r.ExitCode < math.MinInt32 || *r.ExitCode > math.MaxInt32) {

@@ -39,7 +39,7 @@ func (d *Dispute) Verify() error {
 
 // check applies the structural rules of a dispute to two versions whose
 // signers are known.
-func (d *Dispute) check(ours, theirs string) error {
+func (d *Dispute) check(ours, theirs Signer) error {
 	o, t := &d.Ours, &d.Theirs
 	switch {
 	case o.Lease != d.Lease || t.Lease != d.Lease:
@@ -54,7 +54,7 @@ func (d *Dispute) check(ours, theirs string) error {
 
 // versionSigner verifies a version of a disputed lease and returns which
 // party signed it.
-func versionSigner(r *Receipt) (string, error) {
+func versionSigner(r *Receipt) (Signer, error) {
 	if err := r.Validate(); err != nil {
 		return "", err
 	}

@@ -59,7 +59,7 @@ func TestPropertyChainDetectsAnyByteFlip(t *testing.T) {
 			r := Receipt{
 				Lease: fmt.Sprintf("lease-%p", ls), Job: ls.job, Provider: ls.prov.id, Submitter: ls.sub.id,
 				GPUs: ls.gpus, Seq: ls.next, HeldFrom: t0, HeldUntil: ls.until,
-				Phase: rapid.SampledFrom([]string{PhaseStaging, PhaseRun, PhaseOutput}).Draw(rt, "phase"),
+				Phase: rapid.SampledFrom([]Phase{PhaseStaging, PhaseRun, PhaseOutput}).Draw(rt, "phase"),
 				Prev:  ls.prev,
 			}
 			if rapid.IntRange(0, 4).Draw(rt, "final") == 0 {

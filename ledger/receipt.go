@@ -13,36 +13,100 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
+// Phase is a phase of a lease, as named in receipts.
+type Phase string
+
 // Phases of a lease, as named in receipts.
 const (
-	PhaseStaging = "staging"
-	PhaseRun     = "run"
-	PhaseOutput  = "output"
+	PhaseStaging Phase = "staging"
+	PhaseRun     Phase = "run"
+	PhaseOutput  Phase = "output"
 )
+
+// Valid reports whether p is one of the named phases. The empty phase is
+// not: whether a receipt may carry it depends on the receipt (Validate).
+func (p Phase) Valid() bool {
+	switch p {
+	case PhaseStaging, PhaseRun, PhaseOutput:
+		return true
+	}
+	return false
+}
+
+// Outcome is how a lease ended, as a final receipt records it.
+type Outcome string
 
 // Outcomes a final receipt can record.
 const (
-	OutcomeCompleted    = "completed"
-	OutcomeFailed       = "failed"
-	OutcomeLimit        = "limit"
-	OutcomeWithdrawn    = "withdrawn"
-	OutcomeProviderLost = "provider-lost"
-	OutcomeOutputLost   = "output-lost"
+	OutcomeCompleted    Outcome = "completed"
+	OutcomeFailed       Outcome = "failed"
+	OutcomeLimit        Outcome = "limit"
+	OutcomeWithdrawn    Outcome = "withdrawn"
+	OutcomeProviderLost Outcome = "provider-lost"
+	OutcomeOutputLost   Outcome = "output-lost"
 )
+
+// outcomes lists every outcome a final receipt can record, in a fixed order.
+func outcomes() []Outcome {
+	return []Outcome{OutcomeCompleted, OutcomeFailed, OutcomeLimit, OutcomeWithdrawn, OutcomeProviderLost, OutcomeOutputLost}
+}
+
+// Valid reports whether o is one of the named outcomes.
+func (o Outcome) Valid() bool {
+	switch o {
+	case OutcomeCompleted, OutcomeFailed, OutcomeLimit, OutcomeWithdrawn, OutcomeProviderLost, OutcomeOutputLost:
+		return true
+	}
+	return false
+}
+
+// Signer names the one party that signed a one-sided final record.
+type Signer string
 
 // Signers of a one-sided final record: the one party that signed it.
 const (
-	SignerProvider  = "provider"
-	SignerSubmitter = "submitter"
+	SignerProvider  Signer = "provider"
+	SignerSubmitter Signer = "submitter"
 )
+
+// Valid reports whether s names one of the two parties. The empty Signer,
+// which marks a receipt both signed, is not.
+func (s Signer) Valid() bool { return s == SignerProvider || s == SignerSubmitter }
+
+// Attribution names the party a final receipt holds responsible for how
+// the lease ended.
+type Attribution string
 
 // Parties a final receipt can hold responsible for how the lease ended.
 const (
-	AttributionJob       = "job"
-	AttributionProvider  = "provider"
-	AttributionSubmitter = "submitter"
-	AttributionNetwork   = "network"
+	AttributionJob       Attribution = "job"
+	AttributionProvider  Attribution = "provider"
+	AttributionSubmitter Attribution = "submitter"
+	AttributionNetwork   Attribution = "network"
 )
+
+// Valid reports whether a is one of the named parties.
+func (a Attribution) Valid() bool {
+	switch a {
+	case AttributionJob, AttributionProvider, AttributionSubmitter, AttributionNetwork:
+		return true
+	}
+	return false
+}
+
+// Ending is how a lease ended, as its final receipt records it. Whoever
+// decides an ending (a provider's run, a submitter that gave its provider
+// up) passes it whole, so that its outcome, attribution and reason cannot
+// trade places on the way.
+type Ending struct {
+	Outcome     Outcome
+	Attribution Attribution
+	// Reason says why, in words; "" for a run that completed.
+	Reason string
+	// ExitCode is the job's exit status, nil where its process never ran
+	// or its status is not known.
+	ExitCode *int
+}
 
 // Sentinel errors callers branch on.
 var (
@@ -97,13 +161,13 @@ type Receipt struct {
 	HeldFrom  time.Time
 	HeldUntil time.Time
 	// Phase is the phase the lease is in (interim) or ended in (final).
-	Phase string
+	Phase Phase
 	// Prev is Digest() of the receipt with Seq-1 in the same lease, "" for Seq 0.
 	Prev string
 
 	// Set on the final receipt only.
-	Outcome     string
-	Attribution string
+	Outcome     Outcome
+	Attribution Attribution
 	ExitCode    *int
 	Reason      string
 	Phases      Phases
@@ -124,7 +188,7 @@ type Receipt struct {
 	// record, stored where the other party vanished before it could
 	// countersign, it names the one party that signed: SignerProvider or
 	// SignerSubmitter. Only that party's signature is set.
-	Signer string
+	Signer Signer
 	// Evidence is the lease both parties signed, which a one-sided record
 	// must carry so that its claim rests on more than one side's word. Nil
 	// on two-sided receipts.
@@ -136,6 +200,11 @@ type Receipt struct {
 	// made notes the signatures this process made on r itself, so that
 	// Ledger.Append need not check them again (see signedHere).
 	made *signedHere
+}
+
+// Ending is how the lease ended, on a final receipt; zero on an interim one.
+func (r *Receipt) Ending() Ending {
+	return Ending{Outcome: r.Outcome, Attribution: r.Attribution, Reason: r.Reason, ExitCode: r.ExitCode}
 }
 
 // OneSided reports whether r is a one-sided final record.
@@ -176,7 +245,7 @@ func (r *Receipt) SigningBytes() []byte {
 		b := make([]byte, 0, n+512)
 		b = r.appendBody(append(b, recordDomain...))
 		b = appendString(b, r.GPUModel)
-		b = appendString(b, r.Signer)
+		b = appendString(b, string(r.Signer))
 		var ev LeaseEvidence
 		if r.Evidence != nil {
 			ev = *r.Evidence
@@ -204,10 +273,10 @@ func (r *Receipt) appendBody(b []byte) []byte {
 	b = appendBool(b, r.Final)
 	b = binary.BigEndian.AppendUint64(b, uint64(r.HeldFrom.UnixMilli()))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.HeldUntil.UnixMilli()))
-	b = appendString(b, r.Phase)
+	b = appendString(b, string(r.Phase))
 	b = appendString(b, r.Prev)
-	b = appendString(b, r.Outcome)
-	b = appendString(b, r.Attribution)
+	b = appendString(b, string(r.Outcome))
+	b = appendString(b, string(r.Attribution))
 	b = appendBool(b, r.ExitCode != nil)
 	if r.ExitCode != nil {
 		b = binary.BigEndian.AppendUint64(b, uint64(int64(*r.ExitCode)))
@@ -299,7 +368,7 @@ func (r *Receipt) SignOneSided(sk crypto.PrivKey) error {
 // sign returns sk's signature over r's signing bytes. as names the role
 // it is made in, to be noted in r.made when it is known valid; "" notes
 // nothing.
-func (r *Receipt) sign(sk crypto.PrivKey, as string) ([]byte, error) {
+func (r *Receipt) sign(sk crypto.PrivKey, as Signer) ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}

@@ -90,7 +90,7 @@ func (l *Ledger) prepareDispute(d *Dispute) (*prepared, error) {
 	return p, nil
 }
 
-func roleID(r *Receipt, role string) peer.ID {
+func roleID(r *Receipt, role Signer) peer.ID {
 	if role == SignerSubmitter {
 		return r.Submitter
 	}

@@ -39,7 +39,7 @@ func evidence(tb testing.TB, lease, job string, prov, sub party, gpus int) *Leas
 }
 
 // oneSided turns r into a final record signed by signer alone.
-func oneSided(tb testing.TB, r Receipt, signer string, prov, sub party, outcome, attribution string) Receipt {
+func oneSided(tb testing.TB, r Receipt, signer Signer, prov, sub party, outcome Outcome, attribution Attribution) Receipt {
 	tb.Helper()
 	r = final(r)
 	r.Outcome, r.Attribution = outcome, attribution
@@ -455,7 +455,7 @@ func TestUsage(t *testing.T) {
 	l := openMem(t, Options{Self: prov.id})
 	// ended builds a lease of n receipts (2 GPUs, a minute each) whose
 	// final receipt has the given ending, on the given model.
-	ended := func(lease string, s party, n int, model, outcome, attribution string) []Receipt {
+	ended := func(lease string, s party, n int, model string, outcome Outcome, attribution Attribution) []Receipt {
 		var out []Receipt
 		prev := ""
 		for i := range n {

@@ -154,7 +154,7 @@ func madeDigest(msg, sig []byte) [sha256.Size]byte {
 }
 
 // with returns a copy of m that also records sig over msg made as role.
-func (m *signedHere) with(role string, msg, sig []byte) *signedHere {
+func (m *signedHere) with(role Signer, msg, sig []byte) *signedHere {
 	var n signedHere
 	if m != nil {
 		n = *m
@@ -168,7 +168,7 @@ func (m *signedHere) with(role string, msg, sig []byte) *signedHere {
 }
 
 // has reports whether sig over msg was made here as role.
-func (m *signedHere) has(role string, msg, sig []byte) bool {
+func (m *signedHere) has(role Signer, msg, sig []byte) bool {
 	if m == nil || len(sig) == 0 {
 		return false
 	}

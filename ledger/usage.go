@@ -12,8 +12,8 @@ import (
 
 // Cause is how a lease ended: its final outcome and who caused it.
 type Cause struct {
-	Outcome     string `json:"outcome"`
-	Attribution string `json:"attribution"`
+	Outcome     Outcome     `json:"outcome"`
+	Attribution Attribution `json:"attribution"`
 }
 
 // Policy says which held time the submitter owes. It is data, so a node can
@@ -36,8 +36,8 @@ func (p Policy) Owes(c Cause) bool { return slices.Contains(p.Owed, c) }
 // Queued time is never held, so never on a receipt and never owed.
 func DefaultPolicy() Policy {
 	p := Policy{OpenOwed: true}
-	for _, o := range []string{OutcomeCompleted, OutcomeFailed, OutcomeLimit, OutcomeWithdrawn, OutcomeProviderLost, OutcomeOutputLost} {
-		for _, a := range []string{AttributionJob, AttributionSubmitter} {
+	for _, o := range outcomes() {
+		for _, a := range []Attribution{AttributionJob, AttributionSubmitter} {
 			p.Owed = append(p.Owed, Cause{o, a})
 		}
 	}
@@ -58,8 +58,8 @@ type UsageRow struct {
 	Role     string  `json:"role"`      // the role Peer played: RoleProvider or RoleSubmitter
 	GPUModel string  `json:"gpu_model"` // "" where receipts do not name it
 	// Outcome and Attribution are "" for a lease with no final record.
-	Outcome     string `json:"outcome"`
-	Attribution string `json:"attribution"`
+	Outcome     Outcome     `json:"outcome"`
+	Attribution Attribution `json:"attribution"`
 	// Basis is how the counted record stands: two-sided, one-sided,
 	// disputed (this node's version counted) or open.
 	Basis    Settlement `json:"basis"`
@@ -112,9 +112,11 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 		lr.add(e)
 	}
 	type key struct {
-		peer                              peer.ID
-		role, model, outcome, attribution string
-		basis                             Settlement
+		peer        peer.ID
+		role, model string
+		outcome     Outcome
+		attribution Attribution
+		basis       Settlement
 	}
 	rows := map[key]*UsageRow{}
 	for _, name := range order {

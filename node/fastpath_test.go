@@ -10,6 +10,7 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/view"
+	"github.com/e31network/e31/testnet/poll"
 )
 
 func submitYAML(t *testing.T, n *testNode, gpus int, limit string) string {
@@ -43,9 +44,9 @@ func fastAssigned(n *testNode, job string) (api.Match, bool) {
 func TestFastPathLeasesBetweenEpochs(t *testing.T) {
 	runner := newFakeRunner(true)
 	prov := startNode(t, nodeOpts{gpus: "1xH100:80GiB", runner: runner, epoch: view.MaxEpoch})
-	waitFor(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
+	poll.Until(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
 	sub := startNode(t, nodeOpts{boot: prov.Addrs()[:1], epoch: view.MaxEpoch})
-	waitFor(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
+	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
 
 	id := submit(t, sub)
 	waitState(t, sub, id, api.JobReleased, 30*time.Second)
@@ -60,9 +61,9 @@ func TestFastPathLeasesBetweenEpochs(t *testing.T) {
 func TestFastPathKeepsReservation(t *testing.T) {
 	runner := newFakeRunner(false)
 	prov := startNode(t, nodeOpts{gpus: "4xH100:80GiB", runner: runner})
-	waitFor(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
+	poll.Until(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
 	sub := startNode(t, nodeOpts{boot: prov.Addrs()[:1]})
-	waitFor(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
+	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
 
 	// Two of the four GPUs held for up to an hour.
 	a := submitYAML(t, sub, 2, "1h")
@@ -71,13 +72,13 @@ func TestFastPathKeepsReservation(t *testing.T) {
 	w := submitYAML(t, sub, 4, "1h")
 	// Wait until an epoch has fixed its age on the provider: a job declared
 	// in the same epoch would be as old, and Match would break the tie.
-	waitFor(t, "an epoch pass on the provider that sees the 4-GPU job", 15*time.Second, func() bool {
+	poll.Until(t, "an epoch pass on the provider that sees the 4-GPU job", 15*time.Second, func() bool {
 		return slices.ContainsFunc(prov.Matches(), func(m api.Match) bool { return !m.Fast && m.Jobs == 1 && len(m.Assignments) == 0 })
 	})
 	// A 2-GPU job for two hours would fit the free GPUs now, but would still
 	// hold them when the reservation starts.
 	j := submitYAML(t, sub, 2, "2h")
-	waitFor(t, "a pass between epochs that sees both waiting jobs", 15*time.Second, func() bool {
+	poll.Until(t, "a pass between epochs that sees both waiting jobs", 15*time.Second, func() bool {
 		for _, m := range prov.Matches() {
 			if m.Fast && m.Jobs == 2 {
 				return true
@@ -86,7 +87,7 @@ func TestFastPathKeepsReservation(t *testing.T) {
 		return false
 	})
 	// And the epochs after it agree.
-	waitFor(t, "an epoch pass that sees both waiting jobs", 15*time.Second, func() bool {
+	poll.Until(t, "an epoch pass that sees both waiting jobs", 15*time.Second, func() bool {
 		for _, m := range prov.Matches() {
 			if !m.Fast && m.Jobs == 2 {
 				return true
@@ -112,11 +113,11 @@ func TestLeaseAnnouncementsCarryTheOffer(t *testing.T) {
 	const heartbeat = 2 * time.Second
 	runner := newFakeRunner(false)
 	prov := startNode(t, nodeOpts{gpus: "1xH100:80GiB", runner: runner, heartbeat: heartbeat})
-	waitFor(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
+	poll.Until(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
 	sub := startNode(t, nodeOpts{boot: prov.Addrs()[:1], heartbeat: heartbeat})
-	waitFor(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
+	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
 	first := sub.Nodes()[0].SignedAt
-	waitFor(t, "a heartbeat", 3*heartbeat, func() bool { return sub.Nodes()[0].SignedAt.After(first) })
+	poll.Until(t, "a heartbeat", 3*heartbeat, func() bool { return sub.Nodes()[0].SignedAt.After(first) })
 	beat := sub.Nodes()[0].SignedAt
 	// Any offer signed after beat but sooner than this was published for
 	// the lease or its release, not by the heartbeat.
@@ -133,11 +134,11 @@ func TestLeaseAnnouncementsCarryTheOffer(t *testing.T) {
 	}
 
 	id := submit(t, sub)
-	waitFor(t, "the submitter to show the GPU held", 10*time.Second, func() bool { return !gpuFree() })
+	poll.Until(t, "the submitter to show the GPU held", 10*time.Second, func() bool { return !gpuFree() })
 	checkOffer("leased")
 	close(runner.gate)
 	waitState(t, sub, id, api.JobReleased, 30*time.Second)
-	waitFor(t, "the submitter to show the GPU free again", 10*time.Second, gpuFree)
+	poll.Until(t, "the submitter to show the GPU free again", 10*time.Second, gpuFree)
 	checkOffer("released")
 
 	// And the GPU is matched again at once: a second job runs.

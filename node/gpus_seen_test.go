@@ -9,6 +9,7 @@ import (
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/testnet/poll"
 )
 
 const h100Job = `name: t
@@ -26,9 +27,9 @@ func gpusSeenPair(t *testing.T, see func([]exec.GPU) []exec.GPU) (prov, sub *tes
 		return see(n.compute.GPUs)
 	}})
 	n = prov
-	waitFor(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
+	poll.Until(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
 	sub = startNode(t, nodeOpts{boot: prov.Addrs()[:1]})
-	waitFor(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
+	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
 	return prov, sub
 }
 
@@ -41,7 +42,7 @@ func runH100Job(t *testing.T, prov, sub *testNode) (api.Job, ledger.Receipt) {
 		t.Fatal(err)
 	}
 	done := waitState(t, sub, j.ID, api.JobReleased, 30*time.Second)
-	waitFor(t, "the provider's final receipt", 10*time.Second, func() bool { _, ok := finalReceipt(t, prov, done.Lease); return ok })
+	poll.Until(t, "the provider's final receipt", 10*time.Second, func() bool { _, ok := finalReceipt(t, prov, done.Lease); return ok })
 	pr, _ := finalReceipt(t, prov, done.Lease)
 	sr, ok := finalReceipt(t, sub, done.Lease)
 	if !ok || pr.Digest() != sr.Digest() {
@@ -55,7 +56,7 @@ func runH100Job(t *testing.T, prov, sub *testNode) (api.Job, ledger.Receipt) {
 func TestRolesGPUsSeenAgree(t *testing.T) {
 	prov, sub := gpusSeenPair(t, func(gs []exec.GPU) []exec.GPU { return gs })
 	j, r := runH100Job(t, prov, sub)
-	if j.Outcome != ledger.OutcomeCompleted {
+	if j.Outcome != string(ledger.OutcomeCompleted) {
 		t.Fatalf("ended %s: %s", j.Outcome, j.Reason)
 	}
 	want := prov.compute.GPUs[0]

@@ -18,6 +18,7 @@ import (
 	"github.com/e31network/e31/node/submitter"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
+	"github.com/e31network/e31/testnet/poll"
 )
 
 // lineRunner stands in for the sandbox of a job that writes its log over
@@ -90,7 +91,7 @@ func (s *logSink) String() string {
 func apiClient(t *testing.T, n *testNode) *api.Client {
 	t.Helper()
 	var info RunInfo
-	waitFor(t, "the node's run file", 10*time.Second, func() bool {
+	poll.Until(t, "the node's run file", 10*time.Second, func() bool {
 		b, err := os.ReadFile(filepath.Join(n.dir, RunFile))
 		return err == nil && json.Unmarshal(b, &info) == nil && info.API != ""
 	})
@@ -103,9 +104,9 @@ func startLogPair(t *testing.T) (prov, sub *testNode, runner *lineRunner, id str
 	t.Helper()
 	runner = newLineRunner()
 	prov = startNode(t, nodeOpts{gpus: "1xH100:80GiB", sandbox: runner})
-	waitFor(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
+	poll.Until(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
 	sub = startNode(t, nodeOpts{boot: prov.Addrs()[:1]})
-	waitFor(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
+	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
 	id = submit(t, sub)
 	select {
 	case <-runner.started:
@@ -135,7 +136,7 @@ func TestLogsFollowSeesLinesAsWritten(t *testing.T) {
 		want.WriteString(line + "\n")
 		// The next line is written only once the follower has this one:
 		// what it sees comes while the job runs, not from the output.
-		waitFor(t, "the follower to print "+line, 10*time.Second, func() bool { return sink.String() == want.String() })
+		poll.Until(t, "the follower to print "+line, 10*time.Second, func() bool { return sink.String() == want.String() })
 	}
 	if j := job(t, sub, id); j.State != api.JobRunning {
 		t.Fatalf("job %s while its lines were followed, want running", j.State)
@@ -175,7 +176,7 @@ func TestLogsFollowEndsWhenTheProviderDies(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- sub.submitter.Logs(ctx, id, api.LogOptions{Follow: true}, &sink) }()
 	runner.lines <- "before the crash"
-	waitFor(t, "the first line", 10*time.Second, func() bool { return sink.String() == "before the crash\n" })
+	poll.Until(t, "the first line", 10*time.Second, func() bool { return sink.String() == "before the crash\n" })
 
 	prov.cancel() // the provider goes away with the job still running
 	select {
@@ -195,7 +196,7 @@ func TestLogsRefusedToOthers(t *testing.T) {
 	prov, sub, runner, id := startLogPair(t)
 	defer close(runner.lines)
 	other := startNode(t, nodeOpts{boot: prov.Addrs()[:1]})
-	waitFor(t, "the stranger to see the provider", 15*time.Second, func() bool { return len(other.Nodes()) == 1 })
+	poll.Until(t, "the stranger to see the provider", 15*time.Second, func() bool { return len(other.Nodes()) == 1 })
 	j := job(t, sub, id)
 	req := wire.LogsRequest{Lease: j.Lease, Job: j.ID, Stream: wire.StreamStdout}
 	err := caller{other.Node}.Call(context.Background(), prov.self, wire.ProtoLogs, req, nil)

@@ -15,6 +15,7 @@ import (
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/testnet/poll"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
@@ -177,26 +178,14 @@ func startNode(t *testing.T, o nodeOpts) *testNode {
 	return tn
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // pair starts a provider with one simulated GPU and a submitter that
 // bootstraps to it, and waits until the submitter sees the offer.
 func pair(t *testing.T, runner *fakeRunner, subLose func(protocol.ID, peer.ID) bool) (prov, sub *testNode) {
 	t.Helper()
 	prov = startNode(t, nodeOpts{gpus: "1xH100:80GiB", runner: runner})
-	waitFor(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
+	poll.Until(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
 	sub = startNode(t, nodeOpts{boot: prov.Addrs()[:1], loseReply: subLose})
-	waitFor(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
+	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
 	return prov, sub
 }
 
@@ -228,7 +217,7 @@ func job(t *testing.T, n *testNode, id string) api.Job {
 
 func waitState(t *testing.T, n *testNode, id string, st api.JobState, within time.Duration) api.Job {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("job %s %s", id, st), within, func() bool { return job(t, n, id).State == st })
+	poll.Until(t, fmt.Sprintf("job %s %s", id, st), within, func() bool { return job(t, n, id).State == st })
 	return job(t, n, id)
 }
 
@@ -257,7 +246,7 @@ func TestRolesLeaseRunsToRelease(t *testing.T) {
 	prov, sub := pair(t, newFakeRunner(true), nil)
 	id := submit(t, sub)
 	j := waitState(t, sub, id, api.JobReleased, 30*time.Second)
-	if j.Outcome != ledger.OutcomeCompleted || j.Attribution != ledger.AttributionJob || j.Output == "" {
+	if j.Outcome != string(ledger.OutcomeCompleted) || j.Attribution != string(ledger.AttributionJob) || j.Output == "" {
 		t.Fatalf("job ended %s/%s with output %q", j.Outcome, j.Attribution, j.Output)
 	}
 	var steps []api.StepName
@@ -267,7 +256,7 @@ func TestRolesLeaseRunsToRelease(t *testing.T) {
 	if fmt.Sprint(steps) != fmt.Sprint(api.Steps[:]) {
 		t.Fatalf("steps %v, want %v", steps, api.Steps)
 	}
-	waitFor(t, "the provider's final receipt", 10*time.Second, func() bool { _, ok := finalReceipt(t, prov, j.Lease); return ok })
+	poll.Until(t, "the provider's final receipt", 10*time.Second, func() bool { _, ok := finalReceipt(t, prov, j.Lease); return ok })
 	pr, _ := finalReceipt(t, prov, j.Lease)
 	sr, ok := finalReceipt(t, sub, j.Lease)
 	if !ok || pr.Digest() != sr.Digest() {
@@ -307,7 +296,7 @@ func TestRolesStepsNeedNoEventCalls(t *testing.T) {
 	}
 	// The job is released once its output is fetched; the final receipt
 	// may still be on its way.
-	waitFor(t, "the final receipt's call", 10*time.Second, func() bool {
+	poll.Until(t, "the final receipt's call", 10*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return calls[wire.ProtoReceipt] >= 2
@@ -338,12 +327,12 @@ func TestRolesWithdrawalRace(t *testing.T) {
 		if _, err := sub.submitter.Withdraw(context.Background(), id); err != nil {
 			t.Fatalf("withdraw %d: %v", i, err)
 		}
-		waitFor(t, "the job to end", 20*time.Second, func() bool { return job(t, sub, id).State.Terminal() })
+		poll.Until(t, "the job to end", 20*time.Second, func() bool { return job(t, sub, id).State.Terminal() })
 		j := job(t, sub, id)
-		if j.Outcome != ledger.OutcomeWithdrawn || j.Attribution != ledger.AttributionSubmitter {
+		if j.Outcome != string(ledger.OutcomeWithdrawn) || j.Attribution != string(ledger.AttributionSubmitter) {
 			t.Fatalf("withdrawal %d (after %s): ended %s %s/%s", i, delay, j.State, j.Outcome, j.Attribution)
 		}
-		waitFor(t, "the provider's GPU to be free", 10*time.Second, func() bool { return prov.provider.Counts().Held == 0 })
+		poll.Until(t, "the provider's GPU to be free", 10*time.Second, func() bool { return prov.provider.Counts().Held == 0 })
 	}
 }
 
@@ -357,10 +346,10 @@ func TestRolesLostCountersignature(t *testing.T) {
 	}
 	prov, sub := pair(t, newFakeRunner(true), lose)
 	id := submit(t, sub)
-	waitFor(t, "the first countersignature to be lost", 10*time.Second, func() bool { return lost.Load() >= 1 })
+	poll.Until(t, "the first countersignature to be lost", 10*time.Second, func() bool { return lost.Load() >= 1 })
 	first := job(t, sub, id)
 	j := waitState(t, sub, id, api.JobReleased, 40*time.Second)
-	if j.Outcome != ledger.OutcomeCompleted {
+	if j.Outcome != string(ledger.OutcomeCompleted) {
 		t.Fatalf("job ended %s", j.Outcome)
 	}
 	if first.Lease != "" && first.Lease == j.Lease {
@@ -384,10 +373,10 @@ func TestRolesReceiptRetry(t *testing.T) {
 	runner := newFakeRunner(false)
 	prov, sub := pair(t, runner, lose)
 	id := submit(t, sub)
-	waitFor(t, "two receipt replies lost", 20*time.Second, func() bool { return lost.Load() >= 3 })
+	poll.Until(t, "two receipt replies lost", 20*time.Second, func() bool { return lost.Load() >= 3 })
 	close(runner.gate)
 	j := waitState(t, sub, id, api.JobReleased, 30*time.Second)
-	waitFor(t, "the provider's final receipt", 10*time.Second, func() bool { _, ok := finalReceipt(t, prov, j.Lease); return ok })
+	poll.Until(t, "the provider's final receipt", 10*time.Second, func() bool { _, ok := finalReceipt(t, prov, j.Lease); return ok })
 	pes, _ := prov.ledger.ByLease(context.Background(), j.Lease)
 	ses, _ := sub.ledger.ByLease(context.Background(), j.Lease)
 	if len(pes) != len(ses) {
@@ -421,7 +410,7 @@ func TestRolesProviderRestart(t *testing.T) {
 				t.Fatal("the run never started")
 			}
 			if step == "output" {
-				waitFor(t, "the output step", 10*time.Second, func() bool { return job(t, sub, id).State == api.JobOutput })
+				poll.Until(t, "the output step", 10*time.Second, func() bool { return job(t, sub, id).State == api.JobOutput })
 			}
 			dir := prov.dir
 			prov.stop(t)
@@ -431,7 +420,7 @@ func TestRolesProviderRestart(t *testing.T) {
 			if j.Lease != lease {
 				t.Fatalf("released lease %s, ran %s", j.Lease, lease)
 			}
-			waitFor(t, "both final receipts", 20*time.Second, func() bool {
+			poll.Until(t, "both final receipts", 20*time.Second, func() bool {
 				_, a := finalReceipt(t, prov2, lease)
 				_, b := finalReceipt(t, sub, lease)
 				return a && b
@@ -461,14 +450,14 @@ func TestRolesProviderLostAndResumed(t *testing.T) {
 		t.Fatal("the run never started")
 	}
 	other := startNode(t, nodeOpts{gpus: "1xA100:40GiB", runner: newFakeRunner(true), boot: sub.Addrs()[:1]})
-	waitFor(t, "the submitter to see both providers", 15*time.Second, func() bool { return len(sub.Nodes()) == 2 })
+	poll.Until(t, "the submitter to see both providers", 15*time.Second, func() bool { return len(sub.Nodes()) == 2 })
 	prov.stop(t) // silent from now on
 	j := waitState(t, sub, id, api.JobReleased, 20*time.Second)
-	if j.Outcome != ledger.OutcomeProviderLost || j.Attribution != ledger.AttributionProvider {
+	if j.Outcome != string(ledger.OutcomeProviderLost) || j.Attribution != string(ledger.AttributionProvider) {
 		t.Fatalf("job ended %s/%s", j.Outcome, j.Attribution)
 	}
 	var resumed api.Job
-	waitFor(t, "the automatic resumption to complete", 30*time.Second, func() bool {
+	poll.Until(t, "the automatic resumption to complete", 30*time.Second, func() bool {
 		for _, x := range sub.submitter.Jobs() {
 			if x.ResumeOf == id && x.State == api.JobReleased {
 				resumed = x
@@ -477,7 +466,7 @@ func TestRolesProviderLostAndResumed(t *testing.T) {
 		}
 		return false
 	})
-	if resumed.Outcome != ledger.OutcomeCompleted || resumed.Provider != other.self.String() {
+	if resumed.Outcome != string(ledger.OutcomeCompleted) || resumed.Provider != other.self.String() {
 		t.Fatalf("resumption ended %s on %s", resumed.Outcome, resumed.Provider)
 	}
 }
@@ -486,11 +475,11 @@ func TestRolesProviderLostAndResumed(t *testing.T) {
 // submitter's re-announcements and runs it.
 func TestRolesRequeueReachesLateProvider(t *testing.T) {
 	sub := startNode(t, nodeOpts{})
-	waitFor(t, "submitter ready", 10*time.Second, func() bool { return len(sub.Addrs()) > 0 })
+	poll.Until(t, "submitter ready", 10*time.Second, func() bool { return len(sub.Addrs()) > 0 })
 	id := submit(t, sub) // announced while no provider can hear it
 	startNode(t, nodeOpts{gpus: "1xH100:80GiB", runner: newFakeRunner(true), boot: sub.Addrs()[:1]})
 	j := waitState(t, sub, id, api.JobReleased, 30*time.Second)
-	if j.Outcome != ledger.OutcomeCompleted {
+	if j.Outcome != string(ledger.OutcomeCompleted) {
 		t.Fatalf("job ended %s", j.Outcome)
 	}
 }

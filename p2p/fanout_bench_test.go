@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e31network/e31/testnet/poll"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -106,7 +107,7 @@ func benchFanout(b *testing.B, n int, params pubsub.GossipSubParams) {
 	}
 	// Every peer must have heard every other's subscription, and the
 	// meshes must have formed (one heartbeat), before a message counts.
-	waitFor(b, 10*time.Second, "topic peers", func() bool {
+	poll.Until(b, "topic peers", 10*time.Second, func() bool {
 		for _, p := range peers {
 			if len(p.g.TopicPeers(TopicJobs)) < n-1 {
 				return false
@@ -119,7 +120,7 @@ func benchFanout(b *testing.B, n int, params pubsub.GossipSubParams) {
 		if _, err := p.g.Publish(ctx, TopicJobs, "bench", warm); err != nil {
 			b.Fatal(err)
 		}
-		waitFor(b, 10*time.Second, "warm-up delivery", func() bool {
+		poll.Until(b, "warm-up delivery", 10*time.Second, func() bool {
 			for _, q := range peers {
 				if q.got.Load() < int64(i+1) {
 					return false
@@ -138,7 +139,7 @@ func benchFanout(b *testing.B, n int, params pubsub.GossipSubParams) {
 			b.Fatal(err)
 		}
 		want := base + int64(i+1)
-		waitFor(b, 10*time.Second, "delivery to every peer", func() bool {
+		poll.Until(b, "delivery to every peer", 10*time.Second, func() bool {
 			for _, p := range peers {
 				if p.got.Load() < want {
 					return false

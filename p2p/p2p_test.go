@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e31network/e31/testnet/poll"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -173,17 +174,6 @@ func newTestHost(t testing.TB) (host.Host, crypto.PrivKey) {
 	return h, sk
 }
 
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestGossipRejectsBadPayloads(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -217,7 +207,7 @@ func TestGossipRejectsBadPayloads(t *testing.T) {
 	if err := ha.Connect(ctx, peer.AddrInfo{ID: hb.ID(), Addrs: hb.Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "topic peers", func() bool { return len(ga.TopicPeers(TopicOffers)) == 1 })
+	poll.Until(t, "topic peers", 10*time.Second, func() bool { return len(ga.TopicPeers(TopicOffers)) == 1 })
 
 	type body struct{ Who string }
 	// A good message arrives.
@@ -251,7 +241,7 @@ func TestGossipRejectsBadPayloads(t *testing.T) {
 	if err := hc.Connect(ctx, peer.AddrInfo{ID: hb.ID(), Addrs: hb.Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "B to see C on the topic", func() bool {
+	poll.Until(t, "B to see C on the topic", 10*time.Second, func() bool {
 		for _, p := range gb.TopicPeers(TopicOffers) {
 			if p == hc.ID() {
 				return true
@@ -259,7 +249,7 @@ func TestGossipRejectsBadPayloads(t *testing.T) {
 		}
 		return false
 	})
-	waitFor(t, 10*time.Second, "C to see B on the topic", func() bool { return len(topicC.ListPeers()) > 0 })
+	poll.Until(t, "C to see B on the topic", 10*time.Second, func() bool { return len(topicC.ListPeers()) > 0 })
 
 	// The path from C to B is up once a valid message gets through; the
 	// first publishes can be dropped while the routers exchange state.
@@ -273,7 +263,7 @@ func TestGossipRejectsBadPayloads(t *testing.T) {
 		_, err := subB.Next(rctx)
 		return err == nil
 	}
-	waitFor(t, 10*time.Second, "a message from C to reach B", warm)
+	poll.Until(t, "a message from C to reach B", 10*time.Second, warm)
 
 	claimB, _ := Seal(kc, "offer", body{Who: hb.ID().String()}, time.Now()) // signed by C, claims B
 	signedByA, _ := Seal(ka, "offer", body{Who: ha.ID().String()}, time.Now())
@@ -314,7 +304,7 @@ func TestGossipRejectsBadPayloads(t *testing.T) {
 				}
 				return
 			}
-			waitFor(t, 10*time.Second, c.reason+" counted", func() bool {
+			poll.Until(t, c.reason+" counted", 10*time.Second, func() bool {
 				return gb.Rejections()[c.reason] == before[c.reason]+1
 			})
 			for r, n := range gb.Rejections() {
@@ -383,7 +373,7 @@ func TestIDontWantOnlyForLargeMessages(t *testing.T) {
 		peers = append(peers, p)
 	}
 	// The mesh: every peer has grafted every other.
-	waitFor(t, 10*time.Second, "a full mesh", func() bool { return counter.grafts.Load() >= n*(n-1) })
+	poll.Until(t, "a full mesh", 10*time.Second, func() bool { return counter.grafts.Load() >= n*(n-1) })
 	publish := func(size int) {
 		t.Helper()
 		if _, err := peers[0].g.Publish(ctx, TopicJobs, "pad", struct{ Pad string }{strings.Repeat("p", size)}); err != nil {
@@ -400,5 +390,5 @@ func TestIDontWantOnlyForLargeMessages(t *testing.T) {
 		t.Fatalf("a 1.2 KB message drew %d IDONTWANT notices", got)
 	}
 	publish(IDontWantAbove + 1024)
-	waitFor(t, 10*time.Second, "IDONTWANT for a large message", func() bool { return counter.idontwant.Load() > 0 })
+	poll.Until(t, "IDONTWANT for a large message", 10*time.Second, func() bool { return counter.idontwant.Load() > 0 })
 }

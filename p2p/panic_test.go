@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e31network/e31/testnet/poll"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -116,7 +117,7 @@ func TestGossipValidatorPanicDropsTheMessage(t *testing.T) {
 	connect(t, ctx, a.h, b.h)
 
 	// The path from A to B is up once a message gets through.
-	waitFor(t, 10*time.Second, "a message from A to reach B", func() bool {
+	poll.Until(t, "a message from A to reach B", 10*time.Second, func() bool {
 		if _, err := a.g.Publish(ctx, TopicOffers, "offer", whoBody{Who: "warm"}); err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +152,7 @@ func TestGossipValidatorPanicDropsTheMessage(t *testing.T) {
 	}
 	// Validation runs in pubsub's workers: the next message may be
 	// delivered before the panicking one's validation is over.
-	waitFor(t, 10*time.Second, "the panic to be told", func() bool { return len(pl.told()) > 0 })
+	poll.Until(t, "the panic to be told", 10*time.Second, func() bool { return len(pl.told()) > 0 })
 	if got := pl.told(); len(got) != 1 || got[0] != PanicGossipValidate {
 		t.Errorf("hook told %q, want [%s]", got, PanicGossipValidate)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e31network/e31/testnet/poll"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -104,8 +105,8 @@ func TestRelayOnLoopback(t *testing.T) {
 	}
 	t.Cleanup(func() { a.Close() })
 	serveEcho(ctx, a)
-	waitFor(t, 5*time.Second, "a to report private", func() bool { return HostReachability(a) == ReachPrivate })
-	waitFor(t, 5*time.Second, "r to report public", func() bool { return HostReachability(r) == ReachPublic })
+	poll.Until(t, "a to report private", 5*time.Second, func() bool { return HostReachability(a) == ReachPrivate })
+	poll.Until(t, "r to report public", 5*time.Second, func() bool { return HostReachability(r) == ReachPublic })
 	b, err := NewHost(HostConfig{Key: newKey(t), Listen: loop,
 		Reachability: Reachability{RelayClient: true, StaticRelays: []peer.AddrInfo{rInfo}}})
 	if err != nil {
@@ -115,7 +116,7 @@ func TestRelayOnLoopback(t *testing.T) {
 	circuit := ma.StringCast(r.Addrs()[0].String() + "/p2p/" + r.ID().String() + "/p2p-circuit")
 	// The relay puts only public addresses in a reservation, so on loopback
 	// a's slot shows up as a circuit that connects, not as an address of a.
-	waitFor(t, 10*time.Second, "a circuit through r to a", func() bool {
+	poll.Until(t, "a circuit through r to a", 10*time.Second, func() bool {
 		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
 		defer ccancel()
 		return b.Connect(cctx, peer.AddrInfo{ID: a.ID(), Addrs: []ma.Multiaddr{circuit}}) == nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e31network/e31/testnet/poll"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -191,11 +192,11 @@ func TestByzantineInvalidPublisherGraylisted(t *testing.T) {
 	f := newRawPeer(t, ctx, "test")
 	connect(t, ctx, a.h, b.h)
 	connect(t, ctx, f.h, a.h)
-	waitFor(t, 10*time.Second, "A to see B and F on the topic", func() bool {
+	poll.Until(t, "A to see B and F on the topic", 10*time.Second, func() bool {
 		ps := a.g.TopicPeers(TopicOffers)
 		return hasPeer(ps, b.h.ID()) && hasPeer(ps, f.h.ID())
 	})
-	waitFor(t, 10*time.Second, "F to see A on the topic", func() bool { return len(f.topics[TopicOffers].ListPeers()) > 0 })
+	poll.Until(t, "F to see A on the topic", 10*time.Second, func() bool { return len(f.topics[TopicOffers].ListPeers()) > 0 })
 
 	// F is an ordinary peer until it misbehaves: its valid messages arrive.
 	valid := func() []byte {
@@ -205,7 +206,7 @@ func TestByzantineInvalidPublisherGraylisted(t *testing.T) {
 		}
 		return s.Raw
 	}
-	waitFor(t, 10*time.Second, "a valid message from F to reach A", func() bool {
+	poll.Until(t, "a valid message from F to reach A", 10*time.Second, func() bool {
 		if err := f.topics[TopicOffers].Publish(ctx, valid()); err != nil {
 			t.Fatal(err)
 		}
@@ -226,11 +227,11 @@ func TestByzantineInvalidPublisherGraylisted(t *testing.T) {
 		if err := f.topics[TopicOffers].Publish(ctx, s.Raw); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "the forgery to be rejected", func() bool { return a.g.Rejections()[ReasonForged] == before+1 })
+		poll.Until(t, "the forgery to be rejected", 10*time.Second, func() bool { return a.g.Rejections()[ReasonForged] == before+1 })
 		// The score is read back every InspectEvery; wait for a reading
 		// that includes this rejection.
 		want := -float64((forged+1)*(forged+1)) * -InvalidMessageWeight
-		waitFor(t, 10*time.Second, "the score to follow", func() bool {
+		poll.Until(t, "the score to follow", 10*time.Second, func() bool {
 			s, ok := a.guard.Score(f.h.ID())
 			return ok && s <= want+topicScoreCap
 		})
@@ -247,7 +248,7 @@ func TestByzantineInvalidPublisherGraylisted(t *testing.T) {
 	if err := f.topics[TopicOffers].Publish(ctx, valid()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "A to receive F's message", func() bool { return a.guard.Received(f.h.ID()) > seen })
+	poll.Until(t, "A to receive F's message", 10*time.Second, func() bool { return a.guard.Received(f.h.ID()) > seen })
 	if _, err := b.g.Publish(ctx, TopicOffers, "offer", whoBody{Who: b.h.ID().String()}); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +292,7 @@ func TestByzantineHonestHighRateNotGraylisted(t *testing.T) {
 		}
 	}
 	for _, n := range ns {
-		waitFor(t, 10*time.Second, "every peer on the topic", func() bool { return len(n.g.TopicPeers(TopicOffers)) == len(ns)-1 })
+		poll.Until(t, "every peer on the topic", 10*time.Second, func() bool { return len(n.g.TopicPeers(TopicOffers)) == len(ns)-1 })
 	}
 	// Every peer publishes 1,000 messages as fast as it can: 4,000 in
 	// all, against a burst of 40 and 20 a second per sending peer.
@@ -336,7 +337,7 @@ func TestByzantineHonestHighRateNotGraylisted(t *testing.T) {
 	// read its scores after that.
 	settled := time.Now().Add(pubsub.GossipSubIWantFollowupTime + time.Second)
 	for _, n := range ns {
-		waitFor(t, 30*time.Second, "scores read after the promises expired", func() bool {
+		poll.Until(t, "scores read after the promises expired", 30*time.Second, func() bool {
 			check()
 			n.guard.mu.Lock()
 			defer n.guard.mu.Unlock()
@@ -428,7 +429,7 @@ func TestByzantineStaleAndReplayedAreNotPunished(t *testing.T) {
 	a := newHonest(t, ctx, cfg, nil)
 	f := newRawPeer(t, ctx, "test")
 	connect(t, ctx, f.h, a.h)
-	waitFor(t, 10*time.Second, "F to see A on the topic", func() bool { return len(f.topics[TopicOffers].ListPeers()) > 0 })
+	poll.Until(t, "F to see A on the topic", 10*time.Second, func() bool { return len(f.topics[TopicOffers].ListPeers()) > 0 })
 	seal := func(at time.Time) []byte {
 		s, err := Seal(f.key, "offer", whoBody{Who: f.h.ID().String()}, at)
 		if err != nil {
@@ -437,7 +438,7 @@ func TestByzantineStaleAndReplayedAreNotPunished(t *testing.T) {
 		return s.Raw
 	}
 	first := seal(time.Now())
-	waitFor(t, 10*time.Second, "a valid message from F to reach A", func() bool {
+	poll.Until(t, "a valid message from F to reach A", 10*time.Second, func() bool {
 		if err := f.topics[TopicOffers].Publish(ctx, seal(time.Now())); err != nil {
 			t.Fatal(err)
 		}
@@ -465,12 +466,12 @@ func TestByzantineStaleAndReplayedAreNotPunished(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "every stale and replayed message counted", func() bool {
+	poll.Until(t, "every stale and replayed message counted", 10*time.Second, func() bool {
 		r := a.g.Rejections()
 		return r[ReasonStale]+r[ReasonReplayed] == n
 	})
 	settled := time.Now()
-	waitFor(t, 10*time.Second, "a score reading after them", func() bool {
+	poll.Until(t, "a score reading after them", 10*time.Second, func() bool {
 		a.guard.mu.Lock()
 		defer a.guard.mu.Unlock()
 		return a.guard.readAt.After(settled)

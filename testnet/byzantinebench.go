@@ -184,7 +184,7 @@ func byzantineBatch(ctx context.Context, cl *api.Client, n int, run, wait time.D
 		for _, p := range j.Avoid {
 			r.avoided[p]++
 		}
-		if j.State != api.JobReleased || j.Outcome != ledger.OutcomeCompleted {
+		if j.State != api.JobReleased || j.Outcome != string(ledger.OutcomeCompleted) {
 			fmt.Fprintf(os.Stderr, "job %s not completed: %s %s (%s)\n", id, j.State, j.Outcome, j.Reason)
 			continue
 		}

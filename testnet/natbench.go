@@ -283,7 +283,7 @@ func benchNATRun(ctx context.Context, bin cluster.Binaries, dir string, kind nat
 	if j, err = waitJob(ctx, scl, first, 60*time.Second, released); err != nil {
 		return row, err
 	}
-	if j.Outcome != ledger.OutcomeCompleted {
+	if j.Outcome != string(ledger.OutcomeCompleted) {
 		return row, fmt.Errorf("first job ended %s (%s)", j.Outcome, j.Reason)
 	}
 	row.Path, _ = peerPath(ctx, scl, prov.PeerID)
@@ -299,7 +299,7 @@ func benchNATRun(ctx context.Context, bin cluster.Binaries, dir string, kind nat
 	if j, err = waitJob(ctx, scl, id, 10*time.Minute, released); err != nil {
 		return row, err
 	}
-	if j.Outcome != ledger.OutcomeCompleted {
+	if j.Outcome != string(ledger.OutcomeCompleted) {
 		return row, fmt.Errorf("staging job ended %s (%s)", j.Outcome, j.Reason)
 	}
 	staging, err := stagingPhase(ctx, scl, id)

@@ -192,7 +192,7 @@ func printReceipts(g *globalOptions, res receiptsResult) {
 	for i, r := range res.Receipts {
 		signed := "both"
 		if r.OneSided() {
-			signed = r.Signer + " only"
+			signed = string(r.Signer) + " only"
 			if slices.Contains(res.Superseded, i) {
 				signed += ", superseded"
 			}
@@ -250,11 +250,11 @@ func printGPUsSeen(g *globalOptions, rs []ledger.Receipt) {
 func versionSigner(r *ledger.Receipt) string {
 	switch {
 	case r.OneSided():
-		return r.Signer
+		return string(r.Signer)
 	case len(r.ProviderSig) > 0 && len(r.SubmitterSig) == 0:
-		return ledger.SignerProvider
+		return string(ledger.SignerProvider)
 	case len(r.SubmitterSig) > 0 && len(r.ProviderSig) == 0:
-		return ledger.SignerSubmitter
+		return string(ledger.SignerSubmitter)
 	}
 	return "both"
 }

@@ -120,11 +120,13 @@ func oneSided(h float64) string {
 	return hours(h) + oneSidedMark
 }
 
-func orDash(s string) string {
+// orDash is s, or "-" where it is empty; s may be any string type
+// (ledger.Outcome, ledger.Attribution).
+func orDash[S ~string](s S) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return string(s)
 }
 
 // describePolicy names the policy the report was made under and what it

@@ -255,7 +255,7 @@ func TestReceiptsExportAndList(t *testing.T) {
 	for _, r := range rows {
 		switch {
 		case r.Dispute != nil:
-			versions = append(versions, r.Dispute.Version+" "+r.Signer)
+			versions = append(versions, r.Dispute.Version+" "+string(r.Signer))
 		case r.Superseded:
 			superseded++
 		default:
@@ -265,7 +265,7 @@ func TestReceiptsExportAndList(t *testing.T) {
 			t.Errorf("a row without the receipt's own fields: %+v", r)
 		}
 	}
-	if plain+superseded != m.Entries-1 || superseded != 1 || !slices.Equal(versions, []string{"ours " + ledger.SignerProvider, "theirs " + ledger.SignerSubmitter}) {
+	if plain+superseded != m.Entries-1 || superseded != 1 || !slices.Equal(versions, []string{"ours " + string(ledger.SignerProvider), "theirs " + string(ledger.SignerSubmitter)}) {
 		t.Fatalf("receipts --json: %d receipts, %d superseded, dispute versions %q", plain+superseded, superseded, versions)
 	}
 	var generic []map[string]any

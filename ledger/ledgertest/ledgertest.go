@@ -96,7 +96,7 @@ func (l Lease) Chain(tb testing.TB, n int, c *ledger.Cause) []ledger.Receipt {
 // OneSided returns a final record after chain signed by signer alone
 // (ledger.SignerProvider or SignerSubmitter), with the lease evidence both
 // parties signed; it claims extra more minutes than the last receipt.
-func (l Lease) OneSided(tb testing.TB, chain []ledger.Receipt, extra int, signer string, c ledger.Cause) ledger.Receipt {
+func (l Lease) OneSided(tb testing.TB, chain []ledger.Receipt, extra int, signer ledger.Signer, c ledger.Cause) ledger.Receipt {
 	tb.Helper()
 	seq, prev := next(chain)
 	r := end(l.receipt(seq+uint64(extra)-1, prev), c)

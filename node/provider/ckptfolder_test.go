@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/ledger/ledgertest"
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/state/statetest"
 	"github.com/e31network/e31/node/wire/wiretest"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -55,11 +57,11 @@ func (allowAll) Allow(peer.ID, cid.Cid) {}
 func runningLease(t *testing.T, store *ckptStore, written time.Time) (*Provider, *leaseRunner, string) {
 	t.Helper()
 	self := wiretest.FreshParty(t)
-	p := newTestProvider(t, self, Config{EventTimeout: time.Second}, &absent{calls: map[protocol.ID]int{}}, store, &memRecords{m: map[string]Record{}}, &memLedger{})
+	p := newTestProvider(t, self, Config{EventTimeout: time.Second}, &absent{calls: map[protocol.ID]int{}}, store, &statetest.Records{}, &ledgertest.Memory{})
 	p.d.Access = allowAll{}
 	sub := wiretest.FreshParty(t)
 	l := p.newRunner(&Record{Lease: wiretest.SignedLease(t, self, sub), State: Running,
-		Declaration: market.NewDeclaration("t", []string{"true"}, 1, market.Hour, nil)})
+		Declaration: market.NewDeclaration("t", []string{"true"}, 1, market.Hour, nil)}, sub.ID)
 	dir := t.TempDir()
 	f := filepath.Join(dir, "model.pt")
 	if err := os.WriteFile(f, []byte("weights"), 0o644); err != nil {

@@ -72,7 +72,7 @@ func (lr *leaseRunner) recovered(where string, v any) {
 	lr.countPanic(where, v, debug.Stack())
 	reason := fmt.Sprintf("internal error (%s): %v", where, v)
 	lr.change(func(r *Record) {
-		r.end(ledger.OutcomeFailed, ledger.AttributionProvider, reason, nil)
+		r.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionProvider, Reason: reason})
 		r.Handling = ""
 	})
 	if _, cancel := lr.stopper(); cancel != nil {
@@ -120,12 +120,12 @@ func endInterrupted(r *Record) {
 		return
 	}
 	if r.Handling != "" {
-		r.end(ledger.OutcomeFailed, ledger.AttributionProvider,
-			"the provider stopped while "+r.Handling+"; not tried again, since that may be what stopped it", nil)
+		r.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionProvider,
+			Reason: "the provider stopped while " + r.Handling + "; not tried again, since that may be what stopped it"})
 		r.Handling = ""
 		return
 	}
-	r.end(ledger.OutcomeProviderLost, ledger.AttributionProvider, "provider restarted", nil)
+	r.end(ledger.Ending{Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, Reason: "provider restarted"})
 }
 
 // outputLimits are the caps on what a job leaves in its output or

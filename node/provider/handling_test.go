@@ -15,8 +15,9 @@ import (
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/exec/layers"
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/ledger/ledgertest"
 	"github.com/e31network/e31/market"
-	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/state/statetest"
 	"github.com/e31network/e31/node/wire/wiretest"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -66,8 +67,8 @@ func TestClipReasonFitsAReceipt(t *testing.T) {
 func TestRestartEndsALeaseStoppedWhileHandlingItsContent(t *testing.T) {
 	for _, tc := range []struct {
 		rec         Record
-		outcome     string
-		attribution string
+		outcome     ledger.Outcome
+		attribution ledger.Attribution
 	}{
 		{Record{State: Staging, Handling: "unpacking the image (bafy)"}, ledger.OutcomeFailed, ledger.AttributionProvider},
 		{Record{State: Output, Handling: "importing the output"}, ledger.OutcomeFailed, ledger.AttributionProvider},
@@ -116,8 +117,8 @@ func runImageLease(t *testing.T, prepare func() (*exec.ImageRoot, func(), error)
 	var panics float64
 	synctest.Test(t, func(t *testing.T) {
 		self := wiretest.FreshParty(t)
-		records := &memRecords{m: map[string]Record{}}
-		led := &memLedger{}
+		records := &statetest.Records{}
+		led := &ledgertest.Memory{}
 		p = newTestProvider(t, self, Config{ReceiptInterval: time.Minute, OutputTimeout: time.Minute, Retention: time.Hour,
 			ReceiptTimeout: time.Second, EventTimeout: time.Second, DataDir: t.TempDir()},
 			&absent{calls: map[protocol.ID]int{}}, &unpins{}, records, led)
@@ -127,7 +128,8 @@ func runImageLease(t *testing.T, prepare func() (*exec.ImageRoot, func(), error)
 		p.d.Images, p.d.Fetcher = stage, stage
 		d := market.NewDeclaration("t", []string{"true"}, 1, market.Hour, nil)
 		d.Work.Image = wiretest.CID(t, "image")
-		l := p.newRunner(&Record{Lease: wiretest.SignedLease(t, self, wiretest.FreshParty(t)), Declaration: d, State: Held, Start: time.Now()})
+		sub := wiretest.FreshParty(t)
+		l := p.newRunner(&Record{Lease: wiretest.SignedLease(t, self, sub), Declaration: d, State: Held, Start: time.Now()}, sub.ID)
 		id := l.rec.ID()
 		p.mu.Lock()
 		for _, g := range l.rec.Lease.Terms.GPUs {
@@ -139,11 +141,12 @@ func runImageLease(t *testing.T, prepare func() (*exec.ImageRoot, func(), error)
 		if err := p.tasks.Wait(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		rec = records.m[state.PrefixLease+id]
-		if len(led.oneSided) != 1 {
-			t.Fatalf("%d final records of the provider's own, want 1", len(led.oneSided))
+		rec = stored(t, records, id)
+		oneSided := led.OneSided()
+		if len(oneSided) != 1 {
+			t.Fatalf("%d final records of the provider's own, want 1", len(oneSided))
 		}
-		rec.Reason = led.oneSided[0].Reason
+		rec.Reason = oneSided[0].Reason
 		panics = testutil.ToFloat64(counter)
 	})
 	return rec, p, panics

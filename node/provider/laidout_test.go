@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e31network/e31/ledger/ledgertest"
+	"github.com/e31network/e31/node/state/statetest"
 	"github.com/ipfs/go-cid"
 
 	"github.com/e31network/e31/content"
@@ -45,7 +47,7 @@ func (e *exports) Pins(context.Context) ([]content.Pin, error) {
 func TestInputLaidOutOnceAndSwept(t *testing.T) {
 	ctx := context.Background()
 	store := &exports{}
-	p := newTestProvider(t, wiretest.FreshParty(t), Config{DataDir: t.TempDir()}, &absent{}, store, &memRecords{}, &memLedger{})
+	p := newTestProvider(t, wiretest.FreshParty(t), Config{DataDir: t.TempDir()}, &absent{}, store, &statetest.Records{}, &ledgertest.Memory{})
 	root, err := cid.Decode(wiretest.CID(t, "dataset"))
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +117,7 @@ func (e *slowExports) Export(ctx context.Context, root cid.Cid, dest string, o c
 func TestConcurrentLeasesLayOutOnce(t *testing.T) {
 	ctx := context.Background()
 	store := &slowExports{started: make(chan struct{}, 4), release: make(chan struct{})}
-	p := newTestProvider(t, wiretest.FreshParty(t), Config{DataDir: t.TempDir()}, &absent{}, store, &memRecords{}, &memLedger{})
+	p := newTestProvider(t, wiretest.FreshParty(t), Config{DataDir: t.TempDir()}, &absent{}, store, &statetest.Records{}, &ledgertest.Memory{})
 	root, err := cid.Decode(wiretest.CID(t, "dataset"))
 	if err != nil {
 		t.Fatal(err)

@@ -42,12 +42,12 @@ func (lr *leaseRunner) output(res exec.Result, work string, ran bool) {
 			if r.Outcome != ledger.OutcomeCompleted {
 				return
 			}
+			e := ledger.Ending{Outcome: ledger.OutcomeOutputLost, Attribution: ledger.AttributionProvider, Reason: err.Error(), ExitCode: r.ExitCode}
 			if refusedContent(err) {
 				// The job left what no output may hold.
-				r.Outcome, r.Attribution, r.Reason = ledger.OutcomeFailed, ledger.AttributionJob, clipReason(err.Error())
-			} else {
-				r.Outcome, r.Attribution, r.Reason = ledger.OutcomeOutputLost, ledger.AttributionProvider, clipReason(err.Error())
+				e.Outcome, e.Attribution = ledger.OutcomeFailed, ledger.AttributionJob
 			}
+			r.setEnding(e)
 		})
 	} else if err := lr.deliverOutput(lr.ctx, lr.cfg.OutputTimeout); err != nil {
 		// The submitter is away: the GPUs go back now and the output

@@ -139,7 +139,9 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 	for _, in := range oj.Body.Declaration.Data {
 		rec.Inputs = append(rec.Inputs, in.Source)
 	}
-	r := p.newRunner(rec)
+	// The terms name oj.Submitter, and the submitter's countersignature
+	// verified against it.
+	r := p.newRunner(rec, oj.Submitter)
 	// The submitter has countersigned: the lease exists whether or not this
 	// write succeeds, and a failed write is logged and counted.
 	r.change(func(*Record) {})

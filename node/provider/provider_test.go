@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -13,8 +12,10 @@ import (
 
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/ledger/ledgertest"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/state/statetest"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
 	"github.com/e31network/e31/p2p"
@@ -26,40 +27,6 @@ import (
 
 // Fakes around the provider, for tests of its own timing code; the
 // in-process tests in package node run it against the real parts.
-
-type memRecords struct {
-	mu sync.Mutex
-	m  map[string]Record
-}
-
-func (r *memRecords) Put(prefix, id string, v any) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.m[prefix+id] = *v.(*Record)
-	return nil
-}
-
-func (r *memRecords) Delete(prefix, id string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.m, prefix+id)
-	return nil
-}
-
-func (r *memRecords) Each(prefix string, fn func([]byte) error) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, rec := range r.m {
-		b, err := json.Marshal(rec)
-		if err != nil {
-			return err
-		}
-		if err := fn(b); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // absent is a submitter that never answers.
 type absent struct {
@@ -98,26 +65,6 @@ func (u *unpins) Unpin(_ context.Context, _ cid.Cid, reason string) error {
 	return nil
 }
 
-// memLedger keeps one-sided records.
-type memLedger struct {
-	mu       sync.Mutex
-	oneSided []ledger.Receipt
-}
-
-func (l *memLedger) Append(context.Context, ledger.Receipt) (ledger.Entry, error) {
-	return ledger.Entry{}, errors.New("no two-sided receipt in this test")
-}
-func (l *memLedger) AppendOneSided(_ context.Context, r ledger.Receipt) (ledger.Entry, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.oneSided = append(l.oneSided, r)
-	return ledger.Entry{Receipt: r}, nil
-}
-func (l *memLedger) RecordDispute(context.Context, string, ledger.Receipt, ledger.Receipt) (ledger.Entry, error) {
-	return ledger.Entry{}, nil
-}
-func (l *memLedger) ByLease(context.Context, string) ([]ledger.Entry, error) { return nil, nil }
-
 type quietGossip struct{}
 
 func (quietGossip) Publish(context.Context, string, string, any) (p2p.Signed, error) {
@@ -132,6 +79,16 @@ func newTestProvider(t *testing.T, self wiretest.Party, cfg Config, calls Caller
 	})
 }
 
+// stored is the lease's record as the provider last wrote it.
+func stored(t *testing.T, records *statetest.Records, id string) Record {
+	t.Helper()
+	var rec Record
+	if ok, err := records.Get(state.PrefixLease, id, &rec); !ok || err != nil {
+		t.Fatalf("no record of lease %s (%v)", id, err)
+	}
+	return rec
+}
+
 // releasedLease is a lease whose job is over and whose output waits for its
 // submitter.
 func releasedLease(t *testing.T, p *Provider, prov wiretest.Party, end time.Time) *leaseRunner {
@@ -141,7 +98,7 @@ func releasedLease(t *testing.T, p *Provider, prov wiretest.Party, end time.Time
 		Declaration: market.NewDeclaration("t", []string{"true"}, 1, market.Hour, nil), Start: end.Add(-time.Minute),
 		OutputStart: end.Add(-time.Second), End: end, Output: wiretest.CID(t, "output"),
 		Outcome: ledger.OutcomeCompleted, Attribution: ledger.AttributionJob, ReleaseAnnounced: true,
-	})
+	}, sub.ID)
 }
 
 // Handing the output over gives up when its patience runs out, backing off
@@ -150,7 +107,7 @@ func TestDeliverOutputGivesUpAtItsPatience(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		calls := &absent{calls: map[protocol.ID]int{}}
 		self := wiretest.FreshParty(t)
-		p := newTestProvider(t, self, Config{OutputTimeout: 10 * time.Minute}, calls, &unpins{}, &memRecords{m: map[string]Record{}}, &memLedger{})
+		p := newTestProvider(t, self, Config{OutputTimeout: 10 * time.Minute}, calls, &unpins{}, &statetest.Records{}, &ledgertest.Memory{})
 		l := releasedLease(t, p, self, time.Now())
 		start := time.Now()
 		err := l.deliverOutput(context.Background(), 10*time.Second)
@@ -176,8 +133,8 @@ func TestSettleGivesUpAfterRetention(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		calls := &absent{calls: map[protocol.ID]int{}}
 		store := &unpins{}
-		records := &memRecords{m: map[string]Record{}}
-		led := &memLedger{}
+		records := &statetest.Records{}
+		led := &ledgertest.Memory{}
 		self := wiretest.FreshParty(t)
 		p := newTestProvider(t, self, Config{OutputTimeout: time.Minute, Retention: time.Hour, ReceiptTimeout: 15 * time.Second}, calls, store, records, led)
 		l := releasedLease(t, p, self, time.Now())
@@ -189,7 +146,7 @@ func TestSettleGivesUpAfterRetention(t *testing.T) {
 		if took := time.Since(start); took < 50*time.Minute {
 			t.Fatalf("gave up after %s, retention 1h", took)
 		}
-		rec := records.m[state.PrefixLease+l.rec.ID()]
+		rec := stored(t, records, l.rec.ID())
 		if !rec.FinalSigned || rec.Reason == "" {
 			t.Fatalf("lease not closed: %+v", rec)
 		}
@@ -197,10 +154,11 @@ func TestSettleGivesUpAfterRetention(t *testing.T) {
 			t.Fatalf("unpinned %v", store.reasons)
 		}
 		// The lease's record was stored at the first failed try, once.
-		if len(led.oneSided) != 1 {
-			t.Fatalf("%d one-sided records", len(led.oneSided))
+		oneSided := led.OneSided()
+		if len(oneSided) != 1 {
+			t.Fatalf("%d one-sided records", len(oneSided))
 		}
-		if r := led.oneSided[0]; r.Signer != ledger.SignerProvider || r.Verify() != nil || !r.HeldUntil.Equal(l.rec.End) {
+		if r := oneSided[0]; r.Signer != ledger.SignerProvider || r.Verify() != nil || !r.HeldUntil.Equal(l.rec.End) {
 			t.Fatalf("one-sided record %+v (verify %v)", r, r.Verify())
 		}
 		// Backoff doubles up to a minute: about 60 tries in an hour, not one
@@ -217,7 +175,7 @@ func TestSettleGivesUpAfterRetention(t *testing.T) {
 func TestStagingWaitsForADirectPath(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		self := wiretest.FreshParty(t)
-		p := newTestProvider(t, self, Config{}, &absent{calls: map[protocol.ID]int{}}, &unpins{}, &memRecords{m: map[string]Record{}}, &memLedger{})
+		p := newTestProvider(t, self, Config{}, &absent{calls: map[protocol.ID]int{}}, &unpins{}, &statetest.Records{}, &ledgertest.Memory{})
 		p.d.Path = func(peer.ID) (p2p.Path, string) { return p2p.PathRelayed, "hole punch failed: all retries failed" }
 		start := time.Now()
 		_, err := p.src.fetch(context.Background(), wiretest.FreshParty(t).ID, cid.Undef, content.FetchOptions{})

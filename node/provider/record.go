@@ -30,22 +30,22 @@ type Record struct {
 	SubmitterAddrs []string           `json:"submitter_addrs"`
 	State          State              `json:"state"`
 	// Meter: Start is when both had signed; the phase times split it.
-	Start       time.Time `json:"start"`
-	RunStart    time.Time `json:"run_start,omitzero"`
-	OutputStart time.Time `json:"output_start,omitzero"`
-	OutputAcked time.Time `json:"output_acked,omitzero"`
-	End         time.Time `json:"end,omitzero"`
-	Seq         uint64    `json:"seq"`  // next receipt sequence number
-	Prev        string    `json:"prev"` // digest of the last receipt
-	Outcome     string    `json:"outcome,omitempty"`
-	Attribution string    `json:"attribution,omitempty"`
-	ExitCode    *int      `json:"exit_code,omitempty"`
-	Reason      string    `json:"reason,omitempty"`
-	Output      string    `json:"output,omitempty"`
-	Checkpoint  string    `json:"checkpoint,omitempty"`
-	CheckpointN int       `json:"checkpoint_n,omitempty"`
-	Inputs      []string  `json:"inputs,omitempty"`
-	FinalSigned bool      `json:"final_signed,omitempty"`
+	Start       time.Time          `json:"start"`
+	RunStart    time.Time          `json:"run_start,omitzero"`
+	OutputStart time.Time          `json:"output_start,omitzero"`
+	OutputAcked time.Time          `json:"output_acked,omitzero"`
+	End         time.Time          `json:"end,omitzero"`
+	Seq         uint64             `json:"seq"`  // next receipt sequence number
+	Prev        string             `json:"prev"` // digest of the last receipt
+	Outcome     ledger.Outcome     `json:"outcome,omitempty"`
+	Attribution ledger.Attribution `json:"attribution,omitempty"`
+	ExitCode    *int               `json:"exit_code,omitempty"`
+	Reason      string             `json:"reason,omitempty"`
+	Output      string             `json:"output,omitempty"`
+	Checkpoint  string             `json:"checkpoint,omitempty"`
+	CheckpointN int                `json:"checkpoint_n,omitempty"`
+	Inputs      []string           `json:"inputs,omitempty"`
+	FinalSigned bool               `json:"final_signed,omitempty"`
 	// LastAlive is the last time the lease was seen held, stamped every
 	// receipt interval: after a crash, the meter stops there, not at the
 	// restart.
@@ -73,10 +73,16 @@ func (r Record) ID() string { return r.Lease.Terms.ID }
 
 // end sets the lease's ending, unless one is set already: the first cause
 // found is the one on record.
-func (r *Record) end(outcome, attribution, reason string, exit *int) {
+func (r *Record) end(e ledger.Ending) {
 	if r.Outcome == "" {
-		r.Outcome, r.Attribution, r.Reason, r.ExitCode = outcome, attribution, clipReason(reason), exit
+		r.setEnding(e)
 	}
+}
+
+// setEnding records e as the lease's ending, in place of any before it,
+// with its reason cut to fit the receipt.
+func (r *Record) setEnding(e ledger.Ending) {
+	r.Outcome, r.Attribution, r.Reason, r.ExitCode = e.Outcome, e.Attribution, clipReason(e.Reason), e.ExitCode
 }
 
 // maxReason bounds a lease's reason, which the final receipt carries
@@ -99,7 +105,7 @@ func clipReason(reason string) string {
 }
 
 // phase is the receipt phase of a lease in this state.
-func (s State) phase() string {
+func (s State) phase() ledger.Phase {
 	switch s {
 	case Running:
 		return ledger.PhaseRun
@@ -144,7 +150,7 @@ func (r *Record) release() wire.ReleaseBody {
 	t := r.Lease.Terms
 	return wire.ReleaseBody{
 		Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
-		Outcome: r.Outcome, Attribution: r.Attribution,
+		Outcome: string(r.Outcome), Attribution: string(r.Attribution),
 		HeldMs: r.End.Sub(r.Start).Milliseconds(), At: r.End.UnixMilli(),
 	}
 }

@@ -28,8 +28,12 @@ func (p *Provider) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, rec := range recs {
+		// The submitter was checked when the lease was signed; a record
+		// whose submitter does not decode was damaged since, and no one
+		// could be told of it or settled with: it is left out.
 		sub, err := peer.Decode(rec.Lease.Terms.Submitter)
 		if err != nil {
+			p.log.Warn("lease record names a bad submitter; left out", "lease", rec.ID(), "err", err)
 			continue
 		}
 		for _, s := range []string{rec.Output, rec.Checkpoint} {
@@ -60,7 +64,7 @@ func (p *Provider) Recover(ctx context.Context) error {
 			}
 		}
 		p.mu.Lock()
-		p.leases[rec.ID()] = p.newRunner(rec)
+		p.leases[rec.ID()] = p.newRunner(rec, sub)
 		if rec.State != Released {
 			for _, g := range rec.Lease.Terms.GPUs {
 				p.held[g] = hold{job: rec.Lease.Terms.Job, lease: rec.ID()}
@@ -117,11 +121,7 @@ func (p *Provider) resume(ctx context.Context) {
 	for _, lr := range open {
 		lr.change(endInterrupted)
 		rec := lr.snapshot()
-		sub, err := peer.Decode(rec.Lease.Terms.Submitter)
-		if err != nil {
-			continue
-		}
-		p.d.AddrBook.AddAddrs(sub, rec.SubmitterAddrs)
+		p.d.AddrBook.AddAddrs(lr.submitter, rec.SubmitterAddrs)
 		p.log.Info("settling a lease left open by a restart", "lease", rec.ID())
 		if rec.State == Released {
 			// Only the output hand-over or the final receipt is missing.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/ledger/ledgertest"
 	"github.com/e31network/e31/node/state"
 	"github.com/e31network/e31/node/wire/wiretest"
 	"github.com/ipfs/go-cid"
@@ -31,7 +32,7 @@ func TestRetentionReleasesSettledLeases(t *testing.T) {
 	}
 	defer records.Close()
 	self := wiretest.FreshParty(t)
-	p := newTestProvider(t, self, Config{Retention: time.Hour}, &absent{}, store, records, &memLedger{})
+	p := newTestProvider(t, self, Config{Retention: time.Hour}, &absent{}, store, records, &ledgertest.Memory{})
 
 	now := time.Now()
 	old := releasedLease(t, p, self, now.Add(-2*time.Hour))

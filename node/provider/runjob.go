@@ -66,34 +66,51 @@ func (lr *leaseRunner) runJob(ctx context.Context, st *staged) exec.Result {
 		// Every process of the job has gone: the folder is as it left it.
 		_ = lr.takeCheckpoint(lr.hard, spec.Checkpoint.Source, captureFinal)
 	}
-	var outcome, attribution, reason string
-	exit := &res.ExitCode
-	switch {
-	case err != nil:
+	if err != nil {
 		lr.log.Warn("run could not start", "lease", t.ID, "err", err)
-		outcome, attribution, reason, exit = ledger.OutcomeFailed, ledger.AttributionProvider, err.Error(), nil
-	case res.Outcome == exec.Completed:
-		outcome, attribution = ledger.OutcomeCompleted, ledger.AttributionJob
-	case res.Outcome == exec.Failed && res.DiskFull:
-		outcome, attribution, reason = ledger.OutcomeFailed, ledger.AttributionJob, "wrote more than request.disk "+market.Size(disk.Bytes).String()
-	case res.Outcome == exec.Failed && res.Reason == exec.ReasonOOM:
-		outcome, attribution, reason = ledger.OutcomeFailed, ledger.AttributionJob, "out of memory: used all of request.memory "+market.Size(t.MemoryBytes).String()
-	case res.Outcome == exec.Failed:
-		outcome, attribution, reason = ledger.OutcomeFailed, ledger.AttributionJob, res.Reason
-	case res.Outcome == exec.Limit:
-		outcome, attribution, reason = ledger.OutcomeLimit, ledger.AttributionJob, "limit "+spec.Limit.String()+" reached"
-	case errors.Is(context.Cause(ctx), ErrWithdrawn):
-		outcome, attribution, reason = ledger.OutcomeWithdrawn, ledger.AttributionSubmitter, "withdrawn while running"
-	case errors.Is(context.Cause(ctx), ErrReleasedUnrun):
-		outcome, attribution, reason = ledger.OutcomeProviderLost, ledger.AttributionProvider, ErrReleasedUnrun.Error()
-	case ctxInternal(ctx):
-		outcome, attribution, reason = ledger.OutcomeFailed, ledger.AttributionProvider, errInternal.Error()
-	default:
-		outcome, attribution, reason = ledger.OutcomeProviderLost, ledger.AttributionProvider, "provider stopped the run"
 	}
-	lr.change(func(r *Record) { r.end(outcome, attribution, reason, exit) })
+	lr.end(runEnding(ctx, spec, res, err))
 	lr.log.Info("run ended", "lease", t.ID, "outcome", res.Outcome, "exit", res.ExitCode, "reason", res.Reason)
 	return res
+}
+
+// runEnding is how a lease ends after its run: res and err, Run's verdict,
+// said in the ledger's terms. A run the sandbox did not end on its own
+// (stopped, or never started) ends as ctx's cause says: withdrawn by the
+// submitter, released unrun, stopped by a panic here, or by this provider
+// stopping. It is the one place exec's vocabulary turns into the ledger's.
+func runEnding(ctx context.Context, spec exec.Spec, res exec.Result, err error) ledger.Ending {
+	if err != nil {
+		return ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionProvider, Reason: err.Error()}
+	}
+	// The sandbox names the provider where the run failed on its side
+	// (its runtime died); everything else a run ends in is the job's.
+	by := ledger.AttributionJob
+	if res.Attribution == exec.ByProvider {
+		by = ledger.AttributionProvider
+	}
+	e := ledger.Ending{Attribution: by, Reason: res.Reason, ExitCode: &res.ExitCode}
+	switch {
+	case res.Outcome == exec.Completed:
+		e.Outcome, e.Reason = ledger.OutcomeCompleted, ""
+	case res.Outcome == exec.Failed && res.DiskFull:
+		e.Outcome, e.Reason = ledger.OutcomeFailed, "wrote more than request.disk "+market.Size(spec.Disk.Bytes).String()
+	case res.Outcome == exec.Failed && res.Reason == exec.ReasonOOM:
+		e.Outcome, e.Reason = ledger.OutcomeFailed, "out of memory: used all of request.memory "+market.Size(spec.MemoryBytes).String()
+	case res.Outcome == exec.Failed:
+		e.Outcome = ledger.OutcomeFailed
+	case res.Outcome == exec.Limit:
+		e.Outcome, e.Reason = ledger.OutcomeLimit, "limit "+spec.Limit.String()+" reached"
+	case errors.Is(context.Cause(ctx), ErrWithdrawn):
+		e.Outcome, e.Attribution, e.Reason = ledger.OutcomeWithdrawn, ledger.AttributionSubmitter, "withdrawn while running"
+	case errors.Is(context.Cause(ctx), ErrReleasedUnrun):
+		e.Outcome, e.Attribution, e.Reason = ledger.OutcomeProviderLost, ledger.AttributionProvider, ErrReleasedUnrun.Error()
+	case ctxInternal(ctx):
+		e.Outcome, e.Attribution, e.Reason = ledger.OutcomeFailed, ledger.AttributionProvider, errInternal.Error()
+	default:
+		e.Outcome, e.Attribution, e.Reason = ledger.OutcomeProviderLost, ledger.AttributionProvider, "provider stopped the run"
+	}
+	return e
 }
 
 // leasedGPUs are this node's GPUs that the lease holds.

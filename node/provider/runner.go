@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/exec"
+	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/state"
 	"github.com/e31network/e31/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -39,7 +40,8 @@ type leaseRunner struct {
 	// runner from its registry (Provider.released). It takes the role's
 	// lock, never while a lock of the runner is held.
 	onRelease func(wire.LeaseTerms)
-	// submitter is the lease's submitter, decoded once from the terms.
+	// submitter is the lease's submitter: the peer the terms name, as
+	// the caller of newRunner checked it.
 	submitter peer.ID
 
 	// receipts serialises receipt exchanges (each links to the last). An
@@ -61,9 +63,10 @@ type leaseRunner struct {
 }
 
 // newRunner makes the runner of a lease this node provides, wired to this
-// role. The caller registers it in p.leases.
-func (p *Provider) newRunner(rec *Record) *leaseRunner {
-	sub, _ := peer.Decode(rec.Lease.Terms.Submitter)
+// role. sub is the submitter the lease's terms name, which the caller has
+// decoded (or named the terms after). The caller registers the runner in
+// p.leases.
+func (p *Provider) newRunner(rec *Record, sub peer.ID) *leaseRunner {
 	return &leaseRunner{
 		env: p.env, src: &p.src, inputs: &p.inputs, onRelease: p.released,
 		submitter: sub, rec: rec, receiptNow: make(chan struct{}, 1),
@@ -166,8 +169,8 @@ func (lr *leaseRunner) change(fn func(r *Record)) {
 
 // end records how the lease ended, unless that is on record already
 // (Record.end).
-func (lr *leaseRunner) end(outcome, attribution, reason string, exit *int) {
-	lr.change(func(r *Record) { r.end(outcome, attribution, reason, exit) })
+func (lr *leaseRunner) end(e ledger.Ending) {
+	lr.change(func(r *Record) { r.end(e) })
 }
 
 func (lr *leaseRunner) write(r *Record) error {

@@ -12,9 +12,11 @@ import (
 
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/exec"
+	"github.com/e31network/e31/ledger/ledgertest"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/acl"
 	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/state/statetest"
 	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
@@ -203,8 +205,8 @@ func TestPrestageStopsWhenTheReservationMoves(t *testing.T) {
 // relayed after it, for that lease's submitter only.
 func TestRelaysAfterRestart(t *testing.T) {
 	self, next := wiretest.FreshParty(t), wiretest.FreshParty(t)
-	records := &memRecords{m: map[string]Record{}}
-	p := newTestProvider(t, self, Config{}, stageCaller{}, &unpins{}, records, &memLedger{})
+	records := &statetest.Records{}
+	p := newTestProvider(t, self, Config{}, stageCaller{}, &unpins{}, records, &ledgertest.Memory{})
 	l := releasedLease(t, p, self, time.Now())
 	l.rec.RunStart = l.rec.Start.Add(time.Second)
 	l.rec.Declaration.Data = []market.Input{{Source: testRoot, Mount: "/data"}}

@@ -67,7 +67,7 @@ func (lr *leaseRunner) stage(ctx context.Context, st *staged) bool {
 
 	if diskErr != nil && ctx.Err() == nil {
 		log.Warn("no disk for the job", "err", diskErr)
-		lr.end(ledger.OutcomeFailed, ledger.AttributionProvider, diskErr.Error(), nil)
+		lr.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionProvider, Reason: diskErr.Error()})
 		return false
 	}
 	if stagingErr == nil {
@@ -75,19 +75,19 @@ func (lr *leaseRunner) stage(ctx context.Context, st *staged) bool {
 	}
 	switch {
 	case errors.Is(context.Cause(ctx), ErrWithdrawn):
-		lr.end(ledger.OutcomeWithdrawn, ledger.AttributionSubmitter, "withdrawn during staging", nil)
+		lr.end(ledger.Ending{Outcome: ledger.OutcomeWithdrawn, Attribution: ledger.AttributionSubmitter, Reason: "withdrawn during staging"})
 	case errors.Is(context.Cause(ctx), ErrReleasedUnrun):
-		lr.end(ledger.OutcomeProviderLost, ledger.AttributionProvider, ErrReleasedUnrun.Error(), nil)
+		lr.end(ledger.Ending{Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, Reason: ErrReleasedUnrun.Error()})
 	case ctx.Err() != nil:
-		lr.end(ledger.OutcomeProviderLost, ledger.AttributionProvider, "provider stopped during staging", nil)
+		lr.end(ledger.Ending{Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, Reason: "provider stopped during staging"})
 	case refusedContent(stagingErr):
 		// Not this node's fault, and no other provider would take it:
 		// the job fails here, once.
 		log.Warn("content of the job refused", "err", stagingErr)
-		lr.end(ledger.OutcomeFailed, ledger.AttributionJob, "refused "+stagingErr.Error(), nil)
+		lr.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionJob, Reason: "refused " + stagingErr.Error()})
 	default:
 		log.Warn("staging failed", "err", stagingErr)
-		lr.end(ledger.OutcomeFailed, ledger.AttributionNetwork, "staging: "+stagingErr.Error(), nil)
+		lr.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionNetwork, Reason: "staging: " + stagingErr.Error()})
 	}
 	return false
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e31network/e31/node/state/statetest"
 	"github.com/e31network/e31/node/wire/wiretest"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -15,7 +16,7 @@ import (
 // signed by anyone else stops nothing.
 func TestStopLeaseOnlyForItsSubmitter(t *testing.T) {
 	prov := wiretest.FreshParty(t)
-	p := newTestProvider(t, prov, Config{}, nil, nil, &memRecords{m: map[string]Record{}}, nil)
+	p := newTestProvider(t, prov, Config{}, nil, nil, &statetest.Records{}, nil)
 	l := releasedLease(t, p, prov, time.Now())
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)

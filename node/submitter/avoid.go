@@ -312,7 +312,8 @@ func (j *jobTracker) giveUpLease(ctx context.Context, leaseID, reason string, no
 	if err != nil {
 		j.log.Warn("receipts of a lease never run", "lease", t.ID, "err", err)
 	}
-	j.recordOneSided(ctx, lease, es, rent, rent, reason)
+	lost := ledger.Ending{Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, Reason: reason}
+	j.recordOneSided(ctx, lease, es, rent, rent, lost)
 	var heldMs int64
 	if len(es) > 0 {
 		heldMs = es[len(es)-1].Receipt.Held().Milliseconds()
@@ -320,7 +321,7 @@ func (j *jobTracker) giveUpLease(ctx context.Context, leaseID, reason string, no
 	// Released first, so that peers hold the job open to the announcement
 	// that follows (view.Market.ReleaseLease).
 	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
-		Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, HeldMs: heldMs, At: now.UnixMilli(), Requeued: true}
+		Outcome: string(lost.Outcome), Attribution: string(lost.Attribution), HeldMs: heldMs, At: now.UnixMilli(), Requeued: true}
 	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
 		j.log.Warn("announce release of a lease never run", "lease", t.ID, "err", err)
 	}
@@ -352,14 +353,15 @@ func (j *jobTracker) endWithheld(ctx context.Context, leaseID, reason string, no
 	}
 	// Until the start: the one-sided record claims no time beyond the last
 	// receipt both signed (recordOneSided takes that one's end).
-	j.recordOneSided(ctx, lease, es, from, from, reason)
+	j.recordOneSided(ctx, lease, es, from, from, ledger.Ending{Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, Reason: reason})
+	withheld := ledger.Ending{Outcome: ledger.OutcomeCompleted, Attribution: ledger.AttributionProvider,
+		Reason: reason + "; the output came back, and only countersigned time is on record"}
 	err = j.update(func(r *Record) error {
 		if r.terminal() || r.Lease == nil || r.Lease.Terms.ID != t.ID {
 			return errSkip
 		}
 		r.State = api.JobReleased
-		r.Outcome, r.Attribution = ledger.OutcomeCompleted, ledger.AttributionProvider
-		r.Reason = reason + "; the output came back, and only countersigned time is on record"
+		r.setEnding(withheld)
 		r.step(api.StepRelease, now)
 		return nil
 	})
@@ -372,7 +374,7 @@ func (j *jobTracker) endWithheld(ctx context.Context, leaseID, reason string, no
 		heldMs = es[len(es)-1].Receipt.Held().Milliseconds()
 	}
 	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
-		Outcome: ledger.OutcomeCompleted, Attribution: ledger.AttributionProvider, HeldMs: heldMs, At: now.UnixMilli()}
+		Outcome: string(withheld.Outcome), Attribution: string(withheld.Attribution), HeldMs: heldMs, At: now.UnixMilli()}
 	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
 		j.log.Warn("announce release of a lease with withheld receipts", "lease", t.ID, "err", err)
 	}

@@ -164,7 +164,7 @@ func TestReceiptsWithheld(t *testing.T) {
 			h.s.checkFailures(context.Background(), time.Now())
 			j := h.job(t, r.ID)
 			switch {
-			case output && (j.State != api.JobReleased || j.Outcome != ledger.OutcomeCompleted || j.Avoid != nil):
+			case output && (j.State != api.JobReleased || j.Outcome != string(ledger.OutcomeCompleted) || j.Avoid != nil):
 				t.Fatalf("with the output back: %s %s, avoid %v", j.State, j.Outcome, j.Avoid)
 			case !output && (j.State != api.JobQueued || !slices.Equal(j.Avoid, []string{h.prov.ID.String()})):
 				t.Fatalf("without the output: %s, avoid %v", j.State, j.Avoid)
@@ -183,15 +183,18 @@ func TestReceiptsWithheld(t *testing.T) {
 // final, and holds no time.
 func checkNothingHeld(t *testing.T, h *harness, lease string) {
 	t.Helper()
-	h.ledger.mu.Lock()
-	defer h.ledger.mu.Unlock()
-	if n := len(h.ledger.byLease[lease]); n != 0 {
+	es, err := h.ledger.ByLease(context.Background(), lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(es); n != 0 {
 		t.Fatalf("%d receipts countersigned", n)
 	}
-	if len(h.ledger.oneSided) != 1 {
-		t.Fatalf("%d one-sided records, want 1", len(h.ledger.oneSided))
+	oneSided := h.ledger.OneSided()
+	if len(oneSided) != 1 {
+		t.Fatalf("%d one-sided records, want 1", len(oneSided))
 	}
-	if o := h.ledger.oneSided[0]; o.Lease != lease || !o.Final || o.Held() != 0 || o.Evidence == nil {
+	if o := oneSided[0]; o.Lease != lease || !o.Final || o.Held() != 0 || o.Evidence == nil {
 		t.Fatalf("one-sided record %+v, want a final one of %s holding nothing, with the lease as evidence", o, lease)
 	}
 }

@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"github.com/e31network/e31/content"
-	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/acl"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/state/statetest"
 	"github.com/e31network/e31/node/wire/wiretest"
 	"github.com/ipfs/go-cid"
 )
@@ -49,8 +49,8 @@ func TestSubmitResolvesAPathInsideACID(t *testing.T) {
 	store := dagStore{root: mk("bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi"), out: mk("bafybeih67rk3meeuag462n7lqryoyznpzpnluvp6npi3yxfsvwpybggjnq")}
 	sub := wiretest.FreshParty(t)
 	s := New(Config{}, Deps{
-		Key: sub.SK, Self: sub.ID, Store: store, Ledger: &blockingLedger{byLease: map[string][]ledger.Entry{}}, Calls: noCalls{},
-		Gossip: &memGossip{}, Offers: nil, Leases: noLeases{}, Access: acl.New(), Records: &memRecords{m: map[string][]byte{}},
+		Key: sub.SK, Self: sub.ID, Store: store, Ledger: &blockingLedger{}, Calls: noCalls{},
+		Gossip: &memGossip{}, Offers: nil, Leases: noLeases{}, Access: acl.New(), Records: &statetest.Records{},
 		Metrics: testMetrics(), Log: slog.New(slog.DiscardHandler), Addrs: func() []string { return nil },
 	})
 	submit := func(source string) (string, error) {

@@ -70,7 +70,7 @@ func (s *Submitter) Logs(ctx context.Context, id string, o api.LogOptions, w io.
 		var jobID, output, reason, outcome, lease, provider string
 		var state api.JobState
 		j.view(func(r *Record) {
-			jobID, state, output, reason, outcome = r.ID, r.State, r.Output, r.Reason, r.Outcome
+			jobID, state, output, reason, outcome = r.ID, r.State, r.Output, r.Reason, string(r.Outcome)
 			if r.Lease != nil {
 				lease, provider = r.Lease.Terms.ID, r.Lease.Terms.Provider
 			}

@@ -75,7 +75,7 @@ func TestDirtyJobStaysInMemory(t *testing.T) {
 	h := newHarness(t, Config{}, noOffers{})
 	ended := h.leasedJob(t, time.Now())
 	j := h.s.jobs.get(ended.ID)
-	h.records.fail = errors.New("disk full")
+	h.records.FailPuts(errors.New("disk full"))
 	err := j.update(func(r *Record) error {
 		r.State, r.Outcome = api.JobReleased, ledger.OutcomeCompleted
 		return nil

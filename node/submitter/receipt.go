@@ -125,10 +125,11 @@ func (j *jobTracker) disputes(ctx context.Context, r ledger.Receipt) (ledger.Rec
 // ending is what a final receipt changed on a job's record, to be logged
 // once the record's lock is released; the zero ending logs nothing.
 type ending struct {
-	job, lease           string
-	outcome, attribution string
-	released             bool   // the job was not released before
-	mismatch             string // the record's GPU mismatch, with a lease
+	job, lease  string
+	outcome     ledger.Outcome
+	attribution ledger.Attribution
+	released    bool   // the job was not released before
+	mismatch    string // the record's GPU mismatch, with a lease
 }
 
 // applyFinal records a final receipt's ending on the job. The caller holds
@@ -139,7 +140,7 @@ func applyFinal(r *Record, fin ledger.Receipt) ending {
 	// side's own verdict (a provider given up for lost during a partition
 	// may come back with the job completed).
 	r.State = api.JobReleased
-	r.Outcome, r.Attribution, r.Reason, r.ExitCode = fin.Outcome, fin.Attribution, fin.Reason, fin.ExitCode
+	r.setEnding(fin.Ending())
 	if fin.Checkpoint != "" && r.Checkpoint == "" {
 		r.Checkpoint = fin.Checkpoint
 	}

@@ -17,17 +17,17 @@ type Record struct {
 	Envelope    []byte             `json:"envelope"` // the signed declaration
 	Declaration market.Declaration `json:"declaration"`
 	// Sources are the declaration's data sources as the user gave them.
-	Sources     []string          `json:"sources,omitempty"`
-	ResumeOf    string            `json:"resume_of,omitempty"`
-	State       api.JobState      `json:"state"`
-	Outcome     string            `json:"outcome,omitempty"`
-	Attribution string            `json:"attribution,omitempty"`
-	Reason      string            `json:"reason,omitempty"`
-	ExitCode    *int              `json:"exit_code,omitempty"`
-	Lease       *wire.SignedLease `json:"lease,omitempty"`
-	Steps       []api.Step        `json:"steps"`
-	Output      string            `json:"output,omitempty"`
-	Skipped     []string          `json:"skipped,omitempty"` // left out of the output, and why
+	Sources     []string           `json:"sources,omitempty"`
+	ResumeOf    string             `json:"resume_of,omitempty"`
+	State       api.JobState       `json:"state"`
+	Outcome     ledger.Outcome     `json:"outcome,omitempty"`
+	Attribution ledger.Attribution `json:"attribution,omitempty"`
+	Reason      string             `json:"reason,omitempty"`
+	ExitCode    *int               `json:"exit_code,omitempty"`
+	Lease       *wire.SignedLease  `json:"lease,omitempty"`
+	Steps       []api.Step         `json:"steps"`
+	Output      string             `json:"output,omitempty"`
+	Skipped     []string           `json:"skipped,omitempty"` // left out of the output, and why
 	// ProviderKeeps is when the provider releases its copy of the output
 	// and checkpoints; this node keeps its own until they are removed.
 	ProviderKeeps time.Time `json:"provider_keeps,omitzero"`
@@ -51,6 +51,12 @@ type Record struct {
 	// re-announcements name them so that no peer's Match places it there
 	// again (avoid.go).
 	Avoid []string `json:"avoid,omitempty"`
+}
+
+// setEnding records how the job's lease ended, or how the job ended
+// without one (withdrawn while queued), in place of any ending before it.
+func (r *Record) setEnding(e ledger.Ending) {
+	r.Outcome, r.Attribution, r.Reason, r.ExitCode = e.Outcome, e.Attribution, e.Reason, e.ExitCode
 }
 
 // step records that a step was reached, once, keeping the steps in their
@@ -115,8 +121,8 @@ func (r *Record) API() api.Job {
 		ID:          r.ID,
 		Name:        r.Declaration.Name,
 		State:       r.State,
-		Outcome:     r.Outcome,
-		Attribution: r.Attribution,
+		Outcome:     string(r.Outcome),
+		Attribution: string(r.Attribution),
 		Steps:       slices.Clone(r.Steps),
 		ExitCode:    r.ExitCode,
 		Output:      r.Output,

@@ -299,6 +299,7 @@ func (j *jobTracker) withdraw(ctx context.Context) (api.Job, error) {
 	id := j.id
 	var provider peer.ID
 	var lease string
+	var badProvider error
 	var out api.Job
 	err := j.update(func(r *Record) error {
 		if r.terminal() {
@@ -306,12 +307,14 @@ func (j *jobTracker) withdraw(ctx context.Context) (api.Job, error) {
 		}
 		if r.State == api.JobQueued {
 			r.State = api.JobWithdrawn
-			r.Outcome, r.Attribution = ledger.OutcomeWithdrawn, ledger.AttributionSubmitter
+			r.setEnding(ledger.Ending{Outcome: ledger.OutcomeWithdrawn, Attribution: ledger.AttributionSubmitter})
 			r.Wait = ""
 		} else {
 			r.Withdrawn = true
-			provider, _ = peer.Decode(r.Lease.Terms.Provider)
 			lease = r.Lease.Terms.ID
+			// Checked when the lease was accepted (HandleProposal); one
+			// that does not decode now was damaged on disk since.
+			provider, badProvider = peer.Decode(r.Lease.Terms.Provider)
 		}
 		out = r.API()
 		return nil
@@ -323,6 +326,10 @@ func (j *jobTracker) withdraw(ctx context.Context) (api.Job, error) {
 		// Withdrawn in memory; the withdrawal goes out all the same, and a
 		// restart would find the job as it was before.
 		j.log.Warn("withdrawal not persisted", "job", id, "err", err)
+	}
+	if badProvider != nil {
+		// The provider still hears of it from the announcement below.
+		j.log.Error("withdrawal: the lease names a bad provider, not told directly", "job", id, "lease", lease, "err", badProvider)
 	}
 	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindWithdrawal, wire.WithdrawalBody{Job: id}); err != nil {
 		j.log.Warn("announce withdrawal", "job", id, "err", err)

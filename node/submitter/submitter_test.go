@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -13,10 +12,12 @@ import (
 
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/ledger/ledgertest"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/acl"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/state/statetest"
 	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
@@ -30,60 +31,10 @@ import (
 // Fakes of the parts around the submitter, for tests of its own code only:
 // the in-process tests in package node run it against the real ones.
 
-type memRecords struct {
-	mu   sync.Mutex
-	m    map[string][]byte
-	fail error // Put returns it when set
-}
-
-func (r *memRecords) Put(prefix, id string, v any) error {
-	if r.fail != nil {
-		return r.fail
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.m[prefix+id] = b
-	return nil
-}
-
-func (r *memRecords) Get(prefix, id string, v any) (bool, error) {
-	r.mu.Lock()
-	b, ok := r.m[prefix+id]
-	r.mu.Unlock()
-	if !ok {
-		return false, nil
-	}
-	return true, json.Unmarshal(b, v)
-}
-
-func (r *memRecords) Each(prefix string, fn func([]byte) error) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range r.m {
-			if len(k) >= len(prefix) && k[:len(prefix)] == prefix && !yield(k) {
-				return
-			}
-		}
-	})
-	for _, k := range keys {
-		if err := fn(r.m[k]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // blockingLedger keeps receipts in memory; while gate is open (non-nil and
 // not closed), Append waits on it.
 type blockingLedger struct {
-	mu       sync.Mutex
-	byLease  map[string][]ledger.Entry
-	oneSided []ledger.Receipt
+	ledgertest.Memory
 	gate     chan struct{}
 	entered  chan struct{}
 	returned chan struct{}
@@ -95,32 +46,7 @@ func (l *blockingLedger) Append(ctx context.Context, r ledger.Receipt) (ledger.E
 		<-l.gate
 		defer close(l.returned)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e := ledger.Entry{Receipt: r}
-	l.byLease[r.Lease] = append(l.byLease[r.Lease], e)
-	return e, nil
-}
-
-func (l *blockingLedger) AppendOneSided(ctx context.Context, r ledger.Receipt) (ledger.Entry, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.oneSided = append(l.oneSided, r)
-	return ledger.Entry{Receipt: r}, nil
-}
-
-func (l *blockingLedger) RecordDispute(ctx context.Context, lease string, ours, theirs ledger.Receipt) (ledger.Entry, error) {
-	return ledger.Entry{}, nil
-}
-
-func (l *blockingLedger) Lease(ctx context.Context, lease string) (ledger.LeaseRecord, error) {
-	return ledger.LeaseRecord{Lease: lease}, nil
-}
-
-func (l *blockingLedger) ByLease(ctx context.Context, lease string) ([]ledger.Entry, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.byLease[lease]), nil
+	return l.Memory.Append(ctx, r)
 }
 
 type published struct {
@@ -200,7 +126,7 @@ type harness struct {
 	s       *Submitter
 	sub     wiretest.Party
 	prov    wiretest.Party
-	records *memRecords
+	records *statetest.Records
 	ledger  *blockingLedger
 	gossip  *memGossip
 	access  *acl.List
@@ -210,8 +136,8 @@ func newHarness(t testing.TB, cfg Config, offers Offers) *harness {
 	t.Helper()
 	h := &harness{
 		sub: wiretest.FreshParty(t), prov: wiretest.FreshParty(t),
-		records: &memRecords{m: map[string][]byte{}},
-		ledger:  &blockingLedger{byLease: map[string][]ledger.Entry{}},
+		records: &statetest.Records{},
+		ledger:  &blockingLedger{},
 		gossip:  &memGossip{},
 		access:  acl.New(),
 	}
@@ -363,7 +289,7 @@ func TestWatchEndsASilentProvidersLease(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
 		j := h.job(t, r.ID)
-		if j.State != api.JobReleased || j.Outcome != ledger.OutcomeProviderLost || j.Attribution != ledger.AttributionProvider {
+		if j.State != api.JobReleased || j.Outcome != string(ledger.OutcomeProviderLost) || j.Attribution != string(ledger.AttributionProvider) {
 			t.Fatalf("after 32s of silence the job is %s %s/%s", j.State, j.Outcome, j.Attribution)
 		}
 		if n := h.gossip.count(wire.KindRelease); n != 1 {
@@ -371,10 +297,11 @@ func TestWatchEndsASilentProvidersLease(t *testing.T) {
 		}
 		// Before any receipt, the lease still ends in a record: this side's
 		// own, held until the provider was last heard from.
-		if len(h.ledger.oneSided) != 1 {
-			t.Fatalf("%d one-sided records", len(h.ledger.oneSided))
+		oneSided := h.ledger.OneSided()
+		if len(oneSided) != 1 {
+			t.Fatalf("%d one-sided records", len(oneSided))
 		}
-		if rec := h.ledger.oneSided[0]; rec.Signer != ledger.SignerSubmitter || rec.Outcome != ledger.OutcomeProviderLost || !rec.HeldUntil.Equal(start) || rec.Verify() != nil {
+		if rec := oneSided[0]; rec.Signer != ledger.SignerSubmitter || rec.Outcome != ledger.OutcomeProviderLost || !rec.HeldUntil.Equal(start) || rec.Verify() != nil {
 			t.Fatalf("one-sided record %+v (verify %v)", rec, rec.Verify())
 		}
 		jobs := h.s.Jobs()

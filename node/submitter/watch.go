@@ -74,7 +74,9 @@ func (j *jobTracker) silent(now, joined time.Time) bool {
 	}
 	// A connection proves nothing: a QUIC connection to a killed peer
 	// looks alive until it idles out. Only a heartbeat or a message does.
-	if p, err := peer.Decode(provider); err == nil && p == j.d.Self {
+	// The terms name the provider as its ID's text (HandleProposal
+	// checked it), so the text compares as the ID would.
+	if provider == j.d.Self.String() {
 		last = now
 	}
 	if now.Sub(last) > j.cfg.ProviderLostAfter {
@@ -116,7 +118,8 @@ func (j *jobTracker) providerLost(ctx context.Context, now time.Time) (resume bo
 		return false
 	}
 	silent := now.Sub(lastHeard).Round(time.Second)
-	reason := fmt.Sprintf("provider %s silent for %s", t.Provider, silent)
+	lost := ledger.Ending{Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider,
+		Reason: fmt.Sprintf("provider %s silent for %s", t.Provider, silent)}
 
 	// This side's own record of the lease comes first, so that a job shown
 	// released always has its record: held from the lease's start until the
@@ -127,15 +130,14 @@ func (j *jobTracker) providerLost(ctx context.Context, now time.Time) (resume bo
 	if err != nil {
 		j.log.Warn("receipts of a lost lease", "lease", t.ID, "err", err)
 	}
-	j.recordOneSided(ctx, lease, es, rent, lastHeard, reason)
+	j.recordOneSided(ctx, lease, es, rent, lastHeard, lost)
 
 	err = j.update(func(r *Record) error {
 		if r.terminal() || r.Lease == nil || r.Lease.Terms.ID != t.ID {
 			return errSkip // the provider's final receipt came first
 		}
 		r.State = api.JobReleased
-		r.Outcome, r.Attribution = ledger.OutcomeProviderLost, ledger.AttributionProvider
-		r.Reason = reason
+		r.setEnding(lost)
 		r.step(api.StepRelease, now)
 		return nil
 	})
@@ -152,7 +154,7 @@ func (j *jobTracker) providerLost(ctx context.Context, now time.Time) (resume bo
 		heldMs = es[len(es)-1].Receipt.Held().Milliseconds()
 	}
 	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
-		Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, HeldMs: heldMs, At: now.UnixMilli()}
+		Outcome: string(lost.Outcome), Attribution: string(lost.Attribution), HeldMs: heldMs, At: now.UnixMilli()}
 	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
 		j.log.Warn("announce provider-lost release", "lease", t.ID, "err", err)
 	}
@@ -160,11 +162,13 @@ func (j *jobTracker) providerLost(ctx context.Context, now time.Time) (resume bo
 }
 
 // recordOneSided stores this side's final record of a lease whose provider
-// vanished.
-func (j *jobTracker) recordOneSided(ctx context.Context, l wire.SignedLease, es []ledger.Entry, from, until time.Time, reason string) {
+// vanished, ended as e says.
+func (j *jobTracker) recordOneSided(ctx context.Context, l wire.SignedLease, es []ledger.Entry, from, until time.Time, e ledger.Ending) {
 	t := l.Terms
 	prov, err := peer.Decode(t.Provider)
 	if err != nil {
+		// Checked when the lease was accepted: the record was damaged since.
+		j.log.Error("one-sided record: the lease names a bad provider", "lease", t.ID, "err", err)
 		return
 	}
 	terms, err := json.Marshal(t)
@@ -174,7 +178,7 @@ func (j *jobTracker) recordOneSided(ctx context.Context, l wire.SignedLease, es 
 	r := ledger.Receipt{
 		Lease: t.ID, Job: t.Job, Provider: prov, Submitter: j.d.Self, GPUs: len(t.GPUs),
 		Final: true, HeldFrom: from, HeldUntil: until, Phase: ledger.PhaseRun,
-		Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, Reason: reason,
+		Outcome: e.Outcome, Attribution: e.Attribution, Reason: e.Reason, ExitCode: e.ExitCode,
 		Signer:   ledger.SignerSubmitter,
 		Evidence: &ledger.LeaseEvidence{Terms: terms, ProviderSig: l.ProviderSig, SubmitterSig: l.SubmitterSig},
 	}

@@ -76,7 +76,7 @@ func runBatch(t *testing.T, c *cluster.Cluster, n int, run, bound time.Duration)
 	var res batchResult
 	for _, id := range ids {
 		j := waitJob(t, sub, id, time.Until(start.Add(bound)), "release within the bound", released)
-		if j.Outcome != ledger.OutcomeCompleted || j.Output == "" {
+		if j.Outcome != string(ledger.OutcomeCompleted) || j.Output == "" {
 			t.Fatalf("honest job %s ended %s/%s (%s), output %q", id, j.Outcome, j.Attribution, j.Reason, j.Output)
 		}
 		lat := stepAt(j, api.StepRelease).Sub(stepAt(j, api.StepSubmit))
@@ -242,7 +242,7 @@ func TestByzantineReceiptsAndModel(t *testing.T) {
 	wj := submit(t, sub, d)
 
 	fj = waitJob(t, sub, fj.ID, time.Minute, "release", released)
-	if fj.Provider != faker || fj.Outcome != ledger.OutcomeCompleted {
+	if fj.Provider != faker || fj.Outcome != string(ledger.OutcomeCompleted) {
 		t.Fatalf("the B300 job ended %s/%s on %s, want completed on the faker %s", fj.Outcome, fj.Attribution, fj.Provider, faker)
 	}
 	fin := waitFinal(t, sub, fj.ID)

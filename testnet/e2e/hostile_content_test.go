@@ -222,7 +222,7 @@ func hostileJob(name, script string) market.Declaration {
 // failedJob is how a refused case ends: failed, the job's fault (the
 // submitter's, who brought it), the reason naming what and why.
 func failedJob(reason ...string) hostileWant {
-	return hostileWant{outcome: ledger.OutcomeFailed, attribution: ledger.AttributionJob, reason: reason}
+	return hostileWant{outcome: string(ledger.OutcomeFailed), attribution: string(ledger.AttributionJob), reason: reason}
 }
 
 // inputCases are inputs a hostile submitter brings as raw DAGs, each
@@ -323,7 +323,7 @@ func outputCases() []hostileCase {
 mkfifo fifo
 perl -MIO::Socket::UNIX -e 'IO::Socket::UNIX->new(Local => "sock", Listen => 1) or die "socket: $!"'
 printf x > "$(printf 'new\nline')"
-echo ok > ok`, hostileWant{outcome: ledger.OutcomeCompleted, attribution: ledger.AttributionJob, skipped: []string{"fifo", "sock", "line"}})
+echo ok > ok`, hostileWant{outcome: string(ledger.OutcomeCompleted), attribution: string(ledger.AttributionJob), skipped: []string{"fifo", "sock", "line"}})
 	special.after = func(t *testing.T, h *hostileNet, j api.Job) {
 		dir := filepath.Join(t.TempDir(), "get")
 		if _, err := h.sub.Get(context.Background(), j.ID, api.GetRequest{Dir: dir}); err != nil {

@@ -368,7 +368,7 @@ func acceptedImageCases() []hostileCase {
 	img := func(name, script string, es ...tarEntry) hostileCase {
 		return hostileCase{
 			name: "image/" + name, image: true,
-			want: hostileWant{outcome: ledger.OutcomeCompleted, attribution: ledger.AttributionJob},
+			want: hostileWant{outcome: string(ledger.OutcomeCompleted), attribution: string(ledger.AttributionJob)},
 			build: func(t *testing.T, h *hostileNet, _ *hostileWant) market.Declaration {
 				extra := ociLayer{mediaType: mediaLayerGzip, blob: gzipOf(t, tarOf(t, es...))}
 				j := hostileJob(name, script)

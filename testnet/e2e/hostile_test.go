@@ -226,7 +226,7 @@ func TestHostile(t *testing.T) {
 	for _, d := range honest {
 		j := submit(t, h.sub, d)
 		j = waitJob(t, h.sub, j.ID, 60*time.Second, "release", released)
-		if j.Outcome != ledger.OutcomeCompleted {
+		if j.Outcome != string(ledger.OutcomeCompleted) {
 			t.Errorf("honest job %s after the attacks ended %s/%s: %s", d.Name, j.Outcome, j.Attribution, j.Reason)
 		}
 	}

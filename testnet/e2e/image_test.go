@@ -68,7 +68,7 @@ echo inside-the-image > /out/result`
 		d.Work.Image = "oci:" + filepath.Join(dir, "layout") + ":v1"
 		j := submit(t, sub, d)
 		j = waitJob(t, sub, j.ID, 45*time.Second, "release", released)
-		if j.Outcome != ledger.OutcomeCompleted {
+		if j.Outcome != string(ledger.OutcomeCompleted) {
 			t.Fatalf("%s image job ended %s/%s: %s", name, j.Outcome, j.Attribution, j.Reason)
 		}
 		out := filepath.Join(t.TempDir(), "out")
@@ -104,7 +104,7 @@ echo inside-the-image > /out/result`
 		t.Fatal(err)
 	}
 	j := submit(t, sub, d)
-	if j = waitJob(t, sub, j.ID, 45*time.Second, "release", released); j.Outcome != ledger.OutcomeCompleted {
+	if j = waitJob(t, sub, j.ID, 45*time.Second, "release", released); j.Outcome != string(ledger.OutcomeCompleted) {
 		t.Fatalf("the image's Cmd ended %s/%s: %s", j.Outcome, j.Attribution, j.Reason)
 	}
 	out := filepath.Join(t.TempDir(), "out")
@@ -195,7 +195,7 @@ func TestImagePulledByDigest(t *testing.T) {
 	d.Work.Image = "docker://" + tag.String()
 	j := submit(t, sub, d)
 	j = waitJob(t, sub, j.ID, 45*time.Second, "release", released)
-	if j.Outcome != ledger.OutcomeCompleted {
+	if j.Outcome != string(ledger.OutcomeCompleted) {
 		t.Fatalf("job ended %s/%s: %s", j.Outcome, j.Attribution, j.Reason)
 	}
 	logs, err := os.ReadFile(filepath.Join(c.Nodes[1].Data, "e31d.log"))

@@ -68,7 +68,7 @@ func checkReleased(t *testing.T, c *cluster.Cluster, j api.Job, outcome, attribu
 	if string(sub.ProviderSig) != string(prov.ProviderSig) || string(sub.SubmitterSig) != string(prov.SubmitterSig) {
 		t.Fatal("the two sides keep different final receipts")
 	}
-	if sub.Outcome != outcome || sub.Attribution != attribution || sub.Provider.String() != j.Provider {
+	if string(sub.Outcome) != outcome || string(sub.Attribution) != attribution || sub.Provider.String() != j.Provider {
 		t.Fatalf("final receipt says %s/%s by %s", sub.Outcome, sub.Attribution, sub.Provider)
 	}
 	if sub.GPUs != len(j.GPUs) || len(j.GPUs) == 0 {

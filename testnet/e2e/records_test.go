@@ -78,7 +78,7 @@ func TestAutoResumeContinuesTraining(t *testing.T) {
 		return false
 	})
 	resumed = waitJob(t, sub, resumed.ID, 90*time.Second, "the resumed job to end", released)
-	if resumed.Outcome != ledger.OutcomeCompleted {
+	if resumed.Outcome != string(ledger.OutcomeCompleted) {
 		t.Fatalf("resumed job ended %s (%s)", resumed.Outcome, resumed.Reason)
 	}
 	out := filepath.Join(t.TempDir(), "out")
@@ -197,7 +197,7 @@ echo 3 > /ckpt/n; ln -s n /ckpt/latest; ln -s /root /ckpt/home; sleep 2`
 	d.Output.Checkpoints = &market.Checkpoints{Path: "/ckpt", Every: market.Duration(500)}
 	j := submit(t, sub, d)
 	j = waitJob(t, sub, j.ID, 60*time.Second, "release", released)
-	if j.Outcome != ledger.OutcomeCompleted {
+	if j.Outcome != string(ledger.OutcomeCompleted) {
 		t.Fatalf("ended %s/%s: %s", j.Outcome, j.Attribution, j.Reason)
 	}
 	if len(j.Skipped) != 3 {

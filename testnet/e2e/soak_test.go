@@ -431,7 +431,7 @@ func TestPartitionNoDoubleLease(t *testing.T) {
 		}
 		f := finals[0][0]
 		same := string(f.ProviderSig) == string(finals[1][0].ProviderSig)
-		if !same || f.Verify() != nil || f.Outcome != j.Outcome || f.GPUs != len(j.GPUs) {
+		if !same || f.Verify() != nil || string(f.Outcome) != j.Outcome || f.GPUs != len(j.GPUs) {
 			t.Errorf("job %s ended %s on %v; its final receipt: %s on %d GPUs, verify %v, the same on both sides %v\n%s",
 				id, j.Outcome, j.GPUs, f.Outcome, f.GPUs, f.Verify(), same, describeJobs(c, byID, []string{id}, 1))
 		}
@@ -614,7 +614,7 @@ func (ch soakChain) settled(byID map[string]api.Job, now time.Time) bool {
 	if !ended(last) {
 		return false
 	}
-	if last.Outcome == ledger.OutcomeProviderLost && last.Checkpoint != "" && len(ch.jobs)-1 < soakMaxResumes {
+	if last.Outcome == string(ledger.OutcomeProviderLost) && last.Checkpoint != "" && len(ch.jobs)-1 < soakMaxResumes {
 		return now.Sub(stepAt(last, "release")) > 3*time.Second
 	}
 	return true
@@ -752,16 +752,16 @@ func TestSoak(t *testing.T) {
 		}
 		last := byID[ch.jobs[len(ch.jobs)-1]]
 		switch {
-		case last.Outcome == ledger.OutcomeCompleted && len(ch.jobs) == 1:
+		case last.Outcome == string(ledger.OutcomeCompleted) && len(ch.jobs) == 1:
 			completed++
-		case last.Outcome == ledger.OutcomeCompleted:
+		case last.Outcome == string(ledger.OutcomeCompleted):
 			resumed++
-		case last.Outcome == ledger.OutcomeFailed:
+		case last.Outcome == string(ledger.OutcomeFailed):
 			failed++
 		default:
 			why := "no checkpoint to resume from"
 			switch {
-			case last.Outcome != ledger.OutcomeProviderLost:
+			case last.Outcome != string(ledger.OutcomeProviderLost):
 				why = "not a provider loss"
 			case len(ch.jobs)-1 >= soakMaxResumes:
 				why = "resumes used up"
@@ -850,11 +850,11 @@ func TestSoak(t *testing.T) {
 				until = r.HeldUntil
 			}
 		}
-		if len(finals) > 1 || len(oneSided) > 1 || (len(finals) == 0 && (j.Outcome == ledger.OutcomeCompleted || j.Outcome == ledger.OutcomeFailed)) {
+		if len(finals) > 1 || len(oneSided) > 1 || (len(finals) == 0 && (j.Outcome == string(ledger.OutcomeCompleted) || j.Outcome == string(ledger.OutcomeFailed))) {
 			t.Errorf("job %s ended %s with %d final receipts signed by both and %d one-sided on its submitter", id, j.Outcome, len(finals), len(oneSided))
 		}
 		counted := append(finals, oneSided...)
-		if len(counted) > 0 && counted[0].Outcome != j.Outcome {
+		if len(counted) > 0 && string(counted[0].Outcome) != j.Outcome {
 			t.Errorf("job %s ended %s, its final record says %s", id, j.Outcome, counted[0].Outcome)
 		}
 		for _, g := range j.GPUs {
@@ -886,7 +886,7 @@ func TestSoak(t *testing.T) {
 	}
 	for _, ch := range chains {
 		last := byID[ch.jobs[len(ch.jobs)-1]]
-		if len(ch.jobs) == 1 || last.Outcome != ledger.OutcomeCompleted {
+		if len(ch.jobs) == 1 || last.Outcome != string(ledger.OutcomeCompleted) {
 			continue
 		}
 		final, logs, err := readCount(last.ID, false)

@@ -146,7 +146,7 @@ func TestOwnJobOnOwnGPUs(t *testing.T) {
 	d.Data = []market.Input{{Source: in, Mount: "/data"}}
 	j := submit(t, cl, d)
 	j = waitJob(t, cl, j.ID, 60*time.Second, "release", released)
-	if j.Outcome != ledger.OutcomeCompleted || j.Provider != c.Nodes[0].PeerID {
+	if j.Outcome != string(ledger.OutcomeCompleted) || j.Provider != c.Nodes[0].PeerID {
 		t.Fatalf("own job ended %s/%s on %s: %s", j.Outcome, j.Attribution, j.Provider, j.Reason)
 	}
 }
@@ -176,7 +176,7 @@ func TestReservationMovesToTheSubmitter(t *testing.T) {
 	d.Data = []market.Input{{Source: in, Mount: "/data"}}
 	j := submit(t, cl, d)
 	j = waitJob(t, cl, j.ID, 60*time.Second, "release", released)
-	if j.Outcome != ledger.OutcomeCompleted {
+	if j.Outcome != string(ledger.OutcomeCompleted) {
 		t.Fatalf("ended %s/%s on %s: %s", j.Outcome, j.Attribution, j.Provider, j.Reason)
 	}
 }
