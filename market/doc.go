@@ -118,7 +118,7 @@
 // the submitter took the first) or the held devices go to another job (a
 // lost round). Hence D ≤ E/2, leaving half an epoch for claims, and an
 // epoch must be long enough for both halves: measured at 300ms one-way
-// (testnet/epochbench), 1s epochs put D at its ceiling and still lost 20
+// (testnet/bench/epoch), 1s epochs put D at its ceiling and still lost 20
 // rounds per 100 jobs (the fixed 150ms delay 44), some of them to held
 // devices, with 11 declined proposals per 100 jobs; 2s epochs lost none.
 // A node warns when its delay sits at the ceiling.
@@ -146,7 +146,7 @@
 // fixed delay uses it as is; a network must not mix the two.
 //
 // Gossip's tail, not its median, sets D: measured over links of one-way
-// latency L (testnet/epochbench), the median delay is L but the p99 is
+// latency L (testnet/bench/epoch), the median delay is L but the p99 is
 // 1.1–2 L, and several times L on a loaded machine. Providers'
 // announcements lag the network by a heartbeat, so a sudden rise of gossip
 // delay costs rounds until the next offers carry it; a peer whose gossip is

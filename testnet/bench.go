@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/e31network/e31/testnet/bench"
+	"github.com/e31network/e31/testnet/bench/speed"
 	"github.com/e31network/e31/testnet/cluster"
 	"github.com/spf13/cobra"
 )
@@ -22,12 +21,12 @@ type benchOptions struct {
 	keep       bool
 	profileDir string
 	profileFor time.Duration
-	run        bench.Options
+	run        speed.Options
 }
 
 func (o *benchOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringSliceVar(&o.only, "only", nil, "parts to run, comma-separated: micro (= match,receipts,staging), "+strings.Join(bench.Parts(), ", ")+" (default all)")
+	f.StringSliceVar(&o.only, "only", nil, "parts to run, comma-separated: micro (= match,receipts,staging), "+strings.Join(speed.Parts(), ", ")+" (default all)")
 	f.BoolVar(&o.json, "json", false, "print every figure and the raw measurements as one JSON object")
 	f.BoolVar(&o.markdown, "markdown", false, "print the table as markdown, for the figures table in docs/figures.md")
 	f.BoolVar(&o.keep, "keep", false, "keep the work dir (nodes' data dirs and logs) and print where")
@@ -98,16 +97,13 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	began := time.Now()
+	logf := progress(stderr)
 	dir, done, err := workDir("", "e31-bench-", o.keep, stderr)
 	if err != nil {
 		return err
 	}
 	defer done()
-	o.run.Only, o.run.ModuleRoot, o.run.Dir = o.only, root, dir
-	o.run.Log = func(format string, args ...any) {
-		fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
-	}
+	o.run.Only, o.run.ModuleRoot = o.only, root
 	if o.profileDir != "" {
 		if o.run.Throughput.ProfileDir, err = filepath.Abs(o.profileDir); err != nil {
 			return err
@@ -119,7 +115,7 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	rep, err := bench.Run(ctx, o.run)
+	rep, err := speed.Run(ctx, dir, logf, o.run)
 	if err != nil {
 		return err
 	}
@@ -129,17 +125,5 @@ func runBench(ctx context.Context, o benchOptions, stdout, stderr io.Writer) err
 	case o.markdown:
 		return rep.Table.WriteMarkdown(stdout)
 	}
-	if err := rep.Table.WriteText(stdout); err != nil {
-		return err
-	}
-	if n := rep.Table.Missed(); n > 0 {
-		fmt.Fprintf(stdout, "\n%d of the figures missed their goal\n", n)
-	}
-	return nil
-}
-
-func jsonOut(w io.Writer, rep bench.Report) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
+	return rep.Table.WriteTextSummary(stdout)
 }

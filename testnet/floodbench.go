@@ -2,20 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/e31network/e31/testnet/bench"
-	"github.com/e31network/e31/testnet/cluster"
+	"github.com/e31network/e31/testnet/bench/flood"
 	"github.com/spf13/cobra"
 )
 
 type floodBenchOptions struct {
-	flood bench.FloodOptions
+	flood flood.Options
 	json  bool
 	keep  bool
 }
@@ -53,10 +50,7 @@ quiet interval of the same length).`,
 }
 
 func runFloodBench(ctx context.Context, o floodBenchOptions, stdout, stderr io.Writer) error {
-	began := time.Now()
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
-	}
+	logf := progress(stderr)
 	if os.Geteuid() != 0 {
 		return bench.ErrNeedsRoot
 	}
@@ -65,19 +59,12 @@ func runFloodBench(ctx context.Context, o floodBenchOptions, stdout, stderr io.W
 		return err
 	}
 	defer done()
-	logf("building e31d and e31 (load %s)", bench.LoadAvg())
-	bin, err := cluster.Build(ctx, filepath.Join(dir, "bin"))
-	if err != nil {
-		return err
-	}
-	r, err := bench.MeasureFlood(ctx, bench.Env{Dir: dir, Bin: bin, Log: logf}, o.flood)
+	r, err := flood.Run(ctx, dir, logf, o.flood)
 	if err != nil {
 		return err
 	}
 	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return jsonOut(stdout, r)
 	}
 	return r.WriteText(stdout)
 }

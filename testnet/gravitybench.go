@@ -2,17 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	osexec "os/exec"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/e31network/e31/testnet/bench"
-	"github.com/e31network/e31/testnet/cluster"
+	"github.com/e31network/e31/testnet/bench/gravity"
 	"github.com/spf13/cobra"
 )
 
@@ -77,29 +75,20 @@ func runGravityBench(ctx context.Context, o gravityBenchOptions, stdout, stderr 
 		return fmt.Errorf("--dataset-mib, --jobs, --providers and --gpus must be at least 1")
 	}
 	for _, name := range o.configs {
-		if !slices.ContainsFunc(bench.GravityConfigs, func(c bench.GravityConfig) bool { return c.Name == name }) {
+		if !slices.ContainsFunc(gravity.Configs(), func(c gravity.Config) bool { return c.Name == name }) {
 			return fmt.Errorf("--configs: no configuration %q (baseline, full, full+wait)", name)
 		}
 	}
 	if _, err := osexec.LookPath("runc"); os.Geteuid() != 0 || err != nil {
 		return bench.ErrNeedsRoot
 	}
-	began := time.Now()
+	logf := progress(stderr)
 	dir, done, err := workDir(o.dir, "e31-gravity-bench-", o.keep, stderr)
 	if err != nil {
 		return err
 	}
 	defer done()
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
-	}
-	logf("building e31d and e31")
-	bin, err := cluster.Build(ctx, filepath.Join(dir, "bin"))
-	if err != nil {
-		return err
-	}
-	load0 := bench.LoadAvg()
-	rep, err := bench.MeasureGravity(ctx, bench.Env{Dir: dir, Bin: bin, Log: logf}, bench.GravityOptions{
+	rep, err := gravity.Run(ctx, dir, logf, gravity.Options{
 		DatasetBytes: o.datasetMiB << 20, Jobs: o.jobs, Providers: o.providers, GPUs: o.gpus,
 		Over: o.over, Run: o.run, UploadLimit: o.uploadLimit, Configs: o.configs, Keep: o.keep,
 	})
@@ -107,21 +96,7 @@ func runGravityBench(ctx context.Context, o gravityBenchOptions, stdout, stderr 
 		return err
 	}
 	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return jsonOut(stdout, rep)
 	}
-	t := bench.Table{
-		Machine: fmt.Sprintf("%d jobs x %d MiB dataset, %d providers x %d GPUs, submitted over %s, submitter upload %s; load %s -> %s",
-			o.jobs, o.datasetMiB, o.providers, o.gpus, o.over, o.uploadLimit, load0, bench.LoadAvg()),
-		Figures: rep.Figures(),
-		Notes:   rep.Notes(),
-	}
-	if err := t.WriteText(stdout); err != nil {
-		return err
-	}
-	if n := t.Missed(); n > 0 {
-		fmt.Fprintf(stdout, "\n%d of the figures missed their goal\n", n)
-	}
-	return nil
+	return rep.WriteText(stdout)
 }

@@ -11,6 +11,11 @@
 //	go run ./testnet bench --only idle,throughput --profile /tmp/prof
 //	go run ./testnet byzantine-bench
 //	go run ./testnet gravity-bench --dataset-mib 64
+//
+// Each benchmark is a package of its own: bench is testnet/bench/speed,
+// measure is testnet/bench/measure and <name>-bench is testnet/bench/<name>;
+// testnet/bench itself is the kit they share. A command here parses its
+// flags, makes the work dir and calls the package.
 package main
 
 import (

@@ -15,7 +15,7 @@
 //     the records first (why jobs wait, which provider is reserved, the
 //     staging that a reservation allows, the Match itself), the proposals
 //     that other peers act on last. Both loops and the epoch benchmark
-//     (testnet/epochbench) carry out every Result through it; only the
+//     (testnet/bench/epoch) carry out every Result through it; only the
 //     Actions differ.
 //
 // History keeps the recent Results for GET /v1/matches.

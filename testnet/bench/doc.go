@@ -1,39 +1,31 @@
-// Package bench measures the figures of E31's speed goals in one run and
-// prints them beside the baseline each is held against, measured in the same
-// run on the same machine, so that a figure means the same thing on a
-// laptop and on a loaded build server.
+// Package bench is the measuring kit that testnet's benchmarks share; each
+// benchmark is a package of its own under testnet/bench/<name>, and
+// `go run ./testnet <name>-bench` (or `bench`, `measure`) only parses its
+// flags and calls it:
 //
-// Two kinds of figures come together here:
+//	speed      the speed goals' figures beside their in-run baselines (bench)
+//	measure    convergence, gossip latency, memory and lease latency (measure)
+//	image      image import, cold and warm starts, disk, checkpoints (image-bench)
+//	epoch      matching rounds lost to differing views at WAN latency (epoch-bench)
+//	nat        leases and staging behind NAT, in network namespaces (nat-bench)
+//	flood      honest jobs under a Sybil and an invalid-message flood (flood-bench)
+//	byzantine  honest jobs among byzantine providers (byzantine-bench)
+//	gravity    one dataset moved to many jobs (gravity-bench)
 //
-//   - Micro figures come from the packages' own Go benchmarks (market's
-//     Match, ledger's receipts, content's staging), run as `go test -bench`
-//     subprocesses. [ParseGoBench] reads their output; a figure is found by
-//     its metric unit ("receipts/s", "MiB/s", "ns/op"), not by benchmark
-//     name alone, because the benchmarks are rewritten as the code behind
-//     them is, and a unit that is missing is an error that names the
-//     benchmark, never a silent zero.
-//   - Daemon figures come from real e31d processes on 127.0.0.1 started with
-//     testnet/cluster, running trivial jobs (`true` on the host's system
-//     directories) in real runc sandboxes: idle-network latency, throughput
-//     of 200 jobs from 10 submitters (each submitting its next job when its
-//     last has ended, so that a job's submit -> released time is its own
-//     turn rather than its place in a queue of 200), memory growth and deep-queue
-//     throughput. Job timings are the daemons' own step times (api.Job.Steps),
-//     so the polling here only paces the run.
+// What is here is what more than one of them needs, and no goal of any:
 //
-// Throughput is reported against the sandbox-bound limit of this machine:
-// cores ÷ CPU-seconds of one bare `runc run` of the same job's bundle (see
-// [MeasureSandboxLimit]), because a network that does nothing but start
-// sandboxes can go no faster, and the ratio travels between machines where
-// jobs/s does not.
+//   - [Figure] and [Table]: one row per figure (measured value, in-run
+//     baseline, ratio, goal, verdict), printed aligned for a terminal, as
+//     markdown for docs/figures.md, or as JSON;
+//   - [Env]: the work dir, the built binaries and the progress log a
+//     benchmark on real daemons gets;
+//   - [StartNetwork], [WaitIdle], [Submit], [TrivialJob], [JobWaiter],
+//     [WaitAll], [WaitJob]: starting networks of real e31d processes on
+//     127.0.0.1 (testnet/cluster) and following their jobs. Job timings
+//     are the daemons' own step times (api.Job.Steps), so the polling here
+//     only paces a run;
+//   - [Spread], [VmRSS], [ReadProcCPU], [LoadAvg]: summaries of samples and
+//     what /proc says of a process and of the machine.
 //
-// With a profile directory, every daemon serves /debug/pprof/ and a CPU
-// profile of each is taken during the throughput load; [Attribute] splits
-// the merged samples into the phases a job goes through by the package of
-// the leaf-most frame that names one, so the table says what one job costs
-// where (CPU-ms per job), and what is not the sandbox.
-//
-// A [Figure] is one row: measured value, baseline, ratio, goal and verdict.
-// [Table] prints the rows aligned for a terminal, as markdown for
-// docs/figures.md, or as JSON for scripts.
+// Nothing here holds state between calls: every option travels as a value.
 package bench

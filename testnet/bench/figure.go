@@ -10,7 +10,7 @@ import (
 // Figure is one row of the table: a measured value, the in-run baseline it
 // is compared with (if any), their ratio, and the goal it is held against.
 type Figure struct {
-	// Group is the part of the bench that measured it (see Parts).
+	// Group is the part of the benchmark that measured it.
 	Group string `json:"group"`
 	Name  string `json:"name"`
 	// Value is the figure in Unit; Measured is how it is shown.
@@ -28,16 +28,21 @@ type Figure struct {
 	OK   *bool  `json:"ok,omitempty"`
 }
 
+// Verdict is how a figure's goal reads in every printout: "ok" or
+// "MISSED".
+func Verdict(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "MISSED"
+}
+
 // verdict is what the table shows for f.OK.
 func (f Figure) verdict() string {
-	switch {
-	case f.OK == nil:
+	if f.OK == nil {
 		return ""
-	case *f.OK:
-		return "ok"
-	default:
-		return "MISSED"
 	}
+	return Verdict(*f.OK)
 }
 
 func (f Figure) ratio() string {
@@ -46,8 +51,6 @@ func (f Figure) ratio() string {
 	}
 	return fmt.Sprintf("%.2fx", *f.Ratio)
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // Table is a run's figures with what the reader needs to judge them.
 type Table struct {
@@ -91,6 +94,19 @@ func (t Table) WriteText(w io.Writer) error {
 	}
 	if len(t.Notes) > 0 {
 		fmt.Fprintln(w)
+	}
+	return nil
+}
+
+// WriteTextSummary is WriteText followed, when figures missed their goal,
+// by a line that counts them.
+func (t Table) WriteTextSummary(w io.Writer) error {
+	if err := t.WriteText(w); err != nil {
+		return err
+	}
+	if n := t.Missed(); n > 0 {
+		_, err := fmt.Fprintf(w, "\n%d of the figures missed their goal\n", n)
+		return err
 	}
 	return nil
 }

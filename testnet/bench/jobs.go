@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/e31network/e31/market"
@@ -12,41 +11,15 @@ import (
 	"github.com/e31network/e31/node/task"
 )
 
-// Spread summarises a sample; percentiles are nearest-rank, so with fewer
-// than 100 values p99 is the maximum.
-type Spread struct {
-	N   int     `json:"n"`
-	Min float64 `json:"min"`
-	P50 float64 `json:"p50"`
-	P99 float64 `json:"p99"`
-	Max float64 `json:"max"`
-}
-
-// SpreadOf summarises v.
-func SpreadOf(v []float64) Spread {
-	if len(v) == 0 {
-		return Spread{}
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	rank := func(p float64) float64 {
-		i := int(float64(len(s))*p+0.999999) - 1
-		return s[min(max(i, 0), len(s)-1)]
-	}
-	return Spread{N: len(s), Min: s[0], P50: rank(0.50), P99: rank(0.99), Max: s[len(s)-1]}
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// trivialJob is the job every daemon figure runs: `true` in the sandbox on
+// TrivialJob is the job most daemon figures run: `true` in the sandbox on
 // the host's system directories, one GPU, the declaration's defaults for
 // the rest (1 CPU, 1 GiB).
-func trivialJob() (json.RawMessage, error) {
+func TrivialJob() (json.RawMessage, error) {
 	return json.Marshal(market.NewDeclaration("bench", []string{"true"}, 1, market.Duration(60_000), nil))
 }
 
-// stepAt is when job j reached step name.
-func stepAt(j api.Job, name api.StepName) (time.Time, bool) {
+// StepAt is when job j reached step name.
+func StepAt(j api.Job, name api.StepName) (time.Time, bool) {
 	for _, s := range j.Steps {
 		if s.Step == name {
 			return s.At, true
@@ -55,52 +28,65 @@ func stepAt(j api.Job, name api.StepName) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// ended is a finished job's timings, from the daemon's own step times.
-type ended struct {
-	job      api.Job
-	submit   time.Time
-	rent     time.Time // zero when it never rented
-	released time.Time
+// Ended is a finished job's timings, from the daemon's own step times.
+type Ended struct {
+	Job      api.Job
+	Submit   time.Time
+	Rent     time.Time // zero when it never rented
+	Released time.Time
 }
 
-func endedOf(j api.Job) (ended, error) {
-	e := ended{job: j}
+// EndedOf reads the timings of a job that has ended; a job without a
+// submit or a release step is an error.
+func EndedOf(j api.Job) (Ended, error) {
+	e := Ended{Job: j}
 	var ok bool
-	if e.submit, ok = stepAt(j, api.StepSubmit); !ok {
+	if e.Submit, ok = StepAt(j, api.StepSubmit); !ok {
 		return e, fmt.Errorf("job %s has no submit step", j.ID)
 	}
-	e.rent, _ = stepAt(j, api.StepRent)
-	if e.released, ok = stepAt(j, api.StepRelease); !ok {
+	e.Rent, _ = StepAt(j, api.StepRent)
+	if e.Released, ok = StepAt(j, api.StepRelease); !ok {
 		return e, fmt.Errorf("job %s ended %s without a release step", j.ID, j.State)
 	}
 	return e, nil
 }
 
-// completed fails unless the job completed: a figure of failed jobs would
+// Completed fails unless the job completed: a figure of failed jobs would
 // measure the failure path, not the job.
-func (e ended) completed() error {
-	if e.job.Outcome != "completed" {
-		return fmt.Errorf("job %s ended %s/%s: %s", e.job.ID, e.job.State, e.job.Outcome, e.job.Reason)
+func (e Ended) Completed() error {
+	if e.Job.Outcome != "completed" {
+		return fmt.Errorf("job %s ended %s/%s: %s", e.Job.ID, e.Job.State, e.Job.Outcome, e.Job.Reason)
 	}
 	return nil
 }
 
-// jobWaiter follows jobs submitted to one daemon until they end. Jobs end
+// JobWaiter follows jobs submitted to one daemon until they end. Jobs end
 // roughly in the order they were submitted, so each round asks about the
 // oldest unfinished jobs only, and stops at the first still running: a
 // deep queue costs the daemon a few requests a round, not one per job.
-type jobWaiter struct {
+// One goroutine uses a JobWaiter at a time.
+type JobWaiter struct {
 	cl      *api.Client
 	pending []string
 }
 
-func (w *jobWaiter) add(id string) { w.pending = append(w.pending, id) }
+// NewJobWaiter follows jobs on cl.
+func NewJobWaiter(cl *api.Client) *JobWaiter { return &JobWaiter{cl: cl} }
+
+// Client is the daemon the jobs were submitted to.
+func (w *JobWaiter) Client() *api.Client { return w.cl }
+
+// Add follows job id too.
+func (w *JobWaiter) Add(id string) { w.pending = append(w.pending, id) }
+
+// Pending lists the jobs not yet seen ended, oldest first.
+func (w *JobWaiter) Pending() []string { return w.pending }
 
 // poll asks about pending jobs from the oldest, returning those that ended,
 // and looks at most ahead jobs past one still running (so that a job that
 // ends out of order does not wait for the slow one before it).
-func (w *jobWaiter) poll(ctx context.Context, ahead int) ([]ended, error) {
-	var out []ended
+func (w *JobWaiter) poll(ctx context.Context, ahead int) ([]Ended, error) {
+	var out []Ended
 	keep := w.pending[:0:0]
 	running := 0
 	for i, id := range w.pending {
@@ -119,7 +105,7 @@ func (w *jobWaiter) poll(ctx context.Context, ahead int) ([]ended, error) {
 			running++
 			continue
 		}
-		e, err := endedOf(j)
+		e, err := EndedOf(j)
 		if err != nil {
 			return out, err
 		}
@@ -129,18 +115,18 @@ func (w *jobWaiter) poll(ctx context.Context, ahead int) ([]ended, error) {
 	return out, nil
 }
 
-// follow waits for each pending job to end in turn, the daemon answering
+// Follow waits for each pending job to end in turn, the daemon answering
 // at each change of the job (api.Client.WaitJob) rather than being asked on
 // a timer: how a user's `e31 submit --wait` follows a job, down to asking
 // again only after a pause when the daemon answers at once with nothing
 // new. For one job in flight at a time, where polling would add up to a
 // poll interval to each job's turn and cost the daemon a request per
 // interval.
-func (w *jobWaiter) follow(ctx context.Context, limit time.Duration) ([]ended, error) {
+func (w *JobWaiter) Follow(ctx context.Context, limit time.Duration) ([]Ended, error) {
 	const wait, pause = 30 * time.Second, 20 * time.Millisecond
 	lctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	var out []ended
+	var out []Ended
 	for len(w.pending) > 0 {
 		id := w.pending[0]
 		j, err := w.cl.Job(lctx, id)
@@ -156,7 +142,7 @@ func (w *jobWaiter) follow(ctx context.Context, limit time.Duration) ([]ended, e
 		if err != nil {
 			return out, fmt.Errorf("job %s: %w", id, err)
 		}
-		e, err := endedOf(j)
+		e, err := EndedOf(j)
 		if err != nil {
 			return out, err
 		}
@@ -166,10 +152,11 @@ func (w *jobWaiter) follow(ctx context.Context, limit time.Duration) ([]ended, e
 	return out, nil
 }
 
-// waitAll polls every waiter until all their jobs ended or limit passes.
-func waitAll(ctx context.Context, ws []*jobWaiter, every, limit time.Duration) ([]ended, error) {
+// WaitAll polls every waiter, every so often, until all their jobs ended
+// or limit passes.
+func WaitAll(ctx context.Context, ws []*JobWaiter, every, limit time.Duration) ([]Ended, error) {
 	deadline := time.Now().Add(limit)
-	var out []ended
+	var out []Ended
 	for {
 		left := 0
 		for _, w := range ws {
@@ -192,19 +179,19 @@ func waitAll(ctx context.Context, ws []*jobWaiter, every, limit time.Duration) (
 	}
 }
 
-// window is the span from the first submit to the last release of es, and
+// Window is the span from the first submit to the last release of es, and
 // the jobs per second it gives.
-func window(es []ended) (time.Duration, float64) {
+func Window(es []Ended) (time.Duration, float64) {
 	if len(es) == 0 {
 		return 0, 0
 	}
-	first, last := es[0].submit, es[0].released
+	first, last := es[0].Submit, es[0].Released
 	for _, e := range es[1:] {
-		if e.submit.Before(first) {
-			first = e.submit
+		if e.Submit.Before(first) {
+			first = e.Submit
 		}
-		if e.released.After(last) {
-			last = e.released
+		if e.Released.After(last) {
+			last = e.Released
 		}
 	}
 	d := last.Sub(first)
@@ -212,4 +199,41 @@ func window(es []ended) (time.Duration, float64) {
 		return d, 0
 	}
 	return d, float64(len(es)) / d.Seconds()
+}
+
+// jobPoll is how often WaitJob asks about its job; the latencies come from
+// the daemon's own step times, so it only paces the run.
+const jobPoll = 20 * time.Millisecond
+
+// WaitJob polls one job until done says it is, fails, or limit passes.
+func WaitJob(ctx context.Context, cl *api.Client, id string, limit time.Duration, done func(api.Job) (bool, error)) (api.Job, error) {
+	deadline := time.Now().Add(limit)
+	var last api.Job
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		j, err := cl.Job(rctx, id)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return last, ctx.Err()
+		}
+		if err == nil {
+			last = j
+			ok, err := done(j)
+			if err != nil {
+				return j, err
+			}
+			if ok {
+				return j, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return last, fmt.Errorf("timed out after %s: %w", limit, err)
+			}
+			return last, fmt.Errorf("timed out after %s in state %s (%s)", limit, last.State, last.Reason)
+		}
+		if err := task.Sleep(ctx, jobPoll); err != nil {
+			return last, err
+		}
+	}
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/e31network/e31/testnet/cluster"
 )
 
-// startNetwork starts a cluster and waits until every view holds every
-// offer.
-func startNetwork(ctx context.Context, opts cluster.Options) (*cluster.Cluster, error) {
+// StartNetwork starts a cluster and waits until every view holds every
+// offer; the caller stops it.
+func StartNetwork(ctx context.Context, opts cluster.Options) (*cluster.Cluster, error) {
 	c, err := cluster.Start(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -26,9 +26,9 @@ func startNetwork(ctx context.Context, opts cluster.Options) (*cluster.Cluster, 
 	return c, nil
 }
 
-// waitIdle waits until no node's view shows a held GPU, so that the next
+// WaitIdle waits until no node's view shows a held GPU, so that the next
 // figure starts from a network with all its compute free.
-func waitIdle(ctx context.Context, c *cluster.Cluster, limit time.Duration) error {
+func WaitIdle(ctx context.Context, c *cluster.Cluster, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		held := 0
@@ -57,8 +57,9 @@ func waitIdle(ctx context.Context, c *cluster.Cluster, limit time.Duration) erro
 	}
 }
 
-// submit submits the trivial job on cl.
-func submit(ctx context.Context, cl *api.Client, decl []byte) (string, error) {
+// Submit submits a declaration (such as TrivialJob's) on cl and returns
+// the job's ID.
+func Submit(ctx context.Context, cl *api.Client, decl []byte) (string, error) {
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	j, err := cl.Submit(sctx, api.SubmitRequest{Declaration: decl}, nil)

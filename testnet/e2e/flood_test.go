@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/testnet/bench"
+	"github.com/e31network/e31/testnet/bench/flood"
 )
 
 // Honest jobs complete while two strangers flood the gossip: one with
@@ -17,8 +18,8 @@ import (
 // for a longer run.
 func TestByzantineFlood(t *testing.T) {
 	requireSandbox(t)
-	o := bench.FloodOptions{Nodes: 3, GPUs: 2, Jobs: 6, Window: 10 * time.Second, SybilRate: 300, MixedRate: 60}
-	r, err := bench.MeasureFlood(context.Background(), bench.Env{Dir: t.TempDir(), Bin: bin, Log: t.Logf}, o)
+	o := flood.Options{Nodes: 3, GPUs: 2, Jobs: 6, Window: 10 * time.Second, SybilRate: 300, MixedRate: 60}
+	r, err := flood.Measure(context.Background(), bench.Env{Dir: t.TempDir(), Bin: bin, Log: t.Logf}, o)
 	var out strings.Builder
 	_ = r.WriteText(&out)
 	t.Log("\n" + out.String())

@@ -1,0 +1,42 @@
+package bench
+
+import (
+	"errors"
+	"os"
+	"strings"
+
+	"github.com/e31network/e31/testnet/cluster"
+)
+
+// ErrNeedsRoot is returned when a benchmark runs sandboxes and the process
+// cannot.
+var ErrNeedsRoot = errors.New("the daemon figures run jobs in runc sandboxes: run as root with runc installed (apt-get install -y runc), or select only the micro figures (--only micro)")
+
+// Env is what a benchmark on real daemons gets from its caller.
+type Env struct {
+	// Dir holds the networks' data dirs and logs.
+	Dir string
+	Bin cluster.Binaries
+	// Log receives progress lines; nil discards them.
+	Log func(format string, args ...any)
+}
+
+// Logf writes a progress line to e.Log, if there is one.
+func (e Env) Logf(format string, args ...any) {
+	if e.Log != nil {
+		e.Log(format, args...)
+	}
+}
+
+// LoadAvg is the 1, 5 and 15 minute load averages, or "?".
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
