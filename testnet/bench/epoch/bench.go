@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -160,7 +161,7 @@ func Run(ctx context.Context, p Params) (Result, error) {
 			wg.Go(func() { sp.publishOffers(ctx) })
 		}
 	}
-	if err := sleep(ctx, p.Warmup); err != nil {
+	if err := task.Sleep(ctx, p.Warmup); err != nil {
 		return Result{}, err
 	}
 	rec.start()
@@ -175,7 +176,7 @@ func Run(ctx context.Context, p Params) (Result, error) {
 	slices.Sort(at)
 	begin := time.Now()
 	for i, d := range at {
-		if err := sleep(ctx, time.Until(begin.Add(d))); err != nil {
+		if err := task.Sleep(ctx, time.Until(begin.Add(d))); err != nil {
 			return Result{}, err
 		}
 		sub := peers[p.Providers+i%p.Submitters]
@@ -186,7 +187,7 @@ func Run(ctx context.Context, p Params) (Result, error) {
 	// Let the last jobs be leased: a few epochs, or until every job is.
 	deadline := time.Now().Add(5 * p.Epoch)
 	for rec.leasedJobs() < p.Jobs && time.Now().Before(deadline) {
-		if err := sleep(ctx, p.Epoch/4); err != nil {
+		if err := task.Sleep(ctx, p.Epoch/4); err != nil {
 			return Result{}, err
 		}
 	}
@@ -224,22 +225,8 @@ func waitMesh(ctx context.Context, peers []*simPeer) error {
 		if ready {
 			return nil
 		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+		if err := task.Sleep(ctx, 20*time.Millisecond); err != nil {
 			return errors.New("gossip mesh did not form within 30s")
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/task"
 )
 
 // Result is what one run measured.
@@ -117,7 +118,7 @@ func (r *recorder) probeLag(ctx context.Context) {
 	const tick = 10 * time.Millisecond
 	for {
 		want := time.Now().Add(tick)
-		if sleep(ctx, tick) != nil {
+		if task.Sleep(ctx, tick) != nil {
 			return
 		}
 		late := time.Since(want)
