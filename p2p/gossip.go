@@ -88,6 +88,7 @@ type Gossip struct {
 	checker  *Checker
 	topics   map[string]*pubsub.Topic
 	rejected map[string]*atomic.Uint64
+	meter    *meter // what the gossip carried (Counts)
 }
 
 // NewGossip starts gossipsub on h and joins both topics.
@@ -114,6 +115,8 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 		cfg.Guard.options(cfg.Network),
 		pubsub.WithLogger(slog.New(pubsubLog{cfg.Log.Handler()}).With("component", "pubsub")),
 	)
+	m := newMeter(cfg.Network)
+	opts = append(opts, pubsub.WithRawTracer(m))
 	opts = append(opts, cfg.Extra...)
 	ps, err := pubsub.NewGossipSub(ctx, h, opts...)
 	if err != nil {
@@ -130,6 +133,7 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 		checker:  NewChecker(cfg.MaxAge, cfg.MaxSkew),
 		topics:   make(map[string]*pubsub.Topic),
 		rejected: make(map[string]*atomic.Uint64),
+		meter:    m,
 	}
 	for _, r := range reasons {
 		g.rejected[r] = new(atomic.Uint64)

@@ -14,8 +14,11 @@ type Sources struct {
 	Provider  interface{ Counts() provider.Counts }
 	Submitter interface{ Counts() map[api.JobState]int }
 	Images    interface{ Stats() layers.CacheStats }
-	Gossip    interface{ Rejections() map[string]uint64 }
-	Guard     *p2p.Guard
+	Gossip    interface {
+		Rejections() map[string]uint64
+		Counts() p2p.GossipCounts
+	}
+	Guard *p2p.Guard
 }
 
 // Register adds the series that are read from s when scraped. Call it once.
@@ -53,6 +56,34 @@ func (m *Registry) Register(s Sources) {
 		}))
 	}
 	m.registerGuard(s.Guard)
+	m.registerGossip(s.Gossip)
+}
+
+// registerGossip adds what the gossip carried: copies of messages and
+// control entries by topic and kind, and RPC bytes by topic and direction
+// (p2p.GossipCounts), so that one peer's share of the network's gossip can
+// be read off any daemon.
+func (m *Registry) registerGossip(g interface{ Counts() p2p.GossipCounts }) {
+	for _, topic := range p2p.GossipTopics() {
+		for _, kind := range p2p.GossipKinds() {
+			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "e31_gossip_messages_total",
+				Help:        "Gossip message copies received (delivered, duplicate, rejected, ignored) and sent, and control entries received (ihave, iwant, idontwant, graft, prune), by topic.",
+				ConstLabels: prometheus.Labels{"topic": topic, "kind": kind}}, func() float64 {
+				return float64(g.Counts().Messages[topic][kind])
+			}))
+		}
+		for _, dir := range []string{"in", "out"} {
+			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "e31_gossip_bytes_total",
+				Help:        "Gossip RPC bytes received and sent, by topic (none: what names no topic), without the transport's framing.",
+				ConstLabels: prometheus.Labels{"topic": topic, "direction": dir}}, func() float64 {
+				c := g.Counts()
+				if dir == "in" {
+					return float64(c.BytesIn[topic])
+				}
+				return float64(c.BytesOut[topic])
+			}))
+		}
+	}
 }
 
 // registerGuard adds the series of the gossip defences: what the per-peer
