@@ -264,6 +264,10 @@ type Match struct {
 	// Fast marks a pass between epochs, on the view as it stood then
 	// (straight to rent), rather than an epoch's frozen view.
 	Fast bool `json:"fast,omitempty"`
+	// CutMs is how long cutting the pass's view took on this node (zero
+	// for a pass between epochs), MatchMs how long Match took on it.
+	CutMs   float64 `json:"cut_ms,omitempty"`
+	MatchMs float64 `json:"match_ms,omitempty"`
 }
 
 // Block names the peers a node refuses to connect with; empty heals.

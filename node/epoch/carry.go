@@ -43,6 +43,9 @@ type Pass struct {
 	// Fast marks a pass between epochs (FastPath), on the view as it stood
 	// on this node, rather than an epoch's frozen view.
 	Fast bool
+	// Cut is how long cutting the view took, and Took how long Match took
+	// on it: what one pass costs this node.
+	Cut, Took time.Duration
 }
 
 // Carry carries out res, the Match of pass, on the node self (its peer ID),
@@ -75,7 +78,8 @@ func Carry(act Actions, self string, pass Pass, res market.Result) {
 		act.Prestage(reservedFor(self, res))
 	}
 	act.RecordMatch(api.Match{Epoch: pass.Epoch, ViewHash: res.ViewHash, Jobs: pass.Jobs,
-		DelayMs: pass.Delay.Milliseconds(), Assignments: res.Assignments, Fast: pass.Fast})
+		DelayMs: pass.Delay.Milliseconds(), Assignments: res.Assignments, Fast: pass.Fast,
+		CutMs: ms(pass.Cut), MatchMs: ms(pass.Took)})
 	for _, a := range res.Assignments {
 		if a.Provider == self {
 			act.Propose(a, pass.Epoch, res.ViewHash)
@@ -94,3 +98,6 @@ func reservedFor(provider string, res market.Result) []market.Reservation {
 	}
 	return out
 }
+
+// ms is d in milliseconds, with its fraction.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

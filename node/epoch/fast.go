@@ -124,7 +124,8 @@ func (f *FastPath) Pass(now time.Time) (open int) {
 	if len(v.Jobs) == 0 {
 		return open
 	}
+	began := time.Now()
 	res := market.Match(v, market.Options{})
-	Carry(f.Actions, f.Self, Pass{Epoch: v.Epoch, Jobs: len(v.Jobs), Fast: true}, res)
+	Carry(f.Actions, f.Self, Pass{Epoch: v.Epoch, Jobs: len(v.Jobs), Fast: true, Took: time.Since(began)}, res)
 	return open
 }

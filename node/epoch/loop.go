@@ -73,13 +73,16 @@ func (l *Loop) Match(epoch uint64, start time.Time, delay time.Duration) {
 	if l.Prune != nil {
 		l.Prune()
 	}
+	began := time.Now()
 	v := l.Market.Snapshot(epoch, start, cutoff, l.Clock.Offers.At(cutoff, start))
+	cut := time.Since(began)
 	if l.Cut != nil {
 		l.Cut(epoch, delay, len(v.Jobs))
 	}
 	if len(v.Jobs) == 0 {
 		return
 	}
+	began = time.Now()
 	res := market.Match(v, market.Options{})
-	Carry(l.Actions, l.Self, Pass{Epoch: epoch, Jobs: len(v.Jobs), Delay: delay}, res)
+	Carry(l.Actions, l.Self, Pass{Epoch: epoch, Jobs: len(v.Jobs), Delay: delay, Cut: cut, Took: time.Since(began)}, res)
 }
