@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -197,7 +195,7 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 	r.SybilSent, r.MixedSent = sybilSent.Total(), mixedSent
 	r.SybilAccepted, r.MixedAccepted = obs.count("sybil-"), obs.count("mixed-")
 	for _, n := range c.Nodes {
-		m, err := scrapeMetrics(ctx, n.Metrics)
+		m, err := bench.Scrape(ctx, n.Metrics)
 		if err != nil {
 			return r, err
 		}
@@ -207,11 +205,11 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 		for k, v := range m {
 			switch {
 			case strings.HasPrefix(k, "e31_gossip_peers{"):
-				r.Bands[labelOf(k, "band")] += v
+				r.Bands[bench.LabelOf(k, "band")] += v
 			case strings.HasPrefix(k, "e31_gossip_limited_total{"):
-				r.Limited[labelOf(k, "reason")] += v
+				r.Limited[bench.LabelOf(k, "reason")] += v
 			case strings.HasPrefix(k, "e31_gossip_rejected_total{"):
-				r.Rejected[labelOf(k, "reason")] += v
+				r.Rejected[bench.LabelOf(k, "reason")] += v
 			}
 		}
 	}
@@ -400,52 +398,6 @@ func (o *observer) count(prefix string) int {
 func (o *observer) close() {
 	o.cancel()
 	o.h.Close()
-}
-
-// labelOf is the value of a label in a series as scrapeMetrics keys it.
-func labelOf(series, label string) string {
-	_, v, ok := strings.Cut(series, label+`="`)
-	if !ok {
-		return ""
-	}
-	v, _, _ = strings.Cut(v, `"`)
-	return v
-}
-
-// scrapeMetrics reads a node's Prometheus endpoint into series -> value.
-func scrapeMetrics(ctx context.Context, addr string) (map[string]float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]float64)
-	for line := range strings.Lines(string(b)) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		out[line[:i]] = v
-	}
-	return out, nil
 }
 
 // WriteText prints the report for people.
