@@ -1,0 +1,249 @@
+package scale
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/task"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// neighbour is one of the daemon's gossip peers: a real gossipsub host on
+// 127.0.0.1 that carries the far network's messages to the daemon, and
+// takes what the daemon forwards, as a peer of its mesh would. Neighbours
+// run no validators (they only relay what the driver made valid) and are
+// connected to the daemon only.
+type neighbour struct {
+	h      host.Host
+	topics map[string]*pubsub.Topic
+	subs   []*pubsub.Subscription
+}
+
+func newNeighbour(ctx context.Context, network string) (*neighbour, error) {
+	key, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		return nil, err
+	}
+	h, err := p2p.NewHost(p2p.HostConfig{Key: key, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, UserAgent: "e31-scale"})
+	if err != nil {
+		return nil, err
+	}
+	// The network's own message options and router parameters, so that
+	// the daemon sees these as it sees any peer; flood publishing off, as
+	// a forwarder sends to its mesh.
+	opts := append(p2p.MessageOptions(), pubsub.WithGossipSubParams(p2p.RouterParams()))
+	ps, err := pubsub.NewGossipSub(ctx, h, opts...)
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("scale: start gossipsub: %w", err)
+	}
+	n := &neighbour{h: h, topics: make(map[string]*pubsub.Topic)}
+	for _, short := range []string{p2p.TopicOffers, p2p.TopicJobs} {
+		t, err := ps.Join(p2p.TopicName(network, short))
+		if err != nil {
+			h.Close()
+			return nil, fmt.Errorf("scale: join %s: %w", short, err)
+		}
+		sub, err := t.Subscribe(pubsub.WithBufferSize(4096))
+		if err != nil {
+			h.Close()
+			return nil, fmt.Errorf("scale: subscribe %s: %w", short, err)
+		}
+		n.topics[short] = t
+		n.subs = append(n.subs, sub)
+	}
+	return n, nil
+}
+
+// drain reads what the daemon forwards, so that no queue fills.
+func (n *neighbour) drain(ctx context.Context, g *task.Group) {
+	for _, s := range n.subs {
+		g.Go(func() {
+			for {
+				if _, err := s.Next(ctx); err != nil {
+					return
+				}
+			}
+		})
+	}
+}
+
+func (n *neighbour) connect(ctx context.Context, addrs []string) error {
+	for _, a := range addrs {
+		ai, err := peer.AddrInfoFromString(a)
+		if err != nil {
+			return fmt.Errorf("scale: %q: %w", a, err)
+		}
+		if err := n.h.Connect(ctx, *ai); err != nil {
+			return fmt.Errorf("scale: connect %s: %w", ai.ID, err)
+		}
+	}
+	return nil
+}
+
+// far is the synthetic network beyond the neighbours: its providers, each
+// with a key of its own and an offer every heartbeat, and its submitters,
+// a new key a job, each job withdrawn after the queue wait, as a job
+// leased and gone would leave the open set. Every unique message is
+// sealed once and handed to every neighbour, so the daemon receives it
+// once from each, as from the mesh.
+type far struct {
+	network    string
+	providers  []crypto.PrivKey
+	ids        []peer.ID
+	heartbeat  time.Duration
+	neighbours []*neighbour
+	silent     atomic.Int64 // index+1 of a provider that stopped offering; 0: none
+	sent       [2]atomic.Uint64
+	failed     atomic.Uint64
+	rng        *rand.Rand // for the publish order; used by one goroutine at a time (spread)
+	mu         sync.Mutex
+}
+
+// providerKey derives the i-th provider's key from a seed, so that runs
+// are reproducible and keys cost no entropy.
+func providerKey(i int) (crypto.PrivKey, error) {
+	var seed [ed25519.SeedSize]byte
+	copy(seed[:], "e31-scale-provider")
+	binary.BigEndian.PutUint64(seed[24:], uint64(i))
+	k, err := crypto.UnmarshalEd25519PrivateKey(ed25519.NewKeyFromSeed(seed[:]))
+	if err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func newFar(network string, providers int, heartbeat time.Duration, ns []*neighbour) (*far, error) {
+	f := &far{network: network, heartbeat: heartbeat, neighbours: ns, rng: rand.New(rand.NewPCG(1, 2))}
+	for i := range providers {
+		k, err := providerKey(i)
+		if err != nil {
+			return nil, err
+		}
+		id, err := peer.IDFromPrivateKey(k)
+		if err != nil {
+			return nil, err
+		}
+		f.providers = append(f.providers, k)
+		f.ids = append(f.ids, id)
+	}
+	return f, nil
+}
+
+// offer seals the i-th provider's offer: 8 free simulated H100s.
+func (f *far) offer(i int, now time.Time) ([]byte, error) {
+	id := f.ids[i].String()
+	gpus := make([]market.GPU, 8)
+	for k := range gpus {
+		gpus[k] = market.GPU{Index: k, UUID: fmt.Sprintf("GPU-%s-%d", id[len(id)-12:], k), Model: "H100", MemoryBytes: 80 << 30, Free: true}
+	}
+	b := wire.OfferBody{Offer: market.Offer{Provider: id, GPUs: gpus, CPUs: 64, MemoryBytes: 1 << 40},
+		Addrs: []string{"/ip4/127.0.0.1/tcp/9"}, HeartbeatMs: f.heartbeat.Milliseconds()}
+	s, err := p2p.Seal(f.providers[i], wire.KindOffer, b, now)
+	if err != nil {
+		return nil, err
+	}
+	return s.Raw, nil
+}
+
+// spread hands one message to every neighbour, in an order that changes
+// from message to message, so that no neighbour is always the first.
+func (f *far) spread(ctx context.Context, topic string, raw []byte) {
+	f.mu.Lock()
+	start := f.rng.IntN(len(f.neighbours))
+	f.mu.Unlock()
+	for k := range f.neighbours {
+		n := f.neighbours[(start+k)%len(f.neighbours)]
+		if err := n.topics[topic].Publish(ctx, raw); err != nil && ctx.Err() == nil {
+			f.failed.Add(1)
+		}
+	}
+}
+
+// runOffers sends every provider's offer once a heartbeat, the providers
+// spread evenly over it, until ctx ends.
+func (f *far) runOffers(ctx context.Context) {
+	const tick = 20 * time.Millisecond
+	n := len(f.providers)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	begin := time.Now()
+	next := 0 // providers due so far, counted over all heartbeats
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			due := int(float64(now.Sub(begin)) / float64(f.heartbeat) * float64(n))
+			for ; next < due; next++ {
+				i := next % n
+				if int64(i+1) == f.silent.Load() {
+					continue
+				}
+				raw, err := f.offer(i, now)
+				if err != nil {
+					f.failed.Add(1)
+					continue
+				}
+				f.spread(ctx, p2p.TopicOffers, raw)
+				f.sent[0].Add(1)
+			}
+		}
+	}
+}
+
+// runJobs declares rate jobs a second, each from a submitter of its own,
+// and withdraws each after wait, until ctx ends.
+func (f *far) runJobs(ctx context.Context, g *task.Group, rate float64, wait time.Duration) {
+	if rate <= 0 {
+		return
+	}
+	t := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			key, _, err := crypto.GenerateEd25519Key(nil)
+			if err != nil {
+				f.failed.Add(1)
+				continue
+			}
+			d := market.NewDeclaration(fmt.Sprintf("scale-%d", i), []string{"python", "train.py"}, 2, market.Hour, nil)
+			d.Request.Memory = 8 * market.GiB
+			s, err := p2p.Seal(key, wire.KindDeclaration, wire.DeclarationBody{Declaration: d}, now)
+			if err != nil {
+				f.failed.Add(1)
+				continue
+			}
+			f.spread(ctx, p2p.TopicJobs, s.Raw)
+			f.sent[1].Add(1)
+			job := wire.JobID(s)
+			g.Go(func() {
+				if task.Sleep(ctx, wait) != nil {
+					return
+				}
+				w, err := p2p.Seal(key, wire.KindWithdrawal, wire.WithdrawalBody{Job: job}, time.Now())
+				if err != nil {
+					f.failed.Add(1)
+					return
+				}
+				f.spread(ctx, p2p.TopicJobs, w.Raw)
+				f.sent[1].Add(1)
+			})
+		}
+	}
+}

@@ -1,0 +1,408 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/task"
+	"github.com/e31network/e31/p2p"
+	"github.com/e31network/e31/testnet/bench"
+	"github.com/e31network/e31/testnet/cluster"
+)
+
+// Options sizes the simulated network.
+type Options struct {
+	// Providers and JobsPerS are the whole network's size.
+	Providers int
+	JobsPerS  float64
+	// Neighbours is how many gossip peers carry the network to the daemon:
+	// each unique message arrives once from each. Default 6 (gossipsub's D).
+	Neighbours int
+	// Window is how long the daemon's costs are measured, after a warm-up
+	// of one heartbeat and the queue wait. Default 60s.
+	Window time.Duration
+	// Heartbeat is every provider's offer interval, the daemon's included.
+	// Default 10s, e31d's.
+	Heartbeat time.Duration
+	// QueueWait is how long each job stays open before it is withdrawn.
+	// Default 30s, the model's.
+	QueueWait time.Duration
+	// Departure measures how long the daemon keeps a provider that went
+	// silent (at most DepartureLimit); off when zero.
+	DepartureLimit time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Neighbours == 0 {
+		o.Neighbours = 6
+	}
+	if o.Window == 0 {
+		o.Window = time.Minute
+	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = 10 * time.Second
+	}
+	if o.QueueWait == 0 {
+		o.QueueWait = 30 * time.Second
+	}
+	return o
+}
+
+// Measured is what the real daemon paid over the window.
+type Measured struct {
+	BytesInPerS  float64 `json:"peer_bytes_in_per_s"`
+	BytesOutPerS float64 `json:"peer_bytes_out_per_s"`
+	CPUCores     float64 `json:"peer_cpu_cores"`
+	RSSBytes     float64 `json:"peer_rss_bytes"`
+	// MatchMs and CutMs are the median of the daemon's epoch passes in
+	// the window (GET /v1/matches); MatchP99Ms their slowest but 1%.
+	MatchMs    float64 `json:"match_ms"`
+	MatchP99Ms float64 `json:"match_p99_ms"`
+	CutMs      float64 `json:"cut_ms"`
+	Passes     int     `json:"passes"`
+	// DepartureS is how long the daemon kept offering a provider that
+	// went silent in its view; -1 when not measured or not seen to leave.
+	DepartureS float64 `json:"departure_detect_s"`
+	// RoundsLostPer100 needs leases in the far network; -1: not measured.
+	RoundsLostPer100 float64 `json:"rounds_lost_per_100"`
+	// Copies is the copies of each offer that reached the daemon, and
+	// OffersDelivered the share of unique offers it accepted: below 1,
+	// its per-forwarder limits or queues dropped the rest.
+	Copies          float64 `json:"copies_per_msg"`
+	OffersDelivered float64 `json:"offers_delivered"`
+	JobsDelivered   float64 `json:"jobs_delivered"`
+	// Limited is the messages its per-peer limits dropped, by topic.
+	Limited map[string]float64 `json:"limited"`
+	// DriverCPUCores is what this process spent making the far network.
+	DriverCPUCores float64 `json:"driver_cpu_cores"`
+}
+
+// Report is one run: the network, what the daemon paid, and what the cost
+// model predicts.
+type Report struct {
+	Providers  int        `json:"providers"`
+	JobsPerS   float64    `json:"jobs_per_s"`
+	Neighbours int        `json:"neighbours"`
+	WindowS    float64    `json:"window_s"`
+	Measured   Measured   `json:"measured"`
+	Model      Prediction `json:"model"`
+	Load       string     `json:"load"`
+	// Flattened copies of the headline figures, as scripts read them.
+	PeerBytesInPerS  float64 `json:"peer_bytes_in_per_s"`
+	PeerBytesOutPerS float64 `json:"peer_bytes_out_per_s"`
+	PeerCPUCores     float64 `json:"peer_cpu_cores"`
+	PeerRSSBytes     float64 `json:"peer_rss_bytes"`
+	MatchMs          float64 `json:"match_ms"`
+	DepartureDetectS float64 `json:"departure_detect_s"`
+	RoundsLostPer100 float64 `json:"rounds_lost_per_100"`
+}
+
+// Run builds e31d and e31 into dir/bin and runs Measure there; log, if
+// not nil, receives progress lines.
+func Run(ctx context.Context, dir string, log func(format string, args ...any), o Options) (Report, error) {
+	e := bench.Env{Dir: dir, Log: log}
+	e.Logf("building e31d and e31 (load %s)", bench.LoadAvg())
+	bin, err := cluster.Build(ctx, filepath.Join(dir, "bin"))
+	if err != nil {
+		return Report{}, err
+	}
+	e.Bin = bin
+	return Measure(ctx, e, o)
+}
+
+// Measure starts one real e31d (an observer: no GPUs), connects it to
+// o.Neighbours gossip peers that carry a synthetic network of o.Providers
+// providers and o.JobsPerS jobs a second, and measures what the daemon
+// pays over o.Window.
+func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
+	o = o.withDefaults()
+	if o.Providers < 1 {
+		return Report{}, errors.New("scale: --providers must be at least 1")
+	}
+	r := Report{Providers: o.Providers, JobsPerS: o.JobsPerS, Neighbours: o.Neighbours, WindowS: o.Window.Seconds(),
+		Model: Predict(float64(o.Providers), o.JobsPerS)}
+	const network = "scale"
+	c, err := cluster.Start(ctx, cluster.Options{N: 1, SimGPUsByNode: []string{""}, Dir: filepath.Join(e.Dir, "scale"), Bin: e.Bin,
+		Heartbeat: o.Heartbeat, Network: network, Metrics: true})
+	if err != nil {
+		return r, err
+	}
+	defer c.Stop()
+	d := c.Nodes[0]
+
+	var g task.Group
+	dctx, stop := context.WithCancel(ctx)
+	defer func() {
+		stop()
+		g.Wait(context.Background())
+	}()
+	var ns []*neighbour
+	for range o.Neighbours {
+		n, err := newNeighbour(dctx, network)
+		if err != nil {
+			return r, err
+		}
+		defer n.h.Close()
+		if err := n.connect(dctx, d.Addrs); err != nil {
+			return r, err
+		}
+		n.drain(dctx, &g)
+		ns = append(ns, n)
+	}
+	e.Logf("scale: %d neighbours connected; making %d provider keys", len(ns), o.Providers)
+	if err := waitMesh(dctx, ns); err != nil {
+		return r, err
+	}
+	f, err := newFar(network, o.Providers, o.Heartbeat, ns)
+	if err != nil {
+		return r, err
+	}
+	g.Go(func() { f.runOffers(dctx) })
+	g.Go(func() { f.runJobs(dctx, &g, o.JobsPerS, o.QueueWait) })
+
+	warm := o.Heartbeat + o.QueueWait
+	e.Logf("scale: %d providers, %.0f jobs/s; warming up for %s", o.Providers, o.JobsPerS, warm)
+	if err := task.Sleep(ctx, warm); err != nil {
+		return r, err
+	}
+	before, err := sample(ctx, d, f)
+	if err != nil {
+		return r, err
+	}
+	e.Logf("scale: measuring for %s", o.Window)
+	peak := before.rss
+	deadline := time.Now().Add(o.Window)
+	for time.Now().Before(deadline) {
+		if err := task.Sleep(ctx, min(time.Second, time.Until(deadline))); err != nil {
+			return r, err
+		}
+		if rss, err := bench.VmRSS(d.PID); err == nil {
+			peak = max(peak, float64(rss)*1024)
+		}
+	}
+	after, err := sample(ctx, d, f)
+	if err != nil {
+		return r, err
+	}
+	m := after.since(before)
+	m.RSSBytes = peak
+	m.DepartureS, m.RoundsLostPer100 = -1, -1
+	if m.MatchMs, m.MatchP99Ms, m.CutMs, m.Passes, err = passes(ctx, c); err != nil {
+		return r, err
+	}
+	if o.DepartureLimit > 0 {
+		e.Logf("scale: one provider goes silent; waiting up to %s for the daemon to drop it", o.DepartureLimit)
+		if s, err := departure(ctx, c, f, o.DepartureLimit); err == nil {
+			m.DepartureS = s.Seconds()
+		} else {
+			e.Logf("scale: departure: %v", err)
+		}
+	}
+	r.Measured = m
+	r.Load = bench.LoadAvg()
+	r.PeerBytesInPerS, r.PeerBytesOutPerS, r.PeerCPUCores, r.PeerRSSBytes = m.BytesInPerS, m.BytesOutPerS, m.CPUCores, m.RSSBytes
+	r.MatchMs, r.DepartureDetectS, r.RoundsLostPer100 = m.MatchMs, m.DepartureS, m.RoundsLostPer100
+	return r, nil
+}
+
+// waitMesh waits until the daemon has grafted every neighbour on both
+// topics, as seen from the neighbours.
+func waitMesh(ctx context.Context, ns []*neighbour) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ready := true
+		for _, n := range ns {
+			for _, t := range n.topics {
+				if len(t.ListPeers()) == 0 {
+					ready = false
+				}
+			}
+		}
+		if ready {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("scale: the daemon did not join the neighbours' topics within 30s")
+		}
+		if err := task.Sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// point is the daemon's counters at one moment.
+type point struct {
+	at          time.Time
+	cpu, driver time.Duration
+	rss         float64
+	metrics     map[string]float64
+	offersSent  uint64
+	jobsSent    uint64
+}
+
+func sample(ctx context.Context, d *cluster.Node, f *far) (point, error) {
+	p := point{at: time.Now(), offersSent: f.sent[0].Load(), jobsSent: f.sent[1].Load()}
+	cpu, err := bench.ReadProcCPU(d.PID)
+	if err != nil {
+		return p, fmt.Errorf("scale: the daemon's CPU: %w", err)
+	}
+	p.cpu = cpu.Self
+	self, err := bench.ReadProcCPU(os.Getpid())
+	if err == nil {
+		p.driver = self.Self
+	}
+	rss, err := bench.VmRSS(d.PID)
+	if err != nil {
+		return p, fmt.Errorf("scale: the daemon's RSS: %w", err)
+	}
+	p.rss = float64(rss) * 1024
+	if p.metrics, err = bench.Scrape(ctx, d.Metrics); err != nil {
+		return p, fmt.Errorf("scale: the daemon's metrics: %w", err)
+	}
+	return p, nil
+}
+
+func (p point) since(b point) Measured {
+	s := p.at.Sub(b.at).Seconds()
+	sum := func(m map[string]float64, name string, match ...string) float64 {
+		var t float64
+		for k, v := range m {
+			if !strings.HasPrefix(k, name+"{") {
+				continue
+			}
+			ok := true
+			for _, want := range match {
+				ok = ok && strings.Contains(k, want)
+			}
+			if ok {
+				t += v
+			}
+		}
+		return t
+	}
+	delta := func(name string, match ...string) float64 {
+		return sum(p.metrics, name, match...) - sum(b.metrics, name, match...)
+	}
+	m := Measured{
+		BytesInPerS:    delta("e31_gossip_bytes_total", `direction="in"`) / s,
+		BytesOutPerS:   delta("e31_gossip_bytes_total", `direction="out"`) / s,
+		CPUCores:       (p.cpu - b.cpu).Seconds() / s,
+		DriverCPUCores: (p.driver - b.driver).Seconds() / s,
+		Limited:        map[string]float64{},
+	}
+	delivered := delta("e31_gossip_messages_total", `topic="offers"`, `kind="delivered"`)
+	dup := delta("e31_gossip_messages_total", `topic="offers"`, `kind="duplicate"`)
+	if delivered > 0 {
+		m.Copies = (delivered + dup) / delivered
+	}
+	if sent := float64(p.offersSent - b.offersSent); sent > 0 {
+		m.OffersDelivered = delivered / sent
+	}
+	if sent := float64(p.jobsSent - b.jobsSent); sent > 0 {
+		m.JobsDelivered = delta("e31_gossip_messages_total", `topic="jobs"`, `kind="delivered"`) / sent
+	}
+	for _, t := range []string{p2p.TopicOffers, p2p.TopicJobs} {
+		m.Limited[t] = delta("e31_gossip_limited_total", `topic="`+t+`"`)
+	}
+	return m
+}
+
+// passes reads the daemon's recent epoch passes (its history keeps the
+// last few dozen, all within the window) and returns the median Match and
+// cut times and Match's 99th percentile.
+func passes(ctx context.Context, c *cluster.Cluster) (match, p99, cut float64, n int, err error) {
+	ms, err := c.Client(0).Matches(ctx)
+	if err != nil {
+		return 0, 0, 0, 0, fmt.Errorf("scale: the daemon's passes: %w", err)
+	}
+	var matches, cuts []float64
+	for _, m := range ms {
+		if m.Fast {
+			continue
+		}
+		matches = append(matches, m.MatchMs)
+		cuts = append(cuts, m.CutMs)
+	}
+	if len(matches) == 0 {
+		return 0, 0, 0, 0, nil
+	}
+	slices.Sort(matches)
+	slices.Sort(cuts)
+	return matches[len(matches)/2], matches[min(len(matches)-1, len(matches)*99/100)], cuts[len(cuts)/2], len(matches), nil
+}
+
+// departure silences one provider and waits until the daemon's view no
+// longer lists it.
+func departure(ctx context.Context, c *cluster.Cluster, f *far, limit time.Duration) (time.Duration, error) {
+	gone := f.ids[0].String()
+	f.silent.Store(1)
+	start := time.Now()
+	every := max(time.Second, time.Duration(len(f.ids)/5000)*time.Second)
+	for time.Since(start) < limit {
+		if err := task.Sleep(ctx, every); err != nil {
+			return 0, err
+		}
+		nodes, err := c.Client(0).Nodes(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if !slices.ContainsFunc(nodes, func(n api.Node) bool { return n.PeerID == gone }) {
+			return time.Since(start), nil
+		}
+	}
+	return 0, fmt.Errorf("still in the view after %s", limit)
+}
+
+// WriteText prints the report for people: each figure beside the model's.
+func (r Report) WriteText(w io.Writer) error {
+	m, p := r.Measured, r.Model
+	kb := func(b float64) string { return fmt.Sprintf("%.1f KB/s", b/1e3) }
+	rows := [][3]string{
+		{"bytes in per s", kb(m.BytesInPerS), kb(p.BytesInPerS)},
+		{"bytes out per s", kb(m.BytesOutPerS), kb(p.BytesOutPerS)},
+		{"CPU, cores", fmt.Sprintf("%.3f", m.CPUCores), fmt.Sprintf("%.3f", p.CPUCores)},
+		{"RSS", fmt.Sprintf("%.0f MB", m.RSSBytes/1e6), fmt.Sprintf("%.0f MB", p.RSSBytes/1e6)},
+		{"Match per pass (median, p99)", fmt.Sprintf("%.2f ms, %.2f ms (%d passes)", m.MatchMs, m.MatchP99Ms, m.Passes), fmt.Sprintf("%.2f ms", p.MatchMs)},
+		{"cutting the view", fmt.Sprintf("%.2f ms", m.CutMs), fmt.Sprintf("%.2f ms", p.CutMs)},
+		{"copies of each offer", fmt.Sprintf("%.2f", m.Copies), fmt.Sprintf("%.1f", p.Copies)},
+		{"departure seen", seconds(m.DepartureS), seconds(p.DepartureS)},
+		{"rounds lost per 100 jobs", notMeasured(m.RoundsLostPer100), "-"},
+	}
+	if _, err := fmt.Fprintf(w, "scale-bench: %d providers, %g jobs/s, %d neighbours, %.0f s window (load %s)\n\n",
+		r.Providers, r.JobsPerS, r.Neighbours, r.WindowS, r.Load); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "%-30s %-32s %s\n", "one peer pays", "measured", "model"); err != nil {
+		return err
+	}
+	for _, row := range rows {
+		if _, err := fmt.Fprintf(w, "%-30s %-32s %s\n", row[0], row[1], row[2]); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(w, "\nunique offers accepted %.0f%%, jobs messages %.0f%%; dropped by per-peer limits: offers %.0f, jobs %.0f; the driver used %.2f cores\n",
+		100*m.OffersDelivered, 100*m.JobsDelivered, m.Limited[p2p.TopicOffers], m.Limited[p2p.TopicJobs], m.DriverCPUCores)
+	return err
+}
+
+func seconds(s float64) string {
+	if s < 0 {
+		return "not measured"
+	}
+	return fmt.Sprintf("%.1f s", s)
+}
+
+func notMeasured(v float64) string {
+	if v < 0 {
+		return "not measured"
+	}
+	return fmt.Sprintf("%.2f", v)
+}

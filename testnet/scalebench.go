@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/e31network/e31/testnet/bench/scale"
+	"github.com/spf13/cobra"
+)
+
+type scaleBenchOptions struct {
+	scale scale.Options
+	json  bool
+	keep  bool
+}
+
+func newScaleBenchCommand() *cobra.Command {
+	var o scaleBenchOptions
+	cmd := &cobra.Command{
+		Use:   "scale-bench",
+		Short: "Measure what one real e31d pays in a simulated network of --providers providers and --jobs-per-s jobs",
+		Long: `scale-bench builds e31d and e31, starts one daemon on 127.0.0.1 and
+connects it to --neighbours real gossipsub peers that carry a synthetic
+network: --providers providers, each with its own key, offering 8 GPUs every
+--heartbeat, and --jobs-per-s declarations, each from a submitter of its own
+and withdrawn after --queue-wait. Every unique message reaches the daemon
+once from each neighbour, as from a gossipsub mesh. After a warm-up it
+measures, over --window, the daemon's gossip bytes in and out, CPU, RSS,
+Match and view-cut times per epoch pass, copies per offer, and the share of
+unique messages its per-peer limits let through; then how long a provider
+that goes silent stays in its view. Each figure is printed beside the cost
+model's prediction (testnet/bench/scale/model.go).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runScaleBench(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.scale.Providers, "providers", 1000, "providers in the simulated network")
+	f.Float64Var(&o.scale.JobsPerS, "jobs-per-s", 10, "jobs declared a second in the simulated network")
+	f.IntVar(&o.scale.Neighbours, "neighbours", 6, "gossip peers carrying the network to the daemon")
+	f.DurationVar(&o.scale.Window, "window", time.Minute, "how long the daemon's costs are measured, after the warm-up")
+	f.DurationVar(&o.scale.Heartbeat, "heartbeat", 10*time.Second, "every provider's offer interval, the daemon's too")
+	f.DurationVar(&o.scale.QueueWait, "queue-wait", 30*time.Second, "how long each job stays open")
+	f.DurationVar(&o.scale.DepartureLimit, "departure", 2*time.Minute, "longest wait for a silent provider to leave the daemon's view (0: skip)")
+	f.BoolVar(&o.json, "json", false, "print the report as JSON")
+	f.BoolVar(&o.keep, "keep", false, "keep the daemon's data dir and log, and print where")
+	return cmd
+}
+
+func runScaleBench(ctx context.Context, o scaleBenchOptions, stdout, stderr io.Writer) error {
+	logf := progress(stderr)
+	dir, done, err := workDir("", "e31-scale-bench-", o.keep, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	r, err := scale.Run(ctx, dir, logf, o.scale)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return jsonOut(stdout, r)
+	}
+	return r.WriteText(stdout)
+}
