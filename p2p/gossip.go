@@ -108,14 +108,14 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	m := newMeter(cfg.Network)
 	opts := append(MessageOptions(),
 		pubsub.WithPeerExchange(true),
 		pubsub.WithFloodPublish(true),
 		pubsub.WithGossipSubParams(RouterParams()),
-		cfg.Guard.options(cfg.Network),
+		cfg.Guard.options(cfg.Network, m.received),
 		pubsub.WithLogger(slog.New(pubsubLog{cfg.Log.Handler()}).With("component", "pubsub")),
 	)
-	m := newMeter(cfg.Network)
 	opts = append(opts, pubsub.WithRawTracer(m))
 	opts = append(opts, cfg.Extra...)
 	ps, err := pubsub.NewGossipSub(ctx, h, opts...)

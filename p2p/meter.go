@@ -166,10 +166,13 @@ func (m *meter) control(c *pb.ControlMessage) {
 	}
 }
 
-func (m *meter) RecvRPC(rpc *pubsub.RPC) {
-	m.rpcBytes(rpc, &m.bytesIn)
-	m.control(rpc.GetControl())
-}
+// received counts an incoming RPC's bytes before the Guard's limits trim
+// it (the Guard's RPC inspector calls it), so that what a peer was sent
+// and dropped is counted too; pubsub traces the RPC (RecvRPC) only after
+// the trim.
+func (m *meter) received(rpc *pubsub.RPC) { m.rpcBytes(rpc, &m.bytesIn) }
+
+func (m *meter) RecvRPC(rpc *pubsub.RPC) { m.control(rpc.GetControl()) }
 
 func (m *meter) SendRPC(rpc *pubsub.RPC, _ peer.ID) {
 	m.rpcBytes(rpc, &m.bytesOut)

@@ -77,3 +77,31 @@ func TestGossipCounts(t *testing.T) {
 		}
 	}
 }
+
+// Bytes a peer's limits drop were still received: the meter counts them.
+func TestGossipCountsWhatLimitsDrop(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pub := newGossipPeer(t, ctx, GossipConfig{Network: "meter"}, TopicJobs)
+	guard := NewGuard(GuardConfig{Limits: map[string]Rate{TopicJobs: {PerSecond: 0.001, Burst: 2}}})
+	recv := newGossipPeer(t, ctx, GossipConfig{Network: "meter", Guard: guard}, TopicJobs)
+	connect(t, ctx, pub.h, recv.h)
+	poll.Until(t, "the peers see each other on the topic", 10*time.Second, func() bool {
+		return hasPeer(pub.g.TopicPeers(TopicJobs), recv.h.ID())
+	})
+	const n = 10
+	var raw int
+	for i := range n {
+		s, err := pub.g.Publish(ctx, TopicJobs, "good", whoBody{Who: string(rune('a' + i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw += len(s.Raw)
+	}
+	poll.Until(t, "every message's bytes counted in", 10*time.Second, func() bool {
+		return recv.g.Counts().BytesIn[TopicJobs] >= uint64(raw)
+	})
+	if d := recv.g.Counts().Messages[TopicJobs][KindDelivered]; d >= n {
+		t.Errorf("%d of %d delivered through a limit of 2", d, n)
+	}
+}

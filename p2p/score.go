@@ -283,7 +283,9 @@ func NewGuard(cfg GuardConfig) *Guard {
 // limits. It is one pubsub.Option so that NewGossip's list grows by one.
 //
 // A nil Guard stands for NewGuard's defaults: scoring is never off.
-func (g *Guard) options(network string) pubsub.Option {
+// received, if not nil, sees every incoming RPC whole, before the limits
+// trim it: what the peer received, whatever it then drops.
+func (g *Guard) options(network string, received func(*pubsub.RPC)) pubsub.Option {
 	if g == nil {
 		g = NewGuard(GuardConfig{})
 	}
@@ -297,6 +299,9 @@ func (g *Guard) options(network string) pubsub.Option {
 			pubsub.WithPeerScore(params, thresholds),
 			pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(g.setScores), g.every),
 			pubsub.WithAppSpecificRpcInspector(func(from peer.ID, rpc *pubsub.RPC) error {
+				if received != nil {
+					received(rpc)
+				}
 				g.trim(from, rpc, short)
 				return nil
 			}),
