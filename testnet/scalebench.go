@@ -23,8 +23,8 @@ func newScaleBenchCommand() *cobra.Command {
 		Long: `scale-bench builds e31d and e31, starts one daemon on 127.0.0.1 and
 connects it to --neighbours real gossipsub peers that carry a synthetic
 network: --providers providers, each with its own key, offering 8 GPUs every
---heartbeat, and --jobs-per-s declarations, each from a submitter of its own
-and withdrawn after --queue-wait. Every unique message reaches the daemon
+--heartbeat, and --jobs-per-s declarations from --submitters submitters in turn, each
+withdrawn after --queue-wait. Every unique message reaches the daemon
 once from each neighbour, as from a gossipsub mesh. After a warm-up it
 measures, over --window, the daemon's gossip bytes in and out, CPU, RSS,
 Match and view-cut times per epoch pass, copies per offer, and the share of
@@ -43,6 +43,7 @@ model's prediction (testnet/bench/scale/model.go).`,
 	f.DurationVar(&o.scale.Window, "window", time.Minute, "how long the daemon's costs are measured, after the warm-up")
 	f.DurationVar(&o.scale.Heartbeat, "heartbeat", 10*time.Second, "every provider's offer interval, the daemon's too")
 	f.DurationVar(&o.scale.QueueWait, "queue-wait", 30*time.Second, "how long each job stays open")
+	f.IntVar(&o.scale.Submitters, "submitters", 100, "submitters taking turns to declare the jobs")
 	f.DurationVar(&o.scale.DepartureLimit, "departure", 2*time.Minute, "longest wait for a silent provider to leave the daemon's view (0: skip)")
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
 	f.BoolVar(&o.keep, "keep", false, "keep the daemon's data dir and log, and print where")

@@ -95,14 +95,18 @@ func (n *neighbour) connect(ctx context.Context, addrs []string) error {
 
 // far is the synthetic network beyond the neighbours: its providers, each
 // with a key of its own and an offer every heartbeat, and its submitters,
-// a new key a job, each job withdrawn after the queue wait, as a job
-// leased and gone would leave the open set. Every unique message is
+// who take turns to declare the jobs, each job withdrawn after the queue
+// wait, as a job leased and gone would leave the open set. A pool of
+// submitters rather than a key a job: a daemon admits declarations from
+// identities it has not seen at a bounded pace (p2p's new-submitter
+// limit), which a network that has run for a while has long passed. Every unique message is
 // sealed once and handed to every neighbour, so the daemon receives it
 // once from each, as from the mesh.
 type far struct {
 	network    string
 	providers  []crypto.PrivKey
 	ids        []peer.ID
+	submitters []crypto.PrivKey
 	heartbeat  time.Duration
 	neighbours []*neighbour
 	silent     atomic.Int64 // index+1 of a provider that stopped offering; 0: none
@@ -125,8 +129,15 @@ func providerKey(i int) (crypto.PrivKey, error) {
 	return k, nil
 }
 
-func newFar(network string, providers int, heartbeat time.Duration, ns []*neighbour) (*far, error) {
+func newFar(network string, providers, submitters int, heartbeat time.Duration, ns []*neighbour) (*far, error) {
 	f := &far{network: network, heartbeat: heartbeat, neighbours: ns, rng: rand.New(rand.NewPCG(1, 2))}
+	for range submitters {
+		k, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			return nil, err
+		}
+		f.submitters = append(f.submitters, k)
+	}
 	for i := range providers {
 		k, err := providerKey(i)
 		if err != nil {
@@ -204,8 +215,8 @@ func (f *far) runOffers(ctx context.Context) {
 	}
 }
 
-// runJobs declares rate jobs a second, each from a submitter of its own,
-// and withdraws each after wait, until ctx ends.
+// runJobs declares rate jobs a second, the submitters in turn, and
+// withdraws each after wait, until ctx ends.
 func (f *far) runJobs(ctx context.Context, g *task.Group, rate float64, wait time.Duration) {
 	if rate <= 0 {
 		return
@@ -217,11 +228,7 @@ func (f *far) runJobs(ctx context.Context, g *task.Group, rate float64, wait tim
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			key, _, err := crypto.GenerateEd25519Key(nil)
-			if err != nil {
-				f.failed.Add(1)
-				continue
-			}
+			key := f.submitters[i%len(f.submitters)]
 			d := market.NewDeclaration(fmt.Sprintf("scale-%d", i), []string{"python", "train.py"}, 2, market.Hour, nil)
 			d.Request.Memory = 8 * market.GiB
 			s, err := p2p.Seal(key, wire.KindDeclaration, wire.DeclarationBody{Declaration: d}, now)

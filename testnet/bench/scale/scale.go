@@ -35,6 +35,9 @@ type Options struct {
 	// QueueWait is how long each job stays open before it is withdrawn.
 	// Default 30s, the model's.
 	QueueWait time.Duration
+	// Submitters is how many submitters take turns to declare the jobs.
+	// Default 100.
+	Submitters int
 	// Departure measures how long the daemon keeps a provider that went
 	// silent (at most DepartureLimit); off when zero.
 	DepartureLimit time.Duration
@@ -49,6 +52,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Heartbeat == 0 {
 		o.Heartbeat = 10 * time.Second
+	}
+	if o.Submitters == 0 {
+		o.Submitters = 100
 	}
 	if o.QueueWait == 0 {
 		o.QueueWait = 30 * time.Second
@@ -161,7 +167,7 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 	if err := waitMesh(dctx, ns); err != nil {
 		return r, err
 	}
-	f, err := newFar(network, o.Providers, o.Heartbeat, ns)
+	f, err := newFar(network, o.Providers, o.Submitters, o.Heartbeat, ns)
 	if err != nil {
 		return r, err
 	}
