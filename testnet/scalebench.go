@@ -11,6 +11,7 @@ import (
 
 type scaleBenchOptions struct {
 	scale scale.Options
+	mesh  scale.MeshOptions
 	json  bool
 	keep  bool
 }
@@ -30,7 +31,12 @@ measures, over --window, the daemon's gossip bytes in and out, CPU, RSS,
 Match and view-cut times per epoch pass, copies per offer, and the share of
 unique messages its per-peer limits let through; then how long a provider
 that goes silent stays in its view. Each figure is printed beside the cost
-model's prediction (testnet/bench/scale/model.go).`,
+model's prediction (testnet/bench/scale/model.go).
+
+With --mesh N it runs instead the multi-hop check of what the near network
+assumes: N real gossip hosts in process, each dialling a few at random,
+publishing --mesh-rate messages a second; it prints the copies of each
+message a host receives and sends, and publish-to-delivery delays.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runScaleBench(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -45,6 +51,9 @@ model's prediction (testnet/bench/scale/model.go).`,
 	f.DurationVar(&o.scale.QueueWait, "queue-wait", 30*time.Second, "how long each job stays open")
 	f.IntVar(&o.scale.Submitters, "submitters", 100, "submitters taking turns to declare the jobs")
 	f.DurationVar(&o.scale.DepartureLimit, "departure", 2*time.Minute, "longest wait for a silent provider to leave the daemon's view (0: skip)")
+	f.IntVar(&o.mesh.Hosts, "mesh", 0, "instead, the multi-hop check: this many real gossip hosts, copies per message and delays")
+	f.Float64Var(&o.mesh.Rate, "mesh-rate", 20, "messages a second in the multi-hop check")
+	f.DurationVar(&o.mesh.Window, "mesh-window", 30*time.Second, "how long the multi-hop check publishes")
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
 	f.BoolVar(&o.keep, "keep", false, "keep the daemon's data dir and log, and print where")
 	return cmd
@@ -52,6 +61,16 @@ model's prediction (testnet/bench/scale/model.go).`,
 
 func runScaleBench(ctx context.Context, o scaleBenchOptions, stdout, stderr io.Writer) error {
 	logf := progress(stderr)
+	if o.mesh.Hosts > 0 {
+		r, err := scale.MeasureMesh(ctx, logf, o.mesh)
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return jsonOut(stdout, r)
+		}
+		return r.WriteText(stdout)
+	}
 	dir, done, err := workDir("", "e31-scale-bench-", o.keep, stderr)
 	if err != nil {
 		return err
