@@ -82,9 +82,14 @@ type Measured struct {
 	// Copies is the copies of each offer that reached the daemon, and
 	// OffersDelivered the share of unique offers it accepted: below 1,
 	// its per-forwarder limits or queues dropped the rest.
-	Copies          float64 `json:"copies_per_msg"`
-	OffersDelivered float64 `json:"offers_delivered"`
-	JobsDelivered   float64 `json:"jobs_delivered"`
+	Copies float64 `json:"copies_per_msg"`
+	// OffersSentPerS and JobsMsgsSentPerS are the unique messages the
+	// driver made a second: below the network's rate, this machine could
+	// not make the network asked for, and the figures are for a smaller one.
+	OffersSentPerS   float64 `json:"offers_sent_per_s"`
+	JobsMsgsSentPerS float64 `json:"jobs_msgs_sent_per_s"`
+	OffersDelivered  float64 `json:"offers_delivered"`
+	JobsDelivered    float64 `json:"jobs_delivered"`
 	// Limited is the messages its per-peer limits dropped, by topic.
 	Limited map[string]float64 `json:"limited"`
 	// DriverCPUCores is what this process spent making the far network.
@@ -98,6 +103,7 @@ type Report struct {
 	JobsPerS   float64    `json:"jobs_per_s"`
 	Neighbours int        `json:"neighbours"`
 	WindowS    float64    `json:"window_s"`
+	HeartbeatS float64    `json:"heartbeat_s"`
 	Measured   Measured   `json:"measured"`
 	Model      Prediction `json:"model"`
 	Load       string     `json:"load"`
@@ -133,7 +139,7 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 	if o.Providers < 1 {
 		return Report{}, errors.New("scale: --providers must be at least 1")
 	}
-	r := Report{Providers: o.Providers, JobsPerS: o.JobsPerS, Neighbours: o.Neighbours, WindowS: o.Window.Seconds(),
+	r := Report{Providers: o.Providers, JobsPerS: o.JobsPerS, Neighbours: o.Neighbours, WindowS: o.Window.Seconds(), HeartbeatS: o.Heartbeat.Seconds(),
 		Model: Predict(float64(o.Providers), o.JobsPerS)}
 	const network = "scale"
 	c, err := cluster.Start(ctx, cluster.Options{N: 1, SimGPUsByNode: []string{""}, Dir: filepath.Join(e.Dir, "scale"), Bin: e.Bin,
@@ -309,6 +315,8 @@ func (p point) since(b point) Measured {
 	if delivered > 0 {
 		m.Copies = (delivered + dup) / delivered
 	}
+	m.OffersSentPerS = float64(p.offersSent-b.offersSent) / s
+	m.JobsMsgsSentPerS = float64(p.jobsSent-b.jobsSent) / s
 	if sent := float64(p.offersSent - b.offersSent); sent > 0 {
 		m.OffersDelivered = delivered / sent
 	}
@@ -394,8 +402,10 @@ func (r Report) WriteText(w io.Writer) error {
 			return err
 		}
 	}
-	_, err := fmt.Fprintf(w, "\nunique offers accepted %.0f%%, jobs messages %.0f%%; dropped by per-peer limits: offers %.0f, jobs %.0f; the driver used %.2f cores\n",
-		100*m.OffersDelivered, 100*m.JobsDelivered, m.Limited[p2p.TopicOffers], m.Limited[p2p.TopicJobs], m.DriverCPUCores)
+	_, err := fmt.Fprintf(w, "\nthe driver made %.0f offers/s (the network: %.0f) and %.0f jobs messages/s, using %.2f cores\n"+
+		"unique offers accepted %.0f%%, jobs messages %.0f%%; dropped by per-peer limits: offers %.0f, jobs %.0f\n",
+		m.OffersSentPerS, float64(r.Providers)/r.HeartbeatS, m.JobsMsgsSentPerS, m.DriverCPUCores,
+		100*m.OffersDelivered, 100*m.JobsDelivered, m.Limited[p2p.TopicOffers], m.Limited[p2p.TopicJobs])
 	return err
 }
 
