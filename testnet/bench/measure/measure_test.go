@@ -1,12 +1,11 @@
 package measure
 
 import (
-	"flag"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/e31network/e31/testnet/bench"
+	"github.com/e31network/e31/testnet/bench/golden"
 )
 
 // Every figure is one line, held against its goal, under a line that
@@ -24,27 +23,5 @@ func TestReportText(t *testing.T) {
 	if err := r.WriteText(&b); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "testdata/report.txt", b.String())
-}
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-// golden compares got with the file at path, or with -update rewrites it.
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("got\n%s\nwant (%s; go test -update rewrites it)\n%s", got, path, want)
-	}
+	golden.Check(t, "testdata/report.txt", b.String())
 }
