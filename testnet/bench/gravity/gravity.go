@@ -1,13 +1,11 @@
 package gravity
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -286,43 +284,22 @@ func scrape(ctx context.Context, addr, name string) (map[string]float64, error) 
 	if addr == "" {
 		return nil, fmt.Errorf("node has no metrics endpoint")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	all, err := bench.Scrape(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
 	out := map[string]float64{"": 0}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name) {
+	for series, v := range all {
+		if series == name {
+			out[""] += v
 			continue
 		}
-		rest := line[len(name):]
-		labels := ""
-		if strings.HasPrefix(rest, "{") {
-			end := strings.IndexByte(rest, '}')
-			if end < 0 {
-				continue
-			}
-			labels, rest = rest[1:end], rest[end+1:]
-		} else if !strings.HasPrefix(rest, " ") {
-			continue // another series whose name starts with name
+		if labels, ok := strings.CutPrefix(series, name+"{"); ok {
+			out[strings.TrimSuffix(labels, "}")] += v
+			out[""] += v
 		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-		if err != nil {
-			continue
-		}
-		if labels != "" {
-			out[labels] += v
-		}
-		out[""] += v
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // Figures are the gravity rows: each configuration's, the full one held
