@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/e31network/e31/testnet/cluster"
@@ -39,4 +41,17 @@ func LoadAvg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// BuildEnv builds e31d and e31 into dir/bin and returns the Env of a run
+// in dir, logging to log (nil: nowhere).
+func BuildEnv(ctx context.Context, dir string, log func(format string, args ...any)) (Env, error) {
+	e := Env{Dir: dir, Log: log}
+	e.Logf("building e31d and e31 (load %s)", LoadAvg())
+	bin, err := cluster.Build(ctx, filepath.Join(dir, "bin"))
+	if err != nil {
+		return e, err
+	}
+	e.Bin = bin
+	return e, nil
 }

@@ -120,13 +120,10 @@ type Report struct {
 // Run builds e31d and e31 into dir/bin and runs Measure there; log, if
 // not nil, receives progress lines.
 func Run(ctx context.Context, dir string, log func(format string, args ...any), o Options) (Report, error) {
-	e := bench.Env{Dir: dir, Log: log}
-	e.Logf("building e31d and e31 (load %s)", bench.LoadAvg())
-	bin, err := cluster.Build(ctx, filepath.Join(dir, "bin"))
+	e, err := bench.BuildEnv(ctx, dir, log)
 	if err != nil {
 		return Report{}, err
 	}
-	e.Bin = bin
 	return Measure(ctx, e, o)
 }
 
