@@ -103,7 +103,6 @@ func (n *neighbour) connect(ctx context.Context, addrs []string) error {
 // sealed once and handed to every neighbour, so the daemon receives it
 // once from each, as from the mesh.
 type far struct {
-	network    string
 	providers  []crypto.PrivKey
 	ids        []peer.ID
 	submitters []crypto.PrivKey
@@ -129,8 +128,8 @@ func providerKey(i int) (crypto.PrivKey, error) {
 	return k, nil
 }
 
-func newFar(network string, providers, submitters int, heartbeat time.Duration, ns []*neighbour) (*far, error) {
-	f := &far{network: network, heartbeat: heartbeat, neighbours: ns, rng: rand.New(rand.NewPCG(1, 2))}
+func newFar(providers, submitters int, heartbeat time.Duration, ns []*neighbour) (*far, error) {
+	f := &far{heartbeat: heartbeat, neighbours: ns, rng: rand.New(rand.NewPCG(1, 2))}
 	for range submitters {
 		k, _, err := crypto.GenerateEd25519Key(nil)
 		if err != nil {

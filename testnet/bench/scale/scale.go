@@ -92,8 +92,10 @@ type Measured struct {
 	JobsDelivered    float64 `json:"jobs_delivered"`
 	// Limited is the messages its per-peer limits dropped, by topic.
 	Limited map[string]float64 `json:"limited"`
-	// DriverCPUCores is what this process spent making the far network.
+	// DriverCPUCores is what this process spent making the far network,
+	// DriverErrors the messages it failed to seal or publish.
 	DriverCPUCores float64 `json:"driver_cpu_cores"`
+	DriverErrors   uint64  `json:"driver_errors"`
 }
 
 // Report is one run: the network, what the daemon paid, and what the cost
@@ -170,7 +172,7 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 	if err := waitMesh(dctx, ns); err != nil {
 		return r, err
 	}
-	f, err := newFar(network, o.Providers, o.Submitters, o.Heartbeat, ns)
+	f, err := newFar(o.Providers, o.Submitters, o.Heartbeat, ns)
 	if err != nil {
 		return r, err
 	}
@@ -255,10 +257,11 @@ type point struct {
 	metrics     map[string]float64
 	offersSent  uint64
 	jobsSent    uint64
+	failed      uint64
 }
 
 func sample(ctx context.Context, d *cluster.Node, f *far) (point, error) {
-	p := point{at: time.Now(), offersSent: f.sent[0].Load(), jobsSent: f.sent[1].Load()}
+	p := point{at: time.Now(), offersSent: f.sent[0].Load(), jobsSent: f.sent[1].Load(), failed: f.failed.Load()}
 	cpu, err := bench.ReadProcCPU(d.PID)
 	if err != nil {
 		return p, fmt.Errorf("scale: the daemon's CPU: %w", err)
@@ -305,6 +308,7 @@ func (p point) since(b point) Measured {
 		BytesOutPerS:   delta("e31_gossip_bytes_total", `direction="out"`) / s,
 		CPUCores:       (p.cpu - b.cpu).Seconds() / s,
 		DriverCPUCores: (p.driver - b.driver).Seconds() / s,
+		DriverErrors:   p.failed - b.failed,
 		Limited:        map[string]float64{},
 	}
 	delivered := delta("e31_gossip_messages_total", `topic="offers"`, `kind="delivered"`)
@@ -399,9 +403,9 @@ func (r Report) WriteText(w io.Writer) error {
 			return err
 		}
 	}
-	_, err := fmt.Fprintf(w, "\nthe driver made %.0f offers/s (the network: %.0f) and %.0f jobs messages/s, using %.2f cores\n"+
+	_, err := fmt.Fprintf(w, "\nthe driver made %.0f offers/s (the network: %.0f) and %.0f jobs messages/s, using %.2f cores (%d messages failed)\n"+
 		"unique offers accepted %.0f%%, jobs messages %.0f%%; dropped by per-peer limits: offers %.0f, jobs %.0f\n",
-		m.OffersSentPerS, float64(r.Providers)/r.HeartbeatS, m.JobsMsgsSentPerS, m.DriverCPUCores,
+		m.OffersSentPerS, float64(r.Providers)/r.HeartbeatS, m.JobsMsgsSentPerS, m.DriverCPUCores, m.DriverErrors,
 		100*m.OffersDelivered, 100*m.JobsDelivered, m.Limited[p2p.TopicOffers], m.Limited[p2p.TopicJobs])
 	return err
 }
