@@ -113,8 +113,14 @@ func start(t *testing.T, opts cluster.Options) *cluster.Cluster {
 			if err != nil {
 				continue
 			}
-			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-			t.Logf("last lines of %s's log:\n%s", n.Name, strings.Join(lines[max(0, len(lines)-80):], "\n"))
+			// Debug lines, where a test turns them on, would bury the rest.
+			var lines []string
+			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				if !strings.Contains(l, "level=DEBUG") {
+					lines = append(lines, l)
+				}
+			}
+			t.Logf("last lines of %s's log, but for debug lines:\n%s", n.Name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
 		}
 	})
 	// Registered after the dump, so run before it (and before c.Stop, on
