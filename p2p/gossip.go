@@ -51,6 +51,9 @@ type BodyValidator func(s Signed) error
 type GossipConfig struct {
 	// Network names the E31 network; peers on other networks never meet.
 	Network string
+	// Shard is the part of the network's market the peer takes part in;
+	// its topics are those of the shard. Zero: the whole network.
+	Shard Shard
 	// MaxAge and MaxSkew bound a message's signing time; defaults 2m and 30s.
 	MaxAge, MaxSkew time.Duration
 	// Now is the clock; default time.Now.
@@ -81,7 +84,7 @@ type Gossip struct {
 	ps       *pubsub.PubSub
 	key      crypto.PrivKey
 	self     peer.ID
-	network  string
+	scope    string // the topics' network and shard (Shard.Scope)
 	now      func() time.Time
 	log      *slog.Logger
 	panicked func(where string) // nil: panics are only logged
@@ -96,6 +99,10 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 	if cfg.Network == "" {
 		return nil, errors.New("gossip: no network name")
 	}
+	if err := cfg.Shard.Valid(); err != nil {
+		return nil, fmt.Errorf("gossip: %w", err)
+	}
+	scope := cfg.Shard.Scope(cfg.Network)
 	if cfg.MaxAge == 0 {
 		cfg.MaxAge = 2 * time.Minute
 	}
@@ -108,12 +115,12 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	m := newMeter(cfg.Network)
+	m := newMeter(scope)
 	opts := append(MessageOptions(),
 		pubsub.WithPeerExchange(true),
 		pubsub.WithFloodPublish(true),
 		pubsub.WithGossipSubParams(RouterParams()),
-		cfg.Guard.options(cfg.Network, m.received),
+		cfg.Guard.options(scope, m.received),
 		pubsub.WithLogger(slog.New(pubsubLog{cfg.Log.Handler()}).With("component", "pubsub")),
 	)
 	opts = append(opts, pubsub.WithRawTracer(m))
@@ -126,7 +133,7 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 		ps:       ps,
 		key:      key,
 		self:     h.ID(),
-		network:  cfg.Network,
+		scope:    scope,
 		now:      cfg.Now,
 		log:      cfg.Log,
 		panicked: cfg.Panicked,
@@ -139,7 +146,7 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 		g.rejected[r] = new(atomic.Uint64)
 	}
 	for _, short := range []string{TopicOffers, TopicJobs} {
-		name := TopicName(cfg.Network, short)
+		name := TopicName(scope, short)
 		bv := cfg.Validators[short]
 		if err := ps.RegisterTopicValidator(name, g.recovering(short, cfg.Guard.wrap(short, g.validator(short, bv)))); err != nil {
 			return nil, fmt.Errorf("register validator for %s: %w", name, err)
@@ -360,7 +367,7 @@ func (s *Subscription) Cancel() { s.sub.Cancel() }
 
 // TopicPeers lists the peers known on a topic, sorted.
 func (g *Gossip) TopicPeers(topic string) []peer.ID {
-	ps := g.ps.ListPeers(TopicName(g.network, topic))
+	ps := g.ps.ListPeers(TopicName(g.scope, topic))
 	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
 	return ps
 }

@@ -1,0 +1,116 @@
+package p2p
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// MaxShards is the most shards a network may be split into.
+const MaxShards = 4096
+
+// Shard is the part of a network's market a peer takes part in. A network
+// split Count ways has Count markets, each with its own two topics: a
+// provider offers in its shard, a submitter's jobs are declared in its
+// shard and run on that shard's providers, and a peer hears only its
+// shard's offers, declarations, leases and releases. What one peer pays in
+// bytes, CPU and memory is then that of a network Count times smaller.
+// Direct streams (proposals, receipts, output) and content are not
+// sharded. The zero value, like Count 1, is the whole network on the
+// unsharded topics.
+type Shard struct {
+	Index int `json:"index"`
+	Count int `json:"count"`
+}
+
+// Whole reports whether s is the whole network, not a part of it.
+func (s Shard) Whole() bool { return s.Count <= 1 }
+
+// Valid reports what is wrong with s, if anything.
+func (s Shard) Valid() error {
+	switch {
+	case s.Count < 0 || s.Count > MaxShards:
+		return fmt.Errorf("shard count %d is outside 1..%d", s.Count, MaxShards)
+	case s.Count&(s.Count-1) != 0:
+		return fmt.Errorf("shard count %d is not a power of two", s.Count)
+	case s.Index < 0 || s.Index >= max(s.Count, 1):
+		return fmt.Errorf("shard %d is outside 0..%d", s.Index, max(s.Count, 1)-1)
+	}
+	return nil
+}
+
+// String is "INDEX/COUNT", as ParseShard reads it.
+func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, max(s.Count, 1)) }
+
+// ParseShard reads "INDEX/COUNT".
+func ParseShard(v string) (Shard, error) {
+	i, c, ok := strings.Cut(v, "/")
+	if !ok {
+		return Shard{}, fmt.Errorf("shard %q: want INDEX/COUNT, e.g. 3/64", v)
+	}
+	index, err := strconv.Atoi(i)
+	if err != nil {
+		return Shard{}, fmt.Errorf("shard %q: index: %w", v, err)
+	}
+	count, err := strconv.Atoi(c)
+	if err != nil {
+		return Shard{}, fmt.Errorf("shard %q: count: %w", v, err)
+	}
+	s := Shard{Index: index, Count: count}
+	if err := s.Valid(); err != nil {
+		return Shard{}, fmt.Errorf("shard %q: %w", v, err)
+	}
+	return s, nil
+}
+
+// ShardOf is the shard of count that a peer takes part in unless told
+// otherwise: the first bytes of SHA-256 of its ID, modulo count. Peer IDs
+// are keys, so peers fall evenly into the shards.
+func ShardOf(id peer.ID, count int) Shard {
+	if count <= 1 {
+		return Shard{Count: 1}
+	}
+	sum := sha256.Sum256([]byte(id))
+	return Shard{Index: int(binary.BigEndian.Uint64(sum[:8]) % uint64(count)), Count: count}
+}
+
+// Scope is the name under which s's topics live on network: the network
+// itself when s is the whole network, "NETWORK/shard-INDEX-of-COUNT"
+// otherwise. TopicName(s.Scope(network), short) is a topic of the shard.
+func (s Shard) Scope(network string) string {
+	if s.Whole() {
+		return network
+	}
+	return fmt.Sprintf("%s/shard-%d-of-%d", network, s.Index, s.Count)
+}
+
+// ShardMarker is the protocol a peer of a sharded network registers to say
+// which shard it takes part in: identify carries its protocols to every
+// peer it connects to, so that any peer can tell, of those it is connected
+// to, which are in a given shard. Nothing is ever sent on it.
+func ShardMarker(network string, s Shard) protocol.ID {
+	return protocol.ID("/e31/" + s.Scope(network) + "/member/1")
+}
+
+// ShardProviders is how many providers a shard is sized for:
+// SuggestShards keeps every shard at or below it. At this size one peer
+// hears about 26 offers a second (a heartbeat every 10 s) and a shard of
+// 2,000 GPUs or more, and pays a few hundred KB/s at most
+// (docs/figures.md, "One peer in a large network").
+const ShardProviders = 256
+
+// SuggestShards is the shard count for a network of about providers
+// providers: the smallest power of two that keeps each shard at or below
+// ShardProviders.
+func SuggestShards(providers int) int {
+	n := 1
+	for n < MaxShards && (providers+n-1)/n > ShardProviders {
+		n *= 2
+	}
+	return n
+}
