@@ -14,6 +14,7 @@ import (
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/reach"
 	"github.com/e31network/e31/node/view"
+	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
@@ -47,6 +48,13 @@ type Config struct {
 	OnReady func(RunInfo)
 	// Network names the E31 network; default "e31".
 	Network string
+	// Shards is how many shards the network's market is split into: a
+	// power of two, the same on every peer of the network (p2p.Shard).
+	// 0 or 1: one market, the whole network.
+	Shards int
+	// Shard, if set, is the shard this node takes part in; nil means the
+	// one its peer ID picks (p2p.ShardOf).
+	Shard *int
 	// MDNS turns on LAN discovery. Off by default: it multicasts on every
 	// interface.
 	MDNS bool
@@ -221,6 +229,17 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Network == "" {
 		c.Network = DefaultNetwork
+	}
+	if c.Shards == 0 {
+		c.Shards = 1
+	}
+	if err := (p2p.Shard{Count: c.Shards}).Valid(); err != nil {
+		return c, err
+	}
+	if c.Shard != nil {
+		if err := (p2p.Shard{Index: *c.Shard, Count: c.Shards}).Valid(); err != nil {
+			return c, err
+		}
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = DefaultHeartbeat

@@ -91,6 +91,7 @@ func (n *Node) goTask(task string, p peer.ID, fn func()) {
 func (n *Node) expireOffers(ctx context.Context) {
 	t := time.NewTicker(max(n.cfg.Heartbeat/2, 50*time.Millisecond))
 	defer t.Stop()
+	crowded := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -99,8 +100,27 @@ func (n *Node) expireOffers(ctx context.Context) {
 			for _, p := range n.offers.Expire(now) {
 				n.log.Info("provider left the view", "provider", p, "reason", "missed heartbeats")
 			}
+			crowded = n.warnCrowded(crowded)
 		}
 	}
+}
+
+// crowdedShard is the number of providers in this node's market past which
+// it says that the network has outgrown its shards: every peer of the
+// shard pays for each of them.
+const crowdedShard = 4 * p2p.ShardProviders
+
+// warnCrowded logs, once each time the view grows past crowdedShard, how
+// many shards a network this size should have; it returns whether the view
+// is past it.
+func (n *Node) warnCrowded(was bool) bool {
+	held := n.offers.Len()
+	now := held > crowdedShard
+	if now && !was {
+		n.log.Warn("this node's market holds more providers than a shard is sized for: every peer pays for each; the network should split into more shards",
+			"providers", held, "shard", n.shard.String(), "suggested_shards", p2p.SuggestShards(held*max(n.shard.Count, 1)))
+	}
+	return now
 }
 
 // receiveJobs applies every accepted message of the jobs topic to the view,

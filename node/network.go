@@ -15,6 +15,7 @@ func (n *Node) ID() api.ID {
 	out := api.ID{
 		PeerID:  n.self.String(),
 		Network: n.cfg.Network,
+		Shard:   n.shard.String(),
 		Addrs:   n.Addrs(),
 		GPUs:    []api.GPU{},
 		Started: n.started.UTC(),

@@ -52,6 +52,7 @@ type Node struct {
 	log      *slog.Logger
 	key      *ledger.SigningKey // what the node signs with; the host has the plain key
 	self     peer.ID
+	shard    p2p.Shard // the part of the network's market this node takes part in
 	host     host.Host
 	gossip   *p2p.Gossip
 	guard    *p2p.Guard       // gossip peer scores and per-peer rate limits
@@ -79,7 +80,10 @@ type Node struct {
 	boot    []peer.AddrInfo // bootstrap peers, also the relays of a node behind a NAT
 	natOn   bool            // NAT traversal runs (Config.NAT)
 	punches *reach.Punches  // the last hole punch with each peer
-	peers   *reach.Book     // where peers are, remembered across restarts
+	// shardMates finds peers of this node's shard; nil on a network of
+	// one shard.
+	shardMates *reach.ShardMates
+	peers      *reach.Book // where peers are, remembered across restarts
 
 	// delays is the gossip delay this node observed, announced in its
 	// offer; clock turns the announcements into each epoch's delay.
@@ -126,6 +130,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		log:      cfg.Log,
 		key:      signing,
 		self:     self,
+		shard:    p2p.ShardOf(self, cfg.Shards),
 		started:  time.Now(),
 		offers:   view.NewOffers(),
 		market:   view.NewMarket(),
@@ -190,8 +195,15 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, n.exchange.Close)
+	if cfg.Shard != nil {
+		n.shard.Index = *cfg.Shard
+	}
+	if !n.shard.Whole() {
+		n.log.Info("taking part in one shard of the network's market", "shard", n.shard.String(), "network", cfg.Network)
+	}
 	n.gossip, err = p2p.NewGossip(ctx, n.host, n.key, p2p.GossipConfig{
 		Network:  cfg.Network,
+		Shard:    n.shard,
 		Log:      n.log,
 		Guard:    n.guard,
 		Panicked: n.metrics.Panicked,
@@ -202,6 +214,12 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if !n.shard.Whole() {
+		n.shardMates = &reach.ShardMates{Host: n.host, Network: cfg.Network, Shard: n.shard, ConnectTimeout: cfg.ConnectTimeout, Log: n.log,
+			InShard: func() int { return len(n.gossip.TopicPeers(p2p.TopicOffers)) }}
+		n.shardMates.Mark()
+		n.handlers[wire.ProtoShardPeers] = n.shardMates.Answer
 	}
 	n.wireRoles()
 	n.wireLoops()

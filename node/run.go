@@ -84,6 +84,9 @@ func (n *Node) Run(ctx context.Context) error {
 		defer stop()
 	}
 
+	if n.shardMates != nil {
+		n.loops.Go(func() { n.shardMates.Run(loopCtx) })
+	}
 	n.loops.Go(func() { n.receiveOffers(loopCtx, offersSub) })
 	n.loops.Go(func() { n.expireOffers(loopCtx) })
 	n.loops.Go(func() { n.receiveJobs(loopCtx, jobsSub) })
@@ -104,7 +107,7 @@ func (n *Node) Run(ctx context.Context) error {
 		return err
 	}
 	defer os.Remove(filepath.Join(n.cfg.DataDir, RunFile))
-	n.log.Info("e31d ready", "peer_id", n.self, "api", srv.Addr(), "addrs", n.Addrs(), "gpus", len(n.compute.GPUs), "compute", n.compute.Runner != nil, "network", n.cfg.Network)
+	n.log.Info("e31d ready", "peer_id", n.self, "api", srv.Addr(), "addrs", n.Addrs(), "gpus", len(n.compute.GPUs), "compute", n.compute.Runner != nil, "network", n.cfg.Network, "shard", n.shard.String())
 	if n.cfg.OnReady != nil {
 		n.cfg.OnReady(info)
 	}

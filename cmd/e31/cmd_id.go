@@ -31,7 +31,11 @@ func runID(ctx context.Context, o idOptions, g *globalOptions) error {
 	if o.json {
 		return g.printJSON(id)
 	}
-	fmt.Fprintf(g.stdout, "peer id   %s\nnetwork   %s\nversion   %s\ngpus      %d\n", id.PeerID, id.Network, id.Version, len(id.GPUs))
+	fmt.Fprintf(g.stdout, "peer id   %s\nnetwork   %s\n", id.PeerID, id.Network)
+	if id.Shard != "" && id.Shard != "0/1" {
+		fmt.Fprintf(g.stdout, "shard     %s\n", id.Shard)
+	}
+	fmt.Fprintf(g.stdout, "version   %s\ngpus      %d\n", id.Version, len(id.GPUs))
 	for _, a := range id.Addrs {
 		fmt.Fprintf(g.stdout, "address   %s\n", a)
 	}

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/e31network/e31/node"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/provider"
+	"github.com/e31network/e31/p2p"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -39,6 +41,8 @@ type fileConfig struct {
 	UI           string   `toml:"ui"`
 	SimGPUs      string   `toml:"sim-gpus"`
 	Network      string   `toml:"network"`
+	Shards       int      `toml:"shards"`
+	Shard        string   `toml:"shard"`
 	MDNS         bool     `toml:"mdns"`
 	NAT          string   `toml:"nat"`
 	RelayService bool     `toml:"relay-service"`
@@ -168,6 +172,8 @@ on the command line win.`,
 	f.StringVar(&o.file.UI, "ui", "", "loopback host:port serving the dashboard (read-only) for a daemon whose --api is a unix socket; a TCP --api serves it at /ui/")
 	f.StringVar(&o.file.SimGPUs, "sim-gpus", "", `simulated GPUs instead of real ones, e.g. "4xH100:80GiB" or "2xA100:40GiB,1xL4:24GiB"`)
 	f.StringVar(&o.file.Network, "network", node.DefaultNetwork, "network name; peers on other networks are ignored")
+	f.IntVar(&o.file.Shards, "shards", 1, "how many shards the network's market is split into: a power of two, the same on every peer of the network; a peer hears and matches only its own shard's offers and jobs")
+	f.StringVar(&o.file.Shard, "shard", "", "take part in this shard, 0 to shards-1 (default: the one the peer ID picks)")
 	f.BoolVar(&o.file.MDNS, "mdns", false, "discover peers on the LAN with mDNS (multicasts on every interface)")
 	f.StringVar(&o.file.NAT, "nat", node.NATAuto, "reach and be reached from behind a NAT: AutoNAT, port mapping, hole punching, relay slots on the bootstrap peers; auto (on unless every --listen is loopback), on or off")
 	f.BoolVar(&o.file.RelayService, "relay-service", false, "serve as a circuit relay for peers behind NATs (for a bootstrap peer on a public address)")
@@ -239,6 +245,8 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("ui", func() { o.file.UI = or(fc.UI, o.file.UI) })
 	set("sim-gpus", func() { o.file.SimGPUs = or(fc.SimGPUs, o.file.SimGPUs) })
 	set("network", func() { o.file.Network = or(fc.Network, o.file.Network) })
+	set("shards", func() { o.file.Shards = cmp.Or(fc.Shards, o.file.Shards) })
+	set("shard", func() { o.file.Shard = or(fc.Shard, o.file.Shard) })
 	set("mdns", func() { o.file.MDNS = o.file.MDNS || fc.MDNS })
 	set("nat", func() { o.file.NAT = or(fc.NAT, o.file.NAT) })
 	set("relay-service", func() { o.file.RelayService = o.file.RelayService || fc.RelayService })
@@ -371,6 +379,10 @@ func run(cmd *cobra.Command, o *options) error {
 	if err := countAsPublic(o.file.NATPublicNet); err != nil {
 		return err
 	}
+	shard, err := shardFlags(o.file.Shards, o.file.Shard)
+	if err != nil {
+		return err
+	}
 	misbehave, err := o.misbehave()
 	if err != nil {
 		return err
@@ -408,6 +420,8 @@ func run(cmd *cobra.Command, o *options) error {
 		SimGPUs:           o.file.SimGPUs,
 		DiscoverGPUs:      nvidia.Discover,
 		Network:           o.file.Network,
+		Shards:            o.file.Shards,
+		Shard:             shard,
 		MDNS:              o.file.MDNS,
 		NAT:               o.file.NAT,
 		RelayService:      o.file.RelayService,
@@ -468,4 +482,23 @@ func parseRate(s string) (int64, error) {
 		return 0, fmt.Errorf("--upload-limit %q: want a rate such as 100MiB/s", s)
 	}
 	return int64(n), nil
+}
+
+// shardFlags checks --shards and --shard; the shard is nil when the peer
+// ID is to pick it.
+func shardFlags(count int, index string) (*int, error) {
+	if err := (p2p.Shard{Count: count}).Valid(); err != nil || count < 1 {
+		return nil, fmt.Errorf("--shards %d: want a power of two from 1 to %d", count, p2p.MaxShards)
+	}
+	if index == "" {
+		return nil, nil
+	}
+	i, err := strconv.Atoi(index)
+	if err == nil {
+		err = p2p.Shard{Index: i, Count: count}.Valid()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--shard %q: want a shard from 0 to %d (--shards %d)", index, count-1, count)
+	}
+	return &i, nil
 }

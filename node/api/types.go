@@ -15,8 +15,12 @@ type Error struct {
 
 // ID describes the daemon answering.
 type ID struct {
-	PeerID  string    `json:"peer_id"`
-	Network string    `json:"network"`
+	PeerID  string `json:"peer_id"`
+	Network string `json:"network"`
+	// Shard is the part of the network's market the daemon takes part
+	// in, "INDEX/COUNT": its offers, and the jobs submitted to it, are
+	// matched within that shard. "0/1" is the whole network.
+	Shard   string    `json:"shard"`
 	Addrs   []string  `json:"addrs"`
 	GPUs    []GPU     `json:"gpus"`
 	Runtime string    `json:"runtime,omitempty"` // OCI runtime path; empty: this node offers no compute

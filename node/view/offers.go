@@ -117,6 +117,13 @@ func (v *Offers) Expire(now time.Time) []string {
 	return gone
 }
 
+// Len is how many providers the view holds.
+func (v *Offers) Len() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.byProvider)
+}
+
 // Snapshot returns the entries sorted by provider.
 func (v *Offers) Snapshot() []OfferEntry {
 	v.mu.Lock()

@@ -41,6 +41,10 @@ type Options struct {
 	Heartbeat time.Duration
 	// Network name; default "testnet".
 	Network string
+	// Shards splits the network's market (e31d --shards); 0 or 1: one.
+	// Each node's shard is the one its peer ID picks unless ArgsByNode
+	// names one (--shard).
+	Shards int
 	// Args are extra e31d flags for every node.
 	Args []string
 	// Misbehave, when set, gives node i the --misbehave list Misbehave[i]
@@ -158,6 +162,9 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 	}
 	if spec := c.simGPUs(i); spec != "" {
 		args = append(args, "--sim-gpus", spec)
+	}
+	if c.opts.Shards > 1 {
+		args = append(args, "--shards", strconv.Itoa(c.opts.Shards))
 	}
 	for _, b := range boot {
 		args = append(args, "--bootstrap", b)
@@ -290,17 +297,36 @@ func (c *Cluster) WriteNodesFile() error {
 // WaitConverged waits until every live node's view lists every live node
 // that has GPUs, with all of them.
 func (c *Cluster) WaitConverged(ctx context.Context) error {
-	var live []*Node
-	want := map[string]int{}
+	// A node sees the providers of its own shard only.
+	live := map[string][]*Node{}
+	want := map[string]map[string]int{}
+	var shards []string
 	for i, n := range c.Nodes {
-		if n.Alive() {
-			live = append(live, n)
-			if g := countGPUs(c.simGPUs(i)); g > 0 {
-				want[n.PeerID] = g
-			}
+		if !n.Alive() {
+			continue
+		}
+		id, err := api.NewClient(n.API).ID(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", n.Name, err)
+		}
+		if _, ok := want[id.Shard]; !ok {
+			want[id.Shard] = map[string]int{}
+			shards = append(shards, id.Shard)
+		}
+		live[id.Shard] = append(live[id.Shard], n)
+		if g := countGPUs(c.simGPUs(i)); g > 0 {
+			want[id.Shard][n.PeerID] = g
 		}
 	}
-	return waitViews(ctx, live, want)
+	for _, s := range shards {
+		if err := waitViews(ctx, live[s], want[s]); err != nil {
+			if len(shards) > 1 {
+				return fmt.Errorf("shard %s: %w", s, err)
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // countGPUs counts the GPUs of a --sim-gpus spec.
