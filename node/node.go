@@ -80,8 +80,8 @@ type Node struct {
 	boot    []peer.AddrInfo // bootstrap peers, also the relays of a node behind a NAT
 	natOn   bool            // NAT traversal runs (Config.NAT)
 	punches *reach.Punches  // the last hole punch with each peer
-	// shardMates finds peers of this node's shard; nil on a network of
-	// one shard.
+	// shardMates finds peers of this node's shard, and says which peers
+	// are in no market this node takes part in.
 	shardMates *reach.ShardMates
 	peers      *reach.Book // where peers are, remembered across restarts
 
@@ -215,12 +215,10 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if !n.shard.Whole() {
-		n.shardMates = &reach.ShardMates{Host: n.host, Network: cfg.Network, Shard: n.shard, ConnectTimeout: cfg.ConnectTimeout, Log: n.log,
-			InShard: func() int { return len(n.gossip.TopicPeers(p2p.TopicOffers)) }}
-		n.shardMates.Mark()
-		n.handlers[wire.ProtoShardPeers] = n.shardMates.Answer
-	}
+	n.shardMates = &reach.ShardMates{Host: n.host, Network: cfg.Network, Shard: n.shard, ConnectTimeout: cfg.ConnectTimeout, Log: n.log,
+		InShard: func() int { return len(n.gossip.TopicPeers(p2p.TopicOffers)) }}
+	n.shardMates.Mark()
+	n.handlers[wire.ProtoShardPeers] = n.shardMates.Answer
 	n.wireRoles()
 	n.wireLoops()
 	n.metrics.Register(metrics.Sources{Provider: n.provider, Submitter: n.submitter, Images: n.images, Gossip: n.gossip, Guard: n.guard})

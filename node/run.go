@@ -84,9 +84,7 @@ func (n *Node) Run(ctx context.Context) error {
 		defer stop()
 	}
 
-	if n.shardMates != nil {
-		n.loops.Go(func() { n.shardMates.Run(loopCtx) })
-	}
+	n.loops.Go(func() { n.shardMates.Run(loopCtx) })
 	n.loops.Go(func() { n.receiveOffers(loopCtx, offersSub) })
 	n.loops.Go(func() { n.expireOffers(loopCtx) })
 	n.loops.Go(func() { n.receiveJobs(loopCtx, jobsSub) })

@@ -114,3 +114,29 @@ func SuggestShards(providers int) int {
 	}
 	return n
 }
+
+// ParseShardMarker reads the shard of a ShardMarker of network; ok is
+// false for any other protocol.
+func ParseShardMarker(network string, proto protocol.ID) (s Shard, ok bool) {
+	const suffix = "/member/1"
+	rest, found := strings.CutPrefix(string(proto), "/e31/"+network+"/")
+	if !found {
+		return Shard{}, false
+	}
+	scope, found := strings.CutSuffix("/"+rest, suffix)
+	switch {
+	case !found:
+		return Shard{}, false
+	case scope == "":
+		return Shard{Count: 1}, true
+	}
+	var i, n int
+	if _, err := fmt.Sscanf(scope, "/shard-%d-of-%d", &i, &n); err != nil {
+		return Shard{}, false
+	}
+	s = Shard{Index: i, Count: n}
+	if s.Valid() != nil || s.Whole() || ShardMarker(network, s) != proto {
+		return Shard{}, false
+	}
+	return s, true
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/e31network/e31/testnet/poll"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"pgregory.net/rapid"
 )
 
@@ -148,6 +149,21 @@ func TestSuggestShards(t *testing.T) {
 	} {
 		if got := SuggestShards(tc.providers); got != tc.want {
 			t.Errorf("SuggestShards(%d) = %d, want %d", tc.providers, got, tc.want)
+		}
+	}
+}
+
+func TestParseShardMarker(t *testing.T) {
+	for _, s := range []Shard{{Count: 1}, {Index: 0, Count: 2}, {Index: 63, Count: 64}} {
+		got, ok := ParseShardMarker("e31", ShardMarker("e31", s))
+		if !ok || got != s {
+			t.Errorf("ParseShardMarker(ShardMarker(%v)) = %v, %v", s, got, ok)
+		}
+	}
+	for _, p := range []string{"/e31/other/member/1", "/e31/e31/shard-1-of-3/member/1", "/e31/e31/shard-01-of-4/member/1",
+		"/e31/e31/shard-4-of-4/member/1", "/e31/e31/member/2", "/e31/e31/offers/1", "/ipfs/id/1.0.0", "/e31/e31/x/member/1"} {
+		if got, ok := ParseShardMarker("e31", protocol.ID(p)); ok {
+			t.Errorf("ParseShardMarker(%q) = %v, want not a marker", p, got)
 		}
 	}
 }

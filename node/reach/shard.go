@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
 // ShardMates keeps a node of a sharded network connected to enough peers
@@ -49,27 +52,43 @@ func (s *ShardMates) Mark() {
 	s.Host.SetStreamHandler(p2p.ShardMarker(s.Network, s.Shard), func(st network.Stream) { _ = st.Reset() })
 }
 
-// Run looks for peers of the shard whenever too few are met, until ctx
+// Run looks for peers of the shard whenever too few are met, and says
+// which peers this node's market will never meet (see note), until ctx
 // ends.
 func (s *ShardMates) Run(ctx context.Context) {
+	sub, err := s.Host.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
+	if err != nil {
+		s.Log.Warn("watch peers' shards", "err", err)
+		return
+	}
+	defer sub.Close()
 	every := s.Every
 	if every == 0 {
 		every = 10 * time.Second
 	}
 	// The first look is soon: a node that has just met its bootstrap peers
-	// has nobody else to ask.
+	// has nobody else to ask. A node of one shard never looks.
 	t := time.NewTimer(time.Second)
 	defer t.Stop()
+	var tick <-chan time.Time
+	if !s.Shard.Whole() {
+		tick = t.C
+	}
+	noted := map[peer.ID]bool{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case e := <-sub.Out():
+			if ev, ok := e.(event.EvtPeerIdentificationCompleted); ok {
+				s.note(ev, noted)
+			}
+		case <-tick:
+			if s.InShard() < WantShardPeers {
+				s.look(ctx)
+			}
+			t.Reset(every)
 		}
-		if s.InShard() < WantShardPeers {
-			s.look(ctx)
-		}
-		t.Reset(every)
 	}
 }
 
@@ -144,4 +163,41 @@ func (s *ShardMates) Answer(_ context.Context, from peer.ID, raw json.RawMessage
 		}
 	}
 	return rep, nil
+}
+
+// maxNoted bounds the peers watch remembers having logged.
+const maxNoted = 1024
+
+// note logs, once a peer, an e31d that splits the network into another
+// number of shards than this node (the two never meet in a market: every
+// peer of a network needs the same --shards), or one that marks no shard
+// at all (an older protocol), naming the version it says it runs.
+func (s *ShardMates) note(ev event.EvtPeerIdentificationCompleted, noted map[peer.ID]bool) {
+	if noted[ev.Peer] || !strings.HasPrefix(ev.AgentVersion, "e31d/") {
+		return
+	}
+	why, theirs := s.mismatch(ev.Protocols)
+	if why == "" {
+		return
+	}
+	if len(noted) == maxNoted {
+		clear(noted)
+	}
+	noted[ev.Peer] = true
+	s.Log.Warn("a peer on this network is in no market this node takes part in", "peer", ev.Peer, "version", ev.AgentVersion,
+		"why", why, "its_shard", theirs, "shard", s.Shard.String())
+}
+
+// mismatch says why a peer advertising protos can never be in this node's
+// market, or "" when it can be.
+func (s *ShardMates) mismatch(protos []protocol.ID) (why, theirs string) {
+	for _, p := range protos {
+		if sh, ok := p2p.ParseShardMarker(s.Network, p); ok {
+			if max(sh.Count, 1) != max(s.Shard.Count, 1) {
+				return "it splits the network into another number of shards (--shards)", sh.String()
+			}
+			return "", sh.String()
+		}
+	}
+	return "it speaks an older protocol, which marks no shard", "none"
 }

@@ -1,0 +1,131 @@
+package reach
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+	"github.com/e31network/e31/testnet/poll"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// lockedBuffer is a log sink safe for the host's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// markedHost is a real loopback host of an e31d in shard s of network "t".
+func markedHost(t *testing.T, s p2p.Shard, log *slog.Logger) (host.Host, *ShardMates) {
+	t.Helper()
+	sk, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := p2p.NewHost(p2p.HostConfig{Key: sk, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, UserAgent: "e31d/test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	m := &ShardMates{Host: h, Network: "t", Shard: s, ConnectTimeout: 5 * time.Second, Log: log, InShard: func() int { return 0 }}
+	m.Mark()
+	return h, m
+}
+
+func connect(t *testing.T, a, b host.Host) {
+	t.Helper()
+	if err := a.Connect(context.Background(), peer.AddrInfo{ID: b.ID(), Addrs: b.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A node answers for a shard with the peers it is connected to that mark
+// that shard, and says of a peer that splits the network another number of
+// ways that it is in no market of its own.
+func TestShardMates(t *testing.T) {
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	quiet := slog.New(slog.DiscardHandler)
+	a, ma := markedHost(t, p2p.Shard{Index: 0, Count: 2}, log)
+	b, _ := markedHost(t, p2p.Shard{Index: 1, Count: 2}, quiet)
+	c, _ := markedHost(t, p2p.Shard{Index: 0, Count: 2}, quiet)
+	e, _ := markedHost(t, p2p.Shard{Index: 1, Count: 4}, quiet)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); ma.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for _, h := range []host.Host{b, c, e} {
+		connect(t, a, h)
+	}
+	marked := func(h host.Host, s p2p.Shard) bool {
+		in, err := a.Peerstore().SupportsProtocols(h.ID(), p2p.ShardMarker("t", s))
+		return err == nil && len(in) == 1
+	}
+	poll.Until(t, "identify", 10*time.Second, func() bool {
+		return marked(b, p2p.Shard{Index: 1, Count: 2}) && marked(c, p2p.Shard{Index: 0, Count: 2})
+	})
+
+	ask := func(from peer.ID, s p2p.Shard) []peer.AddrInfo {
+		t.Helper()
+		raw, err := json.Marshal(wire.ShardPeersRequest{Shard: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := ma.Answer(ctx, from, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos, err := wire.DecodeShardPeersReply(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return infos
+	}
+	if got := ask(c.ID(), p2p.Shard{Index: 1, Count: 2}); len(got) != 1 || got[0].ID != b.ID() || len(got[0].Addrs) == 0 {
+		t.Errorf("peers in shard 1/2: %v, want b alone", got)
+	}
+	if got := ask(c.ID(), p2p.Shard{Index: 0, Count: 2}); len(got) != 0 {
+		t.Errorf("peers in shard 0/2 for c, the only other one: %v, want none (the asker is left out)", got)
+	}
+	if _, err := ma.Answer(ctx, c.ID(), json.RawMessage(`{"shard":{"index":0,"count":1}}`)); err == nil {
+		t.Errorf("a request for the whole network was answered")
+	}
+
+	poll.Until(t, "the warning about e", 10*time.Second, func() bool {
+		return strings.Contains(logs.String(), "peer="+e.ID().String())
+	})
+	for _, h := range []host.Host{b, c} {
+		if strings.Contains(logs.String(), "peer="+h.ID().String()) {
+			t.Errorf("a peer with the same shard count was warned about:\n%s", logs.String())
+		}
+	}
+	if !strings.Contains(logs.String(), "another number of shards") {
+		t.Errorf("the warning does not say why:\n%s", logs.String())
+	}
+}
