@@ -25,7 +25,12 @@ func newScaleBenchCommand() *cobra.Command {
 connects it to --neighbours real gossipsub peers that carry a synthetic
 network: --providers providers, each with its own key, offering 8 GPUs every
 --heartbeat, and --jobs-per-s declarations from --submitters submitters in turn, each
-withdrawn after --queue-wait. Every unique message reaches the daemon
+open for --queue-wait, then leased by a provider (a lease announcement signed by
+both) and released after --run (--run -1s: withdrawn instead). The network's market is split into --shards
+shards (default: as many as keep each at or below 256 providers, as such a
+network would be run; --shards 1 for one market) and the daemon takes part
+in one: the synthetic network it hears is that shard's share of the
+providers and jobs. Every unique message reaches the daemon
 once from each neighbour, as from a gossipsub mesh. After a warm-up it
 measures, over --window, the daemon's gossip bytes in and out, CPU, RSS,
 Match and view-cut times per epoch pass, copies per offer, and the share of
@@ -45,10 +50,12 @@ message a host receives and sends, and publish-to-delivery delays.`,
 	f := cmd.Flags()
 	f.IntVar(&o.scale.Providers, "providers", 1000, "providers in the simulated network")
 	f.Float64Var(&o.scale.JobsPerS, "jobs-per-s", 10, "jobs declared a second in the simulated network")
+	f.IntVar(&o.scale.Shards, "shards", 0, "shards the network's market is split into, a power of two (default: enough for at most 256 providers each)")
 	f.IntVar(&o.scale.Neighbours, "neighbours", 6, "gossip peers carrying the network to the daemon")
 	f.DurationVar(&o.scale.Window, "window", time.Minute, "how long the daemon's costs are measured, after the warm-up")
 	f.DurationVar(&o.scale.Heartbeat, "heartbeat", 10*time.Second, "every provider's offer interval, the daemon's too")
 	f.DurationVar(&o.scale.QueueWait, "queue-wait", 30*time.Second, "how long each job stays open")
+	f.DurationVar(&o.scale.Run, "run", time.Minute, "how long each lease holds its GPUs before its release; negative: jobs are withdrawn, never leased")
 	f.IntVar(&o.scale.Submitters, "submitters", 100, "submitters taking turns to declare the jobs")
 	f.DurationVar(&o.scale.DepartureLimit, "departure", 2*time.Minute, "longest wait for a silent provider to leave the daemon's view (0: skip)")
 	f.IntVar(&o.mesh.Hosts, "mesh", 0, "instead, the multi-hop check: this many real gossip hosts, copies per message and delays")

@@ -14,7 +14,9 @@
 // predicts (model.go: the model of 2026-12-03, its measured inputs and
 // assumptions, one peer's cost against the network's size).
 //
-// Not yet simulated: leases and releases in the far network, so matching
-// rounds lost are not measured; a multi-hop run of real hosts that would
-// check the copies and delays the near network assumes.
+// The far network's jobs are declared, leased by one of its providers (a
+// lease announcement signed by both) and released, and the network may be
+// split into shards, of which the daemon hears its own. Not simulated: the
+// daemon's own leases, so matching rounds lost are not measured here (the
+// epoch bench measures them among real daemons).
 package scale

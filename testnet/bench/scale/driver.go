@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/node/wire"
@@ -157,7 +158,7 @@ func (f *far) offer(i int, now time.Time) ([]byte, error) {
 	id := f.ids[i].String()
 	gpus := make([]market.GPU, 8)
 	for k := range gpus {
-		gpus[k] = market.GPU{Index: k, UUID: fmt.Sprintf("GPU-%s-%d", id[len(id)-12:], k), Model: "H100", MemoryBytes: 80 << 30, Free: true}
+		gpus[k] = market.GPU{Index: k, UUID: f.gpuUUID(i, k), Model: "H100", MemoryBytes: 80 << 30, Free: true}
 	}
 	b := wire.OfferBody{Offer: market.Offer{Provider: id, GPUs: gpus, CPUs: 64, MemoryBytes: 1 << 40},
 		Addrs: []string{"/ip4/127.0.0.1/tcp/9"}, HeartbeatMs: f.heartbeat.Milliseconds()}
@@ -166,6 +167,12 @@ func (f *far) offer(i int, now time.Time) ([]byte, error) {
 		return nil, err
 	}
 	return s.Raw, nil
+}
+
+// gpuUUID names the k-th GPU of the i-th provider.
+func (f *far) gpuUUID(i, k int) string {
+	id := f.ids[i].String()
+	return fmt.Sprintf("GPU-%s-%d", id[len(id)-12:], k)
 }
 
 // spread hands one message to every neighbour, in an order that changes
@@ -214,9 +221,11 @@ func (f *far) runOffers(ctx context.Context) {
 	}
 }
 
-// runJobs declares rate jobs a second, the submitters in turn, and
-// withdraws each after wait, until ctx ends.
-func (f *far) runJobs(ctx context.Context, g *task.Group, rate float64, wait time.Duration) {
+// runJobs declares rate jobs a second, the submitters in turn; each job
+// waits open for wait, and is then leased by a provider of the far
+// network for run and released (or, when run is 0, withdrawn), until ctx
+// ends.
+func (f *far) runJobs(ctx context.Context, g *task.Group, rate float64, wait, run time.Duration) {
 	if rate <= 0 {
 		return
 	}
@@ -242,14 +251,60 @@ func (f *far) runJobs(ctx context.Context, g *task.Group, rate float64, wait tim
 				if task.Sleep(ctx, wait) != nil {
 					return
 				}
-				w, err := p2p.Seal(key, wire.KindWithdrawal, wire.WithdrawalBody{Job: job}, time.Now())
-				if err != nil {
-					f.failed.Add(1)
+				if run == 0 {
+					f.publish(ctx, key, wire.KindWithdrawal, wire.WithdrawalBody{Job: job})
 					return
 				}
-				f.spread(ctx, p2p.TopicJobs, w.Raw)
-				f.sent[1].Add(1)
+				f.lease(ctx, i, job, key, d, run)
 			})
 		}
 	}
+}
+
+// lease has the far network rent job i: provider i modulo the providers
+// takes two of its eight GPUs, the lease signed by both is announced, and
+// after run the provider announces the release. Consecutive jobs go to
+// consecutive providers, so a pair of GPUs is taken again only after
+// four rounds of all the providers.
+func (f *far) lease(ctx context.Context, i int, job string, sub crypto.PrivKey, d market.Declaration, run time.Duration) {
+	p := i % len(f.providers)
+	pair := (i / len(f.providers)) % 4
+	prov, id := f.providers[p], f.ids[p].String()
+	subID, err := peer.IDFromPrivateKey(sub)
+	if err != nil {
+		f.failed.Add(1)
+		return
+	}
+	now := time.Now().UnixMilli()
+	terms := wire.LeaseTerms{
+		ID: wire.LeaseID(job, id, now, uint64(i)), Job: job, Provider: id, Submitter: subID.String(),
+		GPUs: []string{f.gpuUUID(p, 2*pair), f.gpuUUID(p, 2*pair+1)},
+		CPUs: d.Request.CPUs, MemoryBytes: uint64(d.Request.Memory), Limit: d.Request.Limit,
+		Proposed: now, Expires: now + 10_000,
+	}
+	l := wire.SignedLease{Terms: terms}
+	if l.SignProvider(prov) != nil || l.Countersign(sub) != nil {
+		f.failed.Add(1)
+		return
+	}
+	f.publish(ctx, prov, wire.KindLease, l)
+	if task.Sleep(ctx, run) != nil {
+		return
+	}
+	f.publish(ctx, prov, wire.KindRelease, wire.ReleaseBody{
+		Lease: terms.ID, Job: job, Provider: id, Submitter: terms.Submitter, GPUs: terms.GPUs,
+		Outcome: string(ledger.OutcomeCompleted), Attribution: string(ledger.AttributionJob),
+		HeldMs: run.Milliseconds(), At: time.Now().UnixMilli(),
+	})
+}
+
+// publish seals one jobs-topic message and spreads it.
+func (f *far) publish(ctx context.Context, key crypto.PrivKey, kind string, body any) {
+	s, err := p2p.Seal(key, kind, body, time.Now())
+	if err != nil {
+		f.failed.Add(1)
+		return
+	}
+	f.spread(ctx, p2p.TopicJobs, s.Raw)
+	f.sent[1].Add(1)
 }

@@ -23,6 +23,11 @@ type Options struct {
 	// Providers and JobsPerS are the whole network's size.
 	Providers int
 	JobsPerS  float64
+	// Shards is how many shards the network's market is split into (e31d
+	// --shards); the daemon is in one, and hears its share of the network:
+	// Providers/Shards providers and JobsPerS/Shards jobs a second. 0:
+	// p2p.SuggestShards(Providers), as the network would be run.
+	Shards int
 	// Neighbours is how many gossip peers carry the network to the daemon:
 	// each unique message arrives once from each. Default 6 (gossipsub's D).
 	Neighbours int
@@ -32,9 +37,12 @@ type Options struct {
 	// Heartbeat is every provider's offer interval, the daemon's included.
 	// Default 10s, e31d's.
 	Heartbeat time.Duration
-	// QueueWait is how long each job stays open before it is withdrawn.
+	// QueueWait is how long each job stays open before it is leased.
 	// Default 30s, the model's.
 	QueueWait time.Duration
+	// Run is how long each lease holds its GPUs before it is released.
+	// Default 60s; negative: no job is leased, each is withdrawn instead.
+	Run time.Duration
 	// Submitters is how many submitters take turns to declare the jobs.
 	// Default 100.
 	Submitters int
@@ -58,6 +66,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.QueueWait == 0 {
 		o.QueueWait = 30 * time.Second
+	}
+	if o.Run == 0 {
+		o.Run = time.Minute
 	}
 	return o
 }
@@ -101,14 +112,19 @@ type Measured struct {
 // Report is one run: the network, what the daemon paid, and what the cost
 // model predicts.
 type Report struct {
-	Providers  int        `json:"providers"`
-	JobsPerS   float64    `json:"jobs_per_s"`
-	Neighbours int        `json:"neighbours"`
-	WindowS    float64    `json:"window_s"`
-	HeartbeatS float64    `json:"heartbeat_s"`
-	Measured   Measured   `json:"measured"`
-	Model      Prediction `json:"model"`
-	Load       string     `json:"load"`
+	Providers int     `json:"providers"`
+	JobsPerS  float64 `json:"jobs_per_s"`
+	// Shards splits the network; the daemon's shard holds ShardProviders
+	// providers and ShardJobsPerS jobs a second.
+	Shards         int        `json:"shards"`
+	ShardProviders int        `json:"shard_providers"`
+	ShardJobsPerS  float64    `json:"shard_jobs_per_s"`
+	Neighbours     int        `json:"neighbours"`
+	WindowS        float64    `json:"window_s"`
+	HeartbeatS     float64    `json:"heartbeat_s"`
+	Measured       Measured   `json:"measured"`
+	Model          Prediction `json:"model"`
+	Load           string     `json:"load"`
 	// Flattened copies of the headline figures, as scripts read them.
 	PeerBytesInPerS  float64 `json:"peer_bytes_in_per_s"`
 	PeerBytesOutPerS float64 `json:"peer_bytes_out_per_s"`
@@ -138,11 +154,22 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 	if o.Providers < 1 {
 		return Report{}, errors.New("scale: --providers must be at least 1")
 	}
-	r := Report{Providers: o.Providers, JobsPerS: o.JobsPerS, Neighbours: o.Neighbours, WindowS: o.Window.Seconds(), HeartbeatS: o.Heartbeat.Seconds(),
-		Model: Predict(float64(o.Providers), o.JobsPerS)}
+	shards := o.Shards
+	if shards == 0 {
+		shards = p2p.SuggestShards(o.Providers)
+	}
+	if err := (p2p.Shard{Count: shards}).Valid(); err != nil || shards > o.Providers {
+		return Report{}, fmt.Errorf("scale: --shards %d: want a power of two from 1 to --providers", shards)
+	}
+	// The daemon's shard: its share of the providers and of the jobs.
+	providers, jobs := (o.Providers+shards-1)/shards, o.JobsPerS/float64(shards)
+	r := Report{Providers: o.Providers, JobsPerS: o.JobsPerS, Shards: shards, ShardProviders: providers, ShardJobsPerS: jobs,
+		Neighbours: o.Neighbours, WindowS: o.Window.Seconds(), HeartbeatS: o.Heartbeat.Seconds(),
+		Model: Predict(float64(providers), jobs)}
 	const network = "scale"
+	shard := p2p.Shard{Index: 0, Count: shards}
 	c, err := cluster.Start(ctx, cluster.Options{N: 1, SimGPUsByNode: []string{""}, Dir: filepath.Join(e.Dir, "scale"), Bin: e.Bin,
-		Heartbeat: o.Heartbeat, Network: network, Metrics: true})
+		Heartbeat: o.Heartbeat, Network: network, Metrics: true, Shards: shards, ArgsByNode: [][]string{{"--shard", "0"}}})
 	if err != nil {
 		return r, err
 	}
@@ -157,7 +184,7 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 	}()
 	var ns []*neighbour
 	for range o.Neighbours {
-		n, err := newNeighbour(dctx, network)
+		n, err := newNeighbour(dctx, shard.Scope(network))
 		if err != nil {
 			return r, err
 		}
@@ -168,19 +195,21 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 		n.drain(dctx, &g)
 		ns = append(ns, n)
 	}
-	e.Logf("scale: %d neighbours connected; making %d provider keys", len(ns), o.Providers)
+	e.Logf("scale: %d neighbours connected; making %d provider keys (shard %s)", len(ns), providers, shard)
 	if err := waitMesh(dctx, ns); err != nil {
 		return r, err
 	}
-	f, err := newFar(o.Providers, o.Submitters, o.Heartbeat, ns)
+	f, err := newFar(providers, o.Submitters, o.Heartbeat, ns)
 	if err != nil {
 		return r, err
 	}
 	g.Go(func() { f.runOffers(dctx) })
-	g.Go(func() { f.runJobs(dctx, &g, o.JobsPerS, o.QueueWait) })
+	g.Go(func() { f.runJobs(dctx, &g, jobs, o.QueueWait, max(o.Run, 0)) })
 
-	warm := o.Heartbeat + o.QueueWait
-	e.Logf("scale: %d providers, %.0f jobs/s; warming up for %s", o.Providers, o.JobsPerS, warm)
+	// Past the warm-up, jobs are declared, leased and released at the
+	// rates of a network that has run for a while.
+	warm := o.Heartbeat + o.QueueWait + max(o.Run, 0)
+	e.Logf("scale: %d providers, %.0f jobs/s in %d shards, %d and %.2f in the daemon's; warming up for %s", o.Providers, o.JobsPerS, shards, providers, jobs, warm)
 	if err := task.Sleep(ctx, warm); err != nil {
 		return r, err
 	}
@@ -391,8 +420,11 @@ func (r Report) WriteText(w io.Writer) error {
 		{"departure seen", seconds(m.DepartureS), seconds(p.DepartureS)},
 		{"rounds lost per 100 jobs", notMeasured(m.RoundsLostPer100), "-"},
 	}
-	if _, err := fmt.Fprintf(w, "scale-bench: %d providers, %g jobs/s, %d neighbours, %.0f s window (load %s)\n\n",
+	if _, err := fmt.Fprintf(w, "scale-bench: %d providers, %g jobs/s, %d neighbours, %.0f s window (load %s)\n",
 		r.Providers, r.JobsPerS, r.Neighbours, r.WindowS, r.Load); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "%d shards: the peer's holds %d providers and %.2f jobs/s\n\n", r.Shards, r.ShardProviders, r.ShardJobsPerS); err != nil {
 		return err
 	}
 	if _, err := fmt.Fprintf(w, "%-30s %-32s %s\n", "one peer pays", "measured", "model"); err != nil {
@@ -405,7 +437,7 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "\nthe driver made %.0f offers/s (the network: %.0f) and %.0f jobs messages/s, using %.2f cores (%d messages failed)\n"+
 		"unique offers accepted %.0f%%, jobs messages %.0f%%; dropped by per-peer limits: offers %.0f, jobs %.0f\n",
-		m.OffersSentPerS, float64(r.Providers)/r.HeartbeatS, m.JobsMsgsSentPerS, m.DriverCPUCores, m.DriverErrors,
+		m.OffersSentPerS, float64(r.ShardProviders)/r.HeartbeatS, m.JobsMsgsSentPerS, m.DriverCPUCores, m.DriverErrors,
 		100*m.OffersDelivered, 100*m.JobsDelivered, m.Limited[p2p.TopicOffers], m.Limited[p2p.TopicJobs])
 	return err
 }
