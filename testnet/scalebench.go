@@ -34,8 +34,12 @@ providers and jobs. Every unique message reaches the daemon
 once from each neighbour, as from a gossipsub mesh. After a warm-up it
 measures, over --window, the daemon's gossip bytes in and out, CPU, RSS,
 Match and view-cut times per epoch pass, copies per offer, and the share of
-unique messages its per-peer limits let through; then how long a provider
-that goes silent stays in its view. Each figure is printed beside the cost
+unique messages its per-peer limits let through. Meanwhile the daemon
+submits a job of its own every --probe-every, which only a second real
+daemon in its shard (a provider of B200s; the far jobs ask for H100s) can
+take: the rounds its Match loses on them (e31_match_rounds_lost_total) per
+100 leased are the network's lost rounds. Then it measures how long a
+provider that goes silent stays in its view. Each figure is printed beside the cost
 model's prediction (testnet/bench/scale/model.go).
 
 With --mesh N it runs instead the multi-hop check of what the near network
@@ -58,6 +62,7 @@ message a host receives and sends, and publish-to-delivery delays.`,
 	f.DurationVar(&o.scale.Run, "run", time.Minute, "how long each lease holds its GPUs before its release; negative: jobs are withdrawn, never leased")
 	f.IntVar(&o.scale.Submitters, "submitters", 100, "submitters taking turns to declare the jobs")
 	f.DurationVar(&o.scale.DepartureLimit, "departure", 2*time.Minute, "longest wait for a silent provider to leave the daemon's view (0: skip)")
+	f.DurationVar(&o.scale.ProbeEvery, "probe-every", 2*time.Second, "how often the daemon submits a job of its own for a real provider beside it, whose rounds lost are counted (negative: none)")
 	f.IntVar(&o.mesh.Hosts, "mesh", 0, "instead, the multi-hop check: this many real gossip hosts, copies per message and delays")
 	f.Float64Var(&o.mesh.Rate, "mesh-rate", 20, "messages a second in the multi-hop check")
 	f.DurationVar(&o.mesh.Window, "mesh-window", 30*time.Second, "how long the multi-hop check publishes")

@@ -68,6 +68,7 @@ func New() *Registry {
 		Submitter: &submitter.Metrics{
 			Submitted:     counter("e31_jobs_submitted_total", "Jobs submitted from this node."),
 			Rejected:      counter("e31_jobs_rejected_total", "Declarations refused at submit."),
+			RoundsLost:    counter("e31_match_rounds_lost_total", "Epochs whose Match on this node assigned one of its queued jobs to a provider, the job still queued at the next epoch's pass: rounds lost, most often to views that differ between peers."),
 			Receipts:      receipts,
 			PersistErrors: persist,
 		},
@@ -80,7 +81,7 @@ func New() *Registry {
 	m.Provider.Prestaged = counterProgress{prestaged}
 	m.Provider.Fetched = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e31_content_fetched_bytes_total", Help: "Input bytes this provider fetched, by kind of source (submitter or provider)."}, []string{"from"})
 	m.served = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e31_content_served_bytes_total", Help: "Bytes this node served to peers over the bulk protocol, by kind of peer (provider: a peer with an offer; other)."}, []string{"to"})
-	m.reg.MustRegister(m.Submitter.Submitted, m.Submitter.Rejected, m.Provider.Leases, receipts, persist, staged, returned, prestaged, m.Provider.Fetched, m.served)
+	m.reg.MustRegister(m.Submitter.Submitted, m.Submitter.Rejected, m.Submitter.RoundsLost, m.Provider.Leases, receipts, persist, staged, returned, prestaged, m.Provider.Fetched, m.served)
 	m.panics = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e31_panics_total", Help: "Panics recovered at a boundary of the daemon, by where: the one request, message, epoch or lease failed and the daemon went on. Each is logged with its stack; any is a bug."}, []string{"where"})
 	for _, w := range wheres {
 		m.panics.WithLabelValues(w)

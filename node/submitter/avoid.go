@@ -68,7 +68,10 @@ type assignment struct {
 // RecordWaits keeps, for this node's queued jobs, the reason Match gave,
 // and notes the provider Match assigned each to.
 func (s *Submitter) RecordWaits(res market.Result) {
-	type news struct{ waits, assigned []string }
+	type news struct {
+		waits, assigned []string
+		matched         bool
+	}
 	mine := s.jobs.live()
 	byJob := make(map[*jobTracker]*news)
 	of := func(id string) *news {
@@ -91,6 +94,7 @@ func (s *Submitter) RecordWaits(res market.Result) {
 	for _, a := range res.Assignments {
 		if n := of(a.Job); n != nil {
 			n.waits = append(n.waits, "matched to provider "+a.Provider+"; waiting for its proposal")
+			n.matched = true
 			if a.Provider != s.d.Self.String() { // never avoided; see above
 				n.assigned = append(n.assigned, a.Provider)
 			}
@@ -101,20 +105,31 @@ func (s *Submitter) RecordWaits(res market.Result) {
 	pass := s.pass
 	s.mu.Unlock()
 	now := time.Now()
+	lost := 0
 	for j, n := range byJob {
-		j.notePass(pass, n.waits, n.assigned, now)
+		if j.notePass(pass, n.waits, n.assigned, n.matched, now) {
+			lost++
+		}
+	}
+	if lost > 0 && s.d.Metrics.RoundsLost != nil {
+		s.d.Metrics.RoundsLost.Add(float64(lost))
 	}
 }
 
 // notePass records what one of this node's Match passes said of the job
 // while it is queued: each reason it gave for the wait, in turn (a new one
-// is a change a follower hears of), and the providers it assigned the job
-// to.
-func (j *jobTracker) notePass(pass uint64, waits, assigned []string, now time.Time) {
+// is a change a follower hears of), the providers it assigned the job to,
+// and whether it assigned it at all (matched). It reports whether the
+// previous pass had assigned the job too: that round was lost.
+func (j *jobTracker) notePass(pass uint64, waits, assigned []string, matched bool, now time.Time) (lost bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.rec.State != api.JobQueued {
-		return
+		return false
+	}
+	lost = j.matchedPass != 0 && j.matchedPass+1 == pass
+	if matched {
+		j.matchedPass = pass
 	}
 	for _, why := range waits {
 		if j.rec.Wait != why {
@@ -129,6 +144,7 @@ func (j *jobTracker) notePass(pass uint64, waits, assigned []string, now time.Ti
 	for _, p := range assigned {
 		j.assignmentOf(p, now).passes++
 	}
+	return lost
 }
 
 // squatting reports whether a provider that has not proposed was assigned

@@ -13,6 +13,7 @@ import (
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // bodies returns what was published of one kind, in order.
@@ -338,4 +339,37 @@ func TestOwnNameLeftOutOfAvoidList(t *testing.T) {
 		t.Fatalf("requeue avoids %+v, want only %s", b.Avoid, other)
 	}
 	requeuesValid(t, h)
+}
+
+// A round is lost when an epoch pass assigns a queued job and the next
+// epoch's pass finds it still queued; a pass that only says why the job
+// waits loses nothing, and a job leased before the next pass loses
+// nothing either.
+func TestRoundsLost(t *testing.T) {
+	h := newHarness(t, Config{}, noOffers{})
+	j := h.queuedJob(t, time.Now())
+	prov := wiretest.FreshParty(t).ID.String()
+	assigned := market.Result{Assignments: []market.Assignment{{Job: j.id, Provider: prov}}}
+	waiting := market.Result{Waiting: []market.Wait{{Job: j.id, Reason: "no provider has 8 free GPUs"}}}
+	lost := func() float64 { return testutil.ToFloat64(h.s.d.Metrics.RoundsLost) }
+
+	h.s.RecordWaits(waiting)
+	h.s.RecordWaits(assigned)
+	if got := lost(); got != 0 {
+		t.Fatalf("after a wait and a first assignment: %v rounds lost, want 0", got)
+	}
+	h.s.RecordWaits(assigned) // still queued: the first assignment's round is lost
+	h.s.RecordWaits(waiting)  // and so is the second's
+	h.s.RecordWaits(waiting)
+	if got := lost(); got != 2 {
+		t.Fatalf("after two assignments the job outlived: %v rounds lost, want 2", got)
+	}
+	h.s.RecordWaits(assigned)
+	if err := j.update(func(r *Record) error { r.State = api.JobRenting; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	h.s.RecordWaits(assigned)
+	if got := lost(); got != 2 {
+		t.Fatalf("after a lease made from the round: %v rounds lost, want 2", got)
+	}
 }

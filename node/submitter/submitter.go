@@ -171,6 +171,11 @@ type Metrics struct {
 	Receipts      prometheus.Counter
 	PersistErrors prometheus.Counter
 	Returned      content.Progress
+	// RoundsLost counts the epoch passes of this node's Match that
+	// assigned one of its queued jobs to a provider when the job was
+	// still queued at the next epoch's pass: no lease came of that round
+	// (market/doc.go, "Claims"). nil: uncounted.
+	RoundsLost prometheus.Counter
 	// Panics counts the panics recovered in the submitter's goroutines
 	// (e31_panics_total{where="task"}); nil: uncounted.
 	Panics prometheus.Counter

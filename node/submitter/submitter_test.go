@@ -119,7 +119,7 @@ func (noCalls) Call(context.Context, peer.ID, protocol.ID, any, any) error { ret
 
 func testMetrics() *Metrics {
 	c := func() prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}) }
-	return &Metrics{Submitted: c(), Rejected: c(), Receipts: c(), PersistErrors: c()}
+	return &Metrics{Submitted: c(), Rejected: c(), Receipts: c(), PersistErrors: c(), RoundsLost: c()}
 }
 
 type harness struct {

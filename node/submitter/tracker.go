@@ -61,6 +61,10 @@ type jobTracker struct {
 	assigned map[string]*assignment
 	passes   int
 	lastPass uint64 // the Submitter's pass that last counted in passes
+	// matchedPass is the Submitter's last pass that assigned the job to a
+	// provider while it was queued, 0 if none: still queued at the next,
+	// that pass's round was lost (Metrics.RoundsLost).
+	matchedPass uint64
 	// version counts the changes of rec in this run, and changed is
 	// closed at the next one, for those waiting on it (nil while no one
 	// waits). Not persisted.

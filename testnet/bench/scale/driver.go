@@ -239,6 +239,7 @@ func (f *far) runJobs(ctx context.Context, g *task.Group, rate float64, wait, ru
 			key := f.submitters[i%len(f.submitters)]
 			d := market.NewDeclaration(fmt.Sprintf("scale-%d", i), []string{"python", "train.py"}, 2, market.Hour, nil)
 			d.Request.Memory = 8 * market.GiB
+			d.Request.GPUModel = "H100" // not the probe provider's (probe.go)
 			s, err := p2p.Seal(key, wire.KindDeclaration, wire.DeclarationBody{Declaration: d}, now)
 			if err != nil {
 				f.failed.Add(1)

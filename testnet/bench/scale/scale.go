@@ -49,6 +49,11 @@ type Options struct {
 	// Departure measures how long the daemon keeps a provider that went
 	// silent (at most DepartureLimit); off when zero.
 	DepartureLimit time.Duration
+	// ProbeEvery is how often, over the window, the daemon submits a job
+	// of its own that only a second real daemon in its shard, a provider,
+	// can take: the jobs whose rounds lost are counted. Default 2s;
+	// negative: no second daemon, rounds lost not measured.
+	ProbeEvery time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -70,6 +75,9 @@ func (o Options) withDefaults() Options {
 	if o.Run == 0 {
 		o.Run = time.Minute
 	}
+	if o.ProbeEvery == 0 {
+		o.ProbeEvery = 2 * time.Second
+	}
 	return o
 }
 
@@ -88,8 +96,13 @@ type Measured struct {
 	// DepartureS is how long the daemon kept offering a provider that
 	// went silent in its view; -1 when not measured or not seen to leave.
 	DepartureS float64 `json:"departure_detect_s"`
-	// RoundsLostPer100 needs leases in the far network; -1: not measured.
+	// RoundsLostPer100 is the daemon's rounds lost (its
+	// e31_match_rounds_lost_total) per 100 of its probe jobs leased;
+	// ProbeJobs those jobs, ProbeRentMs their median submit -> signed
+	// lease. -1: not measured.
 	RoundsLostPer100 float64 `json:"rounds_lost_per_100"`
+	ProbeJobs        int     `json:"probe_jobs"`
+	ProbeRentMs      float64 `json:"probe_rent_ms"`
 	// Copies is the copies of each offer that reached the daemon, and
 	// OffersDelivered the share of unique offers it accepted: below 1,
 	// its per-forwarder limits or queues dropped the rest.
@@ -168,13 +181,25 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 		Model: Predict(float64(providers), jobs)}
 	const network = "scale"
 	shard := p2p.Shard{Index: 0, Count: shards}
-	c, err := cluster.Start(ctx, cluster.Options{N: 1, SimGPUsByNode: []string{""}, Dir: filepath.Join(e.Dir, "scale"), Bin: e.Bin,
-		Heartbeat: o.Heartbeat, Network: network, Metrics: true, Shards: shards, ArgsByNode: [][]string{{"--shard", "0"}}})
+	// The daemon measured, and with probes on a provider beside it in its
+	// shard whose devices no far job can use.
+	opts := cluster.Options{N: 1, SimGPUsByNode: []string{""}, Dir: filepath.Join(e.Dir, "scale"), Bin: e.Bin,
+		Heartbeat: o.Heartbeat, Network: network, Metrics: true, Shards: shards, ArgsByNode: [][]string{{"--shard", "0"}}}
+	if o.ProbeEvery > 0 {
+		opts.N = 2
+		opts.SimGPUsByNode = append(opts.SimGPUsByNode, "4x"+probeModel+":192GiB")
+		opts.ArgsByNode = append(opts.ArgsByNode, []string{"--shard", "0"})
+	}
+	c, err := cluster.Start(ctx, opts)
 	if err != nil {
 		return r, err
 	}
 	defer c.Stop()
 	d := c.Nodes[0]
+	var addrs []string
+	for _, n := range c.Nodes {
+		addrs = append(addrs, n.Addrs...)
+	}
 
 	var g task.Group
 	dctx, stop := context.WithCancel(ctx)
@@ -189,14 +214,14 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 			return r, err
 		}
 		defer n.h.Close()
-		if err := n.connect(dctx, d.Addrs); err != nil {
+		if err := n.connect(dctx, addrs); err != nil {
 			return r, err
 		}
 		n.drain(dctx, &g)
 		ns = append(ns, n)
 	}
 	e.Logf("scale: %d neighbours connected; making %d provider keys (shard %s)", len(ns), providers, shard)
-	if err := waitMesh(dctx, ns); err != nil {
+	if err := waitMesh(dctx, ns, len(c.Nodes)); err != nil {
 		return r, err
 	}
 	f, err := newFar(providers, o.Submitters, o.Heartbeat, ns)
@@ -220,6 +245,14 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 	e.Logf("scale: measuring for %s", o.Window)
 	peak := before.rss
 	deadline := time.Now().Add(o.Window)
+	var pr probeResult
+	probed := make(chan struct{})
+	if o.ProbeEvery > 0 {
+		g.Go(func() {
+			defer close(probed)
+			pr = probe(dctx, c.Client(0), o.ProbeEvery, deadline)
+		})
+	}
 	for time.Now().Before(deadline) {
 		if err := task.Sleep(ctx, min(time.Second, time.Until(deadline))); err != nil {
 			return r, err
@@ -235,6 +268,21 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 	m := after.since(before)
 	m.RSSBytes = peak
 	m.DepartureS, m.RoundsLostPer100 = -1, -1
+	if o.ProbeEvery > 0 {
+		select {
+		case <-probed:
+		case <-ctx.Done():
+			return r, ctx.Err()
+		}
+		if pr.err != nil {
+			return r, pr.err
+		}
+		if m.RoundsLostPer100, err = roundsLostPer100(ctx, d, pr); err != nil {
+			return r, err
+		}
+		m.ProbeJobs, m.ProbeRentMs = pr.leased, pr.rentMs
+		e.Logf("scale: %d probe jobs leased, %.0f rounds lost per 100, submit -> lease p50 %.1f ms", pr.leased, m.RoundsLostPer100, pr.rentMs)
+	}
 	if m.MatchMs, m.MatchP99Ms, m.CutMs, m.Passes, err = passes(ctx, c); err != nil {
 		return r, err
 	}
@@ -255,13 +303,13 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 
 // waitMesh waits until the daemon has grafted every neighbour on both
 // topics, as seen from the neighbours.
-func waitMesh(ctx context.Context, ns []*neighbour) error {
+func waitMesh(ctx context.Context, ns []*neighbour, daemons int) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ready := true
 		for _, n := range ns {
 			for _, t := range n.topics {
-				if len(t.ListPeers()) == 0 {
+				if len(t.ListPeers()) < daemons {
 					ready = false
 				}
 			}
@@ -270,7 +318,7 @@ func waitMesh(ctx context.Context, ns []*neighbour) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return errors.New("scale: the daemon did not join the neighbours' topics within 30s")
+			return errors.New("scale: the daemons did not join the neighbours' topics within 30s")
 		}
 		if err := task.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return err
@@ -418,7 +466,7 @@ func (r Report) WriteText(w io.Writer) error {
 		{"cutting the view", fmt.Sprintf("%.2f ms", m.CutMs), fmt.Sprintf("%.2f ms", p.CutMs)},
 		{"copies of each offer", fmt.Sprintf("%.2f", m.Copies), fmt.Sprintf("%.1f", p.Copies)},
 		{"departure seen", seconds(m.DepartureS), seconds(p.DepartureS)},
-		{"rounds lost per 100 jobs", notMeasured(m.RoundsLostPer100), "-"},
+		{"rounds lost per 100 jobs", roundsLost(m), "-"},
 	}
 	if _, err := fmt.Fprintf(w, "scale-bench: %d providers, %g jobs/s, %d neighbours, %.0f s window (load %s)\n",
 		r.Providers, r.JobsPerS, r.Neighbours, r.WindowS, r.Load); err != nil {
@@ -449,9 +497,9 @@ func seconds(s float64) string {
 	return fmt.Sprintf("%.1f s", s)
 }
 
-func notMeasured(v float64) string {
-	if v < 0 {
+func roundsLost(m Measured) string {
+	if m.RoundsLostPer100 < 0 {
 		return "not measured"
 	}
-	return fmt.Sprintf("%.2f", v)
+	return fmt.Sprintf("%.2f (%d jobs; lease p50 %.1f ms)", m.RoundsLostPer100, m.ProbeJobs, m.ProbeRentMs)
 }
