@@ -16,7 +16,10 @@
 //
 // The far network's jobs are declared, leased by one of its providers (a
 // lease announcement signed by both) and released, and the network may be
-// split into shards, of which the daemon hears its own. Not simulated: the
-// daemon's own leases, so matching rounds lost are not measured here (the
-// epoch bench measures them among real daemons).
+// split into shards, of which the daemon hears its own. Beside the daemon
+// runs a second real one in its shard, a provider whose devices no far job
+// asks for; the daemon submits jobs of its own that only that provider can
+// take (probe.go), so that the lease protocol runs between two real
+// daemons inside the far network's load, and counts the matching rounds it
+// loses on them (e31_match_rounds_lost_total).
 package scale
