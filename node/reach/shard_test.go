@@ -39,15 +39,7 @@ func (l *lockedBuffer) String() string {
 // markedHost is a real loopback host of an e31d in shard s of network "t".
 func markedHost(t *testing.T, s p2p.Shard, log *slog.Logger) (host.Host, *ShardMates) {
 	t.Helper()
-	sk, _, err := crypto.GenerateEd25519Key(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := p2p.NewHost(p2p.HostConfig{Key: sk, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, UserAgent: "e31d/test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h := oldHost(t, "e31d/test")
 	m := &ShardMates{Host: h, Network: "t", Shard: s, ConnectTimeout: 5 * time.Second, Log: log, InShard: func() int { return 0 }}
 	m.Mark()
 	return h, m
@@ -71,12 +63,13 @@ func TestShardMates(t *testing.T) {
 	b, _ := markedHost(t, p2p.Shard{Index: 1, Count: 2}, quiet)
 	c, _ := markedHost(t, p2p.Shard{Index: 0, Count: 2}, quiet)
 	e, _ := markedHost(t, p2p.Shard{Index: 1, Count: 4}, quiet)
+	old := oldHost(t, "e31d/0.4.0")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
 	go func() { defer close(done); ma.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	for _, h := range []host.Host{b, c, e} {
+	for _, h := range []host.Host{b, c, e, old} {
 		connect(t, a, h)
 	}
 	marked := func(h host.Host, s p2p.Shard) bool {
@@ -128,4 +121,30 @@ func TestShardMates(t *testing.T) {
 	if !strings.Contains(logs.String(), "another number of shards") {
 		t.Errorf("the warning does not say why:\n%s", logs.String())
 	}
+	// An e31d from before shards marks none: it is named with the version
+	// it says it runs.
+	poll.Until(t, "the warning about the old node", 10*time.Second, func() bool {
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "peer="+old.ID().String()) {
+				return strings.Contains(line, "version=e31d/0.4.0") && strings.Contains(line, "older protocol")
+			}
+		}
+		return false
+	})
+}
+
+// oldHost is a real loopback host of an e31d that marks no shard, as
+// those from before shards do, saying it runs version.
+func oldHost(t *testing.T, version string) host.Host {
+	t.Helper()
+	sk, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := p2p.NewHost(p2p.HostConfig{Key: sk, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, UserAgent: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
 }
