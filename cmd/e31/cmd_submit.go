@@ -59,8 +59,10 @@ build one around the command given after --; with --image and no command, the
 image's own Entrypoint and Cmd run.
 
 With --wait, submit follows the job through its five steps, writes the output
-to -o DIR (default ./<job>-out) and prints the final receipt; it exits non-zero
-unless the job completed.`,
+to -o DIR (default ./<job>-out) and ends with one line: the outcome, the run
+time, the GPU-hours and the output's CID (with --json, the job and its final
+receipt); it exits non-zero unless the job completed. e31 wait follows jobs
+already submitted, several at once.`,
 		Example: `  e31 submit job.yaml --wait
   e31 submit --gpus 1 --limit 1h --input ./data:/data --input ./train.py:/code/train.py -- python3 /code/train.py
   e31 submit --gpus 1 --limit 1h --input .:/code --workdir /code -- python3 train.py
@@ -82,9 +84,9 @@ unless the job completed.`,
 	f := cmd.Flags()
 	f.BoolVar(&o.json, "json", false, "print the job as JSON (with --wait, the final status)")
 	f.StringVarP(&o.file, "file", "f", "", "the declaration FILE, as a flag (as kubectl and docker compose take theirs)")
-	f.BoolVar(&o.wait, "wait", false, "follow the job to its end, fetch its output and print the receipt")
+	f.BoolVar(&o.wait, "wait", false, "follow the job to its end, fetch its output and print how it ended")
 	f.StringVarP(&o.outDir, "output", "o", "", "with --wait: where to write the output (default ./<job>-out)")
-	f.StringVar(&o.name, "name", "", "job name (flags form; default from the command)")
+	f.StringVar(&o.name, "name", "", "job name (flags form; default: the script a launcher such as python3 runs, else the program)")
 	f.IntVar(&o.gpus, "gpus", 1, "GPUs to hold (flags form)")
 	f.StringVar(&o.gpuModel, "gpu-model", "", "GPU model the job needs, e.g. H100 (flags form)")
 	f.StringVar(&o.gpuMemory, "gpu-memory", "", "memory each GPU must have, e.g. 40GiB (flags form)")
@@ -256,7 +258,7 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 	switch {
 	case name != "":
 	case len(command) > 0:
-		name = filepath.Base(command[0])
+		name = commandName(command)
 	default:
 		name = imageName(o.image)
 	}

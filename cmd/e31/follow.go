@@ -29,7 +29,7 @@ type followOptions struct {
 }
 
 // followJob prints one line per step as the job reaches it, then writes the
-// output and prints the final receipt.
+// output and prints a line saying how the job ended.
 func followJob(ctx context.Context, g *globalOptions, id string, o followOptions) error {
 	if o.timeout > 0 {
 		var cancel context.CancelFunc
@@ -111,16 +111,20 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 	}
 	var rs []ledger.Receipt
 	_ = json.Unmarshal(rres.Receipts, &rs)
+	var final *ledger.Receipt
+	for i := range rs {
+		if rs[i].Final {
+			final = &rs[i]
+		}
+	}
 	if o.json {
-		if err := g.printJSON(j); err != nil {
+		if err := g.printJSON(followed{Job: j, FinalReceipt: final}); err != nil {
 			return err
 		}
 	} else {
-		for _, r := range rs {
-			if r.Final {
-				fmt.Fprintln(g.stdout, "final receipt:")
-				_ = g.printJSON(r)
-			}
+		fmt.Fprintf(g.stdout, "job %s %s\n", j.ID, summary(j))
+		if final != nil {
+			fmt.Fprintf(g.stderr, "final receipt signed by both (e31 receipts --job %s --verify shows it)\n", j.ID)
 		}
 	}
 	if j.Outcome != "completed" {
@@ -137,6 +141,13 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 		return fmt.Errorf("job %s ended %s (attributed to %s%s)%s", j.ID, j.Outcome, j.Attribution, exit, why)
 	}
 	return nil
+}
+
+// followed is what submit --wait --json prints: the job, and its final
+// receipt once both sides signed it.
+type followed struct {
+	api.Job
+	FinalReceipt *ledger.Receipt `json:"final_receipt,omitempty"`
 }
 
 // stderrTailLines is how much of a job's stderr.log submit --wait shows
