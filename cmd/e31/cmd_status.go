@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -81,18 +82,33 @@ func printJob(g *globalOptions, j api.Job) {
 	tw.Flush()
 }
 
-type listOptions struct{ json bool }
+type listOptions struct {
+	json bool
+	sel  jobSelection
+}
 
 func newListCommand(g *globalOptions) *cobra.Command {
 	var o listOptions
 	cmd := &cobra.Command{
-		Use:   "list",
+		Use:   "list [--state S] [--name GLOB] [--since D]",
 		Short: "List the jobs submitted from this node",
-		Args:  cobra.NoArgs,
+		Example: `  e31 list --state queued,running
+  e31 list --name 'sweep-*' --since 2h --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			jobs, err := g.client().Jobs(cmd.Context())
+			match, err := o.sel.matcher(time.Now())
 			if err != nil {
 				return err
+			}
+			all, err := g.client().Jobs(cmd.Context())
+			if err != nil {
+				return err
+			}
+			jobs := []api.Job{}
+			for _, j := range all {
+				if match(j) {
+					jobs = append(jobs, j)
+				}
 			}
 			if o.json {
 				return g.printJSON(jobs)
@@ -106,34 +122,98 @@ func newListCommand(g *globalOptions) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	o.sel.addFlags(cmd.Flags(), "list")
 	return cmd
 }
 
 func newWithdrawCommand(g *globalOptions) *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON bool
+		sel    jobSelection
+	)
 	cmd := &cobra.Command{
-		Use:   "withdraw JOB",
-		Short: "Withdraw a job: a queued one owes nothing; a running one is stopped and released",
-		Long: `withdraw takes a job back. A queued job ends at once, with no lease and no
-receipt. A leased job gets SIGTERM and its grace period to write a last
-checkpoint, then goes through release with outcome "withdrawn".`,
-		Args: cobra.ExactArgs(1),
+		Use:   "withdraw JOB... | withdraw --name GLOB [--state S] [--since D]",
+		Short: "Withdraw jobs: a queued one owes nothing; a running one is stopped and released",
+		Long: `withdraw takes jobs back: those named, or every job of this node that has
+not ended and matches --name, --state and --since. A queued job ends at
+once, with no lease and no receipt. A leased job gets SIGTERM and its grace
+period to write a last checkpoint, then goes through release with outcome
+"withdrawn". Each job is tried even when another fails; the command fails
+if any did.`,
+		Example: `  e31 withdraw 5f2c… 9ab1…
+  e31 withdraw --name 'sweep-*' --state queued`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			j, err := g.client().Withdraw(cmd.Context(), args[0])
+			ids, err := withdrawTargets(cmd.Context(), g, args, sel)
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return g.printJSON(j)
+			var done []api.Job
+			var failed []string
+			for _, id := range ids {
+				j, err := g.client().Withdraw(cmd.Context(), id)
+				if err != nil {
+					failed = append(failed, id)
+					fmt.Fprintf(g.stderr, "e31: withdraw %s: %v\n", id, err)
+					continue
+				}
+				done = append(done, j)
+				if asJSON {
+					continue
+				}
+				if j.State == api.JobWithdrawn {
+					fmt.Fprintf(g.stdout, "job %s withdrawn; nothing is owed\n", j.ID)
+				} else {
+					fmt.Fprintf(g.stdout, "job %s: its provider is stopping it; it ends released with outcome withdrawn\n", j.ID)
+				}
 			}
-			if j.State == api.JobWithdrawn {
-				fmt.Fprintf(g.stdout, "job %s withdrawn; nothing is owed\n", j.ID)
-			} else {
-				fmt.Fprintf(g.stdout, "job %s: its provider is stopping it; it ends released with outcome withdrawn\n", j.ID)
+			if asJSON {
+				if len(args) == 1 && len(done) == 1 {
+					if err := g.printJSON(done[0]); err != nil {
+						return err
+					}
+				} else if err := g.printJSON(done); err != nil {
+					return err
+				}
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%d of %d jobs not withdrawn: %s", len(failed), len(ids), strings.Join(failed, " "))
 			}
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: the job, or a list when several are withdrawn")
+	sel.addFlags(cmd.Flags(), "withdraw")
 	return cmd
+}
+
+// withdrawTargets is the jobs withdraw takes back: those named, or those
+// of the selection that have not ended. Naming jobs and selecting them do
+// not mix, and a selection that matches nothing is an error.
+func withdrawTargets(ctx context.Context, g *globalOptions, args []string, sel jobSelection) ([]string, error) {
+	switch {
+	case len(args) > 0 && sel.set():
+		return nil, errors.New("name jobs or select them with --name, --state or --since, not both")
+	case len(args) > 0:
+		return args, nil
+	case !sel.set():
+		return nil, errors.New("name at least one job, or select jobs with --name, --state or --since")
+	}
+	match, err := sel.matcher(time.Now())
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := g.client().Jobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, j := range jobs {
+		if !j.State.Terminal() && match(j) {
+			ids = append(ids, j.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("no job of this node that has not ended matches the selection (e31 list shows them)")
+	}
+	return ids, nil
 }

@@ -72,6 +72,7 @@ The daemon is found at --api, else $E31_API, else $E31_DATA/e31.sock, else
 		newStatusCommand(g),
 		newListCommand(g),
 		newWithdrawCommand(g),
+		newWaitCommand(g),
 		newGetCommand(g),
 		newLogsCommand(g),
 		newResumeCommand(g),
@@ -94,6 +95,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "e31:", err)
 		if errors.Is(err, api.ErrNoDaemon) {
 			os.Exit(3)
+		}
+		var coded exitCoder
+		if errors.As(err, &coded) {
+			os.Exit(coded.ExitCode())
 		}
 		os.Exit(1)
 	}
