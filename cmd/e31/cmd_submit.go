@@ -40,6 +40,8 @@ type submitOptions struct {
 	workdir     string
 	ckptPath    string
 	ckptEvery   string
+	resume      string
+	maxResumes  int
 	pollEvery   time.Duration
 	waitTimeout time.Duration
 }
@@ -101,6 +103,8 @@ already submitted, several at once.`,
 	f.StringVarP(&o.workdir, "workdir", "w", "", "folder inside the job the command starts in, made if missing, as docker run -w (flags form; default the image's WorkingDir, else the output folder)")
 	f.StringVar(&o.ckptPath, "checkpoint-path", "", "path inside the job for checkpoints (flags form)")
 	f.StringVar(&o.ckptEvery, "checkpoint-every", "10m", "how often checkpoints are taken (flags form)")
+	f.StringVar(&o.resume, "resume", "", "auto: resubmit the job from its last checkpoint when a run is lost or stopped by no fault of its own (flags form; needs --checkpoint-path)")
+	f.IntVar(&o.maxResumes, "max-resumes", market.DefaultMaxResumes, "with --resume auto: how many times at most (flags form)")
 	f.DurationVar(&o.pollEvery, "poll", defaultPoll, "with --wait: how often to ask a daemon that cannot answer on each change of the job (an older version)")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up following after this long (0: never)")
 	return cmd
@@ -124,7 +128,7 @@ func fileArg(file string, args []string, dash int) ([]string, error) {
 // with a declaration FILE they would be ignored.
 func flagsFormFlags() []string {
 	return []string{"name", "gpus", "gpu-model", "gpu-memory", "image", "cpus", "memory", "disk", "limit",
-		"input", "output-path", "env", "workdir", "checkpoint-path", "checkpoint-every"}
+		"input", "output-path", "env", "workdir", "checkpoint-path", "checkpoint-every", "resume", "max-resumes"}
 }
 
 // noFlagsFormFlags refuses, naming them, flags of the flags form given with
@@ -310,6 +314,11 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 			return market.Declaration{}, fmt.Errorf("--checkpoint-every: %w", err)
 		}
 		d.Output.Checkpoints = &market.Checkpoints{Path: cleanJobPath(o.ckptPath), Every: every}
+		if o.resume != "" {
+			d.Output.Checkpoints.Resume, d.Output.Checkpoints.MaxResumes = o.resume, o.maxResumes
+		}
+	} else if o.resume != "" {
+		return market.Declaration{}, fmt.Errorf("--resume %s: a job resumes from its checkpoints; give --checkpoint-path too", o.resume)
 	}
 	if err := d.Validate(); err != nil {
 		return market.Declaration{}, fmt.Errorf("the job is not valid:\n%w", err)

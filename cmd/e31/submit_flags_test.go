@@ -147,3 +147,25 @@ func TestSubmitFileFlag(t *testing.T) {
 		t.Fatalf("-f: %v", f)
 	}
 }
+
+// --resume auto in the flags form declares what output.checkpoints.resume
+// does in a file, and needs a checkpoint path to resume from.
+func TestSubmitFlagsResume(t *testing.T) {
+	t.Chdir(t.TempDir())
+	o := submitOptions{gpus: 1, limit: "1h", outputPath: "/out", ckptPath: "/ckpt", ckptEvery: "5m", resume: "auto", maxResumes: 5}
+	d, err := declarationFromFlags(o, []string{"python3", "train.py"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := d.Output.Checkpoints; c == nil || c.Resume != "auto" || c.MaxResumes != 5 || c.Path != "/ckpt" {
+		t.Fatalf("checkpoints %+v, want /ckpt resumed automatically at most 5 times", c)
+	}
+	o.ckptPath = ""
+	if _, err := declarationFromFlags(o, []string{"python3", "train.py"}); err == nil || !strings.Contains(err.Error(), "--checkpoint-path") {
+		t.Fatalf("--resume auto without a checkpoint path: %v", err)
+	}
+	o.ckptPath, o.resume = "/ckpt", "always"
+	if _, err := declarationFromFlags(o, []string{"python3", "train.py"}); err == nil || !strings.Contains(err.Error(), "resume") {
+		t.Fatalf("--resume always: %v", err)
+	}
+}
