@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/e31network/e31/node/api"
 	"github.com/spf13/cobra"
@@ -18,19 +20,44 @@ type getOptions struct {
 func newGetCommand(g *globalOptions) *cobra.Command {
 	var o getOptions
 	cmd := &cobra.Command{
-		Use:   "get JOB [-o DIR] [--checkpoint]",
-		Short: "Write a job's output (or its last checkpoint) into a folder",
+		Use:   "get JOB... [-o DIR] [--checkpoint]",
+		Short: "Write jobs' output (or their last checkpoint) into folders",
 		Long: `get writes what a job returned: DIR/out holds the declared output path's
 content, DIR/stdout.log and DIR/stderr.log the job's logs. With --checkpoint it
-writes the last checkpoint pulled from the provider instead.`,
-		Args: cobra.ExactArgs(1),
+writes the last checkpoint pulled from the provider instead. Given several
+jobs, it writes each into a folder of its own, DIR/<job> (DIR default .,
+each folder ./<job>-out), tries every job even when one fails, and fails
+naming those it could not write.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runGet(cmd.Context(), o, g, args[0])
+			if len(args) == 1 {
+				return runGet(cmd.Context(), o, g, args[0])
+			}
+			if o.dir != "" {
+				if err := os.MkdirAll(o.dir, 0o755); err != nil {
+					return fmt.Errorf("-o %s: %w", o.dir, err)
+				}
+			}
+			var failed []string
+			for _, id := range args {
+				one := o
+				if o.dir != "" {
+					one.dir = filepath.Join(o.dir, id)
+				}
+				if err := runGet(cmd.Context(), one, g, id); err != nil {
+					fmt.Fprintf(g.stderr, "e31: get %s: %v\n", id, err)
+					failed = append(failed, id)
+				}
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%d of %d jobs not written: %s", len(failed), len(args), strings.Join(failed, " "))
+			}
+			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&o.dir, "output", "o", "", "folder to write into; must be empty or absent (default ./<job>-out, or ./<job>-checkpoint)")
+	cmd.Flags().StringVarP(&o.dir, "output", "o", "", "folder to write into; must be empty or absent (default ./<job>-out, or ./<job>-checkpoint); with several jobs, the folder that holds one folder a job")
 	cmd.Flags().BoolVar(&o.checkpoint, "checkpoint", false, "write the last checkpoint instead of the output")
-	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON (one object a job)")
 	return cmd
 }
 

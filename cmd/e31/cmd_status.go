@@ -53,6 +53,16 @@ func printJob(g *globalOptions, j api.Job) {
 	if j.ExitCode != nil {
 		fmt.Fprintf(tw, "exit code\t%d\n", *j.ExitCode)
 	}
+	if d, ok := runTime(j); ok {
+		line := d.Round(time.Millisecond).String()
+		if !j.State.Terminal() {
+			line += " so far"
+		}
+		if n := len(j.GPUs); n > 0 {
+			line += fmt.Sprintf(" on %d GPUs, %.3f GPU-h", n, d.Hours()*float64(n))
+		}
+		fmt.Fprintf(tw, "run time\t%s\n", line)
+	}
 	if j.Provider != "" {
 		fmt.Fprintf(tw, "provider\t%s\n", j.Provider)
 		fmt.Fprintf(tw, "lease\t%s\n", j.Lease)

@@ -184,3 +184,23 @@ func TestListAndWithdrawSelect(t *testing.T) {
 		t.Error("withdraw of a selection that matches nothing did not fail")
 	}
 }
+
+// A job's run time is its run step's length: to the next step once there
+// is one, to now while it runs, none before it starts.
+func TestRunTime(t *testing.T) {
+	at := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	j := api.Job{State: api.JobReleased, GPUs: []string{"a", "b"}, Steps: []api.Step{
+		{Step: api.StepSubmit, At: at}, {Step: api.StepRent, At: at.Add(time.Second)},
+		{Step: api.StepRun, At: at.Add(2 * time.Second)}, {Step: api.StepOutput, At: at.Add(92 * time.Second)},
+	}}
+	if d, ok := runTime(j); !ok || d != 90*time.Second {
+		t.Fatalf("run time %s %t, want 1m30s", d, ok)
+	}
+	if got := summary(api.Job{ID: "x", State: api.JobReleased, Outcome: "completed", GPUs: j.GPUs, Steps: j.Steps, Output: "bafy"}); got != "completed, ran 1m30s, 0.050 GPU-h, output bafy" {
+		t.Fatalf("summary %q", got)
+	}
+	j.Steps = j.Steps[:2]
+	if _, ok := runTime(j); ok {
+		t.Fatal("a job that never ran has a run time")
+	}
+}

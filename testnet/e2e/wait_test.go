@@ -16,8 +16,8 @@ import (
 
 // A batch user's day on real daemons: jobs submitted by the flags form are
 // named after their script, selected by name, waited for together (the
-// exit status the worst ending's), and a selection of queued jobs is
-// withdrawn in one command.
+// exit status the worst ending's), fetched together into a folder each,
+// and a selection of queued jobs is withdrawn in one command.
 func TestWaitListWithdraw(t *testing.T) {
 	c := start(t, cluster.Options{N: 2, GPUs: 2})
 	api0 := c.Nodes[0].API
@@ -51,6 +51,15 @@ func TestWaitListWithdraw(t *testing.T) {
 	}
 	if out, code := e31(append([]string{"wait"}, ok...)...); code != 0 || strings.Count(out, "completed") != 3 {
 		t.Fatalf("e31 wait over three jobs that complete: exit %d\n%s", code, out)
+	}
+	dir := filepath.Join(t.TempDir(), "outs")
+	if out, code := e31(append([]string{"get", "-o", dir}, ok...)...); code != 0 {
+		t.Fatalf("e31 get of three jobs: exit %d\n%s", code, out)
+	}
+	for _, id := range ok {
+		if b, err := os.ReadFile(filepath.Join(dir, id, "out", "x")); err != nil || string(b) != "done\n" {
+			t.Fatalf("job %s's output in its own folder: %q, %v", id, b, err)
+		}
 	}
 	bad := submit("--gpus", "1", "--limit", "1m", "--", "false")
 	if out, code := e31(append([]string{"wait", bad}, ok...)...); code != 1 || !strings.Contains(out, "failed (attributed to job)") {
