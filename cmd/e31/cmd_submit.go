@@ -22,6 +22,7 @@ import (
 type submitOptions struct {
 	json   bool
 	wait   bool
+	force  bool // submit though the job will not find a file its command names
 	outDir string
 	file   string
 	// The declaration from flags, when no FILE is given.
@@ -87,6 +88,7 @@ already submitted, several at once.`,
 	f.BoolVar(&o.json, "json", false, "print the job as JSON (with --wait, the final status)")
 	f.StringVarP(&o.file, "file", "f", "", "the declaration FILE, as a flag (as kubectl and docker compose take theirs)")
 	f.BoolVar(&o.wait, "wait", false, "follow the job to its end, fetch its output and print how it ended")
+	f.BoolVar(&o.force, "force", false, "submit even when the job will not find a file its command names (refused otherwise)")
 	f.StringVarP(&o.outDir, "output", "o", "", "with --wait: where to write the output (default ./<job>-out)")
 	f.StringVar(&o.name, "name", "", "job name (flags form; default: the script a launcher such as python3 runs, else the program)")
 	f.IntVar(&o.gpus, "gpus", 1, "GPUs to hold (flags form)")
@@ -355,11 +357,16 @@ func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []st
 	if err != nil {
 		return err
 	}
-	notes := credentialNotes(d)
+	var unstaged []string
 	if abs, err := filepath.Abs(base); err == nil {
-		notes = append(unstagedPaths(d, abs), notes...)
+		unstaged = unstagedPaths(d, abs)
 	}
-	for _, note := range notes {
+	if len(unstaged) > 0 && !o.force {
+		// The job would fail on the meter, on the provider, for want of a
+		// file that is here: refuse before anything is broadcast.
+		return fmt.Errorf("the job would not find what its command names, and would fail on the provider:\n  %s\nstage it, or submit anyway with --force", strings.Join(unstaged, "\n  "))
+	}
+	for _, note := range append(unstaged, credentialNotes(d)...) {
 		fmt.Fprintf(g.stderr, "e31: note: %s\n", note)
 	}
 	raw, err := json.Marshal(d)

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
 )
 
 func TestUnstagedPaths(t *testing.T) {
@@ -132,5 +136,37 @@ func TestSecretEnv(t *testing.T) {
 	}
 	if !strings.Contains(notes[1], "--input ./hf_token:/run/secrets/hf_token") {
 		t.Errorf("HF_TOKEN note: %q", notes[1])
+	}
+}
+
+// A command naming a file here that the job will not find is refused
+// before anything reaches the daemon, unless --force.
+func TestSubmitRefusesUnstagedScript(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := os.WriteFile("train.py", []byte("print(1)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var submitted atomic.Int32
+	daemon := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/jobs" {
+			submitted.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(api.Job{ID: "j1", State: api.JobQueued})
+			return
+		}
+		http.NotFound(w, r)
+	})
+	args := []string{"submit", "--gpus", "1", "--limit", "1h", "--", "python3", "train.py"}
+	if _, err := runCLI(t, daemon, args...); err == nil || !strings.Contains(err.Error(), "--force") || !strings.Contains(err.Error(), `"train.py"`) {
+		t.Fatalf("an unstaged script: %v, want a refusal naming it and --force", err)
+	}
+	if submitted.Load() != 0 {
+		t.Fatal("the refused job reached the daemon")
+	}
+	// The fake daemon does not answer as a real one does (progress, then
+	// the job); what matters is that the job reached it.
+	out, err := runCLI(t, daemon, append([]string{"submit", "--force"}, args[1:]...)...)
+	if submitted.Load() != 1 || !strings.Contains(out, "note:") {
+		t.Fatalf("with --force: %v, %d submitted, want one with the note\n%s", err, submitted.Load(), out)
 	}
 }
