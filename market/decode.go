@@ -240,7 +240,7 @@ func joinField(parent, key string) string {
 }
 
 func (dc *decoder) unknown(field string, known string) {
-	dc.fail(field, "unknown field (want one of %s)", known)
+	dc.fail(field, "unknown field (want one of %s)%s", known, suggestField(field, strings.Split(known, ", ")))
 }
 
 // section resolves a mapping-valued field; nil means absent or unusable.
