@@ -23,6 +23,10 @@ type Declaration struct {
 	Data    []Input `json:"data,omitempty" yaml:"data,omitempty"`
 	Request Request `json:"request" yaml:"request"`
 	Output  Output  `json:"output" yaml:"output"`
+	// Labels are the submitter's own tags for the job (team: vision,
+	// sweep: lr-3e-4), to select its jobs by. They stay on its node: the
+	// submitter takes them out of what it signs and broadcasts.
+	Labels map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
 }
 
 // Work is the program the sandbox runs.
@@ -320,6 +324,7 @@ func validate(d *Declaration, ps *problems) {
 	validateName(d.Name, ps)
 	validateWork(&d.Work, ps)
 	validateRequest(&d.Request, ps)
+	validateLabels(d.Labels, ps)
 
 	// Every path the sandbox mounts, in declaration order, so that an overlap
 	// is reported on the later of the two.

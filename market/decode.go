@@ -259,7 +259,7 @@ func (dc *decoder) declaration(n *yaml.Node) Declaration {
 	if n == nil {
 		return d
 	}
-	ok := dc.fields(n, "", "a mapping with name, work, data, request and output", func(key, f string, v *yaml.Node) {
+	ok := dc.fields(n, "", "a mapping with name, work, data, request, output and labels", func(key, f string, v *yaml.Node) {
 		switch key {
 		case "name":
 			d.Name, _ = dc.str(v, f)
@@ -280,8 +280,10 @@ func (dc *decoder) declaration(n *yaml.Node) Declaration {
 				haveOutput = true
 				d.Output = dc.output(s, f)
 			}
+		case "labels":
+			d.Labels = dc.labels(v, f)
 		default:
-			dc.unknown(f, "name, work, data, request, output")
+			dc.unknown(f, "name, work, data, request, output, labels")
 		}
 	})
 	if !ok {
@@ -355,6 +357,23 @@ func (dc *decoder) env(n *yaml.Node, field string) map[string]string {
 		return nil
 	}
 	return env
+}
+
+func (dc *decoder) labels(n *yaml.Node, field string) map[string]string {
+	n = dc.resolve(n, field)
+	if isNull(n) {
+		return nil
+	}
+	labels := make(map[string]string)
+	dc.fields(n, field, "a mapping of keys to strings, such as {team: vision}", func(key, _ string, v *yaml.Node) {
+		if s, ok := dc.str(v, labelField(key)); ok {
+			labels[key] = s
+		}
+	})
+	if len(labels) == 0 {
+		return nil
+	}
+	return labels
 }
 
 func (dc *decoder) data(n *yaml.Node, field string) []Input {

@@ -15,6 +15,7 @@ func FuzzDecodeDeclaration(f *testing.F) {
 		`{"name":"j","work":{"command":["a","b"],"env":{"X":"1"}},"request":{"gpus":2,"limit":"1h30m","memory":"1.5GiB"},"output":{"path":"/o"}}`,
 		"name: x\nwork: {command: [a]}\nrequest: {limit: 1d}\noutput: {path: /out, checkpoints: {path: /c, every: 1m, resume: auto}}\n",
 		"name: x\nwork: {command: [a]}\nrequest: {limit: 1h, disk: 50GiB}\noutput: {path: /out}\n",
+		"name: x\nwork: {comand: [a]}\nrequest: {limit: 1h}\noutput: {path: /out}\nlabels: {team: v, \"-x\": [1], sweep/lr: \"\\u0001\"}\n",
 		"name: x\nwork: {command: [a]}\nrequest: {limit: 1h, disk: 0}\noutput: {path: /out}\n",
 		`{"name":"j","work":{"command":["a"]},"request":{"limit":"1h","disk":"16MiB"},"output":{"path":"/o"}}`,
 		"name: &a x\nwork: {command: [*a]}\nrequest: {limit: 1h}\noutput: {path: /out}\n",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,6 +44,14 @@ func runStatus(ctx context.Context, o statusOptions, g *globalOptions, id string
 func printJob(g *globalOptions, j api.Job) {
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "job\t%s (%s)\n", j.ID, j.Name)
+	if len(j.Labels) > 0 {
+		var kvs []string
+		for k, v := range j.Labels {
+			kvs = append(kvs, k+"="+v)
+		}
+		slices.Sort(kvs)
+		fmt.Fprintf(tw, "labels\t%s\n", strings.Join(kvs, ", "))
+	}
 	fmt.Fprintf(tw, "state\t%s\n", j.State)
 	if j.Reason != "" {
 		fmt.Fprintf(tw, "reason\t%s\n", j.Reason)
@@ -100,7 +109,7 @@ type listOptions struct {
 func newListCommand(g *globalOptions) *cobra.Command {
 	var o listOptions
 	cmd := &cobra.Command{
-		Use:   "list [--state S] [--name GLOB] [--since D]",
+		Use:   "list [--state S] [--name GLOB] [--label K=V] [--since D]",
 		Short: "List the jobs submitted from this node",
 		Example: `  e31 list --state queued,running
   e31 list --name 'sweep-*' --since 2h --json`,
@@ -142,16 +151,17 @@ func newWithdrawCommand(g *globalOptions) *cobra.Command {
 		sel    jobSelection
 	)
 	cmd := &cobra.Command{
-		Use:   "withdraw JOB... | withdraw --name GLOB [--state S] [--since D]",
+		Use:   "withdraw JOB... | withdraw [--name GLOB] [--label K=V] [--state S] [--since D]",
 		Short: "Withdraw jobs: a queued one owes nothing; a running one is stopped and released",
 		Long: `withdraw takes jobs back: those named, or every job of this node that has
-not ended and matches --name, --state and --since. A queued job ends at
+not ended and matches --name, --label, --state and --since. A queued job ends at
 once, with no lease and no receipt. A leased job gets SIGTERM and its grace
 period to write a last checkpoint, then goes through release with outcome
 "withdrawn". Each job is tried even when another fails; the command fails
 if any did.`,
 		Example: `  e31 withdraw 5f2c… 9ab1…
-  e31 withdraw --name 'sweep-*' --state queued`,
+  e31 withdraw --name 'sweep-*' --state queued
+  e31 withdraw --label sweep=lr`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := withdrawTargets(cmd.Context(), g, args, sel)
 			if err != nil {
@@ -202,11 +212,11 @@ if any did.`,
 func withdrawTargets(ctx context.Context, g *globalOptions, args []string, sel jobSelection) ([]string, error) {
 	switch {
 	case len(args) > 0 && sel.set():
-		return nil, errors.New("name jobs or select them with --name, --state or --since, not both")
+		return nil, errors.New("name jobs or select them with --name, --state, --label or --since, not both")
 	case len(args) > 0:
 		return args, nil
 	case !sel.set():
-		return nil, errors.New("name at least one job, or select jobs with --name, --state or --since")
+		return nil, errors.New("name at least one job, or select jobs with --name, --state, --label or --since")
 	}
 	match, err := sel.matcher(time.Now())
 	if err != nil {

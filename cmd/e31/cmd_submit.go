@@ -23,6 +23,7 @@ type submitOptions struct {
 	json   bool
 	wait   bool
 	force  bool // submit though the job will not find a file its command names
+	labels []string
 	outDir string
 	file   string
 	// The declaration from flags, when no FILE is given.
@@ -88,6 +89,7 @@ already submitted, several at once.`,
 	f.BoolVar(&o.json, "json", false, "print the job as JSON (with --wait, the final status)")
 	f.StringVarP(&o.file, "file", "f", "", "the declaration FILE, as a flag (as kubectl and docker compose take theirs)")
 	f.BoolVar(&o.wait, "wait", false, "follow the job to its end, fetch its output and print how it ended")
+	f.StringArrayVar(&o.labels, "label", nil, "KEY=VALUE, a label of this node's own to select the job by (e31 list --label); repeatable, over a declaration's labels")
 	f.BoolVar(&o.force, "force", false, "submit even when the job will not find a file its command names (refused otherwise)")
 	f.StringVarP(&o.outDir, "output", "o", "", "with --wait: where to write the output (default ./<job>-out)")
 	f.StringVar(&o.name, "name", "", "job name (flags form; default: the script a launcher such as python3 runs, else the program)")
@@ -356,6 +358,19 @@ func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []st
 	}
 	if err != nil {
 		return err
+	}
+	for _, kv := range o.labels {
+		k, v, err := market.ParseLabel(kv)
+		if err != nil {
+			return fmt.Errorf("--label: %w", err)
+		}
+		if d.Labels == nil {
+			d.Labels = map[string]string{}
+		}
+		d.Labels[k] = v
+	}
+	if len(d.Labels) > market.MaxLabels {
+		return fmt.Errorf("--label: the job would have %d labels, over the %d it may have", len(d.Labels), market.MaxLabels)
 	}
 	var unstaged []string
 	if abs, err := filepath.Abs(base); err == nil {

@@ -162,6 +162,19 @@ func TestListAndWithdrawSelect(t *testing.T) {
 	if !strings.Contains(out, "s1") || !strings.Contains(out, "s3") || strings.Contains(out, "s2") || strings.Contains(out, "t1") {
 		t.Errorf("list --name sweep-* --state queued,released:\n%s", out)
 	}
+	labelled := newFake()
+	labelled.jobs[1].Labels = map[string]string{"sweep": "lr", "team": "vision"}
+	labelled.jobs[3].Labels = map[string]string{"team": "vision"}
+	out, err = runCLI(t, labelled, "list", "--label", "team=vision", "--label", "sweep=lr")
+	if err != nil || !strings.Contains(out, "s2") || strings.Contains(out, "t1") || strings.Contains(out, "s1") {
+		t.Errorf("list --label team=vision --label sweep=lr (%v):\n%s", err, out)
+	}
+	if _, err := runCLI(t, labelled, "list", "--label", "team"); err == nil || !strings.Contains(err.Error(), "KEY=VALUE") {
+		t.Errorf("list --label team: %v, want an error asking for KEY=VALUE", err)
+	}
+	if _, err := runCLI(t, labelled, "withdraw", "--label", "team=vision"); err != nil || strings.Join(labelled.withdrawn, " ") != "s2 t1" {
+		t.Errorf("withdraw --label team=vision: %v, took back %v, want s2 t1", err, labelled.withdrawn)
+	}
 	if _, err := runCLI(t, newFake(), "list", "--state", "done"); err == nil || !strings.Contains(err.Error(), `"done"`) {
 		t.Errorf("list --state done: %v, want an error naming the state", err)
 	}

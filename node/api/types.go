@@ -139,22 +139,23 @@ type Transfer struct {
 
 // Job is a job's status as `e31 status --json` prints it.
 type Job struct {
-	ID          string    `json:"id"`
-	Name        string    `json:"name"`
-	State       JobState  `json:"state"`
-	Outcome     string    `json:"outcome"`
-	Attribution string    `json:"attribution"`
-	Provider    string    `json:"provider"`
-	Lease       string    `json:"lease,omitempty"`
-	Steps       []Step    `json:"steps"`
-	ExitCode    *int      `json:"exit_code"`
-	Output      string    `json:"output"`
-	Checkpoint  string    `json:"checkpoint"`
-	GPUs        []string  `json:"gpus"`
-	Reason      string    `json:"reason"`
-	Submitted   time.Time `json:"submitted"`
-	ResumeOf    string    `json:"resume_of,omitempty"`
-	Inputs      []string  `json:"inputs,omitempty"`
+	ID          string            `json:"id"`
+	Name        string            `json:"name"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	State       JobState          `json:"state"`
+	Outcome     string            `json:"outcome"`
+	Attribution string            `json:"attribution"`
+	Provider    string            `json:"provider"`
+	Lease       string            `json:"lease,omitempty"`
+	Steps       []Step            `json:"steps"`
+	ExitCode    *int              `json:"exit_code"`
+	Output      string            `json:"output"`
+	Checkpoint  string            `json:"checkpoint"`
+	GPUs        []string          `json:"gpus"`
+	Reason      string            `json:"reason"`
+	Submitted   time.Time         `json:"submitted"`
+	ResumeOf    string            `json:"resume_of,omitempty"`
+	Inputs      []string          `json:"inputs,omitempty"`
 	// Skipped names what the output left out, and why: links pointing out
 	// of the output are never followed or carried, device nodes not kept.
 	Skipped []string `json:"skipped,omitempty"`

@@ -1,6 +1,7 @@
 package submitter
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -16,6 +17,9 @@ type Record struct {
 	ID          string             `json:"id"`
 	Envelope    []byte             `json:"envelope"` // the signed declaration
 	Declaration market.Declaration `json:"declaration"`
+	// Labels are the submitter's tags for the job (the declaration's
+	// labels, taken out of what is broadcast).
+	Labels map[string]string `json:"labels,omitempty"`
 	// Sources are the declaration's data sources as the user gave them.
 	Sources     []string           `json:"sources,omitempty"`
 	ResumeOf    string             `json:"resume_of,omitempty"`
@@ -120,6 +124,7 @@ func (r *Record) API() api.Job {
 	out := api.Job{
 		ID:          r.ID,
 		Name:        r.Declaration.Name,
+		Labels:      maps.Clone(r.Labels),
 		State:       r.State,
 		Outcome:     string(r.Outcome),
 		Attribution: string(r.Attribution),

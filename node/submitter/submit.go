@@ -66,6 +66,15 @@ func (s *Submitter) Submit(ctx context.Context, req api.SubmitRequest, progress 
 			r.LocalityWait = market.Duration(s.cfg.LocalityWait.Milliseconds())
 		}
 	}
+	// Labels are this node's own: kept on the record, never signed or
+	// broadcast. A resumption keeps those of the job it resumes.
+	labels := decl.Labels
+	decl.Labels = nil
+	if labels == nil && resumeOf != "" {
+		if parent := s.jobs.get(resumeOf); parent != nil {
+			labels = maps.Clone(parent.snapshot().Labels)
+		}
+	}
 	sources, err := importer{&s.parts}.exact(ctx, &decl, progress)
 	if err != nil {
 		return api.Job{}, err
@@ -83,7 +92,7 @@ func (s *Submitter) Submit(ctx context.Context, req api.SubmitRequest, progress 
 	}
 	id := wire.JobID(sealed)
 	now := time.Now()
-	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Sources: sources, ResumeOf: resumeOf, State: api.JobQueued, Submitted: now}
+	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, ResumeOf: resumeOf, State: api.JobQueued, Submitted: now}
 	rec.step(api.StepSubmit, now)
 	// Every DAG the provider will fetch stays pinned for the job: the image
 	// under its own reason, the inputs and a checkpoint to resume from

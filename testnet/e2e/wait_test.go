@@ -74,7 +74,7 @@ func TestWaitListWithdraw(t *testing.T) {
 	named := submit("--gpus", "1", "--limit", "1m", "--input", script+":/code/run.sh", "--", "sh", "/code/run.sh", "--fast")
 	var big []string
 	for i := range 3 {
-		big = append(big, submit("--name", "sweep-"+string(rune('a'+i)), "--gpus", "8", "--limit", "1m", "--", "true"))
+		big = append(big, submit("--name", "sweep-"+string(rune('a'+i)), "--label", "sweep=big", "--gpus", "8", "--limit", "1m", "--", "true"))
 	}
 	j, err := c.Client(0).Job(ctx, named)
 	if err != nil || j.Name != "run.sh" {
@@ -92,8 +92,11 @@ func TestWaitListWithdraw(t *testing.T) {
 	if out, code := e31("wait", "--timeout", "2s", big[0]); code != 6 {
 		t.Fatalf("e31 wait --timeout on a queued job: exit %d, want 6\n%s", code, out)
 	}
-	if out, code := e31("withdraw", "--name", "sweep-*", "--state", "queued"); code != 0 || strings.Count(out, "withdrawn") != 3 {
-		t.Fatalf("e31 withdraw --name sweep-*: exit %d\n%s", code, out)
+	if out, code := e31("list", "--label", "sweep=big"); code != 0 || strings.Count(out, "sweep-") != 3 {
+		t.Fatalf("e31 list --label sweep=big: exit %d\n%s", code, out)
+	}
+	if out, code := e31("withdraw", "--name", "sweep-*", "--label", "sweep=big", "--state", "queued"); code != 0 || strings.Count(out, "withdrawn") != 3 {
+		t.Fatalf("e31 withdraw --name sweep-* --label sweep=big: exit %d\n%s", code, out)
 	}
 	for _, id := range big {
 		if j, err := c.Client(0).Job(ctx, id); err != nil || j.State != api.JobWithdrawn {
