@@ -280,6 +280,9 @@ func CheckSources(d Declaration, exists func(path string) (bool, error)) error {
 		if _, _, inDAG := SplitCIDPath(in.Source); IsCID(in.Source) || inDAG {
 			continue
 		}
+		if strings.HasPrefix(in.Source, JobSourcePrefix) {
+			continue // an earlier job's output, resolved by the submitter
+		}
 		ok, err := exists(in.Source)
 		if err != nil {
 			return fmt.Errorf("market: check data[%d].source %q: %w", i, in.Source, err)

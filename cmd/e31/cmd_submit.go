@@ -101,7 +101,7 @@ already submitted, several at once.`,
 	f.StringVar(&o.memory, "memory", "", "memory, e.g. 8GiB (flags form; default 1GiB)")
 	f.StringVar(&o.disk, "disk", "", "most the job may write in all (output, checkpoints, /tmp), e.g. 50GiB (flags form; default 10GiB)")
 	f.StringVar(&o.limit, "limit", "", "wall-clock limit after which the job is stopped, e.g. 8h (flags form; required)")
-	f.StringArrayVar(&o.inputs, "input", nil, "SRC:MOUNT, a local path or CID staged read-only at MOUNT; repeatable (flags form)")
+	f.StringArrayVar(&o.inputs, "input", nil, "SRC:MOUNT, a local path, a CID, or job:JOB/out[/PATH] (an earlier job's output), staged read-only at MOUNT; repeatable (flags form)")
 	f.StringVar(&o.outputPath, "output-path", "/out", "path inside the job whose content comes back (flags form)")
 	f.StringArrayVar(&o.env, "env", nil, "NAME=VALUE for the job; repeatable (flags form)")
 	f.StringVarP(&o.workdir, "workdir", "w", "", "folder inside the job the command starts in, made if missing, as docker run -w (flags form; default the image's WorkingDir, else the output folder)")
@@ -190,6 +190,9 @@ func absSources(d *market.Declaration, base string) error {
 		}
 		if _, _, inDAG := market.SplitCIDPath(src); inDAG {
 			continue // resolved by the daemon, in its store
+		}
+		if strings.HasPrefix(src, market.JobSourcePrefix) {
+			continue // an earlier job's output, resolved by the daemon
 		}
 		if !filepath.IsAbs(src) {
 			d.Data[i].Source = filepath.Join(base, src)

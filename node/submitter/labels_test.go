@@ -10,6 +10,7 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/wire/wiretest"
 )
 
 // A declaration's labels stay on the submitter: on the job's record and in
@@ -60,5 +61,36 @@ func TestLabelsStayLocal(t *testing.T) {
 	}
 	if again.Labels["run"] != "7" {
 		t.Fatalf("the resumption's labels: %v, want those of the job it resumes", again.Labels)
+	}
+}
+
+// job:JOB/PATH names an earlier job's output: it becomes that output's
+// CID path, and a job without output, or none at all, is refused naming it.
+func TestResolveJobSources(t *testing.T) {
+	h := newHarness(t, Config{ProviderLostAfter: time.Hour, RequeueEvery: time.Hour}, noOffers{})
+	plain := market.NewDeclaration("plain", []string{"true"}, 1, market.Hour, nil)
+	h.endedJob(t, "withoutput", plain, "")
+	h.endedJob(t, "lostjob", plain, "")
+	out := wiretest.CID(t, "an output")
+	if err := h.s.jobs.get("withoutput").update(func(r *Record) error { r.Output = out; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	d := market.NewDeclaration("next", []string{"true"}, 1, market.Hour, []market.Input{
+		{Source: "job:withoutput/out/model.pt", Mount: "/prev/model.pt"}, {Source: "/data", Mount: "/data"}})
+	if err := h.s.resolveJobSources(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Data[0].Source != out+"/out/model.pt" || d.Data[1].Source != "/data" {
+		t.Fatalf("sources %q, want the output's CID path and the path left alone", []string{d.Data[0].Source, d.Data[1].Source})
+	}
+	for src, want := range map[string]string{
+		"job:lostjob/out": "job lostjob has no output (it is released, provider-lost)",
+		"job:nosuch/out":  "nosuch",
+		"job:withoutput":  "want job:JOB/out",
+	} {
+		d := market.NewDeclaration("next", []string{"true"}, 1, market.Hour, []market.Input{{Source: src, Mount: "/prev"}})
+		if err := h.s.resolveJobSources(&d); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "data[0].source") {
+			t.Errorf("%s: %v, want an error on data[0].source saying %q", src, err, want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/e31network/e31/content"
@@ -45,6 +46,10 @@ func (s *Submitter) Submit(ctx context.Context, req api.SubmitRequest, progress 
 			return api.Job{}, invalid(err)
 		}
 		decl = d
+	}
+	if err := s.resolveJobSources(&decl); err != nil {
+		s.d.Metrics.Rejected.Inc()
+		return api.Job{}, invalid(err)
 	}
 	if err := market.CheckSources(decl, func(path string) (bool, error) {
 		if !filepath.IsAbs(path) {
@@ -349,4 +354,37 @@ func (j *jobTracker) withdraw(ctx context.Context) (api.Job, error) {
 		}
 	}
 	return out, nil
+}
+
+// resolveJobSources replaces each data source job:JOB/PATH with the CID
+// path of that job's output: JOB a job of this node (an ID or a unique
+// prefix) that has returned its output.
+func (s *Submitter) resolveJobSources(d *market.Declaration) error {
+	for i := range d.Data {
+		src := d.Data[i].Source
+		if !strings.HasPrefix(src, market.JobSourcePrefix) {
+			continue
+		}
+		f := fmt.Sprintf("data[%d].source %q", i, src)
+		id, sub, ok := market.SplitJobSource(src)
+		if !ok {
+			return fmt.Errorf("%s: want job:JOB/out or job:JOB/out/PATH", f)
+		}
+		j, err := s.Job(id)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if j.Output == "" {
+			return fmt.Errorf("%s: job %s has no output (it is %s%s)", f, j.ID, j.State, outcomeSuffix(j))
+		}
+		d.Data[i].Source = j.Output + "/" + sub
+	}
+	return nil
+}
+
+func outcomeSuffix(j api.Job) string {
+	if j.Outcome == "" {
+		return ""
+	}
+	return ", " + j.Outcome
 }

@@ -17,7 +17,8 @@ import (
 // A batch user's day on real daemons: jobs submitted by the flags form are
 // named after their script, selected by name, waited for together (the
 // exit status the worst ending's), fetched together into a folder each,
-// and a selection of queued jobs is withdrawn in one command.
+// read by a later job as job:JOB/out, and a selection of queued jobs is
+// withdrawn in one command.
 func TestWaitListWithdraw(t *testing.T) {
 	c := start(t, cluster.Options{N: 2, GPUs: 2})
 	api0 := c.Nodes[0].API
@@ -60,6 +61,20 @@ func TestWaitListWithdraw(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(dir, id, "out", "x")); err != nil || string(b) != "done\n" {
 			t.Fatalf("job %s's output in its own folder: %q, %v", id, b, err)
 		}
+	}
+	// job:JOB/out takes an earlier job's output as an input.
+	next := submit("--gpus", "1", "--limit", "1m", "--input", "job:"+ok[0]+"/out:/prev", "--", "sh", "-c", "cp /prev/x /out/y")
+	if out, code := e31("wait", next); code != 0 {
+		t.Fatalf("e31 wait for a job reading job:%s/out: exit %d\n%s", ok[0], code, out)
+	}
+	if out, code := e31("get", "-o", filepath.Join(dir, "next"), next); code != 0 {
+		t.Fatalf("e31 get %s: exit %d\n%s", next, code, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "next", "out", "y")); err != nil || string(b) != "done\n" {
+		t.Fatalf("the job that read job:%s/out wrote %q, %v", ok[0], b, err)
+	}
+	if out, code := e31("submit", "--gpus", "1", "--limit", "1m", "--input", "job:nosuchjob/out:/prev", "--", "true"); code == 0 || !strings.Contains(out, "nosuchjob") {
+		t.Fatalf("a job:nosuchjob input: exit %d\n%s", code, out)
 	}
 	bad := submit("--gpus", "1", "--limit", "1m", "--", "false")
 	if out, code := e31(append([]string{"wait", bad}, ok...)...); code != 1 || !strings.Contains(out, "failed (attributed to job)") {
