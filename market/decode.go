@@ -342,38 +342,30 @@ func (dc *decoder) strings(n *yaml.Node, field string) []string {
 }
 
 func (dc *decoder) env(n *yaml.Node, field string) map[string]string {
-	n = dc.resolve(n, field)
-	if isNull(n) {
-		return nil
-	}
-	env := make(map[string]string)
-	dc.fields(n, field, "a mapping of names to strings", func(key, _ string, v *yaml.Node) {
-		f := envField(key)
-		if s, ok := dc.str(v, f); ok {
-			env[key] = s
-		}
-	})
-	if len(env) == 0 {
-		return nil
-	}
-	return env
+	return dc.stringMap(n, field, "a mapping of names to strings", envField)
 }
 
 func (dc *decoder) labels(n *yaml.Node, field string) map[string]string {
+	return dc.stringMap(n, field, "a mapping of keys to strings, such as {team: vision}", labelField)
+}
+
+// stringMap decodes a mapping of strings to strings, want saying what it
+// must be and fieldOf naming each entry's field; nil when empty.
+func (dc *decoder) stringMap(n *yaml.Node, field, want string, fieldOf func(key string) string) map[string]string {
 	n = dc.resolve(n, field)
 	if isNull(n) {
 		return nil
 	}
-	labels := make(map[string]string)
-	dc.fields(n, field, "a mapping of keys to strings, such as {team: vision}", func(key, _ string, v *yaml.Node) {
-		if s, ok := dc.str(v, labelField(key)); ok {
-			labels[key] = s
+	out := make(map[string]string)
+	dc.fields(n, field, want, func(key, _ string, v *yaml.Node) {
+		if s, ok := dc.str(v, fieldOf(key)); ok {
+			out[key] = s
 		}
 	})
-	if len(labels) == 0 {
+	if len(out) == 0 {
 		return nil
 	}
-	return labels
+	return out
 }
 
 func (dc *decoder) data(n *yaml.Node, field string) []Input {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/testnet/bench"
 	"github.com/e31network/e31/testnet/cluster"
 )
@@ -39,7 +40,7 @@ func probe(ctx context.Context, cl *api.Client, every time.Duration, deadline ti
 	}
 	var rents []float64
 	for next := time.Now(); next.Before(deadline); next = next.Add(every) {
-		if err := sleepUntil(ctx, next); err != nil {
+		if err := task.Sleep(ctx, time.Until(next)); err != nil {
 			r.err = err
 			return r
 		}
@@ -67,17 +68,6 @@ func probe(ctx context.Context, cl *api.Client, every time.Duration, deadline ti
 		r.rentMs = rents[len(rents)/2]
 	}
 	return r
-}
-
-func sleepUntil(ctx context.Context, at time.Time) error {
-	t := time.NewTimer(time.Until(at))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // roundsLostPer100 reads the daemon's rounds lost, all of them its probe
