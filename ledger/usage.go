@@ -205,3 +205,67 @@ func heldSince(r *Receipt, since time.Time) time.Duration {
 	}
 	return until.Sub(from)
 }
+
+// JobHeld is what the leases of a set of jobs held: the attempts of one
+// job as its submitter sees it.
+type JobHeld struct {
+	// Held is the time the leases held their GPUs, summed.
+	Held      time.Duration `json:"held"`
+	Providers []peer.ID     `json:"providers"` // in first-held order
+	GPUHours  float64       `json:"gpu_hours"`
+	// Owed is the part of GPUHours that policy makes owed.
+	Owed float64 `json:"owed_gpu_hours"`
+	// OneSided is the part of GPUHours that rests on one party's word.
+	OneSided float64 `json:"one_sided_gpu_hours"`
+}
+
+// HeldByJobs sums the held time of the leases of the given jobs, each
+// lease counted once by the record LeaseRecord.Counted names, as Usage
+// counts it.
+func (l *Ledger) HeldByJobs(ctx context.Context, policy Policy, jobs ...string) (JobHeld, error) {
+	var out JobHeld
+	for _, job := range jobs {
+		es, err := l.ByJob(ctx, job)
+		if err != nil {
+			return JobHeld{}, err
+		}
+		leases := map[string]*LeaseRecord{}
+		var order []string
+		for _, e := range es {
+			name := e.subject().Lease
+			lr := leases[name]
+			if lr == nil {
+				lr = &LeaseRecord{Lease: name}
+				leases[name] = lr
+				order = append(order, name)
+			}
+			lr.add(e)
+		}
+		for _, name := range order {
+			lr := leases[name]
+			lr.settle()
+			r := lr.Counted()
+			if r == nil {
+				continue
+			}
+			held := r.Held()
+			hours := held.Hours() * float64(r.GPUs)
+			out.Held += held
+			out.GPUHours += hours
+			owed := policy.OpenOwed
+			if r.Final {
+				owed = policy.Owes(Cause{r.Outcome, r.Attribution})
+			}
+			if owed {
+				out.Owed += hours
+			}
+			if lr.State == SettlementOneSided || lr.State == SettlementDisputed {
+				out.OneSided += hours
+			}
+			if !slices.Contains(out.Providers, r.Provider) {
+				out.Providers = append(out.Providers, r.Provider)
+			}
+		}
+	}
+	return out, nil
+}

@@ -102,12 +102,22 @@ func apiClient(t *testing.T, n *testNode) *api.Client {
 // submitter, and runs a job on them up to the point where it writes.
 func startLogPair(t *testing.T) (prov, sub *testNode, runner *lineRunner, id string) {
 	t.Helper()
+	return startLogPairOf(t, testJob)
+}
+
+// startLogPairOf is startLogPair with a declaration of the caller's.
+func startLogPairOf(t *testing.T, decl string) (prov, sub *testNode, runner *lineRunner, id string) {
+	t.Helper()
 	runner = newLineRunner()
 	prov = startNode(t, nodeOpts{gpus: "1xH100:80GiB", sandbox: runner})
 	poll.Until(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
 	sub = startNode(t, nodeOpts{boot: prov.Addrs()[:1]})
 	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
-	id = submit(t, sub)
+	j, err := sub.submitter.Submit(context.Background(), api.SubmitRequest{Declaration: []byte(decl)}, nil)
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	id = j.ID
 	select {
 	case <-runner.started:
 	case <-time.After(30 * time.Second):
@@ -167,9 +177,14 @@ func TestLogsFollowSeesLinesAsWritten(t *testing.T) {
 	}
 }
 
-// A follower whose provider dies is told so, and not left waiting.
+// A follower whose provider dies is told so, and not left waiting, when
+// the job will not be resumed.
 func TestLogsFollowEndsWhenTheProviderDies(t *testing.T) {
-	prov, sub, runner, id := startLogPair(t)
+	noResume := strings.Replace(testJob, ", resume: auto", "", 1)
+	if noResume == testJob {
+		t.Fatal("testJob no longer resumes itself: the test needs a new declaration")
+	}
+	prov, sub, runner, id := startLogPairOf(t, noResume)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var sink logSink
@@ -203,4 +218,32 @@ func TestLogsRefusedToOthers(t *testing.T) {
 	if p2p.RefusalCode(err) != wire.CodeUnknownJob {
 		t.Fatalf("a stranger's logs request: %v, want a refusal", err)
 	}
+}
+
+// A follower of a job that resumes itself is told that its provider stopped
+// answering, and goes on waiting for the resumption rather than ending.
+func TestLogsFollowWaitsOutALostProvider(t *testing.T) {
+	prov, sub, runner, id := startLogPair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var sink logSink
+	done := make(chan error, 1)
+	go func() { done <- sub.submitter.Logs(ctx, id, api.LogOptions{Follow: true}, &sink) }()
+	runner.lines <- "before the crash"
+	poll.Until(t, "the first line", 10*time.Second, func() bool { return sink.String() == "before the crash\n" })
+
+	prov.cancel()
+	poll.Until(t, "the follower to be told the provider stopped answering", 40*time.Second, func() bool {
+		return strings.Contains(sink.String(), "stopped answering") && strings.Contains(sink.String(), "resumes from its last checkpoint")
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("the follower of a job that resumes itself ended with %v", err)
+	default:
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("follow ended with %v once its context did, want context.Canceled", err)
+	}
+	<-prov.done
 }

@@ -103,11 +103,12 @@ func newResumeCommand(g *globalOptions) *cobra.Command {
 	var o resumeOptions
 	cmd := &cobra.Command{
 		Use:   "resume JOB [--wait] [--from-start]",
-		Short: "Submit a new job that continues JOB from its last checkpoint",
-		Long: `resume submits JOB's declaration again, with its last checkpoint laid out at
-its checkpoint path, writable, as the job left it, and E31_RESUME_FROM naming
-that path, so the work picks up where the checkpoint left it, on whichever
-provider is free.
+		Short: "Run JOB again from its last checkpoint, as its next attempt",
+		Long: `resume submits JOB's next attempt: its declaration again, with its last
+checkpoint laid out at its checkpoint path, writable, as the job left it, and
+E31_RESUME_FROM naming that path, so the work picks up where the checkpoint
+left it, on whichever provider is free. The job keeps its ID: e31 status JOB
+lists its attempts, and e31 wait, logs -f and get follow the last.
 
 With --from-start, it submits JOB's declaration as it was first submitted, to
 run again from the beginning: a job that declares no checkpoints, or ended
@@ -126,10 +127,13 @@ before its first, after its provider was lost, say.`,
 				return g.printJSON(job)
 			}
 			fmt.Fprintf(g.stdout, "%s\n", job.ID)
+			if n := len(job.Attempts); n > 1 {
+				fmt.Fprintf(g.stderr, "attempt %d (%s) from %s\n", n, job.Attempts[n-1].ID, startedFrom(job.Attempts[n-1]))
+			}
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&o.wait, "wait", false, "follow the new job to its end")
+	cmd.Flags().BoolVar(&o.wait, "wait", false, "follow the job to its end")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON (at least id)")
 	cmd.Flags().StringVarP(&o.outDir, "output", "o", "", "with --wait: where to write the output")
 	cmd.Flags().BoolVar(&o.fromStart, "from-start", false, "run JOB again from the beginning, not from its last checkpoint")

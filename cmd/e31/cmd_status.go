@@ -25,7 +25,7 @@ func newStatusCommand(g *globalOptions) *cobra.Command {
 			return runStatus(cmd.Context(), o, g, args[0])
 		},
 	}
-	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON (id, state, outcome, attribution, provider, steps, exit_code, output, checkpoint, gpus, reason)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON (id, state, outcome, attribution, provider, steps, exit_code, output, checkpoint, gpus, reason, attempts, held)")
 	return cmd
 }
 
@@ -44,6 +44,12 @@ func runStatus(ctx context.Context, o statusOptions, g *globalOptions, id string
 func printJob(g *globalOptions, j api.Job) {
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "job\t%s (%s)\n", j.ID, j.Name)
+	if j.Root != "" {
+		fmt.Fprintf(tw, "attempt of\t%s (e31 status %s shows the whole job)\n", j.Root, j.Root)
+	}
+	if j.ResumeOf != "" {
+		fmt.Fprintf(tw, "resumes\t%s\n", j.ResumeOf)
+	}
 	if len(j.Labels) > 0 {
 		var kvs []string
 		for k, v := range j.Labels {
@@ -95,10 +101,62 @@ func printJob(g *globalOptions, j api.Job) {
 	for _, s := range j.Skipped {
 		fmt.Fprintf(tw, "left out of output\t%s\n", s)
 	}
+	if h := j.Held; h != nil && len(h.Providers) > 0 {
+		held := time.Duration(h.HeldMs) * time.Millisecond
+		line := fmt.Sprintf("%s on %d provider%s, %.3f GPU-h, owed %.3f", held.Round(time.Second), len(h.Providers), plural(len(h.Providers)), h.GPUHours, h.OwedGPUHours)
+		if h.OneSidedGPUHours > 0 {
+			line += fmt.Sprintf(" (%.3f on this node's word alone)", h.OneSidedGPUHours)
+		}
+		fmt.Fprintf(tw, "held\t%s\n", line)
+	}
 	for _, s := range j.Steps {
 		fmt.Fprintf(tw, "step %s\t%s\n", s.Step, s.At.Local().Format(time.RFC3339Nano))
 	}
+	if len(j.Attempts) > 1 {
+		for _, a := range j.Attempts {
+			fmt.Fprintf(tw, "attempt %d\t%s\n", a.N, describeAttempt(a))
+		}
+	}
 	tw.Flush()
+}
+
+// describeAttempt is one line on an attempt of a job: its ID, provider,
+// when it held it, how it ended and where it started from.
+func describeAttempt(a api.Attempt) string {
+	parts := []string{a.ID}
+	if a.Provider != "" {
+		parts = append(parts, "on "+shortID(a.Provider))
+	}
+	if a.From != nil {
+		span := a.From.Local().Format(time.TimeOnly) + "–"
+		if a.To != nil {
+			span += a.To.Local().Format(time.TimeOnly)
+		}
+		parts = append(parts, span)
+	}
+	switch {
+	case a.Outcome != "":
+		parts = append(parts, a.Outcome+" ("+a.Attribution+")")
+	default:
+		parts = append(parts, string(a.State))
+	}
+	parts = append(parts, "from "+startedFrom(a))
+	return strings.Join(parts, ", ")
+}
+
+// shortID is the end of a peer ID, enough to tell providers apart.
+func shortID(id string) string {
+	if len(id) <= 12 {
+		return id
+	}
+	return "…" + id[len(id)-8:]
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 type listOptions struct {

@@ -195,11 +195,17 @@ func summary(j api.Job) string {
 	if j.ExitCode != nil && *j.ExitCode != 0 {
 		parts = append(parts, fmt.Sprintf("exit code %d", *j.ExitCode))
 	}
+	if n := len(j.Attempts); n > 1 {
+		parts = append(parts, fmt.Sprintf("%d attempts", n))
+	}
 	if d, ok := runTime(j); ok {
 		parts = append(parts, "ran "+d.Round(time.Millisecond).String())
-		if n := len(j.GPUs); n > 0 {
+		if n := len(j.GPUs); n > 0 && j.Held == nil {
 			parts = append(parts, fmt.Sprintf("%.3f GPU-h", d.Hours()*float64(n)))
 		}
+	}
+	if j.Held != nil && j.Held.GPUHours > 0 {
+		parts = append(parts, fmt.Sprintf("%.3f GPU-h held", j.Held.GPUHours))
 	}
 	if j.Output != "" {
 		parts = append(parts, "output "+j.Output)

@@ -53,14 +53,22 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 	if err != nil {
 		return err
 	}
+	attempts := max(len(j.Attempts), 1)
 	for {
 		if !o.json {
+			if n := len(j.Attempts); n > attempts {
+				// A resumption: its steps are the job's from here on.
+				attempts, seen = n, 0
+			}
 			for ; seen < len(j.Steps); seen++ {
 				s := j.Steps[seen]
 				line := fmt.Sprintf("%s  %-8s", s.At.Local().Format("15:04:05.000"), s.Step)
 				switch s.Step {
 				case "submit":
 					line += " job " + j.ID
+					if n := len(j.Attempts); n > 1 {
+						line += fmt.Sprintf(", attempt %d (%s) from %s", n, j.Attempts[n-1].ID, startedFrom(j.Attempts[n-1]))
+					}
 				case "rent":
 					line += fmt.Sprintf(" provider %s, %d GPUs", j.Provider, len(j.GPUs))
 				}
@@ -141,6 +149,14 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 		return fmt.Errorf("job %s ended %s (attributed to %s%s)%s", j.ID, j.Outcome, j.Attribution, exit, why)
 	}
 	return nil
+}
+
+// startedFrom says where an attempt's run starts.
+func startedFrom(a api.Attempt) string {
+	if a.StartedFrom == "" {
+		return "the beginning"
+	}
+	return "checkpoint " + a.StartedFrom
 }
 
 // followed is what submit --wait --json prints: the job, and its final

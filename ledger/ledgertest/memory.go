@@ -241,3 +241,44 @@ func copyEntry(e ledger.Entry) ledger.Entry {
 	}
 	return e
 }
+
+// HeldByJobs sums the held time of the jobs' leases as ledger.Ledger
+// does, each lease by the record LeaseRecord.Counted names.
+func (m *Memory) HeldByJobs(ctx context.Context, policy ledger.Policy, jobs ...string) (ledger.JobHeld, error) {
+	var leases []string
+	m.mu.Lock()
+	for _, e := range m.entries {
+		r := e.Receipt
+		if e.Dispute != nil {
+			r = e.Dispute.Ours
+		}
+		if slices.Contains(jobs, r.Job) && !slices.Contains(leases, r.Lease) {
+			leases = append(leases, r.Lease)
+		}
+	}
+	m.mu.Unlock()
+	var out ledger.JobHeld
+	for _, name := range leases {
+		lr, err := m.Lease(ctx, name)
+		if err != nil {
+			return ledger.JobHeld{}, err
+		}
+		r := lr.Counted()
+		if r == nil {
+			continue
+		}
+		hours := r.Held().Hours() * float64(r.GPUs)
+		out.Held += r.Held()
+		out.GPUHours += hours
+		if owed := policy.OpenOwed; (r.Final && policy.Owes(ledger.Cause{Outcome: r.Outcome, Attribution: r.Attribution})) || (!r.Final && owed) {
+			out.Owed += hours
+		}
+		if lr.State == ledger.SettlementOneSided || lr.State == ledger.SettlementDisputed {
+			out.OneSided += hours
+		}
+		if !slices.Contains(out.Providers, r.Provider) {
+			out.Providers = append(out.Providers, r.Provider)
+		}
+	}
+	return out, nil
+}

@@ -188,6 +188,14 @@ func (c *Client) Jobs(ctx context.Context) ([]Job, error) {
 	return out, c.Do(ctx, http.MethodGet, "/v1/jobs", nil, nil, &out)
 }
 
+// Attempts lists every attempt of this node's jobs on its own, each under
+// its own ID (GET /v1/jobs?attempts=1): the jobs as Jobs lists them but
+// with each resumption apart, naming its job in Root.
+func (c *Client) Attempts(ctx context.Context) ([]Job, error) {
+	var out []Job
+	return out, c.Do(ctx, http.MethodGet, "/v1/jobs?attempts=1", nil, nil, &out)
+}
+
 // Job returns one job by ID or unique ID prefix.
 func (c *Client) Job(ctx context.Context, id string) (Job, error) {
 	var out Job

@@ -155,7 +155,18 @@ type Job struct {
 	Reason      string            `json:"reason"`
 	Submitted   time.Time         `json:"submitted"`
 	ResumeOf    string            `json:"resume_of,omitempty"`
-	Inputs      []string          `json:"inputs,omitempty"`
+	// Root, on the view of one attempt asked for by its own ID, is the job
+	// as its user submitted it, the handle for its whole life.
+	Root   string   `json:"root,omitempty"`
+	Inputs []string `json:"inputs,omitempty"`
+	// Attempts are the job's runs, first to last: the job as submitted and
+	// each resumption of it. The job's state, provider, steps and output
+	// are those of the last; an attempt lost with its provider and due to
+	// be resumed leaves the job queued, not ended.
+	Attempts []Attempt `json:"attempts,omitempty"`
+	// Held sums what the leases of every attempt held, from the ledger;
+	// set on a job asked for by ID, not in lists.
+	Held *Held `json:"held,omitempty"`
 	// Skipped names what the output left out, and why: links pointing out
 	// of the output are never followed or carried, device nodes not kept.
 	Skipped []string `json:"skipped,omitempty"`
@@ -176,6 +187,40 @@ type Job struct {
 	// when the submitter restarts; compare it only for equality. GET
 	// /v1/jobs/{id}?version=N&wait=D answers when it is no longer N.
 	Version uint64 `json:"version"`
+}
+
+// Attempt is one run of a job: the job as submitted, or a resumption of
+// it, each with its own ID on the network, its own lease and receipts.
+type Attempt struct {
+	N           int      `json:"n"` // 1 for the job as submitted
+	ID          string   `json:"id"`
+	State       JobState `json:"state"`
+	Outcome     string   `json:"outcome,omitempty"`
+	Attribution string   `json:"attribution,omitempty"`
+	Reason      string   `json:"reason,omitempty"`
+	Provider    string   `json:"provider,omitempty"`
+	Lease       string   `json:"lease,omitempty"`
+	// Submitted is when the attempt was announced; From and To when its
+	// lease was agreed and released.
+	Submitted time.Time  `json:"submitted"`
+	From      *time.Time `json:"from,omitempty"`
+	To        *time.Time `json:"to,omitempty"`
+	// StartedFrom is the checkpoint the attempt resumed from; empty for a
+	// run from the beginning.
+	StartedFrom string `json:"started_from,omitempty"`
+	Checkpoint  string `json:"checkpoint,omitempty"` // the last it took
+	Output      string `json:"output,omitempty"`
+}
+
+// Held is what a job's leases held, summed over its attempts.
+type Held struct {
+	HeldMs    int64    `json:"held_ms"`
+	Providers []string `json:"providers"`
+	GPUHours  float64  `json:"gpu_hours"`
+	// OwedGPUHours is the part the default policy makes owed (e31 usage
+	// describes it).
+	OwedGPUHours     float64 `json:"owed_gpu_hours"`
+	OneSidedGPUHours float64 `json:"one_sided_gpu_hours,omitempty"`
 }
 
 // GPUSeen is one GPU a run saw: its UUID and model as the driver names it.

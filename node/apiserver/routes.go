@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -28,7 +30,12 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/nodes", handler(func(*http.Request) (any, error) { return n.Nodes(), nil }))
 	mux.HandleFunc("GET /v1/matches", handler(func(*http.Request) (any, error) { return n.Matches(), nil }))
 	mux.HandleFunc("POST /v1/jobs", s.submit)
-	mux.HandleFunc("GET /v1/jobs", handler(func(*http.Request) (any, error) { return s.cfg.Jobs.Jobs(), nil }))
+	mux.HandleFunc("GET /v1/jobs", handler(func(r *http.Request) (any, error) {
+		if r.URL.Query().Get("attempts") != "" {
+			return s.cfg.Jobs.Attempts(), nil
+		}
+		return s.cfg.Jobs.Jobs(), nil
+	}))
 	mux.HandleFunc("GET /v1/jobs/{id}", handler(s.job))
 	mux.HandleFunc("POST /v1/jobs/{id}/withdraw", handler(func(r *http.Request) (any, error) {
 		return s.cfg.Jobs.Withdraw(r.Context(), s.cfg.Jobs.FullID(r.PathValue("id")))
@@ -186,7 +193,7 @@ func (s *Server) receipts(r *http.Request) (any, error) {
 	var entries []ledger.Entry
 	var err error
 	if job := r.URL.Query().Get("job"); job != "" {
-		entries, err = s.cfg.Ledger.ByJob(ctx, s.cfg.Jobs.FullID(job))
+		entries, err = s.jobReceipts(ctx, job)
 	} else {
 		entries, err = s.cfg.Ledger.All(ctx)
 	}
@@ -208,6 +215,28 @@ func (s *Server) receipts(r *http.Request) (any, error) {
 		}
 		out.Verify = v
 	}
+	return out, nil
+}
+
+// jobReceipts are the ledger entries of a job, in ledger order: of each
+// of its attempts when it is named by the ID it was submitted with.
+func (s *Server) jobReceipts(ctx context.Context, job string) ([]ledger.Entry, error) {
+	ids := []string{s.cfg.Jobs.FullID(job)}
+	if j, err := s.cfg.Jobs.Job(job); err == nil && len(j.Attempts) > 1 {
+		ids = ids[:0]
+		for _, a := range j.Attempts {
+			ids = append(ids, a.ID)
+		}
+	}
+	var out []ledger.Entry
+	for _, id := range ids {
+		es, err := s.cfg.Ledger.ByJob(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, es...)
+	}
+	slices.SortFunc(out, func(a, b ledger.Entry) int { return cmp.Compare(a.Index, b.Index) })
 	return out, nil
 }
 

@@ -41,6 +41,7 @@ type (
 	Jobs interface {
 		Submit(ctx context.Context, req api.SubmitRequest, p content.Progress) (api.Job, error)
 		Jobs() []api.Job
+		Attempts() []api.Job
 		Job(id string) (api.Job, error)
 		WaitJob(ctx context.Context, id string, seen uint64) (api.Job, error)
 		Withdraw(ctx context.Context, id string) (api.Job, error)

@@ -2,6 +2,7 @@ package submitter
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -60,10 +61,10 @@ func TestResumeFromStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j.ResumeOf != "plainjob" || j.State != api.JobQueued {
+	if j.ID != "plainjob" || j.State != api.JobQueued || len(j.Attempts) != 2 {
 		t.Fatalf("from the start: %+v", j)
 	}
-	if got := h.storedDeclaration(t, j.ID); strings.Join(got.Work.Command, " ") != "python3 /code/train.py" || got.Name != "plain" {
+	if got := h.storedDeclaration(t, lastAttempt(j)); strings.Join(got.Work.Command, " ") != "python3 /code/train.py" || got.Name != "plain" {
 		t.Fatalf("declaration run again: %+v", got.Work)
 	}
 
@@ -76,7 +77,7 @@ func TestResumeFromStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := h.storedDeclaration(t, j.ID)
+	got := h.storedDeclaration(t, lastAttempt(j))
 	if got.Output.Checkpoints == nil || got.Output.Checkpoints.From != "" || got.Output.Checkpoints.Path != "/ckpt" {
 		t.Fatalf("checkpoints run again from the start: %+v", got.Output.Checkpoints)
 	}
@@ -87,12 +88,20 @@ func TestResumeFromStart(t *testing.T) {
 	if d := h.storedDeclaration(t, "resumedjob"); d.Output.Checkpoints.From != from || d.Work.Env["E31_RESUME_FROM"] != "/ckpt" {
 		t.Fatalf("the earlier job's declaration changed: %+v %v", d.Output.Checkpoints, d.Work.Env)
 	}
+	// A job is resumed as its last attempt, which must have ended.
+	if _, err := h.s.Submit(ctx, api.SubmitRequest{ResumeOf: "resumedjob"}, nil); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "still queued") {
+		t.Fatalf("resume of a job whose last attempt is queued: %v", err)
+	}
 	// Without --from-start, it resumes from its last checkpoint.
-	j, err = h.s.Submit(ctx, api.SubmitRequest{ResumeOf: "resumedjob"}, nil)
+	h.endedJob(t, "resumedtoo", resumed, wiretest.CID(t, "later checkpoint"))
+	j, err = h.s.Submit(ctx, api.SubmitRequest{ResumeOf: "resumedtoo"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := h.storedDeclaration(t, j.ID); got.Output.Checkpoints.From != wiretest.CID(t, "later checkpoint") {
+	if got := h.storedDeclaration(t, lastAttempt(j)); got.Output.Checkpoints.From != wiretest.CID(t, "later checkpoint") {
 		t.Fatalf("plain resume starts from %q", got.Output.Checkpoints.From)
 	}
 }
+
+// lastAttempt is the ID of a job's last attempt.
+func lastAttempt(j api.Job) string { return j.Attempts[len(j.Attempts)-1].ID }

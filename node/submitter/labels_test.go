@@ -59,7 +59,7 @@ func TestLabelsStayLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Labels["run"] != "7" {
+	if own := h.job(t, lastAttempt(again)); own.Labels["run"] != "7" || again.Labels["run"] != "7" {
 		t.Fatalf("the resumption's labels: %v, want those of the job it resumes", again.Labels)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/joblog"
 	"github.com/e31network/e31/node/wire"
@@ -52,6 +53,12 @@ const (
 // (the provider stopped answering, the job ended without its logs coming
 // back) is an error wrapping ErrLogLost that says why; a job that has no
 // log to show is a conflict.
+//
+// Under the ID it was submitted with, a job's log is that of each of its
+// attempts in turn, each after a line that names it, and a follower goes
+// on from an attempt lost with its provider to its resumption; with
+// o.TailLines, only the last attempt's. Under an attempt's own ID, the log
+// is that attempt's.
 func (s *Submitter) Logs(ctx context.Context, id string, o api.LogOptions, w io.Writer) error {
 	stream := o.Stream
 	if stream == "" {
@@ -60,6 +67,88 @@ func (s *Submitter) Logs(ctx context.Context, id string, o api.LogOptions, w io.
 	if stream != wire.StreamStdout && stream != wire.StreamStderr {
 		return invalid(fmt.Errorf("stream %q: want %s or %s", stream, wire.StreamStdout, wire.StreamStderr))
 	}
+	j, err := s.jobs.find(id)
+	if err != nil {
+		return err
+	}
+	var root string
+	var auto bool
+	j.view(func(r *Record) {
+		root = r.Root
+		cp := r.Declaration.Output.Checkpoints
+		auto = cp != nil && cp.Resume == market.ResumeAuto
+	})
+	if root != "" {
+		return s.attemptLogs(ctx, j.id, stream, o, false, w)
+	}
+	chain := s.attempts(j)
+	if o.TailLines > 0 {
+		chain = chain[len(chain)-1:]
+	}
+	n := len(s.attempts(j)) - len(chain) + 1
+	cur := chain[0]
+	for {
+		err := s.attemptLogs(ctx, cur.id, stream, o, o.Follow && auto, w)
+		if err != nil && !errors.Is(err, ErrLogLost) && !errors.Is(err, ErrConflict) {
+			return err
+		}
+		next, nerr := s.nextAttempt(ctx, cur, o.Follow)
+		if nerr != nil {
+			return nerr
+		}
+		if next == nil {
+			if n > 1 && errors.Is(err, ErrConflict) {
+				return nil // an earlier attempt's log was shown
+			}
+			return err
+		}
+		if err != nil {
+			if _, werr := fmt.Fprintf(w, "e31: the rest of attempt %d's %s was lost: %v\n", n, stream, err); werr != nil {
+				return werr
+			}
+		}
+		n++
+		var from string
+		next.view(func(r *Record) {
+			if cp := r.Declaration.Output.Checkpoints; cp != nil {
+				from = cp.From
+			}
+		})
+		if from == "" {
+			from = "the beginning"
+		} else {
+			from = "checkpoint " + from
+		}
+		if _, err := fmt.Fprintf(w, "e31: attempt %d of job %s (%s), from %s\n", n, j.id, next.id, from); err != nil {
+			return err
+		}
+		cur = next
+	}
+}
+
+// nextAttempt returns the attempt that continues j, or nil when there is
+// none; with follow it waits for one that is due (resumeDue).
+func (s *Submitter) nextAttempt(ctx context.Context, j *jobTracker, follow bool) (*jobTracker, error) {
+	for {
+		var next string
+		var due bool
+		j.view(func(r *Record) { next, due = r.Next, r.resumeDue() })
+		if next != "" {
+			return s.jobs.get(next), nil
+		}
+		if !due || !follow {
+			return nil, nil
+		}
+		if err := pause(ctx, logPause); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// attemptLogs is Logs for one attempt. patient, a follower waits out a
+// provider that stops answering until the attempt ends (its job is resumed
+// when the provider is lost) instead of giving up after logRetries.
+func (s *Submitter) attemptLogs(ctx context.Context, id, stream string, o api.LogOptions, patient bool, w io.Writer) error {
 	var cur joblog.Cursor
 	failures := 0
 	for {
@@ -123,8 +212,14 @@ func (s *Submitter) Logs(ctx context.Context, id string, o api.LogOptions, w io.
 			continue
 		case err != nil:
 			failures++
-			if failures >= logRetries {
-				return fmt.Errorf("%w: provider %s stopped answering: %v", ErrLogLost, provider, err)
+			if failures == logRetries {
+				if !patient {
+					return fmt.Errorf("%w: provider %s stopped answering: %v", ErrLogLost, provider, err)
+				}
+				// The follower is told once, and waits for the resumption.
+				if _, werr := fmt.Fprintf(w, "e31: provider %s stopped answering (%v); job %s resumes from its last checkpoint once the provider counts as lost\n", provider, err, jobID); werr != nil {
+					return werr
+				}
 			}
 			if err := pause(ctx, logPause); err != nil {
 				return err

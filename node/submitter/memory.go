@@ -116,21 +116,19 @@ func (reg *registry) load(id string) *jobTracker {
 	return j
 }
 
-// storedJobs lists the jobs that are in the store only.
-func (reg *registry) storedJobs() []api.Job {
+// storedRecords lists the records of the jobs that are in the store only.
+func (reg *registry) storedRecords() []versioned {
 	reg.mu.Lock()
 	stored := maps.Clone(reg.ended)
 	reg.mu.Unlock()
-	var out []api.Job
+	var out []versioned
 	err := reg.d.Records.Each(state.PrefixJob, func(b []byte) error {
 		var r Record
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil // a record that does not decode was reported by Recover
 		}
 		if _, ok := stored[r.ID]; ok {
-			a := r.API()
-			a.Version = reg.versionBase
-			out = append(out, a)
+			out = append(out, versioned{r, reg.versionBase})
 		}
 		return nil
 	})

@@ -10,11 +10,36 @@ import (
 	"github.com/ipfs/go-cid"
 )
 
-// Jobs lists this node's jobs, oldest first.
+// Jobs lists this node's jobs, oldest first: each under the ID it was
+// submitted with, shown as its last attempt (attempts.go).
 func (s *Submitter) Jobs() []api.Job {
-	out, stored := s.jobs.listed()
+	recs, stored := s.jobs.listed()
 	if stored {
-		out = append(out, s.jobs.storedJobs()...)
+		recs = append(recs, s.jobs.storedRecords()...)
+	}
+	byID := make(map[string]*versioned, len(recs))
+	for i := range recs {
+		byID[recs[i].rec.ID] = &recs[i]
+	}
+	out := make([]api.Job, 0, len(recs))
+	for i := range recs {
+		first := &recs[i]
+		if first.rec.Root != "" {
+			continue // an attempt after the first: shown within its job
+		}
+		chain := []Record{first.rec}
+		last := first
+		for n := last.rec.Next; n != "" && len(chain) < maxAttempts; n = last.rec.Next {
+			next, ok := byID[n]
+			if !ok {
+				break
+			}
+			chain = append(chain, next.rec)
+			last = next
+		}
+		j := merged(chain)
+		j.Version = mergedVersion(last.version, len(chain))
+		out = append(out, j)
 	}
 	slices.SortFunc(out, func(a, b api.Job) int {
 		if c := a.Submitted.Compare(b.Submitted); c != 0 {
@@ -25,13 +50,39 @@ func (s *Submitter) Jobs() []api.Job {
 	return out
 }
 
-// Job returns one job by its ID or a unique prefix of it.
+// Attempts lists every attempt of this node's jobs on its own, oldest
+// first: each as Job shows it under its own ID.
+func (s *Submitter) Attempts() []api.Job {
+	recs, stored := s.jobs.listed()
+	if stored {
+		recs = append(recs, s.jobs.storedRecords()...)
+	}
+	out := make([]api.Job, 0, len(recs))
+	for i := range recs {
+		j := recs[i].rec.API()
+		j.Version = recs[i].version
+		j.Root = recs[i].rec.Root
+		out = append(out, j)
+	}
+	slices.SortFunc(out, func(a, b api.Job) int {
+		if c := a.Submitted.Compare(b.Submitted); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+// Job returns one job by its ID or a unique prefix of it: under the ID it
+// was submitted with, the job through all its attempts; under an
+// attempt's own, that attempt.
 func (s *Submitter) Job(id string) (api.Job, error) {
-	j, err := s.jobs.find(id)
+	out, _, err := s.view(id, 0, true)
 	if err != nil {
 		return api.Job{}, err
 	}
-	return j.api(), nil
+	s.withHeld(s.ctx, &out)
+	return out, nil
 }
 
 // WaitJob returns a job once it is at another version than seen, or has
@@ -40,15 +91,19 @@ func (s *Submitter) Job(id string) (api.Job, error) {
 // it is made instead of on its next poll. At ctx's end it returns the job as
 // it is, without error. A change is counted as it is made in memory, before
 // it is on disk, and a change that left the job as it was may count too:
-// a follower may be woken to find nothing new.
+// a follower may be woken to find nothing new. A job followed under the ID
+// it was submitted with is followed through its attempts: one lost with
+// its provider and due to be resumed is queued, not ended.
 func (s *Submitter) WaitJob(ctx context.Context, id string, seen uint64) (api.Job, error) {
 	for {
-		j, err := s.jobs.find(id)
+		out, changed, err := s.view(id, seen, ctx.Err() != nil)
 		if err != nil {
 			return api.Job{}, err
 		}
-		out, changed := j.next(seen, ctx.Err() != nil)
 		if changed == nil {
+			if out.State.Terminal() {
+				s.withHeld(ctx, &out)
+			}
 			return out, nil
 		}
 		select {
@@ -64,26 +119,29 @@ func (s *Submitter) Counts() map[api.JobState]int {
 }
 
 // Output returns the CID of a job's output (or last checkpoint), with the
-// job's full ID.
+// job's full ID: for a job with several attempts, its last attempt's
+// output, or the last checkpoint any attempt took.
 func (s *Submitter) Output(id string, checkpoint bool) (jobID string, root cid.Cid, err error) {
-	j, err := s.jobs.find(id)
+	j, _, err := s.view(id, 0, true)
 	if err != nil {
 		return "", cid.Undef, err
 	}
-	r := j.snapshot()
-	which, what := r.Output, "output"
+	which, what := j.Output, "output"
 	if checkpoint {
-		which, what = r.Checkpoint, "checkpoint"
+		which, what = j.Checkpoint, "checkpoint"
 	}
-	jobID, st := r.ID, r.State
 	if which == "" {
-		return jobID, cid.Undef, conflict(fmt.Errorf("job %s has no %s yet (state %s)", jobID, what, st))
+		why := fmt.Sprintf("state %s", j.State)
+		if j.Reason != "" && j.State == api.JobQueued && len(j.Attempts) > 0 {
+			why = j.Reason
+		}
+		return j.ID, cid.Undef, conflict(fmt.Errorf("job %s has no %s yet (%s)", j.ID, what, why))
 	}
 	c, err := cid.Decode(which)
 	if err != nil {
-		return jobID, cid.Undef, fmt.Errorf("job %s %s %q: %w", jobID, what, which, err)
+		return j.ID, cid.Undef, fmt.Errorf("job %s %s %q: %w", j.ID, what, which, err)
 	}
-	return jobID, c, nil
+	return j.ID, c, nil
 }
 
 // FullID resolves a job ID prefix; an unknown one is returned as given.

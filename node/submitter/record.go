@@ -21,17 +21,25 @@ type Record struct {
 	// labels, taken out of what is broadcast).
 	Labels map[string]string `json:"labels,omitempty"`
 	// Sources are the declaration's data sources as the user gave them.
-	Sources     []string           `json:"sources,omitempty"`
-	ResumeOf    string             `json:"resume_of,omitempty"`
-	State       api.JobState       `json:"state"`
-	Outcome     ledger.Outcome     `json:"outcome,omitempty"`
-	Attribution ledger.Attribution `json:"attribution,omitempty"`
-	Reason      string             `json:"reason,omitempty"`
-	ExitCode    *int               `json:"exit_code,omitempty"`
-	Lease       *wire.SignedLease  `json:"lease,omitempty"`
-	Steps       []api.Step         `json:"steps"`
-	Output      string             `json:"output,omitempty"`
-	Skipped     []string           `json:"skipped,omitempty"` // left out of the output, and why
+	Sources  []string `json:"sources,omitempty"`
+	ResumeOf string   `json:"resume_of,omitempty"`
+	// Root is the job as its user submitted it, for an attempt that
+	// resumes it (attempts.go); empty for the job as submitted. Next is
+	// the attempt that continues this one, once submitted.
+	Root string `json:"root,omitempty"`
+	Next string `json:"next,omitempty"`
+	// ResumeFailed says why an automatic resumption due to this attempt
+	// could not be submitted: the job ends with this attempt.
+	ResumeFailed string             `json:"resume_failed,omitempty"`
+	State        api.JobState       `json:"state"`
+	Outcome      ledger.Outcome     `json:"outcome,omitempty"`
+	Attribution  ledger.Attribution `json:"attribution,omitempty"`
+	Reason       string             `json:"reason,omitempty"`
+	ExitCode     *int               `json:"exit_code,omitempty"`
+	Lease        *wire.SignedLease  `json:"lease,omitempty"`
+	Steps        []api.Step         `json:"steps"`
+	Output       string             `json:"output,omitempty"`
+	Skipped      []string           `json:"skipped,omitempty"` // left out of the output, and why
 	// ProviderKeeps is when the provider releases its copy of the output
 	// and checkpoints; this node keeps its own until they are removed.
 	ProviderKeeps time.Time `json:"provider_keeps,omitzero"`

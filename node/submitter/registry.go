@@ -138,14 +138,22 @@ func (reg *registry) fullID(id string) string {
 	return id
 }
 
-// listed renders the jobs in memory for the API, and says whether any are
-// in the store only.
-func (reg *registry) listed() (out []api.Job, stored bool) {
+// versioned is a copy of a job's record with its version.
+type versioned struct {
+	rec     Record
+	version uint64
+}
+
+// listed copies the records of the jobs in memory, with their versions,
+// and says whether any are in the store only.
+func (reg *registry) listed() (out []versioned, stored bool) {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
-	out = make([]api.Job, 0, len(reg.jobs)+len(reg.ended))
+	out = make([]versioned, 0, len(reg.jobs)+len(reg.ended))
 	for _, j := range reg.jobs {
-		out = append(out, j.api())
+		j.mu.Lock()
+		out = append(out, versioned{j.rec.copy(), j.versionBase + j.version})
+		j.mu.Unlock()
 	}
 	return out, len(reg.ended) > 0
 }
@@ -172,7 +180,7 @@ func (reg *registry) restore(recs []*Record) {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
 	for _, r := range recs {
-		if r.terminal() {
+		if r.terminal() && !r.resumeDue() {
 			// Ended before this start: listed from the store, loaded
 			// when asked for.
 			reg.ended[r.ID] = r.State
@@ -212,6 +220,12 @@ func (s *Submitter) Recover() error {
 		}
 		if p, err := peer.Decode(r.Lease.Terms.Provider); err == nil {
 			grants = append(grants, grant{p, r.contentRoots()})
+		}
+	}
+	// Chains of attempts left half-linked are mended first, on disk too.
+	for _, r := range linkAttempts(recs) {
+		if err := s.d.Records.Put(state.PrefixJob, r.ID, r); err != nil {
+			return fmt.Errorf("link the attempts of job %s: %w", r.root(), err)
 		}
 	}
 	s.jobs.restore(recs)

@@ -27,25 +27,66 @@ import (
 // local inputs, signs it and broadcasts it. Nothing is broadcast for a
 // declaration that fails any check.
 func (s *Submitter) Submit(ctx context.Context, req api.SubmitRequest, progress content.Progress) (api.Job, error) {
-	var decl market.Declaration
-	resumeOf := req.ResumeOf
-	if resumeOf != "" {
-		of := s.jobs.get(resumeOf)
-		if of == nil {
-			return api.Job{}, fmt.Errorf("job %s: %w", resumeOf, ErrNotFound)
+	if req.ResumeOf != "" {
+		return s.resume(ctx, req.ResumeOf, req.FromStart, false)
+	}
+	decl, err := market.DecodeDeclaration(req.Declaration)
+	if err != nil {
+		s.d.Metrics.Rejected.Inc()
+		return api.Job{}, invalid(err)
+	}
+	return s.submit(ctx, decl, nil, progress)
+}
+
+// errNotResumable: the attempt was resumed already, or is not to be.
+var errNotResumable = errors.New("not to be resumed")
+
+// resume submits the next attempt of a job: its last attempt's (with
+// exact, that of the attempt named, which must still be the last),
+// continued from its last checkpoint or, with fromStart, run again. It
+// returns the job, under the ID it was submitted with.
+func (s *Submitter) resume(ctx context.Context, id string, fromStart, exact bool) (api.Job, error) {
+	s.resuming.Lock()
+	defer s.resuming.Unlock()
+	of := s.jobs.get(id)
+	if of == nil {
+		return api.Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	if exact {
+		var failed string
+		of.view(func(r *Record) { failed = r.ResumeFailed })
+		if failed != "" {
+			return api.Job{}, fmt.Errorf("attempt %s: %w: %s", id, errNotResumable, failed)
 		}
-		d, err := of.resumption(req.FromStart)
-		if err != nil {
-			return api.Job{}, err
+	}
+	if last := s.lastAttempt(of); last != of {
+		if exact {
+			return api.Job{}, fmt.Errorf("attempt %s: %w as %s", id, errNotResumable, last.id)
 		}
-		decl = d
-	} else {
-		d, err := market.DecodeDeclaration(req.Declaration)
-		if err != nil {
-			s.d.Metrics.Rejected.Inc()
-			return api.Job{}, invalid(err)
-		}
-		decl = d
+		of = last
+	}
+	decl, err := of.resumption(fromStart)
+	if err != nil {
+		return api.Job{}, err
+	}
+	parent := of.snapshot()
+	next, err := s.submit(ctx, decl, &parent, nil)
+	if err != nil {
+		return api.Job{}, err
+	}
+	// The new attempt is on disk (submit writes it before it broadcasts);
+	// a stop before this link is mended at the next start (linkAttempts).
+	of.change(func(r *Record) error { r.Next = next.ID; return nil })
+	out, _, err := s.view(parent.root(), 0, true)
+	return out, err
+}
+
+// submit checks, imports, signs and broadcasts a declaration: a new job,
+// or with parent the next attempt of parent's job.
+func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent *Record, progress content.Progress) (api.Job, error) {
+	resumeOf := ""
+	if parent != nil {
+		resumeOf = parent.ID
 	}
 	if err := s.resolveJobSources(&decl); err != nil {
 		s.d.Metrics.Rejected.Inc()
@@ -75,10 +116,8 @@ func (s *Submitter) Submit(ctx context.Context, req api.SubmitRequest, progress 
 	// broadcast. A resumption keeps those of the job it resumes.
 	labels := decl.Labels
 	decl.Labels = nil
-	if labels == nil && resumeOf != "" {
-		if parent := s.jobs.get(resumeOf); parent != nil {
-			labels = maps.Clone(parent.snapshot().Labels)
-		}
+	if labels == nil && parent != nil {
+		labels = maps.Clone(parent.Labels)
 	}
 	sources, err := importer{&s.parts}.exact(ctx, &decl, progress)
 	if err != nil {
@@ -111,10 +150,9 @@ func (s *Submitter) Submit(ctx context.Context, req api.SubmitRequest, progress 
 			return api.Job{}, fmt.Errorf("pin %s: %w", c, err)
 		}
 	}
-	if resumeOf != "" {
-		if parent := s.jobs.get(resumeOf); parent != nil {
-			rec.Resumes = parent.snapshot().Resumes + 1
-		}
+	if parent != nil {
+		rec.Resumes = parent.Resumes + 1
+		rec.Root = parent.root()
 	}
 	j := newJobTracker(&s.parts, rec)
 	snap := j.snapshot()
@@ -255,6 +293,11 @@ func (j *jobTracker) resumption(fromStart bool) (market.Declaration, error) {
 		return market.Declaration{}, invalid(fmt.Errorf("job %s declares no checkpoints to resume from; e31 resume --from-start %s runs it again from the beginning", of, of))
 	}
 	d := r.Declaration
+	if r.Checkpoint == "" && cp.From != "" {
+		// A resumption lost before a checkpoint of its own: the next
+		// starts from the same one.
+		return d, d.Validate()
+	}
 	if r.Checkpoint == "" {
 		if !r.Resumed {
 			return market.Declaration{}, conflict(fmt.Errorf("job %s has no checkpoint yet; e31 resume --from-start %s runs it again from the beginning", of, of))
@@ -304,7 +347,43 @@ func (s *Submitter) Withdraw(ctx context.Context, id string) (api.Job, error) {
 	if j == nil {
 		return api.Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
 	}
-	return j.withdraw(ctx)
+	// A job is withdrawn as its last attempt; an attempt named by its own
+	// ID is that one.
+	var root string
+	j.view(func(r *Record) { root = r.Root })
+	if root != "" {
+		return j.withdraw(ctx)
+	}
+	if err := s.withdrawLast(ctx, j); err != nil {
+		return api.Job{}, err
+	}
+	out, _, err := s.view(id, 0, true)
+	return out, err
+}
+
+// withdrawLast withdraws the last attempt of the job first is the first
+// attempt of; one lost with its provider and due to be resumed is not
+// resumed.
+func (s *Submitter) withdrawLast(ctx context.Context, first *jobTracker) error {
+	s.resuming.Lock()
+	last := s.lastAttempt(first)
+	err := last.update(func(r *Record) error {
+		if !r.resumeDue() {
+			return errSkip
+		}
+		r.ResumeFailed = "withdrawn before it was resumed"
+		r.Reason += "; withdrawn before it was resumed"
+		return nil
+	})
+	s.resuming.Unlock()
+	if err == nil {
+		return nil
+	}
+	if err != errSkip {
+		return err
+	}
+	_, err = last.withdraw(ctx)
+	return err
 }
 
 // withdraw withdraws the job (Withdraw): its record first, then the

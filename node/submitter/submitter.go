@@ -73,6 +73,7 @@ type (
 		RecordDispute(ctx context.Context, lease string, ours, theirs ledger.Receipt) (ledger.Entry, error)
 		Lease(ctx context.Context, lease string) (ledger.LeaseRecord, error)
 		ByLease(ctx context.Context, lease string) ([]ledger.Entry, error)
+		HeldByJobs(ctx context.Context, policy ledger.Policy, jobs ...string) (ledger.JobHeld, error)
 	}
 	// Caller sends a request over a direct stream and reads the reply.
 	Caller interface {
@@ -222,6 +223,11 @@ type Submitter struct {
 	pass uint64
 
 	stage stageState // reservations and holders, for staging from many sources
+
+	// resuming orders the resumptions of jobs, so that an attempt is
+	// continued by one attempt at most. An ordering lock, held across a
+	// resumption's submit.
+	resuming sync.Mutex
 }
 
 // New returns a submitter; Recover loads what a previous run left.
@@ -263,6 +269,7 @@ func (s *Submitter) Start() {
 	s.tasks.Go(func() { s.watchProviders(s.ctx) })
 	s.tasks.Go(func() { s.requeueLoop(s.ctx) })
 	s.tasks.Go(func() { s.evictLoop(s.ctx) })
+	s.tasks.Go(func() { s.resumeDueAtStart(s.ctx) })
 }
 
 // Joined records that another provider's offer arrived: silence of a

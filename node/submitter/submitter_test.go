@@ -289,8 +289,19 @@ func TestWatchEndsASilentProvidersLease(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
 		j := h.job(t, r.ID)
-		if j.State != api.JobReleased || j.Outcome != string(ledger.OutcomeProviderLost) || j.Attribution != string(ledger.AttributionProvider) {
-			t.Fatalf("after 32s of silence the job is %s %s/%s", j.State, j.Outcome, j.Attribution)
+		if len(j.Attempts) != 2 {
+			t.Fatalf("after 32s of silence the job has %d attempts: %+v", len(j.Attempts), j.Attempts)
+		}
+		if a := j.Attempts[0]; a.State != api.JobReleased || a.Outcome != string(ledger.OutcomeProviderLost) || a.Attribution != string(ledger.AttributionProvider) {
+			t.Fatalf("after 32s of silence the first attempt is %s %s/%s", a.State, a.Outcome, a.Attribution)
+		}
+		// The job goes on as its resumption, under the ID it was submitted
+		// with.
+		if a := j.Attempts[1]; j.State != api.JobQueued || a.State != api.JobQueued || j.ID != r.ID || a.ID == r.ID {
+			t.Fatalf("after 32s of silence the job is %s, its second attempt %+v", j.State, a)
+		}
+		if own := h.job(t, j.Attempts[1].ID); own.Root != r.ID || own.ResumeOf != r.ID {
+			t.Fatalf("the second attempt by its own ID: root %q, resume of %q", own.Root, own.ResumeOf)
 		}
 		if n := h.gossip.count(wire.KindRelease); n != 1 {
 			t.Fatalf("%d releases announced", n)
@@ -304,9 +315,8 @@ func TestWatchEndsASilentProvidersLease(t *testing.T) {
 		if rec := oneSided[0]; rec.Signer != ledger.SignerSubmitter || rec.Outcome != ledger.OutcomeProviderLost || !rec.HeldUntil.Equal(start) || rec.Verify() != nil {
 			t.Fatalf("one-sided record %+v (verify %v)", rec, rec.Verify())
 		}
-		jobs := h.s.Jobs()
-		if len(jobs) != 2 || jobs[1].ResumeOf != r.ID || jobs[1].State != api.JobQueued {
-			t.Fatalf("no automatic resumption queued: %+v", jobs)
+		if jobs := h.s.Jobs(); len(jobs) != 1 || jobs[0].ID != r.ID || len(jobs[0].Attempts) != 2 {
+			t.Fatalf("the list does not show one job with two attempts: %+v", jobs)
 		}
 		cancel()
 		<-done

@@ -3,6 +3,7 @@ package submitter
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -213,12 +214,30 @@ func (s *Submitter) autoResume(ctx context.Context, id string) {
 	if j == nil || !j.claimResume() {
 		return
 	}
-	r, err := s.Submit(ctx, api.SubmitRequest{ResumeOf: id}, nil)
-	if err != nil {
+	s.resumeAttempt(ctx, id)
+}
+
+// resumeAttempt submits the automatic resumption of an attempt whose claim
+// is on disk, unless it was resumed already. A resumption that cannot be
+// submitted is recorded on the attempt: the job ends there, and the reason
+// says so.
+func (s *Submitter) resumeAttempt(ctx context.Context, id string) {
+	r, err := s.resume(ctx, id, false, true)
+	switch {
+	case errors.Is(err, errNotResumable):
+		return
+	case err != nil:
 		s.log.Warn("automatic resume", "job", id, "err", err)
+		if j := s.jobs.get(id); j != nil {
+			j.change(func(r *Record) error {
+				r.ResumeFailed = err.Error()
+				r.Reason += "; not resumed: " + err.Error()
+				return nil
+			})
+		}
 		return
 	}
-	s.log.Info("resumed after losing its provider", "job", id, "as", r.ID)
+	s.log.Info("resumed after losing its provider", "job", r.ID, "attempt", len(r.Attempts), "as", r.Attempts[len(r.Attempts)-1].ID)
 }
 
 // claimResume records, once, that the job lost with its provider is
@@ -241,6 +260,10 @@ func (j *jobTracker) claimResume() bool {
 	if err != nil {
 		// Not on disk: resuming now could resume twice after a restart.
 		j.log.Warn("automatic resume not recorded; not resuming", "job", j.id, "err", err)
+		j.change(func(r *Record) error {
+			r.ResumeFailed = "the resumption could not be recorded: " + err.Error()
+			return nil
+		})
 		return false
 	}
 	return true

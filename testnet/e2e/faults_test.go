@@ -238,37 +238,25 @@ func TestResumeOfAResumption(t *testing.T) {
 	d.Output.Checkpoints = &market.Checkpoints{Path: "/ckpt", Every: market.Duration(500), Resume: market.ResumeAuto, MaxResumes: 3}
 	j := submit(t, sub, d)
 	for round := 0; round < 2; round++ {
-		j = waitJob(t, sub, j.ID, 60*time.Second, "a checkpoint", func(j api.Job) bool { return j.State == api.JobRunning && j.Checkpoint != "" })
+		j = waitJob(t, sub, j.ID, 60*time.Second, "a checkpoint", func(j api.Job) bool {
+			return j.State == api.JobRunning && len(j.Attempts) == round+1 && j.Attempts[round].Checkpoint != ""
+		})
 		victim := nodeIndex(t, c, j.Provider)
 		if err := c.Kill(victim); err != nil {
 			t.Fatal(err)
 		}
-		waitJob(t, sub, j.ID, 30*time.Second, "provider-lost", released)
+		// The automatic resumption of this job: its next attempt, under
+		// the same ID.
+		j = waitJob(t, sub, j.ID, 30*time.Second, "the next attempt", func(j api.Job) bool { return len(j.Attempts) == round+2 })
+		if lost := j.Attempts[round]; lost.Outcome != "provider-lost" || j.Attempts[round+1].StartedFrom != lost.Checkpoint {
+			t.Fatalf("round %d: attempt %+v, the next starts from %q", round, lost, j.Attempts[round+1].StartedFrom)
+		}
 		if err := c.Restart(context.Background(), victim); err != nil {
 			t.Fatal(err)
 		}
-		// The automatic resumption of this job.
-		next := ""
-		deadline := time.Now().Add(30 * time.Second)
-		for next == "" {
-			jobs, err := sub.Jobs(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range jobs {
-				if r.ResumeOf == j.ID {
-					next = r.ID
-				}
-			}
-			if next == "" && time.Now().After(deadline) {
-				t.Fatalf("round %d: job %s was not resumed", round, j.ID)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		j, _ = sub.Job(context.Background(), next)
 	}
 	j = waitJob(t, sub, j.ID, 90*time.Second, "the second resumption to end", released)
-	if j.Outcome != "completed" {
+	if j.Outcome != "completed" || len(j.Attempts) != 3 {
 		t.Fatalf("second resumption ended %s (%s)", j.Outcome, j.Reason)
 	}
 }

@@ -393,7 +393,7 @@ func TestPartitionNoDoubleLease(t *testing.T) {
 	// what the submitter says; no GPU is in two leases at once.
 	byID := map[string]api.Job{}
 	for _, sub := range submitters {
-		list, err := c.Client(sub).Jobs(ctx)
+		list, err := c.Client(sub).Attempts(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -686,7 +686,7 @@ func TestSoak(t *testing.T) {
 			why, len(stuck), n, err, describeJobs(c, byID, stuck, 5))
 	}
 	for {
-		list, err := sub.Jobs(ctxW)
+		list, err := sub.Attempts(ctxW)
 		if err == nil {
 			clear(byID)
 			for _, j := range list {

@@ -1,0 +1,270 @@
+package submitter
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+)
+
+// A job a user submits keeps its ID for its whole life. Each run of it is
+// an attempt: the job as submitted is the first, and each resumption
+// (automatic after a lost provider, or e31 resume) is another, with its own
+// ID on the network, its own signed declaration, lease and receipts. The
+// attempts are chained: each names the job as submitted (Record.Root) and
+// the attempt before it (ResumeOf), and each that was resumed names the
+// attempt that continues it (Next). Asked for by the ID it was submitted
+// under, a job is shown as its last attempt, with the list of them all
+// (merged); asked for by an attempt's own ID, that attempt alone.
+
+// maxAttempts bounds a walk of a chain, against a damaged store that
+// links one in a loop; a declaration's max_resumes is far below it.
+const maxAttempts = 1 << 10
+
+// root is the ID of the job this attempt belongs to, as its user
+// submitted it.
+func (r *Record) root() string {
+	if r.Root != "" {
+		return r.Root
+	}
+	return r.ID
+}
+
+// resumeDue reports whether this attempt ended with its provider lost and
+// is to be resumed automatically, and has not been yet: the job it belongs
+// to goes on.
+func (r *Record) resumeDue() bool {
+	cp := r.Declaration.Output.Checkpoints
+	return r.terminal() && r.Outcome == ledger.OutcomeProviderLost && r.Next == "" && r.ResumeFailed == "" &&
+		cp != nil && cp.Resume == market.ResumeAuto && r.Resumes < cp.MaxResumes
+}
+
+// attempt renders the record as attempt n of its job.
+func (r *Record) attempt(n int) api.Attempt {
+	a := api.Attempt{N: n, ID: r.ID, State: r.State, Outcome: string(r.Outcome), Attribution: string(r.Attribution),
+		Reason: r.Reason, Submitted: r.Submitted.UTC(), Checkpoint: r.Checkpoint, Output: r.Output}
+	if cp := r.Declaration.Output.Checkpoints; cp != nil {
+		a.StartedFrom = cp.From
+	}
+	if r.Lease != nil {
+		a.Provider, a.Lease = r.Lease.Terms.Provider, r.Lease.Terms.ID
+	}
+	if t := r.stepAt(api.StepRent); !t.IsZero() {
+		a.From = &t
+	}
+	if t := r.stepAt(api.StepRelease); !t.IsZero() {
+		a.To = &t
+	}
+	if a.Reason == "" && !r.terminal() {
+		a.Reason = r.Wait
+	}
+	return a
+}
+
+// merged renders a job from its attempts' records, first to last: the
+// last attempt's state, steps, provider and output under the ID, name,
+// labels and submission time of the first.
+func merged(chain []Record) api.Job {
+	first, last := &chain[0], &chain[len(chain)-1]
+	out := last.API()
+	out.ID, out.Name, out.Submitted, out.ResumeOf = first.ID, first.Declaration.Name, first.Submitted.UTC(), ""
+	out.Labels = maps.Clone(first.Labels)
+	out.Attempts = make([]api.Attempt, len(chain))
+	for i := range chain {
+		out.Attempts[i] = chain[i].attempt(i + 1)
+		if out.Checkpoint == "" && chain[i].Checkpoint != "" {
+			out.Checkpoint = chain[i].Checkpoint
+		}
+	}
+	for i := len(chain) - 1; i >= 0 && out.Checkpoint == ""; i-- {
+		out.Checkpoint = chain[i].Checkpoint
+	}
+	if last.resumeDue() {
+		from := "the beginning"
+		if out.Checkpoint != "" {
+			from = "checkpoint " + out.Checkpoint
+		}
+		out.State, out.Outcome, out.Attribution, out.ExitCode = api.JobQueued, "", "", nil
+		out.Provider, out.Lease, out.GPUs = "", "", []string{}
+		out.Reason = fmt.Sprintf("resuming: attempt %d ended %s (%s); attempt %d starts from %s",
+			len(chain), last.Outcome, last.Reason, len(chain)+1, from)
+	}
+	return out
+}
+
+// mergedVersion is the version of a job whose last attempt, the n-th, is
+// at version v: it changes with every change of the last attempt and with
+// every attempt added.
+func mergedVersion(v uint64, n int) uint64 { return v + uint64(n-1)<<32 }
+
+// attempts returns the trackers of a job's attempts, first to last, from
+// the tracker of its first.
+func (s *Submitter) attempts(first *jobTracker) []*jobTracker {
+	out := []*jobTracker{first}
+	seen := map[string]bool{first.id: true}
+	for cur := first; len(out) < maxAttempts; {
+		var next string
+		cur.view(func(r *Record) { next = r.Next })
+		if next == "" || seen[next] {
+			break
+		}
+		n := s.jobs.get(next)
+		if n == nil {
+			break
+		}
+		seen[next] = true
+		out = append(out, n)
+		cur = n
+	}
+	return out
+}
+
+// lastAttempt returns the tracker of the last attempt of the job j belongs
+// to.
+func (s *Submitter) lastAttempt(j *jobTracker) *jobTracker {
+	var root string
+	j.view(func(r *Record) { root = r.root() })
+	first := j
+	if root != j.id {
+		if f := s.jobs.get(root); f != nil {
+			first = f
+		}
+	}
+	chain := s.attempts(first)
+	return chain[len(chain)-1]
+}
+
+// view returns a job as the API shows it (an attempt's own ID: that
+// attempt; the ID it was submitted under: the whole job, merged) when it
+// is at another version than seen, has ended, or done is set; otherwise a
+// channel closed at its next change.
+func (s *Submitter) view(id string, seen uint64, done bool) (api.Job, <-chan struct{}, error) {
+	j, err := s.jobs.find(id)
+	if err != nil {
+		return api.Job{}, nil, err
+	}
+	var root string
+	j.view(func(r *Record) { root = r.Root })
+	if root != "" {
+		out, changed := j.next(seen, done)
+		out.Root = root
+		return out, changed, nil
+	}
+	for tries := 0; ; tries++ {
+		chain := s.attempts(j)
+		recs := make([]Record, 0, len(chain))
+		for _, a := range chain[:len(chain)-1] {
+			recs = append(recs, a.snapshot())
+		}
+		// An attempt added while the chain was read: read it again (a
+		// few times at most; then the chain as read stands).
+		out, changed, ok := chain[len(chain)-1].nextMerged(recs, seen, done || tries >= 3)
+		if ok {
+			return out, changed, nil
+		}
+	}
+}
+
+// nextMerged is next for the last of a job's attempts, whose earlier ones
+// are before: the job merged, when its version is not seen, it has ended or
+// left memory, or when done; else a channel closed at the attempt's next
+// change. It reports false when the attempt is no longer the last, unless
+// done.
+func (j *jobTracker) nextMerged(before []Record, seen uint64, done bool) (api.Job, <-chan struct{}, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.rec.Next != "" && !done {
+		return api.Job{}, nil, false
+	}
+	chain := append(before, j.rec.copy())
+	out := merged(chain)
+	out.Version = mergedVersion(j.versionBase+j.version, len(chain))
+	if out.Version != seen || out.State.Terminal() || done || j.evicted {
+		return out, nil, true
+	}
+	if j.changed == nil {
+		j.changed = make(chan struct{})
+	}
+	return api.Job{}, j.changed, true
+}
+
+// withHeld adds to a job what the leases of its attempts held, from the
+// ledger.
+func (s *Submitter) withHeld(ctx context.Context, j *api.Job) {
+	ids := []string{j.ID}
+	if len(j.Attempts) > 0 {
+		ids = ids[:0]
+		for _, a := range j.Attempts {
+			ids = append(ids, a.ID)
+		}
+	}
+	h, err := s.d.Ledger.HeldByJobs(ctx, ledger.DefaultPolicy(), ids...)
+	if err != nil {
+		s.log.Warn("held time of a job", "job", j.ID, "err", err)
+		return
+	}
+	out := &api.Held{HeldMs: h.Held.Milliseconds(), Providers: make([]string, 0, len(h.Providers)),
+		GPUHours: h.GPUHours, OwedGPUHours: h.Owed, OneSidedGPUHours: h.OneSided}
+	for _, p := range h.Providers {
+		out.Providers = append(out.Providers, p.String())
+	}
+	j.Held = out
+}
+
+// linkAttempts mends the chains of attempts among the records a previous
+// run left: an attempt whose Next was not written before the daemon
+// stopped, or one written by a version that did not chain them. It returns
+// the records it changed, to be written back.
+func linkAttempts(recs []*Record) []*Record {
+	byID := make(map[string]*Record, len(recs))
+	for _, r := range recs {
+		byID[r.ID] = r
+	}
+	changed := map[string]*Record{}
+	var rootOf func(r *Record, depth int) string
+	rootOf = func(r *Record, depth int) string {
+		if r.Root != "" || r.ResumeOf == "" || depth >= maxAttempts {
+			return r.root()
+		}
+		parent := byID[r.ResumeOf]
+		if parent == nil {
+			return r.ResumeOf
+		}
+		return rootOf(parent, depth+1)
+	}
+	for _, r := range recs {
+		if r.ResumeOf == "" {
+			continue
+		}
+		if parent := byID[r.ResumeOf]; parent != nil && parent.Next == "" {
+			parent.Next = r.ID
+			changed[parent.ID] = parent
+		}
+		if r.Root == "" {
+			r.Root = rootOf(r, 0)
+			changed[r.ID] = r
+		}
+	}
+	return slices.Collect(maps.Values(changed))
+}
+
+// resumeDueAtStart submits the automatic resumptions that a previous run
+// owed and did not submit: it stopped between an attempt's loss and its
+// resumption (linkAttempts found no attempt that continues it).
+func (s *Submitter) resumeDueAtStart(ctx context.Context) {
+	for id, j := range s.jobs.live() {
+		var due, claimed bool
+		j.view(func(r *Record) { due, claimed = r.resumeDue(), r.Resumed })
+		switch {
+		case !due:
+		case claimed:
+			s.resumeAttempt(ctx, id)
+		default:
+			s.autoResume(ctx, id)
+		}
+	}
+}
