@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/testnet/cluster"
+	"github.com/e31network/e31/testnet/poll"
 )
 
 // trainJob is a training loop written the ordinary way, in Python without
@@ -38,68 +43,151 @@ with open("/out/final", "w") as f:
     f.write(str(step))
 `
 
-// A provider killed with -9 while a Python training job runs: the job,
-// declared resume: auto, continues on the other provider from the state it
-// saved at its own checkpoint path.
+// A provider killed with -9 while a Python training job runs, submitted as
+// a user does, with e31 submit --wait and followed with e31 logs -f: the
+// job, declared resume: auto, continues on the other provider from the
+// state it saved at its own checkpoint path, and keeps the ID it was
+// submitted with. --wait follows it into its second attempt and exits 0,
+// logs -f shows both attempts' lines, status lists both attempts.
 func TestAutoResumeContinuesTraining(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		t.Skip("no /usr/bin/python3 on this host for the sandbox's base root")
 	}
 	c := faultNet(t)
 	sub := c.Client(0)
-	d := market.NewDeclaration("train", []string{"python3", "-c", trainJob}, 1, market.Duration((5 * time.Minute).Milliseconds()), nil)
-	d.Request.Memory = 256 * market.MiB
-	d.Output.Checkpoints = &market.Checkpoints{Path: "/ckpt", Every: market.Duration(1000), Resume: market.ResumeAuto, MaxResumes: 2}
-	j := submit(t, sub, d)
-	before := ""
-	j = waitJob(t, sub, j.ID, 60*time.Second, "a checkpoint", func(j api.Job) bool { return j.Checkpoint != "" })
-	before = j.Checkpoint
-	j = waitJob(t, sub, j.ID, 30*time.Second, "a newer checkpoint", func(j api.Job) bool { return j.Checkpoint != before })
-	victim := nodeIndex(t, c, j.Provider)
-	if err := c.Kill(victim); err != nil {
+	api0 := c.Nodes[0].API
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	work := t.TempDir()
+	script := filepath.Join(work, "train.py")
+	if err := os.WriteFile(script, []byte(trainJob), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Restart(context.Background(), victim) })
-	j = waitJob(t, sub, j.ID, 30*time.Second, "provider-lost", released)
-	saved := checkpointStep(t, sub, j.ID)
+	out := filepath.Join(work, "out")
+	var waitOut, logsOut lockedBuffer
+	waitCmd := exec.CommandContext(ctx, bin.E31, "--api", api0, "submit", "--wait", "-o", out,
+		"--name", "train", "--gpus", "1", "--limit", "5m", "--memory", "256MiB",
+		"--checkpoint-path", "/ckpt", "--checkpoint-every", "1s", "--resume", "auto", "--max-resumes", "2",
+		"--input", script+":/code/train.py", "--", "python3", "/code/train.py")
+	waitCmd.Stdout, waitCmd.Stderr = &waitOut, &waitOut
+	if err := waitCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- waitCmd.Wait() }()
 
-	var resumed api.Job
-	waitJob(t, sub, j.ID, 10*time.Second, "its automatic resumption", func(api.Job) bool {
-		jobs, err := sub.Jobs(context.Background())
+	var id string
+	poll.Until(t, "the job to be listed", 30*time.Second, func() bool {
+		jobs, err := sub.Jobs(ctx)
 		if err != nil {
 			return false
 		}
-		for _, x := range jobs {
-			if x.ResumeOf == j.ID {
-				resumed = x
+		for _, j := range jobs {
+			if j.Name == "train" {
+				id = j.ID
 				return true
 			}
 		}
 		return false
 	})
-	resumed = waitJob(t, sub, resumed.ID, 90*time.Second, "the resumed job to end", released)
-	if resumed.Outcome != string(ledger.OutcomeCompleted) {
-		t.Fatalf("resumed job ended %s (%s)", resumed.Outcome, resumed.Reason)
-	}
-	out := filepath.Join(t.TempDir(), "out")
-	if _, err := sub.Get(context.Background(), resumed.ID, api.GetRequest{Dir: out}); err != nil {
+	logsCmd := exec.CommandContext(ctx, bin.E31, "--api", api0, "logs", "-f", id)
+	logsCmd.Stdout, logsCmd.Stderr = &logsOut, &logsOut
+	if err := logsCmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	logs, _ := os.ReadFile(filepath.Join(out, "stdout.log"))
-	if !strings.Contains(string(logs), "start at "+strconv.Itoa(saved)) || saved == 0 {
-		t.Fatalf("the resumed run did not start at its saved step %d: %q", saved, logs)
+	logsDone := make(chan error, 1)
+	go func() { logsDone <- logsCmd.Wait() }()
+
+	j := waitJob(t, sub, id, 60*time.Second, "a checkpoint", func(j api.Job) bool { return j.Checkpoint != "" })
+	before := j.Checkpoint
+	j = waitJob(t, sub, id, 30*time.Second, "a newer checkpoint", func(j api.Job) bool { return j.Checkpoint != before })
+	first := j.Attempts[len(j.Attempts)-1].ID
+	victim := nodeIndex(t, c, j.Provider)
+	if err := c.Kill(victim); err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Restart(context.Background(), victim) })
+
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("e31 submit --wait of a job that resumed itself: %v\n%s", err, waitOut.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("e31 submit --wait did not end\n%s", waitOut.String())
+	}
+	if s := waitOut.String(); !strings.Contains(s, "completed") || !strings.Contains(s, "2 attempts") || !strings.Contains(s, "attempt 2") {
+		t.Fatalf("e31 submit --wait output does not show the completed second attempt:\n%s", s)
+	}
+	j, err := sub.Job(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Outcome != string(ledger.OutcomeCompleted) || len(j.Attempts) != 2 || j.Attempts[0].ID != first {
+		t.Fatalf("job %s ended %s with attempts %+v, want completed on a second attempt after %s", id, j.Outcome, j.Attempts, first)
+	}
+	if a := j.Attempts[0]; a.Outcome != string(ledger.OutcomeProviderLost) {
+		t.Fatalf("first attempt ended %s, want %s", a.Outcome, ledger.OutcomeProviderLost)
+	}
+	if j.Held == nil || len(j.Held.Providers) != 2 {
+		t.Fatalf("held %+v, want time on 2 providers", j.Held)
+	}
+	select {
+	case err := <-logsDone:
+		if err != nil {
+			t.Fatalf("e31 logs -f: %v\n%s", err, logsOut.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("e31 logs -f did not end with the job\n%s", logsOut.String())
+	}
+	logs := logsOut.String()
+	second := strings.Index(logs, "e31: attempt 2 of job "+id)
+	if !strings.Contains(logs, "start at 0\n") || second < 0 {
+		t.Fatalf("e31 logs -f %s does not show both attempts:\n%s", id, logs)
+	}
+	var saved int
+	if _, err := fmt.Sscanf(logs[strings.Index(logs[second:], "start at ")+second:], "start at %d", &saved); err != nil || saved == 0 {
+		t.Fatalf("the second attempt did not start from a saved step (%d, %v):\n%s", saved, err, logs)
+	}
+
+	status, err := exec.CommandContext(ctx, bin.E31, "--api", api0, "status", id).CombinedOutput()
+	if err != nil {
+		t.Fatalf("e31 status %s: %v\n%s", id, err, status)
+	}
+	if !strings.Contains(string(status), first) || !strings.Contains(string(status), j.Attempts[1].ID) ||
+		!strings.Contains(string(status), string(ledger.OutcomeProviderLost)) || !strings.Contains(string(status), "held ") {
+		t.Fatalf("e31 status %s does not list both attempts and the time held:\n%s", id, status)
+	}
+
 	if b, _ := os.ReadFile(filepath.Join(out, "out", "final")); strings.TrimSpace(string(b)) != "16" {
 		t.Fatalf("final step %q", b)
 	}
-	// The resumed job's own checkpoint has the link it kept, as a link.
+	// The last attempt's own checkpoint has the link it kept, as a link.
 	ck := filepath.Join(t.TempDir(), "ck")
-	if _, err := sub.Get(context.Background(), resumed.ID, api.GetRequest{Dir: ck, Checkpoint: true}); err != nil {
+	if _, err := sub.Get(ctx, id, api.GetRequest{Dir: ck, Checkpoint: true}); err != nil {
 		t.Fatal(err)
 	}
 	if target, err := os.Readlink(filepath.Join(ck, "latest")); err != nil || target != "state.json" {
 		t.Fatalf("checkpoint link latest -> %q (%v)", target, err)
 	}
+}
+
+// lockedBuffer is a buffer a command writes to while a test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // checkpointStep reads the step a job's last checkpoint saved.
