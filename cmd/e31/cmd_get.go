@@ -14,6 +14,7 @@ import (
 type getOptions struct {
 	dir        string
 	checkpoint bool
+	attempt    int
 	json       bool
 }
 
@@ -24,7 +25,8 @@ func newGetCommand(g *globalOptions) *cobra.Command {
 		Short: "Write jobs' output (or their last checkpoint) into folders",
 		Long: `get writes what a job returned: DIR/out holds the declared output path's
 content, DIR/stdout.log and DIR/stderr.log the job's logs. With --checkpoint it
-writes the last checkpoint pulled from the provider instead. Given several
+writes the last checkpoint pulled from the provider instead. A resumed job
+gives its last attempt's; --attempt N an earlier one's. Given several
 jobs, it writes each into a folder of its own, DIR/<job> (DIR default .,
 each folder ./<job>-out), tries every job even when one fails, and fails
 naming those it could not write.`,
@@ -57,6 +59,7 @@ naming those it could not write.`,
 	}
 	cmd.Flags().StringVarP(&o.dir, "output", "o", "", "folder to write into; must be empty or absent (default ./<job>-out, or ./<job>-checkpoint); with several jobs, the folder that holds one folder a job")
 	cmd.Flags().BoolVar(&o.checkpoint, "checkpoint", false, "write the last checkpoint instead of the output")
+	cmd.Flags().IntVar(&o.attempt, "attempt", 0, "write what attempt N of a resumed job returned or checkpointed (1: the job as submitted; default the last; e31 status JOB lists them)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON (one object a job)")
 	return cmd
 }
@@ -78,7 +81,7 @@ func runGet(ctx context.Context, o getOptions, g *globalOptions, id string) erro
 	if err != nil {
 		return err
 	}
-	res, err := cl.Get(ctx, j.ID, api.GetRequest{Dir: abs, Checkpoint: o.checkpoint})
+	res, err := cl.Get(ctx, j.ID, api.GetRequest{Dir: abs, Checkpoint: o.checkpoint, Attempt: o.attempt})
 	if err != nil {
 		return err
 	}

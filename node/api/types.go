@@ -255,6 +255,10 @@ type SubmitEvent struct {
 type GetRequest struct {
 	Dir        string `json:"dir"`
 	Checkpoint bool   `json:"checkpoint"`
+	// Attempt picks one attempt of a resumed job by its number (1 for the
+	// job as submitted); 0 means the whole job, whose output and
+	// checkpoint are its last attempt's.
+	Attempt int `json:"attempt,omitempty"`
 }
 
 // GetResult says what was written.

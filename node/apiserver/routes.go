@@ -169,7 +169,7 @@ func (s *Server) get(r *http.Request) (any, error) {
 	if !filepath.IsAbs(req.Dir) {
 		return nil, badRequest(fmt.Errorf("output dir %q must be absolute", req.Dir))
 	}
-	_, c, err := s.cfg.Jobs.Output(r.PathValue("id"), req.Checkpoint)
+	_, c, err := s.cfg.Jobs.Output(r.PathValue("id"), req.Checkpoint, req.Attempt)
 	if err != nil {
 		return nil, err
 	}

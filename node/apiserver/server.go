@@ -45,7 +45,7 @@ type (
 		Job(id string) (api.Job, error)
 		WaitJob(ctx context.Context, id string, seen uint64) (api.Job, error)
 		Withdraw(ctx context.Context, id string) (api.Job, error)
-		Output(id string, checkpoint bool) (string, cid.Cid, error)
+		Output(id string, checkpoint bool, attempt int) (string, cid.Cid, error)
 		FullID(id string) string
 	}
 	// Content writes DAGs out of the local store (content.Store).

@@ -36,7 +36,7 @@ func TestFollowAcrossResumption(t *testing.T) {
 		if j.State != api.JobQueued || j.State.Terminal() || !strings.Contains(j.Reason, "resuming") || !strings.Contains(j.Reason, cp) {
 			t.Fatalf("a job due to be resumed: %s, %q", j.State, j.Reason)
 		}
-		if _, _, err := h.s.Output("lostjob", false); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "resuming") {
+		if _, _, err := h.s.Output("lostjob", false, 0); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "resuming") {
 			t.Fatalf("output of a job being resumed: %v", err)
 		}
 
@@ -140,8 +140,19 @@ func TestResumeByHandKeepsTheJob(t *testing.T) {
 	if len(j.Attempts) != 3 || j.Attempts[2].StartedFrom != cp || h.storedDeclaration(t, j.Attempts[2].ID).Output.Checkpoints.From != cp {
 		t.Fatalf("resumed again: %+v", j.Attempts)
 	}
-	if _, c, err := h.s.Output("failedjob", true); err != nil || c.String() != cp {
+	if _, c, err := h.s.Output("failedjob", true, 0); err != nil || c.String() != cp {
 		t.Fatalf("the job's last checkpoint: %v, %v", c, err)
+	}
+	// One attempt, by its number: the first took the checkpoint, the
+	// second none; there is no fourth.
+	if _, c, err := h.s.Output("failedjob", true, 1); err != nil || c.String() != cp {
+		t.Fatalf("the first attempt's checkpoint: %v, %v", c, err)
+	}
+	if _, _, err := h.s.Output("failedjob", true, 2); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "no checkpoint in attempt 2") {
+		t.Fatalf("the checkpoint of an attempt that took none: %v", err)
+	}
+	if _, _, err := h.s.Output("failedjob", false, 4); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "no attempt 4 (it has 3)") {
+		t.Fatalf("an attempt past the last: %v", err)
 	}
 }
 

@@ -120,8 +120,9 @@ func (s *Submitter) Counts() map[api.JobState]int {
 
 // Output returns the CID of a job's output (or last checkpoint), with the
 // job's full ID: for a job with several attempts, its last attempt's
-// output, or the last checkpoint any attempt took.
-func (s *Submitter) Output(id string, checkpoint bool) (jobID string, root cid.Cid, err error) {
+// output, or the last checkpoint any attempt took; attempt, when not 0,
+// names one attempt (1 for the job as submitted) to read instead.
+func (s *Submitter) Output(id string, checkpoint bool, attempt int) (jobID string, root cid.Cid, err error) {
 	j, _, err := s.view(id, 0, true)
 	if err != nil {
 		return "", cid.Undef, err
@@ -130,10 +131,25 @@ func (s *Submitter) Output(id string, checkpoint bool) (jobID string, root cid.C
 	if checkpoint {
 		which, what = j.Checkpoint, "checkpoint"
 	}
+	state, reason, queued := j.State, j.Reason, j.State == api.JobQueued && len(j.Attempts) > 0
+	if attempt != 0 {
+		if attempt < 0 || attempt > len(j.Attempts) || (len(j.Attempts) == 0 && attempt != 1) {
+			n := max(len(j.Attempts), 1)
+			return j.ID, cid.Undef, invalid(fmt.Errorf("job %s has no attempt %d (it has %d)", j.ID, attempt, n))
+		}
+		if len(j.Attempts) > 0 {
+			a := j.Attempts[attempt-1]
+			which, state, reason, queued = a.Output, a.State, a.Reason, false
+			if checkpoint {
+				which = a.Checkpoint
+			}
+			what = fmt.Sprintf("%s in attempt %d", what, attempt)
+		}
+	}
 	if which == "" {
-		why := fmt.Sprintf("state %s", j.State)
-		if j.Reason != "" && j.State == api.JobQueued && len(j.Attempts) > 0 {
-			why = j.Reason
+		why := fmt.Sprintf("state %s", state)
+		if reason != "" && queued {
+			why = reason
 		}
 		return j.ID, cid.Undef, conflict(fmt.Errorf("job %s has no %s yet (%s)", j.ID, what, why))
 	}

@@ -146,8 +146,21 @@ func TestAutoResumeContinuesTraining(t *testing.T) {
 		t.Fatalf("e31 logs -f %s does not show both attempts:\n%s", id, logs)
 	}
 	var saved int
-	if _, err := fmt.Sscanf(logs[strings.Index(logs[second:], "start at ")+second:], "start at %d", &saved); err != nil || saved == 0 {
+	at := strings.Index(logs[second:], "start at ")
+	if at < 0 {
+		t.Fatalf("the second attempt does not say where it started:\n%s", logs)
+	}
+	if _, err := fmt.Sscanf(logs[second+at:], "start at %d", &saved); err != nil || saved == 0 {
 		t.Fatalf("the second attempt did not start from a saved step (%d, %v):\n%s", saved, err, logs)
+	}
+	// It started from the last checkpoint the first attempt took, which
+	// e31 get --attempt 1 writes.
+	firstCk := filepath.Join(t.TempDir(), "first-ck")
+	if got, err := exec.CommandContext(ctx, bin.E31, "--api", api0, "get", id, "--attempt", "1", "--checkpoint", "-o", firstCk).CombinedOutput(); err != nil {
+		t.Fatalf("e31 get --attempt 1 --checkpoint: %v\n%s", err, got)
+	}
+	if step := stateStep(t, firstCk); step != saved {
+		t.Fatalf("the second attempt started at step %d, the first attempt's last checkpoint holds %d", saved, step)
 	}
 
 	status, err := exec.CommandContext(ctx, bin.E31, "--api", api0, "status", id).CombinedOutput()
@@ -190,14 +203,10 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// checkpointStep reads the step a job's last checkpoint saved.
-func checkpointStep(t *testing.T, cl *api.Client, job string) int {
+// stateStep reads the step a checkpoint written into dir saved.
+func stateStep(t *testing.T, dir string) int {
 	t.Helper()
-	ck := filepath.Join(t.TempDir(), "ck")
-	if _, err := cl.Get(context.Background(), job, api.GetRequest{Dir: ck, Checkpoint: true}); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(ck, "state.json"))
+	b, err := os.ReadFile(filepath.Join(dir, "state.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

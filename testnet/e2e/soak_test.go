@@ -871,9 +871,11 @@ func TestSoak(t *testing.T) {
 	// started, and that must be the count its parent last checkpointed.
 	var pastZero, fromStart int
 	var starts []string
-	readCount := func(job string, checkpoint bool) (string, string, error) {
+	// The job as submitted is its first attempt's ID too, and names the
+	// whole job: an attempt's own checkpoint is asked for by its number.
+	readCount := func(job string, attempt int, checkpoint bool) (string, string, error) {
 		dir := filepath.Join(t.TempDir(), "get")
-		if _, err := sub.Get(ctx, job, api.GetRequest{Dir: dir, Checkpoint: checkpoint}); err != nil {
+		if _, err := sub.Get(ctx, job, api.GetRequest{Dir: dir, Checkpoint: checkpoint, Attempt: attempt}); err != nil {
 			return "", "", err
 		}
 		if checkpoint {
@@ -889,7 +891,7 @@ func TestSoak(t *testing.T) {
 		if len(ch.jobs) == 1 || last.Outcome != string(ledger.OutcomeCompleted) {
 			continue
 		}
-		final, logs, err := readCount(last.ID, false)
+		final, logs, err := readCount(ch.jobs[0], len(ch.jobs), false)
 		if err != nil {
 			t.Errorf("get %s: %v", last.ID, err)
 			continue
@@ -906,7 +908,7 @@ func TestSoak(t *testing.T) {
 		for k := len(ch.jobs) - 2; k >= 0; k-- {
 			if a := byID[ch.jobs[k]]; a.Checkpoint != "" {
 				from = a.ID
-				if want, _, err = readCount(a.ID, true); err != nil {
+				if want, _, err = readCount(ch.jobs[0], k+1, true); err != nil {
 					t.Errorf("checkpoint of %s: %v", a.ID, err)
 				}
 				if want == "" {
