@@ -331,6 +331,9 @@ func clampTime(t time.Time) time.Time {
 const (
 	RoleProvider  = "provider"  // the peer provided GPUs
 	RoleSubmitter = "submitter" // the peer submitted the job
+	// RoleSelf marks, in Usage, this node's own jobs run on its own GPUs:
+	// held time, but owed by no one.
+	RoleSelf = "self"
 )
 
 // Total is the compute held between this node and one counterpart in one

@@ -496,6 +496,10 @@ func TestUsage(t *testing.T) {
 	fin.GPUModel = "H100"
 	mustAppend(t, l, sign(t, final(fin), prov, sub))
 
+	// g: the provider's own job on its own GPUs, completed: held, owed by
+	// no one.
+	mustAppend(t, l, ended("g", prov, 3, "H100", OutcomeCompleted, AttributionJob)...)
+
 	hours := func(gpuMinutes float64) float64 { return gpuMinutes / 60 }
 	for _, tc := range []struct {
 		name   string
@@ -509,16 +513,18 @@ func TestUsage(t *testing.T) {
 			peer: map[string][3]float64{
 				"sub":  {hours(2 * (3 + 6 + 5 + 2)), hours(2 * (3 + 5 + 2)), hours(2 * 5)},
 				"sub2": {hours(2 * (2 + 4)), hours(2 * (2 + 4)), 0},
+				"self": {hours(2 * 3), 0, 0},
 			},
-			model: map[string]float64{"H100": hours(2 * (3 + 6 + 5 + 2)), "A100": hours(2 * (2 + 4))},
+			model: map[string]float64{"H100": hours(2 * (3 + 6 + 5 + 2 + 3)), "A100": hours(2 * (2 + 4))},
 		},
 		{
 			name: "nothing owed", policy: Policy{},
 			peer: map[string][3]float64{
 				"sub":  {hours(2 * 16), 0, hours(2 * 5)},
 				"sub2": {hours(2 * 6), 0, 0},
+				"self": {hours(2 * 3), 0, 0},
 			},
-			model: map[string]float64{"H100": hours(32), "A100": hours(12)},
+			model: map[string]float64{"H100": hours(32 + 6), "A100": hours(12)},
 		},
 		{
 			name: "one peer since minute 2", filter: UsageFilter{Peer: sub2.id, Since: t0.Add(2 * time.Minute)}, policy: DefaultPolicy(),
@@ -531,13 +537,13 @@ func TestUsage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			names := map[string]string{string(sub.id): "sub", string(sub2.id): "sub2"}
+			names := map[string]string{string(sub.id): "sub", string(sub2.id): "sub2", string(prov.id): "self"}
 			if len(rep.ByPeer) != len(tc.peer) {
 				t.Fatalf("%d peers, want %d: %+v", len(rep.ByPeer), len(tc.peer), rep.ByPeer)
 			}
 			for _, p := range rep.ByPeer {
 				want, ok := tc.peer[names[string(p.Peer)]]
-				if !ok || p.Role != RoleSubmitter {
+				if wantRole := map[bool]string{true: RoleSelf, false: RoleSubmitter}[p.Peer == prov.id]; !ok || p.Role != wantRole {
 					t.Fatalf("unexpected row %+v", p)
 				}
 				got := [3]float64{p.GPUHours, p.Owed, p.OneSided}

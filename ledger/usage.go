@@ -93,7 +93,8 @@ type UsageReport struct {
 // model, split by how each lease ended, and what policy makes owed. Each
 // lease counts once, by the record LeaseRecord.Counted names, so a
 // superseded one-sided record is never added to the receipt that settled
-// it. Options.Self is left out as a counterpart.
+// it. Options.Self is left out as a counterpart, but for its own jobs on
+// its own GPUs, counted under its own ID in RoleSelf and never owed.
 func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (UsageReport, error) {
 	es, err := l.All(ctx)
 	if err != nil {
@@ -131,11 +132,18 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 		if r.Final {
 			owed = policy.Owes(Cause{r.Outcome, r.Attribution})
 		}
-		for _, side := range []struct {
+		sides := []struct {
 			id   peer.ID
 			role string
-		}{{r.Provider, RoleProvider}, {r.Submitter, RoleSubmitter}} {
-			if side.id == l.self || (f.Peer != "" && side.id != f.Peer) {
+		}{{r.Provider, RoleProvider}, {r.Submitter, RoleSubmitter}}
+		if l.self != "" && r.Provider == l.self && r.Submitter == l.self {
+			// This node's own job on its own GPUs: held, owed by no one.
+			sides = sides[:1]
+			sides[0].role = RoleSelf
+			owed = false
+		}
+		for _, side := range sides {
+			if (side.id == l.self && side.role != RoleSelf) || (f.Peer != "" && side.id != f.Peer) {
 				continue
 			}
 			if side.role == RoleSubmitter && r.Submitter == r.Provider {

@@ -32,7 +32,9 @@ who caused it, and marks the part the default policy makes owed: what the job
 or its submitter caused is owed, what the provider or the network caused is
 not, and queued time is never owed (nothing is held). Hours that rest on one
 party's word (a one-sided record, or this node's version of a dispute) are
-marked. --since takes a duration back from now (24h) or an RFC 3339 time.`,
+marked. This node's own jobs on its own GPUs are counted under its own ID,
+marked "own jobs", and owed by no one. --since takes a duration back from
+now (24h) or an RFC 3339 time.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runUsage(cmd.Context(), o, g, time.Now())
@@ -69,14 +71,22 @@ func runUsage(ctx context.Context, o usageOptions, g *globalOptions, now time.Ti
 // oneSidedMark flags hours that rest on one party's word.
 const oneSidedMark = "*"
 
+// ownMark names, in place of a role, this node's own jobs on its GPUs.
+const ownMark = "own jobs"
+
 func printUsage(w io.Writer, rep ledger.UsageReport) error {
 	if len(rep.Rows) == 0 {
 		fmt.Fprintln(w, "no held time on record")
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "COUNTERPART\tTHEIR ROLE\tGPU-HOURS\tOWED\tONE-SIDED")
+		own := false
 		for _, t := range rep.ByPeer {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Peer, t.Role, hours(t.GPUHours), hours(t.Owed), oneSided(t.OneSided))
+			role := t.Role
+			if role == ledger.RoleSelf {
+				role, own = ownMark, true
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Peer, role, hours(t.GPUHours), hours(t.Owed), oneSided(t.OneSided))
 		}
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "GPU MODEL\t\tGPU-HOURS\tOWED\tONE-SIDED")
@@ -98,6 +108,9 @@ func printUsage(w io.Writer, rep ledger.UsageReport) error {
 			if r.Owed {
 				owed = "yes"
 			}
+			if r.Role == ledger.RoleSelf {
+				owed = "no (" + ownMark + ")"
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s%s\t%d\t%s\t%s\n", r.Peer, orDash(r.GPUModel), orDash(r.Outcome), orDash(r.Attribution),
 				r.Basis, mark, r.Leases, hours(r.GPUHours), owed)
 		}
@@ -106,6 +119,9 @@ func printUsage(w io.Writer, rep ledger.UsageReport) error {
 		}
 		fmt.Fprintf(w, "\n%s one-sided or disputed: the hours rest on one party's signed word (this node's).\n", oneSidedMark)
 		fmt.Fprintln(w, "A counterpart in the provider role is owed by this node; one in the submitter role owes it.")
+		if own {
+			fmt.Fprintf(w, "%s: this node's own jobs on its own GPUs, held but owed by no one.\n", ownMark)
+		}
 	}
 	_, err := fmt.Fprintln(w, describePolicy(rep.Policy))
 	return err

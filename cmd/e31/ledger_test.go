@@ -18,6 +18,7 @@ import (
 	"github.com/e31network/e31/ledger/ledgertest"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/apiserver"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // TestMain runs the real main when asked, so that a test can check exit
@@ -197,6 +198,29 @@ func TestUsageText(t *testing.T) {
 
 	if _, _, err := e31(t, "--api", addr, "usage", "--since", "last week"); err == nil {
 		t.Fatal("--since 'last week' accepted")
+	}
+}
+
+// This node's own jobs on its own GPUs show under its own ID, marked, and
+// owed by no one.
+func TestUsageMarksOwnJobs(t *testing.T) {
+	self := peer.ID("self-node")
+	rep := ledger.UsageReport{
+		Policy: ledger.DefaultPolicy(),
+		Rows: []ledger.UsageRow{{Peer: self, Role: ledger.RoleSelf, GPUModel: "H100", Outcome: ledger.OutcomeCompleted,
+			Attribution: ledger.AttributionJob, Basis: ledger.SettlementTwoSided, Leases: 2, GPUHours: 1.5}},
+		ByPeer:  []ledger.UsageTotal{{Peer: self, Role: ledger.RoleSelf, GPUHours: 1.5}},
+		ByModel: []ledger.UsageTotal{{GPUModel: "H100", GPUHours: 1.5}},
+	}
+	var b strings.Builder
+	if err := printUsage(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{self.String() + "  own jobs    1.500      0.000  -", "no (own jobs)", "own jobs: this node's own jobs on its own GPUs"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("usage output lacks %q:\n%s", want, out)
+		}
 	}
 }
 
