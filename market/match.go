@@ -137,6 +137,10 @@ type demandShape struct {
 	noReserve bool   // no offer can be reserved for it
 	counts    map[string]int
 	message   string
+	// largest is the most GPUs of the kind asked for that any offer in
+	// view has, free or not: what a job too big for all of them could
+	// ever get.
+	largest int
 }
 
 type shapeKey struct {

@@ -408,7 +408,11 @@ func refMatch(v View, o Options) Result {
 	for _, w := range waits {
 		r := &w.job.Request
 		counts := map[string]int{}
+		largest := 0
 		for _, p := range provs {
+			if r.GPUs > 0 {
+				largest = max(largest, countGPUs(p, r, false))
+			}
 			if ir := imageReason(p, w.job); ir != "" {
 				counts[ir]++
 				continue
@@ -424,7 +428,7 @@ func refMatch(v View, o Options) Result {
 			}
 			counts[why]++
 		}
-		ds := &demandShape{demand: demand{gpus: r.GPUs, con: &constraint{minMem: uint64(r.GPUMemory)}, cpus: int64(r.CPUs), mem: uint64(r.Memory)}, model: r.GPUModel}
+		ds := &demandShape{demand: demand{gpus: r.GPUs, con: &constraint{minMem: uint64(r.GPUMemory)}, cpus: int64(r.CPUs), mem: uint64(r.Memory)}, model: r.GPUModel, largest: largest}
 		text := describeWait(ds, counts)
 		if w.localUntil != 0 {
 			text, counts = "waiting for a provider that holds its data, until "+FormatInstant(w.localUntil), nil

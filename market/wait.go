@@ -15,7 +15,7 @@ import (
 func (m *matcher) waitFor(j *waitNote) Wait {
 	s := j.shape
 	if s.counts == nil {
-		s.counts = m.countReasons(&s.demand)
+		s.counts, s.largest = m.countReasons(&s.demand)
 		s.message = describeWait(s, s.counts)
 	}
 	w := Wait{Job: j.id, Reason: s.message, Counts: s.counts}
@@ -35,29 +35,34 @@ func (m *matcher) waitFor(j *waitNote) Wait {
 	return w
 }
 
-func (m *matcher) countReasons(d *demand) map[string]int {
-	counts := make(map[string]int)
+func (m *matcher) countReasons(d *demand) (counts map[string]int, largest int) {
+	counts = make(map[string]int)
+	count := func(sh *shape, n int, free string) {
+		r := firstFailure(&m.filters, d, sh)
+		if r == "" {
+			r = free
+		}
+		counts[r] += n
+		if d.gpus > 0 {
+			largest = max(largest, d.con.count(sh.static.gpus, true))
+		}
+	}
 	for _, b := range m.ix.buckets {
 		for _, c := range b {
-			r := firstFailure(&m.filters, d, &c.shape)
-			if r == "" {
-				r = ReasonBusy // cannot happen for a blocked job; see above
-			}
-			counts[r] += c.count
+			count(&c.shape, c.count, ReasonBusy) // busy cannot happen for a blocked job; see above
 		}
 	}
 	for _, p := range m.reserved {
-		r := firstFailure(&m.filters, d, &p.shape)
-		if r == "" {
-			r = ReasonReserved
-		}
-		counts[r]++
+		count(&p.shape, 1, ReasonReserved)
 	}
-	return counts
+	return counts, largest
 }
 
 // describeWait turns counts into a sentence such as
-// "no offer has 8 free GPUs (3 offers too small, 2 busy)".
+// "no offer has 8 free GPUs (3 offers too small, 2 busy)", or, where no
+// offer in view could take the job however long it waited, "no offer in
+// view could ever hold 16 GPUs: the most any has is 8 (2 offers too
+// small)".
 func describeWait(s *demandShape, counts map[string]int) string {
 	total := 0
 	for _, r := range reasonOrder() {
@@ -81,6 +86,10 @@ func describeWait(s *demandShape, counts map[string]int) string {
 	case counts[ReasonGPUModel]+counts[ReasonGPUMemory] == total:
 		return fmt.Sprintf("no offer has %s with %s or more each", gpuNoun(s, 0), Size(s.con.minMem))
 	}
+	// Failures no change of load can mend: every offer in view lacks
+	// what the job asks for, however long it waits.
+	never := counts[ReasonNoImages] + counts[ReasonNeedImage] + counts[ReasonDisk] +
+		counts[ReasonGPUModel] + counts[ReasonGPUMemory] + counts[ReasonGPUs]
 	var parts []string
 	for _, r := range reasonOrder() {
 		n := counts[r]
@@ -122,6 +131,13 @@ func describeWait(s *demandShape, counts map[string]int) string {
 			}
 		}
 		parts = append(parts, num+" "+phrase)
+	}
+	if never == total {
+		most := ""
+		if counts[ReasonGPUs] > 0 {
+			most = fmt.Sprintf(": the most any has is %d", s.largest)
+		}
+		return fmt.Sprintf("no offer in view could ever hold %s%s (%s)", describeNeed(s, false), most, strings.Join(parts, ", "))
 	}
 	return fmt.Sprintf("no offer has %s (%s)", describeNeed(s, true), strings.Join(parts, ", "))
 }
