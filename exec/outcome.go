@@ -41,6 +41,12 @@ type ending struct {
 	// diskFull: the job's Spec.Disk is used up; diskBytes is its quota.
 	diskFull  bool
 	diskBytes uint64
+	// readOnly: the job's stderr ends with a write to a read-only path
+	// (readOnlyPath, where it names one); writable says where the job
+	// may write, for the hint its reason then carries.
+	readOnly     bool
+	readOnlyPath string
+	writable     string
 }
 
 // classify decides how a started run ended: its Outcome, Attribution,
@@ -94,6 +100,11 @@ func classify(e ending) (Result, error) {
 		// quota is the cause worth naming.
 		res.DiskFull = true
 		res.Reason = fmt.Sprintf("disk quota of %d bytes used up (%s)", e.diskBytes, res.Reason)
+	}
+	if e.readOnly && res.Outcome == Failed && res.Attribution == ByJob && !res.DiskFull && res.Reason != ReasonOOM && e.exit > 0 {
+		// The program's own message ("Read-only file system") is in its
+		// log; what to change in the declaration is not.
+		res.Reason += "; " + readOnlyHint(e.readOnlyPath, e.writable)
 	}
 	return res, nil
 }

@@ -3,6 +3,9 @@ package exec
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -119,6 +122,16 @@ func TestClassify(t *testing.T) {
 			want: Result{Outcome: Failed, Attribution: ByProvider, ExitCode: -1, Reason: "runtime died: signal: killed"},
 		},
 		{
+			name: "a write to a read-only path gets a hint",
+			e:    ending{started: true, exit: 1, readOnly: true, readOnlyPath: "/ckpt/state.json", writable: "under /out, /tmp and /dev/shm"},
+			want: Result{Outcome: Failed, Attribution: ByJob, ExitCode: 1, Reason: "exit status 1; " + readOnlyHint("/ckpt/state.json", "under /out, /tmp and /dev/shm")},
+		},
+		{
+			name: "a read-only write does not explain an OOM kill",
+			e:    ending{started: true, exit: 137, oom: true, oomKnown: true, readOnly: true},
+			want: Result{Outcome: Failed, Attribution: ByJob, ExitCode: 137, Reason: ReasonOOM},
+		},
+		{
 			name: "OOM recorded",
 			e:    ending{started: true, exit: 137, oom: true, oomKnown: true},
 			want: Result{Outcome: Failed, Attribution: ByJob, ExitCode: 137, Reason: ReasonOOM},
@@ -200,5 +213,35 @@ func TestClassify(t *testing.T) {
 				t.Errorf("err = %v, want nil", err)
 			}
 		})
+	}
+}
+
+// The last lines of a job's stderr that name a write to a read-only path,
+// as the programs jobs run word it.
+func TestReadOnlyWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name, stderr, path string
+		seen               bool
+	}{
+		{"python", "Traceback (most recent call last):\n  File \"/code/train.py\", line 9\nOSError: [Errno 30] Read-only file system: '/ckpt/state.json'\n", "/ckpt/state.json", true},
+		{"dash", "sh: 1: cannot create /ckpt/x: Read-only file system\n", "/ckpt/x", true},
+		{"coreutils", "mkdir: cannot create directory ‘/results’: Read-only file system\n", "/results", true},
+		{"go", "open /data/out.bin: read-only file system\n", "/data/out.bin", true},
+		{"no path", "write failed: Read-only file system\n", "", true},
+		{"other failure", "ValueError: bad shape\n", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "stderr.log")
+			if err := os.WriteFile(p, []byte(strings.Repeat("noise\n", 5000)+tc.stderr), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			seen, path := readOnlyWrite(p)
+			if seen != tc.seen || path != tc.path {
+				t.Fatalf("readOnlyWrite: %v %q, want %v %q", seen, path, tc.seen, tc.path)
+			}
+		})
+	}
+	if seen, _ := readOnlyWrite(filepath.Join(t.TempDir(), "absent")); seen {
+		t.Fatal("a missing log says read-only")
 	}
 }

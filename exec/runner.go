@@ -384,6 +384,10 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 	if s.Disk != nil {
 		end.diskFull, end.diskBytes = s.Disk.full(), s.Disk.Bytes
 	}
+	if started && exit > 0 && stop == "" {
+		end.readOnly, end.readOnlyPath = readOnlyWrite(res.Stderr)
+		end.writable = writablePaths(s)
+	}
 	verdict, err := classify(end)
 	res.Outcome, res.Attribution, res.ExitCode, res.Reason, res.DiskFull =
 		verdict.Outcome, verdict.Attribution, verdict.ExitCode, verdict.Reason, verdict.DiskFull

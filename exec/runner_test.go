@@ -319,6 +319,19 @@ func TestExitCode(t *testing.T) {
 	}
 }
 
+// A job that dies writing where its sandbox is read-only (a checkpoint
+// folder it never declared) is told where it may write and how to declare
+// one.
+func TestReadOnlyWriteHint(t *testing.T) {
+	r := newTestRunner(t)
+	res := runJob(t, context.Background(), r, testSpec(t, "", `mkdir -p /ckpt && echo 1 > /ckpt/state`))
+	wantOutcome(t, res, Failed, ByJob)
+	if !strings.Contains(res.Reason, "it wrote to /ckpt where its sandbox is read-only") ||
+		!strings.Contains(res.Reason, "under /out, /tmp and /dev/shm") || !strings.Contains(res.Reason, "--checkpoint-path") {
+		t.Errorf("reason %q", res.Reason)
+	}
+}
+
 func TestCommandNotFound(t *testing.T) {
 	r := newTestRunner(t)
 	s := testSpec(t, "", "")
