@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,7 +91,7 @@ already submitted, several at once.`,
 	f.StringVarP(&o.file, "file", "f", "", "the declaration FILE, as a flag (as kubectl and docker compose take theirs)")
 	f.BoolVar(&o.wait, "wait", false, "follow the job to its end, fetch its output and print how it ended")
 	f.StringArrayVar(&o.labels, "label", nil, "KEY=VALUE, a label of this node's own to select the job by (e31 list --label); repeatable, over a declaration's labels")
-	f.BoolVar(&o.force, "force", false, "submit even when the job will not find a file its command names (refused otherwise)")
+	f.BoolVar(&o.force, "force", false, "submit even when the job will not find a file its command names, or would write where its sandbox is read-only (refused otherwise)")
 	f.StringVarP(&o.outDir, "output", "o", "", "with --wait: where to write the output (default ./<job>-out)")
 	f.StringVar(&o.name, "name", "", "job name (flags form; default: the script a launcher such as python3 runs, else the program)")
 	f.IntVar(&o.gpus, "gpus", 1, "GPUs to hold (flags form)")
@@ -379,12 +380,22 @@ func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []st
 	if abs, err := filepath.Abs(base); err == nil {
 		unstaged = unstagedPaths(d, abs)
 	}
-	if len(unstaged) > 0 && !o.force {
+	readOnly := readOnlyWrites(d)
+	if (len(unstaged) > 0 || len(readOnly) > 0) && !o.force {
 		// The job would fail on the meter, on the provider, for want of a
-		// file that is here: refuse before anything is broadcast.
-		return fmt.Errorf("the job would not find what its command names, and would fail on the provider:\n  %s\nstage it, or submit anyway with --force", strings.Join(unstaged, "\n  "))
+		// file that is here or for a write it may not make: refuse before
+		// anything is broadcast.
+		var b strings.Builder
+		if len(unstaged) > 0 {
+			fmt.Fprintf(&b, "the job would not find what its command names, and would fail on the provider:\n  %s\n", strings.Join(unstaged, "\n  "))
+		}
+		if len(readOnly) > 0 {
+			fmt.Fprintf(&b, "the job would write where its sandbox is read-only, and would fail on the provider:\n  %s\n", strings.Join(readOnly, "\n  "))
+		}
+		b.WriteString("fix the declaration, or submit anyway with --force")
+		return errors.New(b.String())
 	}
-	for _, note := range append(unstaged, credentialNotes(d)...) {
+	for _, note := range slices.Concat(unstaged, readOnly, credentialNotes(d)) {
 		fmt.Fprintf(g.stderr, "e31: note: %s\n", note)
 	}
 	raw, err := json.Marshal(d)

@@ -63,6 +63,96 @@ func unstagedPaths(d market.Declaration, base string) []string {
 	return notes
 }
 
+// writeWords are parts of a flag's or variable's name that say the job
+// writes where it names (--checkpoint-dir, --output_dir, SAVE_PATH).
+var writeWords = []string{"checkpoint", "checkpoints", "ckpt", "ckpts", "save", "output", "outputs", "out",
+	"results", "logdir", "logging", "snapshot", "snapshots"}
+
+// readWords are parts of a name that say the job reads what it names
+// (--resume_from_checkpoint, --load-ckpt), which a read-only path serves.
+var readWords = []string{"resume", "load", "from", "init", "pretrained", "input", "in", "data", "read"}
+
+// readOnlyWrites finds the paths the command or environment tell a job to
+// write to (by the flag's or variable's name) that are read-only in its
+// sandbox: a job without an image may write only under its output and
+// checkpoint paths, /tmp and /dev/shm, and one that writes its
+// checkpoints elsewhere (--checkpoint-dir /ckpt) dies on the provider.
+// Each finding is a line for the user saying what to declare. Jobs with an
+// image, whose root is writable, are left alone; so is a path under a data
+// input, which the job may mean to read.
+func readOnlyWrites(d market.Declaration) []string {
+	if d.Work.Image != "" {
+		return nil
+	}
+	writable := []string{d.Output.Path}
+	if c := d.Output.Checkpoints; c != nil && c.Path != "" {
+		writable = append(writable, c.Path)
+	}
+	writable = append(writable, "/tmp", "/dev/shm")
+	var notes []string
+	check := func(what, name, value string) {
+		if !path.IsAbs(value) || !writesTo(name) {
+			return
+		}
+		p := path.Clean(value)
+		for _, w := range writable {
+			if under(p, w) {
+				return
+			}
+		}
+		for _, in := range d.Data {
+			if under(p, in.Mount) {
+				return
+			}
+		}
+		notes = append(notes, fmt.Sprintf("%s: the job would write to %s, which is read-only in its sandbox (a job without an image may write only under %s): "+
+			"declare it as the job's checkpoint path with --checkpoint-path %s --checkpoint-every 10m (output.checkpoints in a declaration), or write under %s",
+			what, p, strings.Join(writable, ", "), p, d.Output.Path))
+	}
+	cmd := d.Work.Command
+	for i, arg := range cmd {
+		if !strings.HasPrefix(arg, "-") {
+			continue
+		}
+		if name, value, ok := strings.Cut(arg, "="); ok {
+			check(arg, name, value)
+		} else if i+1 < len(cmd) {
+			check(arg+" "+cmd[i+1], arg, cmd[i+1])
+		}
+	}
+	names := make([]string, 0, len(d.Work.Env))
+	for name := range d.Work.Env {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		check("work.env "+name+"="+d.Work.Env[name], name, d.Work.Env[name])
+	}
+	return notes
+}
+
+// writesTo reports whether a flag's or variable's name says the job
+// writes where it points.
+func writesTo(name string) bool {
+	words := strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return r == '-' || r == '_' || r == '.' })
+	write := false
+	for _, w := range words {
+		if slices.Contains(readWords, w) {
+			return false
+		}
+		if slices.Contains(writeWords, w) {
+			write = true
+		}
+	}
+	return write
+}
+
+// under reports whether the clean absolute path p is dir or inside it.
+func under(p, dir string) bool {
+	dir = path.Clean(dir)
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
 // mountedAt is where the job sees the local path p, when a data source
 // holds it.
 func mountedAt(data []market.Input, p string) (string, bool) {

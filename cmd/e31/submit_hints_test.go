@@ -170,3 +170,88 @@ func TestSubmitRefusesUnstagedScript(t *testing.T) {
 		t.Fatalf("with --force: %v, %d submitted, want one with the note\n%s", err, submitted.Load(), out)
 	}
 }
+
+func TestReadOnlyWrites(t *testing.T) {
+	decl := func(cmd ...string) market.Declaration {
+		d := market.NewDeclaration("t", cmd, 1, 0, []market.Input{{Source: "/here/data", Mount: "/data"}})
+		d.Output.Path = "/out"
+		return d
+	}
+	withCheckpoints := func(d market.Declaration, p string) market.Declaration {
+		d.Output.Checkpoints = &market.Checkpoints{Path: p, Every: 10 * market.Minute}
+		return d
+	}
+	withImage := func(d market.Declaration) market.Declaration {
+		d.Work.Image = "docker://python:3.12"
+		return d
+	}
+	withEnv := func(d market.Declaration, k, v string) market.Declaration {
+		d.Work.Env = map[string]string{k: v}
+		return d
+	}
+	for _, tc := range []struct {
+		name string
+		d    market.Declaration
+		want []string // substrings of the one note; none for no note
+	}{
+		{"checkpoints to an undeclared folder", decl("python3", "/code/train.py", "--checkpoint-dir", "/ckpt"),
+			[]string{"--checkpoint-dir /ckpt: the job would write to /ckpt", "--checkpoint-path /ckpt"}},
+		{"flag=value form", decl("python3", "/code/train.py", "--save_dir=/results/run1"), []string{"--save_dir=/results/run1", "write to /results/run1"}},
+		{"in the environment", withEnv(decl("python3", "/code/train.py"), "CHECKPOINT_DIR", "/ckpt"), []string{"work.env CHECKPOINT_DIR=/ckpt"}},
+		{"declared as the checkpoint path", withCheckpoints(decl("python3", "/code/train.py", "--checkpoint-dir", "/ckpt/run"), "/ckpt"), nil},
+		{"under the output path", decl("python3", "/code/train.py", "--output_dir", "/out/model"), nil},
+		{"in /tmp", decl("python3", "/code/train.py", "--ckpt", "/tmp/ck"), nil},
+		{"a checkpoint it reads", decl("python3", "/code/train.py", "--resume_from_checkpoint", "/ckpt/step-9"), nil},
+		{"under a data input", decl("python3", "/code/train.py", "--save-dir", "/data/x"), nil},
+		{"not a path", decl("python3", "/code/train.py", "--save-every", "100"), nil},
+		{"a flag that does not write", decl("python3", "/code/train.py", "--config", "/etc/x.yaml"), nil},
+		{"an image's root is writable", withImage(decl("python3", "/code/train.py", "--checkpoint-dir", "/ckpt")), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			notes := readOnlyWrites(tc.d)
+			if len(tc.want) == 0 {
+				if len(notes) != 0 {
+					t.Fatalf("notes %q, want none", notes)
+				}
+				return
+			}
+			if len(notes) != 1 {
+				t.Fatalf("notes %q, want one", notes)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(notes[0], w) {
+					t.Errorf("note %q lacks %q", notes[0], w)
+				}
+			}
+		})
+	}
+}
+
+// A command that writes its checkpoints where the sandbox is read-only is
+// refused before anything reaches the daemon, unless --force.
+func TestSubmitRefusesReadOnlyCheckpointDir(t *testing.T) {
+	t.Chdir(t.TempDir())
+	var submitted atomic.Int32
+	daemon := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/jobs" {
+			submitted.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(api.Job{ID: "j1", State: api.JobQueued})
+			return
+		}
+		http.NotFound(w, r)
+	})
+	args := []string{"submit", "--gpus", "1", "--limit", "1h", "--", "python3", "/usr/lib/x/train.py", "--checkpoint-dir", "/ckpt"}
+	_, err := runCLI(t, daemon, args...)
+	if err == nil || !strings.Contains(err.Error(), "read-only") || !strings.Contains(err.Error(), "--checkpoint-path /ckpt") || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("checkpoints to a read-only folder: %v, want a refusal saying how to declare it", err)
+	}
+	if submitted.Load() != 0 {
+		t.Fatal("the refused job reached the daemon")
+	}
+	// Declared, the same command is submitted.
+	declared := append([]string{"submit", "--checkpoint-path", "/ckpt", "--checkpoint-every", "10m"}, args[1:]...)
+	if _, err := runCLI(t, daemon, declared...); submitted.Load() != 1 {
+		t.Fatalf("with the checkpoint path declared: %v, %d submitted", err, submitted.Load())
+	}
+}
