@@ -1,16 +1,32 @@
 // The dashboard reads the node's local API every two seconds and redraws.
-// Every value from the network is set with textContent, never as HTML.
+// Its first drawing needs no request: the server puts the answers of the
+// first reads in the page (the #snapshot data block). Every value from the
+// network is set with textContent, never as HTML.
 "use strict";
 
 const POLL_MS = 2000;
+const PAGE_SIZE = 50;
 const STEPS = ["submit", "rent", "run", "output", "release"];
+// Job states in their order (api.JobStates), for the state filter.
+const STATES = ["queued", "renting", "running", "output", "released", "rejected", "withdrawn"];
 const OUTCOME_COLORS = {
   completed: "#2f9e5b", failed: "#d0473c", limit: "#d99a1e", withdrawn: "#8a63c9",
   "provider-lost": "#6b7480", "output-lost": "#a35d2f", held: "#3a78c9",
 };
 const SVG_NS = "http://www.w3.org/2000/svg";
 
+// chosenJob is the job, or the attempt of one, whose log is shown; chosen
+// by the user (a click, a link, the address), or else the newest running.
 let chosenJob = null;
+let chosenByUser = false;
+// data is the last answers drawn: {id, nodes, jobs, receipts, usage}.
+let data = null;
+// view is the jobs table's filter and page, kept in the address's hash
+// (#state=queued&name=train&page=2&job=ID) so that a reload or a link
+// keeps them; a refresh never resets them.
+const view = { state: "", name: "", page: 1 };
+// shownPage is the page drawn last: view.page, kept within the pages.
+let shownPage = 1;
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -39,7 +55,15 @@ function ago(t) {
   return Math.round(s / 3600) + " h ago";
 }
 
+// short is the start of a job, lease or content ID: a prefix the e31
+// command takes in its place.
 function short(id) { return id ? id.slice(0, 12) : ""; }
+// peerShort is the end of a peer ID, as the e31 command prints it: the
+// start of every libp2p ID is the same.
+function peerShort(id) { return !id ? "" : id.length <= 12 ? id : "…" + id.slice(-8); }
+// peer shows a peer ID short, whole on hover.
+function peer(id) { return id ? el("span", { class: "peer", title: id }, peerShort(id)) : ""; }
+function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
 function bytes(n) { return n ? (n / 2 ** 30).toFixed(0) + " GiB" : ""; }
 function clock(t) { return new Date(t).toLocaleTimeString([], { hour12: false }); }
 
@@ -55,7 +79,7 @@ function drawNetwork(nodes) {
     for (const g of gpus) boxes.append(el("span", { class: "gpu " + (g.free ? "free" : "held"), title: g.uuid + (g.free ? " free" : " held") }));
     const models = [...new Set(gpus.map((g) => g.model + " " + bytes(g.memory_bytes)))].join(", ");
     return el("tr", { class: "provider", "data-peer": n.peer_id },
-      el("td", {}, el("span", { class: "peer" }, n.peer_id), n.self ? el("span", { class: "muted" }, " (this node)") : ""),
+      el("td", {}, peer(n.peer_id), n.self ? el("span", { class: "muted" }, " (this node)") : ""),
       el("td", {}, gpus.length + " × " + models),
       el("td", {}, boxes, " " + free + " free / " + (gpus.length - free) + " held"),
       el("td", {}, n.cpus), el("td", {}, bytes(n.memory_bytes)),
@@ -76,21 +100,138 @@ function timeline(job) {
   return ol;
 }
 
-function drawJobs(jobs) {
-  const rows = jobs.slice().reverse().map((j) => {
-    const tr = el("tr", { class: "job" + (j.id === chosenJob ? " chosen" : ""), "data-job": j.id },
-      el("td", { title: j.id }, el("code", {}, short(j.id))),
-      el("td", {}, j.name),
-      el("td", { class: "state-" + j.state }, j.state),
-      el("td", {}, timeline(j)),
-      el("td", { title: j.provider }, el("span", { class: "peer" }, short(j.provider))),
-      el("td", {}, j.outcome ? j.outcome + (j.exit_code != null ? " (exit " + j.exit_code + ")" : "") : ""),
-      el("td", { class: "reason" }, j.reason));
-    tr.addEventListener("click", () => { chosenJob = j.id; refreshLog(); drawJobs(jobs); });
-    return tr;
-  });
-  if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "no job submitted from this node")));
+// newestFirst orders jobs by submission, newest first; the list comes
+// oldest first, so ties keep its order reversed.
+function newestFirst(jobs) {
+  return jobs.map((j, i) => [j, i, Date.parse(j.submitted) || 0])
+    .sort((a, b) => b[2] - a[2] || b[1] - a[1]).map((x) => x[0]);
+}
+
+// matches is the jobs table's filter: the state chosen, and the text in
+// the job's name (any case) or at the start of its ID or an attempt's.
+function matches(j) {
+  if (view.state && j.state !== view.state) return false;
+  const q = view.name.trim().toLowerCase();
+  if (!q) return true;
+  if ((j.name || "").toLowerCase().includes(q)) return true;
+  return [j.id, ...(j.attempts || []).map((a) => a.id)].some((id) => (id || "").toLowerCase().startsWith(q));
+}
+
+// hashFor is the address hash of the view with over changed.
+function hashFor(over) {
+  const v = { ...view, job: chosenByUser ? chosenJob : "", ...over };
+  const q = new URLSearchParams();
+  if (v.state) q.set("state", v.state);
+  if (v.name) q.set("name", v.name);
+  if (v.page > 1) q.set("page", v.page);
+  if (v.job) q.set("job", v.job);
+  const h = q.toString();
+  return h ? "#" + h : "";
+}
+
+function writeHash() {
+  history.replaceState(null, "", location.pathname + location.search + (hashFor({}) || ""));
+}
+
+// readHash sets the view from the address; only here is the name box
+// written, never while the user types in it.
+function readHash() {
+  const q = new URLSearchParams(location.hash.slice(1));
+  view.state = q.get("state") || "";
+  view.name = q.get("name") || "";
+  view.page = Math.max(1, parseInt(q.get("page"), 10) || 1);
+  const job = q.get("job");
+  if (job && job !== chosenJob) { chosenJob = job; chosenByUser = true; }
+  document.getElementById("jobs-name").value = view.name;
+}
+
+function chooseJob(id) {
+  chosenJob = id;
+  chosenByUser = true;
+  writeHash();
+  refreshLog();
+  drawJobs();
+}
+
+// drawStateFilter offers every state present, with its count, and the one
+// chosen even where no job is in it. Options are changed in place when the
+// states are the same, so that an open list stays open.
+function drawStateFilter(all) {
+  const counts = new Map();
+  for (const j of all) counts.set(j.state, (counts.get(j.state) || 0) + 1);
+  const order = (s) => { const i = STATES.indexOf(s); return i < 0 ? STATES.length : i; };
+  const states = [...counts.keys()].sort((a, b) => order(a) - order(b) || (a < b ? -1 : 1));
+  if (view.state && !counts.has(view.state)) states.push(view.state);
+  const want = [["", "all (" + all.length + ")"], ...states.map((s) => [s, s + " (" + (counts.get(s) || 0) + ")"])];
+  const sel = document.getElementById("jobs-state");
+  const same = sel.options.length === want.length && want.every(([v], i) => sel.options[i].value === v);
+  if (same) {
+    want.forEach(([, label], i) => { if (sel.options[i].textContent !== label) sel.options[i].textContent = label; });
+  } else {
+    sel.replaceChildren(...want.map(([v, label]) => el("option", { value: v }, label)));
+  }
+  sel.value = view.state;
+}
+
+function jobRow(j) {
+  const attempts = j.attempts || [];
+  const chosen = j.id === chosenJob || attempts.some((a) => a.id === chosenJob);
+  const tr = el("tr", { class: "job" + (chosen ? " chosen" : ""), "data-job": j.id },
+    el("td", { title: j.id }, el("code", {}, short(j.id))),
+    el("td", { class: "name" }, j.name),
+    el("td", { class: "state-" + j.state }, j.state),
+    el("td", {}, timeline(j)),
+    el("td", { class: "provider" }, peer(j.provider)),
+    el("td", {}, j.outcome ? j.outcome + (j.exit_code != null ? " (exit " + j.exit_code + ")" : "") : ""),
+    el("td", { class: "attempts-count" }, attempts.length > 1 ? attempts.length : ""),
+    el("td", { class: "reason" }, j.reason));
+  tr.addEventListener("click", () => chooseJob(j.id));
+  return tr;
+}
+
+// attemptsRow lists a resumed job's attempts under its row, each linked
+// to its own log.
+function attemptsRow(j) {
+  const ol = el("ol", { class: "attempts" });
+  for (const a of j.attempts) {
+    const li = el("li", { class: "attempt" + (a.id === chosenJob ? " chosen" : ""), "data-attempt": a.id, "data-n": a.n },
+      "attempt " + a.n + " ",
+      el("a", { href: hashFor({ job: a.id }), title: a.id + ": show its log" }, el("code", {}, short(a.id))));
+    if (a.provider) li.append(" on ", peer(a.provider));
+    if (a.from) li.append(", " + (a.to ? clock(a.from) + "–" + clock(a.to) : "since " + clock(a.from)));
+    li.append(", " + (a.outcome ? a.outcome + (a.attribution ? " (" + a.attribution + ")" : "") : a.state));
+    if (a.started_from) {
+      li.append(", ", el("span", { class: "resumed" }, "resumed from checkpoint ", el("code", { title: a.started_from }, short(a.started_from))));
+    } else if (a.n > 1) {
+      li.append(", run again from the start");
+    }
+    if (a.reason) li.append(el("span", { class: "reason muted" }, ": " + a.reason));
+    ol.append(li);
+  }
+  return el("tr", { class: "attempts", "data-attempts-of": j.id }, el("td", {}), el("td", { colspan: 7 }, ol));
+}
+
+// drawJobs draws one page of the jobs that pass the filter, newest first:
+// one row a job, and under a resumed one the list of its attempts.
+function drawJobs() {
+  const all = newestFirst((data && data.jobs) || []);
+  drawStateFilter(all);
+  const shown = all.filter(matches);
+  const pages = Math.max(1, Math.ceil(shown.length / PAGE_SIZE));
+  shownPage = Math.min(view.page, pages);
+  const rows = [];
+  for (const j of shown.slice((shownPage - 1) * PAGE_SIZE, shownPage * PAGE_SIZE)) {
+    rows.push(jobRow(j));
+    if ((j.attempts || []).length > 1) rows.push(attemptsRow(j));
+  }
+  if (rows.length === 0) {
+    rows.push(el("tr", {}, el("td", { colspan: 8, class: "muted" }, all.length ? "no job matches the filter" : "no job submitted from this node")));
+  }
   fill(document.querySelector("#jobs tbody"), rows);
+  document.getElementById("jobs-page").textContent = "page " + shownPage + " of " + pages + ", " +
+    (shown.length === all.length ? plural(all.length, "job") : shown.length + " of " + plural(all.length, "job"));
+  document.getElementById("jobs-prev").disabled = shownPage <= 1;
+  document.getElementById("jobs-next").disabled = shownPage >= pages;
 }
 
 // leases folds receipts into one interval per lease: its latest receipt.
@@ -118,7 +259,7 @@ function drawReceipts(rec, usage) {
     el("td", {}, (r.final ? "final" : "interim") + (r.one_sided ? ", one-sided" : "")))));
   const totals = (usage && usage.by_peer) || [];
   fill(document.querySelector("#usage tbody"), totals.map((u) => el("tr", {},
-    el("td", { title: u.peer }, el("span", { class: "peer" }, short(u.peer))),
+    el("td", {}, peer(u.peer)),
     el("td", {}, u.role), el("td", {}, u.gpu_hours.toFixed(3)),
     el("td", {}, u.owed_gpu_hours.toFixed(3)), el("td", {}, u.one_sided_gpu_hours.toFixed(3)))));
 }
@@ -254,24 +395,51 @@ async function refreshLog() {
   }
 }
 
+// firstData is the snapshot the server put in the page, or null when it
+// lacks one of the reads the page needs (the server leaves out one that
+// failed).
+function firstData() {
+  let snap = null;
+  try {
+    snap = JSON.parse(document.getElementById("snapshot").textContent || "null");
+  } catch (_) { /* no snapshot: fetch */ }
+  if (!snap || !["id", "nodes", "jobs", "receipts"].every((k) => k in snap)) return null;
+  return { id: snap.id, nodes: snap.nodes, jobs: snap.jobs, receipts: snap.receipts, usage: snap.usage ?? null };
+}
+
+async function fetchAll() {
+  const [id, nodes, jobs, receipts, usage] = await Promise.all([
+    getJSON("/v1/id"), getJSON("/v1/nodes"), getJSON("/v1/jobs"),
+    getJSON("/v1/receipts"), getJSON("/v1/usage").catch(() => null),
+  ]);
+  return { id, nodes, jobs, receipts, usage };
+}
+
+// draw redraws everything from d; from is where the first drawing's data
+// came from (the page's snapshot, or fetched), which the page records.
+function draw(d, from) {
+  data = d;
+  const id = d.id || {};
+  document.getElementById("self").replaceChildren("node ", peer(id.peer_id), " on ", el("b", {}, id.network));
+  drawNetwork(d.nodes || []);
+  const jobs = d.jobs || [];
+  if (!chosenJob && jobs.length) {
+    const running = jobs.filter((j) => j.state === "running");
+    chosenJob = (running[running.length - 1] || jobs[jobs.length - 1]).id;
+  }
+  drawJobs();
+  drawReceipts(d.receipts || {}, d.usage);
+  drawPlots(jobs, (d.receipts && d.receipts.receipts) || []);
+  document.querySelector("main").hidden = false;
+  if (!document.body.dataset.first) document.body.dataset.first = from;
+  document.body.dataset.loaded = "1";
+}
+
 async function refresh() {
   try {
-    const [id, nodes, jobs, rec, usage] = await Promise.all([
-      getJSON("/v1/id"), getJSON("/v1/nodes"), getJSON("/v1/jobs"),
-      getJSON("/v1/receipts"), getJSON("/v1/usage").catch(() => null),
-    ]);
-    document.getElementById("self").replaceChildren("node ", el("span", { class: "peer" }, id.peer_id), " on ", el("b", {}, id.network));
-    drawNetwork(nodes || []);
-    if (!chosenJob && jobs && jobs.length) {
-      const running = jobs.filter((j) => j.state === "running");
-      chosenJob = (running[running.length - 1] || jobs[jobs.length - 1]).id;
-    }
-    drawJobs(jobs || []);
-    drawReceipts(rec || {}, usage);
-    drawPlots(jobs || [], (rec && rec.receipts) || []);
+    draw(await fetchAll(), "fetched");
     await refreshLog();
     document.getElementById("updated").textContent = "updated " + clock(Date.now());
-    document.body.dataset.loaded = "1";
   } catch (e) {
     document.getElementById("updated").textContent = "cannot reach the node: " + e.message;
   } finally {
@@ -280,4 +448,46 @@ async function refresh() {
 }
 
 for (const r of document.querySelectorAll("input[name=stream]")) r.addEventListener("change", refreshLog);
-refresh();
+document.getElementById("jobs-state").addEventListener("change", (e) => {
+  view.state = e.target.value;
+  view.page = 1;
+  writeHash();
+  drawJobs();
+});
+document.getElementById("jobs-name").addEventListener("input", (e) => {
+  view.name = e.target.value;
+  view.page = 1;
+  writeHash();
+  drawJobs();
+});
+for (const [button, step] of [["jobs-prev", -1], ["jobs-next", +1]]) {
+  document.getElementById(button).addEventListener("click", () => {
+    view.page = Math.max(1, shownPage + step);
+    writeHash();
+    drawJobs();
+  });
+}
+window.addEventListener("hashchange", () => {
+  const was = chosenJob;
+  readHash();
+  if (data) drawJobs();
+  if (chosenJob !== was) refreshLog();
+});
+
+// start draws the page from its snapshot, then refreshes every POLL_MS;
+// without a snapshot it reads the API first, and draws nothing before.
+function start() {
+  readHash();
+  const first = firstData();
+  if (!first) return refresh();
+  try {
+    draw(first, "snapshot");
+  } catch (_) {
+    return refresh(); // a snapshot the page cannot draw: read the API
+  }
+  document.getElementById("updated").textContent = "as of " + clock(Date.now());
+  refreshLog();
+  setTimeout(refresh, POLL_MS);
+}
+
+start();
