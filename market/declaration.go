@@ -85,6 +85,12 @@ type Request struct {
 	// its data while others could take it now (delay scheduling); 0 never
 	// waits. See the package documentation.
 	LocalityWait Duration `json:"locality_wait,omitempty" yaml:"locality_wait,omitempty"`
+	// Retries is how many times the submitter runs the job again after
+	// it fails by its own fault (outcome failed, attribution job): from
+	// its last checkpoint where it took one, else from the beginning. A
+	// job lost with its provider is resumed or requeued as before,
+	// whatever Retries says. At most MaxRetries.
+	Retries int `json:"retries,omitempty" yaml:"retries,omitempty"`
 }
 
 // DiskBytes is the job's disk quota: Disk, or DefaultDisk when unset.
@@ -132,6 +138,7 @@ const (
 	MaxLimit            = 30 * Day
 	MaxInputs           = 256
 	MaxResumesCap       = 100
+	MaxRetries          = 100
 	// MaxInputSize bounds a recorded input or image size: far above any
 	// dataset a job stages, low enough that a job's total cannot overflow.
 	MaxInputSize = 1 << 50 // 1PiB
@@ -469,6 +476,9 @@ func validateRequest(r *Request, ps *problems) {
 	}
 	if r.LocalityWait < 0 || r.LocalityWait > MaxLocalityWait {
 		ps.add("request.locality_wait", "must be a duration such as 30s, at most %s", Duration(MaxLocalityWait))
+	}
+	if r.Retries < 0 || r.Retries > MaxRetries {
+		ps.add("request.retries", "must be between 0 and %d", MaxRetries)
 	}
 }
 

@@ -428,8 +428,10 @@ func (dc *decoder) request(n *yaml.Node, field string) Request {
 			r.Locality, _ = dc.str(v, f)
 		case "locality_wait":
 			r.LocalityWait, _ = dc.duration(v, f)
+		case "retries":
+			r.Retries, _ = dc.int(v, f)
 		default:
-			dc.unknown(f, "gpus, gpu_model, gpu_memory, cpus, memory, disk, limit, locality, locality_wait")
+			dc.unknown(f, "gpus, gpu_model, gpu_memory, cpus, memory, disk, limit, locality, locality_wait, retries")
 		}
 	})
 	if !haveCPUs && !dc.covers(field+".cpus") {

@@ -27,7 +27,7 @@ func sectionOf(key string) string {
 		return "work"
 	case "source", "mount":
 		return "data[]"
-	case "gpus", "gpu_model", "gpu_memory", "cpus", "memory", "disk", "limit", "locality", "locality_wait":
+	case "gpus", "gpu_model", "gpu_memory", "cpus", "memory", "disk", "limit", "locality", "locality_wait", "retries":
 		return "request"
 	case "path", "checkpoints":
 		return "output"

@@ -135,6 +135,8 @@ func describeAttempt(a api.Attempt) string {
 		parts = append(parts, span)
 	}
 	switch {
+	case a.Outcome != "" && a.Outcome != "completed" && a.Reason != "":
+		parts = append(parts, a.Outcome+" ("+a.Attribution+": "+firstLine(a.Reason)+")")
 	case a.Outcome != "":
 		parts = append(parts, a.Outcome+" ("+a.Attribution+")")
 	default:
@@ -294,4 +296,14 @@ func withdrawTargets(ctx context.Context, g *globalOptions, args []string, sel j
 		return nil, errors.New("no job of this node that has not ended matches the selection (e31 list shows them)")
 	}
 	return ids, nil
+}
+
+// firstLine is the first line of a reason, cut to fit on a status line.
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	const max = 100
+	if r := []rune(s); len(r) > max {
+		s = string(r[:max-1]) + "…"
+	}
+	return s
 }

@@ -45,6 +45,7 @@ type submitOptions struct {
 	ckptEvery   string
 	resume      string
 	maxResumes  int
+	retries     int
 	pollEvery   time.Duration
 	waitTimeout time.Duration
 }
@@ -110,6 +111,7 @@ already submitted, several at once.`,
 	f.StringVar(&o.ckptEvery, "checkpoint-every", "10m", "how often checkpoints are taken (flags form)")
 	f.StringVar(&o.resume, "resume", "", "auto: resubmit the job from its last checkpoint when a run is lost or stopped by no fault of its own (flags form; needs --checkpoint-path)")
 	f.IntVar(&o.maxResumes, "max-resumes", market.DefaultMaxResumes, "with --resume auto: how many times at most (flags form)")
+	f.IntVar(&o.retries, "retries", 0, "run the job again up to N times when it fails by its own fault (exit status, memory), from its last checkpoint if it took one (flags form; request.retries)")
 	f.DurationVar(&o.pollEvery, "poll", defaultPoll, "with --wait: how often to ask a daemon that cannot answer on each change of the job (an older version)")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up following after this long (0: never)")
 	return cmd
@@ -133,7 +135,7 @@ func fileArg(file string, args []string, dash int) ([]string, error) {
 // with a declaration FILE they would be ignored.
 func flagsFormFlags() []string {
 	return []string{"name", "gpus", "gpu-model", "gpu-memory", "image", "cpus", "memory", "disk", "limit",
-		"input", "output-path", "env", "workdir", "checkpoint-path", "checkpoint-every", "resume", "max-resumes"}
+		"input", "output-path", "env", "workdir", "checkpoint-path", "checkpoint-every", "resume", "max-resumes", "retries"}
 }
 
 // noFlagsFormFlags refuses, naming them, flags of the flags form given with
@@ -304,6 +306,7 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 		}
 		d.Request.Disk = m
 	}
+	d.Request.Retries = o.retries
 	d.Output.Path = cleanJobPath(o.outputPath)
 	d.Work.Workdir = cleanJobPath(o.workdir)
 	for _, kv := range o.env {

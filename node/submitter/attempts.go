@@ -34,13 +34,32 @@ func (r *Record) root() string {
 	return r.ID
 }
 
-// resumeDue reports whether this attempt ended with its provider lost and
-// is to be resumed automatically, and has not been yet: the job it belongs
-// to goes on.
+// resumeDue reports whether this attempt ended in a way its declaration
+// asks to go on from automatically (autoContinues), and has not been
+// resumed yet: the job it belongs to goes on.
 func (r *Record) resumeDue() bool {
+	return r.terminal() && r.Next == "" && r.ResumeFailed == "" && r.autoContinues()
+}
+
+// autoContinues reports whether the attempt ended in a way its declaration
+// asks the submitter to go on from by itself: lost with its provider and
+// declared resume: auto, with resumes left; or failed by its own fault
+// with request.retries left.
+func (r *Record) autoContinues() bool {
 	cp := r.Declaration.Output.Checkpoints
-	return r.terminal() && r.Outcome == ledger.OutcomeProviderLost && r.Next == "" && r.ResumeFailed == "" &&
-		cp != nil && cp.Resume == market.ResumeAuto && r.Resumes < cp.MaxResumes
+	switch {
+	case r.Outcome == ledger.OutcomeProviderLost:
+		return cp != nil && cp.Resume == market.ResumeAuto && r.Resumes < cp.MaxResumes
+	case r.retried():
+		return r.Retries < r.Declaration.Request.Retries
+	}
+	return false
+}
+
+// retried reports whether the attempt ended as request.retries counts: it
+// failed by its own fault.
+func (r *Record) retried() bool {
+	return r.Outcome == ledger.OutcomeFailed && r.Attribution == ledger.AttributionJob
 }
 
 // attempt renders the record as attempt n of its job.
@@ -92,6 +111,10 @@ func merged(chain []Record) api.Job {
 		out.Provider, out.Lease, out.GPUs = "", "", []string{}
 		out.Reason = fmt.Sprintf("resuming: attempt %d ended %s (%s); attempt %d starts from %s",
 			len(chain), last.Outcome, last.Reason, len(chain)+1, from)
+		if last.retried() {
+			out.Reason = fmt.Sprintf("retrying: attempt %d failed (%s); retry %d of %d starts from %s",
+				len(chain), last.Reason, last.Retries+1, last.Declaration.Request.Retries, from)
+		}
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire/wiretest"
@@ -185,5 +186,63 @@ func TestResumeDueAtStart(t *testing.T) {
 	j := h.job(t, "lostjob")
 	if len(j.Attempts) != 2 || j.Attempts[1].State != api.JobQueued {
 		t.Fatalf("after the start: %+v", j.Attempts)
+	}
+}
+
+// A job that fails by its own fault is run again, as its next attempt, as
+// many times as request.retries says, and then ends failed; a failure the
+// provider caused is not counted as one.
+func TestRetriesAfterOwnFailure(t *testing.T) {
+	h := newHarness(t, Config{ProviderLostAfter: time.Hour, RequeueEvery: time.Hour}, noOffers{})
+	ctx := context.Background()
+	d := market.NewDeclaration("sim", []string{"python3", "/code/sim.py"}, 1, market.Hour, nil)
+	d.Request.Retries = 2
+	h.endedJob(t, "failjob", d, "")
+	fail := func(id string, attribution ledger.Attribution) {
+		t.Helper()
+		if err := h.s.jobs.get(id).update(func(r *Record) error {
+			r.State = api.JobReleased
+			r.Outcome, r.Attribution, r.Reason = ledger.OutcomeFailed, attribution, "exit status 3"
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fail("failjob", ledger.AttributionJob)
+
+	j := h.job(t, "failjob")
+	if j.State != api.JobQueued || !strings.Contains(j.Reason, "retrying: attempt 1 failed (exit status 3); retry 1 of 2 starts from the beginning") {
+		t.Fatalf("a failed job with retries left: %s, %q", j.State, j.Reason)
+	}
+	for retry := 1; retry <= 2; retry++ {
+		h.s.autoResume(ctx, j.Attempts[len(j.Attempts)-1].ID)
+		j = h.job(t, "failjob")
+		if len(j.Attempts) != retry+1 {
+			t.Fatalf("after retry %d: %d attempts", retry, len(j.Attempts))
+		}
+		last := j.Attempts[retry].ID
+		var rec Record
+		h.s.jobs.get(last).view(func(r *Record) { rec = *r })
+		if rec.Retries != retry || rec.Resumes != 0 || rec.Root != "failjob" || rec.Declaration.Request.Retries != 2 {
+			t.Fatalf("retry %d: retries %d, resumes %d, root %q", retry, rec.Retries, rec.Resumes, rec.Root)
+		}
+		fail(last, ledger.AttributionJob)
+	}
+	// Its retries used up, the job ends as its last attempt did.
+	j = h.job(t, "failjob")
+	if !j.State.Terminal() || j.Outcome != string(ledger.OutcomeFailed) || len(j.Attempts) != 3 {
+		t.Fatalf("retries used up: %s %s with %d attempts", j.State, j.Outcome, len(j.Attempts))
+	}
+	h.s.autoResume(ctx, j.Attempts[2].ID)
+	if j := h.job(t, "failjob"); len(j.Attempts) != 3 {
+		t.Fatalf("run again past its retries: %d attempts", len(j.Attempts))
+	}
+
+	// The provider's failure is not the job's: no retry.
+	h.endedJob(t, "provjob", d, "")
+	fail("provjob", ledger.AttributionProvider)
+	h.s.autoResume(ctx, "provjob")
+	if j := h.job(t, "provjob"); !j.State.Terminal() || len(j.Attempts) > 1 {
+		t.Fatalf("a failure the provider caused was retried: %s, %d attempts", j.State, len(j.Attempts))
 	}
 }

@@ -133,7 +133,8 @@ func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.Ra
 	}
 	reply, resume, err := j.receipt(ctx, req, r)
 	if resume {
-		// A provider that restarted mid-run ends the lease itself.
+		// A provider that restarted mid-run ends the lease itself; a job
+		// that failed may have retries left.
 		s.tasks.Go(func() { s.autoResume(s.ctx, r.Job) })
 	}
 	return reply, err

@@ -95,7 +95,7 @@ func (j *jobTracker) receipt(ctx context.Context, req wire.ReceiptRequest, r led
 		return nil
 	})
 	e.log(j.log)
-	resume = r.Final && r.Outcome == ledger.OutcomeProviderLost
+	resume = r.Final && (r.Outcome == ledger.OutcomeProviderLost || r.Outcome == ledger.OutcomeFailed)
 	return wire.ReceiptReply{Receipt: mustJSON(r)}, resume, nil
 }
 

@@ -50,8 +50,10 @@ type Record struct {
 	LastReceipt   time.Time `json:"last_receipt,omitempty"`
 	Withdrawn     bool      `json:"withdrawn,omitempty"` // asked to withdraw while leased
 	// Resumes counts how many resumptions lead to this job (0 for an
-	// original).
+	// original); Retries how many runs again after a failure of the
+	// job's own (request.retries), which Resumes leaves out.
 	Resumes int `json:"resumes,omitempty"`
+	Retries int `json:"retries,omitempty"`
 	// Resumed is set once a resumption of this job was submitted
 	// automatically, so that it happens once.
 	Resumed bool `json:"resumed,omitempty"`

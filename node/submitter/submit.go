@@ -151,7 +151,10 @@ func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent 
 		}
 	}
 	if parent != nil {
-		rec.Resumes = parent.Resumes + 1
+		rec.Resumes, rec.Retries = parent.Resumes+1, parent.Retries
+		if parent.retried() {
+			rec.Resumes, rec.Retries = parent.Resumes, parent.Retries+1
+		}
 		rec.Root = parent.root()
 	}
 	j := newJobTracker(&s.parts, rec)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/e31network/e31/ledger"
-	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
@@ -206,9 +205,10 @@ func (j *jobTracker) recordOneSided(ctx context.Context, l wire.SignedLease, es 
 // errSkip tells update that there is nothing to change.
 var errSkip = fmt.Errorf("nothing to change")
 
-// autoResume resubmits a job lost with its provider, from its last
-// checkpoint (or from the start, if none was taken), when its declaration
-// asks for it and its resumes are not used up.
+// autoResume resubmits a job lost with its provider, or failed by its own
+// fault, from its last checkpoint (or from the start, if none was taken),
+// when its declaration asks for it (resume: auto, request.retries) and
+// those are not used up.
 func (s *Submitter) autoResume(ctx context.Context, id string) {
 	j := s.jobs.get(id)
 	if j == nil || !j.claimResume() {
@@ -222,7 +222,13 @@ func (s *Submitter) autoResume(ctx context.Context, id string) {
 // submitted is recorded on the attempt: the job ends there, and the reason
 // says so.
 func (s *Submitter) resumeAttempt(ctx context.Context, id string) {
-	r, err := s.resume(ctx, id, false, true)
+	// A retry of a job that declares no checkpoints runs it again from
+	// the beginning.
+	fromStart := false
+	if j := s.jobs.get(id); j != nil {
+		j.view(func(r *Record) { fromStart = r.Declaration.Output.Checkpoints == nil })
+	}
+	r, err := s.resume(ctx, id, fromStart, true)
 	switch {
 	case errors.Is(err, errNotResumable):
 		return
@@ -237,7 +243,7 @@ func (s *Submitter) resumeAttempt(ctx context.Context, id string) {
 		}
 		return
 	}
-	s.log.Info("resumed after losing its provider", "job", r.ID, "attempt", len(r.Attempts), "as", r.Attempts[len(r.Attempts)-1].ID)
+	s.log.Info("went on by itself", "job", r.ID, "after", r.Attempts[len(r.Attempts)-2].Outcome, "attempt", len(r.Attempts), "as", r.Attempts[len(r.Attempts)-1].ID)
 }
 
 // claimResume records, once, that the job lost with its provider is
@@ -247,8 +253,7 @@ func (s *Submitter) resumeAttempt(ctx context.Context, id string) {
 // after a restart.
 func (j *jobTracker) claimResume() bool {
 	err := j.update(func(r *Record) error {
-		cp := r.Declaration.Output.Checkpoints
-		if r.Outcome != ledger.OutcomeProviderLost || r.Resumed || cp == nil || cp.Resume != market.ResumeAuto || r.Resumes >= cp.MaxResumes {
+		if !r.terminal() || r.Resumed || !r.autoContinues() {
 			return errSkip
 		}
 		r.Resumed = true
