@@ -10,7 +10,11 @@
 // works offline; it reads the same JSON endpoints the e31 command uses
 // (/v1/id, /v1/nodes, /v1/jobs, /v1/jobs/{id}/logs, /v1/receipts,
 // /v1/usage) every two seconds and computes the plots itself, so the API
-// gained no endpoint for it. It only reads: it sends no request that
+// gained no endpoint for it. The daemon serves index.html with the answers
+// of the first reads in a JSON data block (package apiserver, dashboard.go),
+// so that the first paint has data. The jobs table filters by state and by
+// name or ID, pages 50 at a time (both kept in the location hash), and lists
+// a resumed job's attempts; peer IDs are shown short, in full on hover. It only reads: it sends no request that
 // changes anything, and every text from the network is set as text, never
 // parsed as HTML.
 package ui
