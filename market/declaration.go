@@ -27,6 +27,14 @@ type Declaration struct {
 	// sweep: lr-3e-4), to select its jobs by. They stay on its node: the
 	// submitter takes them out of what it signs and broadcasts.
 	Labels map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
+	// After lists jobs of the submitter's node (IDs or unique prefixes)
+	// that must complete before this job is announced: its submitter
+	// holds it until they have, and ends it failed when one does not.
+	// AfterAny lists jobs that must end, however they end. Both stay on
+	// the submitter's node, as Labels do. A data source job:JOB/out names
+	// an upstream's output folder, resolved when it completes.
+	After    []string `json:"after,omitempty" yaml:"after,omitempty"`
+	AfterAny []string `json:"after_any,omitempty" yaml:"after_any,omitempty"`
 }
 
 // Work is the program the sandbox runs.
@@ -139,6 +147,7 @@ const (
 	MaxInputs           = 256
 	MaxResumesCap       = 100
 	MaxRetries          = 100
+	MaxUpstreams        = 64
 	// MaxInputSize bounds a recorded input or image size: far above any
 	// dataset a job stages, low enough that a job's total cannot overflow.
 	MaxInputSize = 1 << 50 // 1PiB
@@ -335,6 +344,8 @@ func validate(d *Declaration, ps *problems) {
 	validateWork(&d.Work, ps)
 	validateRequest(&d.Request, ps)
 	validateLabels(d.Labels, ps)
+	validateAfter("after", d.After, ps)
+	validateAfter("after_any", d.AfterAny, ps)
 
 	// Every path the sandbox mounts, in declaration order, so that an overlap
 	// is reported on the later of the two.
@@ -576,4 +587,23 @@ func envField(k string) string {
 // the order in which Go happens to walk a map.
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// validateAfter checks a list of upstream jobs: IDs (or prefixes), each
+// once, at most MaxUpstreams.
+func validateAfter(field string, ids []string, ps *problems) {
+	if len(ids) > MaxUpstreams {
+		ps.add(field, "must list at most %d jobs", MaxUpstreams)
+	}
+	seen := map[string]bool{}
+	for i, id := range ids {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		switch {
+		case id == "" || len(id) > 64 || strings.ContainsAny(id, " \t\n/:"):
+			ps.add(f, "must be a job ID of this node")
+		case seen[id]:
+			ps.add(f, "names %s twice", id)
+		}
+		seen[id] = true
+	}
 }

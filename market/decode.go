@@ -282,8 +282,12 @@ func (dc *decoder) declaration(n *yaml.Node) Declaration {
 			}
 		case "labels":
 			d.Labels = dc.labels(v, f)
+		case "after":
+			d.After = dc.strings(v, f)
+		case "after_any":
+			d.AfterAny = dc.strings(v, f)
 		default:
-			dc.unknown(f, "name, work, data, request, output, labels")
+			dc.unknown(f, "name, work, data, request, output, labels, after, after_any")
 		}
 	})
 	if !ok {

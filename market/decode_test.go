@@ -103,6 +103,9 @@ func TestDecodeRejections(t *testing.T) {
 	if _, err := DecodeDeclaration([]byte(base)); err != nil {
 		t.Fatalf("base: %v", err)
 	}
+	if d, err := DecodeDeclaration([]byte(base + "after: [abc]\nafter_any: [def, ghi]\n")); err != nil || len(d.After) != 1 || len(d.AfterAny) != 2 {
+		t.Fatalf("after, after_any: %v %v, %v", d.After, d.AfterAny, err)
+	}
 	if d, err := DecodeDeclaration([]byte(strings.Replace(base, "limit: 1h}", "limit: 1h, retries: 3}", 1))); err != nil || d.Request.Retries != 3 {
 		t.Fatalf("retries: 3: %+v, %v", d.Request, err)
 	}
@@ -174,6 +177,9 @@ func TestDecodeRejections(t *testing.T) {
 		{"max_resumes without resume", strings.Replace(base, "every: 10m}", "every: 10m, max_resumes: 2}", 1), []string{"output.checkpoints.max_resumes: needs resume: auto"}},
 		{"from not a CID", strings.Replace(base, "every: 10m}", "every: 10m, from: /tmp/ckpt}", 1), []string{"output.checkpoints.from: must be the CID of a checkpoint"}},
 		{"max_resumes zero", strings.Replace(base, "every: 10m}", "every: 10m, resume: auto, max_resumes: 0}", 1), []string{"output.checkpoints.max_resumes: must be between 1 and 100"}},
+		{"after twice", base + "after: [abc, abc]\n", []string{"after[1]: names abc twice"}},
+		{"after not an ID", base + "after_any: [\"a b\"]\n", []string{"after_any[0]: must be a job ID of this node"}},
+		{"after not a list", base + "after: abc\n", []string{"after: must be a list of strings"}},
 		{"retries negative", strings.Replace(base, "limit: 1h}", "limit: 1h, retries: -1}", 1), []string{"request.retries: must be between 0 and 100"}},
 		{"retries too many", strings.Replace(base, "limit: 1h}", "limit: 1h, retries: 101}", 1), []string{"request.retries: must be between 0 and 100"}},
 		{"duplicate key", strings.Replace(base, "name: t\n", "name: t\nname: u\n", 1), []string{"name: is given twice"}},
