@@ -46,6 +46,8 @@ type submitOptions struct {
 	resume      string
 	maxResumes  int
 	retries     int
+	after       []string
+	afterAny    []string
 	pollEvery   time.Duration
 	waitTimeout time.Duration
 }
@@ -111,6 +113,8 @@ already submitted, several at once.`,
 	f.StringVar(&o.ckptEvery, "checkpoint-every", "10m", "how often checkpoints are taken (flags form)")
 	f.StringVar(&o.resume, "resume", "", "auto: resubmit the job from its last checkpoint when a run is lost or stopped by no fault of its own (flags form; needs --checkpoint-path)")
 	f.IntVar(&o.maxResumes, "max-resumes", market.DefaultMaxResumes, "with --resume auto: how many times at most (flags form)")
+	f.StringArrayVar(&o.after, "after", nil, "JOB: hold this job on this node until JOB has completed (it ends failed if JOB does not); repeatable; --input job:JOB/out:/in takes JOB's output (flags form; a declaration's after)")
+	f.StringArrayVar(&o.afterAny, "after-any", nil, "JOB: hold this job until JOB has ended, however it ends; repeatable (flags form; a declaration's after_any)")
 	f.IntVar(&o.retries, "retries", 0, "run the job again up to N times when it fails by its own fault (exit status, memory), from its last checkpoint if it took one (flags form; request.retries)")
 	f.DurationVar(&o.pollEvery, "poll", defaultPoll, "with --wait: how often to ask a daemon that cannot answer on each change of the job (an older version)")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up following after this long (0: never)")
@@ -135,7 +139,7 @@ func fileArg(file string, args []string, dash int) ([]string, error) {
 // with a declaration FILE they would be ignored.
 func flagsFormFlags() []string {
 	return []string{"name", "gpus", "gpu-model", "gpu-memory", "image", "cpus", "memory", "disk", "limit",
-		"input", "output-path", "env", "workdir", "checkpoint-path", "checkpoint-every", "resume", "max-resumes", "retries"}
+		"input", "output-path", "env", "workdir", "checkpoint-path", "checkpoint-every", "resume", "max-resumes", "retries", "after", "after-any"}
 }
 
 // noFlagsFormFlags refuses, naming them, flags of the flags form given with
@@ -307,6 +311,7 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 		d.Request.Disk = m
 	}
 	d.Request.Retries = o.retries
+	d.After, d.AfterAny = o.after, o.afterAny
 	d.Output.Path = cleanJobPath(o.outputPath)
 	d.Work.Workdir = cleanJobPath(o.workdir)
 	for _, kv := range o.env {

@@ -222,7 +222,7 @@ func (s *Server) receipts(r *http.Request) (any, error) {
 // of its attempts when it is named by the ID it was submitted with.
 func (s *Server) jobReceipts(ctx context.Context, job string) ([]ledger.Entry, error) {
 	ids := []string{s.cfg.Jobs.FullID(job)}
-	if j, err := s.cfg.Jobs.Job(job); err == nil && len(j.Attempts) > 1 {
+	if j, err := s.cfg.Jobs.Job(job); err == nil && len(j.Attempts) > 0 {
 		ids = ids[:0]
 		for _, a := range j.Attempts {
 			ids = append(ids, a.ID)

@@ -92,6 +92,13 @@ func merged(chain []Record) api.Job {
 	out := last.API()
 	out.ID, out.Name, out.Submitted, out.ResumeOf = first.ID, first.Declaration.Name, first.Submitted.UTC(), ""
 	out.Labels = maps.Clone(first.Labels)
+	if first.placeholder() {
+		// A held job's record is the job's handle, not one of its runs.
+		chain = chain[1:]
+		if len(chain) == 0 {
+			return out
+		}
+	}
 	out.Attempts = make([]api.Attempt, len(chain))
 	for i := range chain {
 		out.Attempts[i] = chain[i].attempt(i + 1)

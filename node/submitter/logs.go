@@ -81,11 +81,15 @@ func (s *Submitter) Logs(ctx context.Context, id string, o api.LogOptions, w io.
 	if root != "" {
 		return s.attemptLogs(ctx, j.id, stream, o, false, w)
 	}
-	chain := s.attempts(j)
+	runs, err := s.runs(ctx, j, o.Follow)
+	if err != nil {
+		return err
+	}
+	chain := runs
 	if o.TailLines > 0 {
 		chain = chain[len(chain)-1:]
 	}
-	n := len(s.attempts(j)) - len(chain) + 1
+	n := len(runs) - len(chain) + 1
 	cur := chain[0]
 	for {
 		err := s.attemptLogs(ctx, cur.id, stream, o, o.Follow && auto, w)
@@ -123,6 +127,38 @@ func (s *Submitter) Logs(ctx context.Context, id string, o api.LogOptions, w io.
 			return err
 		}
 		cur = next
+	}
+}
+
+// runs returns the attempts of the job whose first record is j, first to
+// last, without a held job's record, which never runs; with follow it
+// waits for a held job to be released.
+func (s *Submitter) runs(ctx context.Context, j *jobTracker, follow bool) ([]*jobTracker, error) {
+	for {
+		chain := s.attempts(j)
+		var held, waiting bool
+		var state api.JobState
+		var reason string
+		chain[0].view(func(r *Record) {
+			held, waiting = r.placeholder(), r.Hold != nil && !r.terminal()
+			state, reason = r.State, r.Reason
+			if waiting {
+				reason = r.Wait
+			}
+		})
+		switch {
+		case !held:
+			return chain, nil
+		case len(chain) > 1:
+			return chain[1:], nil
+		case !waiting:
+			return nil, conflict(fmt.Errorf("job %s ended %s before it ran (%s): it has no logs", j.id, state, reason))
+		case !follow:
+			return nil, conflict(fmt.Errorf("job %s is %s: it has no logs yet", j.id, reason))
+		}
+		if err := pause(ctx, logPause); err != nil {
+			return nil, err
+		}
 	}
 }
 

@@ -54,6 +54,10 @@ type Record struct {
 	// job's own (request.retries), which Resumes leaves out.
 	Resumes int `json:"resumes,omitempty"`
 	Retries int `json:"retries,omitempty"`
+	// Hold is set on the record of a job held for its upstreams (after,
+	// after_any; hold.go). It is never changed in place: a change sets a
+	// new Hold, so a copy taken under the lock stays as it was.
+	Hold *Hold `json:"hold,omitempty"`
 	// Resumed is set once a resumption of this job was submitted
 	// automatically, so that it happens once.
 	Resumed bool `json:"resumed,omitempty"`
@@ -126,6 +130,10 @@ func (r *Record) terminal() bool { return r.State.Terminal() }
 func (r *Record) copy() Record {
 	c := *r
 	c.Steps = slices.Clone(r.Steps)
+	if r.Hold != nil {
+		h := *r.Hold
+		c.Hold = &h
+	}
 	return c
 }
 

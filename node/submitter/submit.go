@@ -84,24 +84,23 @@ func (s *Submitter) resume(ctx context.Context, id string, fromStart, exact bool
 // submit checks, imports, signs and broadcasts a declaration: a new job,
 // or with parent the next attempt of parent's job.
 func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent *Record, progress content.Progress) (api.Job, error) {
-	resumeOf := ""
+	if parent == nil && (len(decl.After) > 0 || len(decl.AfterAny) > 0) {
+		return s.submitHeld(ctx, decl, progress)
+	}
+	// A held job's first attempt links to its record as a resumption does
+	// to the attempt before it, but the network hears of no resumption.
+	resumeOf, announcedOf := "", ""
 	if parent != nil {
-		resumeOf = parent.ID
+		resumeOf, announcedOf = parent.ID, parent.ID
+		if parent.placeholder() {
+			announcedOf = ""
+		}
 	}
 	if err := s.resolveJobSources(&decl); err != nil {
 		s.d.Metrics.Rejected.Inc()
 		return api.Job{}, invalid(err)
 	}
-	if err := market.CheckSources(decl, func(path string) (bool, error) {
-		if !filepath.IsAbs(path) {
-			return false, fmt.Errorf("%q is not an absolute path", path)
-		}
-		_, err := os.Stat(path)
-		if errors.Is(err, os.ErrNotExist) {
-			return false, nil
-		}
-		return err == nil, err
-	}); err != nil {
+	if err := checkLocalSources(decl); err != nil {
 		s.d.Metrics.Rejected.Inc()
 		return api.Job{}, invalid(err)
 	}
@@ -123,7 +122,7 @@ func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent 
 	if err != nil {
 		return api.Job{}, err
 	}
-	body := wire.DeclarationBody{Declaration: decl, Addrs: s.d.Addrs(), ResumeOf: resumeOf}
+	body := wire.DeclarationBody{Declaration: decl, Addrs: s.d.Addrs(), ResumeOf: announcedOf}
 	if err := body.Check(); err != nil {
 		return api.Job{}, invalid(err)
 	}
@@ -152,7 +151,10 @@ func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent 
 	}
 	if parent != nil {
 		rec.Resumes, rec.Retries = parent.Resumes+1, parent.Retries
-		if parent.retried() {
+		switch {
+		case parent.placeholder():
+			rec.Resumes = 0 // the first run of a held job
+		case parent.retried():
 			rec.Resumes, rec.Retries = parent.Resumes, parent.Retries+1
 		}
 		rec.Root = parent.root()
@@ -168,11 +170,28 @@ func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent 
 		// Saved and queued: the requeue loop announces it again.
 		s.log.Warn("announce job", "job", id, "err", err)
 	}
-	s.d.Metrics.Submitted.Inc()
+	if parent == nil || !parent.placeholder() {
+		s.d.Metrics.Submitted.Inc() // a held job was counted when it was
+	}
 	s.log.Info("job submitted", "job", id, "name", decl.Name, "gpus", decl.Request.GPUs)
 	out := snap.API()
 	out.Version = s.versionBase // no change counted yet
 	return out, nil
+}
+
+// checkLocalSources checks that every local path a declaration stages is
+// an absolute path that is there.
+func checkLocalSources(decl market.Declaration) error {
+	return market.CheckSources(decl, func(path string) (bool, error) {
+		if !filepath.IsAbs(path) {
+			return false, fmt.Errorf("%q is not an absolute path", path)
+		}
+		_, err := os.Stat(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return err == nil, err
+	})
 }
 
 // importer makes a declaration's sources exact before it is signed, in
@@ -397,10 +416,12 @@ func (j *jobTracker) withdraw(ctx context.Context) (api.Job, error) {
 	var lease string
 	var badProvider error
 	var out api.Job
+	announced := true
 	err := j.update(func(r *Record) error {
 		if r.terminal() {
 			return conflict(fmt.Errorf("job %s is already %s", id, r.State))
 		}
+		announced = !r.placeholder()
 		if r.State == api.JobQueued {
 			r.State = api.JobWithdrawn
 			r.setEnding(ledger.Ending{Outcome: ledger.OutcomeWithdrawn, Attribution: ledger.AttributionSubmitter})
@@ -426,6 +447,9 @@ func (j *jobTracker) withdraw(ctx context.Context) (api.Job, error) {
 	if badProvider != nil {
 		// The provider still hears of it from the announcement below.
 		j.log.Error("withdrawal: the lease names a bad provider, not told directly", "job", id, "lease", lease, "err", badProvider)
+	}
+	if !announced && provider == "" {
+		return out, nil // held for its upstreams: the network never heard of it
 	}
 	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindWithdrawal, wire.WithdrawalBody{Job: id}); err != nil {
 		j.log.Warn("announce withdrawal", "job", id, "err", err)

@@ -270,6 +270,7 @@ func (s *Submitter) Start() {
 	s.tasks.Go(func() { s.requeueLoop(s.ctx) })
 	s.tasks.Go(func() { s.evictLoop(s.ctx) })
 	s.tasks.Go(func() { s.resumeDueAtStart(s.ctx) })
+	s.tasks.Go(func() { s.holdLoop(s.ctx) })
 }
 
 // Joined records that another provider's offer arrived: silence of a

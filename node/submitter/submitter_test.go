@@ -74,6 +74,12 @@ func (g *memGossip) PublishRaw(ctx context.Context, topic string, raw []byte) er
 	return nil
 }
 
+func (g *memGossip) rawCount() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.raw
+}
+
 func (g *memGossip) count(kind string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()

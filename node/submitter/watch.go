@@ -348,8 +348,8 @@ func (s *Submitter) requeueLoop(ctx context.Context) {
 func (j *jobTracker) announcement() (env []byte, avoid []string, queued bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.rec.State != api.JobQueued {
-		return nil, nil, false
+	if j.rec.State != api.JobQueued || j.rec.placeholder() {
+		return nil, nil, false // a held job is not announced
 	}
 	return j.rec.Envelope, slices.Clone(j.rec.Avoid), true
 }
