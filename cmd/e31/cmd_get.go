@@ -20,8 +20,9 @@ type getOptions struct {
 
 func newGetCommand(g *globalOptions) *cobra.Command {
 	var o getOptions
+	var sel jobSelection
 	cmd := &cobra.Command{
-		Use:   "get JOB... [-o DIR] [--checkpoint]",
+		Use:   "get JOB...|--label K=V|--name GLOB [-o DIR] [--checkpoint]",
 		Short: "Write jobs' output (or their last checkpoint) into folders",
 		Long: `get writes what a job returned: DIR/out holds the declared output path's
 content, DIR/stdout.log and DIR/stderr.log the job's logs. With --checkpoint it
@@ -29,39 +30,53 @@ writes the last checkpoint pulled from the provider instead. A resumed job
 gives its last attempt's; --attempt N an earlier one's. Given several
 jobs, it writes each into a folder of its own, DIR/<job> (DIR default .,
 each folder ./<job>-out), tries every job even when one fails, and fails
-naming those it could not write.`,
-		Args: cobra.MinimumNArgs(1),
+naming those it could not write. --label, --name, --state and --since select
+the jobs instead (e31 get --label pipeline=nightly -o results), each into its
+own folder.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				return runGet(cmd.Context(), o, g, args[0])
+			ids, err := selectTargets(cmd.Context(), g, args, sel, false)
+			if err != nil {
+				return err
 			}
-			if o.dir != "" {
-				if err := os.MkdirAll(o.dir, 0o755); err != nil {
-					return fmt.Errorf("-o %s: %w", o.dir, err)
-				}
+			if len(ids) == 1 && !sel.set() {
+				return runGet(cmd.Context(), o, g, ids[0])
 			}
-			var failed []string
-			for _, id := range args {
-				one := o
-				if o.dir != "" {
-					one.dir = filepath.Join(o.dir, id)
-				}
-				if err := runGet(cmd.Context(), one, g, id); err != nil {
-					fmt.Fprintf(g.stderr, "e31: get %s: %v\n", id, err)
-					failed = append(failed, id)
-				}
-			}
-			if len(failed) > 0 {
-				return fmt.Errorf("%d of %d jobs not written: %s", len(failed), len(args), strings.Join(failed, " "))
-			}
-			return nil
+			// Several, or a selection (however many it matched): a
+			// folder a job.
+			return getSeveral(cmd.Context(), o, g, ids)
 		},
 	}
+	sel.addFlags(cmd.Flags(), "get")
 	cmd.Flags().StringVarP(&o.dir, "output", "o", "", "folder to write into; must be empty or absent (default ./<job>-out, or ./<job>-checkpoint); with several jobs, the folder that holds one folder a job")
 	cmd.Flags().BoolVar(&o.checkpoint, "checkpoint", false, "write the last checkpoint instead of the output")
 	cmd.Flags().IntVar(&o.attempt, "attempt", 0, "write what attempt N of a resumed job returned or checkpointed (1: the job as submitted; default the last; e31 status JOB lists them)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON (one object a job)")
 	return cmd
+}
+
+// getSeveral writes each job into a folder of its own, DIR/<job> (DIR
+// default .), trying every job even when one fails.
+func getSeveral(ctx context.Context, o getOptions, g *globalOptions, ids []string) error {
+	if o.dir != "" {
+		if err := os.MkdirAll(o.dir, 0o755); err != nil {
+			return fmt.Errorf("-o %s: %w", o.dir, err)
+		}
+	}
+	var failed []string
+	for _, id := range ids {
+		one := o
+		if o.dir != "" {
+			one.dir = filepath.Join(o.dir, id)
+		}
+		if err := runGet(ctx, one, g, id); err != nil {
+			fmt.Fprintf(g.stderr, "e31: get %s: %v\n", id, err)
+			failed = append(failed, id)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d jobs not written: %s", len(failed), len(ids), strings.Join(failed, " "))
+	}
+	return nil
 }
 
 func runGet(ctx context.Context, o getOptions, g *globalOptions, id string) error {

@@ -270,6 +270,14 @@ if any did.`,
 // of the selection that have not ended. Naming jobs and selecting them do
 // not mix, and a selection that matches nothing is an error.
 func withdrawTargets(ctx context.Context, g *globalOptions, args []string, sel jobSelection) ([]string, error) {
+	return selectTargets(ctx, g, args, sel, true)
+}
+
+// selectTargets is the jobs a verb acts on: those named, or those of the
+// selection (with live, only those that have not ended). Naming jobs and
+// selecting them do not mix, and a selection that matches nothing is an
+// error.
+func selectTargets(ctx context.Context, g *globalOptions, args []string, sel jobSelection, live bool) ([]string, error) {
 	switch {
 	case len(args) > 0 && sel.set():
 		return nil, errors.New("name jobs or select them with --name, --state, --label or --since, not both")
@@ -288,12 +296,15 @@ func withdrawTargets(ctx context.Context, g *globalOptions, args []string, sel j
 	}
 	var ids []string
 	for _, j := range jobs {
-		if !j.State.Terminal() && match(j) {
+		if (!live || !j.State.Terminal()) && match(j) {
 			ids = append(ids, j.ID)
 		}
 	}
 	if len(ids) == 0 {
-		return nil, errors.New("no job of this node that has not ended matches the selection (e31 list shows them)")
+		if live {
+			return nil, errors.New("no job of this node that has not ended matches the selection (e31 list shows them)")
+		}
+		return nil, errors.New("no job of this node matches the selection (e31 list shows them)")
 	}
 	return ids, nil
 }

@@ -362,6 +362,8 @@ func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []st
 	case len(args) == 0 && o.image != "":
 		// The image's own Entrypoint and Cmd run.
 		d, err = declarationFromFlags(o, nil)
+	case len(args) == 1 && isPipelineFile(args[0]):
+		return submitPipeline(ctx, o, g, args[0])
 	case len(args) == 1:
 		d, err = declarationFromFile(args[0])
 		base = filepath.Dir(args[0])
@@ -371,40 +373,8 @@ func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []st
 	if err != nil {
 		return err
 	}
-	for _, kv := range o.labels {
-		k, v, err := market.ParseLabel(kv)
-		if err != nil {
-			return fmt.Errorf("--label: %w", err)
-		}
-		if d.Labels == nil {
-			d.Labels = map[string]string{}
-		}
-		d.Labels[k] = v
-	}
-	if len(d.Labels) > market.MaxLabels {
-		return fmt.Errorf("--label: the job would have %d labels, over the %d it may have", len(d.Labels), market.MaxLabels)
-	}
-	var unstaged []string
-	if abs, err := filepath.Abs(base); err == nil {
-		unstaged = unstagedPaths(d, abs)
-	}
-	readOnly := readOnlyWrites(d)
-	if (len(unstaged) > 0 || len(readOnly) > 0) && !o.force {
-		// The job would fail on the meter, on the provider, for want of a
-		// file that is here or for a write it may not make: refuse before
-		// anything is broadcast.
-		var b strings.Builder
-		if len(unstaged) > 0 {
-			fmt.Fprintf(&b, "the job would not find what its command names, and would fail on the provider:\n  %s\n", strings.Join(unstaged, "\n  "))
-		}
-		if len(readOnly) > 0 {
-			fmt.Fprintf(&b, "the job would write where its sandbox is read-only, and would fail on the provider:\n  %s\n", strings.Join(readOnly, "\n  "))
-		}
-		b.WriteString("fix the declaration, or submit anyway with --force")
-		return errors.New(b.String())
-	}
-	for _, note := range slices.Concat(unstaged, readOnly, credentialNotes(d)) {
-		fmt.Fprintf(g.stderr, "e31: note: %s\n", note)
+	if err := checkJob(o, g, &d, base); err != nil {
+		return err
 	}
 	raw, err := json.Marshal(d)
 	if err != nil {
@@ -424,5 +394,48 @@ func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []st
 	}
 	fmt.Fprintf(g.stdout, "%s\n", job.ID)
 	fmt.Fprintf(g.stderr, "submitted %q as job %s; follow it with: e31 status %s\n", d.Name, job.ID, job.ID)
+	return nil
+}
+
+// checkJob adds the --label labels to a job's declaration and refuses it,
+// before anything is broadcast, when a note predicts a certain failure
+// (unless --force); the other notes it prints. base is the folder the
+// command's relative paths are read from.
+func checkJob(o submitOptions, g *globalOptions, d *market.Declaration, base string) error {
+	for _, kv := range o.labels {
+		k, v, err := market.ParseLabel(kv)
+		if err != nil {
+			return fmt.Errorf("--label: %w", err)
+		}
+		if d.Labels == nil {
+			d.Labels = map[string]string{}
+		}
+		d.Labels[k] = v
+	}
+	if len(d.Labels) > market.MaxLabels {
+		return fmt.Errorf("--label: the job would have %d labels, over the %d it may have", len(d.Labels), market.MaxLabels)
+	}
+	var unstaged []string
+	if abs, err := filepath.Abs(base); err == nil {
+		unstaged = unstagedPaths(*d, abs)
+	}
+	readOnly := readOnlyWrites(*d)
+	if (len(unstaged) > 0 || len(readOnly) > 0) && !o.force {
+		// The job would fail on the meter, on the provider, for want of a
+		// file that is here or for a write it may not make: refuse before
+		// anything is broadcast.
+		var b strings.Builder
+		if len(unstaged) > 0 {
+			fmt.Fprintf(&b, "the job would not find what its command names, and would fail on the provider:\n  %s\n", strings.Join(unstaged, "\n  "))
+		}
+		if len(readOnly) > 0 {
+			fmt.Fprintf(&b, "the job would write where its sandbox is read-only, and would fail on the provider:\n  %s\n", strings.Join(readOnly, "\n  "))
+		}
+		b.WriteString("fix the declaration, or submit anyway with --force")
+		return errors.New(b.String())
+	}
+	for _, note := range slices.Concat(unstaged, readOnly, credentialNotes(*d)) {
+		fmt.Fprintf(g.stderr, "e31: note: %s\n", note)
+	}
 	return nil
 }

@@ -43,8 +43,9 @@ type waitOptions struct {
 
 func newWaitCommand(g *globalOptions) *cobra.Command {
 	var o waitOptions
+	var sel jobSelection
 	cmd := &cobra.Command{
-		Use:   "wait JOB... [--any] [--timeout D]",
+		Use:   "wait JOB...|--label K=V|--name GLOB [--any] [--timeout D]",
 		Short: "Wait until jobs end; the exit status says how the worst one ended",
 		Long: `wait follows the named jobs of this node until every one has ended (with
 --any, until the first has), printing a line as each ends. Its exit status
@@ -60,13 +61,18 @@ is that of the worst ending:
 
 Stopping wait stops only the waiting.`,
 		Example: `  e31 wait $JOB1 $JOB2 && echo all completed
+  e31 wait --label pipeline=nightly        # every job of a pipeline file
   e31 wait --any $(e31 list --state queued,running --json | jq -r '.[].id')`,
-		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return waitJobs(cmd.Context(), g, args, o)
+			ids, err := selectTargets(cmd.Context(), g, args, sel, false)
+			if err != nil {
+				return err
+			}
+			return waitJobs(cmd.Context(), g, ids, o)
 		},
 	}
 	f := cmd.Flags()
+	sel.addFlags(f, "wait for")
 	f.BoolVar(&o.any, "any", false, "return when the first job ends, with its status")
 	f.BoolVar(&o.json, "json", false, "print the ended jobs as JSON")
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing; only the exit status tells")

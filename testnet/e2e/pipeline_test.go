@@ -19,7 +19,9 @@ import (
 // --after-any train. The CLI is gone after each submit and the submitter's
 // daemon is killed and restarted while prepare runs; the pipeline
 // completes, each stage seeing the last one's output. A stage after a
-// failed upstream ends failed naming it, having held nothing.
+// failed upstream ends failed naming it, having held nothing. The same
+// pipeline as a file is submitted whole, followed with e31 wait --label
+// and fetched with e31 get --label; a cyclic one is refused whole.
 func TestPipelineAfterUpstreams(t *testing.T) {
 	c := faultNet(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -87,4 +89,72 @@ func TestPipelineAfterUpstreams(t *testing.T) {
 	if rs := receipts(t, sub, orphan); len(rs) != 0 {
 		t.Fatalf("a stage that never ran has %d receipts", len(rs))
 	}
+
+	// The same as a pipeline file: names for IDs, a local input beside
+	// the file, followed and fetched as one by its label.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "factor"), []byte("3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "nightly.yaml")
+	if err := os.WriteFile(file, []byte(nightlyPipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := exec.CommandContext(ctx, bin.E31, "--api", c.Nodes[0].API, "submit", file).CombinedOutput()
+	if err != nil || !strings.Contains(string(got), "submitted pipeline \"nightly\", 3 jobs") {
+		t.Fatalf("e31 submit %s: %v\n%s", file, err, got)
+	}
+	if got, err := exec.CommandContext(ctx, bin.E31, "--api", c.Nodes[0].API, "wait", "--label", "pipeline=nightly").CombinedOutput(); err != nil {
+		t.Fatalf("e31 wait --label pipeline=nightly: %v\n%s", err, got)
+	}
+	outs := filepath.Join(t.TempDir(), "outs")
+	if got, err := exec.CommandContext(ctx, bin.E31, "--api", c.Nodes[0].API, "get", "--label", "pipeline=nightly", "-o", outs).CombinedOutput(); err != nil {
+		t.Fatalf("e31 get --label pipeline=nightly: %v\n%s", err, got)
+	}
+	reports, _ := filepath.Glob(filepath.Join(outs, "*", "out", "report"))
+	if len(reports) != 1 {
+		t.Fatalf("%d reports among the pipeline's outputs", len(reports))
+	}
+	if b, _ := os.ReadFile(reports[0]); string(b) != "model 63\n" {
+		t.Fatalf("the pipeline file's report: %q", b)
+	}
+
+	// A file whose jobs wait for each other is refused whole.
+	cyclic := strings.Replace(nightlyPipeline, "after: [prepare]", "after: [prepare, report]", 1)
+	if err := os.WriteFile(file, []byte(cyclic), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, err := sub.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := exec.CommandContext(ctx, bin.E31, "--api", c.Nodes[0].API, "submit", file).CombinedOutput(); err == nil || !strings.Contains(string(got), "cycle") {
+		t.Fatalf("a cyclic pipeline: %v\n%s", err, got)
+	}
+	if after, _ := sub.Jobs(ctx); len(after) != len(before) {
+		t.Fatalf("a refused pipeline submitted %d jobs", len(after)-len(before))
+	}
 }
+
+// nightlyPipeline is a pipeline file: prepare reads a file beside it,
+// train reads prepare's output, report train's.
+const nightlyPipeline = `name: nightly
+jobs:
+  - name: prepare
+    work: {command: [sh, -c, "echo $(( $(cat /in/factor) * 7 )) > /out/n"]}
+    data: [{source: ./factor, mount: /in/factor}]
+    request: {gpus: 1, limit: 1m}
+    output: {path: /out}
+  - name: train
+    after: [prepare]
+    work: {command: [sh, -c, "echo $(( $(cat /in/n) * 3 )) > /out/model"]}
+    data: [{source: "job:prepare/out", mount: /in}]
+    request: {gpus: 1, limit: 1m}
+    output: {path: /out}
+  - name: report
+    after: [train]
+    work: {command: [sh, -c, "echo model $(cat /in/model) > /out/report"]}
+    data: [{source: "job:train/out", mount: /in}]
+    request: {gpus: 1, limit: 1m}
+    output: {path: /out}
+`
