@@ -48,10 +48,12 @@ func (r *Record) resumeDue() bool {
 func (r *Record) autoContinues() bool {
 	cp := r.Declaration.Output.Checkpoints
 	switch {
+	case r.placeholder():
+		return false // a held job never ran: its ending is its upstream's
 	case r.Outcome == ledger.OutcomeProviderLost:
 		return cp != nil && cp.Resume == market.ResumeAuto && r.Resumes < cp.MaxResumes
 	case r.retried():
-		return r.Retries < r.Declaration.Request.Retries
+		return !r.Withdrawn && r.Retries < r.Declaration.Request.Retries
 	}
 	return false
 }

@@ -3,6 +3,7 @@ package submitter
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -174,6 +175,10 @@ func (s *Submitter) upstreams(h *Hold) (int, api.Job) {
 			verdict = upstreamsWaiting
 		case up.Outcome != string(ledger.OutcomeCompleted):
 			return upstreamsFailed, up
+		case up.Output == "":
+			// Completed, its output still on the way from a provider that
+			// keeps it for this node (it was away at the hand-over).
+			verdict = upstreamsWaiting
 		}
 	}
 	for _, id := range h.AfterAny {
@@ -317,15 +322,27 @@ func (s *Submitter) finishRelease(ctx context.Context, j *jobTracker) {
 		decl := rec.Declaration
 		decl.Data = slices.Clone(decl.Data)
 		job, err := s.submit(ctx, decl, &rec, nil)
-		if err != nil {
-			s.log.Warn("release held job", "job", j.id, "err", err)
+		switch {
+		case err != nil && ctx.Err() == nil && errors.Is(err, ErrInvalid):
+			// The declaration cannot be submitted as it stands (an
+			// after_any upstream that left no output for job:UP/out):
+			// trying again cannot help.
+			s.log.Warn("held job not released", "job", j.id, "err", err)
 			j.update(func(r *Record) error {
+				if r.terminal() {
+					return errSkip
+				}
 				r.State = api.JobReleased
 				r.setEnding(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionSubmitter,
 					Reason: "not released: " + err.Error()})
 				r.Wait = ""
 				return nil
 			})
+			return
+		case err != nil:
+			// Stopping, or a fault of this node's (its store, its disk):
+			// the claim stays, and the next tick tries again.
+			s.log.Warn("release held job; trying again", "job", j.id, "err", err)
 			return
 		}
 		next = job.ID

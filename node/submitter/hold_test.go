@@ -12,6 +12,7 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/node/wire/wiretest"
 )
 
 // submitDecl submits d as a declaration through the API's path.
@@ -30,6 +31,9 @@ func (h *harness) end(t *testing.T, id string, outcome ledger.Outcome, attributi
 	if err := h.s.jobs.get(id).update(func(r *Record) error {
 		r.State = api.JobReleased
 		r.Outcome, r.Attribution, r.Reason = outcome, attribution, "as the test says"
+		if outcome == ledger.OutcomeCompleted {
+			r.Output = wiretest.CID(t, "output of "+id)
+		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -141,6 +145,53 @@ func TestHeldUntilUpstreams(t *testing.T) {
 	// An upstream this node does not know is refused at submit.
 	if _, err := h.submitDecl(t, decl("orphan", []string{"nosuchjob"}, nil)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "after[0] nosuchjob") {
 		t.Fatalf("an unknown upstream: %v", err)
+	}
+}
+
+// A held job waits for an upstream that completed but whose output has
+// not reached this node yet; one that ended after a failed upstream is not
+// "retried", even when it declares retries, at a restart.
+func TestHeldJobEdges(t *testing.T) {
+	h := newHarness(t, Config{ProviderLostAfter: time.Hour, RequeueEvery: time.Hour}, noOffers{})
+	ctx := context.Background()
+	up, err := h.submitDecl(t, market.NewDeclaration("prepare", []string{"true"}, 1, market.Hour, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := market.NewDeclaration("train", []string{"true"}, 1, market.Hour, nil)
+	d.After = []string{up.ID}
+	d.Request.Retries = 2
+	dep, err := h.submitDecl(t, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.s.jobs.get(up.ID).update(func(r *Record) error {
+		r.State, r.Outcome, r.Attribution = api.JobReleased, ledger.OutcomeCompleted, ledger.AttributionJob
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.s.releaseHeld(ctx, h.s.jobs.get(dep.ID))
+	if j := h.job(t, dep.ID); j.State != api.JobQueued || len(j.Attempts) != 0 {
+		t.Fatalf("released before its upstream's output came: %s, %d attempts", j.State, len(j.Attempts))
+	}
+
+	up2, err := h.submitDecl(t, market.NewDeclaration("prepare2", []string{"true"}, 1, market.Hour, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.After = []string{up2.ID}
+	dep2, err := h.submitDecl(t, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.end(t, up2.ID, ledger.OutcomeFailed, ledger.AttributionJob)
+	h.s.releaseHeld(ctx, h.s.jobs.get(dep2.ID))
+	announced := h.gossip.rawCount()
+	h.s.resumeDueAtStart(ctx)
+	h.s.autoResume(ctx, dep2.ID)
+	if j := h.job(t, dep2.ID); !j.State.Terminal() || len(j.Attempts) != 0 || h.gossip.rawCount() != announced {
+		t.Fatalf("a job after a failed upstream ran: %s, %d attempts", j.State, len(j.Attempts))
 	}
 }
 

@@ -84,6 +84,9 @@ func (s *Submitter) resume(ctx context.Context, id string, fromStart, exact bool
 // submit checks, imports, signs and broadcasts a declaration: a new job,
 // or with parent the next attempt of parent's job.
 func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent *Record, progress content.Progress) (api.Job, error) {
+	// Made exact below, in place: a resumption's declaration shares its
+	// data with the record it came from.
+	decl.Data = slices.Clone(decl.Data)
 	if parent == nil && (len(decl.After) > 0 || len(decl.AfterAny) > 0) {
 		return s.submitHeld(ctx, decl, progress)
 	}
@@ -387,7 +390,10 @@ func (s *Submitter) Withdraw(ctx context.Context, id string) (api.Job, error) {
 // attempt of; one lost with its provider and due to be resumed is not
 // resumed.
 func (s *Submitter) withdrawLast(ctx context.Context, first *jobTracker) error {
+	// Held throughout: a resumption or a held job's release does not slip
+	// in between finding the last attempt and withdrawing it.
 	s.resuming.Lock()
+	defer s.resuming.Unlock()
 	last := s.lastAttempt(first)
 	err := last.update(func(r *Record) error {
 		if !r.resumeDue() {
@@ -397,7 +403,6 @@ func (s *Submitter) withdrawLast(ctx context.Context, first *jobTracker) error {
 		r.Reason += "; withdrawn before it was resumed"
 		return nil
 	})
-	s.resuming.Unlock()
 	if err == nil {
 		return nil
 	}

@@ -243,7 +243,9 @@ func (s *Submitter) resumeAttempt(ctx context.Context, id string) {
 		}
 		return
 	}
-	s.log.Info("went on by itself", "job", r.ID, "after", r.Attempts[len(r.Attempts)-2].Outcome, "attempt", len(r.Attempts), "as", r.Attempts[len(r.Attempts)-1].ID)
+	if n := len(r.Attempts); n >= 2 {
+		s.log.Info("went on by itself", "job", r.ID, "after", r.Attempts[n-2].Outcome, "attempt", n, "as", r.Attempts[n-1].ID)
+	}
 }
 
 // claimResume records, once, that the job lost with its provider is
