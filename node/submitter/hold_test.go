@@ -76,6 +76,14 @@ func TestHeldUntilUpstreams(t *testing.T) {
 	if err := h.s.Logs(ctx, dep.ID, api.LogOptions{}, &strings.Builder{}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "held until") {
 		t.Fatalf("logs of a held job: %v", err)
 	}
+	if _, _, err := h.s.Output(dep.ID, false, 0); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "held until") {
+		t.Fatalf("output of a held job: %v", err)
+	}
+	for _, a := range h.s.Attempts() {
+		if a.ID == dep.ID {
+			t.Fatal("a held job is listed among the attempts")
+		}
+	}
 
 	h.end(t, up.ID, ledger.OutcomeCompleted, ledger.AttributionJob)
 	h.s.releaseHeld(ctx, depT)

@@ -51,7 +51,8 @@ func (s *Submitter) Jobs() []api.Job {
 }
 
 // Attempts lists every attempt of this node's jobs on its own, oldest
-// first: each as Job shows it under its own ID.
+// first: each as Job shows it under its own ID. A held job's record is
+// none of them.
 func (s *Submitter) Attempts() []api.Job {
 	recs, stored := s.jobs.listed()
 	if stored {
@@ -59,6 +60,9 @@ func (s *Submitter) Attempts() []api.Job {
 	}
 	out := make([]api.Job, 0, len(recs))
 	for i := range recs {
+		if recs[i].rec.placeholder() {
+			continue // a held job's record is no attempt: its first attempt names it as its root
+		}
 		j := recs[i].rec.API()
 		j.Version = recs[i].version
 		j.Root = recs[i].rec.Root
@@ -131,7 +135,9 @@ func (s *Submitter) Output(id string, checkpoint bool, attempt int) (jobID strin
 	if checkpoint {
 		which, what = j.Checkpoint, "checkpoint"
 	}
-	state, reason, queued := j.State, j.Reason, j.State == api.JobQueued && len(j.Attempts) > 0
+	// A queued job's reason says what it waits for: room, a resumption,
+	// its upstreams.
+	state, reason, queued := j.State, j.Reason, j.State == api.JobQueued
 	if attempt != 0 {
 		if attempt < 0 || attempt > len(j.Attempts) || (len(j.Attempts) == 0 && attempt != 1) {
 			n := max(len(j.Attempts), 1)
