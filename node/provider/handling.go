@@ -114,15 +114,28 @@ func ctxInternal(ctx context.Context) bool { return errors.Is(context.Cause(ctx)
 // stopped while parsing content the job brought is not let go on
 // elsewhere, where it could stop that node too: it ends failed, attributed
 // to this provider (what stopped it is not proven to be the job's), and
-// the submitter does not resume it. Any other ends provider-lost.
+// the submitter does not resume it. Any other ends provider-lost, and so
+// does one whose run completed but whose output was not taken before the
+// restart.
 func endInterrupted(r *Record) {
-	if r.State == Released || r.Outcome != "" {
+	if r.State == Released {
 		return
 	}
+	if r.Outcome != "" && (r.Outcome != ledger.OutcomeCompleted || r.Output != "") {
+		return // ended, and what it left is here
+	}
 	if r.Handling != "" {
-		r.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionProvider,
+		r.setEnding(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionProvider,
 			Reason: "the provider stopped while " + r.Handling + "; not tried again, since that may be what stopped it"})
 		r.Handling = ""
+		return
+	}
+	if r.Outcome == ledger.OutcomeCompleted {
+		// The run completed, but the restart came before its output was
+		// taken, and the lease's folder does not outlive a restart: a
+		// "completed" with nothing to show would be a lie.
+		r.setEnding(ledger.Ending{Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider,
+			Reason: "provider restarted before it took the job's output"})
 		return
 	}
 	r.end(ledger.Ending{Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, Reason: "provider restarted"})

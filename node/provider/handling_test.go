@@ -75,6 +75,10 @@ func TestRestartEndsALeaseStoppedWhileHandlingItsContent(t *testing.T) {
 		{Record{State: Staging}, ledger.OutcomeProviderLost, ledger.AttributionProvider},
 		{Record{State: Running}, ledger.OutcomeProviderLost, ledger.AttributionProvider},
 		{Record{State: Staging, Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionJob}, ledger.OutcomeFailed, ledger.AttributionJob},
+		// A completed run whose output was not taken: nothing to show.
+		{Record{State: Running, Outcome: ledger.OutcomeCompleted, Attribution: ledger.AttributionJob}, ledger.OutcomeProviderLost, ledger.AttributionProvider},
+		{Record{State: Output, Outcome: ledger.OutcomeCompleted, Attribution: ledger.AttributionJob, Handling: "importing the output"}, ledger.OutcomeFailed, ledger.AttributionProvider},
+		{Record{State: Output, Outcome: ledger.OutcomeCompleted, Attribution: ledger.AttributionJob, Output: "bafyout"}, ledger.OutcomeCompleted, ledger.AttributionJob},
 	} {
 		r := tc.rec
 		endInterrupted(&r)

@@ -614,6 +614,11 @@ func (ch soakChain) settled(byID map[string]api.Job, now time.Time) bool {
 	if !ended(last) {
 		return false
 	}
+	if last.Outcome == string(ledger.OutcomeCompleted) && last.Output == "" {
+		// Completed while this node was too busy to take the output at
+		// once: the provider keeps it and hands it over when asked again.
+		return false
+	}
 	if last.Outcome == string(ledger.OutcomeProviderLost) && last.Checkpoint != "" && len(ch.jobs)-1 < soakMaxResumes {
 		return now.Sub(stepAt(last, "release")) > 3*time.Second
 	}
