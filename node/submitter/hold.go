@@ -41,6 +41,14 @@ func (h *Hold) released() *Hold {
 	return &c
 }
 
+// endHeld ends a held job that never ran, as e says.
+func (r *Record) endHeld(e ledger.Ending) {
+	r.State = api.JobReleased
+	r.setEnding(e)
+	r.Wait = ""
+	r.step(api.StepRelease, time.Now())
+}
+
 // placeholder reports whether the record is a held job's, which never
 // runs: it is not one of the job's attempts.
 func (r *Record) placeholder() bool { return r.Hold != nil }
@@ -132,14 +140,8 @@ func (s *Submitter) submitHeld(ctx context.Context, decl market.Declaration, pro
 		Submitted: at, Hold: hold}
 	rec.Wait = s.holdReason(hold)
 	rec.step(api.StepSubmit, at)
-	for _, c := range rec.contentRoots() {
-		reason := pinInput(rec.ID)
-		if c.String() == decl.Work.Image {
-			reason = pinImage(rec.ID)
-		}
-		if err := s.d.Store.Pin(ctx, c, reason); err != nil {
-			return api.Job{}, fmt.Errorf("pin %s: %w", c, err)
-		}
+	if err := s.pinContent(ctx, rec); err != nil {
+		return api.Job{}, err
 	}
 	j := newJobTracker(&s.parts, rec)
 	snap := j.snapshot()
@@ -277,11 +279,8 @@ func (s *Submitter) releaseHeld(ctx context.Context, j *jobTracker) {
 				return errSkip
 			}
 			r.Hold = r.Hold.released()
-			r.State = api.JobReleased
-			r.setEnding(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: attribution,
+			r.endHeld(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: attribution,
 				Reason: fmt.Sprintf("upstream %s ended %s (%s)", up.ID, how, up.Reason)})
-			r.Wait = ""
-			r.step(api.StepRelease, time.Now())
 			return nil
 		})
 		if err == nil {
@@ -332,10 +331,8 @@ func (s *Submitter) finishRelease(ctx context.Context, j *jobTracker) {
 				if r.terminal() {
 					return errSkip
 				}
-				r.State = api.JobReleased
-				r.setEnding(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionSubmitter,
+				r.endHeld(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionSubmitter,
 					Reason: "not released: " + err.Error()})
-				r.Wait = ""
 				return nil
 			})
 			return

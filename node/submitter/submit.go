@@ -140,17 +140,9 @@ func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent 
 	now := time.Now()
 	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, ResumeOf: resumeOf, State: api.JobQueued, Submitted: now}
 	rec.step(api.StepSubmit, now)
-	// Every DAG the provider will fetch stays pinned for the job: the image
-	// under its own reason, the inputs and a checkpoint to resume from
-	// under the inputs'.
-	for _, c := range rec.contentRoots() {
-		reason := pinInput(id)
-		if c.String() == decl.Work.Image {
-			reason = pinImage(id)
-		}
-		if err := s.d.Store.Pin(ctx, c, reason); err != nil {
-			return api.Job{}, fmt.Errorf("pin %s: %w", c, err)
-		}
+	// Every DAG the provider will fetch stays pinned for the job.
+	if err := s.pinContent(ctx, rec); err != nil {
+		return api.Job{}, err
 	}
 	if parent != nil {
 		rec.Resumes, rec.Retries = parent.Resumes+1, parent.Retries
@@ -180,6 +172,22 @@ func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent 
 	out := snap.API()
 	out.Version = s.versionBase // no change counted yet
 	return out, nil
+}
+
+// pinContent pins every DAG a provider will fetch for the job: the image
+// under its own reason, the inputs and a checkpoint to resume from under
+// the inputs'.
+func (s *Submitter) pinContent(ctx context.Context, rec *Record) error {
+	for _, c := range rec.contentRoots() {
+		reason := pinInput(rec.ID)
+		if c.String() == rec.Declaration.Work.Image {
+			reason = pinImage(rec.ID)
+		}
+		if err := s.d.Store.Pin(ctx, c, reason); err != nil {
+			return fmt.Errorf("pin %s: %w", c, err)
+		}
+	}
+	return nil
 }
 
 // checkLocalSources checks that every local path a declaration stages is
