@@ -147,15 +147,7 @@ func TestSubmitRefusesUnstagedScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	var submitted atomic.Int32
-	daemon := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.URL.Path == "/v1/jobs" {
-			submitted.Add(1)
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(api.Job{ID: "j1", State: api.JobQueued})
-			return
-		}
-		http.NotFound(w, r)
-	})
+	daemon := countingSubmits(&submitted)
 	args := []string{"submit", "--gpus", "1", "--limit", "1h", "--", "python3", "train.py"}
 	if _, err := runCLI(t, daemon, args...); err == nil || !strings.Contains(err.Error(), "--force") || !strings.Contains(err.Error(), `"train.py"`) {
 		t.Fatalf("an unstaged script: %v, want a refusal naming it and --force", err)
@@ -232,15 +224,7 @@ func TestReadOnlyWrites(t *testing.T) {
 func TestSubmitRefusesReadOnlyCheckpointDir(t *testing.T) {
 	t.Chdir(t.TempDir())
 	var submitted atomic.Int32
-	daemon := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.URL.Path == "/v1/jobs" {
-			submitted.Add(1)
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(api.Job{ID: "j1", State: api.JobQueued})
-			return
-		}
-		http.NotFound(w, r)
-	})
+	daemon := countingSubmits(&submitted)
 	args := []string{"submit", "--gpus", "1", "--limit", "1h", "--", "python3", "/usr/lib/x/train.py", "--checkpoint-dir", "/ckpt"}
 	_, err := runCLI(t, daemon, args...)
 	if err == nil || !strings.Contains(err.Error(), "read-only") || !strings.Contains(err.Error(), "--checkpoint-path /ckpt") || !strings.Contains(err.Error(), "--force") {
@@ -254,4 +238,18 @@ func TestSubmitRefusesReadOnlyCheckpointDir(t *testing.T) {
 	if _, err := runCLI(t, daemon, declared...); submitted.Load() != 1 {
 		t.Fatalf("with the checkpoint path declared: %v, %d submitted", err, submitted.Load())
 	}
+}
+
+// countingSubmits is a daemon that takes every submit, counting it, and
+// knows nothing else.
+func countingSubmits(submitted *atomic.Int32) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/jobs" {
+			submitted.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(api.Job{ID: "j1", State: api.JobQueued})
+			return
+		}
+		http.NotFound(w, r)
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -335,4 +336,20 @@ func randomInput(t *testing.T, name string, size int) (string, []byte) {
 		t.Fatal(err)
 	}
 	return dir, b
+}
+
+// runE31 runs the e31 command against the daemon at api, as its user
+// does, and returns what it printed and its exit status; a command that
+// could not be run at all fails the test.
+func runE31(t *testing.T, ctx context.Context, api string, args ...string) (string, int) {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, bin.E31, append([]string{"--api", api}, args...)...).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return string(out), ee.ExitCode()
+	case err != nil:
+		t.Fatalf("e31 %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), 0
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,15 +25,7 @@ func TestWaitListWithdraw(t *testing.T) {
 	defer cancel()
 	e31 := func(args ...string) (string, int) {
 		t.Helper()
-		out, err := exec.CommandContext(ctx, bin.E31, append([]string{"--api", api0}, args...)...).CombinedOutput()
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee):
-			return string(out), ee.ExitCode()
-		case err != nil:
-			t.Fatalf("e31 %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out), 0
+		return runE31(t, ctx, api0, args...)
 	}
 	submit := func(args ...string) string {
 		t.Helper()
