@@ -35,6 +35,8 @@ type Declaration struct {
 	// an upstream's output folder, resolved when it completes.
 	After    []string `json:"after,omitempty" yaml:"after,omitempty"`
 	AfterAny []string `json:"after_any,omitempty" yaml:"after_any,omitempty"`
+	// Array makes the declaration many tasks (see Array); nil: one job.
+	Array *Array `json:"array,omitempty" yaml:"array,omitempty"`
 }
 
 // Work is the program the sandbox runs.
@@ -346,6 +348,7 @@ func validate(d *Declaration, ps *problems) {
 	validateLabels(d.Labels, ps)
 	validateAfter("after", d.After, ps)
 	validateAfter("after_any", d.AfterAny, ps)
+	validateArray(d.Array, d.Work.Env, ps)
 
 	// Every path the sandbox mounts, in declaration order, so that an overlap
 	// is reported on the later of the two.

@@ -286,8 +286,12 @@ func (dc *decoder) declaration(n *yaml.Node) Declaration {
 			d.After = dc.strings(v, f)
 		case "after_any":
 			d.AfterAny = dc.strings(v, f)
+		case "array":
+			if s := dc.section(v, f); s != nil {
+				d.Array = dc.array(s, f)
+			}
 		default:
-			dc.unknown(f, "name, work, data, request, output, labels, after, after_any")
+			dc.unknown(f, "name, work, data, request, output, labels, after, after_any, array")
 		}
 	})
 	if !ok {
@@ -326,6 +330,29 @@ func (dc *decoder) work(n *yaml.Node, field string) Work {
 		}
 	})
 	return w
+}
+
+func (dc *decoder) array(n *yaml.Node, field string) *Array {
+	var a Array
+	dc.fields(n, field, "a mapping with count, values, values_file and parallel", func(key, f string, v *yaml.Node) {
+		switch key {
+		case "count":
+			a.Count, _ = dc.int(v, f)
+		case "values":
+			if v := dc.resolve(v, f); v != nil && v.Kind == yaml.SequenceNode && len(v.Content) > MaxArrayTasks {
+				dc.fail(f, "must list at most %d values", MaxArrayTasks)
+				return
+			}
+			a.Values = dc.strings(v, f)
+		case "values_file":
+			a.ValuesFile, _ = dc.str(v, f)
+		case "parallel":
+			a.Parallel, _ = dc.int(v, f)
+		default:
+			dc.unknown(f, "count, values, values_file, parallel")
+		}
+	})
+	return &a
 }
 
 func (dc *decoder) strings(n *yaml.Node, field string) []string {

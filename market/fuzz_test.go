@@ -17,6 +17,8 @@ func FuzzDecodeDeclaration(f *testing.F) {
 		"name: x\nwork: {command: [a]}\nrequest: {limit: 1h, disk: 50GiB}\noutput: {path: /out}\n",
 		"name: x\nwork: {comand: [a]}\nrequest: {limit: 1h}\noutput: {path: /out}\nlabels: {team: v, \"-x\": [1], sweep/lr: \"\\u0001\"}\n",
 		"name: x\nwork: {command: [a]}\nrequest: {limit: 1h, disk: 0}\noutput: {path: /out}\n",
+		"name: x\nwork: {command: [a]}\nrequest: {limit: 1h}\noutput: {path: /out}\narray: {count: 100, parallel: 10}\n",
+		"name: x\nwork: {command: [a], env: {E31_TASK_INDEX: \"1\"}}\nrequest: {limit: 1h}\noutput: {path: /out}\narray: {values: [a, b], count: 2, parallel: 3, seed: 1}\n",
 		`{"name":"j","work":{"command":["a"]},"request":{"limit":"1h","disk":"16MiB"},"output":{"path":"/o"}}`,
 		"name: &a x\nwork: {command: [*a]}\nrequest: {limit: 1h}\noutput: {path: /out}\n",
 		"name: \"\\ud800\"\nwork: {command: [\"\\u0000\"]}\n",
