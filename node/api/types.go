@@ -183,10 +183,31 @@ type Job struct {
 	// differ from the lease's GPUs or the declared gpu_model.
 	GPUsSeen    []GPUSeen `json:"gpus_seen,omitempty"`
 	GPUMismatch string    `json:"gpu_mismatch,omitempty"`
+	// Tasks, on an array, counts its tasks by how far each has come; an
+	// array is released once every task has ended. Its tasks are jobs of
+	// their own, under ARRAY.INDEX.
+	Tasks *TaskCounts `json:"tasks,omitempty"`
+	// Array and Index, on a task, are its array's ID and its place in it.
+	Array string `json:"array,omitempty"`
+	Index int    `json:"index,omitempty"`
 	// Version changes with every change of the job on its submitter, and
 	// when the submitter restarts; compare it only for equality. GET
 	// /v1/jobs/{id}?version=N&wait=D answers when it is no longer N.
 	Version uint64 `json:"version"`
+}
+
+// TaskCounts counts an array's tasks, each by the state of its last
+// attempt: queued (renting included), running (output included),
+// completed, failed (rejected included) and withdrawn.
+type TaskCounts struct {
+	Total     int `json:"total"`
+	Queued    int `json:"queued"`
+	Running   int `json:"running"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	Withdrawn int `json:"withdrawn"`
+	// FailedIndices lists the failed tasks, lowest first.
+	FailedIndices []int `json:"failed_indices,omitempty"`
 }
 
 // Attempt is one run of a job: the job as submitted, or a resumption of

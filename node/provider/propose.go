@@ -131,7 +131,7 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 	}
 	rec := &Record{
 		Lease:          sl,
-		Declaration:    oj.Body.Declaration,
+		Declaration:    oj.Declaration(),
 		SubmitterAddrs: oj.Body.Addrs,
 		State:          Held,
 		Start:          time.Now(),
@@ -175,8 +175,10 @@ func (p *Provider) start(r *leaseRunner) {
 	ctx, cancel := context.WithCancelCause(p.ctx)
 	t := r.arm(cancel)
 	p.mu.Lock()
-	if w, ok := p.withdrawn[t.Job]; ok && w.by == t.Submitter {
-		cancel(ErrWithdrawn) // withdrawn while the lease was being signed
+	for _, id := range []string{t.Job, taskOf(t.Job)} {
+		if w, ok := p.withdrawn[id]; ok && w.by == t.Submitter {
+			cancel(ErrWithdrawn) // withdrawn while the lease was being signed
+		}
 	}
 	p.mu.Unlock()
 	r.start(ctx, cancel)

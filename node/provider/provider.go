@@ -198,11 +198,17 @@ func (p *Provider) Withdraw(job string, by peer.ID) {
 	// A lease's lock is never taken under p.mu.
 	for _, r := range leases {
 		t, cancel := r.stopper()
-		if t.Job == job && t.Submitter == by.String() && cancel != nil {
+		if (t.Job == job || taskOf(t.Job) == job) && t.Submitter == by.String() && cancel != nil {
 			p.log.Info("withdrawal: stopping lease", "lease", t.ID, "job", job)
 			cancel(ErrWithdrawn)
 		}
 	}
+}
+
+// taskOf is the array a job is a task of, or "".
+func taskOf(job string) string {
+	a, _, _ := market.SplitTaskID(job)
+	return a
 }
 
 // Prune forgets withdrawals older than keep.

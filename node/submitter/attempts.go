@@ -180,7 +180,12 @@ func (s *Submitter) view(id string, seen uint64, done bool) (api.Job, <-chan str
 		return api.Job{}, nil, err
 	}
 	var root string
-	j.view(func(r *Record) { root = r.Root })
+	var array bool
+	j.view(func(r *Record) { root, array = r.Root, r.isArray() })
+	if array {
+		out, changed := s.arrayView(j, seen, done)
+		return out, changed, nil
+	}
 	if root != "" {
 		out, changed := j.next(seen, done)
 		out.Root = root

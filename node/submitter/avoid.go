@@ -288,18 +288,18 @@ func (j *jobTracker) avoid(ctx context.Context, provider, lease, reason string) 
 	} else {
 		j.log.Warn("provider failed the job: avoiding it", "job", j.id, "provider", provider, "reason", reason)
 	}
-	announceAvoiding(ctx, j.parts, env, avoid)
+	announceAvoiding(ctx, j.parts, j.id, env, avoid)
 	return true
 }
 
 // announceAvoiding re-announces one queued job with its avoid list. Should
 // peers refuse the list, the job is announced without it: a job not
 // re-announced leaves every view, and would wait for nothing.
-func announceAvoiding(ctx context.Context, p *parts, env []byte, avoid []string) {
+func announceAvoiding(ctx context.Context, p *parts, job string, env []byte, avoid []string) {
 	// A record saved by a version that could name this node keeps its
 	// name; peers refuse a list naming the signer.
 	avoid = slices.DeleteFunc(avoid, func(q string) bool { return q == p.d.Self.String() })
-	_, err := p.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueAvoiding(env, avoid))
+	_, err := p.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueAvoiding(job, env, avoid))
 	if err == nil || ctx.Err() != nil {
 		return
 	}

@@ -330,7 +330,7 @@ func TestOwnProviderNeverAvoided(t *testing.T) {
 func TestOwnNameLeftOutOfAvoidList(t *testing.T) {
 	h := newHarness(t, Config{}, noOffers{})
 	other := wiretest.FreshParty(t).ID.String()
-	announceAvoiding(context.Background(), &h.s.parts, []byte("signed declaration"), []string{h.sub.ID.String(), other})
+	announceAvoiding(context.Background(), &h.s.parts, "job", []byte("signed declaration"), []string{h.sub.ID.String(), other})
 	rq := h.gossip.bodies(wire.KindRequeue)
 	if len(rq) != 1 {
 		t.Fatalf("%d requeues, want 1", len(rq))

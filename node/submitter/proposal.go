@@ -26,6 +26,9 @@ func (j *jobTracker) propose(from peer.ID, sl wire.SignedLease) (any, error) {
 	var inputs []cid.Cid
 	err := j.apply(func(cur *jobTracker) error {
 		r := cur.rec
+		if r.isArray() {
+			return p2p.Refuse(wire.CodeDeclined, fmt.Errorf("declined: %s is an array; its tasks are leased", t.Job))
+		}
 		if r.State != api.JobQueued {
 			return p2p.Refuse(wire.CodeNotQueued, fmt.Errorf("declined: job %s is %s", t.Job, r.State))
 		}

@@ -24,8 +24,15 @@ func (s *Submitter) Jobs() []api.Job {
 	out := make([]api.Job, 0, len(recs))
 	for i := range recs {
 		first := &recs[i]
-		if first.rec.Root != "" {
-			continue // an attempt after the first: shown within its job
+		if first.rec.Root != "" || first.rec.Array != "" {
+			continue // an attempt after the first, or a task: shown within its job or array
+		}
+		if first.rec.isArray() {
+			if t := s.jobs.get(first.rec.ID); t != nil {
+				j, _ := s.arrayView(t, 0, true)
+				out = append(out, j)
+			}
+			continue
 		}
 		chain := []Record{first.rec}
 		last := first
@@ -60,7 +67,7 @@ func (s *Submitter) Attempts() []api.Job {
 	}
 	out := make([]api.Job, 0, len(recs))
 	for i := range recs {
-		if recs[i].rec.placeholder() {
+		if recs[i].rec.placeholder() || recs[i].rec.isArray() {
 			continue // a held job's record is no attempt: its first attempt names it as its root
 		}
 		j := recs[i].rec.API()

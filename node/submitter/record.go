@@ -69,6 +69,11 @@ type Record struct {
 	// re-announcements name them so that no peer's Match places it there
 	// again (avoid.go).
 	Avoid []string `json:"avoid,omitempty"`
+	// Tasks, on an array's record, is how many tasks it has (array.go);
+	// Array and Index, on a task's, are its array's ID and its place.
+	Tasks int    `json:"tasks,omitempty"`
+	Array string `json:"array,omitempty"`
+	Index int    `json:"index,omitempty"`
 }
 
 // setEnding records how the job's lease ended, or how the job ended
@@ -156,6 +161,8 @@ func (r *Record) API() api.Job {
 		ResumeOf:    r.ResumeOf,
 		Skipped:     slices.Clone(r.Skipped),
 		Avoid:       slices.Clone(r.Avoid),
+		Array:       r.Array,
+		Index:       r.Index,
 	}
 	if !r.ProviderKeeps.IsZero() {
 		t := r.ProviderKeeps.UTC()

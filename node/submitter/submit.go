@@ -52,6 +52,11 @@ func (s *Submitter) resume(ctx context.Context, id string, fromStart, exact bool
 	if of == nil {
 		return api.Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
 	}
+	var array bool
+	of.view(func(r *Record) { array = r.isArray() })
+	if array {
+		return api.Job{}, invalid(fmt.Errorf("%s is an array: resume its tasks one by one (e31 resume %s)", id, market.TaskID(id, 0)))
+	}
 	if exact {
 		var failed string
 		of.view(func(r *Record) { failed = r.ResumeFailed })
@@ -87,6 +92,10 @@ func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent 
 	// Made exact below, in place: a resumption's declaration shares its
 	// data with the record it came from.
 	decl.Data = slices.Clone(decl.Data)
+	if decl.Array != nil && (len(decl.After) > 0 || len(decl.AfterAny) > 0) {
+		s.d.Metrics.Rejected.Inc()
+		return api.Job{}, invalid(errors.New("an array cannot wait for upstreams (after, after_any) yet: submit it when they have completed"))
+	}
 	if parent == nil && (len(decl.After) > 0 || len(decl.AfterAny) > 0) {
 		return s.submitHeld(ctx, decl, progress)
 	}
@@ -125,6 +134,14 @@ func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent 
 	if err != nil {
 		return api.Job{}, err
 	}
+	if decl.Array != nil {
+		a := *decl.Array
+		if err := readValuesFile(&a); err != nil {
+			s.d.Metrics.Rejected.Inc()
+			return api.Job{}, invalid(err)
+		}
+		decl.Array = &a
+	}
 	body := wire.DeclarationBody{Declaration: decl, Addrs: s.d.Addrs(), ResumeOf: announcedOf}
 	if err := body.Check(); err != nil {
 		return api.Job{}, invalid(err)
@@ -135,6 +152,9 @@ func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent 
 	}
 	if len(sealed.Raw) > wire.MaxDeclarationEnvelope {
 		return api.Job{}, invalid(fmt.Errorf("the signed declaration is %d bytes, over the %d a queued job can be re-announced in: make work.env or the command shorter", len(sealed.Raw), wire.MaxDeclarationEnvelope))
+	}
+	if decl.Array != nil {
+		return s.announceArray(ctx, sealed, decl, labels, sources)
 	}
 	id := wire.JobID(sealed)
 	now := time.Now()
@@ -383,11 +403,15 @@ func (s *Submitter) Withdraw(ctx context.Context, id string) (api.Job, error) {
 	// A job is withdrawn as its last attempt; an attempt named by its own
 	// ID is that one.
 	var root string
-	j.view(func(r *Record) { root = r.Root })
-	if root != "" {
-		return j.withdraw(ctx)
+	var array bool
+	j.view(func(r *Record) { root, array = r.Root, r.isArray() })
+	if array {
+		return s.withdrawArray(ctx, j)
 	}
-	if err := s.withdrawLast(ctx, j); err != nil {
+	if root != "" {
+		return j.withdraw(ctx, true)
+	}
+	if err := s.withdrawLast(ctx, j, true); err != nil {
 		return api.Job{}, err
 	}
 	out, _, err := s.view(id, 0, true)
@@ -396,8 +420,10 @@ func (s *Submitter) Withdraw(ctx context.Context, id string) (api.Job, error) {
 
 // withdrawLast withdraws the last attempt of the job first is the first
 // attempt of; one lost with its provider and due to be resumed is not
-// resumed.
-func (s *Submitter) withdrawLast(ctx context.Context, first *jobTracker) error {
+// resumed. Without announce, a task's withdrawal is left to its array's
+// (a task that is its own first attempt; a later attempt is a job of its
+// own, announced apart).
+func (s *Submitter) withdrawLast(ctx context.Context, first *jobTracker, announce bool) error {
 	// Held throughout: a resumption or a held job's release does not slip
 	// in between finding the last attempt and withdrawing it.
 	s.resuming.Lock()
@@ -417,13 +443,14 @@ func (s *Submitter) withdrawLast(ctx context.Context, first *jobTracker) error {
 	if err != errSkip {
 		return err
 	}
-	_, err = last.withdraw(ctx)
+	_, err = last.withdraw(ctx, announce || last != first)
 	return err
 }
 
 // withdraw withdraws the job (Withdraw): its record first, then the
-// announcement and, for a leased job, the word to its provider.
-func (j *jobTracker) withdraw(ctx context.Context) (api.Job, error) {
+// announcement, when announce is set, and, for a leased job, the word to
+// its provider.
+func (j *jobTracker) withdraw(ctx context.Context, announce bool) (api.Job, error) {
 	id := j.id
 	var provider peer.ID
 	var lease string
@@ -464,8 +491,10 @@ func (j *jobTracker) withdraw(ctx context.Context) (api.Job, error) {
 	if !announced && provider == "" {
 		return out, nil // held for its upstreams: the network never heard of it
 	}
-	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindWithdrawal, wire.WithdrawalBody{Job: id}); err != nil {
-		j.log.Warn("announce withdrawal", "job", id, "err", err)
+	if announce {
+		if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindWithdrawal, wire.WithdrawalBody{Job: id}); err != nil {
+			j.log.Warn("announce withdrawal", "job", id, "err", err)
+		}
 	}
 	if provider != "" {
 		if err := j.d.Calls.Call(ctx, provider, wire.ProtoWithdraw, wire.WithdrawRequest{Lease: lease, Job: id}, nil); err != nil {

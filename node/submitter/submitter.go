@@ -11,6 +11,7 @@ import (
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/content/image"
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/node/state"
 	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/p2p"
@@ -103,6 +104,7 @@ type (
 	// Records persists job records (state.Store).
 	Records interface {
 		Put(prefix, id string, v any) error
+		PutAll(prefix string, items []state.Item) error
 		Each(prefix string, fn func(b []byte) error) error
 		Get(prefix, id string, v any) (bool, error)
 	}

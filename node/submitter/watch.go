@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
@@ -320,14 +321,22 @@ func (s *Submitter) requeueLoop(ctx context.Context) {
 		}
 		// Re-announce the queued jobs now.
 		var envs [][]byte
-		for _, j := range s.jobs.live() {
+		// The tasks of an array share its one declaration, announced
+		// once for them all.
+		announced := map[string]bool{}
+		for id, j := range s.jobs.live() {
 			env, avoid, queued := j.announcement()
+			array, _, _ := market.SplitTaskID(id)
 			switch {
 			case !queued:
 			case len(avoid) > 0:
 				// Rare, and each carries its own list: announced apart.
-				announceAvoiding(ctx, &s.parts, env, avoid)
+				announceAvoiding(ctx, &s.parts, id, env, avoid)
+			case array != "" && announced[array]:
 			default:
+				if array != "" {
+					announced[array] = true
+				}
 				envs = append(envs, env)
 			}
 		}
@@ -350,8 +359,8 @@ func (s *Submitter) requeueLoop(ctx context.Context) {
 func (j *jobTracker) announcement() (env []byte, avoid []string, queued bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.rec.State != api.JobQueued || j.rec.placeholder() {
-		return nil, nil, false // a held job is not announced
+	if j.rec.State != api.JobQueued || j.rec.placeholder() || j.rec.isArray() {
+		return nil, nil, false // a held job is not announced; an array is, by its tasks
 	}
 	return j.rec.Envelope, slices.Clone(j.rec.Avoid), true
 }

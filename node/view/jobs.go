@@ -3,6 +3,7 @@ package view
 import (
 	"time"
 
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/wire"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -36,17 +37,45 @@ type OpenJob struct {
 	// base58 costs microseconds, and every pass over a deep queue would
 	// pay it for every job.
 	submitter string
+	// Array is the ID of the array this job is a task of, and Index its
+	// place in it; "" for a job declared on its own. A task shares its
+	// array's Body, Hash and stamps: Declaration gives its own.
+	Array string
+	Index int
+}
+
+// Declaration is what the job runs: a task's is its array's with the
+// task's variables (market.Declaration.Task).
+func (j *OpenJob) Declaration() market.Declaration {
+	if j.Array == "" {
+		return j.Body.Declaration
+	}
+	return j.Body.Declaration.Task(j.Index)
 }
 
 // maxOpenJobsPerSubmitter bounds what one peer can make every view hold
-// and every epoch's Match walk.
-const maxOpenJobsPerSubmitter = 10_000
+// and every epoch's Match walk, in jobs declared one by one; its arrays'
+// open tasks are bounded apart, by maxOpenTasksPerSubmitter.
+const (
+	maxOpenJobsPerSubmitter  = 10_000
+	maxOpenTasksPerSubmitter = market.MaxArrayTasks
+)
 
 // AddJob records a declared job; it reports whether the job is new and
-// open. A job already known is only marked re-announced.
+// open. A job already known is only marked re-announced. An array's
+// declaration adds a job for each of its tasks, all or none, and
+// reports whether any is open.
 func (v *Market) AddJob(j *OpenJob) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if j.Body.Declaration.Array != nil {
+		return v.addArrayLocked(j)
+	}
+	return v.addJobLocked(j)
+}
+
+// addJobLocked is AddJob for one job (or task). The caller holds v.mu.
+func (v *Market) addJobLocked(j *OpenJob) bool {
 	if old, ok := v.jobs[j.ID]; ok {
 		return v.refreshLocked(old, j.Seen)
 	}
@@ -56,10 +85,10 @@ func (v *Market) AddJob(j *OpenJob) bool {
 		j.closed = m.at
 	}
 	if j.closed.IsZero() {
-		if v.open[j.Submitter] >= maxOpenJobsPerSubmitter {
+		if j.Array == "" && v.open[j.Submitter] >= maxOpenJobsPerSubmitter {
 			return false
 		}
-		v.open[j.Submitter]++
+		v.addOpen(j)
 	}
 	v.jobs[j.ID] = j
 	return j.closed.IsZero()
@@ -71,6 +100,9 @@ func (v *Market) OpenCount() int {
 	defer v.mu.Unlock()
 	n := 0
 	for _, c := range v.open {
+		n += c
+	}
+	for _, c := range v.openTasks {
 		n += c
 	}
 	return n
@@ -94,6 +126,9 @@ func (v *Market) SubmitterOf(id string) (peer.ID, bool) {
 	if j, ok := v.jobs[id]; ok {
 		return j.Submitter, true
 	}
+	if a, ok := v.arrays[id]; ok {
+		return a.submitter, true
+	}
 	if m, ok := v.closed[id]; ok && m.declared {
 		return m.by, true
 	}
@@ -111,10 +146,19 @@ func (v *Market) CloseJob(id string, by peer.ID, at Stamp) {
 // closeJobLocked is CloseJob with v.mu held: the job, if open and closed
 // by its submitter, is marked closed at; one not seen is remembered closed.
 func (v *Market) closeJobLocked(id string, by peer.ID, at Stamp) {
+	if a, ok := v.arrays[id]; ok {
+		// An array withdrawn: every task of it.
+		if a.submitter == by {
+			for i := range a.tasks {
+				v.closeJobLocked(market.TaskID(id, i), by, at)
+			}
+		}
+		return
+	}
 	if j, ok := v.jobs[id]; ok {
 		if j.Submitter == by && j.closed.IsZero() {
 			j.closed = at
-			v.dropOpen(j.Submitter)
+			v.dropOpen(j)
 		}
 		return
 	}
@@ -123,9 +167,22 @@ func (v *Market) closeJobLocked(id string, by peer.ID, at Stamp) {
 	}
 }
 
-// dropOpen counts one open job of a submitter fewer. The caller holds v.mu.
-func (v *Market) dropOpen(p peer.ID) {
-	if v.open[p]--; v.open[p] <= 0 {
-		delete(v.open, p)
+// addOpen counts one open job (or task) of a submitter more, and dropOpen
+// one fewer. The caller holds v.mu.
+func (v *Market) addOpen(j *OpenJob) {
+	if j.Array != "" {
+		v.openTasks[j.Submitter]++
+	} else {
+		v.open[j.Submitter]++
+	}
+}
+
+func (v *Market) dropOpen(j *OpenJob) {
+	m := v.open
+	if j.Array != "" {
+		m = v.openTasks
+	}
+	if m[j.Submitter]--; m[j.Submitter] <= 0 {
+		delete(m, j.Submitter)
 	}
 }

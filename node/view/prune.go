@@ -20,7 +20,8 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 	for id, j := range v.jobs {
 		if j.closed.IsZero() && now.Sub(j.refreshed) > stale {
 			delete(v.jobs, id)
-			v.dropOpen(j.Submitter)
+			v.dropOpen(j)
+			v.forgetTaskLocked(j)
 		}
 	}
 	for id, m := range v.closed {
@@ -33,6 +34,7 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 		case j.closed.IsZero():
 		case now.Sub(j.closed.Arrived) > keep:
 			delete(v.jobs, id)
+			v.forgetTaskLocked(j)
 		case !j.declined && now.Sub(j.closed.Arrived) > closedBodyKeep:
 			// Leased or withdrawn for good, and past every epoch's cutoff
 			// that could still count it open: only a mark is kept, a
@@ -40,6 +42,7 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 			// queue and not with the history. A late copy of the
 			// declaration finds the mark and stays closed (AddJob).
 			delete(v.jobs, id)
+			v.forgetTaskLocked(j)
 			v.closed[id] = closedMark{at: j.closed, by: peer.ID(intern(string(j.Submitter))), declared: true}
 		}
 	}

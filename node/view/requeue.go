@@ -36,7 +36,14 @@ func (v *Market) Reannounced(raw []byte, signer peer.ID, now time.Time) (known, 
 	h := sha256.Sum256(raw)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	old, ok := v.jobs[wire.JobIDOf(h)]
+	id := wire.JobIDOf(h)
+	if a, ok := v.arrays[id]; ok {
+		if a.hash != h || a.submitter != signer {
+			return false, false
+		}
+		return true, v.refreshArrayLocked(id, a, now)
+	}
+	old, ok := v.jobs[id]
 	if !ok || old.Hash != h || old.Submitter != signer {
 		return false, false
 	}
@@ -50,7 +57,7 @@ func (v *Market) refreshLocked(old *OpenJob, seen time.Time) bool {
 	old.refreshed = seen
 	if old.declined && seen.After(old.closed.Arrived) {
 		old.closed, old.declined = Stamp{}, false
-		v.open[old.Submitter]++
+		v.addOpen(old)
 		return true
 	}
 	return false
@@ -64,7 +71,7 @@ func (v *Market) Decline(id string, by peer.ID, now time.Time) {
 	defer v.mu.Unlock()
 	if j, ok := v.jobs[id]; ok && j.Submitter == by && j.closed.IsZero() {
 		j.closed, j.declined = Local(now), true
-		v.dropOpen(j.Submitter)
+		v.dropOpen(j)
 	}
 }
 

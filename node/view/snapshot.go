@@ -108,6 +108,15 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 		o, ok := byProvider[t.Provider]
 		return ok && offerEnds(o.SignedAt, o.GPUs, t)
 	}
+	live := func(kl *knownLease) bool { return !at(kl.released) && !endedByOffer(&kl.lease.Terms) }
+	for _, kl := range leases {
+		if live(kl) {
+			mv.Leases = append(mv.Leases, kl.lease.Market())
+		}
+	}
+	// An array's cap on tasks leased at once, against the leases live in
+	// this view.
+	jobs = v.capTasks(jobs, mv.Leases)
 	mv.Jobs = make([]market.Job, 0, len(jobs))
 	for _, j := range jobs {
 		submittedAt := j.submittedAt
@@ -136,12 +145,6 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 	usage := map[string]int64{}
 	for i := range mv.Jobs {
 		usage[mv.Jobs[i].Submitter] = 0
-	}
-	live := func(kl *knownLease) bool { return !at(kl.released) && !endedByOffer(&kl.lease.Terms) }
-	for _, kl := range leases {
-		if live(kl) {
-			mv.Leases = append(mv.Leases, kl.lease.Market())
-		}
 	}
 	for s := range usage {
 		var u int64

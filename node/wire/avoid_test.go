@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
 	"github.com/e31network/e31/p2p"
@@ -81,7 +82,7 @@ func TestRequeueAvoidingFits(t *testing.T) {
 	for i := range wire.MaxAvoid + 4 {
 		many = append(many, wiretest.SeededParty(t, byte(40+i)).ID.String())
 	}
-	b := wire.RequeueAvoiding(f.env, many)
+	b := wire.RequeueAvoiding(wire.JobIDOf(sha256.Sum256(f.env)), f.env, many)
 	if len(b.Avoid) != 1 || b.Avoid[0].Job != f.job {
 		t.Fatalf("avoid = %+v, want one entry for %s", b.Avoid, f.job)
 	}
@@ -96,8 +97,30 @@ func TestRequeueAvoidingFits(t *testing.T) {
 	if n := len(s.Raw); n > p2p.MaxPayload {
 		t.Fatalf("requeue is %d bytes, over the %d limit", n, p2p.MaxPayload)
 	}
-	if b := wire.RequeueAvoiding(f.env, nil); b.Avoid != nil {
+	if b := wire.RequeueAvoiding(wire.JobIDOf(sha256.Sum256(f.env)), f.env, nil); b.Avoid != nil {
 		t.Fatalf("no providers gave avoid %+v", b.Avoid)
+	}
+}
+
+// A task of an array is avoided under its own ID, carried by its array's
+// declaration; a task of another array is not, and falls back to the
+// envelope's own job.
+func TestRequeueAvoidingATask(t *testing.T) {
+	f := newAvoidFixture(t)
+	task := market.TaskID(f.job, 3)
+	b := wire.RequeueAvoiding(task, f.env, []string{f.p1})
+	if len(b.Avoid) != 1 || b.Avoid[0].Job != task {
+		t.Fatalf("avoid = %+v, want one entry for task %s", b.Avoid, task)
+	}
+	if _, err := wire.CheckRequeue(wiretest.OnWire(t, f.sub, wire.KindRequeue, b)); err != nil {
+		t.Fatalf("a task's avoid list refused: %v", err)
+	}
+	if b := wire.RequeueAvoiding(market.TaskID("otherarray", 3), f.env, []string{f.p1}); b.Avoid[0].Job != f.job {
+		t.Fatalf("another array's task: avoid %+v, want the envelope's job %s", b.Avoid, f.job)
+	}
+	forged := wire.RequeueBody{Declarations: [][]byte{f.env}, Avoid: []wire.AvoidEntry{{Job: market.TaskID("otherarray", 3), Providers: []string{f.p1}}}}
+	if _, err := wire.CheckRequeue(wiretest.OnWire(t, f.sub, wire.KindRequeue, forged)); err == nil {
+		t.Fatal("an avoid list for a task of an array the requeue does not carry was accepted")
 	}
 }
 

@@ -219,6 +219,9 @@ func (b DeclarationBody) Check() error {
 			return fmt.Errorf("data[%d].source: a broadcast declaration names inputs by CID, not %q", i, in.Source)
 		}
 	}
+	if a := b.Declaration.Array; a != nil && a.ValuesFile != "" {
+		return errors.New("array.values_file: a broadcast declaration carries its values, not a file of them")
+	}
 	if img := b.Declaration.Work.Image; img != "" {
 		if _, err := cid.Decode(img); err != nil {
 			return fmt.Errorf("work.image: a broadcast declaration names its image by CID, not %q", img)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/p2p"
 )
 
@@ -183,7 +184,8 @@ func checkAvoid(b RequeueBody, signer peer.ID) error {
 	}
 	seen := make(map[string]bool, len(b.Avoid))
 	for i, a := range b.Avoid {
-		if !carried[a.Job] {
+		array, _, isTask := market.SplitTaskID(a.Job)
+		if !carried[a.Job] && !(isTask && carried[array]) {
 			return fmt.Errorf("requeue avoid[%d]: job %q is not among the declarations it carries", i, a.Job)
 		}
 		if seen[a.Job] {
@@ -212,10 +214,11 @@ func checkAvoid(b RequeueBody, signer peer.ID) error {
 }
 
 // RequeueAvoiding is the body of a requeue that re-announces one job with
-// its avoid list. Where the list would take the message past the gossip
+// its avoid list: the envelope's job's, or, where job is a task of the
+// array the envelope declares, that task's. Where the list would take the message past the gossip
 // size limit, the providers named first are left out, and after them those
 // beyond MaxAvoid: the latest failures matter most.
-func RequeueAvoiding(envelope []byte, providers []string) RequeueBody {
+func RequeueAvoiding(job string, envelope []byte, providers []string) RequeueBody {
 	b := RequeueBody{Declarations: [][]byte{envelope}}
 	if len(providers) == 0 {
 		return b
@@ -237,7 +240,10 @@ func RequeueAvoiding(envelope []byte, providers []string) RequeueBody {
 	if first == len(providers) {
 		return b
 	}
-	b.Avoid = []AvoidEntry{{Job: JobIDOf(sha256.Sum256(envelope)), Providers: providers[first:]}}
+	if a, _, ok := market.SplitTaskID(job); !ok || a != JobIDOf(sha256.Sum256(envelope)) {
+		job = JobIDOf(sha256.Sum256(envelope)) // the envelope's own job
+	}
+	b.Avoid = []AvoidEntry{{Job: job, Providers: providers[first:]}}
 	return b
 }
 

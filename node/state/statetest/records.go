@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/e31network/e31/node/state"
 )
 
 // Records is a record store in memory with state.Store's methods and
@@ -37,6 +39,30 @@ func (r *Records) Put(prefix, id string, v any) error {
 		r.m = map[string][]byte{}
 	}
 	r.m[prefix+id] = b
+	return nil
+}
+
+// PutAll stores each item as Put does, all or none.
+func (r *Records) PutAll(prefix string, items []state.Item) error {
+	enc := make(map[string][]byte, len(items))
+	for _, it := range items {
+		b, err := json.Marshal(it.Value)
+		if err != nil {
+			return err
+		}
+		enc[prefix+it.ID] = b
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return fmt.Errorf("save %d records under %s: %w", len(items), prefix, r.fail)
+	}
+	if r.m == nil {
+		r.m = map[string][]byte{}
+	}
+	for k, b := range enc {
+		r.m[k] = b
+	}
 	return nil
 }
 

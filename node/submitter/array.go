@@ -1,0 +1,186 @@
+package submitter
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+)
+
+// An array (market.Array) is signed and broadcast once; every peer's view
+// holds a job for each of its tasks, under market.TaskID. This node keeps
+// a record for the array, the handle its user follows, and one for each
+// task, a job like any other from the proposal on: each task has its own
+// lease, receipts, output and attempts. The array's record is never
+// announced or leased; its view counts its tasks (arrayView).
+
+// isArray reports whether the record is an array's, not a job's.
+func (r *Record) isArray() bool { return r.Tasks > 0 }
+
+// readValuesFile reads an array's values_file into its values, one a
+// line: they are signed with the declaration, so the file may be no
+// larger than a signed declaration.
+func readValuesFile(a *market.Array) error {
+	if a == nil || a.ValuesFile == "" {
+		return nil
+	}
+	if !filepath.IsAbs(a.ValuesFile) {
+		return fmt.Errorf("array.values_file: %q is not an absolute path", a.ValuesFile)
+	}
+	f, err := os.Open(a.ValuesFile)
+	if err != nil {
+		return fmt.Errorf("array.values_file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(wire.MaxDeclarationEnvelope)+1))
+	if err != nil {
+		return fmt.Errorf("array.values_file %s: %w", a.ValuesFile, err)
+	}
+	if len(b) > wire.MaxDeclarationEnvelope {
+		return fmt.Errorf("array.values_file %s: over %d bytes; the values are signed with the declaration (put larger values in an input the job reads by $%s)", a.ValuesFile, wire.MaxDeclarationEnvelope, market.EnvTaskIndex)
+	}
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	var values []string
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		values = append(values, string(bytes.TrimSuffix(line, []byte("\r"))))
+	}
+	if len(b) == 0 {
+		return fmt.Errorf("array.values_file %s: has no values", a.ValuesFile)
+	}
+	a.Values, a.ValuesFile = values, ""
+	return nil
+}
+
+// announceArray keeps the records of an array whose declaration is
+// sealed, one for the array and one for each task, all in one write, and
+// broadcasts the declaration once.
+func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl market.Declaration, labels map[string]string, sources []string) (api.Job, error) {
+	id := wire.JobID(sealed)
+	now := time.Now()
+	n := decl.Array.Tasks()
+	parent := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, State: api.JobQueued, Submitted: now, Tasks: n}
+	parent.step(api.StepSubmit, now)
+	// Pinned once, for the array: every task reads the same DAGs.
+	if err := s.pinContent(ctx, parent); err != nil {
+		return api.Job{}, err
+	}
+	tasks := make([]*Record, n)
+	items := make([]state.Item, 0, n+1)
+	items = append(items, state.Item{ID: id, Value: parent})
+	for i := range n {
+		r := &Record{ID: market.TaskID(id, i), Envelope: sealed.Raw, Declaration: decl.Task(i), Labels: labels, Sources: sources,
+			State: api.JobQueued, Submitted: now, Array: id, Index: i}
+		r.step(api.StepSubmit, now)
+		tasks[i] = r
+		items = append(items, state.Item{ID: r.ID, Value: r})
+	}
+	// Saved before it is broadcast: a proposal may arrive at once.
+	if err := s.d.Records.PutAll(state.PrefixJob, items); err != nil {
+		s.d.Metrics.PersistErrors.Inc()
+		return api.Job{}, fmt.Errorf("persist array %s: %w", id, err)
+	}
+	s.jobs.add(newJobTracker(&s.parts, parent))
+	for _, r := range tasks {
+		s.jobs.add(newJobTracker(&s.parts, r))
+	}
+	if err := s.d.Gossip.PublishRaw(ctx, p2p.TopicJobs, sealed.Raw); err != nil {
+		s.log.Warn("announce array", "array", id, "err", err)
+	}
+	s.d.Metrics.Submitted.Inc()
+	s.log.Info("array submitted", "array", id, "name", decl.Name, "tasks", n, "gpus", decl.Request.GPUs)
+	out, _ := s.arrayView(s.jobs.get(id), 0, true)
+	return out, nil
+}
+
+// arrayView is the view of an array's record: its tasks counted, each by
+// its last attempt, and the array released once every task has ended.
+// Like next, it returns the view alone when its version is not seen or
+// done is set, and else with a channel closed when a task that has not
+// ended changes.
+func (s *Submitter) arrayView(p *jobTracker, seen uint64, done bool) (api.Job, <-chan struct{}) {
+	parent := p.snapshot()
+	out := parent.API()
+	counts := &api.TaskCounts{Total: parent.Tasks}
+	var version uint64
+	var wake <-chan struct{}
+	for i := range parent.Tasks {
+		id := market.TaskID(parent.ID, i)
+		t, _, err := s.view(id, 0, true)
+		if err != nil {
+			counts.Queued++ // not on disk: a stop during submit
+			continue
+		}
+		version += t.Version
+		switch {
+		case t.State == api.JobWithdrawn:
+			counts.Withdrawn++
+		case t.State == api.JobReleased && t.Outcome == string(ledger.OutcomeCompleted):
+			counts.Completed++
+		case t.State.Terminal():
+			counts.Failed++
+			counts.FailedIndices = append(counts.FailedIndices, i)
+		case t.State == api.JobRunning || t.State == api.JobOutput:
+			counts.Running++
+		default:
+			counts.Queued++
+		}
+		if wake == nil && !t.State.Terminal() && !done {
+			_, wake, _ = s.view(id, t.Version, false)
+		}
+	}
+	out.Tasks = counts
+	out.Version = version + uint64(counts.Running)<<40 + uint64(counts.Queued)<<48
+	out.Steps, out.GPUs = parent.Steps, []string{}
+	switch {
+	case counts.Queued+counts.Running == 0:
+		out.State, out.Reason = api.JobReleased, ""
+		out.Outcome = string(ledger.OutcomeCompleted)
+		if counts.Failed > 0 {
+			out.Outcome = string(ledger.OutcomeFailed)
+			out.Reason = fmt.Sprintf("%d of %d tasks failed", counts.Failed, counts.Total)
+		} else if counts.Withdrawn > 0 {
+			out.Outcome = string(ledger.OutcomeWithdrawn)
+		}
+	case counts.Running > 0:
+		out.State, out.Reason = api.JobRunning, ""
+	default:
+		out.State = api.JobQueued
+	}
+	if out.State.Terminal() || done || out.Version != seen {
+		return out, nil
+	}
+	return out, wake
+}
+
+// withdrawArray withdraws every task of an array that has not ended, and
+// announces one withdrawal for them all.
+func (s *Submitter) withdrawArray(ctx context.Context, p *jobTracker) (api.Job, error) {
+	var n int
+	var id string
+	p.view(func(r *Record) { n, id = r.Tasks, r.ID })
+	for i := range n {
+		t := s.jobs.get(market.TaskID(id, i))
+		if t == nil {
+			continue
+		}
+		if err := s.withdrawLast(ctx, t, false); err != nil && !errors.Is(err, ErrConflict) {
+			return api.Job{}, err
+		}
+	}
+	if _, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindWithdrawal, wire.WithdrawalBody{Job: id}); err != nil {
+		s.log.Warn("announce withdrawal", "array", id, "err", err)
+	}
+	out, _ := s.arrayView(p, 0, true)
+	return out, nil
+}

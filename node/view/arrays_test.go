@@ -1,0 +1,119 @@
+package view
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/node/wire/wiretest"
+)
+
+// arrayOnWire declares an array of n tasks, at most parallel leased at
+// once, as sub, and returns the signed declaration and its job.
+func arrayOnWire(t *testing.T, sub wiretest.Party, n, parallel int, now time.Time) (raw []byte, j *OpenJob) {
+	t.Helper()
+	b := wiretest.Declaration(t)
+	b.Declaration.Array = &market.Array{Count: n, Parallel: parallel}
+	s := wiretest.OnWire(t, sub, wire.KindDeclaration, b)
+	if err := wire.ValidateJobMessage(s); err != nil {
+		t.Fatal(err)
+	}
+	return s.Raw, &OpenJob{ID: wire.JobID(s), Submitter: sub.ID, Body: b, Seen: now, Signed: now, Hash: s.Hash()}
+}
+
+func openIDs(mv market.View) []string {
+	var ids []string
+	for _, j := range mv.Jobs {
+		ids = append(ids, j.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// An array's one declaration is a job for each task in the view; its cap
+// leaves open only its lowest tasks that the live leases leave room for;
+// a re-announcement is known; a withdrawal of the array closes them all.
+func TestArrayIsATaskEach(t *testing.T) {
+	sub, prov := wiretest.FreshParty(t), wiretest.FreshParty(t)
+	v := NewMarket()
+	now := time.Now()
+	raw, aj := arrayOnWire(t, sub, 5, 2, now)
+	if !v.AddJob(aj) || v.OpenCount() != 5 {
+		t.Fatalf("array of 5 added: %d open", v.OpenCount())
+	}
+	task, ok := v.Job(market.TaskID(aj.ID, 3))
+	if !ok {
+		t.Fatal("task 3 not in the view")
+	}
+	if env := task.Declaration().Work.Env; env[market.EnvTaskIndex] != "3" || env[market.EnvTaskCount] != "5" || env["SEED"] != "1" {
+		t.Fatalf("task 3 runs with %v", env)
+	}
+	if task.Declaration().Array != nil {
+		t.Fatal("a task's declaration is an array")
+	}
+	if _, ok := v.Job(aj.ID); ok {
+		t.Fatal("the array itself is open as a job")
+	}
+	at := now.Add(time.Second)
+	mv := v.Snapshot(1, at, at, nil)
+	if got, want := openIDs(mv), []string{market.TaskID(aj.ID, 0), market.TaskID(aj.ID, 1)}; !slices.Equal(got, want) {
+		t.Fatalf("open with a cap of 2: %v, want %v", got, want)
+	}
+
+	l := wiretest.SignedLease(t, prov, sub)
+	l.Terms.Job = market.TaskID(aj.ID, 0)
+	v.AddLease(l, Local(now))
+	mv = v.Snapshot(2, at, at, nil)
+	if got, want := openIDs(mv), []string{market.TaskID(aj.ID, 1)}; !slices.Equal(got, want) {
+		t.Fatalf("open with task 0 leased: %v, want %v", got, want)
+	}
+
+	if known, _ := v.Reannounced(raw, sub.ID, at); !known {
+		t.Fatal("the array's re-announcement is not known")
+	}
+	if s, ok := v.SubmitterOf(aj.ID); !ok || s != sub.ID {
+		t.Fatalf("SubmitterOf(array) = %v, %v", s, ok)
+	}
+	if err := v.ValidateJobMessage(wiretest.OnWire(t, sub, wire.KindWithdrawal, wire.WithdrawalBody{Job: aj.ID})); err != nil {
+		t.Fatalf("the array's withdrawal by its submitter: %v", err)
+	}
+	v.CloseJob(aj.ID, sub.ID, Local(at))
+	if n := v.OpenCount(); n != 0 {
+		t.Fatalf("%d tasks open after the array's withdrawal", n)
+	}
+
+	// Pruned once closed long enough: the entry goes with its tasks.
+	v.Prune(at.Add(time.Hour), time.Minute, time.Hour)
+	if len(v.arrays) != 0 {
+		t.Fatalf("%d arrays left after every task was pruned", len(v.arrays))
+	}
+}
+
+// A withdrawal that overtakes its array's declaration closes every task.
+func TestArrayWithdrawnBeforeDeclared(t *testing.T) {
+	sub := wiretest.FreshParty(t)
+	v := NewMarket()
+	now := time.Now()
+	_, aj := arrayOnWire(t, sub, 3, 0, now)
+	v.CloseJob(aj.ID, sub.ID, Local(now))
+	if v.AddJob(aj) || v.OpenCount() != 0 {
+		t.Fatalf("array withdrawn before it was declared: %d open", v.OpenCount())
+	}
+}
+
+// A submitter's open tasks are bounded: an array over the bound adds none.
+func TestArrayOverTheBoundAddsNone(t *testing.T) {
+	sub := wiretest.FreshParty(t)
+	v := NewMarket()
+	now := time.Now()
+	_, a := arrayOnWire(t, sub, market.MaxArrayTasks, 0, now)
+	if !v.AddJob(a) {
+		t.Fatal("a full-sized array refused")
+	}
+	_, b := arrayOnWire(t, sub, 2, 0, now.Add(time.Millisecond))
+	if v.AddJob(b) || v.OpenCount() != market.MaxArrayTasks {
+		t.Fatalf("a second array over the bound: %d open", v.OpenCount())
+	}
+}
