@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/spf13/cobra"
 )
@@ -85,6 +89,9 @@ func runGet(ctx context.Context, o getOptions, g *globalOptions, id string) erro
 	if err != nil {
 		return err
 	}
+	if j.Tasks != nil {
+		return getArray(ctx, o, g, j)
+	}
 	dir := o.dir
 	if dir == "" {
 		dir = j.ID + "-out"
@@ -106,6 +113,66 @@ func runGet(ctx context.Context, o getOptions, g *globalOptions, id string) erro
 	fmt.Fprintf(g.stdout, "wrote %s (%s) to %s\n", res.CID, humanBytes(uint64(res.Bytes)), res.Dir)
 	if !o.checkpoint {
 		printLeftOut(g.stderr, j.Skipped)
+	}
+	return nil
+}
+
+// getArray writes each task's output of an array at DIR/<index>/out, a
+// few tasks at a time, and says which tasks had none.
+func getArray(ctx context.Context, o getOptions, g *globalOptions, j api.Job) error {
+	dir := o.dir
+	if dir == "" {
+		dir = j.ID + "-out"
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return fmt.Errorf("-o %s: %w", dir, err)
+	}
+	cl := g.client()
+	n := j.Tasks.Total
+	results := make([]api.GetResult, n)
+	errs := make([]error, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(n, 8) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n && ctx.Err() == nil; i = int(next.Add(1) - 1) {
+				id := market.TaskID(j.ID, i)
+				results[i], errs[i] = cl.Get(ctx, id, api.GetRequest{Dir: filepath.Join(abs, strconv.Itoa(i)), Checkpoint: o.checkpoint, Attempt: o.attempt})
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var bytes int64
+	var missing []string
+	for i, err := range errs {
+		if err != nil {
+			missing = append(missing, fmt.Sprintf("%d (%v)", i, firstLine(err.Error())))
+			continue
+		}
+		bytes += results[i].Bytes
+	}
+	if o.json {
+		if err := g.printJSON(results); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(g.stdout, "wrote %d of %d tasks (%s) to %s/<index>\n", n-len(missing), n, humanBytes(uint64(bytes)), abs)
+	}
+	if count := len(missing); count > 0 {
+		const show = 10
+		more := ""
+		if count > show {
+			more = fmt.Sprintf(" and %d more", count-show)
+			missing = missing[:show]
+		}
+		return fmt.Errorf("%d tasks not written: %s%s", count, strings.Join(missing, "; "), more)
 	}
 	return nil
 }

@@ -58,7 +58,16 @@ func printJob(g *globalOptions, j api.Job) {
 		slices.Sort(kvs)
 		fmt.Fprintf(tw, "labels\t%s\n", strings.Join(kvs, ", "))
 	}
+	if j.Array != "" {
+		fmt.Fprintf(tw, "task\t%d of array %s\n", j.Index, j.Array)
+	}
 	fmt.Fprintf(tw, "state\t%s\n", j.State)
+	if t := j.Tasks; t != nil {
+		fmt.Fprintf(tw, "tasks\t%s\n", describeTasks(t))
+		if len(t.FailedIndices) > 0 {
+			fmt.Fprintf(tw, "failed tasks\t%s\n", indexRanges(t.FailedIndices))
+		}
+	}
 	if j.Reason != "" {
 		fmt.Fprintf(tw, "reason\t%s\n", j.Reason)
 	}
@@ -118,6 +127,42 @@ func printJob(g *globalOptions, j api.Job) {
 		}
 	}
 	tw.Flush()
+}
+
+// describeTasks is one line on an array's tasks: "10 tasks: 7 completed,
+// 2 running, 1 queued", naming only the states some task is in.
+func describeTasks(t *api.TaskCounts) string {
+	parts := []string{}
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{t.Completed, "completed"}, {t.Running, "running"}, {t.Queued, "queued"}, {t.Failed, "failed"}, {t.Withdrawn, "withdrawn"}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	return fmt.Sprintf("%d tasks: %s", t.Total, strings.Join(parts, ", "))
+}
+
+// indexRanges writes sorted indices as Slurm does: 1-3,7,9-10.
+func indexRanges(idx []int) string {
+	var b strings.Builder
+	for i := 0; i < len(idx); {
+		j := i
+		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if j > i {
+			fmt.Fprintf(&b, "%d-%d", idx[i], idx[j])
+		} else {
+			fmt.Fprintf(&b, "%d", idx[i])
+		}
+		i = j + 1
+	}
+	return b.String()
 }
 
 // describeAttempt is one line on an attempt of a job: its ID, provider,

@@ -46,6 +46,7 @@ type submitOptions struct {
 	resume      string
 	maxResumes  int
 	retries     int
+	array       string
 	after       []string
 	afterAny    []string
 	pollEvery   time.Duration
@@ -116,6 +117,7 @@ already submitted, several at once.`,
 	f.StringArrayVar(&o.after, "after", nil, "JOB: hold this job on this node until JOB has completed (it ends failed if JOB does not); repeatable; --input job:JOB/out:/in takes JOB's output (flags form; a declaration's after)")
 	f.StringArrayVar(&o.afterAny, "after-any", nil, "JOB: hold this job until JOB has ended, however it ends; repeatable (flags form; a declaration's after_any)")
 	f.IntVar(&o.retries, "retries", 0, "run the job again up to N times when it fails by its own fault (exit status, memory), from its last checkpoint if it took one (flags form; request.retries)")
+	f.StringVar(&o.array, "array", "", "run the command as an array of tasks: N, or 0-LAST, with %P to run at most P at once (0-9999%200); each task sees E31_TASK_INDEX and E31_TASK_COUNT (flags form; a declaration's array)")
 	f.DurationVar(&o.pollEvery, "poll", defaultPoll, "with --wait: how often to ask a daemon that cannot answer on each change of the job (an older version)")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up following after this long (0: never)")
 	return cmd
@@ -139,7 +141,7 @@ func fileArg(file string, args []string, dash int) ([]string, error) {
 // with a declaration FILE they would be ignored.
 func flagsFormFlags() []string {
 	return []string{"name", "gpus", "gpu-model", "gpu-memory", "image", "cpus", "memory", "disk", "limit",
-		"input", "output-path", "env", "workdir", "checkpoint-path", "checkpoint-every", "resume", "max-resumes", "retries", "after", "after-any"}
+		"input", "output-path", "env", "workdir", "checkpoint-path", "checkpoint-every", "resume", "max-resumes", "retries", "after", "after-any", "array"}
 }
 
 // noFlagsFormFlags refuses, naming them, flags of the flags form given with
@@ -204,6 +206,9 @@ func absSources(d *market.Declaration, base string) error {
 		if !filepath.IsAbs(src) {
 			d.Data[i].Source = filepath.Join(base, src)
 		}
+	}
+	if a := d.Array; a != nil && a.ValuesFile != "" && !filepath.IsAbs(a.ValuesFile) {
+		a.ValuesFile = filepath.Join(base, a.ValuesFile)
 	}
 	if d.Work.Image != "" {
 		ref, err := absImageRef(d.Work.Image, base)
@@ -312,6 +317,13 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 	}
 	d.Request.Retries = o.retries
 	d.After, d.AfterAny = o.after, o.afterAny
+	if o.array != "" {
+		a, err := market.ParseArrayRange(o.array)
+		if err != nil {
+			return market.Declaration{}, fmt.Errorf("--array: %w", err)
+		}
+		d.Array = &a
+	}
 	d.Output.Path = cleanJobPath(o.outputPath)
 	d.Work.Workdir = cleanJobPath(o.workdir)
 	for _, kv := range o.env {

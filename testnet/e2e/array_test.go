@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/testnet/cluster"
+)
+
+// An array on real daemons: one declaration, twelve tasks, at most three
+// leased at once, each writing its index; e31 submit --wait follows the
+// array to its end, e31 status counts its tasks, e31 get writes each
+// task's output at DIR/<index>/out, and e31 list shows it as one row. An
+// array of values from a file gives each task its value; withdrawing an
+// array that cannot be placed withdraws every task.
+func TestArrayRunsEachTaskOnce(t *testing.T) {
+	c := start(t, cluster.Options{N: 3, GPUs: 2, Args: []string{"--epoch", "250ms"}})
+	api0 := c.Nodes[0].API
+	sub := c.Client(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	e31 := func(args ...string) (string, int) {
+		t.Helper()
+		return runE31(t, ctx, api0, args...)
+	}
+
+	got, code := e31("submit", "--wait", "--name", "sweep", "--array", "0-11%3", "--gpus", "1", "--limit", "1m", "--",
+		"sh", "-c", `echo "$E31_TASK_INDEX of $E31_TASK_COUNT" > /out/i`)
+	if code != 0 || !strings.Contains(got, "completed") {
+		t.Fatalf("e31 submit --wait --array 0-11%%3: exit %d\n%s", code, got)
+	}
+	jobs, err := sub.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || jobs[0].Tasks == nil || jobs[0].Tasks.Completed != 12 {
+		t.Fatalf("the node lists %d jobs, want the array alone with 12 tasks completed: %+v", len(jobs), jobs)
+	}
+	id := jobs[0].ID
+	status, code := e31("status", id)
+	if code != 0 || !strings.Contains(status, "12 tasks: 12 completed") || !strings.Contains(status, "released") {
+		t.Fatalf("e31 status of the array: exit %d\n%s", code, status)
+	}
+	list, _ := e31("list")
+	if strings.Count(list, "sweep") != 1 {
+		t.Fatalf("e31 list shows the array as %d rows:\n%s", strings.Count(list, "sweep"), list)
+	}
+	dir := filepath.Join(t.TempDir(), "sweep")
+	if got, code := e31("get", id, "-o", dir); code != 0 || !strings.Contains(got, "wrote 12 of 12 tasks") {
+		t.Fatalf("e31 get of the array: exit %d\n%s", code, got)
+	}
+	for i := range 12 {
+		b, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(i), "out", "i"))
+		if err != nil || string(b) != strconv.Itoa(i)+" of 12\n" {
+			t.Fatalf("task %d wrote %q, %v", i, b, err)
+		}
+	}
+	task, err := sub.Job(ctx, market.TaskID(id, 7))
+	if err != nil || task.Array != id || task.Index != 7 || task.Provider == "" {
+		t.Fatalf("task 7 as a job: %+v, %v", task, err)
+	}
+
+	// Values from a file, one a task.
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "values.txt"), []byte("alpha\nbeta gamma\ndelta\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	decl := `name: values
+work: {command: [sh, -c, 'echo "$E31_TASK_VALUE" > /out/v']}
+request: {gpus: 0, cpus: 1, limit: 1m}
+output: {path: /out}
+array: {values_file: values.txt}
+`
+	file := filepath.Join(work, "values.yaml")
+	if err := os.WriteFile(file, []byte(decl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, code = e31("submit", "--wait", file)
+	if code != 0 {
+		t.Fatalf("e31 submit --wait of an array of values: exit %d\n%s", code, got)
+	}
+	vid := arrayNamed(t, ctx, sub, "values")
+	vdir := filepath.Join(t.TempDir(), "values")
+	if got, code := e31("get", vid, "-o", vdir); code != 0 {
+		t.Fatalf("e31 get of the array of values: exit %d\n%s", code, got)
+	}
+	for i, want := range []string{"alpha", "beta gamma", "delta"} {
+		if b, err := os.ReadFile(filepath.Join(vdir, strconv.Itoa(i), "out", "v")); err != nil || string(b) != want+"\n" {
+			t.Fatalf("task %d of the values array wrote %q, %v; want %q", i, b, err, want)
+		}
+	}
+
+	// No offer has 8 GPUs: the tasks wait, and go with the array.
+	got, code = e31("submit", "--name", "toolarge", "--array", "5", "--gpus", "8", "--limit", "1m", "--", "true")
+	if code != 0 {
+		t.Fatalf("e31 submit of an array that cannot be placed: exit %d\n%s", code, got)
+	}
+	big := arrayNamed(t, ctx, sub, "toolarge")
+	if got, code := e31("withdraw", big); code != 0 {
+		t.Fatalf("e31 withdraw of an array: exit %d\n%s", code, got)
+	}
+	j, err := sub.Job(ctx, big)
+	if err != nil || j.Tasks == nil || j.Tasks.Withdrawn != 5 || !j.State.Terminal() {
+		t.Fatalf("the withdrawn array: %+v, %v", j, err)
+	}
+}
+
+// arrayNamed is the ID of the array of a name that cl's node lists.
+func arrayNamed(t *testing.T, ctx context.Context, cl *api.Client, name string) string {
+	t.Helper()
+	jobs, err := cl.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.Name == name && j.Tasks != nil {
+			return j.ID
+		}
+	}
+	t.Fatalf("no array named %s listed", name)
+	return ""
+}
