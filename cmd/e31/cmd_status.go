@@ -240,7 +240,11 @@ func newListCommand(g *globalOptions) *cobra.Command {
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "JOB\tNAME\tSTATE\tOUTCOME\tSUBMITTED")
 			for _, j := range jobs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, j.State, j.Outcome, j.Submitted.Local().Format(time.DateTime))
+				state := string(j.State)
+				if t := j.Tasks; t != nil {
+					state += fmt.Sprintf(" (%d/%d tasks done)", t.Completed+t.Failed+t.Withdrawn, t.Total)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, state, j.Outcome, j.Submitted.Local().Format(time.DateTime))
 			}
 			return tw.Flush()
 		},

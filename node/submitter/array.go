@@ -106,14 +106,14 @@ func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl m
 // arrayView is the view of an array's record: its tasks counted, each by
 // its last attempt, and the array released once every task has ended.
 // Like next, it returns the view alone when its version is not seen or
-// done is set, and else with a channel closed when a task that has not
-// ended changes.
+// done is set, and else with a channel that fires arrayPoll later: a
+// count reads every task, so a follower of a large array is answered
+// once a second at most rather than at each of its tasks' changes.
 func (s *Submitter) arrayView(p *jobTracker, seen uint64, done bool) (api.Job, <-chan struct{}) {
 	parent := p.snapshot()
 	out := parent.API()
 	counts := &api.TaskCounts{Total: parent.Tasks}
 	var version uint64
-	var wake <-chan struct{}
 	for i := range parent.Tasks {
 		id := market.TaskID(parent.ID, i)
 		t, _, err := s.view(id, 0, true)
@@ -134,9 +134,6 @@ func (s *Submitter) arrayView(p *jobTracker, seen uint64, done bool) (api.Job, <
 			counts.Running++
 		default:
 			counts.Queued++
-		}
-		if wake == nil && !t.State.Terminal() && !done {
-			_, wake, _ = s.view(id, t.Version, false)
 		}
 	}
 	out.Tasks = counts
@@ -160,7 +157,17 @@ func (s *Submitter) arrayView(p *jobTracker, seen uint64, done bool) (api.Job, <
 	if out.State.Terminal() || done || out.Version != seen {
 		return out, nil
 	}
-	return out, wake
+	return out, afterPoll()
+}
+
+// arrayPoll is how often a follower of an array is answered at most.
+const arrayPoll = time.Second
+
+// afterPoll returns a channel closed arrayPoll from now.
+func afterPoll() <-chan struct{} {
+	c := make(chan struct{})
+	time.AfterFunc(arrayPoll, func() { close(c) })
+	return c
 }
 
 // withdrawArray withdraws every task of an array that has not ended, and

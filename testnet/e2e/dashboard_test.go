@@ -439,6 +439,8 @@ func TestDashboardAttemptsInBrowser(t *testing.T) {
 				{N: 3, ID: a[2], State: api.JobRunning, Provider: p1, From: at(60), StartedFrom: c2},
 			}},
 		{ID: "bafyreihostilejob", Name: hostile, State: api.JobQueued, Submitted: *at(10), Reason: "no offer has 4 GPUs"},
+		{ID: "bafyreiarrayjob", Name: "sweep", State: api.JobRunning, Submitted: *at(20),
+			Tasks: &api.TaskCounts{Total: 12, Completed: 6, Failed: 1, Running: 2, Queued: 3, FailedIndices: []int{4}}},
 	}
 	srv := httptest.NewServer(apiserver.Handler(apiserver.Config{
 		Network: fakeNetwork{nodes: []api.Node{{PeerID: p1, LastSeen: now}, {PeerID: p2, LastSeen: now}}},
@@ -449,8 +451,11 @@ func TestDashboardAttemptsInBrowser(t *testing.T) {
 	defer cancel()
 
 	dom := string(chromiumFor(t, ctx, exe, 3*time.Second, "--dump-dom", srv.URL+"/ui/#job="+a[1]))
-	if got := jobRows(dom); !slices.Equal(got, []string{"bafyreihostilejob", a[0]}) {
-		t.Errorf("rows %v, want the queued job, then the resumed one, once", got)
+	if got := jobRows(dom); !slices.Equal(got, []string{"bafyreiarrayjob", "bafyreihostilejob", a[0]}) {
+		t.Errorf("rows %v, want the array, the queued job, then the resumed one, once", got)
+	}
+	if !regexp.MustCompile(`data-job="bafyreiarrayjob">.*?<td class="state-running">running<br><progress class="tasks" max="12" value="7"></progress><span class="tasks-done"> 7/12 tasks, 1 failed</span></td>`).MatchString(dom) {
+		t.Error("the array's row does not show its tasks done")
 	}
 	if !strings.Contains(dom, `<tr class="job chosen" data-job="`+a[0]+`">`) {
 		t.Error("the job whose attempt is chosen is not marked")

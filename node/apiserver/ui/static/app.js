@@ -179,7 +179,7 @@ function jobRow(j) {
   const tr = el("tr", { class: "job" + (chosen ? " chosen" : ""), "data-job": j.id },
     el("td", { title: j.id }, el("code", {}, short(j.id))),
     el("td", { class: "name" }, j.name),
-    el("td", { class: "state-" + j.state }, j.state),
+    el("td", { class: "state-" + j.state }, j.state, ...tasksDone(j)),
     el("td", {}, timeline(j)),
     el("td", { class: "provider" }, peer(j.provider)),
     el("td", {}, j.outcome ? j.outcome + (j.exit_code != null ? " (exit " + j.exit_code + ")" : "") : ""),
@@ -187,6 +187,16 @@ function jobRow(j) {
     el("td", { class: "reason" }, j.reason));
   tr.addEventListener("click", () => chooseJob(j.id));
   return tr;
+}
+
+// tasksDone is an array's progress, for its state cell: a bar and "7/12
+// tasks"; nothing for a job.
+function tasksDone(j) {
+  const t = j.tasks;
+  if (!t) return [];
+  const done = t.completed + t.failed + t.withdrawn;
+  return [el("br", {}), el("progress", { class: "tasks", max: t.total, value: done }),
+    el("span", { class: "tasks-done" }, " " + done + "/" + t.total + " tasks" + (t.failed ? ", " + t.failed + " failed" : ""))];
 }
 
 // attemptsRow lists a resumed job's attempts under its row, each linked
