@@ -239,11 +239,30 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 		if s.Decode(&r) != nil {
 			return
 		}
-		n.market.ReleaseLease(r, s.Signer, at)
-		if r.Requeued && s.Signer.String() == r.Submitter {
-			n.provider.StopLease(r.Lease, s.Signer)
+		n.applyRelease(r, s.Signer, at)
+	case wire.KindTaskBatch:
+		// The validator checked every lease and release in it already.
+		var b wire.TaskBatchBody
+		if s.Decode(&b) != nil {
+			return
 		}
-		n.log.Debug("lease released", "lease", r.Lease, "outcome", r.Outcome)
+		for _, l := range b.Leases {
+			n.market.AddLease(l, at)
+		}
+		for _, r := range b.Releases {
+			n.applyRelease(r, s.Signer, at)
+		}
+		n.log.Debug("task batch", "leases", len(b.Leases), "releases", len(b.Releases))
 		n.signalWork()
 	}
+}
+
+// applyRelease applies a release signed by by, stamped at.
+func (n *Node) applyRelease(r wire.ReleaseBody, by peer.ID, at view.Stamp) {
+	n.market.ReleaseLease(r, by, at)
+	if r.Requeued && by.String() == r.Submitter {
+		n.provider.StopLease(r.Lease, by)
+	}
+	n.log.Debug("lease released", "lease", r.Lease, "outcome", r.Outcome)
+	n.signalWork()
 }

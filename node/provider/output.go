@@ -113,6 +113,24 @@ func (lr *leaseRunner) sendEvent(ev wire.EventRequest) {
 	})
 }
 
+// confirmTask tells a task's submitter that its lease is recorded here, a
+// few times should it not answer at once: the submitter announces a
+// task's lease itself, and puts back in the queue a task whose provider
+// never confirmed it.
+func (lr *leaseRunner) confirmTask(t wire.LeaseTerms) {
+	ev := wire.EventRequest{Lease: t.ID, Job: t.Job, Step: api.StepRent, At: time.Now().UnixMilli()}
+	lr.tasks.Go(func() {
+		err := retry(lr.ctx, firstRetry, maxRetryOutput, time.Now().Add(lr.cfg.ProposalTTL), func() error {
+			ctx, cancel := context.WithTimeout(lr.ctx, lr.cfg.EventTimeout)
+			defer cancel()
+			return lr.d.Calls.Call(ctx, lr.submitter, wire.ProtoEvent, ev, nil)
+		})
+		if err != nil {
+			lr.log.Warn("task's lease not confirmed to its submitter", "lease", t.ID, "err", err)
+		}
+	})
+}
+
 // maxSkipped bounds how many left-out entries are named to the submitter.
 const maxSkipped = 20
 

@@ -155,6 +155,11 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 	mb := p.d.Misbehave
 	if mb != nil && !mb.Announce(terms.ID) {
 		p.log.Warn("misbehaving: lease not announced", "lease", terms.ID)
+	} else if taskOf(terms.Job) != "" {
+		// A task's lease is announced by its submitter, with its array's
+		// other leases (wire.KindTaskBatch); the submitter hears from
+		// here that it was recorded.
+		r.confirmTask(terms)
 	} else if _, err := p.d.Gossip.Publish(p.ctx, p2p.TopicJobs, wire.KindLease, sl); err != nil {
 		p.log.Warn("announce lease", "lease", terms.ID, "err", err)
 	}

@@ -23,7 +23,11 @@ func (lr *leaseRunner) release(end time.Time) {
 	lr.onRelease(t)
 
 	body := rec.release()
-	lr.announceRelease(body)
+	if taskOf(t.Job) == "" {
+		// A task's release is announced by its submitter when it
+		// countersigns the final receipt, or by settle when it cannot.
+		lr.announceRelease(body)
+	}
 	lr.log.Info("lease released", "lease", t.ID, "outcome", body.Outcome, "held", time.Duration(body.HeldMs)*time.Millisecond)
 }
 

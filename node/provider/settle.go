@@ -57,15 +57,24 @@ func (lr *leaseRunner) settle() {
 	rec := lr.snapshot()
 	id := rec.ID()
 	until := rec.End.Add(lr.cfg.Retention)
+	task := taskOf(rec.Lease.Terms.Job) != ""
+	tries := 0
 	err := retry(lr.ctx, firstRetry, maxRetrySettle, until, func() error {
-		if r := lr.snapshot(); !r.ReleaseAnnounced {
+		// A task's submitter announces its release on the final receipt;
+		// one that did not take it at the first try may be gone, and the
+		// release goes out from here.
+		if r := lr.snapshot(); !r.ReleaseAnnounced && (!task || tries > 0) {
 			lr.announceRelease(r.release())
 		}
+		tries++
 		err := lr.deliverOutput(lr.ctx, 0)
 		if err == nil {
 			if err = lr.exchangeReceipt(lr.ctx, true); errors.Is(err, errFinalDone) {
 				err = nil
 			}
+		}
+		if err == nil && task {
+			lr.change(func(r *Record) { r.ReleaseAnnounced = true })
 		}
 		if err != nil {
 			// The submitter cannot countersign now: this side's own

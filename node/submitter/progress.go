@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
@@ -25,7 +26,11 @@ func (j *jobTracker) event(ev wire.EventRequest) error {
 	now := time.Now()
 	return j.apply(func(cur *jobTracker) error {
 		cur.lastContact = now
-		cur.rec.reached([]wire.StepAt{{Step: ev.Step, At: ev.At}}, now)
+		r := cur.rec
+		if ev.Step == api.StepRent && r.Lease != nil && r.Lease.Terms.ID == ev.Lease {
+			r.Confirmed = true // the provider recorded a task's lease
+		}
+		r.reached([]wire.StepAt{{Step: ev.Step, At: ev.At}}, now)
 		return nil
 	})
 }

@@ -42,7 +42,7 @@ func (j *jobTracker) propose(from peer.ID, sl wire.SignedLease) (any, error) {
 		}
 		now := time.Now()
 		r.State = api.JobRenting
-		r.Lease = &sl
+		r.Lease, r.Confirmed = &sl, false
 		r.Wait = ""
 		r.step(api.StepRent, now)
 		cur.lastContact = now
@@ -66,6 +66,9 @@ func (j *jobTracker) propose(from peer.ID, sl wire.SignedLease) (any, error) {
 	}
 	for _, c := range inputs {
 		j.d.Access.Allow(from, c)
+	}
+	if isTask(t.Job) {
+		j.batch.lease(sl)
 	}
 	j.log.Info("lease accepted", "job", t.Job, "lease", t.ID, "provider", from)
 	return wire.ProposeReply{SubmitterSig: sl.SubmitterSig}, nil

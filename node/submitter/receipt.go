@@ -84,6 +84,7 @@ func (j *jobTracker) receipt(ctx context.Context, req wire.ReceiptRequest, r led
 	// own record follows, and a failure to write it is logged and counted
 	// (write), as with change.
 	var e ending
+	var gpus []string
 	_ = j.apply(func(cur *jobTracker) error {
 		rec := cur.rec
 		rec.LastReceipt = now
@@ -92,9 +93,18 @@ func (j *jobTracker) receipt(ctx context.Context, req wire.ReceiptRequest, r led
 		if r.Final {
 			e = applyFinal(rec, r)
 		}
+		if rec.Lease != nil && rec.Lease.Terms.ID == r.Lease {
+			gpus = rec.Lease.Terms.GPUs
+		}
 		return nil
 	})
 	e.log(j.log)
+	if r.Final && isTask(r.Job) {
+		// A task's provider leaves its release to this node.
+		j.batch.release(wire.ReleaseBody{Lease: r.Lease, Job: r.Job, Provider: r.Provider.String(), Submitter: r.Submitter.String(), GPUs: gpus,
+			Outcome: string(r.Outcome), Attribution: string(r.Attribution),
+			HeldMs: r.HeldUntil.Sub(r.HeldFrom).Milliseconds(), At: r.HeldUntil.UnixMilli()})
+	}
 	resume = r.Final && (r.Outcome == ledger.OutcomeProviderLost || r.Outcome == ledger.OutcomeFailed)
 	return wire.ReceiptReply{Receipt: mustJSON(r)}, resume, nil
 }

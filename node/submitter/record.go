@@ -74,6 +74,10 @@ type Record struct {
 	Tasks int    `json:"tasks,omitempty"`
 	Array string `json:"array,omitempty"`
 	Index int    `json:"index,omitempty"`
+	// Confirmed says the provider of a task's lease reported that it
+	// recorded the lease: a task's lease is announced by this node, so
+	// the view cannot tell.
+	Confirmed bool `json:"confirmed,omitempty"`
 }
 
 // setEnding records how the job's lease ended, or how the job ended

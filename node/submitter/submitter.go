@@ -120,6 +120,9 @@ type Config struct {
 	MaxOutputBytes    int64
 	// RequeueEvery is how often queued jobs are re-announced.
 	RequeueEvery time.Duration
+	// TaskBatchEvery is how often the leases and releases of this node's
+	// arrays' tasks are announced, together (taskbatch.go).
+	TaskBatchEvery time.Duration
 	// NoLocality and LocalityWait fill in request.locality and
 	// request.locality_wait of a declaration that sets neither (the
 	// daemon's --no-locality and --locality-wait). They go into the signed
@@ -200,6 +203,8 @@ type parts struct {
 	// the record store, or nil (registry.get): a tracker that left memory
 	// while a caller held it sends the caller's change there.
 	reload func(id string) *jobTracker
+	// batch gathers the tasks' leases and releases to announce.
+	batch *taskAnnouncer
 }
 
 // Submitter follows the jobs this node submitted through their five steps.
@@ -235,7 +240,10 @@ type Submitter struct {
 // New returns a submitter; Recover loads what a previous run left.
 func New(cfg Config, d Deps) *Submitter {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Submitter{parts: parts{cfg: cfg, d: d, log: d.Log, versionBase: uint64(time.Now().UnixMilli()) << 20},
+	if cfg.TaskBatchEvery <= 0 {
+		cfg.TaskBatchEvery = DefaultTaskBatchEvery
+	}
+	s := &Submitter{parts: parts{cfg: cfg, d: d, log: d.Log, versionBase: uint64(time.Now().UnixMilli()) << 20, batch: &taskAnnouncer{}},
 		ctx: ctx, cancel: cancel}
 	s.jobs = newRegistry(&s.parts)
 	s.reload = s.jobs.get
@@ -270,6 +278,7 @@ func (s *Submitter) Shutdown(ctx context.Context) error {
 func (s *Submitter) Start() {
 	s.tasks.Go(func() { s.watchProviders(s.ctx) })
 	s.tasks.Go(func() { s.requeueLoop(s.ctx) })
+	s.tasks.Go(func() { s.taskBatchLoop(s.ctx) })
 	s.tasks.Go(func() { s.evictLoop(s.ctx) })
 	s.tasks.Go(func() { s.resumeDueAtStart(s.ctx) })
 	s.tasks.Go(func() { s.holdLoop(s.ctx) })

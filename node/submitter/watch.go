@@ -285,20 +285,25 @@ func (j *jobTracker) requeueUnconfirmed(now time.Time) {
 	wait := 2*j.cfg.ProposalTTL + 3*j.cfg.Heartbeat
 	j.mu.Lock()
 	r := j.rec
-	if r.State != api.JobRenting || r.Lease == nil || r.Withdrawn ||
+	if r.State != api.JobRenting || r.Lease == nil || r.Withdrawn || r.Confirmed ||
 		now.Sub(r.stepAt(api.StepRent)) < wait || !r.LastReceipt.IsZero() {
 		j.mu.Unlock()
 		return
 	}
 	lease := r.Lease.Terms.ID
+	// A task's lease is announced by this node, not its provider, which
+	// confirms it with an event instead (Confirmed).
+	task := r.Array != ""
 	j.mu.Unlock()
-	if _, _, ok := j.d.Leases.LeaseParties(lease); ok {
+	if _, _, ok := j.d.Leases.LeaseParties(lease); ok && !task {
 		return
 	}
+	var terms wire.LeaseTerms
 	err := j.update(func(r *Record) error {
-		if r.State != api.JobRenting || r.Lease == nil || r.Lease.Terms.ID != lease || !r.LastReceipt.IsZero() {
+		if r.State != api.JobRenting || r.Lease == nil || r.Lease.Terms.ID != lease || !r.LastReceipt.IsZero() || r.Confirmed {
 			return errSkip
 		}
+		terms = r.Lease.Terms
 		r.State = api.JobQueued
 		r.Lease = nil
 		r.Steps = slices.DeleteFunc(r.Steps, func(st api.Step) bool { return st.Step != api.StepSubmit })
@@ -306,6 +311,12 @@ func (j *jobTracker) requeueUnconfirmed(now time.Time) {
 	})
 	if err != errSkip {
 		j.log.Warn("lease never announced by its provider: back in the queue", "job", j.id, "lease", lease)
+	}
+	if err == nil && task {
+		// Every view holds the lease this node announced: its release
+		// frees the GPUs and opens the task again.
+		j.batch.release(wire.ReleaseBody{Lease: terms.ID, Job: terms.Job, Provider: terms.Provider, Submitter: terms.Submitter, GPUs: terms.GPUs,
+			Outcome: string(ledger.OutcomeProviderLost), Attribution: string(ledger.AttributionProvider), At: now.UnixMilli(), Requeued: true})
 	}
 }
 

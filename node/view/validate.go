@@ -37,6 +37,19 @@ func (v *Market) ValidateJobMessage(s p2p.Signed) error {
 		if sub, ok := v.SubmitterOf(l.Terms.Job); ok && sub.String() != l.Terms.Submitter {
 			return fmt.Errorf("%w: lease of job %s names submitter %s, not its declarer %s", p2p.ErrForged, l.Terms.Job, l.Terms.Submitter, sub)
 		}
+	case wire.KindTaskBatch:
+		var b wire.TaskBatchBody
+		_ = s.Decode(&b)
+		for _, l := range b.Leases {
+			if sub, ok := v.SubmitterOf(l.Terms.Job); ok && sub != s.Signer {
+				return fmt.Errorf("%w: task batch by %s carries a lease of job %s, declared by %s", p2p.ErrForged, s.Signer, l.Terms.Job, sub)
+			}
+		}
+		for _, r := range b.Releases {
+			if prov, sub, ok := v.LeaseParties(r.Lease); ok && (r.Provider != prov || r.Submitter != sub) {
+				return fmt.Errorf("%w: release of lease %s names parties %s and %s, the lease %s and %s", p2p.ErrForged, r.Lease, r.Provider, r.Submitter, prov, sub)
+			}
+		}
 	case wire.KindWithdrawal:
 		var b wire.WithdrawalBody
 		_ = s.Decode(&b)

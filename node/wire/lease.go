@@ -194,6 +194,9 @@ func ValidateJobMessage(s p2p.Signed) error {
 	case KindRequeue:
 		_, err := CheckRequeue(s)
 		return err
+	case KindTaskBatch:
+		_, err := CheckTaskBatch(s)
+		return err
 	case KindRelease:
 		var b ReleaseBody
 		if err := s.Decode(&b); err != nil {
