@@ -44,12 +44,16 @@ func (r *Record) resumeDue() bool {
 // autoContinues reports whether the attempt ended in a way its declaration
 // asks the submitter to go on from by itself: lost with its provider and
 // declared resume: auto, with resumes left; or failed by its own fault
-// with request.retries left.
+// with request.retries left. A task of an array lost with its provider
+// goes on whatever it declared, up to market.DefaultMaxResumes times: an
+// array is done when every index is, not when a provider left.
 func (r *Record) autoContinues() bool {
 	cp := r.Declaration.Output.Checkpoints
 	switch {
 	case r.placeholder():
 		return false // a held job never ran: its ending is its upstream's
+	case r.Outcome == ledger.OutcomeProviderLost && r.ofTask() && (cp == nil || cp.Resume != market.ResumeAuto):
+		return r.Resumes < market.DefaultMaxResumes
 	case r.Outcome == ledger.OutcomeProviderLost:
 		return cp != nil && cp.Resume == market.ResumeAuto && r.Resumes < cp.MaxResumes
 	case r.retried():

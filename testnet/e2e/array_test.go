@@ -127,3 +127,59 @@ func arrayNamed(t *testing.T, ctx context.Context, cl *api.Client, name string) 
 	t.Fatalf("no array named %s listed", name)
 	return ""
 }
+
+// A provider killed mid-array: the tasks it held run again elsewhere, and
+// the array completes with each index written once, by its own task.
+func TestArrayProviderKilled(t *testing.T) {
+	c := faultNet(t)
+	sub := c.Client(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	got, code := runE31(t, ctx, c.Nodes[0].API, "submit", "--name", "lossy", "--array", "6", "--gpus", "1", "--limit", "1m", "--",
+		"sh", "-c", `sleep 2; echo "$E31_TASK_INDEX" > /out/i`)
+	if code != 0 {
+		t.Fatalf("e31 submit: exit %d\n%s", code, got)
+	}
+	id := arrayNamed(t, ctx, sub, "lossy")
+	var victim int
+	waitJob(t, sub, id, time.Minute, "a task running", func(j api.Job) bool {
+		for i := range 6 {
+			if tj, err := sub.Job(ctx, market.TaskID(id, i)); err == nil && tj.State == api.JobRunning && tj.Provider != "" {
+				victim = nodeIndex(t, c, tj.Provider)
+				return true
+			}
+		}
+		return false
+	})
+	if err := c.Kill(victim); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Restart(context.Background(), victim) })
+	j := waitJob(t, sub, id, 3*time.Minute, "the array's end", func(j api.Job) bool { return j.State.Terminal() })
+	if j.Tasks == nil || j.Tasks.Completed != 6 {
+		t.Fatalf("the array ended with %+v, want 6 tasks completed", j.Tasks)
+	}
+	lost := 0
+	for i := range 6 {
+		tj, err := sub.Job(ctx, market.TaskID(id, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tj.Attempts) > 1 && tj.Attempts[0].Outcome == "provider-lost" {
+			lost++
+		}
+	}
+	if lost == 0 {
+		t.Fatal("no task was lost with the killed provider and run again")
+	}
+	dir := filepath.Join(t.TempDir(), "lossy")
+	if got, code := runE31(t, ctx, c.Nodes[0].API, "get", id, "-o", dir); code != 0 {
+		t.Fatalf("e31 get: exit %d\n%s", code, got)
+	}
+	for i := range 6 {
+		if b, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(i), "out", "i")); err != nil || string(b) != strconv.Itoa(i)+"\n" {
+			t.Fatalf("task %d wrote %q, %v", i, b, err)
+		}
+	}
+	t.Logf("%d tasks lost with the killed provider ran again", lost)
+}
