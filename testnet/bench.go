@@ -26,7 +26,7 @@ type benchOptions struct {
 
 func (o *benchOptions) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringSliceVar(&o.only, "only", nil, "parts to run, comma-separated: micro (= match,receipts,staging), "+strings.Join(speed.Parts(), ", ")+" (default all)")
+	f.StringSliceVar(&o.only, "only", nil, "parts to run, comma-separated: micro (= match,receipts,staging), "+strings.Join(speed.Parts(), ", ")+" (default all but array)")
 	f.BoolVar(&o.json, "json", false, "print every figure and the raw measurements as one JSON object")
 	f.BoolVar(&o.markdown, "markdown", false, "print the table as markdown, for the figures table in docs/figures.md")
 	f.BoolVar(&o.keep, "keep", false, "keep the work dir (nodes' data dirs and logs) and print where")
@@ -43,6 +43,9 @@ func (o *benchOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.run.RSS.ProfileDir, "rss-profile", "", "save a heap profile of every daemon of the memory run, idle and after, into this dir")
 	f.StringVar(&o.run.RSS.CPUProfileDir, "rss-cpu-profile", "", "take a CPU profile of every daemon of the memory run in the short queue and in the deep queue into this dir, and print the CPU per job by phase of each")
 	f.DurationVar(&o.run.RSS.IdleFor, "idle-for", 5*time.Second, "how long the memory network idles before its idle RSS is read")
+	f.IntVar(&o.run.Array.Nodes, "array-nodes", 10, "nodes of the array run (4 GPUs each)")
+	f.IntVar(&o.run.Array.Tasks, "array-tasks", 10_000, "tasks of the array run's one array")
+	f.IntVar(&o.run.Array.Singles, "array-singles", 0, "single jobs of the array run's baseline (default as many as --array-tasks)")
 	f.IntVar(&o.run.SandboxRuns, "sandbox-runs", 40, "bare runc runs that measure the sandbox-bound limit")
 	f.IntVar(&o.run.Micro.StagingMiB, "staging-mib", 1024, "MiB staged by content's benchmark")
 	f.IntVar(&o.run.Micro.StagingRuns, "staging-runs", 3, "times the raw stream and the bulk path are each measured, one after the other; the figure is the run with the median ratio")

@@ -23,12 +23,15 @@ const (
 	PartIdle       = "idle"
 	PartThroughput = "throughput"
 	PartRSS        = "rss"
+	// PartArray runs only when named: ten thousand tasks and as many
+	// single jobs take the better part of an hour on a small machine.
+	PartArray = "array"
 )
 
 // Parts lists every part in run order; "micro" in a selection means the
 // first three.
 func Parts() []string {
-	return []string{PartMatch, PartReceipts, PartStaging, PartIdle, PartThroughput, PartRSS}
+	return []string{PartMatch, PartReceipts, PartStaging, PartIdle, PartThroughput, PartRSS, PartArray}
 }
 
 // Options configure Run; zero sizes take the defaults noted.
@@ -47,6 +50,8 @@ type Options struct {
 	// SandboxRuns is how many bare runc runs make the limit; default 40.
 	SandboxRuns int
 	Micro       MicroOptions
+	// Array defaults to 10,000 tasks on 10 nodes, against as many singles.
+	Array ArrayOptions
 }
 
 // Selected expands and checks a selection: "micro" is match, receipts and
@@ -66,7 +71,7 @@ func Selected(only []string) (map[string]bool, error) {
 	}
 	if len(sel) == 0 {
 		for _, p := range Parts() {
-			sel[p] = true
+			sel[p] = p != PartArray
 		}
 	}
 	return sel, nil
@@ -86,6 +91,8 @@ func (o Options) withDefaults() Options {
 	def(&o.RSS.Jobs, 2000)
 	def(&o.RSS.ShortJobs, 200)
 	def(&o.SandboxRuns, 40)
+	def(&o.Array.Nodes, 10)
+	def(&o.Array.Tasks, 10_000)
 	def(&o.Micro.StagingMiB, 1024)
 	def(&o.Micro.StagingRuns, 3)
 	def(&o.Micro.MatchRuns, 10)
@@ -105,6 +112,7 @@ type Report struct {
 	Idle       *IdleReport       `json:"idle,omitempty"`
 	Throughput *ThroughputReport `json:"throughput,omitempty"`
 	RSS        *RSSReport        `json:"rss,omitempty"`
+	Array      *ArrayReport      `json:"array,omitempty"`
 }
 
 // Run measures the selected parts one after another (no two networks at
@@ -119,7 +127,7 @@ func Run(ctx context.Context, dir string, log func(format string, args ...any), 
 		return rep, err
 	}
 	logf := bench.Env{Log: log}.Logf
-	daemons := sel[PartIdle] || sel[PartThroughput] || sel[PartRSS]
+	daemons := sel[PartIdle] || sel[PartThroughput] || sel[PartRSS] || sel[PartArray]
 	if daemons {
 		if _, err := osexec.LookPath("runc"); os.Geteuid() != 0 || err != nil {
 			return rep, bench.ErrNeedsRoot
@@ -181,6 +189,14 @@ func Run(ctx context.Context, dir string, log func(format string, args ...any), 
 			if p := r.Profile; p != nil {
 				rep.Table.Notes = append(rep.Table.Notes, fmt.Sprintf("profiles: %s/node*.pb.gz, merged %s/merged.pb.gz; go tool pprof -top:\n%s", p.Dir, p.Dir, topLines(p.Top, 20)))
 			}
+		}
+		if sel[PartArray] {
+			r, err := MeasureArray(ctx, env, o.Array)
+			if err != nil {
+				return rep, fmt.Errorf("array: %w", err)
+			}
+			rep.Array = &r
+			rep.Table.Figures = append(rep.Table.Figures, r.Figures()...)
 		}
 		if sel[PartRSS] {
 			r, err := MeasureRSS(ctx, env, o.RSS)
