@@ -140,7 +140,7 @@ func getArray(ctx context.Context, o getOptions, g *globalOptions, j api.Job) er
 	for range min(n, 8) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < n && ctx.Err() == nil; i = int(next.Add(1) - 1) {
-				id := market.TaskID(j.ID, i)
+				id := market.TaskID(arrayID(j), i)
 				results[i], errs[i] = cl.Get(ctx, id, api.GetRequest{Dir: filepath.Join(abs, strconv.Itoa(i)), Checkpoint: o.checkpoint, Attempt: o.attempt})
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/e31network/e31/node/api"
 	"github.com/spf13/cobra"
@@ -13,12 +14,13 @@ type logsOptions struct {
 	follow bool
 	stderr bool
 	tail   int
+	task   int
 }
 
 func newLogsCommand(g *globalOptions) *cobra.Command {
 	var o logsOptions
 	cmd := &cobra.Command{
-		Use:   "logs JOB [-f] [--stderr] [--tail N]",
+		Use:   "logs JOB [--task N] [-f] [--stderr] [--tail N]",
 		Short: "Print a job's stdout (or stderr), following it while it runs",
 		Long: `logs prints what a job wrote to stdout (with --stderr, to stderr): while it
 runs, straight from its provider; after, from the logs that came back with its
@@ -29,12 +31,22 @@ so far behind that lines were lost, a marker line says so.
 A follow that cannot finish (the provider stopped answering) says why and exits
 non-zero.`,
 		Example: `  e31 logs 7f3a -f
-  e31 logs 7f3a --stderr --tail 50`,
+  e31 logs 7f3a --stderr --tail 50
+  e31 logs SWEEP --task 7      # task 7 of an array`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runLogs(cmd.Context(), o, g, args[0])
+			id := args[0]
+			if cmd.Flags().Changed("task") {
+				ids, err := taskIDs(cmd.Context(), g, id, strconv.Itoa(o.task))
+				if err != nil {
+					return err
+				}
+				id = ids[0]
+			}
+			return runLogs(cmd.Context(), o, g, id)
 		},
 	}
+	cmd.Flags().IntVar(&o.task, "task", 0, "the log of this task of an array JOB")
 	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "go on printing while the job runs")
 	cmd.Flags().BoolVar(&o.stderr, "stderr", false, "print stderr instead of stdout")
 	cmd.Flags().IntVar(&o.tail, "tail", 0, "start at the last N lines (0: from the beginning)")

@@ -258,9 +258,10 @@ func newWithdrawCommand(g *globalOptions) *cobra.Command {
 	var (
 		asJSON bool
 		sel    jobSelection
+		tasks  string
 	)
 	cmd := &cobra.Command{
-		Use:   "withdraw JOB... | withdraw [--name GLOB] [--label K=V] [--state S] [--since D]",
+		Use:   "withdraw JOB... | withdraw ARRAY --tasks 5-9 | withdraw [--name GLOB] [--label K=V] [--state S] [--since D]",
 		Short: "Withdraw jobs: a queued one owes nothing; a running one is stopped and released",
 		Long: `withdraw takes jobs back: those named, or every job of this node that has
 not ended and matches --name, --label, --state and --since. A queued job ends at
@@ -270,11 +271,20 @@ period to write a last checkpoint, then goes through release with outcome
 if any did.`,
 		Example: `  e31 withdraw 5f2c… 9ab1…
   e31 withdraw --name 'sweep-*' --state queued
-  e31 withdraw --label sweep=lr`,
+  e31 withdraw --label sweep=lr
+  e31 withdraw SWEEP --tasks 5-9`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := withdrawTargets(cmd.Context(), g, args, sel)
 			if err != nil {
 				return err
+			}
+			if tasks != "" {
+				if len(ids) != 1 || len(args) != 1 {
+					return errors.New("--tasks names tasks of one array: e31 withdraw ARRAY --tasks 5-9")
+				}
+				if ids, err = taskIDs(cmd.Context(), g, ids[0], tasks); err != nil {
+					return err
+				}
 			}
 			var done []api.Job
 			var failed []string
@@ -311,6 +321,7 @@ if any did.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: the job, or a list when several are withdrawn")
+	cmd.Flags().StringVar(&tasks, "tasks", "", "with one array: withdraw only these of its tasks, e.g. 5-9 or 1,3,10-12")
 	sel.addFlags(cmd.Flags(), "withdraw")
 	return cmd
 }

@@ -200,12 +200,16 @@ type Job struct {
 // attempt: queued (renting included), running (output included),
 // completed, failed (rejected included) and withdrawn.
 type TaskCounts struct {
-	Total     int `json:"total"`
-	Queued    int `json:"queued"`
-	Running   int `json:"running"`
-	Completed int `json:"completed"`
-	Failed    int `json:"failed"`
-	Withdrawn int `json:"withdrawn"`
+	// ID is the array's own, which its tasks' IDs start with: the job's
+	// ID, unless the array was held for upstreams under an ID of its
+	// submitter's making.
+	ID        string `json:"id"`
+	Total     int    `json:"total"`
+	Queued    int    `json:"queued"`
+	Running   int    `json:"running"`
+	Completed int    `json:"completed"`
+	Failed    int    `json:"failed"`
+	Withdrawn int    `json:"withdrawn"`
 	// FailedIndices lists the failed tasks, lowest first.
 	FailedIndices []int `json:"failed_indices,omitempty"`
 }

@@ -28,6 +28,13 @@ import (
 // isArray reports whether the record is an array's, not a job's.
 func (r *Record) isArray() bool { return r.Tasks > 0 }
 
+// isArrayTracker reports whether the job is an array's record.
+func (j *jobTracker) isArrayTracker() bool {
+	var array bool
+	j.view(func(r *Record) { array = r.isArray() })
+	return array
+}
+
 // ofTask reports whether the record is an attempt of a task: the task's
 // own, or one that resumes it.
 func (r *Record) ofTask() bool { return r.Array != "" || isTask(r.ID) || isTask(r.Root) }
@@ -69,11 +76,19 @@ func readValuesFile(a *market.Array) error {
 // announceArray keeps the records of an array whose declaration is
 // sealed, one for the array and one for each task, all in one write, and
 // broadcasts the declaration once.
-func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl market.Declaration, labels map[string]string, sources []string) (api.Job, error) {
+// held, when not nil, is the record of the array held for its upstreams
+// (hold.go), whose handle the user keeps.
+func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl market.Declaration, labels map[string]string, sources []string, held *Record) (api.Job, error) {
+	if held != nil && !held.placeholder() {
+		return api.Job{}, invalid(errors.New("an array is not resumed as a whole: resume its failed tasks (e31 resume ARRAY)"))
+	}
 	id := wire.JobID(sealed)
 	now := time.Now()
 	n := decl.Array.Tasks()
 	parent := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, State: api.JobQueued, Submitted: now, Tasks: n}
+	if held != nil {
+		parent.Root = held.ID
+	}
 	parent.step(api.StepSubmit, now)
 	// Pinned once, for the array: every task reads the same DAGs.
 	if err := s.pinContent(ctx, parent); err != nil {
@@ -101,9 +116,13 @@ func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl m
 	if err := s.d.Gossip.PublishRaw(ctx, p2p.TopicJobs, sealed.Raw); err != nil {
 		s.log.Warn("announce array", "array", id, "err", err)
 	}
-	s.d.Metrics.Submitted.Inc()
+	if held == nil {
+		s.d.Metrics.Submitted.Inc() // a held array was counted when it was
+	}
 	s.log.Info("array submitted", "array", id, "name", decl.Name, "tasks", n, "gpus", decl.Request.GPUs)
 	out, _ := s.arrayView(s.jobs.get(id), 0, true)
+	// Under its own ID: a held array's release links its hold to it.
+	out.ID = id
 	return out, nil
 }
 
@@ -116,7 +135,11 @@ func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl m
 func (s *Submitter) arrayView(p *jobTracker, seen uint64, done bool) (api.Job, <-chan struct{}) {
 	parent := p.snapshot()
 	out := parent.API()
-	counts := &api.TaskCounts{Total: parent.Tasks}
+	counts := &api.TaskCounts{Total: parent.Tasks, ID: parent.ID}
+	if parent.Root != "" {
+		// Held for its upstreams first: the user's handle is the hold's.
+		out.ID = parent.Root
+	}
 	var version uint64
 	for i := range parent.Tasks {
 		id := market.TaskID(parent.ID, i)
@@ -172,6 +195,38 @@ func afterPoll() <-chan struct{} {
 	c := make(chan struct{})
 	time.AfterFunc(arrayPoll, func() { close(c) })
 	return c
+}
+
+// resumeArray runs again each task of an array that failed (its last
+// attempt ended neither completed nor withdrawn): from its last
+// checkpoint, or from the beginning with fromStart or where it declares
+// none. An array with no failed task is a conflict.
+func (s *Submitter) resumeArray(ctx context.Context, p *jobTracker, fromStart bool) (api.Job, error) {
+	var n int
+	var id string
+	p.view(func(r *Record) { n, id = r.Tasks, r.ID })
+	resumed := 0
+	for i := range n {
+		tid := market.TaskID(id, i)
+		t, _, err := s.view(tid, 0, true)
+		if err != nil || !t.State.Terminal() || t.State == api.JobWithdrawn || t.Outcome == string(ledger.OutcomeCompleted) {
+			continue
+		}
+		first := fromStart
+		if tj := s.jobs.get(tid); tj != nil {
+			tj.view(func(r *Record) { first = first || r.Declaration.Output.Checkpoints == nil })
+		}
+		if _, err := s.resume(ctx, tid, first, false); err != nil {
+			return api.Job{}, fmt.Errorf("task %d: %w", i, err)
+		}
+		resumed++
+	}
+	if resumed == 0 {
+		return api.Job{}, conflict(fmt.Errorf("array %s has no failed task to run again", id))
+	}
+	s.log.Info("array's failed tasks run again", "array", id, "tasks", resumed)
+	out, _ := s.arrayView(p, 0, true)
+	return out, nil
 }
 
 // withdrawArray withdraws every task of an array that has not ended, and

@@ -195,6 +195,11 @@ func (s *Submitter) view(id string, seen uint64, done bool) (api.Job, <-chan str
 		out.Root = root
 		return out, changed, nil
 	}
+	if chain := s.attempts(j); len(chain) > 1 && chain[len(chain)-1].isArrayTracker() {
+		// A held array, released: its handle follows the array.
+		out, changed := s.arrayView(chain[len(chain)-1], seen, done)
+		return out, changed, nil
+	}
 	for tries := 0; ; tries++ {
 		chain := s.attempts(j)
 		recs := make([]Record, 0, len(chain))

@@ -356,6 +356,12 @@ func (s *Submitter) finishRelease(ctx context.Context, j *jobTracker) {
 	})
 	if n := s.jobs.get(next); withdrawn && n != nil {
 		// Withdrawn while it was being announced: so is what it became.
+		if n.isArrayTracker() {
+			if _, err := s.withdrawArray(ctx, n); err != nil {
+				s.log.Warn("withdraw a held array", "job", j.id, "as", next, "err", err)
+			}
+			return
+		}
 		if _, err := n.withdraw(ctx, true); err != nil {
 			s.log.Warn("withdraw a held job's first attempt", "job", j.id, "as", next, "err", err)
 		}

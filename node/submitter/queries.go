@@ -44,6 +44,14 @@ func (s *Submitter) Jobs() []api.Job {
 			chain = append(chain, next.rec)
 			last = next
 		}
+		if last.rec.isArray() {
+			// A held array, released: listed as the array, under its handle.
+			if t := s.jobs.get(last.rec.ID); t != nil {
+				j, _ := s.arrayView(t, 0, true)
+				out = append(out, j)
+			}
+			continue
+		}
 		j := merged(chain)
 		j.Version = mergedVersion(last.version, len(chain))
 		out = append(out, j)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/state"
 	"github.com/e31network/e31/node/wire"
@@ -114,12 +115,16 @@ func (reg *registry) resolve(id string) (string, error) {
 	found := ""
 	for _, ids := range []iter.Seq[string]{maps.Keys(reg.jobs), maps.Keys(reg.ended)} {
 		for k := range ids {
-			if id != "" && strings.HasPrefix(k, id) {
-				if found != "" {
-					return "", invalid(fmt.Errorf("job ID prefix %q is ambiguous", id))
-				}
-				found = k
+			if id == "" || !strings.HasPrefix(k, id) {
+				continue
 			}
+			if _, _, task := market.SplitTaskID(k); task && !strings.Contains(id, ".") {
+				continue // a prefix of an array's ID names the array, not its tasks
+			}
+			if found != "" {
+				return "", invalid(fmt.Errorf("job ID prefix %q is ambiguous", id))
+			}
+			found = k
 		}
 	}
 	if found == "" {

@@ -46,16 +46,17 @@ var errNotResumable = errors.New("not to be resumed")
 // continued from its last checkpoint or, with fromStart, run again. It
 // returns the job, under the ID it was submitted with.
 func (s *Submitter) resume(ctx context.Context, id string, fromStart, exact bool) (api.Job, error) {
+	if a := s.jobs.get(id); a != nil && !exact {
+		// An array, or an array held for its upstreams and released.
+		if last := s.lastAttempt(a); last.isArrayTracker() {
+			return s.resumeArray(ctx, last, fromStart)
+		}
+	}
 	s.resuming.Lock()
 	defer s.resuming.Unlock()
 	of := s.jobs.get(id)
 	if of == nil {
 		return api.Job{}, fmt.Errorf("job %s: %w", id, ErrNotFound)
-	}
-	var array bool
-	of.view(func(r *Record) { array = r.isArray() })
-	if array {
-		return api.Job{}, invalid(fmt.Errorf("%s is an array: resume its tasks one by one (e31 resume %s)", id, market.TaskID(id, 0)))
 	}
 	if exact {
 		var failed string
@@ -92,10 +93,6 @@ func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent 
 	// Made exact below, in place: a resumption's declaration shares its
 	// data with the record it came from.
 	decl.Data = slices.Clone(decl.Data)
-	if decl.Array != nil && (len(decl.After) > 0 || len(decl.AfterAny) > 0) {
-		s.d.Metrics.Rejected.Inc()
-		return api.Job{}, invalid(errors.New("an array cannot wait for upstreams (after, after_any) yet: submit it when they have completed"))
-	}
 	if parent == nil && (len(decl.After) > 0 || len(decl.AfterAny) > 0) {
 		return s.submitHeld(ctx, decl, progress)
 	}
@@ -154,7 +151,7 @@ func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent 
 		return api.Job{}, invalid(fmt.Errorf("the signed declaration is %d bytes, over the %d a queued job can be re-announced in: make work.env or the command shorter", len(sealed.Raw), wire.MaxDeclarationEnvelope))
 	}
 	if decl.Array != nil {
-		return s.announceArray(ctx, sealed, decl, labels, sources)
+		return s.announceArray(ctx, sealed, decl, labels, sources, parent)
 	}
 	id := wire.JobID(sealed)
 	now := time.Now()
@@ -407,6 +404,9 @@ func (s *Submitter) Withdraw(ctx context.Context, id string) (api.Job, error) {
 	j.view(func(r *Record) { root, array = r.Root, r.isArray() })
 	if array {
 		return s.withdrawArray(ctx, j)
+	}
+	if last := s.lastAttempt(j); last != j && last.isArrayTracker() {
+		return s.withdrawArray(ctx, last) // an array held for its upstreams, released
 	}
 	if root != "" {
 		return j.withdraw(ctx, true)

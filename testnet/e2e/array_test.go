@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,7 +33,7 @@ func TestArrayRunsEachTaskOnce(t *testing.T) {
 	}
 
 	got, code := e31("submit", "--wait", "--name", "sweep", "--array", "0-11%3", "--gpus", "1", "--limit", "1m", "--",
-		"sh", "-c", `echo "$E31_TASK_INDEX of $E31_TASK_COUNT" > /out/i`)
+		"sh", "-c", `echo "task $E31_TASK_INDEX"; echo "$E31_TASK_INDEX of $E31_TASK_COUNT" > /out/i`)
 	if code != 0 || !strings.Contains(got, "completed") {
 		t.Fatalf("e31 submit --wait --array 0-11%%3: exit %d\n%s", code, got)
 	}
@@ -61,6 +62,9 @@ func TestArrayRunsEachTaskOnce(t *testing.T) {
 		if err != nil || string(b) != strconv.Itoa(i)+" of 12\n" {
 			t.Fatalf("task %d wrote %q, %v", i, b, err)
 		}
+	}
+	if got, code := e31("logs", id[:8], "--task", "3"); code != 0 || got != "task 3\n" {
+		t.Fatalf("e31 logs ARRAY --task 3: exit %d\n%q", code, got)
 	}
 	task, err := sub.Job(ctx, market.TaskID(id, 7))
 	if err != nil || task.Array != id || task.Index != 7 || task.Provider == "" {
@@ -103,6 +107,12 @@ array: {values_file: values.txt}
 		t.Fatalf("e31 submit of an array that cannot be placed: exit %d\n%s", code, got)
 	}
 	big := arrayNamed(t, ctx, sub, "toolarge")
+	if got, code := e31("withdraw", big, "--tasks", "1-2"); code != 0 || strings.Count(got, "withdrawn") != 2 {
+		t.Fatalf("e31 withdraw ARRAY --tasks 1-2: exit %d\n%s", code, got)
+	}
+	if j, err := sub.Job(ctx, big); err != nil || j.Tasks.Withdrawn != 2 || j.Tasks.Queued != 3 {
+		t.Fatalf("after withdrawing tasks 1-2: %+v, %v", j.Tasks, err)
+	}
 	if got, code := e31("withdraw", big); code != 0 {
 		t.Fatalf("e31 withdraw of an array: exit %d\n%s", code, got)
 	}
@@ -182,4 +192,102 @@ func TestArrayProviderKilled(t *testing.T) {
 		}
 	}
 	t.Logf("%d tasks lost with the killed provider ran again", lost)
+}
+
+// An array whose task fails: e31 wait says so and exits non-zero, status
+// names the failed task, and e31 resume ARRAY runs only that task again,
+// from its checkpoint, after which the array completes.
+func TestArrayResumeFailedTasks(t *testing.T) {
+	c := start(t, cluster.Options{N: 2, GPUs: 2, Args: []string{"--epoch", "250ms"}})
+	api0 := c.Nodes[0].API
+	sub := c.Client(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e31 := func(args ...string) (string, int) {
+		t.Helper()
+		return runE31(t, ctx, api0, args...)
+	}
+	got, code := e31("submit", "--name", "flaky", "--array", "4", "--gpus", "1", "--limit", "1m",
+		"--checkpoint-path", "/ckpt", "--checkpoint-every", "1m", "--",
+		"sh", "-c", `if [ "$E31_TASK_INDEX" != 2 ] || [ -f /ckpt/tried ]; then echo ok > /out/r; else touch /ckpt/tried; exit 3; fi`)
+	if code != 0 {
+		t.Fatalf("e31 submit: exit %d\n%s", code, got)
+	}
+	id := arrayNamed(t, ctx, sub, "flaky")
+	if got, code := e31("wait", id); code == 0 || !strings.Contains(got, "failed") {
+		t.Fatalf("e31 wait of an array with a failed task: exit %d\n%s", code, got)
+	}
+	status, _ := e31("status", id)
+	if !strings.Contains(status, "4 tasks: 3 completed, 1 failed") || !regexp.MustCompile(`failed tasks\s+2\n`).MatchString(status) {
+		t.Fatalf("e31 status of the array:\n%s", status)
+	}
+	if got, code := e31("resume", id); code != 0 {
+		t.Fatalf("e31 resume ARRAY: exit %d\n%s", code, got)
+	}
+	if got, code := e31("wait", id); code != 0 {
+		t.Fatalf("e31 wait after resume: exit %d\n%s", code, got)
+	}
+	j, err := sub.Job(ctx, id)
+	if err != nil || j.Tasks.Completed != 4 {
+		t.Fatalf("after resume: %+v, %v", j.Tasks, err)
+	}
+	for i := range 4 {
+		tj, err := sub.Job(ctx, market.TaskID(id, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 2, false: 1}[i == 2]; max(len(tj.Attempts), 1) != want {
+			t.Fatalf("task %d ran %d times, want %d", i, len(tj.Attempts), want)
+		}
+	}
+	if _, code := e31("resume", id); code == 0 {
+		t.Fatal("e31 resume of an array with no failed task succeeded")
+	}
+}
+
+// An array after an upstream: held on its node until the upstream
+// completes, each task reading the upstream's output, and followed,
+// collected and counted under the ID it was given at submit.
+func TestArrayAfterUpstream(t *testing.T) {
+	c := start(t, cluster.Options{N: 2, GPUs: 1, Args: []string{"--epoch", "250ms"}})
+	api0 := c.Nodes[0].API
+	sub := c.Client(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e31 := func(args ...string) (string, int) {
+		t.Helper()
+		return runE31(t, ctx, api0, args...)
+	}
+	got, code := e31("submit", "--name", "prep", "--gpus", "0", "--limit", "1m", "--", "sh", "-c", "sleep 1; echo 5 > /out/n")
+	if code != 0 {
+		t.Fatalf("e31 submit prep: exit %d\n%s", code, got)
+	}
+	prep := strings.TrimSpace(strings.SplitN(got, "\n", 2)[0])
+	got, code = e31("submit", "--name", "fan", "--after", prep, "--input", "job:"+prep+"/out:/in", "--array", "3", "--gpus", "0", "--limit", "1m", "--",
+		"sh", "-c", `echo $(( $(cat /in/n) + E31_TASK_INDEX )) > /out/v`)
+	if code != 0 {
+		t.Fatalf("e31 submit of an array after prep: exit %d\n%s", code, got)
+	}
+	handle := strings.TrimSpace(strings.SplitN(got, "\n", 2)[0])
+	if got, code := e31("wait", handle); code != 0 || !strings.Contains(got, "completed") {
+		st, _ := e31("status", "--json", handle)
+		t.Fatalf("e31 wait of the held array: exit %d\n%s\n%.3000s", code, got, st)
+	}
+	j, err := sub.Job(ctx, handle)
+	if err != nil || j.ID != handle || j.Tasks == nil || j.Tasks.Completed != 3 || j.Tasks.ID == handle {
+		t.Fatalf("the held array under its handle %s: %+v, %v", handle, j, err)
+	}
+	dir := filepath.Join(t.TempDir(), "fan")
+	if got, code := e31("get", handle, "-o", dir); code != 0 {
+		t.Fatalf("e31 get of the held array: exit %d\n%s", code, got)
+	}
+	for i := range 3 {
+		if b, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(i), "out", "v")); err != nil || string(b) != strconv.Itoa(5+i)+"\n" {
+			t.Fatalf("task %d wrote %q, %v", i, b, err)
+		}
+	}
+	list, _ := e31("list", "--name", "fan")
+	if strings.Count(list, "fan") != 1 || !strings.Contains(list, handle) {
+		t.Fatalf("e31 list shows the held array as:\n%s", list)
+	}
 }
