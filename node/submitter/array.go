@@ -8,7 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
+
+	"github.com/e31network/e31/content"
+	"github.com/ipfs/go-cid"
 
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
@@ -228,6 +232,45 @@ func (s *Submitter) resumeArray(ctx context.Context, p *jobTracker, fromStart bo
 	out, _ := s.arrayView(p, 0, true)
 	return out, nil
 }
+
+// arrayOutput is an array's output as a job:ARRAY/out source reads it: a
+// DAG whose out folder holds one <index> folder a completed task, that
+// task's own out folder, linked, not copied. It is made once and pinned
+// for the array. An array of which no task completed has none.
+func (s *Submitter) arrayOutput(ctx context.Context, j api.Job) (cid.Cid, error) {
+	id := j.ID
+	if j.Tasks.ID != "" {
+		id = j.Tasks.ID
+	}
+	var entries []content.FolderEntry
+	im := importer{&s.parts}
+	for i := range j.Tasks.Total {
+		t, _, err := s.view(market.TaskID(id, i), 0, true)
+		if err != nil || t.State != api.JobReleased || t.Outcome != string(ledger.OutcomeCompleted) || t.Output == "" {
+			continue
+		}
+		root, err := cid.Decode(t.Output)
+		if err != nil {
+			return cid.Undef, fmt.Errorf("task %d's output %q: %w", i, t.Output, err)
+		}
+		out, err := im.resolveInDAG(ctx, root, "out")
+		if err != nil {
+			return cid.Undef, fmt.Errorf("task %d's output: %w", i, err)
+		}
+		entries = append(entries, content.FolderEntry{Name: strconv.Itoa(i), Root: out})
+	}
+	if len(entries) == 0 {
+		return cid.Undef, fmt.Errorf("array %s has no completed task, so no output (it is %s%s)", j.ID, j.State, outcomeSuffix(j))
+	}
+	reason := pinArrayOutput(id)
+	folder, err := s.d.Store.Folder(ctx, entries, reason)
+	if err != nil {
+		return cid.Undef, err
+	}
+	return s.d.Store.Folder(ctx, []content.FolderEntry{{Name: "out", Root: folder}}, reason)
+}
+
+func pinArrayOutput(array string) string { return "outputs of array " + array }
 
 // withdrawArray withdraws every task of an array that has not ended, and
 // announces one withdrawal for them all.

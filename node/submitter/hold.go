@@ -177,9 +177,10 @@ func (s *Submitter) upstreams(h *Hold) (int, api.Job) {
 			verdict = upstreamsWaiting
 		case up.Outcome != string(ledger.OutcomeCompleted):
 			return upstreamsFailed, up
-		case up.Output == "":
+		case up.Output == "" && up.Tasks == nil:
 			// Completed, its output still on the way from a provider that
-			// keeps it for this node (it was away at the hand-over).
+			// keeps it for this node (it was away at the hand-over). An
+			// array's output is its tasks' (arrayOutput).
 			verdict = upstreamsWaiting
 		}
 	}

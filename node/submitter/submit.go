@@ -522,6 +522,13 @@ func (s *Submitter) resolveJobSources(d *market.Declaration) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
+		if j.Tasks != nil {
+			root, err := s.arrayOutput(s.ctx, j)
+			if err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+			j.Output = root.String()
+		}
 		if j.Output == "" {
 			return fmt.Errorf("%s: job %s has no output (it is %s%s)", f, j.ID, j.State, outcomeSuffix(j))
 		}

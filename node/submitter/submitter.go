@@ -59,6 +59,9 @@ type (
 		Unpin(ctx context.Context, root cid.Cid, reason string) error
 		// Size says how many bytes a DAG held here takes.
 		Size(ctx context.Context, root cid.Cid) (int64, error)
+		// Folder links DAGs held here into a folder: an array's outputs,
+		// one entry a task.
+		Folder(ctx context.Context, entries []content.FolderEntry, reason string) (cid.Cid, error)
 		// LogStore finds a file or folder inside a DAG held here
 		// (Resolve) and reads a file (Open).
 		LogStore

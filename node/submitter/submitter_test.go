@@ -109,6 +109,9 @@ func (noStore) Import(context.Context, string, content.ImportOptions) (cid.Cid, 
 }
 func (noStore) Pin(context.Context, cid.Cid, string) error   { return nil }
 func (noStore) Unpin(context.Context, cid.Cid, string) error { return nil }
+func (noStore) Folder(context.Context, []content.FolderEntry, string) (cid.Cid, error) {
+	return cid.Undef, content.ErrNotFound
+}
 
 // A store that holds nothing sizes, resolves and opens nothing.
 func (noStore) Size(context.Context, cid.Cid) (int64, error) { return 0, content.ErrNotFound }

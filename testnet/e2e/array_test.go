@@ -291,3 +291,85 @@ func TestArrayAfterUpstream(t *testing.T) {
 		t.Fatalf("e31 list shows the held array as:\n%s", list)
 	}
 }
+
+// A pipeline file of three stages, prepare -> an array -> reduce, whose
+// reduce reads the array's outputs as one folder of <index>/ folders:
+// submitted, the CLI exits; the submitter's daemon, restarted in the
+// middle, runs the pipeline to its end.
+func TestPipelineThroughAnArray(t *testing.T) {
+	c := start(t, cluster.Options{N: 3, GPUs: 1, Args: []string{"--epoch", "250ms"}})
+	api0 := c.Nodes[0].API
+	sub := c.Client(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	pipeline := `name: sweep
+jobs:
+  - name: prepare
+    work: {command: [sh, -c, "echo 100 > /out/base"]}
+    request: {gpus: 0, cpus: 1, limit: 1m}
+    output: {path: /out}
+  - name: runs
+    after: [prepare]
+    array: {count: 20, parallel: 6}
+    work: {command: [sh, -c, "sleep 1; echo $(( $(cat /in/base) + E31_TASK_INDEX )) > /out/v"]}
+    data: [{source: "job:prepare/out", mount: /in}]
+    request: {gpus: 1, limit: 1m}
+    output: {path: /out}
+  - name: reduce
+    after: [runs]
+    work: {command: [sh, -c, "ls /in | wc -l > /out/n; cat /in/*/v | awk '{s+=$1} END {print s}' > /out/sum"]}
+    data: [{source: "job:runs/out", mount: /in}]
+    request: {gpus: 0, cpus: 1, limit: 1m}
+    output: {path: /out}
+`
+	file := filepath.Join(t.TempDir(), "sweep.yaml")
+	if err := os.WriteFile(file, []byte(pipeline), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, code := runE31(t, ctx, api0, "submit", file); code != 0 {
+		t.Fatalf("e31 submit of the pipeline: exit %d\n%s", code, got)
+	}
+	runs := ""
+	all, err := sub.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range all {
+		if j.Name == "runs" {
+			runs = j.ID // held for prepare: an array once released
+		}
+	}
+	waitJob(t, sub, runs, 2*time.Minute, "some tasks done", func(j api.Job) bool { return j.Tasks != nil && j.Tasks.Completed >= 3 })
+	if err := c.Restart(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	sub = c.Client(0)
+	var reduce string
+	waitJob(t, sub, runs, 3*time.Minute, "the array's end", func(j api.Job) bool { return j.State.Terminal() })
+	jobs, err := sub.Jobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.Name == "reduce" {
+			reduce = j.ID
+		}
+	}
+	if reduce == "" {
+		t.Fatal("the reduce job is not listed")
+	}
+	j := waitJob(t, sub, reduce, 2*time.Minute, "reduce's end", func(j api.Job) bool { return j.State.Terminal() })
+	if j.Outcome != "completed" {
+		t.Fatalf("reduce ended %s: %s", j.Outcome, j.Reason)
+	}
+	dir := filepath.Join(t.TempDir(), "reduce")
+	if _, err := sub.Get(ctx, reduce, api.GetRequest{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := os.ReadFile(filepath.Join(dir, "out", "n"))
+	sum, _ := os.ReadFile(filepath.Join(dir, "out", "sum"))
+	// 20 folders; the values 100..119 sum to 2190.
+	if strings.TrimSpace(string(n)) != "20" || strings.TrimSpace(string(sum)) != "2190" {
+		t.Fatalf("reduce saw %q folders summing to %q, want 20 and 2190", n, sum)
+	}
+}
