@@ -131,44 +131,29 @@ func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl m
 }
 
 // arrayView is the view of an array's record: its tasks counted, each by
-// its last attempt, and the array released once every task has ended.
-// Like next, it returns the view alone when its version is not seen or
-// done is set, and else with a channel that fires arrayPoll later: a
-// count reads every task, so a follower of a large array is answered
-// once a second at most rather than at each of its tasks' changes.
+// its last attempt (tallies keeps the counts, reading only the tasks that
+// changed), and the array released once every task has ended. Like next,
+// it returns the view alone when its version is not seen or done is set,
+// and else with a channel closed at a task's next change.
 func (s *Submitter) arrayView(p *jobTracker, seen uint64, done bool) (api.Job, <-chan struct{}) {
 	parent := p.snapshot()
 	out := parent.API()
-	counts := &api.TaskCounts{Total: parent.Tasks, ID: parent.ID}
+	tally := s.tallies.of(parent.ID, parent.Tasks)
+	for _, i := range tally.take() {
+		t, _, err := s.view(market.TaskID(parent.ID, i), 0, true)
+		if err != nil {
+			continue // not on disk: a stop during submit; counted queued
+		}
+		tally.set(i, classOf(t))
+	}
+	counts, version, wake := tally.read()
+	counts.ID = parent.ID
 	if parent.Root != "" {
 		// Held for its upstreams first: the user's handle is the hold's.
 		out.ID = parent.Root
 	}
-	var version uint64
-	for i := range parent.Tasks {
-		id := market.TaskID(parent.ID, i)
-		t, _, err := s.view(id, 0, true)
-		if err != nil {
-			counts.Queued++ // not on disk: a stop during submit
-			continue
-		}
-		version += t.Version
-		switch {
-		case t.State == api.JobWithdrawn:
-			counts.Withdrawn++
-		case t.State == api.JobReleased && t.Outcome == string(ledger.OutcomeCompleted):
-			counts.Completed++
-		case t.State.Terminal():
-			counts.Failed++
-			counts.FailedIndices = append(counts.FailedIndices, i)
-		case t.State == api.JobRunning || t.State == api.JobOutput:
-			counts.Running++
-		default:
-			counts.Queued++
-		}
-	}
 	out.Tasks = counts
-	out.Version = version + uint64(counts.Running)<<40 + uint64(counts.Queued)<<48
+	out.Version = s.versionBase + version
 	out.Steps, out.GPUs = parent.Steps, []string{}
 	switch {
 	case counts.Queued+counts.Running == 0:
@@ -188,17 +173,7 @@ func (s *Submitter) arrayView(p *jobTracker, seen uint64, done bool) (api.Job, <
 	if out.State.Terminal() || done || out.Version != seen {
 		return out, nil
 	}
-	return out, afterPoll()
-}
-
-// arrayPoll is how often a follower of an array is answered at most.
-const arrayPoll = time.Second
-
-// afterPoll returns a channel closed arrayPoll from now.
-func afterPoll() <-chan struct{} {
-	c := make(chan struct{})
-	time.AfterFunc(arrayPoll, func() { close(c) })
-	return c
+	return out, wake
 }
 
 // resumeArray runs again each task of an array that failed (its last

@@ -208,6 +208,8 @@ type parts struct {
 	reload func(id string) *jobTracker
 	// batch gathers the tasks' leases and releases to announce.
 	batch *taskAnnouncer
+	// tallies counts the tasks of the arrays viewed (tally.go).
+	tallies *tallies
 }
 
 // Submitter follows the jobs this node submitted through their five steps.
@@ -246,7 +248,7 @@ func New(cfg Config, d Deps) *Submitter {
 	if cfg.TaskBatchEvery <= 0 {
 		cfg.TaskBatchEvery = DefaultTaskBatchEvery
 	}
-	s := &Submitter{parts: parts{cfg: cfg, d: d, log: d.Log, versionBase: uint64(time.Now().UnixMilli()) << 20, batch: &taskAnnouncer{}},
+	s := &Submitter{parts: parts{cfg: cfg, d: d, log: d.Log, versionBase: uint64(time.Now().UnixMilli()) << 20, batch: &taskAnnouncer{}, tallies: &tallies{}},
 		ctx: ctx, cancel: cancel}
 	s.jobs = newRegistry(&s.parts)
 	s.reload = s.jobs.get

@@ -22,7 +22,8 @@ import (
 // job.
 //
 // Lock order: receipts, save, then the registry's mu or the stage's mu,
-// then mu. mu is the innermost: nothing else is locked while it is held.
+// then mu. mu is the innermost but for the tallies' leaf locks, which
+// bump takes to note a task's change (tally.go).
 type jobTracker struct {
 	id     string // rec.ID; immutable
 	*parts        // immutable
@@ -147,6 +148,9 @@ func (j *jobTracker) write(r *Record) error {
 // one. The caller holds j.mu.
 func (j *jobTracker) bump() {
 	j.version++
+	if a, i, ok := taskKey(j.rec); ok {
+		j.tallies.note(a, i)
+	}
 	if j.changed != nil {
 		close(j.changed)
 		j.changed = nil

@@ -1,0 +1,163 @@
+package submitter
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+)
+
+// tallies keeps, for each array viewed since this node started, its tasks
+// counted by how far each has come, and which tasks changed since: a
+// view of an array of ten thousand tasks reads the tasks that changed,
+// not every task, and a follower of it is woken at each change. Its locks
+// are leaves, taken under a task's jobTracker.mu (bump notes the change)
+// and never around another.
+type tallies struct {
+	mu sync.Mutex
+	m  map[string]*arrayTally
+}
+
+// taskClass is how far a task has come, by its last attempt.
+type taskClass int8
+
+const (
+	taskQueued taskClass = iota
+	taskRunning
+	taskCompleted
+	taskFailed
+	taskWithdrawn
+)
+
+// arrayTally is one array's.
+type arrayTally struct {
+	mu    sync.Mutex
+	class []taskClass
+	// dirty holds the tasks changed since they were last classified;
+	// all of them until the first view.
+	dirty   map[int]bool
+	built   bool
+	version uint64
+	changed chan struct{}
+}
+
+// of returns the tally of an array of n tasks, made on first use.
+func (t *tallies) of(array string, n int) *arrayTally {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a := t.m[array]
+	if a == nil {
+		a = &arrayTally{class: make([]taskClass, n), dirty: map[int]bool{}, version: 1}
+		if t.m == nil {
+			t.m = map[string]*arrayTally{}
+		}
+		t.m[array] = a
+	}
+	return a
+}
+
+// note marks task i of an array changed, for an array already tallied
+// (the first view classifies every task anyway).
+func (t *tallies) note(array string, i int) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	a := t.m[array]
+	t.mu.Unlock()
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if i >= 0 && i < len(a.class) {
+		a.dirty[i] = true
+	}
+	a.version++
+	if a.changed != nil {
+		close(a.changed)
+		a.changed = nil
+	}
+}
+
+// taskKey is the array and index of a task's record, or of an attempt
+// that resumes one.
+func taskKey(r *Record) (array string, index int, ok bool) {
+	if a, i, ok := market.SplitTaskID(r.ID); ok {
+		return a, i, true
+	}
+	return market.SplitTaskID(r.Root)
+}
+
+// take returns the tasks to classify: every one the first time, then
+// those changed since.
+func (a *arrayTally) take() []int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.built {
+		a.built = true
+		clear(a.dirty)
+		out := make([]int, len(a.class))
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	out := make([]int, 0, len(a.dirty))
+	for i := range a.dirty {
+		out = append(out, i)
+	}
+	clear(a.dirty)
+	slices.Sort(out)
+	return out
+}
+
+func (a *arrayTally) set(i int, c taskClass) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.class[i] = c
+}
+
+// read counts the tasks, and returns the tally's version and a channel
+// closed at its next change.
+func (a *arrayTally) read() (*api.TaskCounts, uint64, <-chan struct{}) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := &api.TaskCounts{Total: len(a.class)}
+	for i, k := range a.class {
+		switch k {
+		case taskQueued:
+			c.Queued++
+		case taskRunning:
+			c.Running++
+		case taskCompleted:
+			c.Completed++
+		case taskFailed:
+			c.Failed++
+			c.FailedIndices = append(c.FailedIndices, i)
+		case taskWithdrawn:
+			c.Withdrawn++
+		}
+	}
+	if a.changed == nil {
+		a.changed = make(chan struct{})
+	}
+	return c, a.version, a.changed
+}
+
+// classOf is how far a task has come, by its view.
+func classOf(t api.Job) taskClass {
+	switch {
+	case t.State == api.JobWithdrawn:
+		return taskWithdrawn
+	case t.State == api.JobReleased && t.Outcome == string(ledger.OutcomeCompleted):
+		return taskCompleted
+	case t.State.Terminal():
+		return taskFailed
+	case t.State == api.JobRunning || t.State == api.JobOutput:
+		return taskRunning
+	}
+	return taskQueued
+}
