@@ -248,6 +248,23 @@ func (s *Submitter) withHeld(ctx context.Context, j *api.Job) {
 			ids = append(ids, a.ID)
 		}
 	}
+	if j.Tasks != nil {
+		// An array sums its tasks', every attempt of each.
+		ids = ids[:0]
+		for i := range j.Tasks.Total {
+			tid := market.TaskID(j.Tasks.ID, i)
+			t, _, err := s.view(tid, 0, true)
+			switch {
+			case err != nil:
+			case len(t.Attempts) == 0:
+				ids = append(ids, tid)
+			default:
+				for _, a := range t.Attempts {
+					ids = append(ids, a.ID)
+				}
+			}
+		}
+	}
 	h, err := s.d.Ledger.HeldByJobs(ctx, ledger.DefaultPolicy(), ids...)
 	if err != nil {
 		s.log.Warn("held time of a job", "job", j.ID, "err", err)

@@ -46,7 +46,8 @@ func TestArrayRunsEachTaskOnce(t *testing.T) {
 	}
 	id := jobs[0].ID
 	status, code := e31("status", id)
-	if code != 0 || !strings.Contains(status, "12 tasks: 12 completed") || !strings.Contains(status, "released") {
+	if code != 0 || !strings.Contains(status, "12 tasks: 12 completed") || !strings.Contains(status, "released") ||
+		!regexp.MustCompile(`held\s+\S+ on [23] providers, 0\.\d+ GPU-h`).MatchString(status) {
 		t.Fatalf("e31 status of the array: exit %d\n%s", code, status)
 	}
 	list, _ := e31("list")
