@@ -135,6 +135,7 @@ func getArray(ctx context.Context, o getOptions, g *globalOptions, j api.Job) er
 	n := j.Tasks.Total
 	results := make([]api.GetResult, n)
 	errs := make([]error, n)
+	bar := newTaskBar(g.stderr, n, o.json)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(n, 8) {
@@ -142,10 +143,12 @@ func getArray(ctx context.Context, o getOptions, g *globalOptions, j api.Job) er
 			for i := int(next.Add(1) - 1); i < n && ctx.Err() == nil; i = int(next.Add(1) - 1) {
 				id := market.TaskID(arrayID(j), i)
 				results[i], errs[i] = cl.Get(ctx, id, api.GetRequest{Dir: filepath.Join(abs, strconv.Itoa(i)), Checkpoint: o.checkpoint, Attempt: o.attempt})
+				bar.add()
 			}
 		})
 	}
 	wg.Wait()
+	bar.finish()
 	if err := ctx.Err(); err != nil {
 		return err
 	}

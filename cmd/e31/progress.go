@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/e31network/e31/node/api"
@@ -67,4 +68,43 @@ func (p *progress) finish() {
 		p.bar = nil
 	}
 	p.what = ""
+}
+
+// taskBar counts an array's tasks written, as one bar on a terminal and
+// nothing otherwise (the summary line that follows says it all); safe
+// for the writers of several tasks at once.
+type taskBar struct {
+	mu  sync.Mutex
+	bar *progressbar.ProgressBar
+}
+
+func newTaskBar(w io.Writer, tasks int, silent bool) *taskBar {
+	b := &taskBar{}
+	if f, ok := w.(*os.File); ok && !silent && term.IsTerminal(int(f.Fd())) {
+		b.bar = progressbar.NewOptions(tasks,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription("writing tasks"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	return b
+}
+
+func (b *taskBar) add() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bar != nil {
+		_ = b.bar.Add(1)
+	}
+}
+
+func (b *taskBar) finish() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bar != nil {
+		_ = b.bar.Finish()
+	}
 }
