@@ -66,12 +66,12 @@ func readValuesFile(a *market.Array) error {
 		return fmt.Errorf("array.values_file %s: over %d bytes; the values are signed with the declaration (put larger values in an input the job reads by $%s)", a.ValuesFile, wire.MaxDeclarationEnvelope, market.EnvTaskIndex)
 	}
 	b = bytes.TrimSuffix(b, []byte("\n"))
+	if len(b) == 0 {
+		return fmt.Errorf("array.values_file %s: has no values", a.ValuesFile)
+	}
 	var values []string
 	for line := range bytes.SplitSeq(b, []byte("\n")) {
 		values = append(values, string(bytes.TrimSuffix(line, []byte("\r"))))
-	}
-	if len(b) == 0 {
-		return fmt.Errorf("array.values_file %s: has no values", a.ValuesFile)
 	}
 	a.Values, a.ValuesFile = values, ""
 	return nil
@@ -210,8 +210,9 @@ func (s *Submitter) resumeArray(ctx context.Context, p *jobTracker, fromStart bo
 
 // arrayOutput is an array's output as a job:ARRAY/out source reads it: a
 // DAG whose out folder holds one <index> folder a completed task, that
-// task's own out folder, linked, not copied. It is made once and pinned
-// for the array. An array of which no task completed has none.
+// task's own out folder, linked, not copied, and pinned for the array
+// (the same tasks make the same CID, so a second downstream pins it
+// again). An array of which no task completed has none.
 func (s *Submitter) arrayOutput(ctx context.Context, j api.Job) (cid.Cid, error) {
 	id := j.ID
 	if j.Tasks.ID != "" {

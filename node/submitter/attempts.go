@@ -195,13 +195,13 @@ func (s *Submitter) view(id string, seen uint64, done bool) (api.Job, <-chan str
 		out.Root = root
 		return out, changed, nil
 	}
-	if chain := s.attempts(j); len(chain) > 1 && chain[len(chain)-1].isArrayTracker() {
-		// A held array, released: its handle follows the array.
-		out, changed := s.arrayView(chain[len(chain)-1], seen, done)
-		return out, changed, nil
-	}
 	for tries := 0; ; tries++ {
 		chain := s.attempts(j)
+		if last := chain[len(chain)-1]; len(chain) > 1 && last.isArrayTracker() {
+			// A held array, released: its handle follows the array.
+			out, changed := s.arrayView(last, seen, done)
+			return out, changed, nil
+		}
 		recs := make([]Record, 0, len(chain))
 		for _, a := range chain[:len(chain)-1] {
 			recs = append(recs, a.snapshot())
