@@ -531,6 +531,15 @@ func TestUsage(t *testing.T) {
 			peer:  map[string][3]float64{"sub2": {hours(2 * (0 + 2)), hours(2 * 2), 0}},
 			model: map[string]float64{"A100": hours(4)},
 		},
+		{
+			name: "two jobs", policy: DefaultPolicy(),
+			filter: UsageFilter{Job: func(job string) bool { return job == "job-a" || job == "job-c" }},
+			peer: map[string][3]float64{
+				"sub":  {hours(2 * 3), hours(2 * 3), 0},
+				"sub2": {hours(2 * 2), hours(2 * 2), 0},
+			},
+			model: map[string]float64{"H100": hours(2 * 3), "A100": hours(2 * 2)},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep, err := l.Usage(ctx, tc.filter, tc.policy)

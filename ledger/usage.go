@@ -50,6 +50,9 @@ type UsageFilter struct {
 	Since time.Time
 	// Peer keeps only leases with this counterpart; empty keeps all.
 	Peer peer.ID
+	// Job keeps only leases of the jobs it accepts (one job, or every task
+	// of an array); nil keeps all.
+	Job func(job string) bool
 }
 
 // UsageRow is the held time of the leases that share every key field.
@@ -124,7 +127,7 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 		lr := leases[name]
 		lr.settle()
 		r := lr.Counted()
-		if r == nil {
+		if r == nil || (f.Job != nil && !f.Job(r.Job)) {
 			continue
 		}
 		hours := heldSince(r, f.Since).Hours() * float64(r.GPUs)

@@ -18,13 +18,14 @@ import (
 type usageOptions struct {
 	since string
 	peer  string
+	job   string
 	json  bool
 }
 
 func newUsageCommand(g *globalOptions) *cobra.Command {
 	var o usageOptions
 	cmd := &cobra.Command{
-		Use:   "usage [--since DURATION|RFC3339] [--peer PEER] [--json]",
+		Use:   "usage [--since DURATION|RFC3339] [--peer PEER] [--job JOB] [--json]",
 		Short: "GPU-hours held with each counterpart and on each GPU model, and what is owed",
 		Long: `usage sums the GPU-hours (GPUs × time held) of the leases in this node's
 ledger, per counterpart and per GPU model, split by how each lease ended and
@@ -34,7 +35,8 @@ not, and queued time is never owed (nothing is held). Hours that rest on one
 party's word (a one-sided record, or this node's version of a dispute) are
 marked. This node's own jobs on its own GPUs are counted under its own ID,
 marked "own jobs", and owed by no one. --since takes a duration back from
-now (24h) or an RFC 3339 time.`,
+now (24h) or an RFC 3339 time. --job counts one job's leases; for an array,
+every task's, summed (each task keeps its own leases and receipts).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runUsage(cmd.Context(), o, g, time.Now())
@@ -42,6 +44,7 @@ now (24h) or an RFC 3339 time.`,
 	}
 	cmd.Flags().StringVar(&o.since, "since", "", "count only time held since then: a duration back from now (24h) or an RFC 3339 time")
 	cmd.Flags().StringVar(&o.peer, "peer", "", "only leases with this counterpart (peer ID)")
+	cmd.Flags().StringVar(&o.job, "job", "", "only this job's leases; for an array, all of its tasks' (an ID or a prefix)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the report as JSON (policy, rows, by_peer, by_model)")
 	return cmd
 }
@@ -51,7 +54,7 @@ func runUsage(ctx context.Context, o usageOptions, g *globalOptions, now time.Ti
 	if err != nil {
 		return fmt.Errorf("--%w", err)
 	}
-	raw, err := g.client().Usage(ctx, since, o.peer)
+	raw, err := g.client().Usage(ctx, api.UsageQuery{Since: since, Peer: o.peer, Job: o.job})
 	if err != nil {
 		return err
 	}
@@ -64,6 +67,9 @@ func runUsage(ctx context.Context, o usageOptions, g *globalOptions, now time.Ti
 	}
 	if !since.IsZero() {
 		fmt.Fprintf(g.stdout, "since %s\n\n", since.Local().Format(time.RFC3339))
+	}
+	if o.job != "" {
+		fmt.Fprintf(g.stdout, "job %s: %d leases\n\n", o.job, leaseCount(rep))
 	}
 	return printUsage(g.stdout, rep)
 }
@@ -125,6 +131,16 @@ func printUsage(w io.Writer, rep ledger.UsageReport) error {
 	}
 	_, err := fmt.Fprintln(w, describePolicy(rep.Policy))
 	return err
+}
+
+// leaseCount is how many leases the report counts, each once: a lease is
+// on one row per counterpart side, and this node is one of the two.
+func leaseCount(rep ledger.UsageReport) int {
+	n := 0
+	for _, r := range rep.Rows {
+		n += r.Leases
+	}
+	return n
 }
 
 func hours(h float64) string { return fmt.Sprintf("%.3f", h) }

@@ -258,16 +258,25 @@ func (c *Client) Receipts(ctx context.Context, job string, verify bool) (Receipt
 	return out, c.Do(ctx, http.MethodGet, "/v1/receipts", q, nil, &out)
 }
 
+// UsageQuery narrows Usage. The zero value counts everything.
+type UsageQuery struct {
+	Since time.Time // count only time held since then
+	Peer  string    // only leases with this counterpart
+	Job   string    // only this job's leases, or every task's of an array (an ID or prefix)
+}
+
 // Usage returns the GPU-hours held per counterpart and GPU model, and what
-// the daemon's policy makes owed: a ledger.UsageReport as JSON. A zero
-// since counts all held time; an empty peer, every counterpart.
-func (c *Client) Usage(ctx context.Context, since time.Time, peer string) (json.RawMessage, error) {
+// the daemon's policy makes owed: a ledger.UsageReport as JSON.
+func (c *Client) Usage(ctx context.Context, uq UsageQuery) (json.RawMessage, error) {
 	q := url.Values{}
-	if !since.IsZero() {
-		q.Set("since", since.Format(time.RFC3339Nano))
+	if !uq.Since.IsZero() {
+		q.Set("since", uq.Since.Format(time.RFC3339Nano))
 	}
-	if peer != "" {
-		q.Set("peer", peer)
+	if uq.Peer != "" {
+		q.Set("peer", uq.Peer)
+	}
+	if uq.Job != "" {
+		q.Set("job", uq.Job)
 	}
 	var out json.RawMessage
 	return out, c.Do(ctx, http.MethodGet, "/v1/usage", q, nil, &out)

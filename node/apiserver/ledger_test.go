@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -57,7 +58,7 @@ func TestUsage(t *testing.T) {
 	ctx := context.Background()
 	cl, l, m := serve(t)
 
-	raw, err := cl.Usage(ctx, time.Time{}, "")
+	raw, err := cl.Usage(ctx, api.UsageQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestUsage(t *testing.T) {
 	}
 
 	// One counterpart, from one minute in: every lease loses a minute.
-	raw, err = cl.Usage(ctx, ledgertest.T0.Add(time.Minute), m.Submitter2.ID.String())
+	raw, err = cl.Usage(ctx, api.UsageQuery{Since: ledgertest.T0.Add(time.Minute), Peer: m.Submitter2.ID.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,5 +224,40 @@ func TestExportByLease(t *testing.T) {
 	rep, err := ledger.VerifyExport(bytes.NewReader(b))
 	if err != nil || rep != (ledger.ExportReport{Entries: 3, TwoSided: 3}) {
 		t.Fatalf("export of lease completed: %+v, %v", rep, err)
+	}
+}
+
+// TestUsageOfArray checks that usage of an array sums its tasks' leases,
+// and no other job's, however alike its ID.
+func TestUsageOfArray(t *testing.T) {
+	ctx := context.Background()
+	cl, l, m := serve(t)
+	done := ledger.Cause{Outcome: ledger.OutcomeCompleted, Attribution: ledger.AttributionJob}
+	for i, job := range []string{"arr.0", "arr.1", "arr.1", "arr.01", "arrx.0", "arr"} {
+		lease := ledgertest.Lease{ID: fmt.Sprint("a", i), Job: job, Provider: m.Provider, Submitter: m.Submitter,
+			GPUs: 1, GPUModel: "H100", From: ledgertest.T0}
+		for _, r := range lease.Chain(t, 2, &done) {
+			if _, err := l.Append(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for job, want := range map[string]int{"arr": 4, "arr.1": 2, "arrx": 1, "nothing": 0} {
+		raw, err := cl.Usage(ctx, api.UsageQuery{Job: job})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep ledger.UsageReport
+		if err := json.Unmarshal(raw, &rep); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, r := range rep.Rows {
+			n += r.Leases
+		}
+		// Each lease holds one GPU for two receipts' time.
+		if n != want || len(rep.ByPeer) > 1 || (want > 0 && !near(rep.ByPeer[0].GPUHours, float64(want)*gpuHours(2))) {
+			t.Errorf("usage of %s: %d leases, %+v; want %d leases", job, n, rep.ByPeer, want)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/content/image"
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -283,7 +284,22 @@ func (s *Server) usage(r *http.Request) (any, error) {
 	if f.Peer, err = parsePeer(q.Get("peer")); err != nil {
 		return nil, err
 	}
+	if job := q.Get("job"); job != "" {
+		f.Job = jobOrTasks(s.cfg.Jobs.FullID(job))
+	}
 	return s.cfg.Ledger.Usage(r.Context(), f, ledger.DefaultPolicy())
+}
+
+// jobOrTasks accepts the job id and, where id is an array, each of its
+// tasks: an array's usage is the sum of its tasks' leases.
+func jobOrTasks(id string) func(string) bool {
+	return func(job string) bool {
+		if job == id {
+			return true
+		}
+		array, _, ok := market.SplitTaskID(job)
+		return ok && array == id
+	}
 }
 
 // exportReceipts streams the export file of the entries the query selects

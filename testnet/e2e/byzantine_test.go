@@ -93,7 +93,7 @@ func runBatch(t *testing.T, c *cluster.Cluster, n int, run, bound time.Duration)
 // usage is node 0's usage report.
 func usage(t *testing.T, cl *api.Client) ledger.UsageReport {
 	t.Helper()
-	raw, err := cl.Usage(context.Background(), time.Time{}, "")
+	raw, err := cl.Usage(context.Background(), api.UsageQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
