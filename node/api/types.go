@@ -212,6 +212,19 @@ type TaskCounts struct {
 	Withdrawn int    `json:"withdrawn"`
 	// FailedIndices lists the failed tasks, lowest first.
 	FailedIndices []int `json:"failed_indices,omitempty"`
+	// Done traces the completions over time, for a plot: how many tasks
+	// had completed by each time, at most MaxDonePoints points, the last
+	// at the latest completion.
+	Done []DonePoint `json:"done,omitempty"`
+}
+
+// MaxDonePoints bounds TaskCounts.Done, whatever the array's size.
+const MaxDonePoints = 64
+
+// DonePoint is how many of an array's tasks had completed by a time.
+type DonePoint struct {
+	At   time.Time `json:"at"`
+	Done int       `json:"done"`
 }
 
 // Attempt is one run of a job: the job as submitted, or a resumption of

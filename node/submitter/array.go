@@ -144,7 +144,7 @@ func (s *Submitter) arrayView(p *jobTracker, seen uint64, done bool) (api.Job, <
 		if err != nil {
 			continue // not on disk: a stop during submit; counted queued
 		}
-		tally.set(i, classOf(t))
+		tally.set(i, classOf(t), endedAt(t))
 	}
 	counts, version, wake := tally.read()
 	counts.ID = parent.ID

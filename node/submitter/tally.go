@@ -3,6 +3,7 @@ package submitter
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
@@ -35,6 +36,9 @@ const (
 type arrayTally struct {
 	mu    sync.Mutex
 	class []taskClass
+	// ended is when each task ended (its release step); zero while it
+	// runs or waits.
+	ended []time.Time
 	// dirty holds the tasks changed since they were last classified;
 	// all of them until the first view.
 	dirty   map[int]bool
@@ -49,7 +53,7 @@ func (t *tallies) of(array string, n int) *arrayTally {
 	defer t.mu.Unlock()
 	a := t.m[array]
 	if a == nil {
-		a = &arrayTally{class: make([]taskClass, n), dirty: map[int]bool{}, version: 1}
+		a = &arrayTally{class: make([]taskClass, n), ended: make([]time.Time, n), dirty: map[int]bool{}, version: 1}
 		if t.m == nil {
 			t.m = map[string]*arrayTally{}
 		}
@@ -114,10 +118,10 @@ func (a *arrayTally) take() []int {
 	return out
 }
 
-func (a *arrayTally) set(i int, c taskClass) {
+func (a *arrayTally) set(i int, c taskClass, ended time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.class[i] = c
+	a.class[i], a.ended[i] = c, ended
 }
 
 // read counts the tasks, and returns the tally's version and a channel
@@ -126,6 +130,7 @@ func (a *arrayTally) read() (*api.TaskCounts, uint64, <-chan struct{}) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := &api.TaskCounts{Total: len(a.class)}
+	var done []time.Time
 	for i, k := range a.class {
 		switch k {
 		case taskQueued:
@@ -134,6 +139,9 @@ func (a *arrayTally) read() (*api.TaskCounts, uint64, <-chan struct{}) {
 			c.Running++
 		case taskCompleted:
 			c.Completed++
+			if !a.ended[i].IsZero() {
+				done = append(done, a.ended[i])
+			}
 		case taskFailed:
 			c.Failed++
 			c.FailedIndices = append(c.FailedIndices, i)
@@ -141,10 +149,47 @@ func (a *arrayTally) read() (*api.TaskCounts, uint64, <-chan struct{}) {
 			c.Withdrawn++
 		}
 	}
+	c.Done = donePoints(done)
 	if a.changed == nil {
 		a.changed = make(chan struct{})
 	}
 	return c, a.version, a.changed
+}
+
+// donePoints is the curve of completions over time from the times tasks
+// completed: each point how many had completed by then, at most
+// api.MaxDonePoints of them, evenly spaced by count (so exact points of
+// the curve), the last at the latest completion.
+func donePoints(ended []time.Time) []api.DonePoint {
+	if len(ended) == 0 {
+		return nil
+	}
+	slices.SortFunc(ended, time.Time.Compare)
+	n := len(ended)
+	k := min(n, api.MaxDonePoints)
+	out := make([]api.DonePoint, 0, k)
+	for j := range k {
+		i := n - 1
+		if k > 1 {
+			i = j * (n - 1) / (k - 1)
+		}
+		out = append(out, api.DonePoint{At: ended[i], Done: i + 1})
+	}
+	return out
+}
+
+// endedAt is when a task's last attempt ended (its release step), zero
+// before it has.
+func endedAt(t api.Job) time.Time {
+	if !t.State.Terminal() {
+		return time.Time{}
+	}
+	for _, s := range slices.Backward(t.Steps) {
+		if s.Step == api.StepRelease {
+			return s.At
+		}
+	}
+	return time.Time{}
 }
 
 // classOf is how far a task has come, by its view.

@@ -45,6 +45,9 @@ func TestArrayRunsEachTaskOnce(t *testing.T) {
 		t.Fatalf("the node lists %d jobs, want the array alone with 12 tasks completed: %+v", len(jobs), jobs)
 	}
 	id := jobs[0].ID
+	if d := jobs[0].Tasks.Done; len(d) != 12 || d[11].Done != 12 || d[0].At.Before(jobs[0].Submitted) {
+		t.Fatalf("tasks done over time: %+v, want 12 points from submit on", d)
+	}
 	status, code := e31("status", id)
 	if code != 0 || !strings.Contains(status, "12 tasks: 12 completed") || !strings.Contains(status, "released") ||
 		!regexp.MustCompile(`held\s+\S+ on [23] providers, 0\.\d+ GPU-h`).MatchString(status) {
@@ -63,6 +66,10 @@ func TestArrayRunsEachTaskOnce(t *testing.T) {
 		if err != nil || string(b) != strconv.Itoa(i)+" of 12\n" {
 			t.Fatalf("task %d wrote %q, %v", i, b, err)
 		}
+	}
+	// Every task keeps its own leases; usage of the array sums them.
+	if got, code := e31("usage", "--job", id[:8]); code != 0 || !regexp.MustCompile(`job \S+: 1[2-9] leases`).MatchString(got) {
+		t.Fatalf("e31 usage --job ARRAY: exit %d\n%s", code, got)
 	}
 	if got, code := e31("logs", id[:8], "--task", "3"); code != 0 || got != "task 3\n" {
 		t.Fatalf("e31 logs ARRAY --task 3: exit %d\n%q", code, got)

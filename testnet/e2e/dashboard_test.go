@@ -440,7 +440,8 @@ func TestDashboardAttemptsInBrowser(t *testing.T) {
 			}},
 		{ID: "bafyreihostilejob", Name: hostile, State: api.JobQueued, Submitted: *at(10), Reason: "no offer has 4 GPUs"},
 		{ID: "bafyreiarrayjob", Name: "sweep", State: api.JobRunning, Submitted: *at(20),
-			Tasks: &api.TaskCounts{Total: 12, Completed: 6, Failed: 1, Running: 2, Queued: 3, FailedIndices: []int{4}}},
+			Tasks: &api.TaskCounts{Total: 12, Completed: 6, Failed: 1, Running: 2, Queued: 3, FailedIndices: []int{4},
+				Done: []api.DonePoint{{At: *at(30), Done: 1}, {At: *at(40), Done: 4}, {At: *at(50), Done: 6}}}},
 	}
 	srv := httptest.NewServer(apiserver.Handler(apiserver.Config{
 		Network: fakeNetwork{nodes: []api.Node{{PeerID: p1, LastSeen: now}, {PeerID: p2, LastSeen: now}}},
@@ -456,6 +457,12 @@ func TestDashboardAttemptsInBrowser(t *testing.T) {
 	}
 	if !regexp.MustCompile(`data-job="bafyreiarrayjob">.*?<td class="state-running">running<br><progress class="tasks" max="12" value="7"></progress><span class="tasks-done"> 7/12 tasks, 1 failed</span></td>`).MatchString(dom) {
 		t.Error("the array's row does not show its tasks done")
+	}
+	// The plot of tasks done: a step from 0 at submit through each point.
+	fig := regexp.MustCompile(`<figure id="tasks-figure">.*?</figure>`).FindString(dom)
+	path := regexp.MustCompile(`<path d="([^"]*)"[^>]*data-series="sweep \(6/12\)"`).FindStringSubmatch(fig)
+	if path == nil || strings.Count(path[1], " V") != 3 {
+		t.Errorf("the tasks-done plot does not draw the array's curve: %s", fig)
 	}
 	if !strings.Contains(dom, `<tr class="job chosen" data-job="`+a[0]+`">`) {
 		t.Error("the job whose attempt is chosen is not marked")

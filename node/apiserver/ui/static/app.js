@@ -379,6 +379,32 @@ function drawPlots(jobs, receipts) {
     else if (j.state === "queued") wpts.push([from, (now - from) / 1000, true]);
   }
   plot("plot-wait", { x0, x1, kind: "dots", yLabel: "seconds waited", series: [{ name: "wait (hollow: still queued)", color: "#3a78c9", points: wpts }] });
+
+  drawTasksDone(jobs, now);
+}
+
+// ARRAY_COLORS tell apart the arrays on the tasks-done plot.
+const ARRAY_COLORS = ["#2f9e5b", "#3a78c9", "#d99a1e", "#8a63c9", "#d0473c", "#6b7480"];
+
+// drawTasksDone plots, for the newest arrays, how many of their tasks had
+// completed over time, from submit: each array's tasks.done curve (at most
+// 64 points, from the node). The figure is shown only when there is an
+// array.
+function drawTasksDone(jobs, now) {
+  const arrays = newestFirst(jobs.filter((j) => j.tasks)).slice(0, ARRAY_COLORS.length);
+  const fig = document.getElementById("tasks-figure");
+  fig.hidden = arrays.length === 0;
+  if (fig.hidden) return;
+  const x0 = Math.min(...arrays.map((j) => Date.parse(j.submitted)));
+  const x1 = Math.max(now, x0 + 60e3);
+  plot("plot-tasks", {
+    x0, x1, kind: "step", yLabel: "tasks completed",
+    series: arrays.map((j, i) => ({
+      name: (j.name || short(j.id)) + " (" + j.tasks.completed + "/" + j.tasks.total + ")",
+      color: ARRAY_COLORS[i],
+      points: [[Date.parse(j.submitted), 0], ...(j.tasks.done || []).map((p) => [Date.parse(p.at), p.done])],
+    })),
+  });
 }
 
 async function refreshLog() {
