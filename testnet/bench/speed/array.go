@@ -7,6 +7,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,6 +58,10 @@ type ArrayReport struct {
 	SubmitterMiB        float64 `json:"submitter_mib"`
 	SinglesSubmitterMiB float64 `json:"singles_submitter_mib"`
 	Completed           int     `json:"completed"`
+	// Indices is how many tasks' outputs e31 get wrote, each its own index
+	// (checked); GetS how long it took.
+	Indices int     `json:"indices"`
+	GetS    float64 `json:"get_s"`
 }
 
 // MeasureArray starts o.Nodes nodes with 4 GPUs each; node 0 submits
@@ -79,15 +84,14 @@ func MeasureArray(ctx context.Context, e bench.Env, o ArrayOptions) (ArrayReport
 	sub, observer := c.Nodes[0], c.Nodes[len(c.Nodes)-1]
 	cl := c.Client(0)
 
-	decl, err := bench.TrivialJob()
+	// Each task writes its own index, each single job a constant: the
+	// same work, and the array's output shows each task ran once.
+	d := market.NewDeclaration("array-bench", []string{"sh", "-c", `echo "$E31_TASK_INDEX" > /out/i`}, 1, market.Duration(60_000), nil)
+	decl, err := json.Marshal(market.NewDeclaration("bench", []string{"sh", "-c", "echo 0 > /out/i"}, 1, market.Duration(60_000), nil))
 	if err != nil {
 		return r, err
 	}
-	var d market.Declaration
-	if err := json.Unmarshal(decl, &d); err != nil {
-		return r, err
-	}
-	d.Name, d.Array = "array-bench", &market.Array{Count: o.Tasks}
+	d.Array = &market.Array{Count: o.Tasks}
 	file := filepath.Join(e.Dir, "array.json")
 	b, err := json.Marshal(d)
 	if err != nil {
@@ -136,6 +140,10 @@ func MeasureArray(ctx context.Context, e bench.Env, o ArrayOptions) (ArrayReport
 		return r, err
 	}
 	e.Logf("array: %.1f tasks/s, %.2f jobs-topic messages and %.0f bytes a task, submitter %.0f MiB", r.TasksPerS, r.MessagesPerTask, r.BytesPerTask, r.SubmitterMiB)
+	if r.Indices, r.GetS, err = checkIndices(ctx, e, sub.API, id, o.Tasks); err != nil {
+		return r, err
+	}
+	e.Logf("array: e31 get wrote the %d indices, each once, in %.1fs", r.Indices, r.GetS)
 
 	before = after
 	w := bench.NewJobWaiter(cl)
@@ -170,6 +178,28 @@ func MeasureArray(ctx context.Context, e bench.Env, o ArrayOptions) (ArrayReport
 	}
 	e.Logf("array: singles %.1f jobs/s, %.2f jobs-topic messages and %.0f bytes a job", r.SinglesPerS, r.SinglesMessagesPer, r.SinglesBytesPer)
 	return r, nil
+}
+
+// checkIndices gets the array's output with e31 get and checks that task
+// i wrote i, for every task: each index exactly once.
+func checkIndices(ctx context.Context, e bench.Env, addr, id string, n int) (int, float64, error) {
+	dir := filepath.Join(e.Dir, "array-out")
+	start := time.Now()
+	out, err := osexec.CommandContext(ctx, e.Bin.E31, "--api", addr, "get", id, "-o", dir).CombinedOutput()
+	if err != nil {
+		return 0, 0, fmt.Errorf("e31 get of the array: %w\n%s", err, out)
+	}
+	took := time.Since(start).Seconds()
+	for i := range n {
+		b, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(i), "out", "i"))
+		if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(i) {
+			return i, took, fmt.Errorf("task %d wrote %q, want its index: %v", i, b, err)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return n, took, err
+	}
+	return n, took, nil
 }
 
 // topicCount is what the jobs topic delivered a node so far.
@@ -207,6 +237,8 @@ func (r ArrayReport) Figures() []bench.Figure {
 		{Group: "array", Name: "  throughput", Value: r.TasksPerS, Unit: "tasks/s", Measured: fmt.Sprintf("%.1f tasks/s", r.TasksPerS),
 			Baseline: fmt.Sprintf("%.1f single jobs/s", r.SinglesPerS), Ratio: ratioOf(r.TasksPerS, r.SinglesPerS),
 			Goal: fmt.Sprintf(">= %.0fx the singles", goalArrayRate), OK: new(r.SinglesPerS > 0 && r.TasksPerS >= goalArrayRate*r.SinglesPerS)},
+		{Group: "array", Name: "  outputs with their own index, by e31 get", Value: float64(r.Indices), Unit: "tasks",
+			Measured: fmt.Sprintf("%d of %d in %.1f s", r.Indices, r.Tasks, r.GetS), Goal: "each index once", OK: new(r.Indices == r.Tasks)},
 		{Group: "array", Name: "  submitter's resident memory after", Value: r.SubmitterMiB, Unit: "MiB", Measured: fmt.Sprintf("%.0f MiB", r.SubmitterMiB),
 			Baseline: fmt.Sprintf("%.0f MiB after the singles too", r.SinglesSubmitterMiB)},
 	}
