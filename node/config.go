@@ -14,6 +14,7 @@ import (
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/reach"
 	"github.com/e31network/e31/node/view"
+	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -140,6 +141,9 @@ type Config struct {
 	// job's rule (market/doc.go, "Data gravity").
 	NoLocality   bool
 	LocalityWait time.Duration
+	// AvoidFor is how long a job submitted here first avoids a provider
+	// that failed it (submitter.Config.AvoidFor); 0: the default.
+	AvoidFor time.Duration
 	// Runtime is the OCI runtime binary; default runc, else crun.
 	Runtime string
 	// UploadLimit caps, in bytes per second, what the node serves to
@@ -296,6 +300,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LocalityWait < 0 || c.LocalityWait.Milliseconds() > int64(market.MaxLocalityWait) {
 		return c, fmt.Errorf("locality wait %s: want at most %s", c.LocalityWait, market.Duration(market.MaxLocalityWait))
+	}
+	if c.AvoidFor < 0 || c.AvoidFor > wire.MaxAvoidFor {
+		return c, fmt.Errorf("avoid-for %s: want at most %s", c.AvoidFor, wire.MaxAvoidFor)
 	}
 	if c.NoLocality && c.LocalityWait != 0 {
 		return c, errors.New("a locality wait needs locality on")

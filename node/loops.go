@@ -210,7 +210,11 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 			}
 		}
 		for _, a := range wire.AcceptedAvoid(s) {
-			n.market.AddAvoid(a.Job, s.Signer, a.Providers, at)
+			until := make([]time.Time, len(a.Providers))
+			for k := range until {
+				until[k] = a.UntilOf(k, s.Time())
+			}
+			n.market.AddAvoid(a.Job, s.Signer, a.Providers, until, at)
 			n.signalWork()
 		}
 	case wire.KindWithdrawal:

@@ -56,6 +56,7 @@ func (n *Node) wireRoles() {
 		// A provider proposes in the epoch Match assigns it a job; a few
 		// epochs more cover a view that lags, and a proposal's wait.
 		AvoidAfter: n.cfg.ProposalTTL + 3*n.cfg.Epoch,
+		AvoidFor:   n.cfg.AvoidFor,
 		// An honest provider offers a receipt one interval into the lease,
 		// staging or not, and another every interval after.
 		RunWithin:   2*n.cfg.ReceiptInterval + n.cfg.ProposalTTL,
@@ -63,7 +64,7 @@ func (n *Node) wireRoles() {
 	}, submitter.Deps{
 		Key: n.key, Self: n.self, Store: n.submitterStore(), Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: n.Path,
 		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,
-		Metrics: n.metrics.Submitter, Log: n.log, Addrs: n.Addrs, Images: n.submitterImages(),
+		Metrics: n.metrics.Submitter, Log: n.log, Addrs: n.Addrs, Images: n.submitterImages(), Reach: n.peers.Reach,
 	})
 	n.handlers[wire.ProtoLease] = n.submitter.HandleProposal
 	n.handlers[wire.ProtoEvent] = n.submitter.HandleEvent

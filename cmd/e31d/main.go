@@ -82,6 +82,7 @@ type fileConfig struct {
 	Retention       string `toml:"retention"`
 	ProviderLost    string `toml:"provider-lost-after"`
 	LocalityWait    string `toml:"locality-wait"`
+	AvoidFor        string `toml:"avoid-for"`
 }
 
 // misbehaviour is what --misbehave asks for: the zero value, an honest
@@ -101,8 +102,9 @@ type options struct {
 	// Durations parsed from flags, or from the file where no flag was given.
 	heartbeat, epoch, epochDelay, receiptInterval, grace, outputTimeout, proposalTTL, stallTimeout, retention, providerLost time.Duration
 
-	// localityWait is --locality-wait, parsed like the durations above.
-	localityWait time.Duration
+	// localityWait is --locality-wait and avoidFor --avoid-for, parsed
+	// like the durations above.
+	localityWait, avoidFor time.Duration
 }
 
 // durationFlags ties each duration flag to its option and config key.
@@ -127,6 +129,7 @@ func (o *options) durationFlags(fc *fileConfig) []struct {
 		{"retention", &o.retention, fc.Retention},
 		{"provider-lost-after", &o.providerLost, fc.ProviderLost},
 		{"locality-wait", &o.localityWait, fc.LocalityWait},
+		{"avoid-for", &o.avoidFor, fc.AvoidFor},
 	}
 }
 
@@ -204,6 +207,7 @@ on the command line win.`,
 	f.StringVar(&o.file.MaxJobDisk, "max-job-disk", "", "largest request.disk a job run here may declare, e.g. 100GiB (the offer says so; default: no cap)")
 	f.BoolVar(&o.file.NoLocality, "no-locality", false, "jobs submitted here that say nothing of locality declare request.locality: off (placed by best fit, ignoring which provider holds their data)")
 	f.DurationVar(&o.localityWait, "locality-wait", 0, "jobs submitted here that say nothing of locality declare this request.locality_wait: how long they may wait for a provider holding their data (at most 5m)")
+	f.DurationVar(&o.avoidFor, "avoid-for", 0, "how long a job submitted here first avoids a provider that failed it; each later avoid of the same provider lasts twice as long, up to 24h (default 5m)")
 	f.StringVar(&o.file.UploadLimit, "upload-limit", "", "cap on what this node serves to peers over the bulk protocol, all together, e.g. 100MiB/s (default unlimited)")
 	f.BoolVar(&o.file.SingleSource, "single-source", false, "as a provider, stage inputs from the submitter alone, not also from other providers that hold them")
 	f.BoolVar(&o.file.NoPrestage, "no-prestage", false, "as a provider, do not start fetching a job's inputs when Match reserves this node for it, only once leased")
@@ -444,6 +448,7 @@ func run(cmd *cobra.Command, o *options) error {
 		MaxJobDisk:        uint64(maxJobDisk),
 		NoLocality:        o.file.NoLocality,
 		LocalityWait:      o.localityWait,
+		AvoidFor:          o.avoidFor,
 		UploadLimit:       uploadLimit,
 		SingleSource:      o.file.SingleSource,
 		NoPrestage:        o.file.NoPrestage,

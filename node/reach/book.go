@@ -9,6 +9,7 @@ import (
 
 	"github.com/e31network/e31/node/state"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 )
@@ -60,6 +61,18 @@ func (b *Book) Learn(ctx context.Context, p peer.ID, addrs []string) {
 			b.Log.Debug("connect to provider", "peer", p, "err", err)
 		}
 	})
+}
+
+// Reach connects to p, unless connected already, at the addresses the
+// peerstore holds for it (those it published, relay circuits among them),
+// within ConnectTimeout.
+func (b *Book) Reach(ctx context.Context, p peer.ID) error {
+	if b.Host.Network().Connectedness(p) == network.Connected {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, b.ConnectTimeout)
+	defer cancel()
+	return b.Host.Connect(cctx, peer.AddrInfo{ID: p})
 }
 
 // AddAddrs records a peer's addresses without dialling it.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/e31network/e31/ledger"
@@ -51,6 +52,37 @@ import (
 // (wire.RequeueAvoiding), which every peer puts in its view, so every
 // peer's Match skips the provider for the job (market, "Avoided
 // providers").
+//
+// An avoid is a penalty, not a sentence. Before a provider that has not
+// proposed is avoided, this node tries to reach it (Deps.Reach): one that
+// cannot reach this node, behind a NAT with no relay yet, is not squatting,
+// and the job waits for it rather than avoiding it; one reached gets
+// another AvoidAfter to propose over the connection this node opened. An
+// avoid lifts after AvoidFor, twice as long with each avoid of the same
+// provider for the job, up to wire.MaxAvoidFor: the re-announcement says
+// when, and every peer's Match places the job there again from then on.
+// A job whose every candidate is avoided so waits for the first avoid to
+// lift, never for good.
+
+// DefaultAvoidFor is how long a provider's first avoid for a job lasts
+// when Config.AvoidFor is zero.
+const DefaultAvoidFor = 5 * time.Minute
+
+// reachTimeout bounds this node's try to reach a provider that has not
+// proposed.
+const reachTimeout = 10 * time.Second
+
+// avoidFor is how long the n-th avoid (from 1) of one provider lasts.
+func (c *Config) avoidFor(n int) time.Duration {
+	d := c.AvoidFor
+	if d <= 0 {
+		d = DefaultAvoidFor
+	}
+	for ; n > 1 && d < wire.MaxAvoidFor; n-- {
+		d *= 2
+	}
+	return min(d, wire.MaxAvoidFor)
+}
 
 // assignment is what this node's Match said of a queued job and one
 // provider.
@@ -93,7 +125,7 @@ func (s *Submitter) RecordWaits(res market.Result) {
 	}
 	for _, a := range res.Assignments {
 		if n := of(a.Job); n != nil {
-			n.waits = append(n.waits, "matched to provider "+a.Provider+"; waiting for its proposal")
+			n.waits = append(n.waits, matchedWait(a.Provider))
 			n.matched = true
 			if a.Provider != s.d.Self.String() { // never avoided; see above
 				n.assigned = append(n.assigned, a.Provider)
@@ -116,6 +148,12 @@ func (s *Submitter) RecordWaits(res market.Result) {
 	}
 }
 
+// matchedWait is what a queued job waits on once Match assigned it to
+// provider.
+func matchedWait(provider string) string {
+	return "matched to provider " + provider + "; waiting for its proposal"
+}
+
 // notePass records what one of this node's Match passes said of the job
 // while it is queued: each reason it gave for the wait, in turn (a new one
 // is a change a follower hears of), the providers it assigned the job to,
@@ -132,6 +170,11 @@ func (j *jobTracker) notePass(pass uint64, waits, assigned []string, matched boo
 		j.matchedPass = pass
 	}
 	for _, why := range waits {
+		for p, note := range j.notes {
+			if why == matchedWait(p) {
+				why = note // what this node learnt of the provider since
+			}
+		}
 		if j.rec.Wait != why {
 			j.rec.Wait = why
 			j.bump()
@@ -174,6 +217,7 @@ func (j *jobTracker) noteProposal(from peer.ID) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.assignmentOf(from.String(), time.Time{}).proposed = true
+	delete(j.notes, from.String())
 }
 
 // noteStaging records that a provider asked to stage the queued job's
@@ -195,11 +239,15 @@ type failure struct {
 func (s *Submitter) checkFailures(ctx context.Context, now time.Time) {
 	var fs []failure
 	for _, j := range s.jobs.live() {
+		j.liftAvoids(ctx, now)
 		fs = append(fs, j.failures(now)...)
 	}
 	for _, f := range fs {
 		switch {
 		case f.lease == "":
+			if s.notSquatting(ctx, f) {
+				continue
+			}
 			f.j.avoid(ctx, f.provider, "", f.reason)
 		case f.withheld:
 			f.j.endWithheld(ctx, f.lease, f.reason, now)
@@ -212,6 +260,70 @@ func (s *Submitter) checkFailures(ctx context.Context, now time.Time) {
 			}
 		}
 	}
+}
+
+// notSquatting tries to reach a provider that Match keeps assigning a job
+// and that has not proposed, and reports whether that clears it: it
+// cannot be reached from here either, so it may not reach this node (the
+// job waits for it), or it is reached for the first time (it gets another
+// AvoidAfter to propose over the connection). A provider reached before
+// that still does not propose squats.
+func (s *Submitter) notSquatting(ctx context.Context, f failure) bool {
+	if s.d.Reach == nil {
+		return false
+	}
+	p, err := peer.Decode(f.provider)
+	if err != nil {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(ctx, reachTimeout)
+	err = s.d.Reach(rctx, p)
+	cancel()
+	if ctx.Err() != nil {
+		return true
+	}
+	if err != nil {
+		f.j.waitFor(f.provider, fmt.Sprintf("matched to provider %s, which has not proposed, and which this node cannot reach either (%v): "+
+			"not avoided; waiting for a path between them", f.provider, err))
+		s.log.Info("provider not proposing is unreachable: not avoided", "job", f.j.id, "provider", f.provider, "err", err)
+		return true
+	}
+	if f.j.reachedFirst(f.provider) {
+		f.j.waitFor(f.provider, fmt.Sprintf("matched to provider %s, which had not proposed; reached it, waiting for its proposal", f.provider))
+		s.log.Info("reached a provider that had not proposed: waiting for its proposal", "job", f.j.id, "provider", f.provider)
+		return true
+	}
+	return false
+}
+
+// waitFor sets what a queued job waits on, matched to provider: in place
+// of matchedWait in each later pass too, until the provider proposes.
+func (j *jobTracker) waitFor(provider, why string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.notes == nil {
+		j.notes = map[string]string{}
+	}
+	j.notes[provider] = why
+	if j.rec.State == api.JobQueued && j.rec.Wait != why {
+		j.rec.Wait = why
+		j.bump()
+	}
+}
+
+// reachedFirst records that this node reached provider for the job, and
+// reports whether it is the first time.
+func (j *jobTracker) reachedFirst(provider string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.reached[provider] {
+		return false
+	}
+	if j.reached == nil {
+		j.reached = map[string]bool{}
+	}
+	j.reached[provider] = true
+	return true
 }
 
 // failures finds the providers failing the job now, for checkFailures to
@@ -254,9 +366,11 @@ func (j *jobTracker) failures(now time.Time) []failure {
 // must still be the job's lease: the job then goes back to the queue.
 func (j *jobTracker) avoid(ctx context.Context, provider, lease, reason string) bool {
 	self := j.d.Self.String()
+	now := time.Now()
 	var env []byte
-	var avoid []string
-	err := j.update(func(r *Record) error {
+	var avoid []wire.Avoided
+	err := j.apply(func(cur *jobTracker) error {
+		r := cur.rec
 		switch {
 		case lease != "":
 			if r.Lease == nil || r.Lease.Terms.ID != lease || r.terminal() {
@@ -272,9 +386,19 @@ func (j *jobTracker) avoid(ctx context.Context, provider, lease, reason string) 
 			if !slices.Contains(r.Avoid, provider) {
 				r.Avoid = append(r.Avoid, provider)
 			}
-			r.Wait += ", avoiding it"
+			if r.Avoided == nil {
+				r.Avoided = map[string]int{}
+			}
+			if r.AvoidUntil == nil {
+				r.AvoidUntil = map[string]time.Time{}
+			}
+			delete(cur.notes, provider)
+			r.Avoided[provider]++
+			until := now.Add(j.cfg.avoidFor(r.Avoided[provider]))
+			r.AvoidUntil[provider] = until
+			r.Wait += fmt.Sprintf(", avoiding it until %s", until.Format(time.TimeOnly))
 		}
-		env, avoid = r.Envelope, slices.Clone(r.Avoid)
+		env, avoid = r.Envelope, r.avoiding(now, j.cfg.avoidFor(1))
 		return nil
 	})
 	if err == errSkip {
@@ -292,13 +416,86 @@ func (j *jobTracker) avoid(ctx context.Context, provider, lease, reason string) 
 	return true
 }
 
+// avoiding is the record's avoid list, each with the time it lifts; one
+// saved without (by an older version) lifts first after now.
+func (r *Record) avoiding(now time.Time, first time.Duration) []wire.Avoided {
+	out := make([]wire.Avoided, 0, len(r.Avoid))
+	for _, p := range r.Avoid {
+		until, ok := r.AvoidUntil[p]
+		if !ok {
+			until = now.Add(first)
+		}
+		out = append(out, wire.Avoided{Provider: p, Until: until})
+	}
+	return out
+}
+
+// liftAvoids ends the job's avoids whose time has come (and gives one
+// saved without a time its first), and, where one ended on a queued job,
+// re-announces it with what is left: every peer's Match may place it on
+// that provider again.
+func (j *jobTracker) liftAvoids(ctx context.Context, now time.Time) {
+	var env []byte
+	var avoid []wire.Avoided
+	var lifted []string
+	queued := false
+	err := j.update(func(r *Record) error {
+		if len(r.Avoid) == 0 || r.terminal() {
+			return errSkip
+		}
+		changed := false
+		keep := r.Avoid[:0]
+		for _, p := range r.Avoid {
+			until, ok := r.AvoidUntil[p]
+			switch {
+			case !ok:
+				if r.AvoidUntil == nil {
+					r.AvoidUntil = map[string]time.Time{}
+				}
+				r.AvoidUntil[p], changed = now.Add(j.cfg.avoidFor(1)), true
+			case !now.Before(until):
+				delete(r.AvoidUntil, p)
+				lifted, changed = append(lifted, p), true
+				continue
+			}
+			keep = append(keep, p)
+		}
+		if !changed {
+			return errSkip
+		}
+		r.Avoid = slices.Clip(keep)
+		if len(r.Avoid) == 0 {
+			r.Avoid = nil
+		}
+		queued = r.State == api.JobQueued && !r.placeholder() && !r.isArray()
+		if len(lifted) > 0 && queued {
+			r.Wait = fmt.Sprintf("the avoid of %s lifted; back in the queue for it", strings.Join(lifted, ", "))
+		}
+		env, avoid = r.Envelope, r.avoiding(now, j.cfg.avoidFor(1))
+		return nil
+	})
+	if err == errSkip {
+		return
+	}
+	if err != nil {
+		j.log.Warn("lift avoids: record not saved", "job", j.id, "err", err)
+	}
+	if len(lifted) == 0 {
+		return
+	}
+	j.log.Info("avoid lifted", "job", j.id, "providers", lifted)
+	if queued {
+		announceAvoiding(ctx, j.parts, j.id, env, avoid)
+	}
+}
+
 // announceAvoiding re-announces one queued job with its avoid list. Should
 // peers refuse the list, the job is announced without it: a job not
 // re-announced leaves every view, and would wait for nothing.
-func announceAvoiding(ctx context.Context, p *parts, job string, env []byte, avoid []string) {
+func announceAvoiding(ctx context.Context, p *parts, job string, env []byte, avoid []wire.Avoided) {
 	// A record saved by a version that could name this node keeps its
 	// name; peers refuse a list naming the signer.
-	avoid = slices.DeleteFunc(avoid, func(q string) bool { return q == p.d.Self.String() })
+	avoid = slices.DeleteFunc(avoid, func(q wire.Avoided) bool { return q.Provider == p.d.Self.String() })
 	_, err := p.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueAvoiding(job, env, avoid))
 	if err == nil || ctx.Err() != nil {
 		return

@@ -2,7 +2,10 @@ package submitter
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
+	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -235,7 +239,16 @@ func TestStagingBeforeTheLeaseIsNotSquatting(t *testing.T) {
 func requeuesValid(t *testing.T, h *harness) {
 	t.Helper()
 	for _, b := range h.gossip.bodies(wire.KindRequeue) {
-		s := wiretest.OnWire(t, h.sub, wire.KindRequeue, b)
+		// Signed now, as the node's gossip signs it: the avoids' times
+		// are bounded from then.
+		sealed, err := p2p.Seal(h.sub.SK, wire.KindRequeue, b, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := p2p.Open(sealed.Raw)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, err := wire.CheckRequeueKnown(s, func([]byte, peer.ID) bool { return true }); err != nil {
 			t.Fatalf("peers refuse requeue %+v: %v", b, err)
 		}
@@ -330,7 +343,8 @@ func TestOwnProviderNeverAvoided(t *testing.T) {
 func TestOwnNameLeftOutOfAvoidList(t *testing.T) {
 	h := newHarness(t, Config{}, noOffers{})
 	other := wiretest.FreshParty(t).ID.String()
-	announceAvoiding(context.Background(), &h.s.parts, "job", []byte("signed declaration"), []string{h.sub.ID.String(), other})
+	announceAvoiding(context.Background(), &h.s.parts, "job", []byte("signed declaration"),
+		[]wire.Avoided{{Provider: h.sub.ID.String(), Until: time.Now().Add(time.Hour)}, {Provider: other, Until: time.Now().Add(time.Hour)}})
 	rq := h.gossip.bodies(wire.KindRequeue)
 	if len(rq) != 1 {
 		t.Fatalf("%d requeues, want 1", len(rq))
@@ -372,4 +386,122 @@ func TestRoundsLost(t *testing.T) {
 	if got := lost(); got != 2 {
 		t.Fatalf("after a lease made from the round: %v rounds lost, want 2", got)
 	}
+}
+
+// reachable is a Deps.Reach whose answer the test sets.
+type reachable struct {
+	mu    sync.Mutex
+	ok    bool
+	tries int
+}
+
+func (r *reachable) reach(context.Context, peer.ID) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tries++
+	if !r.ok {
+		return errors.New("all dials failed: i/o timeout")
+	}
+	return nil
+}
+
+func (r *reachable) set(ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ok = ok
+}
+
+// A job whose only provider cannot reach it, and which it cannot reach,
+// is not avoided: it waits for a path. Once the provider is reached, it
+// gets another AvoidAfter to propose; still silent, it is avoided, but
+// only for AvoidFor: the avoid lifts, the job is re-announced without it,
+// and the provider's next proposal is taken: the job runs there.
+func TestAvoidListNeverEndsAJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const after, avoidFor = 3 * time.Second, time.Minute
+		h := newHarness(t, Config{AvoidAfter: after, AvoidFor: avoidFor}, noOffers{})
+		var r reachable
+		h.s.d.Reach = r.reach
+		j := h.queuedJob(t, time.Now())
+		prov := h.prov.ID.String()
+		// Match keeps assigning the job to its only provider, which does
+		// not propose, for as long as check says, unless the job avoids it.
+		assignFor := func(d time.Duration) {
+			t.Helper()
+			for end := time.Now().Add(d); time.Now().Before(end); {
+				if !slices.Contains(h.job(t, j.id).Avoid, prov) {
+					h.s.RecordWaits(market.Result{Assignments: []market.Assignment{{Job: j.id, Provider: prov}}})
+				}
+				time.Sleep(time.Second)
+				h.s.checkFailures(context.Background(), time.Now())
+			}
+		}
+
+		assignFor(3 * after)
+		got := h.job(t, j.id)
+		if len(got.Avoid) != 0 || got.State != api.JobQueued || !strings.Contains(got.Reason, "cannot reach either") {
+			t.Fatalf("an unreachable provider: avoid %v, %s, %q; want not avoided, queued, waiting for a path", got.Avoid, got.State, got.Reason)
+		}
+		if r.tries < 2 {
+			t.Fatalf("tried to reach the provider %d times, want again after each AvoidAfter", r.tries)
+		}
+
+		// Reachable now: a window of its own to propose, then avoided.
+		r.set(true)
+		assignFor(after + 2*time.Second)
+		if got := h.job(t, j.id); len(got.Avoid) != 0 || !strings.Contains(got.Reason, "reached it") {
+			t.Fatalf("a provider reached for the first time: avoid %v, %q; want another window", got.Avoid, got.Reason)
+		}
+		assignFor(after + 2*time.Second)
+		got = h.job(t, j.id)
+		if !slices.Equal(got.Avoid, []string{prov}) || !strings.Contains(got.Reason, "avoiding it until") {
+			t.Fatalf("a reached provider still silent: avoid %v, %q; want it avoided, for a while", got.Avoid, got.Reason)
+		}
+		rq := h.gossip.bodies(wire.KindRequeue)
+		b := rq[len(rq)-1].(wire.RequeueBody)
+		if len(b.Avoid) != 1 || len(b.Avoid[0].Until) != 1 || b.Avoid[0].UntilOf(0, time.Time{}).After(time.Now().Add(avoidFor)) {
+			t.Fatalf("re-announced with avoid %+v, want the provider until within %s", b.Avoid, avoidFor)
+		}
+		requeuesValid(t, h)
+
+		// The avoid lifts after AvoidFor, and the job is announced without it.
+		time.Sleep(avoidFor)
+		h.s.checkFailures(context.Background(), time.Now())
+		got = h.job(t, j.id)
+		if len(got.Avoid) != 0 || !strings.Contains(got.Reason, "lifted") {
+			t.Fatalf("after AvoidFor: avoid %v, %q; want it lifted", got.Avoid, got.Reason)
+		}
+		rq = h.gossip.bodies(wire.KindRequeue)
+		if b := rq[len(rq)-1].(wire.RequeueBody); b.Avoid != nil {
+			t.Fatalf("re-announced after the lift with avoid %+v, want none", b.Avoid)
+		}
+
+		// The provider proposes, and the job runs there.
+		sl := wiretest.SignedLease(t, h.prov, h.sub)
+		d := h.job(t, j.id)
+		rec := j.snapshot()
+		sl.Terms.Job, sl.Terms.Proposed = d.ID, time.Now().UnixMilli()
+		sl.Terms.GPUs = sl.Terms.GPUs[:rec.Declaration.Request.GPUs]
+		sl.Terms.CPUs, sl.Terms.MemoryBytes, sl.Terms.Limit = rec.Declaration.Request.CPUs, uint64(rec.Declaration.Request.Memory), rec.Declaration.Request.Limit
+		if err := sl.SignProvider(h.prov.SK); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.propose(h.prov.ID, sl); err != nil {
+			t.Fatalf("the provider's proposal once its avoid lifted: %v", err)
+		}
+		if got := h.job(t, j.id); got.State != api.JobRenting || got.Provider != prov {
+			t.Fatalf("after the proposal: %s on %q, want renting on the provider", got.State, got.Provider)
+		}
+
+		// Avoided again, it is avoided twice as long.
+		if n := j.snapshot().Avoided[prov]; n != 1 {
+			t.Fatalf("avoided %d times, want 1", n)
+		}
+		if got, want := (&Config{AvoidFor: avoidFor}).avoidFor(2), 2*avoidFor; got != want {
+			t.Fatalf("a second avoid lasts %s, want %s", got, want)
+		}
+		if got := (&Config{AvoidFor: avoidFor}).avoidFor(40); got != wire.MaxAvoidFor {
+			t.Fatalf("the 40th avoid lasts %s, want the bound %s", got, wire.MaxAvoidFor)
+		}
+	})
 }

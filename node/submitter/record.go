@@ -69,6 +69,11 @@ type Record struct {
 	// re-announcements name them so that no peer's Match places it there
 	// again (avoid.go).
 	Avoid []string `json:"avoid,omitempty"`
+	// AvoidUntil is when each avoid in Avoid lifts; Avoided counts, by
+	// provider, how often this job avoided it, each avoid lasting twice
+	// the one before (avoid.go).
+	AvoidUntil map[string]time.Time `json:"avoid_until,omitempty"`
+	Avoided    map[string]int       `json:"avoided,omitempty"`
 	// Tasks, on an array's record, is how many tasks it has (array.go);
 	// Array and Index, on a task's, are its array's ID and its place.
 	Tasks int    `json:"tasks,omitempty"`

@@ -136,6 +136,10 @@ type Config struct {
 	// queued job may go without proposing before the job avoids it; zero:
 	// never.
 	AvoidAfter time.Duration
+	// AvoidFor is how long a provider's first avoid for a job lasts; each
+	// later one lasts twice the one before, up to wire.MaxAvoidFor. Zero:
+	// DefaultAvoidFor.
+	AvoidFor time.Duration
 	// RunWithin is how long a lease may go with neither the run started
 	// nor a receipt offered before the submitter releases it, as never
 	// run, and puts the job back in the queue avoiding the provider; zero:
@@ -171,6 +175,11 @@ type Deps struct {
 	// Addrs are this node's addresses, put in each declaration so that
 	// providers can reach it with a proposal.
 	Addrs func() []string
+	// Reach connects to a peer, unless connected already: before a
+	// provider that has not proposed is avoided, this node tries to reach
+	// it, for one that cannot reach this node is no squatter. nil: never
+	// tried.
+	Reach func(ctx context.Context, p peer.ID) error
 }
 
 // Metrics are the submitter's counters, registered by the node.

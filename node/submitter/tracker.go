@@ -60,6 +60,12 @@ type jobTracker struct {
 	// while it was queued, and passes how many of this node's Match
 	// passes held the job queued; not persisted.
 	assigned map[string]*assignment
+	// reached names the providers this node reached for the job after
+	// they went without proposing (avoid.go); not persisted.
+	reached map[string]bool
+	// notes are, by provider, what the job waits on once matched to it,
+	// in place of matchedWait: what this node learnt of it (avoid.go).
+	notes    map[string]string
 	passes   int
 	lastPass uint64 // the Submitter's pass that last counted in passes
 	// matchedPass is the Submitter's last pass that assigned the job to a

@@ -367,11 +367,14 @@ func (s *Submitter) requeueLoop(ctx context.Context) {
 
 // announcement is what re-announces the job while it is queued: its signed
 // declaration and its avoid list.
-func (j *jobTracker) announcement() (env []byte, avoid []string, queued bool) {
+func (j *jobTracker) announcement() (env []byte, avoid []wire.Avoided, queued bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.rec.State != api.JobQueued || j.rec.placeholder() || j.rec.isArray() {
 		return nil, nil, false // a held job is not announced; an array is, by its tasks
 	}
-	return j.rec.Envelope, slices.Clone(j.rec.Avoid), true
+	if len(j.rec.Avoid) > 0 {
+		avoid = j.rec.avoiding(time.Now(), j.cfg.avoidFor(1))
+	}
+	return j.rec.Envelope, avoid, true
 }

@@ -30,11 +30,12 @@ func TestAvoidAndRequeuedRelease(t *testing.T) {
 		return mv.Jobs[i].Avoid
 	}
 	other := wiretest.FreshParty(t).ID.String()
-	v.AddAvoid(job, stranger.ID, []string{other}, Local(t0.Add(time.Second)))
+	forever := []time.Time{t0.Add(time.Hour)}
+	v.AddAvoid(job, stranger.ID, []string{other}, forever, Local(t0.Add(time.Second)))
 	if got := avoidOf(t0.Add(5 * time.Second)); got != nil {
 		t.Fatalf("a stranger's avoid list counts: %v", got)
 	}
-	v.AddAvoid(job, sub.ID, []string{prov.ID.String()}, Local(t0.Add(2*time.Second)))
+	v.AddAvoid(job, sub.ID, []string{prov.ID.String()}, forever, Local(t0.Add(2*time.Second)))
 	if got := avoidOf(t0.Add(time.Second)); got != nil {
 		t.Fatalf("the avoid list counts before it was signed: %v", got)
 	}
@@ -91,5 +92,43 @@ func TestRequeuedReleaseReopensPrunedJob(t *testing.T) {
 	v.AddJob(&OpenJob{ID: job, Submitter: sub.ID, Body: body, Seen: later.Add(4 * time.Second), Signed: later.Add(4 * time.Second)})
 	if _, open := v.Job(job); !open {
 		t.Fatal("the job is not open again after the submitter put it back")
+	}
+}
+
+// An avoid lifts at the time the latest-signed announcement naming the
+// provider gives, by the view's Now: the same epoch on every peer, whatever
+// order the announcements arrived in.
+func TestAvoidLifts(t *testing.T) {
+	sub, prov := wiretest.FreshParty(t), wiretest.FreshParty(t).ID.String()
+	t0 := wiretest.Time
+	job := "bafyreiavoidliftsjob"
+	avoidAt := func(v *Market, now time.Time) []string {
+		mv := v.Snapshot(1, now, now, nil)
+		i := slices.IndexFunc(mv.Jobs, func(j market.Job) bool { return j.ID == job })
+		if i < 0 {
+			t.Fatal("the job left the view")
+		}
+		return mv.Jobs[i].Avoid
+	}
+	for _, order := range [][2]int{{0, 1}, {1, 0}} {
+		v := NewMarket()
+		v.AddJob(&OpenJob{ID: job, Submitter: sub.ID, Body: wiretest.Declaration(t), Seen: t0, Signed: t0})
+		// First avoided until t0+1m; named again at t0+30s, until t0+5m.
+		ann := []struct {
+			until time.Time
+			at    time.Time
+		}{{t0.Add(time.Minute), t0.Add(time.Second)}, {t0.Add(5 * time.Minute), t0.Add(30 * time.Second)}}
+		for _, k := range order {
+			v.AddAvoid(job, sub.ID, []string{prov}, []time.Time{ann[k].until}, Local(ann[k].at))
+		}
+		if got := avoidAt(v, t0.Add(2*time.Second)); !slices.Equal(got, []string{prov}) {
+			t.Fatalf("order %v: avoid at t0+2s = %v, want the provider", order, got)
+		}
+		if got := avoidAt(v, t0.Add(2*time.Minute)); !slices.Equal(got, []string{prov}) {
+			t.Fatalf("order %v: avoid at t0+2m = %v, want it renewed to t0+5m", order, got)
+		}
+		if got := avoidAt(v, t0.Add(5*time.Minute)); got != nil {
+			t.Fatalf("order %v: avoid at t0+5m = %v, want it lifted", order, got)
+		}
 	}
 }

@@ -9,10 +9,13 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// avoidMark is a provider a job avoids, since the announcement at.
+// avoidMark is a provider a job avoids, since the announcement at, until
+// until: as the latest-signed announcement naming it (untilAt) says.
 type avoidMark struct {
 	provider string
 	at       Stamp
+	until    time.Time
+	untilAt  time.Time
 }
 
 // KnownDeclaration reports whether raw is, byte for byte, the signed
@@ -76,25 +79,32 @@ func (v *Market) Decline(id string, by peer.ID, now time.Time) {
 }
 
 // AddAvoid records that the submitter by names providers for its job id to
-// avoid, in the announcement stamped at. Lists only grow: a provider named
-// once stays named while the job is in the view, whatever order the
-// announcements arrive in.
-func (v *Market) AddAvoid(id string, by peer.ID, providers []string, at Stamp) {
+// avoid, each until the time until gives it, in the announcement stamped
+// at. A provider named once stays named while the job is in the view,
+// whatever order the announcements arrive in, and avoided until the time
+// the latest-signed of them gives: Match leaves the avoid out from then on.
+func (v *Market) AddAvoid(id string, by peer.ID, providers []string, until []time.Time, at Stamp) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	j, ok := v.jobs[id]
-	if !ok || j.Submitter != by {
+	if !ok || j.Submitter != by || len(until) != len(providers) {
 		return
 	}
-	for _, p := range providers {
+	signed := signedOf(at)
+	for k, p := range providers {
 		i := slices.IndexFunc(j.avoid, func(m avoidMark) bool { return m.provider == p })
-		switch {
-		case i < 0:
+		if i < 0 {
 			if len(j.avoid) < 4*wire.MaxAvoid {
-				j.avoid = append(j.avoid, avoidMark{provider: p, at: at})
+				j.avoid = append(j.avoid, avoidMark{provider: p, at: at, until: until[k], untilAt: signed})
 			}
-		case signedOf(at).Before(signedOf(j.avoid[i].at)):
-			j.avoid[i].at = at
+			continue
+		}
+		m := &j.avoid[i]
+		if signed.Before(signedOf(m.at)) {
+			m.at = at
+		}
+		if signed.After(m.untilAt) {
+			m.until, m.untilAt = until[k], signed
 		}
 	}
 }

@@ -132,7 +132,9 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 		mj := market.Job{ID: j.ID, Submitter: j.submitter, SubmittedAt: submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != "",
 			Data: j.Body.Declaration.Reads()}
 		for _, a := range j.avoid {
-			if at(a.at) {
+			// From the view's Now, the same on every peer: an avoid lifts
+			// in the same epoch everywhere.
+			if at(a.at) && now < a.until.UnixMilli() {
 				mj.Avoid = append(mj.Avoid, a.provider)
 			}
 		}

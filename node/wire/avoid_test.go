@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/wire"
@@ -38,6 +39,7 @@ func TestRequeueAvoid(t *testing.T) {
 	body := func(a ...wire.AvoidEntry) wire.RequeueBody {
 		return wire.RequeueBody{Declarations: [][]byte{f.env}, Avoid: a}
 	}
+	hour := wiretest.Time.Add(time.Hour).UnixMilli()
 	many := make([]string, wire.MaxAvoid+1)
 	for i := range many {
 		many[i] = wiretest.SeededParty(t, byte(10+i)).ID.String()
@@ -59,6 +61,10 @@ func TestRequeueAvoid(t *testing.T) {
 		{"provider twice", f.sub, body(wire.AvoidEntry{Job: f.job, Providers: []string{f.p1, f.p1}}), "listed twice"},
 		{"not a peer ID", f.sub, body(wire.AvoidEntry{Job: f.job, Providers: []string{"nobody"}}), "providers[0]"},
 		{"the submitter itself", f.sub, body(wire.AvoidEntry{Job: f.job, Providers: []string{f.sub.ID.String()}}), "not another peer's ID"},
+		{"with until", f.sub, body(wire.AvoidEntry{Job: f.job, Providers: []string{f.p1, f.p2}, Until: []int64{hour, hour}}), ""},
+		{"until for one of two", f.sub, body(wire.AvoidEntry{Job: f.job, Providers: []string{f.p1, f.p2}, Until: []int64{hour}}), "1 until times for 2 providers"},
+		{"until past the bound", f.sub, body(wire.AvoidEntry{Job: f.job, Providers: []string{f.p1}, Until: []int64{wiretest.Time.Add(wire.MaxAvoidFor + time.Hour).UnixMilli()}}), "until[0]"},
+		{"until zero", f.sub, body(wire.AvoidEntry{Job: f.job, Providers: []string{f.p1}, Until: []int64{0}}), "until[0]"},
 		// Only the job's submitter can wrap its declaration, so only it can
 		// name providers for it.
 		{"another signer", f.other, body(wire.AvoidEntry{Job: f.job, Providers: []string{f.p1}}), "forged"},
@@ -78,17 +84,22 @@ func TestRequeueAvoid(t *testing.T) {
 
 func TestRequeueAvoidingFits(t *testing.T) {
 	f := newAvoidFixture(t)
-	var many []string
+	var many []wire.Avoided
+	until := wiretest.Time.Add(time.Hour)
 	for i := range wire.MaxAvoid + 4 {
-		many = append(many, wiretest.SeededParty(t, byte(40+i)).ID.String())
+		many = append(many, wire.Avoided{Provider: wiretest.SeededParty(t, byte(40+i)).ID.String(), Until: until.Add(time.Duration(i) * time.Second)})
 	}
 	b := wire.RequeueAvoiding(wire.JobIDOf(sha256.Sum256(f.env)), f.env, many)
 	if len(b.Avoid) != 1 || b.Avoid[0].Job != f.job {
 		t.Fatalf("avoid = %+v, want one entry for %s", b.Avoid, f.job)
 	}
 	// The latest failures are kept.
-	if got := b.Avoid[0].Providers; len(got) != wire.MaxAvoid || got[len(got)-1] != many[len(many)-1] {
+	if got := b.Avoid[0].Providers; len(got) != wire.MaxAvoid || got[len(got)-1] != many[len(many)-1].Provider {
 		t.Fatalf("kept %d providers ending %v, want the last %d", len(got), got[len(got)-1:], wire.MaxAvoid)
+	}
+	// Each with the time its avoid lifts.
+	if u := b.Avoid[0].Until; len(u) != wire.MaxAvoid || u[len(u)-1] != many[len(many)-1].Until.UnixMilli() {
+		t.Fatalf("until %v, want one a provider, the last %v", u, many[len(many)-1].Until)
 	}
 	s := wiretest.OnWire(t, f.sub, wire.KindRequeue, b)
 	if _, err := wire.CheckRequeue(s); err != nil {
@@ -108,14 +119,14 @@ func TestRequeueAvoidingFits(t *testing.T) {
 func TestRequeueAvoidingATask(t *testing.T) {
 	f := newAvoidFixture(t)
 	task := market.TaskID(f.job, 3)
-	b := wire.RequeueAvoiding(task, f.env, []string{f.p1})
+	b := wire.RequeueAvoiding(task, f.env, []wire.Avoided{{Provider: f.p1, Until: wiretest.Time.Add(time.Hour)}})
 	if len(b.Avoid) != 1 || b.Avoid[0].Job != task {
 		t.Fatalf("avoid = %+v, want one entry for task %s", b.Avoid, task)
 	}
 	if _, err := wire.CheckRequeue(wiretest.OnWire(t, f.sub, wire.KindRequeue, b)); err != nil {
 		t.Fatalf("a task's avoid list refused: %v", err)
 	}
-	if b := wire.RequeueAvoiding(market.TaskID("otherarray", 3), f.env, []string{f.p1}); b.Avoid[0].Job != f.job {
+	if b := wire.RequeueAvoiding(market.TaskID("otherarray", 3), f.env, []wire.Avoided{{Provider: f.p1, Until: wiretest.Time.Add(time.Hour)}}); b.Avoid[0].Job != f.job {
 		t.Fatalf("another array's task: avoid %+v, want the envelope's job %s", b.Avoid, f.job)
 	}
 	forged := wire.RequeueBody{Declarations: [][]byte{f.env}, Avoid: []wire.AvoidEntry{{Job: market.TaskID("otherarray", 3), Providers: []string{f.p1}}}}
@@ -134,6 +145,8 @@ func FuzzRequeueAvoid(f *testing.F) {
 		{Declarations: [][]byte{fx.env}, Avoid: []wire.AvoidEntry{{Job: fx.job, Providers: []string{fx.p1, fx.p2}}}},
 		{Declarations: [][]byte{fx.env}, Avoid: []wire.AvoidEntry{{Job: fx.job, Providers: []string{fx.p1, fx.p1}}}},
 		{Declarations: [][]byte{fx.env}, Avoid: []wire.AvoidEntry{{Job: "x", Providers: []string{fx.p1}}}},
+		{Declarations: [][]byte{fx.env}, Avoid: []wire.AvoidEntry{{Job: fx.job, Providers: []string{fx.p1, fx.p2}, Until: []int64{1, 3_600_000}}}},
+		{Declarations: [][]byte{fx.env}, Avoid: []wire.AvoidEntry{{Job: fx.job, Providers: []string{fx.p1}, Until: []int64{-5}}}},
 	} {
 		raw, err := json.Marshal(b)
 		if err != nil {
@@ -158,6 +171,14 @@ func FuzzRequeueAvoid(f *testing.F) {
 			jobs[a.Job] = true
 			if len(a.Providers) == 0 || len(a.Providers) > wire.MaxAvoid {
 				t.Fatalf("accepted %d providers", len(a.Providers))
+			}
+			if len(a.Until) != 0 && len(a.Until) != len(a.Providers) {
+				t.Fatalf("accepted %d until times for %d providers", len(a.Until), len(a.Providers))
+			}
+			for _, u := range a.Until {
+				if u <= 0 || time.UnixMilli(u).After(s.Time().Add(wire.MaxAvoidFor)) {
+					t.Fatalf("accepted until %d for an announcement at %v", u, s.Time())
+				}
 			}
 			seen := map[string]bool{}
 			for _, p := range a.Providers {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -33,6 +34,25 @@ type RequeueBody struct {
 type AvoidEntry struct {
 	Job       string   `json:"job"`
 	Providers []string `json:"providers"` // peer IDs, each once
+	// Until is, for each provider in turn, when its avoid lifts (Unix
+	// ms): from then on every peer's Match may place the job there again.
+	// An avoid is a penalty, never a sentence: a provider that failed a
+	// job once, or that could not be reached at the time, may serve it
+	// later. Empty (an older version's): each lifts MaxAvoidFor after
+	// the announcement.
+	Until []int64 `json:"until,omitempty"`
+}
+
+// MaxAvoidFor bounds how long past its announcement an avoid may last.
+const MaxAvoidFor = 24 * time.Hour
+
+// UntilOf is when the avoid of Providers[k] lifts, for an entry announced
+// at signed.
+func (a AvoidEntry) UntilOf(k int, signed time.Time) time.Time {
+	if k < len(a.Until) {
+		return time.UnixMilli(a.Until[k])
+	}
+	return signed.Add(MaxAvoidFor)
 }
 
 // MaxAvoid bounds the providers one job may avoid: enough for every
@@ -100,7 +120,7 @@ func CheckRequeueKnown(s p2p.Signed, known func(raw []byte, signer peer.ID) bool
 	if len(b.Declarations) == 0 {
 		return nil, errors.New("requeue carries no declaration")
 	}
-	if err := checkAvoid(b, s.Signer); err != nil {
+	if err := checkAvoid(b, s.Signer, s.Time()); err != nil {
 		return nil, err
 	}
 	out := make([]p2p.Signed, 0, len(b.Declarations))
@@ -170,8 +190,9 @@ func AcceptedRequeue(s p2p.Signed) ([]p2p.Signed, error) {
 
 // checkAvoid checks a requeue's avoid lists: each for a job the requeue
 // carries (so its signer is the job's submitter), at most once, naming
-// between one and MaxAvoid distinct providers other than the signer.
-func checkAvoid(b RequeueBody, signer peer.ID) error {
+// between one and MaxAvoid distinct providers other than the signer, each
+// with a time its avoid lifts (or none) within MaxAvoidFor of signed.
+func checkAvoid(b RequeueBody, signer peer.ID, signed time.Time) error {
 	if len(b.Avoid) == 0 {
 		return nil
 	}
@@ -195,6 +216,14 @@ func checkAvoid(b RequeueBody, signer peer.ID) error {
 		if len(a.Providers) == 0 || len(a.Providers) > MaxAvoid {
 			return fmt.Errorf("requeue avoid[%d]: %d providers, want 1 to %d", i, len(a.Providers), MaxAvoid)
 		}
+		if len(a.Until) != 0 && len(a.Until) != len(a.Providers) {
+			return fmt.Errorf("requeue avoid[%d]: %d until times for %d providers", i, len(a.Until), len(a.Providers))
+		}
+		for k, u := range a.Until {
+			if u <= 0 || time.UnixMilli(u).After(signed.Add(MaxAvoidFor)) {
+				return fmt.Errorf("requeue avoid[%d].until[%d]: %d is not a time within %s of the announcement", i, k, u, MaxAvoidFor)
+			}
+		}
 		for k, p := range a.Providers {
 			id, err := peer.Decode(p)
 			if err != nil {
@@ -213,37 +242,49 @@ func checkAvoid(b RequeueBody, signer peer.ID) error {
 	return nil
 }
 
+// Avoided is one provider a job avoids, until its avoid lifts.
+type Avoided struct {
+	Provider string
+	Until    time.Time
+}
+
 // RequeueAvoiding is the body of a requeue that re-announces one job with
 // its avoid list: the envelope's job's, or, where job is a task of the
-// array the envelope declares, that task's. Where the list would take the message past the gossip
-// size limit, the providers named first are left out, and after them those
-// beyond MaxAvoid: the latest failures matter most.
-func RequeueAvoiding(job string, envelope []byte, providers []string) RequeueBody {
+// array the envelope declares, that task's. Where the list would take the
+// message past the gossip size limit, the providers named first are left
+// out, and after them those beyond MaxAvoid: the latest failures matter
+// most. Each provider goes with the time its avoid lifts.
+func RequeueAvoiding(job string, envelope []byte, avoid []Avoided) RequeueBody {
 	b := RequeueBody{Declarations: [][]byte{envelope}}
-	if len(providers) == 0 {
+	if len(avoid) == 0 {
 		return b
 	}
-	if len(providers) > MaxAvoid {
-		providers = providers[len(providers)-MaxAvoid:]
+	if len(avoid) > MaxAvoid {
+		avoid = avoid[len(avoid)-MaxAvoid:]
 	}
 	room := requeueBudget - requeueCost(envelope)
 	cost := 0
-	first := len(providers)
+	first := len(avoid)
 	for first > 0 {
-		c := len(providers[first-1]) + 3 // quotes and a comma
+		c := len(avoid[first-1].Provider) + 3 + 14 // quotes and a comma; a time in ms and a comma
 		if cost+c+avoidEntryOverhead > room {
 			break
 		}
 		cost += c
 		first--
 	}
-	if first == len(providers) {
+	if first == len(avoid) {
 		return b
 	}
 	if a, _, ok := market.SplitTaskID(job); !ok || a != JobIDOf(sha256.Sum256(envelope)) {
 		job = JobIDOf(sha256.Sum256(envelope)) // the envelope's own job
 	}
-	b.Avoid = []AvoidEntry{{Job: job, Providers: providers[first:]}}
+	e := AvoidEntry{Job: job}
+	for _, a := range avoid[first:] {
+		e.Providers = append(e.Providers, a.Provider)
+		e.Until = append(e.Until, max(1, a.Until.UnixMilli()))
+	}
+	b.Avoid = []AvoidEntry{e}
 	return b
 }
 
