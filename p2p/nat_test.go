@@ -60,7 +60,7 @@ type natReport struct {
 }
 
 func TestNATHolePunchGoesDirect(t *testing.T) {
-	rep := runNAT(t, false)
+	rep := runNAT(t, netns.Dropping)
 	if rep.Path != "direct" {
 		t.Fatalf("stream went %s, want direct after the hole punch (punch: %+v)", rep.Path, rep.Punch)
 	}
@@ -74,7 +74,7 @@ func TestNATHolePunchGoesDirect(t *testing.T) {
 }
 
 func TestNATFilteringRouterKeepsRelay(t *testing.T) {
-	rep := runNAT(t, true)
+	rep := runNAT(t, netns.Filtering)
 	if rep.Punch == nil || rep.Punch.Success {
 		t.Fatalf("hole punch through a filtering router: %+v, want a failure", rep.Punch)
 	}
@@ -85,15 +85,15 @@ func TestNATFilteringRouterKeepsRelay(t *testing.T) {
 
 // runNAT builds the small internet, starts the relay in pub, a listener
 // behind ra and a dialer behind rb, and returns the dialer's report on the
-// echo call it made to the listener. With filter, ra drops every packet from
+// echo call it made to the listener. With netns.Filtering, ra drops every packet from
 // its wan side that does not come from the relay, conntracked or not: the
 // firewall that hole punching cannot get through (a plain "drop new inbound"
 // rule is exactly what a punch does get through).
-func runNAT(t *testing.T, filter bool) natReport {
+func runNAT(t *testing.T, router netns.Router) natReport {
 	if testing.Short() && os.Getenv(netns.RequireEnv) == "" {
 		t.Skip("builds network namespaces; skipped in -short mode")
 	}
-	ns := netns.NewForTest(t, netns.Options{Filter: filter})
+	ns := netns.NewForTest(t, netns.Options{RouterA: router})
 
 	relay := startHelper(t, ns, ns.Pub, natHelper{Role: "relay"})
 	r := relay.report(t, 15*time.Second)
@@ -378,7 +378,7 @@ func dial(ctx context.Context, h host.Host, cfg natHelper, relays []peer.AddrInf
 	var punch *HolePunchResult
 	end := time.After(30 * time.Second)
 wait:
-	for PeerPath(h, target) != PathDirect {
+	for path, _ := PeerPath(h, target); path != PathDirect; path, _ = PeerPath(h, target) {
 		select {
 		case r := <-punches:
 			punch = &r
@@ -401,7 +401,8 @@ wait:
 	if err := Call(ctx, h, target, echoProto, "through the NAT", &echo); err != nil {
 		return fail(fmt.Errorf("call listener: %w", err))
 	}
-	r := natReport{ID: h.ID().String(), Echo: echo, Punch: punch, Path: PeerPath(h, target).String()}
+	path, _ := PeerPath(h, target)
+	r := natReport{ID: h.ID().String(), Echo: echo, Punch: punch, Path: path.String()}
 	for _, c := range h.Network().ConnsToPeer(target) {
 		r.Remote = append(r.Remote, c.RemoteMultiaddr().String())
 	}

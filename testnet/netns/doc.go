@@ -8,9 +8,12 @@
 // Pub is the public side: a bridge with one address of its own, for a
 // bootstrap peer or relay. Each router masquerades its home network behind
 // its wan address and drops new connections arriving on wan, as a home router
-// does; a hole punch gets through that. With Options.Filter, RouterA also
-// drops every packet from its wan side that does not come from Pub,
-// conntracked or not: the firewall no hole punch gets through.
+// does; a hole punch gets through that. Options.RouterA makes RouterA another
+// kind of home router (Router): one that answers what it refuses with a reset
+// or an ICMP error, one that maps each connection to a random port (a
+// symmetric NAT, no use to a punch), or one that drops every packet from its
+// wan side that does not come from Pub, conntracked or not: the firewall no
+// hole punch gets through.
 //
 // Every address exists only inside the namespaces New creates; none of them
 // has a route to the machine's own network, so nothing started inside can

@@ -31,11 +31,50 @@ const (
 // command missing).
 var ErrUnavailable = errors.New("network namespaces unavailable")
 
+// Router is how RouterA treats what arrives on its wan side: the kinds of
+// home router that NAT traversal meets. RouterB is always Dropping.
+type Router int
+
+const (
+	// Dropping masquerades, keeping a host's source port where it can,
+	// and silently drops new connections arriving on wan: the common home
+	// router, which a hole punch gets through.
+	Dropping Router = iota
+	// Rejecting is Dropping, but answers what it refuses: a TCP reset
+	// for a TCP segment, an ICMP port unreachable for anything else. A
+	// punch packet that arrives before the router has seen its own host's
+	// go out is answered, not dropped.
+	Rejecting
+	// Symmetric masquerades each connection to a random port (nftables'
+	// masquerade random,fully-random): the port peers see differs with
+	// each destination, so the one the relay observed is of no use to a
+	// punch. Inbound new connections are dropped.
+	Symmetric
+	// Filtering drops everything from wan but PubIP, conntracked or not:
+	// HomeA is reached only through Pub, and no punch gets through.
+	Filtering
+)
+
+func (r Router) String() string {
+	switch r {
+	case Rejecting:
+		return "rejecting"
+	case Symmetric:
+		return "symmetric"
+	case Filtering:
+		return "filtering"
+	default:
+		return "dropping"
+	}
+}
+
+// Routers are the kinds of router, in order.
+var Routers = []Router{Dropping, Rejecting, Symmetric, Filtering}
+
 // Options configures New.
 type Options struct {
-	// Filter makes RouterA drop everything that arrives on its wan side from
-	// anywhere but PubIP, so that HomeA is reached only through Pub.
-	Filter bool
+	// RouterA is the kind of router in front of HomeA.
+	RouterA Router
 }
 
 // Net is one built internet: the names of its five namespaces.
@@ -139,15 +178,15 @@ func (n *Net) build(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
-	if err := n.home(ctx, run, n.RouterA, "ra", n.HomeA, RouterAIP, "192.168.31", opts.Filter); err != nil {
+	if err := n.home(ctx, run, n.RouterA, "ra", n.HomeA, RouterAIP, "192.168.31", opts.RouterA); err != nil {
 		return err
 	}
-	return n.home(ctx, run, n.RouterB, "rb", n.HomeB, RouterBIP, "192.168.32", false)
+	return n.home(ctx, run, n.RouterB, "rb", n.HomeB, RouterBIP, "192.168.32", Dropping)
 }
 
 // home wires one home network: router's wan on the bridge, its lan to the
 // host, a default route through the router, and the router's rules.
-func (n *Net) home(ctx context.Context, run func(string, ...string) error, router, port, host, wanIP, lanNet string, filter bool) error {
+func (n *Net) home(ctx context.Context, run func(string, ...string) error, router, port, host, wanIP, lanNet string, kind Router) error {
 	steps := [][]string{
 		{"ip", "-n", router, "link", "add", "wan", "type", "veth", "peer", "name", port, "netns", n.Pub},
 		{"ip", "-n", n.Pub, "link", "set", port, "master", "br0", "up"},
@@ -167,39 +206,47 @@ func (n *Net) home(ctx context.Context, run func(string, ...string) error, route
 		}
 	}
 	cmd := exec.CommandContext(ctx, "nsenter", "--net=/run/netns/"+router, "nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(routerRules(filter))
+	cmd.Stdin = strings.NewReader(routerRules(kind))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("nft in %s: %w: %s", router, err, out)
 	}
 	return nil
 }
 
-// routerRules are a home router's: masquerade out of wan, and drop what
-// arrives on wan unasked. The drop happens before conntrack confirms the
-// packet, so a punch packet that arrives early leaves no entry behind that
-// would make the masquerade move the port of the punch going the other way.
-// With filter, everything from wan but the public peer is dropped,
-// conntracked or not: a plain "drop new inbound" rule is exactly what a
-// punch does get through.
-func routerRules(filter bool) string {
-	drop := ""
-	if filter {
-		drop = "\n\t\tiifname \"wan\" ip saddr != " + PubIP + " drop"
+// routerRules are a home router's of the kind: masquerade out of wan,
+// and refuse what arrives on wan unasked. The refusal happens before
+// conntrack confirms the packet, so a punch packet that arrives early
+// leaves no entry behind that would make the masquerade move the port of
+// the punch going the other way. Filtering drops everything from wan but
+// the public peer, conntracked or not: a plain "drop new inbound" rule is
+// exactly what a punch does get through.
+func routerRules(kind Router) string {
+	masq, refuse, extra := "masquerade", "drop", ""
+	switch kind {
+	case Rejecting:
+		// A reset for TCP, ICMP port unreachable for the rest: to what
+		// arrives for the router itself (a port no mapping holds) and
+		// to what it would forward.
+		refuse = "meta l4proto tcp reject with tcp reset\n\t\tiifname \"wan\" ct state new reject"
+	case Symmetric:
+		masq = "masquerade random,fully-random"
+	case Filtering:
+		extra = "\n\t\tiifname \"wan\" ip saddr != " + PubIP + " drop"
 	}
 	return `table ip nat {
 	chain postrouting {
 		type nat hook postrouting priority srcnat; policy accept;
-		oifname "wan" masquerade
+		oifname "wan" ` + masq + `
 	}
 }
 table ip filter {
 	chain input {
 		type filter hook input priority filter; policy accept;
-		iifname "wan" ct state new drop
+		iifname "wan" ct state new ` + refuse + `
 	}
 	chain forward {
 		type filter hook forward priority filter; policy accept;
-		iifname "wan" ct state new drop` + drop + `
+		iifname "wan" ct state new ` + refuse + extra + `
 	}
 }
 `

@@ -161,7 +161,7 @@ func runOne(ctx context.Context, bin cluster.Binaries, dir string, kind netKind,
 	if kind == natLoopback {
 		subArgs = []string{"--listen", "/ip4/127.0.0.1/tcp/0"}
 	} else {
-		nw, err := netns.New(ctx, netns.Options{Filter: kind == natFiltered})
+		nw, err := netns.New(ctx, netns.Options{RouterA: routerOf(kind)})
 		if err != nil {
 			return row, err
 		}
@@ -389,4 +389,12 @@ func writeRandomFile(path string, size int64) error {
 		return err
 	}
 	return f.Close()
+}
+
+// routerOf is the router in front of the provider for a kind of run.
+func routerOf(kind netKind) netns.Router {
+	if kind == natFiltered {
+		return netns.Filtering
+	}
+	return netns.Dropping
 }
