@@ -66,6 +66,12 @@ type Config struct {
 	// RelayService makes this node a circuit relay for peers behind NATs,
 	// at once (a bootstrap peer on a public address). Off by default.
 	RelayService bool
+	// RelayData lets the relay's circuits carry jobs' data between peers
+	// no hole can be punched between (reach.Relay.Data); RelayPerDay
+	// bounds the circuits one peer opens through it in a day (0: no
+	// bound; e31d's default is DefaultRelayCircuitsPerDay).
+	RelayData   bool
+	RelayPerDay int
 	// Heartbeat is how often a provider re-publishes its offer; a provider
 	// silent for three heartbeats leaves every view. Default 10s.
 	Heartbeat time.Duration
@@ -215,6 +221,12 @@ const (
 // DefaultNetwork is the network joined when none is named.
 const DefaultNetwork = "e31"
 
+// DefaultRelayCircuitsPerDay is e31d's bound on the circuits one peer
+// opens through its relay in a day: a lease takes a handful (its
+// messages, its staging, its output), so a thousand is a busy peer's day
+// and bounds what one peer can make a relay that carries data carry.
+const DefaultRelayCircuitsPerDay = 1000
+
 // DefaultHeartbeat is how often a provider re-publishes its offer when
 // Config.Heartbeat is not set.
 const DefaultHeartbeat = 10 * time.Second
@@ -300,6 +312,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.LocalityWait < 0 || c.LocalityWait.Milliseconds() > int64(market.MaxLocalityWait) {
 		return c, fmt.Errorf("locality wait %s: want at most %s", c.LocalityWait, market.Duration(market.MaxLocalityWait))
+	}
+	if c.RelayData && !c.RelayService {
+		return c, errors.New("--relay-data needs --relay-service")
+	}
+	if c.RelayPerDay < 0 {
+		return c, fmt.Errorf("relay circuits per day %d is negative", c.RelayPerDay)
 	}
 	if c.AvoidFor < 0 || c.AvoidFor > wire.MaxAvoidFor {
 		return c, fmt.Errorf("avoid-for %s: want at most %s", c.AvoidFor, wire.MaxAvoidFor)

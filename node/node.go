@@ -149,6 +149,16 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if n.natOn, err = reach.Traverse(cfg.NAT, cfg.Listen); err != nil {
 		return nil, err
 	}
+	behindNAT := false
+	if n.natOn && !cfg.RelayService {
+		if behindNAT, err = reach.BehindNAT(cfg.Listen); err != nil {
+			return nil, err
+		}
+	}
+	var relay *reach.Relay
+	if cfg.RelayService {
+		relay = &reach.Relay{Data: cfg.RelayData, CircuitsPerDay: cfg.RelayPerDay, Metrics: n.metrics.Registerer()}
+	}
 	var closers []func() error
 	defer func() {
 		if err != nil {
@@ -183,11 +193,14 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	closers = append(closers, n.images.Close)
 	n.imagesRun = n.compute.RunsImages(compute.ImageSettings{CacheBytes: cfg.ImageCacheBytes, Pull: cfg.ImagePull, RequireImage: cfg.RequireImage})
 	if n.host, err = p2p.NewHost(p2p.HostConfig{Key: key, Listen: cfg.Listen, UserAgent: "e31d/" + Version, Gater: n.gater,
-		Reachability: reach.Reachability(n.natOn, cfg.RelayService, n.boot, n.punches)}); err != nil {
+		Reachability: reach.Reachability(n.natOn, behindNAT, relay, n.boot, n.punches)}); err != nil {
 		return nil, err
 	}
 	closers = append(closers, n.host.Close)
 	n.peers = &reach.Book{Host: n.host, Self: self, Records: n.state, ConnectTimeout: cfg.ConnectTimeout, Log: n.log, Go: n.goTask}
+	if n.natOn {
+		n.peers.Relays = n.boot
+	}
 	if n.exchange, err = content.NewExchange(ctx, n.host, n.store, n.access, content.ExchangeOptions{
 		Log: n.log, StallTimeout: cfg.StallTimeout, UploadLimit: cfg.UploadLimit, Served: n.countServed,
 		Panicked: n.metrics.Panicked,

@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Reachability says how a host that may sit behind a NAT or a firewall is
@@ -85,6 +86,12 @@ type RelayLimits struct {
 	// ReservationTTL is how long a slot lasts before the peer must refresh
 	// it. Zero: 1 hour.
 	ReservationTTL time.Duration
+	// CircuitsPerDay is how many relayed connections one peer may open in
+	// any 24 hours. Zero: no bound.
+	CircuitsPerDay int
+	// Metrics, when set, receives the relay service's series
+	// (libp2p_relaysvc_*): reservations, circuits, bytes carried.
+	Metrics prometheus.Registerer
 }
 
 // HolePunchResult is the outcome of one hole punch with a peer.
@@ -143,7 +150,14 @@ func (r Reachability) options() ([]libp2p.Option, error) {
 		opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(r.StaticRelays))
 	}
 	if r.RelayService {
-		opts = append(opts, libp2p.EnableRelayService(relay.WithResources(r.RelayLimits.resources())))
+		ro := []relay.Option{relay.WithResources(r.RelayLimits.resources())}
+		if n := r.RelayLimits.CircuitsPerDay; n > 0 {
+			ro = append(ro, relay.WithACL(newCircuitQuota(n, 24*time.Hour, time.Now)))
+		}
+		if r.RelayLimits.Metrics != nil {
+			ro = append(ro, relay.WithMetricsTracer(relay.NewMetricsTracer(relay.WithRegisterer(r.RelayLimits.Metrics))))
+		}
+		opts = append(opts, libp2p.EnableRelayService(ro...))
 	}
 	if r.AutoNAT {
 		opts = append(opts, libp2p.EnableAutoNATv2())
@@ -246,6 +260,10 @@ const (
 	// PathRelayed: connected only through a circuit relay, whose limits fit
 	// control messages and not bulk data.
 	PathRelayed
+	// PathRelayedData: connected only through a circuit relay that sets no
+	// limit on the circuit (its operator opted in to carry data): bulk data
+	// may go over it when no direct path comes.
+	PathRelayedData
 	// PathDirect: at least one connection goes straight to the peer (dialled
 	// normally, through a port mapping, or hole-punched).
 	PathDirect
@@ -255,6 +273,8 @@ func (p Path) String() string {
 	switch p {
 	case PathRelayed:
 		return "relayed"
+	case PathRelayedData:
+		return "relayed-data"
 	case PathDirect:
 		return "direct"
 	default:
@@ -262,17 +282,40 @@ func (p Path) String() string {
 	}
 }
 
-// PeerPath reports whether h reaches p directly, only through a relay, or
-// not at all.
-func PeerPath(h host.Host, p peer.ID) Path {
-	path := PathNone
+// PeerPath reports whether h reaches p directly, only through a relay
+// (one whose circuit carries data, or one that limits it to control
+// messages), or not at all; and, for a relayed path, through which relay.
+func PeerPath(h host.Host, p peer.ID) (Path, peer.ID) {
+	path, via := PathNone, peer.ID("")
 	for _, c := range h.Network().ConnsToPeer(p) {
 		if !IsRelayed(c.RemoteMultiaddr()) {
-			return PathDirect
+			return PathDirect, ""
 		}
-		path = PathRelayed
+		switch {
+		case !c.Stat().Limited:
+			path, via = PathRelayedData, relayOf(c.RemoteMultiaddr())
+		case path != PathRelayedData:
+			path, via = PathRelayed, relayOf(c.RemoteMultiaddr())
+		}
 	}
-	return path
+	return path, via
+}
+
+// relayOf is the relay a circuit address goes through: the peer named
+// before /p2p-circuit.
+func relayOf(a ma.Multiaddr) peer.ID {
+	var relay peer.ID
+	for _, c := range a {
+		switch c.Code() {
+		case ma.P_P2P:
+			if id, err := peer.Decode(c.Value()); err == nil {
+				relay = id
+			}
+		case ma.P_CIRCUIT:
+			return relay
+		}
+	}
+	return ""
 }
 
 // IsRelayed reports whether a goes through a circuit relay.

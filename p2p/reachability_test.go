@@ -121,7 +121,7 @@ func TestRelayOnLoopback(t *testing.T) {
 		defer ccancel()
 		return b.Connect(cctx, peer.AddrInfo{ID: a.ID(), Addrs: []ma.Multiaddr{circuit}}) == nil
 	})
-	if got := PeerPath(b, a.ID()); got != PathRelayed {
+	if got, _ := PeerPath(b, a.ID()); got != PathRelayed {
 		t.Fatalf("PeerPath(b, a) = %v, want relayed", got)
 	}
 	var out string
@@ -131,7 +131,7 @@ func TestRelayOnLoopback(t *testing.T) {
 	if out != "echo ping" {
 		t.Fatalf("reply %q", out)
 	}
-	if got := PeerPath(b, peer.ID("nobody")); got != PathNone {
+	if got, _ := PeerPath(b, peer.ID("nobody")); got != PathNone {
 		t.Fatalf("PeerPath to a stranger = %v, want none", got)
 	}
 }

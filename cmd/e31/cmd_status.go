@@ -92,6 +92,15 @@ func printJob(g *globalOptions, j api.Job) {
 		fmt.Fprintf(tw, "lease\t%s\n", j.Lease)
 		fmt.Fprintf(tw, "gpus\t%s\n", strings.Join(j.GPUs, ", "))
 	}
+	switch j.Path {
+	case "":
+	case "relayed-data":
+		fmt.Fprintf(tw, "data path\tthrough relay %s (no direct connection to the provider)\n", j.PathVia)
+	case "relayed":
+		fmt.Fprintf(tw, "data path\tnone yet: only a relay that carries control messages reaches the provider\n")
+	default:
+		fmt.Fprintf(tw, "data path\t%s\n", j.Path)
+	}
 	for _, s := range j.GPUsSeen {
 		fmt.Fprintf(tw, "gpu seen by the run\t%s (%s)\n", s.UUID, s.Model)
 	}

@@ -46,6 +46,8 @@ type fileConfig struct {
 	MDNS         bool     `toml:"mdns"`
 	NAT          string   `toml:"nat"`
 	RelayService bool     `toml:"relay-service"`
+	RelayData    bool     `toml:"relay-data"`
+	RelayPerDay  int      `toml:"relay-circuits-per-day"`
 	NoFastPath   bool     `toml:"no-fast-path"`
 	NATPublicNet []string `toml:"nat-public-net"`
 	Heartbeat    string   `toml:"heartbeat"`
@@ -180,6 +182,8 @@ on the command line win.`,
 	f.BoolVar(&o.file.MDNS, "mdns", false, "discover peers on the LAN with mDNS (multicasts on every interface)")
 	f.StringVar(&o.file.NAT, "nat", node.NATAuto, "reach and be reached from behind a NAT: AutoNAT, port mapping, hole punching, relay slots on the bootstrap peers; auto (on unless every --listen is loopback), on or off")
 	f.BoolVar(&o.file.RelayService, "relay-service", false, "serve as a circuit relay for peers behind NATs (for a bootstrap peer on a public address)")
+	f.BoolVar(&o.file.RelayData, "relay-data", false, "with --relay-service, let circuits carry jobs' data (staging, outputs, checkpoints) between peers no hole can be punched between, with no limit on a circuit's bytes or time; off, a circuit carries a lease's messages only")
+	f.IntVar(&o.file.RelayPerDay, "relay-circuits-per-day", node.DefaultRelayCircuitsPerDay, "with --relay-service, the most circuits one peer may open through this relay in any 24 hours; 0: no bound")
 	f.BoolVar(&o.file.NoFastPath, "no-fast-path", false, "as a provider, lease only what an epoch's Match assigns, never straight away between epochs")
 	f.StringArrayVar(&o.file.NATPublicNet, "nat-public-net", nil, "private IPv4 network that counts as public for NAT traversal (the network between sites of a private WAN, or a test bed), e.g. 10.31.0.0/24; repeatable")
 	f.DurationVar(&o.heartbeat, "heartbeat", node.DefaultHeartbeat, "how often the offer is re-published; 3 missed heartbeats drop a provider")
@@ -254,6 +258,8 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("mdns", func() { o.file.MDNS = o.file.MDNS || fc.MDNS })
 	set("nat", func() { o.file.NAT = or(fc.NAT, o.file.NAT) })
 	set("relay-service", func() { o.file.RelayService = o.file.RelayService || fc.RelayService })
+	set("relay-data", func() { o.file.RelayData = o.file.RelayData || fc.RelayData })
+	set("relay-circuits-per-day", func() { o.file.RelayPerDay = cmp.Or(fc.RelayPerDay, o.file.RelayPerDay) })
 	set("no-fast-path", func() { o.file.NoFastPath = o.file.NoFastPath || fc.NoFastPath })
 	set("nat-public-net", func() { o.file.NATPublicNet = append(o.file.NATPublicNet, fc.NATPublicNet...) })
 	set("log-level", func() { o.file.LogLevel = or(fc.LogLevel, o.file.LogLevel) })
@@ -429,6 +435,8 @@ func run(cmd *cobra.Command, o *options) error {
 		MDNS:              o.file.MDNS,
 		NAT:               o.file.NAT,
 		RelayService:      o.file.RelayService,
+		RelayData:         o.file.RelayData,
+		RelayPerDay:       o.file.RelayPerDay,
 		NoFastPath:        o.file.NoFastPath,
 		Heartbeat:         o.heartbeat,
 		Epoch:             o.epoch,

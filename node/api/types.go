@@ -147,14 +147,20 @@ type Job struct {
 	Attribution string            `json:"attribution"`
 	Provider    string            `json:"provider"`
 	Lease       string            `json:"lease,omitempty"`
-	Steps       []Step            `json:"steps"`
-	ExitCode    *int              `json:"exit_code"`
-	Output      string            `json:"output"`
-	Checkpoint  string            `json:"checkpoint"`
-	GPUs        []string          `json:"gpus"`
-	Reason      string            `json:"reason"`
-	Submitted   time.Time         `json:"submitted"`
-	ResumeOf    string            `json:"resume_of,omitempty"`
+	// Path is, while the lease lives, how this node reaches its provider,
+	// and so how the job's data moves: direct, relayed-data (through a
+	// relay whose circuits carry data; PathVia names it), relayed (through
+	// one that carries the lease's messages only) or none.
+	Path       string    `json:"path,omitempty"`
+	PathVia    string    `json:"path_via,omitempty"`
+	Steps      []Step    `json:"steps"`
+	ExitCode   *int      `json:"exit_code"`
+	Output     string    `json:"output"`
+	Checkpoint string    `json:"checkpoint"`
+	GPUs       []string  `json:"gpus"`
+	Reason     string    `json:"reason"`
+	Submitted  time.Time `json:"submitted"`
+	ResumeOf   string    `json:"resume_of,omitempty"`
 	// Root, on the view of one attempt asked for by its own ID, is the job
 	// as its user submitted it, the handle for its whole life.
 	Root   string   `json:"root,omitempty"`

@@ -80,8 +80,9 @@ func New() *Registry {
 	prestaged := counter("e31_bytes_prestaged_total", "Input bytes fetched before a lease, for a job Match reserved this node for (off the meter).")
 	m.Provider.Prestaged = counterProgress{prestaged}
 	m.Provider.Fetched = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e31_content_fetched_bytes_total", Help: "Input bytes this provider fetched, by kind of source (submitter or provider)."}, []string{"from"})
+	m.Provider.ThroughRelay = counter("e31_fetches_through_relay_total", "Fetches from a submitter this provider made through a relay that carries data, for want of a direct connection.")
 	m.served = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e31_content_served_bytes_total", Help: "Bytes this node served to peers over the bulk protocol, by kind of peer (provider: a peer with an offer; other)."}, []string{"to"})
-	m.reg.MustRegister(m.Submitter.Submitted, m.Submitter.Rejected, m.Submitter.RoundsLost, m.Provider.Leases, receipts, persist, staged, returned, prestaged, m.Provider.Fetched, m.served)
+	m.reg.MustRegister(m.Submitter.Submitted, m.Submitter.Rejected, m.Submitter.RoundsLost, m.Provider.Leases, receipts, persist, staged, returned, prestaged, m.Provider.Fetched, m.Provider.ThroughRelay, m.served)
 	m.panics = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e31_panics_total", Help: "Panics recovered at a boundary of the daemon, by where: the one request, message, epoch or lease failed and the daemon went on. Each is logged with its stack; any is a bug."}, []string{"where"})
 	for _, w := range wheres {
 		m.panics.WithLabelValues(w)
@@ -103,6 +104,10 @@ func (m *Registry) Served(to string, bytes int64) { m.served.WithLabelValues(to)
 
 // Gatherer is what a scrape reads.
 func (m *Registry) Gatherer() prometheus.Gatherer { return m.reg }
+
+// Registerer is where a part that keeps its own series (libp2p's relay
+// service) registers them.
+func (m *Registry) Registerer() prometheus.Registerer { return m.reg }
 
 type counterProgress struct{ c prometheus.Counter }
 

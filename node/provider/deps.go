@@ -160,7 +160,8 @@ type Deps struct {
 	// It must not block.
 	Rematch func()
 	// Path says how this node is connected to a peer and, when only
-	// through a relay, why (the last hole punch). Nil: always directly.
+	// through a relay, which (one that carries data) or why (the last hole
+	// punch). Nil: always directly.
 	Path func(peer.ID) (p2p.Path, string)
 	// Misbehave breaks the protocol on purpose, for tests of the
 	// defences; nil in every default daemon.
@@ -197,6 +198,9 @@ type Metrics struct {
 	// Fetched counts input bytes fetched, by the kind of source
 	// ("submitter" or "provider"); nil: uncounted.
 	Fetched *prometheus.CounterVec
+	// ThroughRelay counts the fetches from a submitter that went through
+	// a relay carrying data, for want of a direct path; nil: uncounted.
+	ThroughRelay prometheus.Counter
 	// Panics counts the panics recovered in leases' goroutines
 	// (e31_panics_total{where="lease"}); nil: uncounted.
 	Panics prometheus.Counter

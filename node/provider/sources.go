@@ -126,10 +126,8 @@ func (s *sourcing) fetchStaged(ctx context.Context, job, lease string, from peer
 		return content.FetchStats{}, err
 	}
 	defer unlock()
-	if s.d.Path != nil {
-		if err := p2p.AwaitDirect(ctx, s.d.Path, from, "the submitter", p2p.DirectWait); err != nil {
-			return content.FetchStats{}, err
-		}
+	if err := s.awaitDataPath(ctx, from, root); err != nil {
+		return content.FetchStats{}, err
 	}
 	// The submitter's uplink is the scarce one: while other providers
 	// serve the data, it is only the fallback.
@@ -233,17 +231,37 @@ func (s *sourcing) countFetched(submitter peer.ID, st content.FetchStats) {
 	}
 }
 
-// fetch fetches a DAG from the submitter alone, for staging, over a direct
-// connection: a relay carries a lease's messages but, by design, not its
-// data. With only a relayed path it waits for a hole to be punched, then
-// fails naming why, rather than stalling.
+// fetch fetches a DAG from the submitter alone, for staging, over a path
+// that carries data (awaitDataPath).
 func (s *sourcing) fetch(ctx context.Context, from peer.ID, root cid.Cid, o content.FetchOptions) (content.FetchStats, error) {
-	if s.d.Path != nil {
-		if err := p2p.AwaitDirect(ctx, s.d.Path, from, "the submitter", p2p.DirectWait); err != nil {
-			return content.FetchStats{}, err
-		}
+	if err := s.awaitDataPath(ctx, from, root); err != nil {
+		return content.FetchStats{}, err
 	}
 	return s.d.Fetcher.Fetch(ctx, from, root, o)
+}
+
+// awaitDataPath waits for a path to the submitter that carries data: a
+// direct connection or, when no hole is punched, a circuit through a relay
+// whose operator lets it carry data. A relay that limits its circuits
+// carries a lease's messages but, by design, not its data: with only such
+// a path it waits for a hole to be punched, then fails naming why, rather
+// than stalling.
+func (s *sourcing) awaitDataPath(ctx context.Context, from peer.ID, root cid.Cid) error {
+	if s.d.Path == nil {
+		return nil
+	}
+	path, err := p2p.AwaitDirect(ctx, s.d.Path, from, "the submitter", p2p.DirectWait)
+	if err != nil {
+		return err
+	}
+	if path == p2p.PathRelayedData {
+		_, relay := s.d.Path(from)
+		s.log.Info("staging through a relay: no direct connection to the submitter", "root", root, "submitter", from, "relay", relay)
+		if s.d.Metrics.ThroughRelay != nil {
+			s.d.Metrics.ThroughRelay.Inc()
+		}
+	}
+	return nil
 }
 
 // HandleRelay answers a submitter asking this node to serve a root it

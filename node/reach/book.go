@@ -30,6 +30,12 @@ type Book struct {
 	// p: in a goroutine the node's shutdown waits for, where a panic fails
 	// that task only.
 	Go func(task string, p peer.ID, fn func())
+	// Relays are the relays this node takes slots on, behind a NAT (its
+	// bootstrap peers); nil without NAT traversal. Every peer it learns
+	// of may be dialled through them too: a peer behind a NAT that
+	// announced its addresses before it held a relay slot there (a job
+	// submitted in its first seconds) is still reached, once it does.
+	Relays []peer.AddrInfo
 }
 
 // peerAddrTTL is how long learned addresses are kept.
@@ -50,6 +56,7 @@ func (b *Book) Learn(ctx context.Context, p peer.ID, addrs []string) {
 	if !ok {
 		return
 	}
+	info.Addrs = append(info.Addrs, b.viaRelays(p)...)
 	b.Host.Peerstore().AddAddrs(p, info.Addrs, peerAddrTTL)
 	if len(b.Host.Network().Peers()) >= maxDialedPeers {
 		return
@@ -72,7 +79,28 @@ func (b *Book) Reach(ctx context.Context, p peer.ID) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.ConnectTimeout)
 	defer cancel()
-	return b.Host.Connect(cctx, peer.AddrInfo{ID: p})
+	return b.Host.Connect(cctx, peer.AddrInfo{ID: p, Addrs: b.viaRelays(p)})
+}
+
+// viaRelays are the addresses of p through each of this node's relays:
+// /ip4/…/p2p/RELAY/p2p-circuit. libp2p dials a relayed address only after
+// the direct ones have had their chance, and a relay where p holds no slot
+// refuses at once.
+func (b *Book) viaRelays(p peer.ID) []ma.Multiaddr {
+	var out []ma.Multiaddr
+	for _, r := range b.Relays {
+		if r.ID == p || r.ID == b.Self {
+			continue
+		}
+		tail, err := ma.NewMultiaddr("/p2p/" + r.ID.String() + "/p2p-circuit")
+		if err != nil {
+			continue
+		}
+		for _, a := range r.Addrs {
+			out = append(out, a.Encapsulate(tail))
+		}
+	}
+	return out
 }
 
 // AddAddrs records a peer's addresses without dialling it.
@@ -81,7 +109,7 @@ func (b *Book) AddAddrs(p peer.ID, addrs []string) {
 		return
 	}
 	if info, ok := addrInfo(p, addrs); ok {
-		b.Host.Peerstore().AddAddrs(p, info.Addrs, peerAddrTTL)
+		b.Host.Peerstore().AddAddrs(p, append(info.Addrs, b.viaRelays(p)...), peerAddrTTL)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // NAT modes (node.Config.NAT).
@@ -50,11 +51,28 @@ func Traverse(mode string, listen []string) (bool, error) {
 	return false, nil
 }
 
+// Relay is what a node serving as a relay for peers behind NATs carries
+// (node.Config.Relay*).
+type Relay struct {
+	// Data lets circuits carry bulk data (staging, outputs, checkpoints)
+	// between peers no hole can be punched between: no limit on bytes or
+	// time per circuit. Off, a circuit carries 128 KiB each way for 2
+	// minutes: a lease's messages, not its data.
+	Data bool
+	// CircuitsPerDay bounds the circuits one peer may open through the
+	// relay in a day; 0: no bound.
+	CircuitsPerDay int
+	// Metrics, when set, receives the relay service's series
+	// (libp2p_relaysvc_*: reservations, circuits, bytes carried).
+	Metrics prometheus.Registerer
+}
+
 // Reachability is the host's NAT traversal: AutoNAT, port mapping, hole
-// punching, and relay slots on the bootstrap peers; or, for a relay
-// service, serving as a relay at once. Hole punches are recorded in
-// punches.
-func Reachability(on, relayService bool, boot []peer.AddrInfo, punches *Punches) p2p.Reachability {
+// punching, and relay slots on the bootstrap peers, taken at once on a
+// host that has no public address to listen on (behindNAT); or, for a
+// relay service, serving as a relay at once, within relay. Hole punches
+// are recorded in punches.
+func Reachability(on, behindNAT bool, relay *Relay, boot []peer.AddrInfo, punches *Punches) p2p.Reachability {
 	var r p2p.Reachability
 	if on {
 		r = p2p.Reachability{
@@ -62,11 +80,72 @@ func Reachability(on, relayService bool, boot []peer.AddrInfo, punches *Punches)
 			RelayClient: len(boot) > 0, StaticRelays: boot,
 			OnHolePunch: punches.record,
 		}
+		if behindNAT && r.RelayClient {
+			// AutoNAT would take its boot delay and a few dial-backs to
+			// say so, and no peer could reach the node meanwhile.
+			r.Force = p2p.ReachPrivate
+		}
 	}
-	if relayService {
+	if relay != nil {
 		r.RelayService, r.Force = true, p2p.ReachPublic
+		r.RelayLimits.CircuitsPerDay = relay.CircuitsPerDay
+		r.RelayLimits.Metrics = relay.Metrics
+		if relay.Data {
+			r.RelayLimits.Data = -1
+		}
 	}
 	return r
+}
+
+// BehindNAT reports whether a host listening on listen (none: every
+// interface) has no public address to be reached at: each address it
+// listens on, or each of the machine's interfaces' for an unspecified
+// one, is private or loopback. Such a host is behind a NAT, or reached by
+// nobody outside its network.
+func BehindNAT(listen []string) (bool, error) {
+	var ifaces []ma.Multiaddr
+	ifaceAddrs := func() ([]ma.Multiaddr, error) {
+		if ifaces != nil {
+			return ifaces, nil
+		}
+		var err error
+		ifaces, err = manet.InterfaceMultiaddrs()
+		return ifaces, err
+	}
+	if len(listen) == 0 {
+		listen = []string{"/ip4/0.0.0.0", "/ip6/::"}
+	}
+	for _, a := range listen {
+		m, err := ma.NewMultiaddr(a)
+		if err != nil {
+			return false, fmt.Errorf("listen address %q: %w", a, err)
+		}
+		ip, err := manet.ToIP(m)
+		if err != nil {
+			continue // not an IP address: says nothing of the NAT
+		}
+		if !ip.IsUnspecified() {
+			if manet.IsPublicAddr(m) {
+				return false, nil
+			}
+			continue
+		}
+		all, err := ifaceAddrs()
+		if err != nil {
+			return false, fmt.Errorf("list interface addresses: %w", err)
+		}
+		v4 := ip.To4() != nil
+		for _, ia := range all {
+			iip, err := manet.ToIP(ia)
+			if err != nil || (iip.To4() != nil) != v4 {
+				continue
+			}
+			if manet.IsPublicAddr(ia) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }
 
 // Offered is how peers reach the node of host h, for its offer, and
@@ -114,11 +193,16 @@ func (l *Punches) record(r p2p.HolePunchResult) {
 	l.last[r.Peer] = r
 }
 
-// Path says how host h is connected to p, and, when only through a relay,
-// what the last hole punch with p said.
+// Path says how host h is connected to p: when through a relay that
+// carries data, which relay (its peer ID); when only through one that does
+// not, what the last hole punch with p said.
 func (l *Punches) Path(h host.Host, p peer.ID) (p2p.Path, string) {
-	path := p2p.PeerPath(h, p)
-	if path != p2p.PathRelayed {
+	path, via := p2p.PeerPath(h, p)
+	switch path {
+	case p2p.PathRelayedData:
+		return path, via.String()
+	case p2p.PathRelayed:
+	default:
 		return path, ""
 	}
 	l.mu.Lock()

@@ -229,6 +229,9 @@ func (j *jobTracker) nextMerged(before []Record, seen uint64, done bool) (api.Jo
 	chain := append(before, j.rec.copy())
 	out := merged(chain)
 	out.Version = mergedVersion(j.versionBase+j.version, len(chain))
+	if out.Provider != "" {
+		out.Path, out.PathVia = j.dataPath()
+	}
 	if out.Version != seen || out.State.Terminal() || done || j.evicted {
 		return out, nil, true
 	}

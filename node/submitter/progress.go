@@ -116,7 +116,8 @@ func (j *jobTracker) output(ctx context.Context, from peer.ID, c cid.Cid, req wi
 	return struct{}{}, nil
 }
 
-// awaitDirect waits for a path to the provider that carries data (a relay
+// awaitDirect waits for a path to the provider that carries data: direct,
+// or through a relay whose circuits carry data (one that limits them
 // carries a lease's messages but, by design, not its data), saying so in
 // the job's status while it waits and why when it gives up, rather than
 // stalling in silence.
@@ -131,7 +132,7 @@ func (j *jobTracker) awaitDirect(ctx context.Context, from peer.ID, what string)
 		r.Wait = what + ": waiting for a direct connection to the provider; a relayed one carries no data"
 		return nil
 	})
-	err := p2p.AwaitDirect(ctx, j.d.Path, from, "the provider", p2p.DirectWait)
+	_, err := p2p.AwaitDirect(ctx, j.d.Path, from, "the provider", p2p.DirectWait)
 	j.change(func(r *Record) error {
 		r.Wait = ""
 		if err != nil {

@@ -170,7 +170,8 @@ type Deps struct {
 	Metrics *Metrics
 	Log     *slog.Logger
 	// Path says how this node is connected to a peer and, when only
-	// through a relay, what the last hole punch said; nil: always direct.
+	// through a relay, which (one that carries data) or what the last hole
+	// punch said; nil: always direct.
 	Path func(peer.ID) (p2p.Path, string)
 	// Addrs are this node's addresses, put in each declaration so that
 	// providers can reach it with a proposal.

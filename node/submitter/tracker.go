@@ -7,6 +7,7 @@ import (
 
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -196,7 +197,27 @@ func (j *jobTracker) api() api.Job {
 func (j *jobTracker) apiLocked() api.Job {
 	out := j.rec.API()
 	out.Version = j.versionBase + j.version
+	out.Path, out.PathVia = j.dataPath()
 	return out
+}
+
+// dataPath is, while the job's lease lives, how this node reaches its
+// provider (api.Job.Path), and the relay when through one that carries
+// data. The caller holds j.mu.
+func (j *jobTracker) dataPath() (path, via string) {
+	r := j.rec
+	if r.Lease == nil || r.terminal() || j.d.Path == nil {
+		return "", ""
+	}
+	p, err := peer.Decode(r.Lease.Terms.Provider)
+	if err != nil || p == j.d.Self {
+		return "", ""
+	}
+	got, why := j.d.Path(p)
+	if got == p2p.PathRelayedData {
+		via = why // the relay
+	}
+	return got.String(), via
 }
 
 // next returns the job, rendered for the API, when it is at another
