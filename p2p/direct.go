@@ -19,29 +19,27 @@ var ErrRelayedOnly = errors.New("only a relayed one, which carries no data")
 // through a relay and takes seconds when it works.
 const DirectWait = 30 * time.Second
 
-// RelayDataWait is how long a bulk transfer waits for a direct connection
-// when a relay that carries data connects the two peers already: long
-// enough for a hole punch that works, and no longer, for the relay's
-// uplink is shared and a direct path is faster.
-const RelayDataWait = 5 * time.Second
+// RelayDataWait is how long a circuit through a relay that carries data
+// waits, once open, before bulk data goes over it, unless a hole punch
+// fails sooner: long enough for a punch that works (a second or two), and
+// no longer, for a direct path is faster and spares the relay's uplink.
+// The node's path function applies it (reach.Punches.Path).
+const RelayDataWait = 3 * time.Second
 
 // AwaitDirect waits until this node's path to p (who, in errors: "the
 // submitter") can carry bulk data, and reports it: a direct connection, or
-// after RelayDataWait (capped at within) a circuit through a relay that
-// carries data. With only a limited relay it waits up to within for a hole
-// to be punched, then fails wrapping ErrRelayedOnly. path is how the node
-// tells its path to a peer and, when relayed, what the last hole punch said.
+// a circuit through a relay that carries data. With only a relayed path
+// that does not, it waits up to within for a hole to be punched, then
+// fails wrapping ErrRelayedOnly. path is how the node tells its path to a
+// peer and, when relayed, what the last hole punch said.
 func AwaitDirect(ctx context.Context, path func(peer.ID) (Path, string), p peer.ID, who string, within time.Duration) (Path, error) {
-	start := time.Now()
-	deadline := start.Add(within)
+	deadline := time.Now().Add(within)
 	for {
 		got, why := path(p)
 		switch {
-		case got != PathRelayed && got != PathRelayedData:
+		case got != PathRelayed:
 			return got, nil
-		case got == PathRelayedData && !time.Now().Before(start.Add(min(RelayDataWait, within))):
-			return got, nil
-		case got == PathRelayed && !time.Now().Before(deadline):
+		case !time.Now().Before(deadline):
 			return got, fmt.Errorf("no direct connection to %s after %s, %w (%s)", who, within, ErrRelayedOnly, why)
 		}
 		t := time.NewTimer(250 * time.Millisecond)

@@ -154,7 +154,8 @@
 //     addresses (/p2p/<relay>/p2p-circuit). A relayed connection is limited
 //     by the relay (by default 128 KiB each way and 2 minutes): enough for
 //     the control streams, which Call opens over such a connection, and too
-//     little for bulk data, which must wait for a direct path.
+//     little for bulk data, which must wait for a direct path; unless the
+//     relay sets no limit (PathRelayedData).
 //   - HolePunch runs DCUtR: when a peer arrives through a relay, both sides
 //     exchange the addresses their NATs gave them and dial each other at the
 //     same moment, which opens a direct connection through most NATs that
@@ -164,7 +165,9 @@
 //     one; PeerPath tells a caller which it has.
 //   - RelayService serves as a relay for others while the host is public,
 //     within RelayLimits. A relay that should carry bulk data too is given
-//     larger limits (or none) by its operator.
+//     no limit on its circuits by its operator (RelayLimits.Data < 0), and
+//     bounded by CircuitsPerDay instead: libp2p marks a circuit with any
+//     limit as limited, and bulk transfers refuse limited connections.
 //
 // TestNATHolePunchGoesDirect and TestNATFilteringRouterKeepsRelay build two
 // masquerading home networks and a relay in network namespaces and show

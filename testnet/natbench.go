@@ -21,23 +21,20 @@ func newNATBenchCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "nat-bench",
 		Short: "Measure leases and staging behind NAT, on an internet of network namespaces (needs root)",
-		Long: `nat-bench builds e31d and e31 and runs real daemons three ways, one after
-another:
+		Long: `nat-bench builds e31d and e31 and runs real daemons on an internet of
+network namespaces (testnet/netns): a bootstrap peer serving as a relay that
+carries data on the public side, a submitter behind a dropping home router,
+and a provider behind each kind of router in turn: dropping (the common
+one, a hole punch gets through), rejecting (answers with resets and ICMP
+errors), symmetric (a random port per connection) and filtering (admits
+nothing but the relay). Then the same two daemons on 127.0.0.1, no NAT at
+all, as the baseline.
 
-  - hole-punched: the small internet of testnet/netns, a bootstrap peer
-    serving as a relay on the public side, a submitter behind one NAT and a
-    provider behind another;
-  - relayed: the same, with the provider's router filtering everything but
-    the bootstrap peer, so that no hole can be punched and the lease's
-    control streams go through the relay;
-  - loopback: the same two daemons on 127.0.0.1, no NAT at all.
-
-For each it prints the time from the provider's start to its first lease (a
-small job, submitted before the provider starts, waits for it), and, where a
-direct path exists, the staging throughput of an input of --size: the
-staging phase of the job's final receipt (fetch into the provider's store
-and lay out on disk). A relayed path carries no data, so it has no
-throughput figure. It needs root, ip, nft and nsenter for the namespaces and
+Each time it submits a job staging an input of --size the moment both home
+daemons have started, and prints the time from then to its lease, the data
+path its status reported (direct, or relayed-data through the relay where
+no hole opened) and the staging throughput: the staging phase of the job's
+final receipt. It needs root, ip, nft and nsenter for the namespaces and
 runc for the jobs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

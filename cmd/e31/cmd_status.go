@@ -97,7 +97,7 @@ func printJob(g *globalOptions, j api.Job) {
 	case "relayed-data":
 		fmt.Fprintf(tw, "data path\tthrough relay %s (no direct connection to the provider)\n", j.PathVia)
 	case "relayed":
-		fmt.Fprintf(tw, "data path\tnone yet: only a relay that carries control messages reaches the provider\n")
+		fmt.Fprintf(tw, "data path\tnone yet: only a relay reaches the provider, waiting for a hole punch\n")
 	default:
 		fmt.Fprintf(tw, "data path\t%s\n", j.Path)
 	}

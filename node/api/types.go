@@ -149,8 +149,9 @@ type Job struct {
 	Lease       string            `json:"lease,omitempty"`
 	// Path is, while the lease lives, how this node reaches its provider,
 	// and so how the job's data moves: direct, relayed-data (through a
-	// relay whose circuits carry data; PathVia names it), relayed (through
-	// one that carries the lease's messages only) or none.
+	// relay whose circuits carry data, the hole punch having failed;
+	// PathVia names it), relayed (only a relay, no path for data yet:
+	// waiting for a hole punch) or none.
 	Path       string    `json:"path,omitempty"`
 	PathVia    string    `json:"path_via,omitempty"`
 	Steps      []Step    `json:"steps"`

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
@@ -195,19 +196,24 @@ func (l *Punches) record(r p2p.HolePunchResult) {
 
 // Path says how host h is connected to p: when through a relay that
 // carries data, which relay (its peer ID); when only through one that does
-// not, what the last hole punch with p said.
+// not, what the last hole punch with p said. A relay that carries data is
+// the path only once a hole punch with p has failed, or RelayDataWait after
+// the circuit opened: until then the punch may still give a direct one,
+// faster and sparing the relay's uplink, and the path is reported relayed.
 func (l *Punches) Path(h host.Host, p peer.ID) (p2p.Path, string) {
 	path, via := p2p.PeerPath(h, p)
-	switch path {
-	case p2p.PathRelayedData:
-		return path, via.String()
-	case p2p.PathRelayed:
-	default:
+	if path != p2p.PathRelayed && path != p2p.PathRelayedData {
 		return path, ""
 	}
 	l.mu.Lock()
 	r, ok := l.last[p]
 	l.mu.Unlock()
+	if path == p2p.PathRelayedData {
+		if ok && !r.Success || time.Since(circuitOpened(h, p)) >= p2p.RelayDataWait {
+			return path, via.String()
+		}
+		return p2p.PathRelayed, "hole punch under way; relay " + via.String() + " carries the data should it fail"
+	}
 	switch {
 	case !ok:
 		return path, "no hole punch tried yet"
@@ -215,4 +221,16 @@ func (l *Punches) Path(h host.Host, p peer.ID) (p2p.Path, string) {
 		return path, "hole punched, direct connection not yet in use"
 	}
 	return path, "hole punch failed: " + strings.TrimSpace(r.Err)
+}
+
+// circuitOpened is when the oldest circuit from h to p that carries data
+// opened; now when there is none.
+func circuitOpened(h host.Host, p peer.ID) time.Time {
+	first := time.Now()
+	for _, c := range h.Network().ConnsToPeer(p) {
+		if st := c.Stat(); p2p.IsRelayed(c.RemoteMultiaddr()) && !st.Limited && st.Opened.Before(first) {
+			first = st.Opened
+		}
+	}
+	return first
 }

@@ -33,7 +33,7 @@ func TestOutputWaitsForADirectPath(t *testing.T) {
 		}()
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if got := h.job(t, r.ID).Reason; !strings.Contains(got, "waiting for a direct connection") {
+		if got := h.job(t, r.ID).Reason; !strings.Contains(got, "waiting for a path to the provider that carries data") {
 			t.Fatalf("while waiting, status reason %q, want it to say it waits for a direct connection", got)
 		}
 		err = <-done

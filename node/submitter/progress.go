@@ -129,7 +129,7 @@ func (j *jobTracker) awaitDirect(ctx context.Context, from peer.ID, what string)
 		return nil
 	}
 	j.change(func(r *Record) error {
-		r.Wait = what + ": waiting for a direct connection to the provider; a relayed one carries no data"
+		r.Wait = what + ": waiting for a path to the provider that carries data: a hole punch, or a relay that carries data"
 		return nil
 	})
 	_, err := p2p.AwaitDirect(ctx, j.d.Path, from, "the provider", p2p.DirectWait)

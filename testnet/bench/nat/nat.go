@@ -44,13 +44,11 @@ func Check() error {
 // Row is one way of running the daemons and its figures.
 type Row struct {
 	Name string
-	// ToLease is from the provider's process start to the lease signed by
-	// both sides.
+	// ToLease is from both home daemons' start (the job is submitted then)
+	// to the lease signed by both sides.
 	ToLease time.Duration
-	// ToRelayed is from the provider's start until the submitter sees its
-	// offer as reachable through a relay; zero on loopback.
-	ToRelayed time.Duration
-	// Path is how the submitter reached the provider after the lease.
+	// Path is the job's data path, as its status reported it while the
+	// lease lived: direct, relayed-data (through the relay) or relayed.
 	Path string
 	// StagingMiBs is the staging throughput; zero where not measured.
 	StagingMiBs float64
@@ -65,9 +63,9 @@ type Report struct {
 	LoadEnd string
 }
 
-// Run builds e31d and e31 into dir/bin and runs the daemons hole-punched,
-// relayed and on loopback, one after another, in dir; log, if not nil,
-// receives progress lines. Check says whether it can.
+// Run builds e31d and e31 into dir/bin and runs the daemons behind each
+// kind of router (netns.Routers), then on loopback, one after another, in
+// dir; log, if not nil, receives progress lines. Check says whether it can.
 func Run(ctx context.Context, dir string, log func(format string, args ...any), o Options) (Report, error) {
 	rep := Report{Size: o.Size}
 	logf := bench.Env{Log: log}.Logf
@@ -80,23 +78,24 @@ func Run(ctx context.Context, dir string, log func(format string, args ...any), 
 	if err := writeRandomFile(filepath.Join(input, "blob"), o.Size); err != nil {
 		return rep, err
 	}
-
-	for _, run := range []struct {
+	type run struct {
 		name   string
-		kind   netKind
-		stages bool
-	}{
-		{"hole-punched", natDirect, true},
-		{"relayed (filtering router)", natFiltered, false},
-		{"loopback, no NAT", natLoopback, true},
-	} {
-		logf("%s: starting the daemons", run.name)
-		r, err := runOne(ctx, bin, filepath.Join(dir, strings.Fields(run.name)[0]), run.kind, run.stages, input, o.Size, logf)
+		router netns.Router
+		nat    bool
+	}
+	var runs []run
+	for _, r := range netns.Routers {
+		runs = append(runs, run{r.String() + " router", r, true})
+	}
+	runs = append(runs, run{"loopback, no NAT", 0, false})
+	for _, r := range runs {
+		logf("%s: starting the daemons", r.name)
+		row, err := runOne(ctx, bin, filepath.Join(dir, strings.Fields(r.name)[0]), r.nat, r.router, input, o.Size, logf)
 		if err != nil {
-			return rep, fmt.Errorf("%s: %w", run.name, err)
+			return rep, fmt.Errorf("%s: %w", r.name, err)
 		}
-		r.Name = run.name
-		rep.Rows = append(rep.Rows, r)
+		row.Name = r.name
+		rep.Rows = append(rep.Rows, row)
 	}
 	rep.LoadEnd = bench.LoadAvg()
 	logf("done (load %s)", rep.LoadEnd)
@@ -106,17 +105,14 @@ func Run(ctx context.Context, dir string, log func(format string, args ...any), 
 // WriteText prints the rows as a table, then each row's note.
 func (r Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "network\tstart to first lease\tstart to relayed offer\tpath after lease\tstaging %s\tthroughput\t\n", bench.HumanBytes(r.Size))
+	fmt.Fprintf(tw, "network\tstart to lease\tdata path\tstaging %s\tthroughput\t\n", bench.HumanBytes(r.Size))
 	for _, row := range r.Rows {
-		relayed, staging, tput := "-", "-", "-"
-		if row.ToRelayed > 0 {
-			relayed = fmt.Sprintf("%.1f s", row.ToRelayed.Seconds())
-		}
+		staging, tput := "-", "-"
 		if row.StagingMiBs > 0 {
 			staging = fmt.Sprintf("%.2f s", row.Staging.Seconds())
 			tput = fmt.Sprintf("%.0f MiB/s", row.StagingMiBs)
 		}
-		fmt.Fprintf(tw, "%s\t%.1f s\t%s\t%s\t%s\t%s\t\n", row.Name, row.ToLease.Seconds(), relayed, row.Path, staging, tput)
+		fmt.Fprintf(tw, "%s\t%.1f s\t%s\t%s\t%s\t\n", row.Name, row.ToLease.Seconds(), row.Path, staging, tput)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -130,19 +126,11 @@ func (r Report) WriteText(w io.Writer) error {
 	return err
 }
 
-// netKind is how the submitter and the provider are connected.
-type netKind int
-
-const (
-	natDirect netKind = iota
-	natFiltered
-	natLoopback
-)
-
-// runOne starts a submitter (with, behind NAT, a bootstrap peer that
-// serves as a relay), submits a small job, then starts the provider and
-// times its first lease; with stage, it then stages an input of size.
-func runOne(ctx context.Context, bin cluster.Binaries, dir string, kind netKind, stage bool, input string, size int64, logf func(string, ...any)) (Row, error) {
+// runOne starts a submitter and a provider, behind NAT (router in front
+// of the provider, and a bootstrap peer that serves as a relay carrying
+// data) or on loopback, submits a job staging an input of size the moment
+// both have started, and times its lease and its staging.
+func runOne(ctx context.Context, bin cluster.Binaries, dir string, nat bool, router netns.Router, input string, size int64, logf func(string, ...any)) (Row, error) {
 	var row Row
 	var nodes []*cluster.Node
 	defer func() {
@@ -158,10 +146,10 @@ func runOne(ctx context.Context, bin cluster.Binaries, dir string, kind netKind,
 		return n, err
 	}
 	var subPrefix, provPrefix, subArgs, provArgs []string
-	if kind == natLoopback {
+	if !nat {
 		subArgs = []string{"--listen", "/ip4/127.0.0.1/tcp/0"}
 	} else {
-		nw, err := netns.New(ctx, netns.Options{RouterA: routerOf(kind)})
+		nw, err := netns.New(ctx, netns.Options{RouterA: router})
 		if err != nil {
 			return row, err
 		}
@@ -171,13 +159,13 @@ func runOne(ctx context.Context, bin cluster.Binaries, dir string, kind netKind,
 			}
 		}()
 		in := func(ns string) []string { return []string{"nsenter", "--net=/run/netns/" + ns, "--"} }
-		nat := []string{"--nat", "on", "--nat-public-net", netns.Internet}
-		boot, err := start("bootstrap", in(nw.Pub), append(nat, "--relay-service",
+		natArgs := []string{"--nat", "on", "--nat-public-net", netns.Internet}
+		boot, err := start("bootstrap", in(nw.Pub), append(natArgs, "--relay-service", "--relay-data",
 			"--listen", "/ip4/"+netns.PubIP+"/tcp/4001", "--listen", "/ip4/"+netns.PubIP+"/udp/4001/quic-v1")...)
 		if err != nil {
 			return row, err
 		}
-		home := append(nat, "--listen", "/ip4/0.0.0.0/tcp/4001", "--listen", "/ip4/0.0.0.0/udp/4001/quic-v1")
+		home := append(natArgs, "--listen", "/ip4/0.0.0.0/tcp/4001", "--listen", "/ip4/0.0.0.0/udp/4001/quic-v1")
 		for _, a := range boot.Addrs {
 			home = append(home, "--bootstrap", a)
 		}
@@ -189,28 +177,12 @@ func runOne(ctx context.Context, bin cluster.Binaries, dir string, kind netKind,
 		return row, err
 	}
 	scl := api.NewClient(sub.API)
-	if kind == natLoopback {
+	if !nat {
 		for _, a := range sub.Addrs {
 			provArgs = append(provArgs, "--bootstrap", a)
 		}
 		provArgs = append(provArgs, "--listen", "/ip4/127.0.0.1/tcp/0")
-	} else {
-		// A submitter behind a NAT is reached only once it holds a relay
-		// slot: submitting earlier would announce no address the provider
-		// can use.
-		logf("waiting for the submitter's relay slot (AutoNAT first waits 15 s)")
-		if err := waitFor(ctx, 90*time.Second, "a relayed address on the submitter", func() bool {
-			id, err := scl.ID(ctx)
-			return err == nil && slices.ContainsFunc(id.Addrs, func(a string) bool { return strings.Contains(a, "/p2p-circuit") })
-		}); err != nil {
-			return row, err
-		}
 	}
-	first, err := submitJob(ctx, scl, natBenchDecl("first-lease", "true", ""))
-	if err != nil {
-		return row, err
-	}
-	started := time.Now()
 	// --no-prestage: the provider fetches the input once leased, under the
 	// meter, so that the receipt's staging phase is the transfer over the
 	// path the lease found. Fetched before the proposal, it would be ~0.
@@ -218,64 +190,32 @@ func runOne(ctx context.Context, bin cluster.Binaries, dir string, kind netKind,
 	if err != nil {
 		return row, err
 	}
-	j, err := bench.WaitJob(ctx, scl, first, 120*time.Second, func(j api.Job) (bool, error) {
-		_, ok := bench.StepAt(j, api.StepRent)
-		return ok || j.State == api.JobReleased, nil
+	started := time.Now()
+	logf("staging %s", bench.HumanBytes(size))
+	id, err := submitJob(ctx, scl, natBenchDecl("staging", "test -s /data/blob && cp /data/blob /out/blob", input))
+	if err != nil {
+		return row, err
+	}
+	j, err := bench.WaitJob(ctx, scl, id, 10*time.Minute, func(j api.Job) (bool, error) {
+		if j.Path != "" {
+			row.Path = j.Path
+		}
+		return j.State == api.JobReleased, nil
 	})
 	if err != nil {
-		return row, fmt.Errorf("first lease: %w", err)
+		return row, err
 	}
 	rent, ok := bench.StepAt(j, api.StepRent)
 	if !ok || j.Provider != prov.PeerID {
-		return row, fmt.Errorf("first job ended %s/%s without a lease from the provider (%s)", j.State, j.Outcome, j.Reason)
+		return row, fmt.Errorf("job ended %s/%s without a lease from the provider (%s)", j.State, j.Outcome, j.Reason)
 	}
 	row.ToLease = rent.Sub(started)
-	logf("first lease %.1f s after the provider started", row.ToLease.Seconds())
-	if kind != natLoopback {
-		// The lease may come before AutoNAT has found the provider private:
-		// until then it dials out, which a NAT lets through. Reachable by
-		// others it is only once its offer names a relay slot.
-		if err := waitFor(ctx, 90*time.Second, "the provider's offer to say relayed", func() bool {
-			return providerReach(ctx, scl, prov.PeerID) == "relayed"
-		}); err != nil {
-			return row, err
-		}
-		row.ToRelayed = time.Since(started)
-	}
-	if !stage {
-		// No data moves over a relay, and the job's output (its logs, at
-		// least) is data: say what became of the job rather than wait for
-		// an output that cannot come.
+	if row.Path == "" {
 		row.Path, _ = peerPath(ctx, scl, prov.PeerID)
-		j, err = bench.WaitJob(ctx, scl, first, 20*time.Second, released)
-		if err == nil {
-			row.Note = fmt.Sprintf("the first job ended %s: %s", j.Outcome, j.Reason)
-		} else {
-			row.Note = fmt.Sprintf("the first job is still in step %s %s after its lease: its output does not move over the relay", j.State, time.Since(rent).Round(time.Second))
-		}
+	}
+	if j.Outcome != string(ledger.OutcomeCompleted) {
+		row.Note = fmt.Sprintf("the job ended %s/%s: %s", j.Outcome, j.Attribution, j.Reason)
 		return row, nil
-	}
-	if j, err = bench.WaitJob(ctx, scl, first, 60*time.Second, released); err != nil {
-		return row, err
-	}
-	if j.Outcome != string(ledger.OutcomeCompleted) {
-		return row, fmt.Errorf("first job ended %s (%s)", j.Outcome, j.Reason)
-	}
-	row.Path, _ = peerPath(ctx, scl, prov.PeerID)
-	if row.Path != "direct" {
-		return row, fmt.Errorf("no direct path to the provider to stage over: %s (%s)", row.Path, row.Note)
-	}
-
-	logf("staging %s", bench.HumanBytes(size))
-	id, err := submitJob(ctx, scl, natBenchDecl("staging", "test -s /data/blob", input))
-	if err != nil {
-		return row, err
-	}
-	if j, err = bench.WaitJob(ctx, scl, id, 10*time.Minute, released); err != nil {
-		return row, err
-	}
-	if j.Outcome != string(ledger.OutcomeCompleted) {
-		return row, fmt.Errorf("staging job ended %s (%s)", j.Outcome, j.Reason)
 	}
 	staging, err := stagingPhase(ctx, scl, id)
 	if err != nil {
@@ -307,20 +247,6 @@ func submitJob(ctx context.Context, cl *api.Client, d market.Declaration) (strin
 		return "", fmt.Errorf("submit %s: %w", d.Name, err)
 	}
 	return j.ID, nil
-}
-
-// providerReach is the reach of a provider's offer in cl's view.
-func providerReach(ctx context.Context, cl *api.Client, p string) string {
-	nodes, err := cl.Nodes(ctx)
-	if err != nil {
-		return ""
-	}
-	for _, n := range nodes {
-		if n.PeerID == p {
-			return n.Reach
-		}
-	}
-	return ""
 }
 
 // peerPath is how the node reaches p, and why when only through a relay.
@@ -389,12 +315,4 @@ func writeRandomFile(path string, size int64) error {
 		return err
 	}
 	return f.Close()
-}
-
-// routerOf is the router in front of the provider for a kind of run.
-func routerOf(kind netKind) netns.Router {
-	if kind == natFiltered {
-		return netns.Filtering
-	}
-	return netns.Dropping
 }
