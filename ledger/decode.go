@@ -71,6 +71,7 @@ type receiptJSON struct {
 	// empty, so that those receipts keep their stored bytes.
 	GPUModel     string        `json:"gpu_model,omitempty"`
 	GPUsSeen     []GPUSeen     `json:"gpus_seen,omitempty"`
+	Relay        string        `json:"relay,omitempty"`
 	Signer       string        `json:"signer,omitempty"`
 	Evidence     *evidenceJSON `json:"evidence,omitempty"`
 	ProviderSig  []byte        `json:"provider_sig"`
@@ -101,6 +102,7 @@ func (r *Receipt) wire(pc *peerText) receiptJSON {
 	return receiptJSON{
 		GPUModel:     r.GPUModel,
 		GPUsSeen:     r.GPUsSeen,
+		Relay:        relayText(r.Relay),
 		Signer:       string(r.Signer),
 		Evidence:     ev,
 		Lease:        r.Lease,
@@ -182,7 +184,7 @@ func receiptField(name string) (fieldSet, bool) {
 		return evidenceField, true
 	case "gpus_seen":
 		return gpuSeenField, true
-	case "gpu_model", "signer",
+	case "gpu_model", "signer", "relay",
 		"lease", "job", "provider", "submitter", "gpus", "seq", "final", "held_from", "held_until",
 		"phase", "prev", "outcome", "attribution", "exit_code", "reason", "output", "checkpoint",
 		"output_wait", "provider_sig", "submitter_sig":
@@ -294,6 +296,11 @@ func (w *receiptJSON) receipt(pc *peerText) (Receipt, error) {
 	}
 	if r.Submitter, err = pc.decode(w.Submitter); err != nil {
 		return Receipt{}, fmt.Errorf("submitter: %w", err)
+	}
+	if w.Relay != "" {
+		if r.Relay, err = peer.Decode(w.Relay); err != nil {
+			return Receipt{}, fmt.Errorf("relay: %w", err)
+		}
 	}
 	if r.HeldFrom, err = decodeTime(w.HeldFrom); err != nil {
 		return Receipt{}, fmt.Errorf("held_from: %w", err)
@@ -433,6 +440,9 @@ func (r *Receipt) validate() error {
 		return fmt.Errorf("gpu_model: want printable UTF-8 of at most %d bytes", maxModelLen)
 	}
 	if err := validateGPUsSeen(r); err != nil {
+		return err
+	}
+	if err := validateRelay(r); err != nil {
 		return err
 	}
 	return r.validateSigner()

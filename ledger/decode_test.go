@@ -143,7 +143,10 @@ func FuzzDecodeReceipt(f *testing.F) {
 	withSeen.GPUsSeen = []GPUSeen{{UUID: "GPU-6a3f0c1e-0000-4000-8000-000000000001", Model: "NVIDIA A10"}}
 	seenNoModel := withSeen
 	seenNoModel.GPUModel = ""
+	relayed := seenNoModel
+	relayed.Relay = newParty(f, 3).id
 	for _, r := range []Receipt{
+		sign(f, relayed, prov, sub),
 		sign(f, withModel, prov, sub),
 		sign(f, withSeen, prov, sub),
 		sign(f, seenNoModel, prov, sub),

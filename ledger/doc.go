@@ -82,7 +82,8 @@
 // the provider's sandbox found before the run (GPUsSeen, UUID and model as
 // the driver reports them), appended after GPUModel on the same terms:
 // with both parties' signatures it proves what a job ran on, whatever the
-// offer said.
+// offer said. And it may name the relay its lease's data moved through
+// where no hole was punched between the parties (Relay), appended last.
 //
 // # Export
 //

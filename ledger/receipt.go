@@ -183,6 +183,10 @@ type Receipt struct {
 	// the provider, of what the job ran on. Nil where the run never
 	// started or the provider predates the field.
 	GPUsSeen []GPUSeen
+	// Relay, on a final receipt, is the relay the lease's data (staging,
+	// output, checkpoints) moved through for want of a direct connection
+	// between the parties; "" where it moved directly (relay.go).
+	Relay peer.ID
 
 	// Signer is "" on a receipt both parties sign. On a one-sided final
 	// record, stored where the other party vanished before it could
@@ -237,8 +241,10 @@ func (r *Receipt) GPUSeconds() float64 {
 // keep their bytes; the encoding before it is self-delimiting, so the tail
 // cannot be confused with another field. GPUsSeen likewise, after GPUModel
 // (then appended even when empty, so that the two tails never read
-// alike). A one-sided record is signed under recordDomain and also covers
-// GPUModel, Signer and the whole lease evidence, then GPUsSeen when set.
+// alike). Relay, when set, comes last, after GPUModel and the count of
+// GPUsSeen, both then written even when empty. A one-sided record is
+// signed under recordDomain and also covers GPUModel, Signer and the whole
+// lease evidence, then GPUsSeen when set (and Relay, on the same terms).
 func (r *Receipt) SigningBytes() []byte {
 	n := 256 + len(r.Lease) + len(r.Job) + len(r.Reason) + len(r.Output) + len(r.Checkpoint) + len(r.GPUModel)
 	if r.OneSided() {
@@ -253,13 +259,13 @@ func (r *Receipt) SigningBytes() []byte {
 		b = appendString(b, string(ev.Terms))
 		b = appendString(b, string(ev.ProviderSig))
 		b = appendString(b, string(ev.SubmitterSig))
-		return appendGPUsSeen(b, r.GPUsSeen)
+		return appendSeenAndRelay(b, r.GPUsSeen, r.Relay)
 	}
 	b := r.appendBody(append(make([]byte, 0, n), signingDomain...))
-	if r.GPUModel != "" || len(r.GPUsSeen) > 0 {
+	if r.GPUModel != "" || len(r.GPUsSeen) > 0 || r.Relay != "" {
 		b = appendString(b, r.GPUModel)
 	}
-	return appendGPUsSeen(b, r.GPUsSeen)
+	return appendSeenAndRelay(b, r.GPUsSeen, r.Relay)
 }
 
 // appendBody encodes the fields receipts and one-sided records share.

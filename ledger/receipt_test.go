@@ -144,6 +144,7 @@ func TestTamperAnyFieldBreaksVerify(t *testing.T) {
 		"GPUModel":    func(r *Receipt) { r.GPUModel = "H100" },
 		"GPUsSeen":    func(r *Receipt) { r.GPUsSeen = []GPUSeen{{UUID: "GPU-1", Model: "A10"}} },
 		"Signer":      func(r *Receipt) { r.Signer = SignerProvider },
+		"Relay":       func(r *Receipt) { r.Relay = other.id },
 	}
 	// Evidence is signed on one-sided records only, where
 	// TestOneSidedTamperBreaksVerify changes it.

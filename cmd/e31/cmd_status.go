@@ -92,6 +92,9 @@ func printJob(g *globalOptions, j api.Job) {
 		fmt.Fprintf(tw, "lease\t%s\n", j.Lease)
 		fmt.Fprintf(tw, "gpus\t%s\n", strings.Join(j.GPUs, ", "))
 	}
+	if j.DataRelay != "" {
+		fmt.Fprintf(tw, "data moved\tthrough relay %s (the final receipt says so)\n", j.DataRelay)
+	}
 	switch j.Path {
 	case "":
 	case "relayed-data":

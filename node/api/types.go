@@ -152,8 +152,12 @@ type Job struct {
 	// relay whose circuits carry data, the hole punch having failed;
 	// PathVia names it), relayed (only a relay, no path for data yet:
 	// waiting for a hole punch) or none.
-	Path       string    `json:"path,omitempty"`
-	PathVia    string    `json:"path_via,omitempty"`
+	Path    string `json:"path,omitempty"`
+	PathVia string `json:"path_via,omitempty"`
+	// DataRelay, once released, is the relay the final receipt says the
+	// lease's data moved through, signed by both parties; "" where it
+	// moved directly.
+	DataRelay  string    `json:"data_relay,omitempty"`
 	Steps      []Step    `json:"steps"`
 	ExitCode   *int      `json:"exit_code"`
 	Output     string    `json:"output"`

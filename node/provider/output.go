@@ -12,6 +12,7 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
 )
 
 // output is the lease's output step: the declared output path plus the
@@ -82,7 +83,20 @@ func (lr *leaseRunner) deliverOutput(ctx context.Context, patience time.Duration
 		return fmt.Errorf("hand output %s to the submitter: %w", rec.Output, err)
 	}
 	now := time.Now()
+	lr.noteRelay()
 	return lr.update(func(r *Record) { r.OutputAcked = now })
+}
+
+// noteRelay records, when this node reaches the submitter through a relay
+// that carries data, that relay: the lease's data moves through it, and
+// the final receipt says so.
+func (lr *leaseRunner) noteRelay() {
+	if lr.d.Path == nil {
+		return
+	}
+	if path, relay := lr.d.Path(lr.submitter); path == p2p.PathRelayedData {
+		lr.change(func(r *Record) { r.Relay = relay })
+	}
 }
 
 // keptUntil is when the provider will release a lease's content: the

@@ -60,6 +60,10 @@ type Record struct {
 	// GPUsSeen are the leased GPUs as the check before the run found
 	// them; the final receipt carries them.
 	GPUsSeen []ledger.GPUSeen `json:"gpus_seen,omitempty"`
+	// Relay is the relay the lease's data moved through to or from the
+	// submitter, for want of a direct connection; the final receipt says
+	// so. Empty where it moved directly.
+	Relay string `json:"relay,omitempty"`
 	// Handling names the content of the job's that this node is parsing
 	// now (unpacking the image, laying out an input or the checkpoint,
 	// importing the output), empty otherwise. A restart that finds it set

@@ -11,6 +11,7 @@ import (
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // The receipts and settlement of one lease: an interim receipt every
@@ -127,7 +128,7 @@ func (lr *leaseRunner) recordOneSided() {
 		HeldFrom: rec.Start, HeldUntil: end, Phase: rec.State.phase(),
 		Outcome: rec.Outcome, Attribution: rec.Attribution, ExitCode: rec.ExitCode, Reason: rec.Reason,
 		Output: rec.Output, Checkpoint: rec.Checkpoint, Phases: rec.phases(),
-		GPUsSeen: rec.GPUsSeen,
+		GPUsSeen: rec.GPUsSeen, Relay: relayOf(rec),
 		Signer:   ledger.SignerProvider,
 		Evidence: &ledger.LeaseEvidence{Terms: terms, ProviderSig: rec.Lease.ProviderSig, SubmitterSig: rec.Lease.SubmitterSig},
 	}
@@ -219,7 +220,7 @@ func (lr *leaseRunner) exchangeReceipt(ctx context.Context, final bool) error {
 		r.Outcome, r.Attribution, r.ExitCode, r.Reason = rec.Outcome, rec.Attribution, rec.ExitCode, rec.Reason
 		r.Output, r.Checkpoint = rec.Output, rec.Checkpoint
 		r.Phases = rec.phases()
-		r.GPUsSeen = rec.GPUsSeen
+		r.GPUsSeen, r.Relay = rec.GPUsSeen, relayOf(rec)
 		if !rec.OutputAcked.IsZero() && !rec.OutputStart.IsZero() {
 			r.OutputWait = rec.OutputAcked.Sub(rec.OutputStart).Seconds()
 		}
@@ -293,4 +294,14 @@ func (lr *leaseRunner) recordDispute(ctx context.Context, ours ledger.Receipt, r
 	}
 	lr.log.Warn("the submitter disputes the final receipt; both versions recorded", "lease", ours.Lease)
 	return lr.update(func(r *Record) { r.FinalSigned = true })
+}
+
+// relayOf is the relay the record names, for its final receipt; "" for
+// none, or for one that no longer decodes.
+func relayOf(rec Record) peer.ID {
+	p, err := peer.Decode(rec.Relay)
+	if err != nil {
+		return ""
+	}
+	return p
 }

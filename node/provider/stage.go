@@ -71,6 +71,7 @@ func (lr *leaseRunner) stage(ctx context.Context, st *staged) bool {
 		return false
 	}
 	if stagingErr == nil {
+		lr.noteRelay()
 		return true
 	}
 	switch {

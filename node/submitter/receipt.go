@@ -155,6 +155,10 @@ func applyFinal(r *Record, fin ledger.Receipt) ending {
 		r.Checkpoint = fin.Checkpoint
 	}
 	r.GPUsSeen = fin.GPUsSeen
+	r.Relay = ""
+	if fin.Relay != "" {
+		r.Relay = fin.Relay.String()
+	}
 	if r.Lease != nil {
 		r.GPUMismatch = gpuMismatch(fin, r.Lease.Terms.GPUs, r.Declaration.Request.GPUModel)
 		e.mismatch = r.GPUMismatch

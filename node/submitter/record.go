@@ -63,8 +63,11 @@ type Record struct {
 	Resumed bool `json:"resumed,omitempty"`
 	// GPUsSeen are the GPUs the final receipt says the run saw;
 	// GPUMismatch says how they differ from what was leased and declared.
-	GPUsSeen    []ledger.GPUSeen `json:"gpus_seen,omitempty"`
-	GPUMismatch string           `json:"gpu_mismatch,omitempty"`
+	GPUsSeen []ledger.GPUSeen `json:"gpus_seen,omitempty"`
+	// Relay is the relay the final receipt says the lease's data moved
+	// through; "" where it moved directly.
+	Relay       string `json:"relay,omitempty"`
+	GPUMismatch string `json:"gpu_mismatch,omitempty"`
 	// Avoid lists the providers that failed this job, oldest first: its
 	// re-announcements name them so that no peer's Match places it there
 	// again (avoid.go).
@@ -181,6 +184,7 @@ func (r *Record) API() api.Job {
 		out.GPUsSeen = append(out.GPUsSeen, api.GPUSeen{UUID: g.UUID, Model: g.Model})
 	}
 	out.GPUMismatch = r.GPUMismatch
+	out.DataRelay = r.Relay
 	for _, in := range r.Declaration.Data {
 		out.Inputs = append(out.Inputs, in.Source)
 	}

@@ -63,8 +63,8 @@ func natHolePunched(t *testing.T) {
 		t.Fatalf("job ended %s/%s on %s (reason %q), want completed on the provider %s", j.Outcome, j.Attribution, j.Provider, j.Reason, nn.prov.PeerID)
 	}
 	natCheckOutput(t, sub, j.ID, want)
-	if n := natThroughRelay(t, nn.prov); n != 0 {
-		t.Fatalf("the provider fetched %d times through the relay, want a hole-punched path", n)
+	if n := natThroughRelay(t, nn.prov); n != 0 || j.DataRelay != "" {
+		t.Fatalf("the provider fetched %d times through the relay, the final receipt names relay %q; want a hole-punched path", n, j.DataRelay)
 	}
 
 	// The submitter reaches the provider directly, at RouterA's wan
@@ -135,6 +135,10 @@ func natAnyRouter(t *testing.T, router netns.Router) {
 	}
 	if path == "relayed-data" && via != nn.boot.PeerID {
 		t.Fatalf("data relayed through %q, want the bootstrap peer %s", via, nn.boot.PeerID)
+	}
+	// The final receipt, signed by both, says how the data moved.
+	if want := map[bool]string{true: nn.boot.PeerID}[path == "relayed-data"]; j.DataRelay != want {
+		t.Fatalf("the final receipt names relay %q, want %q (data path %s)", j.DataRelay, want, path)
 	}
 	if router == netns.Filtering && (path != "relayed-data" || relayed == 0) {
 		t.Fatalf("behind a filtering router: path %q, %d fetches through the relay; want the relay to carry the data", path, relayed)
