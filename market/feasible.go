@@ -10,6 +10,7 @@ import (
 // offer is counted under the first filter it fails, in this order.
 const (
 	ReasonUnreachable = "unreachable"   // no peer can reach the provider (behind a NAT, no relay)
+	ReasonDraining    = "draining"      // the provider takes no new work (its owner drains it)
 	ReasonNoImages    = "images"        // the job brings an image the provider cannot run
 	ReasonNeedImage   = "require_image" // the provider takes only jobs with an image
 	ReasonDisk        = "disk"          // request.disk is above the provider's cap
@@ -46,6 +47,7 @@ type namedFilter struct {
 func feasibility() [numFilters]namedFilter {
 	return [numFilters]namedFilter{
 		{ReasonUnreachable, reachableFilter{}},
+		{ReasonDraining, drainingFilter{}},
 		{ReasonNoImages, imagesFilter{}},
 		{ReasonNeedImage, requireImageFilter{}},
 		{ReasonDisk, diskFilter{}},
@@ -69,11 +71,15 @@ func firstFailure(fs *[numFilters]namedFilter, d *demand, s *shape) string {
 }
 
 // numFilters is the length of the filter stack.
-const numFilters = 10
+const numFilters = 11
 
 type reachableFilter struct{}
 
 func (reachableFilter) pass(_ *demand, s *shape) bool { return !s.static.unreachable }
+
+type drainingFilter struct{}
+
+func (drainingFilter) pass(_ *demand, s *shape) bool { return !s.static.draining }
 
 type imagesFilter struct{}
 
@@ -143,6 +149,9 @@ type staticShape struct {
 	images, requireImage bool
 	// unreachable: no peer can reach the provider.
 	unreachable bool
+	// draining: the provider takes no new work, and its busy GPUs are
+	// not worth waiting for.
+	draining bool
 	// maxJobDisk caps request.disk; 0: no cap.
 	maxJobDisk uint64
 }
@@ -267,6 +276,7 @@ type staticKey struct {
 	mem                  uint64
 	images, requireImage bool
 	unreachable          bool
+	draining             bool
 	maxJobDisk           uint64
 }
 
@@ -321,12 +331,12 @@ func (in *interner) multiset(types []int32) *multiset {
 	return m
 }
 
-func (in *interner) static(gpus *multiset, cpus int64, mem uint64, images, requireImage, unreachable bool, maxJobDisk uint64) *staticShape {
-	k := staticKey{gpus.id, cpus, mem, images, requireImage, unreachable, maxJobDisk}
+func (in *interner) static(gpus *multiset, cpus int64, mem uint64, images, requireImage, unreachable, draining bool, maxJobDisk uint64) *staticShape {
+	k := staticKey{gpus.id, cpus, mem, images, requireImage, unreachable, draining, maxJobDisk}
 	if s, ok := in.statics[k]; ok {
 		return s
 	}
-	s := &staticShape{id: in.nStatics, gpus: gpus, cpus: cpus, mem: mem, images: images, requireImage: requireImage, unreachable: unreachable, maxJobDisk: maxJobDisk}
+	s := &staticShape{id: in.nStatics, gpus: gpus, cpus: cpus, mem: mem, images: images, requireImage: requireImage, unreachable: unreachable, draining: draining, maxJobDisk: maxJobDisk}
 	in.nStatics++
 	in.statics[k] = s
 	return s

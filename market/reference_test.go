@@ -58,7 +58,7 @@ func refMatch(v View, o Options) Result {
 		from     int64
 		// images, requireImage and unreachable are the offer's flags of the
 		// same name.
-		images, requireImage, unreachable bool
+		images, requireImage, unreachable, draining bool
 		// listed and bloom are what the offer holds.
 		listed map[string]bool
 		bloom  *bloom.BloomFilter
@@ -69,7 +69,7 @@ func refMatch(v View, o Options) Result {
 	for _, off := range offers {
 		p := &rprov{id: off.Provider, h: tieHash(&seed, 'p', off.Provider), cpus: int64(max(off.CPUs, 0)), mem: off.MemoryBytes}
 		p.totCPUs, p.totMem = p.cpus, p.mem
-		p.images, p.requireImage, p.unreachable = off.Images, off.RequireImage, off.Unreachable
+		p.images, p.requireImage, p.unreachable, p.draining = off.Images, off.RequireImage, off.Unreachable, off.Draining
 		p.listed = map[string]bool{}
 		for _, d := range off.Holdings.Roots {
 			p.listed[d.Root] = true
@@ -184,6 +184,8 @@ func refMatch(v View, o Options) Result {
 		switch {
 		case p.unreachable:
 			return ReasonUnreachable
+		case p.draining:
+			return ReasonDraining
 		case j.Image && !p.images:
 			return ReasonNoImages
 		case !j.Image && p.requireImage:
@@ -458,6 +460,7 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 			Images:       rapid.IntRange(0, 3).Draw(t, "images") > 0,
 			RequireImage: rapid.IntRange(0, 5).Draw(t, "requireImage") == 0,
 			Unreachable:  rapid.IntRange(0, 7).Draw(t, "unreachable") == 0,
+			Draining:     rapid.IntRange(0, 7).Draw(t, "draining") == 0,
 		}
 		for g := range rapid.IntRange(0, 8).Draw(t, "gpus") {
 			uuid := fmt.Sprintf("GPU-%d-%d", i, g)

@@ -88,7 +88,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		// offer p1 gpus=4xH100:80GiB,2xA100:40GiB cpus=64 memory=512GiB busy=0,1 images=yes require_image=yes
 		o := Offer{Provider: name, CPUs: mustInt(t, arg(d, "cpus", "64")), MemoryBytes: uint64(mustSize(t, arg(d, "memory", "512GiB"))),
 			Images: arg(d, "images", "no") == "yes", RequireImage: arg(d, "require_image", "no") == "yes",
-			Unreachable: arg(d, "unreachable", "no") == "yes", MaxJobDisk: uint64(mustSize(t, arg(d, "max_job_disk", "0")))}
+			Unreachable: arg(d, "unreachable", "no") == "yes", Draining: arg(d, "draining", "no") == "yes", MaxJobDisk: uint64(mustSize(t, arg(d, "max_job_disk", "0")))}
 		// holds=rootA:10GiB,rootB:1GiB lists roots; bloom=rootC,rootD puts
 		// roots in the filter only.
 		if h := arg(d, "holds", ""); h != "" {

@@ -37,6 +37,9 @@ type Offer struct {
 	// since no submitter could take its proposal's reply path nor send it
 	// data.
 	Unreachable bool `json:"unreachable,omitempty"`
+	// Draining says the provider's owner is taking it back: it takes no
+	// new work, and Match waits for none of its GPUs.
+	Draining bool `json:"draining,omitempty"`
 	// MaxJobDisk is the most a job may write on this provider (its
 	// request.disk); 0 means no cap.
 	MaxJobDisk uint64 `json:"max_job_disk,omitempty"`
@@ -357,6 +360,9 @@ func appendOffer(b []byte, o *Offer, gpus []*GPU) []byte {
 		// A tag of its own rather than a field, so that views of reachable
 		// providers hash as they always have.
 		b = append(b, 'N')
+	}
+	if o.Draining {
+		b = append(b, 'D') // likewise
 	}
 	b = append(b, 'O')
 	b = appendString(b, o.Provider)

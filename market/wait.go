@@ -75,6 +75,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 		return "every offer is from a provider that failed the job before, which it avoids"
 	case counts[ReasonUnreachable] == total:
 		return "no offer comes from a provider peers can reach (behind a NAT, with no relay)"
+	case counts[ReasonDraining] == total:
+		return "every offer is from a provider that is draining (its owner is taking it back)"
 	case counts[ReasonNoImages] == total:
 		return "no offer can run jobs in their own image"
 	case counts[ReasonNeedImage] == total:
@@ -100,6 +102,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 		switch r {
 		case ReasonUnreachable:
 			phrase = "unreachable"
+		case ReasonDraining:
+			phrase = "draining"
 		case ReasonNoImages:
 			phrase = "cannot run images"
 		case ReasonNeedImage:
@@ -142,8 +146,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 	return fmt.Sprintf("no offer has %s (%s)", describeNeed(s, true), strings.Join(parts, ", "))
 }
 
-func reasonOrder() [12]string {
-	return [12]string{ReasonUnreachable, ReasonNoImages, ReasonNeedImage, ReasonDisk, ReasonGPUModel, ReasonGPUMemory, ReasonGPUs, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved, ReasonAvoided}
+func reasonOrder() [13]string {
+	return [13]string{ReasonUnreachable, ReasonDraining, ReasonNoImages, ReasonNeedImage, ReasonDisk, ReasonGPUModel, ReasonGPUMemory, ReasonGPUs, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved, ReasonAvoided}
 }
 
 // describeNeed says what the job needs: "8 free GPUs", or with free false
