@@ -44,17 +44,21 @@ const (
 	OutcomeWithdrawn    Outcome = "withdrawn"
 	OutcomeProviderLost Outcome = "provider-lost"
 	OutcomeOutputLost   Outcome = "output-lost"
+	// OutcomePreempted: the provider took its GPUs back (it drained):
+	// the run was stopped after a last checkpoint, and the job goes on
+	// elsewhere from it.
+	OutcomePreempted Outcome = "preempted"
 )
 
 // outcomes lists every outcome a final receipt can record, in a fixed order.
 func outcomes() []Outcome {
-	return []Outcome{OutcomeCompleted, OutcomeFailed, OutcomeLimit, OutcomeWithdrawn, OutcomeProviderLost, OutcomeOutputLost}
+	return []Outcome{OutcomeCompleted, OutcomeFailed, OutcomeLimit, OutcomeWithdrawn, OutcomeProviderLost, OutcomeOutputLost, OutcomePreempted}
 }
 
 // Valid reports whether o is one of the named outcomes.
 func (o Outcome) Valid() bool {
 	switch o {
-	case OutcomeCompleted, OutcomeFailed, OutcomeLimit, OutcomeWithdrawn, OutcomeProviderLost, OutcomeOutputLost:
+	case OutcomeCompleted, OutcomeFailed, OutcomeLimit, OutcomeWithdrawn, OutcomeProviderLost, OutcomeOutputLost, OutcomePreempted:
 		return true
 	}
 	return false
