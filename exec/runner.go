@@ -357,8 +357,12 @@ func (r *Runner) Run(ctx context.Context, s Spec) (Result, error) {
 	}
 	signalled := false
 	if stop != "" {
-		log.InfoContext(ctx, "stopping job", "why", stop, "grace", s.Grace)
-		signalled = r.stop(cleanupCtx, log, cid, s.Grace, done, func() { cmd.Process.Kill() })
+		grace := s.Grace
+		if stop == Stopped && errors.Is(context.Cause(ctx), ErrStopNow) {
+			grace = 0
+		}
+		log.InfoContext(ctx, "stopping job", "why", stop, "grace", grace)
+		signalled = r.stop(cleanupCtx, log, cid, grace, done, func() { cmd.Process.Kill() })
 	}
 	<-done
 	res.Ended = time.Now()

@@ -16,6 +16,11 @@ import (
 // given.
 var ErrSpec = errors.New("invalid job spec")
 
+// ErrStopNow, as the cause of the context Run was given (or wrapped by
+// it), stops the job without its grace: SIGKILL at once, as a provider
+// that must have its machine back now asks.
+var ErrStopNow = errors.New("stopped at once, with no grace")
+
 // Defaults applied to a Spec's zero fields.
 const (
 	DefaultPids   int64 = 1024
