@@ -27,6 +27,9 @@ func (n *Node) ID() api.ID {
 	if n.compute.Runner != nil {
 		out.Runtime = n.compute.Runtime
 	}
+	if d := n.provider.DrainStatus(); d.Mode != "" {
+		out.Drain = &d
+	}
 	return out
 }
 
@@ -64,6 +67,7 @@ func (n *Node) Nodes() []api.Node {
 			SignedAt:    time.UnixMilli(e.SignedAt).UTC(),
 			Self:        e.Offer.Provider == n.self.String(),
 			Reach:       e.Reach,
+			Draining:    e.Offer.Draining,
 		}
 		for _, g := range e.Offer.GPUs {
 			an.GPUs = append(an.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free && !leased[e.Offer.Provider][g.UUID]})

@@ -36,6 +36,9 @@ func runID(ctx context.Context, o idOptions, g *globalOptions) error {
 		fmt.Fprintf(g.stdout, "shard     %s\n", id.Shard)
 	}
 	fmt.Fprintf(g.stdout, "version   %s\ngpus      %d\n", id.Version, len(id.GPUs))
+	if d := id.Drain; d != nil {
+		fmt.Fprintf(g.stdout, "drained   %s\n", describeDrain(*d))
+	}
 	for _, a := range id.Addrs {
 		fmt.Fprintf(g.stdout, "address   %s\n", a)
 	}

@@ -51,6 +51,9 @@ func runNodes(ctx context.Context, o nodesOptions, g *globalOptions) error {
 		if n.Self {
 			name += " (self)"
 		}
+		if n.Draining {
+			name += " (draining)"
+		}
 		reach := n.Reach
 		if reach == "" {
 			reach = "-"

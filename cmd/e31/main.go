@@ -66,6 +66,8 @@ The daemon is found at --api, else $E31_API, else $E31_DATA/e31.sock, else
 	root.PersistentFlags().StringVar(&g.api, "api", defaultAPI(), "daemon API: unix socket path or loopback host:port (env E31_API)")
 	root.AddCommand(
 		newIDCommand(g),
+		newDrainCommand(g),
+		newUndrainCommand(g),
 		newPeersCommand(g),
 		newNodesCommand(g),
 		newSubmitCommand(g),

@@ -130,6 +130,19 @@ func (c *Client) ID(ctx context.Context) (ID, error) {
 	return out, c.Do(ctx, http.MethodGet, "/v1/id", nil, nil, &out)
 }
 
+// Drain drains the node: it takes no new work, and what runs ends as the
+// mode says.
+func (c *Client) Drain(ctx context.Context, req DrainRequest) (Drain, error) {
+	var out Drain
+	return out, c.Do(ctx, http.MethodPost, "/v1/drain", nil, req, &out)
+}
+
+// Undrain ends the node's drain: it takes work again.
+func (c *Client) Undrain(ctx context.Context) (Drain, error) {
+	var out Drain
+	return out, c.Do(ctx, http.MethodPost, "/v1/undrain", nil, nil, &out)
+}
+
 // Peers lists connected peers.
 func (c *Client) Peers(ctx context.Context) ([]Peer, error) {
 	var out []Peer

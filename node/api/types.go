@@ -26,6 +26,9 @@ type ID struct {
 	Runtime string    `json:"runtime,omitempty"` // OCI runtime path; empty: this node offers no compute
 	Started time.Time `json:"started"`
 	Version string    `json:"version"`
+	// Drain is the owner's drain of the node (e31 drain); nil while it
+	// takes work.
+	Drain *Drain `json:"drain,omitempty"`
 }
 
 // Peer is a connected libp2p peer.
@@ -65,6 +68,8 @@ type Node struct {
 	// relay until a hole is punched), private (no one can: offered no
 	// work), or empty when not known.
 	Reach string `json:"reach,omitempty"`
+	// Draining says the provider's owner drains it: it takes no new work.
+	Draining bool `json:"draining,omitempty"`
 	// Held are the largest roots the provider's offer says it holds, with
 	// their sizes in bytes; HeldFiltered says its filter holds more.
 	Held         []HeldRoot `json:"held,omitempty"`
@@ -422,4 +427,37 @@ func ParseSince(v string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("since %q: want a duration back from now (24h, 90m) or an RFC 3339 time (2026-11-29T14:00:00Z)", v)
 	}
 	return now.Add(-d), nil
+}
+
+// DrainMode is how a drained node ends what runs on it (e31 drain).
+type DrainMode string
+
+// Drain modes.
+const (
+	// DrainGraceful lets running jobs go on to their end (or a deadline,
+	// then DrainQuick).
+	DrainGraceful DrainMode = "graceful"
+	// DrainQuick stops each run with SIGTERM and its grace to write a last
+	// checkpoint; the lease ends preempted and the job goes on elsewhere.
+	DrainQuick DrainMode = "quick"
+	// DrainNow is DrainQuick without the grace.
+	DrainNow DrainMode = "now"
+)
+
+// DrainRequest drains the node (POST /v1/drain).
+type DrainRequest struct {
+	Mode DrainMode `json:"mode"`
+	// Deadline, for a graceful drain, is how long running jobs may go on
+	// before what still runs is drained quickly (a Go duration); empty:
+	// no deadline.
+	Deadline string `json:"deadline,omitempty"`
+}
+
+// Drain is a node's drain: the zero value (no Mode) when it takes work.
+type Drain struct {
+	Mode     DrainMode  `json:"mode,omitempty"`
+	Since    time.Time  `json:"since,omitzero"`
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// Leases is how many leases the node still runs.
+	Leases int `json:"leases"`
 }

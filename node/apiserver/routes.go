@@ -46,6 +46,11 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/receipts", handler(s.receipts))
 	mux.HandleFunc("GET /v1/receipts/export", s.exportReceipts)
 	mux.HandleFunc("GET /v1/usage", handler(s.usage))
+	if s.cfg.Drainer != nil {
+		mux.HandleFunc("GET /v1/drain", handler(func(*http.Request) (any, error) { return s.cfg.Drainer.DrainStatus(), nil }))
+		mux.HandleFunc("POST /v1/drain", handler(s.drain))
+		mux.HandleFunc("POST /v1/undrain", handler(func(*http.Request) (any, error) { return s.cfg.Drainer.Undrain(), nil }))
+	}
 	mux.HandleFunc("POST /v1/images", s.importImage)
 	mux.HandleFunc("GET /v1/images", handler(s.listImages))
 	if !s.cfg.readOnly {
@@ -430,4 +435,31 @@ func (s *Server) removeImage(r *http.Request) (any, error) {
 func apiImage(r image.Record) api.Image {
 	return api.Image{CID: r.CID.String(), Ref: r.Ref, Pinned: r.Pinned, Digest: r.Digest, Platform: r.Platform,
 		Size: r.Size, Layers: r.Layers, Created: r.Created}
+}
+
+// drain drains the node as the request says (e31 drain).
+func (s *Server) drain(r *http.Request) (any, error) {
+	var req api.DrainRequest
+	if err := decode(r, &req); err != nil {
+		return nil, err
+	}
+	if req.Mode == "" {
+		req.Mode = api.DrainGraceful
+	}
+	var deadline time.Time
+	if req.Deadline != "" {
+		d, err := time.ParseDuration(req.Deadline)
+		if err != nil || d <= 0 {
+			return nil, badRequest(fmt.Errorf("drain deadline %q: want a positive duration such as 30m", req.Deadline))
+		}
+		if req.Mode != api.DrainGraceful {
+			return nil, badRequest(fmt.Errorf("a deadline is for a graceful drain; a %s drain stops what runs now", req.Mode))
+		}
+		deadline = time.Now().Add(d)
+	}
+	d, err := s.cfg.Drainer.Drain(req.Mode, deadline)
+	if err != nil {
+		return nil, badRequest(err)
+	}
+	return d, nil
 }

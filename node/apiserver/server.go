@@ -59,6 +59,13 @@ type (
 		List(ctx context.Context) ([]image.Record, error)
 		Remove(ctx context.Context, root cid.Cid) error
 	}
+	// Drainer is the provider's drain (provider.Provider): its owner takes
+	// the machine back.
+	Drainer interface {
+		Drain(mode api.DrainMode, deadline time.Time) (api.Drain, error)
+		Undrain() api.Drain
+		DrainStatus() api.Drain
+	}
 	// Ledger is this node's receipts (ledger.Ledger).
 	Ledger interface {
 		ByJob(ctx context.Context, job string) ([]ledger.Entry, error)
@@ -82,6 +89,9 @@ type Config struct {
 	GetLimits content.Limits
 	Images    Images
 	Ledger    Ledger
+	// Drainer, when set, serves GET and POST /v1/drain and POST
+	// /v1/undrain.
+	Drainer Drainer
 	// Logs, when set, serves GET /v1/jobs/{id}/logs.
 	Logs Logs
 	// Block, when set, serves POST /v1/debug/block: cut this node off from

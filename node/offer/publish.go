@@ -20,6 +20,9 @@ type Provider interface {
 	// Silent says the provider misbehaves on purpose by sending nothing
 	// (node.Config.Misbehave): no offer is published.
 	Silent() bool
+	// Draining says the node's owner drains it: the offer says so, and
+	// Match gives it nothing new.
+	Draining() bool
 }
 
 // Publisher publishes a node's offer. Its exported fields are set before
@@ -73,7 +76,7 @@ func (p *Publisher) Offer() (market.Offer, string) {
 	reach, unreachable := p.Reach()
 	o := market.Offer{Provider: p.Self, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, GPUs: p.Provider.GPUs(),
 		Images: p.Provider.Images(), RequireImage: p.RequireImage, Unreachable: unreachable,
-		MaxJobDisk: p.MaxJobDisk}
+		MaxJobDisk: p.MaxJobDisk, Draining: p.Provider.Draining()}
 	return o, reach
 }
 

@@ -52,7 +52,7 @@ type prestage struct {
 // reserved it for, and cancels the fetches of jobs no longer reserved for
 // it. It returns at once.
 func (p *Provider) Prestage(jobs []Reserved) {
-	if !p.cfg.Prestage || p.ctx.Err() != nil {
+	if !p.cfg.Prestage || p.ctx.Err() != nil || p.Draining() {
 		return
 	}
 	want := make(map[string]Reserved, len(jobs))

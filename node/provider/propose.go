@@ -16,8 +16,8 @@ import (
 // job already has a proposal in flight or one of the GPUs is held.
 func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 	oj, ok := p.d.Jobs.Job(a.Job)
-	if !ok || p.d.Runner == nil || !p.Takes(oj.Body.Declaration.Work) {
-		return
+	if !ok || p.d.Runner == nil || !p.Takes(oj.Body.Declaration.Work) || p.Draining() {
+		return // a view that has not yet heard of the drain
 	}
 	if max := p.cfg.MaxJobDisk; max > 0 && oj.Body.Declaration.Request.DiskBytes() > max {
 		return

@@ -57,6 +57,11 @@ type Provider struct {
 	proposing map[string]bool         // jobs with a proposal of ours in flight
 	leases    map[string]*leaseRunner // the runners of the leases not yet released
 	withdrawn map[string]withdrawal
+	// drain is the owner's drain (drain.go), nil when the node takes
+	// work; drainGen counts its changes, so that a graceful drain's
+	// deadline acts only on the drain that set it.
+	drain    *drainRecord
+	drainGen uint64
 
 	inputs layouts  // the inputs laid out for the runs (laidout.go)
 	src    sourcing // staging from many sources and before the lease

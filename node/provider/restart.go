@@ -15,6 +15,9 @@ import (
 // restart forgets nothing: their GPUs stay held until Resume settles them,
 // and their submitters may still fetch their outputs and checkpoints.
 func (p *Provider) Recover(ctx context.Context) error {
+	if err := p.recoverDrain(); err != nil {
+		return err
+	}
 	var recs []*Record
 	err := p.d.Records.Each(state.PrefixLease, func(b []byte) error {
 		var rec Record

@@ -105,6 +105,8 @@ func runEnding(ctx context.Context, spec exec.Spec, res exec.Result, err error) 
 		e.Outcome, e.Attribution, e.Reason = ledger.OutcomeWithdrawn, ledger.AttributionSubmitter, "withdrawn while running"
 	case errors.Is(context.Cause(ctx), ErrReleasedUnrun):
 		e.Outcome, e.Attribution, e.Reason = ledger.OutcomeProviderLost, ledger.AttributionProvider, ErrReleasedUnrun.Error()
+	case errors.Is(context.Cause(ctx), ErrPreempted):
+		e.Outcome, e.Attribution, e.Reason = ledger.OutcomePreempted, ledger.AttributionProvider, context.Cause(ctx).Error()
 	case ctxInternal(ctx):
 		e.Outcome, e.Attribution, e.Reason = ledger.OutcomeFailed, ledger.AttributionProvider, errInternal.Error()
 	default:

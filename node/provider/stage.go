@@ -79,6 +79,8 @@ func (lr *leaseRunner) stage(ctx context.Context, st *staged) bool {
 		lr.end(ledger.Ending{Outcome: ledger.OutcomeWithdrawn, Attribution: ledger.AttributionSubmitter, Reason: "withdrawn during staging"})
 	case errors.Is(context.Cause(ctx), ErrReleasedUnrun):
 		lr.end(ledger.Ending{Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, Reason: ErrReleasedUnrun.Error()})
+	case errors.Is(context.Cause(ctx), ErrPreempted):
+		lr.end(ledger.Ending{Outcome: ledger.OutcomePreempted, Attribution: ledger.AttributionProvider, Reason: context.Cause(ctx).Error() + " (during staging)"})
 	case ctx.Err() != nil:
 		lr.end(ledger.Ending{Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, Reason: "provider stopped during staging"})
 	case refusedContent(stagingErr):

@@ -29,6 +29,7 @@ const (
 	PrefixJob   = "job/"   // a job this node submitted (node/submitter)
 	PrefixLease = "lease/" // a lease this node provides (node/provider)
 	PrefixPeer  = "peer/"  // a provider this node has seen (node)
+	PrefixDrain = "drain/" // this node drained by its owner (node/provider)
 )
 
 // Open opens (or creates) the store in dir.

@@ -1,0 +1,100 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/exec"
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/state/statetest"
+	"github.com/e31network/e31/node/wire/wiretest"
+)
+
+// A graceful drain stops nothing and takes no new work; a quick one stops
+// the lease with ErrPreempted (which the run's ending reads as preempted,
+// the provider's), and now with a cause that also leaves the run no
+// grace; undrain takes work again. The drain is saved, and a restarted
+// provider is still drained.
+func TestDrain(t *testing.T) {
+	prov := wiretest.FreshParty(t)
+	recs := &statetest.Records{}
+	p := newTestProvider(t, prov, Config{}, nil, nil, recs, nil)
+	l := releasedLease(t, p, prov, time.Now())
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	l.cancel = cancel
+	p.leases[l.rec.Lease.Terms.ID] = l
+
+	if _, err := p.Drain("sometimes", time.Time{}); err == nil {
+		t.Fatal("a drain of no mode was taken")
+	}
+	d, err := p.Drain(api.DrainGraceful, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil || !p.Draining() || d.Mode != api.DrainGraceful || d.Leases != 1 {
+		t.Fatalf("graceful: stopped %v, draining %v, %+v; want the lease running, the node draining", ctx.Err(), p.Draining(), d)
+	}
+	again := newTestProvider(t, prov, Config{}, nil, nil, recs, nil)
+	if err := again.recoverDrain(); err != nil || !again.Draining() {
+		t.Fatalf("after a restart: draining %v (%v), want still drained", again.Draining(), err)
+	}
+
+	if _, err := p.Drain(api.DrainQuick, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(context.Cause(ctx), ErrPreempted) || errors.Is(context.Cause(ctx), exec.ErrStopNow) {
+		t.Fatalf("quick: cause %v, want ErrPreempted with the grace", context.Cause(ctx))
+	}
+	e := runEnding(ctx, exec.Spec{}, exec.Result{Outcome: exec.Stopped}, nil)
+	if e.Outcome != ledger.OutcomePreempted || e.Attribution != ledger.AttributionProvider {
+		t.Fatalf("a run stopped by a quick drain ends %s/%s, want preempted/provider", e.Outcome, e.Attribution)
+	}
+
+	ctx2, cancel2 := context.WithCancelCause(context.Background())
+	defer cancel2(nil)
+	l.mu.Lock()
+	l.cancel = cancel2
+	l.mu.Unlock()
+	if _, err := p.Drain(api.DrainNow, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(context.Cause(ctx2), ErrPreempted) || !errors.Is(context.Cause(ctx2), exec.ErrStopNow) {
+		t.Fatalf("now: cause %v, want ErrPreempted and no grace", context.Cause(ctx2))
+	}
+
+	p.Undrain()
+	if p.Draining() {
+		t.Fatal("still draining after undrain")
+	}
+	found := false
+	if err := recs.Each(state.PrefixDrain, func([]byte) error { found = true; return nil }); err != nil || found {
+		t.Fatalf("a drain record outlived undrain (%v)", err)
+	}
+}
+
+// A graceful drain with a deadline drains quickly what still runs then.
+func TestGracefulDrainDeadline(t *testing.T) {
+	prov := wiretest.FreshParty(t)
+	p := newTestProvider(t, prov, Config{}, nil, nil, &statetest.Records{}, nil)
+	l := releasedLease(t, p, prov, time.Now())
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	l.cancel = cancel
+	p.leases[l.rec.Lease.Terms.ID] = l
+	if _, err := p.Drain(api.DrainGraceful, time.Now().Add(50*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lease still runs long after the drain's deadline")
+	}
+	if !errors.Is(context.Cause(ctx), ErrPreempted) {
+		t.Fatalf("at the deadline: cause %v, want ErrPreempted", context.Cause(ctx))
+	}
+}
