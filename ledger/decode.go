@@ -72,6 +72,7 @@ type receiptJSON struct {
 	GPUModel     string        `json:"gpu_model,omitempty"`
 	GPUsSeen     []GPUSeen     `json:"gpus_seen,omitempty"`
 	Relay        string        `json:"relay,omitempty"`
+	CheckpointAt string        `json:"checkpoint_at,omitempty"`
 	Signer       string        `json:"signer,omitempty"`
 	Evidence     *evidenceJSON `json:"evidence,omitempty"`
 	ProviderSig  []byte        `json:"provider_sig"`
@@ -103,6 +104,7 @@ func (r *Receipt) wire(pc *peerText) receiptJSON {
 		GPUModel:     r.GPUModel,
 		GPUsSeen:     r.GPUsSeen,
 		Relay:        relayText(r.Relay),
+		CheckpointAt: checkpointAtText(r.CheckpointAt),
 		Signer:       string(r.Signer),
 		Evidence:     ev,
 		Lease:        r.Lease,
@@ -184,7 +186,7 @@ func receiptField(name string) (fieldSet, bool) {
 		return evidenceField, true
 	case "gpus_seen":
 		return gpuSeenField, true
-	case "gpu_model", "signer", "relay",
+	case "gpu_model", "signer", "relay", "checkpoint_at",
 		"lease", "job", "provider", "submitter", "gpus", "seq", "final", "held_from", "held_until",
 		"phase", "prev", "outcome", "attribution", "exit_code", "reason", "output", "checkpoint",
 		"output_wait", "provider_sig", "submitter_sig":
@@ -300,6 +302,11 @@ func (w *receiptJSON) receipt(pc *peerText) (Receipt, error) {
 	if w.Relay != "" {
 		if r.Relay, err = peer.Decode(w.Relay); err != nil {
 			return Receipt{}, fmt.Errorf("relay: %w", err)
+		}
+	}
+	if w.CheckpointAt != "" {
+		if r.CheckpointAt, err = decodeTime(w.CheckpointAt); err != nil {
+			return Receipt{}, fmt.Errorf("checkpoint_at: %w", err)
 		}
 	}
 	if r.HeldFrom, err = decodeTime(w.HeldFrom); err != nil {
@@ -443,6 +450,9 @@ func (r *Receipt) validate() error {
 		return err
 	}
 	if err := validateRelay(r); err != nil {
+		return err
+	}
+	if err := validateCheckpointAt(r); err != nil {
 		return err
 	}
 	return r.validateSigner()

@@ -191,6 +191,11 @@ type Receipt struct {
 	// output, checkpoints) moved through for want of a direct connection
 	// between the parties; "" where it moved directly (relay.go).
 	Relay peer.ID
+	// CheckpointAt, on a final receipt that names a Checkpoint, is when
+	// the provider took that checkpoint: the run's work up to then is
+	// kept, which the policy may charge for where the rest is not
+	// (a preempted lease). Zero where not known.
+	CheckpointAt time.Time
 
 	// Signer is "" on a receipt both parties sign. On a one-sided final
 	// record, stored where the other party vanished before it could
@@ -245,10 +250,12 @@ func (r *Receipt) GPUSeconds() float64 {
 // keep their bytes; the encoding before it is self-delimiting, so the tail
 // cannot be confused with another field. GPUsSeen likewise, after GPUModel
 // (then appended even when empty, so that the two tails never read
-// alike). Relay, when set, comes last, after GPUModel and the count of
-// GPUsSeen, both then written even when empty. A one-sided record is
-// signed under recordDomain and also covers GPUModel, Signer and the whole
-// lease evidence, then GPUsSeen when set (and Relay, on the same terms).
+// alike). Relay, when set, comes after GPUModel and the count of
+// GPUsSeen, both then written even when empty; CheckpointAt, when set,
+// comes last, after all three, written even when empty. A one-sided record
+// is signed under recordDomain and also covers GPUModel, Signer and the
+// whole lease evidence, then GPUsSeen when set (and Relay and
+// CheckpointAt, on the same terms).
 func (r *Receipt) SigningBytes() []byte {
 	n := 256 + len(r.Lease) + len(r.Job) + len(r.Reason) + len(r.Output) + len(r.Checkpoint) + len(r.GPUModel)
 	if r.OneSided() {
@@ -263,13 +270,30 @@ func (r *Receipt) SigningBytes() []byte {
 		b = appendString(b, string(ev.Terms))
 		b = appendString(b, string(ev.ProviderSig))
 		b = appendString(b, string(ev.SubmitterSig))
-		return appendSeenAndRelay(b, r.GPUsSeen, r.Relay)
+		return appendTail(b, r)
 	}
 	b := r.appendBody(append(make([]byte, 0, n), signingDomain...))
-	if r.GPUModel != "" || len(r.GPUsSeen) > 0 || r.Relay != "" {
+	if r.GPUModel != "" || len(r.GPUsSeen) > 0 || r.Relay != "" || !r.CheckpointAt.IsZero() {
 		b = appendString(b, r.GPUModel)
 	}
-	return appendSeenAndRelay(b, r.GPUsSeen, r.Relay)
+	return appendTail(b, r)
+}
+
+// appendTail appends what follows GPUModel: the GPUs seen and the relay
+// (appendSeenAndRelay), then CheckpointAt when set, after which the relay
+// is written even when empty, so that no receipt without it encodes like
+// one with.
+func appendTail(b []byte, r *Receipt) []byte {
+	if r.CheckpointAt.IsZero() {
+		return appendSeenAndRelay(b, r.GPUsSeen, r.Relay)
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.GPUsSeen)))
+	for _, g := range r.GPUsSeen {
+		b = appendString(b, g.UUID)
+		b = appendString(b, g.Model)
+	}
+	b = appendString(b, string(r.Relay))
+	return binary.BigEndian.AppendUint64(b, uint64(r.CheckpointAt.UnixMilli()))
 }
 
 // appendBody encodes the fields receipts and one-sided records share.

@@ -21,6 +21,10 @@ type Cause struct {
 type Policy struct {
 	// Owed lists the endings whose held time is owed.
 	Owed []Cause `json:"owed"`
+	// OwedToCheckpoint lists the endings whose held time is owed up to
+	// the last checkpoint the final receipt names (CheckpointAt), and not
+	// after it: the work kept, not the work lost (checkpointat.go).
+	OwedToCheckpoint []Cause `json:"owed_to_checkpoint,omitempty"`
 	// OpenOwed says whether the held time of a lease with no final record
 	// yet (countersigned interim receipts) is owed so far.
 	OpenOwed bool `json:"open_owed"`
@@ -32,10 +36,12 @@ func (p Policy) Owes(c Cause) bool { return slices.Contains(p.Owed, c) }
 // DefaultPolicy is the rule described in the package documentation: what
 // the job or its submitter caused is owed (completed, the job's own failure
 // or limit, a withdrawal); what the provider or the network caused is not
-// (provider-lost, output-lost, failures by the provider or in staging).
-// Queued time is never held, so never on a receipt and never owed.
+// (provider-lost, output-lost, failures by the provider or in staging),
+// but for a lease preempted by its provider, owed up to its last
+// checkpoint, which the job goes on from. Queued time is never held, so
+// never on a receipt and never owed.
 func DefaultPolicy() Policy {
-	p := Policy{OpenOwed: true}
+	p := Policy{OpenOwed: true, OwedToCheckpoint: []Cause{{OutcomePreempted, AttributionProvider}}}
 	for _, o := range outcomes() {
 		for _, a := range []Attribution{AttributionJob, AttributionSubmitter} {
 			p.Owed = append(p.Owed, Cause{o, a})
@@ -68,7 +74,10 @@ type UsageRow struct {
 	Basis    Settlement `json:"basis"`
 	Leases   int        `json:"leases"`
 	GPUHours float64    `json:"gpu_hours"`
-	Owed     bool       `json:"owed"`
+	// Owed says whether any of GPUHours is owed, OwedGPUHours how much:
+	// all of it but for endings owed up to their last checkpoint.
+	Owed         bool    `json:"owed"`
+	OwedGPUHours float64 `json:"owed_gpu_hours"`
 }
 
 // UsageTotal sums rows for one counterpart in one role, or for one GPU
@@ -131,9 +140,11 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 			continue
 		}
 		hours := heldSince(r, f.Since).Hours() * float64(r.GPUs)
+		owedHours := policy.owedHeld(r, f.Since).Hours() * float64(r.GPUs)
 		owed := policy.OpenOwed
 		if r.Final {
-			owed = policy.Owes(Cause{r.Outcome, r.Attribution})
+			c := Cause{r.Outcome, r.Attribution}
+			owed = policy.Owes(c) || policy.owesToCheckpoint(c)
 		}
 		sides := []struct {
 			id   peer.ID
@@ -143,7 +154,7 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 			// This node's own job on its own GPUs: held, owed by no one.
 			sides = sides[:1]
 			sides[0].role = RoleSelf
-			owed = false
+			owed, owedHours = false, 0
 		}
 		for _, side := range sides {
 			if (side.id == l.self && side.role != RoleSelf) || (f.Peer != "" && side.id != f.Peer) {
@@ -161,6 +172,7 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 			}
 			row.Leases++
 			row.GPUHours += hours
+			row.OwedGPUHours += owedHours
 		}
 	}
 	rep := UsageReport{Policy: policy, Rows: make([]UsageRow, 0, len(rows))}
@@ -192,9 +204,7 @@ func totals(rows []UsageRow, key func(*UsageRow) UsageTotal) []UsageTotal {
 		}
 		t := &out[j]
 		t.GPUHours += r.GPUHours
-		if r.Owed {
-			t.Owed += r.GPUHours
-		}
+		t.Owed += r.OwedGPUHours
 		if r.Basis == SettlementOneSided || r.Basis == SettlementDisputed {
 			t.OneSided += r.GPUHours
 		}
@@ -263,13 +273,7 @@ func (l *Ledger) HeldByJobs(ctx context.Context, policy Policy, jobs ...string) 
 			hours := held.Hours() * float64(r.GPUs)
 			out.Held += held
 			out.GPUHours += hours
-			owed := policy.OpenOwed
-			if r.Final {
-				owed = policy.Owes(Cause{r.Outcome, r.Attribution})
-			}
-			if owed {
-				out.Owed += hours
-			}
+			out.Owed += policy.owedHeld(r, time.Time{}).Hours() * float64(r.GPUs)
 			if lr.State == SettlementOneSided || lr.State == SettlementDisputed {
 				out.OneSided += hours
 			}

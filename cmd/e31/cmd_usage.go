@@ -111,7 +111,10 @@ func printUsage(w io.Writer, rep ledger.UsageReport) error {
 				mark = oneSidedMark
 			}
 			owed := "no"
-			if r.Owed {
+			switch {
+			case r.Owed && r.OwedGPUHours < r.GPUHours:
+				owed = "to checkpoint: " + hours(r.OwedGPUHours)
+			case r.Owed:
 				owed = "yes"
 			}
 			if r.Role == ledger.RoleSelf {
@@ -168,7 +171,8 @@ func describePolicy(p ledger.Policy) string {
 	if reflect.DeepEqual(p, ledger.DefaultPolicy()) {
 		b.WriteString("policy: default\n" +
 			"  owed:        what the job caused (attribution job: completed, failed, limit) or its submitter (withdrawn)\n" +
-			"  not owed:    what the provider or the network caused (provider-lost, output-lost, their failures)\n")
+			"  not owed:    what the provider or the network caused (provider-lost, output-lost, their failures)\n" +
+			"  preempted:   owed up to the last checkpoint the job goes on from, not after it (none without one)\n")
 	} else {
 		b.WriteString("policy: custom\n  owed:        outcome/attribution")
 		for i, c := range p.Owed {
@@ -176,6 +180,15 @@ func describePolicy(p ledger.Policy) string {
 				b.WriteByte(',')
 			}
 			fmt.Fprintf(&b, " %s/%s", c.Outcome, c.Attribution)
+		}
+		if len(p.OwedToCheckpoint) > 0 {
+			b.WriteString("\n  owed up to the last checkpoint:")
+			for i, c := range p.OwedToCheckpoint {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				fmt.Fprintf(&b, " %s/%s", c.Outcome, c.Attribution)
+			}
 		}
 		b.WriteString("\n  not owed:    every other ending\n")
 	}
