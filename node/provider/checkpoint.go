@@ -98,7 +98,8 @@ func (lr *leaseRunner) takeCheckpoint(ctx context.Context, dir string, mode capt
 		return nil
 	}
 	lr.d.Access.Allow(lr.submitter, c)
-	lr.change(func(r *Record) { r.Checkpoint, r.CheckpointN = c.String(), num })
+	taken := time.Now()
+	lr.change(func(r *Record) { r.Checkpoint, r.CheckpointN, r.CheckpointAt = c.String(), num, taken })
 	lr.sendEvent(wire.EventRequest{Lease: id, Job: job, Checkpoint: c.String(), N: num, At: time.Now().UnixMilli()})
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/exec"
+	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/state"
 )
@@ -198,4 +199,15 @@ func (p *Provider) DrainToStop(ctx context.Context, graceful time.Duration) {
 		case <-tick.C:
 		}
 	}
+}
+
+// keptUpTo is when the last checkpoint of a preempted lease was taken, for
+// its final receipt: the policy charges the run up to it, the work the job
+// goes on from, and not after (ledger.Policy.OwedToCheckpoint). Zero for
+// other endings, and for a preempted lease that kept no checkpoint.
+func (r Record) keptUpTo() time.Time {
+	if r.Outcome != ledger.OutcomePreempted || r.Checkpoint == "" || r.CheckpointAt.Before(r.Start) {
+		return time.Time{}
+	}
+	return r.CheckpointAt
 }

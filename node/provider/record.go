@@ -44,8 +44,11 @@ type Record struct {
 	Output      string             `json:"output,omitempty"`
 	Checkpoint  string             `json:"checkpoint,omitempty"`
 	CheckpointN int                `json:"checkpoint_n,omitempty"`
-	Inputs      []string           `json:"inputs,omitempty"`
-	FinalSigned bool               `json:"final_signed,omitempty"`
+	// CheckpointAt is when Checkpoint was taken: a preempted lease's
+	// final receipt says so, since the work up to it is kept.
+	CheckpointAt time.Time `json:"checkpoint_at,omitzero"`
+	Inputs       []string  `json:"inputs,omitempty"`
+	FinalSigned  bool      `json:"final_signed,omitempty"`
 	// LastAlive is the last time the lease was seen held, stamped every
 	// receipt interval: after a crash, the meter stops there, not at the
 	// restart.

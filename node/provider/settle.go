@@ -128,7 +128,7 @@ func (lr *leaseRunner) recordOneSided() {
 		HeldFrom: rec.Start, HeldUntil: end, Phase: rec.State.phase(),
 		Outcome: rec.Outcome, Attribution: rec.Attribution, ExitCode: rec.ExitCode, Reason: rec.Reason,
 		Output: rec.Output, Checkpoint: rec.Checkpoint, Phases: rec.phases(),
-		GPUsSeen: rec.GPUsSeen, Relay: relayOf(rec),
+		GPUsSeen: rec.GPUsSeen, Relay: relayOf(rec), CheckpointAt: rec.keptUpTo(),
 		Signer:   ledger.SignerProvider,
 		Evidence: &ledger.LeaseEvidence{Terms: terms, ProviderSig: rec.Lease.ProviderSig, SubmitterSig: rec.Lease.SubmitterSig},
 	}
@@ -220,7 +220,7 @@ func (lr *leaseRunner) exchangeReceipt(ctx context.Context, final bool) error {
 		r.Outcome, r.Attribution, r.ExitCode, r.Reason = rec.Outcome, rec.Attribution, rec.ExitCode, rec.Reason
 		r.Output, r.Checkpoint = rec.Output, rec.Checkpoint
 		r.Phases = rec.phases()
-		r.GPUsSeen, r.Relay = rec.GPUsSeen, relayOf(rec)
+		r.GPUsSeen, r.Relay, r.CheckpointAt = rec.GPUsSeen, relayOf(rec), rec.keptUpTo()
 		if !rec.OutputAcked.IsZero() && !rec.OutputStart.IsZero() {
 			r.OutputWait = rec.OutputAcked.Sub(rec.OutputStart).Seconds()
 		}
