@@ -44,7 +44,10 @@ func (r *Record) resumeDue() bool {
 // autoContinues reports whether the attempt ended in a way its declaration
 // asks the submitter to go on from by itself: lost with its provider and
 // declared resume: auto, with resumes left; or failed by its own fault
-// with request.retries left. A task of an array lost with its provider
+// with request.retries left. A job preempted (its provider's owner took
+// the machine back, e31 drain) goes on whatever it declared, from its last
+// checkpoint or from the start, up to maxPreemptions times: no fault of
+// the job's, and no loss of its own. A task of an array lost with its provider
 // goes on whatever it declared, up to market.DefaultMaxResumes times: an
 // array is done when every index is, not when a provider left.
 func (r *Record) autoContinues() bool {
@@ -58,9 +61,16 @@ func (r *Record) autoContinues() bool {
 		return cp != nil && cp.Resume == market.ResumeAuto && r.Resumes < cp.MaxResumes
 	case r.retried():
 		return !r.Withdrawn && r.Retries < r.Declaration.Request.Retries
+	case r.Outcome == ledger.OutcomePreempted:
+		return !r.Withdrawn && r.Preemptions < maxPreemptions
 	}
 	return false
 }
+
+// maxPreemptions bounds how often one job is moved off providers taking
+// their machines back: enough for a week of nights on home machines, and a
+// stop to a loop.
+const maxPreemptions = 32
 
 // retried reports whether the attempt ended as request.retries counts: it
 // failed by its own fault.

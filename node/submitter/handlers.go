@@ -131,14 +131,32 @@ func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.Ra
 	if err != nil {
 		return nil, err
 	}
+	if r.Final && r.Outcome == ledger.OutcomePreempted && r.Checkpoint != "" {
+		// The provider is being taken back, and may stop once this
+		// receipt is countersigned: the last checkpoint it took, which
+		// the job goes on from, is pulled first while it still serves it.
+		j.awaitCheckpoint(ctx, r.Checkpoint, preemptedCheckpointWait)
+	}
 	reply, resume, err := j.receipt(ctx, req, r)
 	if resume {
 		// A provider that restarted mid-run ends the lease itself; a job
-		// that failed may have retries left.
-		s.tasks.Go(func() { s.autoResume(s.ctx, r.Job) })
+		// that failed may have retries left; a preempted one goes on from
+		// the last checkpoint its provider took, once pulled.
+		s.tasks.Go(func() {
+			if r.Outcome == ledger.OutcomePreempted && r.Checkpoint != "" {
+				j.awaitCheckpoint(s.ctx, r.Checkpoint, s.cfg.OutputTimeout)
+			}
+			s.autoResume(s.ctx, r.Job)
+		})
 	}
 	return reply, err
 }
+
+// preemptedCheckpointWait bounds how long the countersignature of a
+// preempted lease's final receipt waits for its last checkpoint to be
+// pulled: well inside the provider's receipt timeout (15s by default), so
+// that a large checkpoint still pulling costs the exchange no retry.
+const preemptedCheckpointWait = 10 * time.Second
 
 // leased checks that r is under this lease from this provider.
 func leased(r *Record, lease string, provider peer.ID) error {

@@ -35,6 +35,35 @@ func (j *jobTracker) event(ev wire.EventRequest) error {
 	})
 }
 
+// awaitCheckpoint waits, up to within, until c (the checkpoint a final
+// receipt names, the last the run took) is the job's last pulled one: a
+// job that goes on from it must not start from an older one while the pull
+// is under way.
+func (j *jobTracker) awaitCheckpoint(ctx context.Context, c string, within time.Duration) {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for {
+		j.mu.Lock()
+		if j.rec.Checkpoint == c {
+			j.mu.Unlock()
+			return
+		}
+		if j.changed == nil {
+			j.changed = make(chan struct{})
+		}
+		changed := j.changed
+		j.mu.Unlock()
+		select {
+		case <-changed:
+		case <-deadline.C:
+			j.log.Warn("the final receipt's checkpoint was not pulled in time: going on from the last one pulled", "job", j.id, "checkpoint", c)
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // pullCheckpoint fetches checkpoint num of the job from its provider and
 // keeps it as the job's last, unless a newer one came first; ctx is the
 // Submitter's, which ends at Shutdown.

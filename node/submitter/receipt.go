@@ -105,7 +105,7 @@ func (j *jobTracker) receipt(ctx context.Context, req wire.ReceiptRequest, r led
 			Outcome: string(r.Outcome), Attribution: string(r.Attribution),
 			HeldMs: r.HeldUntil.Sub(r.HeldFrom).Milliseconds(), At: r.HeldUntil.UnixMilli()})
 	}
-	resume = r.Final && (r.Outcome == ledger.OutcomeProviderLost || r.Outcome == ledger.OutcomeFailed)
+	resume = r.Final && (r.Outcome == ledger.OutcomeProviderLost || r.Outcome == ledger.OutcomeFailed || r.Outcome == ledger.OutcomePreempted)
 	return wire.ReceiptReply{Receipt: mustJSON(r)}, resume, nil
 }
 

@@ -53,7 +53,11 @@ type Record struct {
 	// original); Retries how many runs again after a failure of the
 	// job's own (request.retries), which Resumes leaves out.
 	Resumes int `json:"resumes,omitempty"`
-	Retries int `json:"retries,omitempty"`
+	// Preemptions counts the attempts before this one that ended
+	// preempted (their provider drained): they resume it without counting
+	// in Resumes.
+	Preemptions int `json:"preemptions,omitempty"`
+	Retries     int `json:"retries,omitempty"`
 	// Hold is set on the record of a job held for its upstreams (after,
 	// after_any; hold.go). It is never changed in place: a change sets a
 	// new Hold, so a copy taken under the lock stays as it was.

@@ -168,6 +168,12 @@ func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent 
 			rec.Resumes = 0 // the first run of a held job
 		case parent.retried():
 			rec.Resumes, rec.Retries = parent.Resumes, parent.Retries+1
+		case parent.Outcome == ledger.OutcomePreempted:
+			rec.Resumes = parent.Resumes
+		}
+		rec.Preemptions = parent.Preemptions
+		if parent.Outcome == ledger.OutcomePreempted {
+			rec.Preemptions++
 		}
 		rec.Root = parent.root()
 	}
