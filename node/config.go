@@ -168,6 +168,11 @@ type Config struct {
 	// to finish what they were doing (stopping a run, importing an output)
 	// before it abandons them; default Grace plus 15s.
 	ShutdownTimeout time.Duration
+	// StopDrain is how long a stopping node lets its running jobs go on
+	// before it drains them quickly (each gets its grace to checkpoint,
+	// ends preempted and goes on elsewhere); 0, the default, drains them
+	// quickly at once; negative stops them with the node, lost.
+	StopDrain time.Duration
 	// EventTimeout bounds telling a submitter of a step or a checkpoint;
 	// ReceiptTimeout bounds one receipt exchange; ConnectTimeout bounds
 	// dialling a peer. Defaults 10s, 15s and 10s.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/e31network/e31/node/apiserver"
 	"github.com/e31network/e31/node/rawcontent"
@@ -20,7 +21,8 @@ import (
 // Run serves until ctx is cancelled, then shuts everything down, waiting
 // for work in flight at most ShutdownTimeout.
 func (n *Node) Run(ctx context.Context) error {
-	loopCtx, stopLoops := context.WithCancel(ctx)
+	// The loops outlive ctx for as long as the stop's drain takes.
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	b := p2p.StartBootstrap(loopCtx, n.host, n.boot, n.log)
 	var srv *apiserver.Server
 	defer func() {
@@ -51,7 +53,7 @@ func (n *Node) Run(ctx context.Context) error {
 	for proto, fn := range n.handlers {
 		p2p.Serve(loopCtx, n.host, proto, n.handlerTimeout(proto), n.log, n.tracked(proto, fn), p2p.OnPanic(n.metrics.Panicked))
 	}
-	acfg := apiserver.Config{GetLimits: n.outputLimits(), Addr: n.cfg.API, Network: n, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Logs: n.submitter, Doctor: n.cfg.Doctor, Log: n.log, Panicked: n.metrics.Panicked}
+	acfg := apiserver.Config{GetLimits: n.outputLimits(), Addr: n.cfg.API, Network: n, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Drainer: n.provider, Logs: n.submitter, Doctor: n.cfg.Doctor, Log: n.log, Panicked: n.metrics.Panicked}
 	if n.cfg.DebugPartition {
 		acfg.Block = n.block
 	}
@@ -112,7 +114,22 @@ func (n *Node) Run(ctx context.Context) error {
 
 	<-ctx.Done()
 	n.log.Info("e31d stopping")
+	n.drainToStop()
 	return nil
+}
+
+// drainToStop drains the node before a stop, so that what runs ends
+// preempted after a last checkpoint and goes on elsewhere, rather than
+// lost with the node: running leases go on for StopDrain, then each run
+// gets its grace. A negative StopDrain stops them with the node, as lost.
+func (n *Node) drainToStop() {
+	if n.cfg.StopDrain < 0 || n.provider.Counts().Leases == 0 {
+		return
+	}
+	n.log.Info("draining the leases before stopping", "let run for", n.cfg.StopDrain)
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.StopDrain+n.cfg.ShutdownTimeout+time.Minute)
+	defer cancel()
+	n.provider.DrainToStop(ctx, n.cfg.StopDrain)
 }
 
 // tracked wraps a stream handler so that shutdown waits for the requests

@@ -85,6 +85,7 @@ type fileConfig struct {
 	ProviderLost    string `toml:"provider-lost-after"`
 	LocalityWait    string `toml:"locality-wait"`
 	AvoidFor        string `toml:"avoid-for"`
+	StopDrain       string `toml:"stop-drain"`
 }
 
 // misbehaviour is what --misbehave asks for: the zero value, an honest
@@ -106,7 +107,7 @@ type options struct {
 
 	// localityWait is --locality-wait and avoidFor --avoid-for, parsed
 	// like the durations above.
-	localityWait, avoidFor time.Duration
+	localityWait, avoidFor, stopDrain time.Duration
 }
 
 // durationFlags ties each duration flag to its option and config key.
@@ -132,6 +133,7 @@ func (o *options) durationFlags(fc *fileConfig) []struct {
 		{"provider-lost-after", &o.providerLost, fc.ProviderLost},
 		{"locality-wait", &o.localityWait, fc.LocalityWait},
 		{"avoid-for", &o.avoidFor, fc.AvoidFor},
+		{"stop-drain", &o.stopDrain, fc.StopDrain},
 	}
 }
 
@@ -212,6 +214,7 @@ on the command line win.`,
 	f.BoolVar(&o.file.NoLocality, "no-locality", false, "jobs submitted here that say nothing of locality declare request.locality: off (placed by best fit, ignoring which provider holds their data)")
 	f.DurationVar(&o.localityWait, "locality-wait", 0, "jobs submitted here that say nothing of locality declare this request.locality_wait: how long they may wait for a provider holding their data (at most 5m)")
 	f.DurationVar(&o.avoidFor, "avoid-for", 0, "how long a job submitted here first avoids a provider that failed it; each later avoid of the same provider lasts twice as long, up to 24h (default 5m)")
+	f.DurationVar(&o.stopDrain, "stop-drain", 0, "on SIGTERM, let running jobs go on this long, then stop each with its grace to write a last checkpoint: the lease ends preempted and the job goes on elsewhere (0: at once; negative: stop them with the daemon, lost)")
 	f.StringVar(&o.file.UploadLimit, "upload-limit", "", "cap on what this node serves to peers over the bulk protocol, all together, e.g. 100MiB/s (default unlimited)")
 	f.BoolVar(&o.file.SingleSource, "single-source", false, "as a provider, stage inputs from the submitter alone, not also from other providers that hold them")
 	f.BoolVar(&o.file.NoPrestage, "no-prestage", false, "as a provider, do not start fetching a job's inputs when Match reserves this node for it, only once leased")
@@ -457,6 +460,7 @@ func run(cmd *cobra.Command, o *options) error {
 		NoLocality:        o.file.NoLocality,
 		LocalityWait:      o.localityWait,
 		AvoidFor:          o.avoidFor,
+		StopDrain:         o.stopDrain,
 		UploadLimit:       uploadLimit,
 		SingleSource:      o.file.SingleSource,
 		NoPrestage:        o.file.NoPrestage,
