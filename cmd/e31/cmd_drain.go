@@ -106,6 +106,12 @@ func newUndrainCommand(g *globalOptions) *cobra.Command {
 // describeDrain says what a drain is doing, for a person.
 func describeDrain(d api.Drain) string {
 	s := fmt.Sprintf("%s, since %s", d.Mode, d.Since.Local().Format(time.RFC3339))
+	switch d.By {
+	case api.DrainByReclaim:
+		s += ", by --reclaim-on-use: " + d.Reason + " (lifted once the GPUs are left alone)"
+	case api.DrainByStop:
+		s += ", for the daemon's stop"
+	}
 	if d.Deadline != nil {
 		s += fmt.Sprintf(", quick at %s", d.Deadline.Local().Format(time.RFC3339))
 	}

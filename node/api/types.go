@@ -458,6 +458,20 @@ type Drain struct {
 	Mode     DrainMode  `json:"mode,omitempty"`
 	Since    time.Time  `json:"since,omitzero"`
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// By says who drains the node: DrainByOwner (e31 drain, lifted by
+	// e31 undrain alone), DrainByReclaim (the owner started using a GPU,
+	// --reclaim-on-use: lifted once the GPUs are left alone), or
+	// DrainByStop (the daemon is stopping).
+	By string `json:"by,omitempty"`
+	// Reason says why, where the node drained itself.
+	Reason string `json:"reason,omitempty"`
 	// Leases is how many leases the node still runs.
 	Leases int `json:"leases"`
 }
+
+// Who drains a node (Drain.By).
+const (
+	DrainByOwner   = "owner"
+	DrainByReclaim = "reclaim"
+	DrainByStop    = "stop"
+)

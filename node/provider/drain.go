@@ -25,9 +25,18 @@ import (
 //     and the submitter resumes the job elsewhere from that checkpoint.
 //   - now: quick without the grace.
 //
-// A lease still staging when the drain stops it ends preempted too. A
-// drain is saved (state.PrefixDrain): the node stays drained across a
-// restart until e31 undrain.
+// A lease still staging when the drain stops it ends preempted too. Three
+// things drain a node, each on its own terms (api.Drain.By):
+//
+//   - its owner (Drain, Undrain): saved (state.PrefixDrain), so the node
+//     stays drained across a restart until e31 undrain;
+//   - the reclaim watcher (Reclaim, Return; node/reclaim), when the owner
+//     starts using a GPU: quick, not saved, lifted by the watcher alone once
+//     the GPUs are left alone, never the owner's drain;
+//   - a stop of the daemon (DrainToStop): graceful for a while, then
+//     quick, not saved.
+//
+// The node takes work while none of the three holds.
 
 // ErrPreempted is the cause given to a lease's context when this node is
 // drained quickly.
@@ -44,6 +53,31 @@ type drainRecord struct {
 	Mode     api.DrainMode `json:"mode"`
 	Since    time.Time     `json:"since"`
 	Deadline time.Time     `json:"deadline,omitzero"`
+	// Reason says why the node drained itself; empty for the owner's.
+	Reason string `json:"reason,omitempty"`
+}
+
+// drains are what drains the node, each nil when it does not; guarded by
+// Provider.mu.
+type drains struct {
+	owner, reclaim, stop *drainRecord
+	// gen counts the owner's drains, so that a graceful drain's deadline
+	// acts only on the drain that set it.
+	gen uint64
+}
+
+// current is the drain the API shows, the owner's first, and who made
+// it; nil when the node takes work.
+func (d *drains) current() (*drainRecord, string) {
+	switch {
+	case d.owner != nil:
+		return d.owner, api.DrainByOwner
+	case d.reclaim != nil:
+		return d.reclaim, api.DrainByReclaim
+	case d.stop != nil:
+		return d.stop, api.DrainByStop
+	}
+	return nil, ""
 }
 
 // Drain drains this node in mode (a later call changes the mode: a
@@ -58,12 +92,12 @@ func (p *Provider) Drain(mode api.DrainMode, deadline time.Time) (api.Drain, err
 	}
 	p.mu.Lock()
 	rec := drainRecord{Mode: mode, Since: time.Now(), Deadline: deadline}
-	if p.drain != nil {
-		rec.Since = p.drain.Since
+	if p.drains.owner != nil {
+		rec.Since = p.drains.owner.Since
 	}
-	p.drain = &rec
-	p.drainGen++
-	gen := p.drainGen
+	p.drains.owner = &rec
+	p.drains.gen++
+	gen := p.drains.gen
 	p.mu.Unlock()
 	if err := p.d.Records.Put(state.PrefixDrain, drainID, rec); err != nil {
 		p.log.Warn("drain not saved: a restart would take work again", "err", err)
@@ -90,7 +124,7 @@ func (p *Provider) drainAt(gen uint64, deadline time.Time) {
 	case <-t.C:
 	}
 	p.mu.Lock()
-	same := p.drainGen == gen && p.drain != nil
+	same := p.drains.gen == gen && p.drains.owner != nil
 	p.mu.Unlock()
 	if same {
 		p.log.Info("graceful drain's deadline: draining quickly what still runs")
@@ -114,41 +148,75 @@ func (p *Provider) preemptAll(mode api.DrainMode) {
 	}
 }
 
-// Undrain ends a drain: the offer takes work again.
+// Undrain ends the owner's drain: the offer takes work again, unless the
+// reclaim watcher or a stop still drains the node.
 func (p *Provider) Undrain() api.Drain {
 	p.mu.Lock()
-	was := p.drain != nil
-	p.drain = nil
-	p.drainGen++
+	was := p.drains.owner != nil
+	p.drains.owner = nil
+	p.drains.gen++
 	p.mu.Unlock()
 	if was {
 		if err := p.d.Records.Delete(state.PrefixDrain, drainID); err != nil {
 			p.log.Warn("undrain not saved: a restart would drain again", "err", err)
 		}
-		p.log.Info("undrained: taking work again")
+		p.log.Info("undrained by the owner")
 		p.d.OfferChanged()
 	}
 	return p.DrainStatus()
+}
+
+// Reclaim drains the node quickly for its owner, who started using a GPU
+// (node/reclaim): what runs ends preempted and goes on elsewhere. It is
+// not saved, and only Return lifts it.
+func (p *Provider) Reclaim(reason string) {
+	p.mu.Lock()
+	first := p.drains.reclaim == nil
+	if first {
+		p.drains.reclaim = &drainRecord{Mode: api.DrainQuick, Since: time.Now(), Reason: reason}
+	}
+	p.mu.Unlock()
+	if !first {
+		return
+	}
+	p.log.Info("reclaimed by the owner: draining quickly", "why", reason)
+	p.d.OfferChanged()
+	p.preemptAll(api.DrainQuick)
+}
+
+// Return ends a Reclaim: the owner has left the GPUs alone. The node
+// takes work again unless its owner drained it too.
+func (p *Provider) Return() {
+	p.mu.Lock()
+	was := p.drains.reclaim != nil
+	p.drains.reclaim = nil
+	p.mu.Unlock()
+	if was {
+		p.log.Info("the owner left the GPUs alone: taking work again, unless drained")
+		p.d.OfferChanged()
+	}
 }
 
 // Draining reports whether the node is drained: its offer says so.
 func (p *Provider) Draining() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.drain != nil
+	d, _ := p.drains.current()
+	return d != nil
 }
 
 // DrainStatus is the drain as the API shows it.
 func (p *Provider) DrainStatus() api.Drain {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.drain == nil {
+	d, by := p.drains.current()
+	if d == nil {
 		return api.Drain{}
 	}
-	out := api.Drain{Mode: p.drain.Mode, Since: p.drain.Since.UTC(), Leases: len(p.leases)}
-	if !p.drain.Deadline.IsZero() {
-		d := p.drain.Deadline.UTC()
-		out.Deadline = &d
+	out := api.Drain{Mode: d.Mode, Since: d.Since.UTC(), By: by, Reason: d.Reason, Leases: len(p.leases)}
+	if !d.Deadline.IsZero() {
+		dl := d.Deadline.UTC()
+		out.Deadline = &dl
 	}
 	return out
 }
@@ -161,7 +229,7 @@ func (p *Provider) recoverDrain() error {
 			return fmt.Errorf("drain record: %w", err)
 		}
 		p.mu.Lock()
-		p.drain = &rec
+		p.drains.owner = &rec
 		p.mu.Unlock()
 		p.log.Info("still drained, as before the restart", "mode", rec.Mode, "since", rec.Since)
 		return nil
@@ -170,33 +238,30 @@ func (p *Provider) recoverDrain() error {
 
 // DrainToStop drains the node for a stop of its daemon: running leases go
 // on for up to graceful, then what still runs is drained quickly, and it
-// returns once no lease is left running or ctx ends. Unlike Drain it is
+// returns once every lease is settled (its final receipt signed, after its
+// submitter pulled the last checkpoint) or ctx ends. Unlike Drain it is
 // not saved: the node takes work again when it starts.
 func (p *Provider) DrainToStop(ctx context.Context, graceful time.Duration) {
 	p.mu.Lock()
-	if p.drain == nil {
-		p.drain = &drainRecord{Mode: api.DrainGraceful, Since: time.Now(), Deadline: time.Now().Add(graceful)}
-	}
-	p.drainGen++
+	p.drains.stop = &drainRecord{Mode: api.DrainGraceful, Since: time.Now(), Deadline: time.Now().Add(graceful), Reason: "the daemon is stopping"}
 	p.mu.Unlock()
 	p.d.OfferChanged()
-	idle := func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.leases) == 0
-	}
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
 	quick := time.NewTimer(graceful)
 	defer quick.Stop()
-	for !idle() {
+	for {
+		p.mu.Lock()
+		idle, settled := len(p.unsettled) == 0, p.settled
+		p.mu.Unlock()
+		if idle {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-quick.C:
 			p.log.Info("stopping: draining quickly what still runs")
 			p.preemptAll(api.DrainQuick)
-		case <-tick.C:
+		case <-settled:
 		}
 	}
 }

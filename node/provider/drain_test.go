@@ -98,3 +98,82 @@ func TestGracefulDrainDeadline(t *testing.T) {
 		t.Fatalf("at the deadline: cause %v, want ErrPreempted", context.Cause(ctx))
 	}
 }
+
+// The reclaim watcher's drain is quick, shown as the watcher's, and lifted
+// by Return alone; it never lifts the owner's drain, nor the owner's
+// undrain the watcher's.
+func TestReclaimBesideOwnerDrain(t *testing.T) {
+	prov := wiretest.FreshParty(t)
+	p := newTestProvider(t, prov, Config{}, nil, nil, &statetest.Records{}, nil)
+	l := releasedLease(t, p, prov, time.Now())
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	l.cancel = cancel
+	p.leases[l.rec.Lease.Terms.ID] = l
+
+	p.Reclaim("owner started using GPU 0 (pid 4242)")
+	if d := p.DrainStatus(); !p.Draining() || d.By != api.DrainByReclaim || d.Mode != api.DrainQuick || d.Reason == "" {
+		t.Fatalf("after Reclaim: %+v, want a quick drain by the watcher, saying why", d)
+	}
+	if !errors.Is(context.Cause(ctx), ErrPreempted) {
+		t.Fatalf("the running lease was not preempted: cause %v", context.Cause(ctx))
+	}
+	if _, err := p.Drain(api.DrainGraceful, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := p.DrainStatus(); d.By != api.DrainByOwner {
+		t.Fatalf("with both: shown as %q, want the owner's", d.By)
+	}
+	p.Return()
+	if d := p.DrainStatus(); !p.Draining() || d.By != api.DrainByOwner {
+		t.Fatalf("Return lifted the owner's drain: %+v", d)
+	}
+	p.Reclaim("again")
+	p.Undrain()
+	if d := p.DrainStatus(); !p.Draining() || d.By != api.DrainByReclaim {
+		t.Fatalf("undrain lifted the watcher's drain: %+v", d)
+	}
+	p.Return()
+	if p.Draining() {
+		t.Fatalf("still draining after both were lifted: %+v", p.DrainStatus())
+	}
+}
+
+// A drain for a stop preempts what runs once its graceful time is over and
+// returns only when every lease is settled, so that each submitter has
+// pulled its last checkpoint before the daemon goes.
+func TestDrainToStopWaitsForSettlement(t *testing.T) {
+	prov := wiretest.FreshParty(t)
+	p := newTestProvider(t, prov, Config{}, nil, nil, &statetest.Records{}, nil)
+	l := releasedLease(t, p, prov, time.Now())
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	l.cancel = cancel
+	id := l.rec.Lease.Terms.ID
+	p.leases[id] = l
+	p.unsettled[id] = true
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.DrainToStop(context.Background(), 10*time.Millisecond)
+	}()
+	<-ctx.Done() // preempted after the graceful 10ms
+	if !errors.Is(context.Cause(ctx), ErrPreempted) {
+		t.Fatalf("cause %v, want ErrPreempted", context.Cause(ctx))
+	}
+	select {
+	case <-done:
+		t.Fatal("the stop's drain returned with a lease unsettled")
+	default:
+	}
+	if d := p.DrainStatus(); d.By != api.DrainByStop {
+		t.Fatalf("during the stop: %+v, want a drain by the stop", d)
+	}
+	p.settledLease(id)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stop's drain did not return once the lease was settled")
+	}
+}

@@ -150,6 +150,7 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 		p.held[g] = hold{job: terms.Job, lease: terms.ID}
 	}
 	p.leases[terms.ID] = r
+	p.unsettled[terms.ID] = true
 	p.mu.Unlock()
 	p.d.OfferChanged()
 	mb := p.d.Misbehave

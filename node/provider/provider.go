@@ -57,11 +57,13 @@ type Provider struct {
 	proposing map[string]bool         // jobs with a proposal of ours in flight
 	leases    map[string]*leaseRunner // the runners of the leases not yet released
 	withdrawn map[string]withdrawal
-	// drain is the owner's drain (drain.go), nil when the node takes
-	// work; drainGen counts its changes, so that a graceful drain's
-	// deadline acts only on the drain that set it.
-	drain    *drainRecord
-	drainGen uint64
+	// unsettled are the leases whose runner has not yet settled them
+	// (final receipt signed, or given up): a drain for a stop waits for
+	// them, so that each submitter has its last checkpoint. settled is
+	// closed and replaced at each settlement.
+	unsettled map[string]bool
+	settled   chan struct{}
+	drains    drains // what drains the node (drain.go)
 
 	inputs layouts  // the inputs laid out for the runs (laidout.go)
 	src    sourcing // staging from many sources and before the lease
@@ -87,6 +89,8 @@ func New(cfg Config, d Deps) *Provider {
 		proposing: make(map[string]bool),
 		leases:    make(map[string]*leaseRunner),
 		withdrawn: make(map[string]withdrawal),
+		unsettled: make(map[string]bool),
+		settled:   make(chan struct{}),
 		inputs: layouts{
 			env:       e,
 			laidOut:   make(map[string]map[string]bool),
@@ -189,6 +193,16 @@ func (p *Provider) released(t wire.LeaseTerms) {
 	delete(p.leases, t.ID)
 	p.mu.Unlock()
 	p.d.OfferChanged()
+}
+
+// settledLease notes that a lease's runner settled it (or gave up on it
+// for now), for whoever waits on unsettled.
+func (p *Provider) settledLease(id string) {
+	p.mu.Lock()
+	delete(p.unsettled, id)
+	close(p.settled)
+	p.settled = make(chan struct{})
+	p.mu.Unlock()
 }
 
 // Withdraw stops the lease of a job this node provides, if any, on the

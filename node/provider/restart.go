@@ -68,6 +68,7 @@ func (p *Provider) Recover(ctx context.Context) error {
 		}
 		p.mu.Lock()
 		p.leases[rec.ID()] = p.newRunner(rec, sub)
+		p.unsettled[rec.ID()] = true
 		if rec.State != Released {
 			for _, g := range rec.Lease.Terms.GPUs {
 				p.held[g] = hold{job: rec.Lease.Terms.Job, lease: rec.ID()}

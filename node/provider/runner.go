@@ -37,9 +37,11 @@ type leaseRunner struct {
 	src    *sourcing
 	inputs *layouts
 	// onRelease gives the lease's GPUs back to the role and drops the
-	// runner from its registry (Provider.released). It takes the role's
-	// lock, never while a lock of the runner is held.
+	// runner from its registry (Provider.released); onSettled tells the
+	// role the lease is settled (Provider.settledLease). Each takes the
+	// role's lock, never while a lock of the runner is held.
 	onRelease func(wire.LeaseTerms)
+	onSettled func(lease string)
 	// submitter is the lease's submitter: the peer the terms name, as
 	// the caller of newRunner checked it.
 	submitter peer.ID
@@ -68,7 +70,7 @@ type leaseRunner struct {
 // p.leases.
 func (p *Provider) newRunner(rec *Record, sub peer.ID) *leaseRunner {
 	return &leaseRunner{
-		env: p.env, src: &p.src, inputs: &p.inputs, onRelease: p.released,
+		env: p.env, src: &p.src, inputs: &p.inputs, onRelease: p.released, onSettled: p.settledLease,
 		submitter: sub, rec: rec, receiptNow: make(chan struct{}, 1),
 	}
 }

@@ -57,6 +57,7 @@ func retry(ctx context.Context, first, most time.Duration, deadline time.Time, f
 func (lr *leaseRunner) settle() {
 	rec := lr.snapshot()
 	id := rec.ID()
+	defer lr.onSettled(id)
 	until := rec.End.Add(lr.cfg.Retention)
 	task := taskOf(rec.Lease.Terms.Job) != ""
 	tries := 0
@@ -82,6 +83,11 @@ func (lr *leaseRunner) settle() {
 			// record of the lease is stored at once, and the receipt both
 			// sign supersedes it when the submitter is back.
 			lr.recordOneSided()
+		}
+		if tries == 1 {
+			// Signed by both, or recorded one-sided: a stop need not wait
+			// for the retries.
+			lr.onSettled(id)
 		}
 		return err
 	})
