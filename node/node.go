@@ -48,13 +48,15 @@ type RunInfo struct {
 // the loops that feed them: gossip in and out, the epoch's Match.
 type Node struct {
 	// Immutable after New.
-	cfg      Config
-	log      *slog.Logger
-	key      *ledger.SigningKey // what the node signs with; the host has the plain key
-	self     peer.ID
-	shard    p2p.Shard // the part of the network's market this node takes part in
-	host     host.Host
-	gossip   *p2p.Gossip
+	cfg    Config
+	log    *slog.Logger
+	key    *ledger.SigningKey // what the node signs with; the host has the plain key
+	self   peer.ID
+	shard  p2p.Shard // the part of the network's market this node takes part in
+	host   host.Host
+	gossip *p2p.Gossip
+	// endLife ends the context the exchange and the gossip run on.
+	endLife  context.CancelFunc
 	guard    *p2p.Guard       // gossip peer scores and per-peer rate limits
 	compute  *compute.Machine // the GPUs and the sandbox jobs run in
 	started  time.Time
@@ -159,7 +161,14 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if cfg.RelayService {
 		relay = &reach.Relay{Data: cfg.RelayData, CircuitsPerDay: cfg.RelayPerDay, Metrics: n.metrics.Registerer()}
 	}
+	// The exchange and the gossip live as long as the node, not as long
+	// as ctx: a stop signal ends ctx before the drain (Run's drainToStop),
+	// during which the node must still gossip and serve checkpoints. They
+	// end with closeStores.
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	n.endLife = endLife
 	var closers []func() error
+	closers = append(closers, func() error { endLife(); return nil })
 	defer func() {
 		if err != nil {
 			for i := len(closers) - 1; i >= 0; i-- {
@@ -201,7 +210,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if n.natOn {
 		n.peers.Relays = n.boot
 	}
-	if n.exchange, err = content.NewExchange(ctx, n.host, n.store, n.access, content.ExchangeOptions{
+	if n.exchange, err = content.NewExchange(life, n.host, n.store, n.access, content.ExchangeOptions{
 		Log: n.log, StallTimeout: cfg.StallTimeout, UploadLimit: cfg.UploadLimit, Served: n.countServed,
 		Panicked: n.metrics.Panicked,
 	}); err != nil {
@@ -214,7 +223,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if !n.shard.Whole() {
 		n.log.Info("taking part in one shard of the network's market", "shard", n.shard.String(), "network", cfg.Network)
 	}
-	n.gossip, err = p2p.NewGossip(ctx, n.host, n.key, p2p.GossipConfig{
+	n.gossip, err = p2p.NewGossip(life, n.host, n.key, p2p.GossipConfig{
 		Network:  cfg.Network,
 		Shard:    n.shard,
 		Log:      n.log,

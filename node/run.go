@@ -192,6 +192,7 @@ func (n *Node) closeStores() {
 			n.log.Warn("close", "what", c.name, "err", err)
 		}
 	}
+	n.endLife()
 }
 
 func (n *Node) writeRunFile(api string) (RunInfo, error) {

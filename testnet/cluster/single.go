@@ -28,14 +28,21 @@ func StartNode(ctx context.Context, bin Binaries, name, data string, prefix, arg
 
 // Stop ends the node: SIGTERM, then SIGKILL if it still runs after ten
 // seconds.
-func (n *Node) Stop() {
+func (n *Node) Stop() { n.StopWithin(10 * time.Second) }
+
+// StopWithin ends the node as systemd stops a service: SIGTERM, which
+// drains it, then SIGKILL if it still runs after d. It reports whether the
+// node stopped by itself.
+func (n *Node) StopWithin(d time.Duration) bool {
 	if !n.Alive() {
-		return
+		return true
 	}
 	_ = n.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-n.done:
-	case <-time.After(10 * time.Second):
+		return true
+	case <-time.After(d):
 		_ = n.Kill()
+		return false
 	}
 }
