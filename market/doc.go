@@ -43,10 +43,13 @@
 //     recent use, recomputed as the pass assigns, ties by H(seed ‖ submitter);
 //     a submitter's own jobs by SubmittedAt, then H(seed ‖ job).
 //  2. Feasibility (feasible.go). Filters, each a small type: reachable,
-//     images, require_image, disk (request.disk above the offer's
-//     MaxJobDisk), gpu_model, gpu_memory, gpus (too few devices at all),
-//     busy (too few free now), cpus, memory. An offer turned away is counted under the first filter
-//     it fails, which is what Wait.Counts and Wait.Reason report.
+//     draining, closed (outside its contribution hours), images,
+//     require_image, disk (request.disk above the offer's MaxJobDisk),
+//     gpu_model, gpu_memory, gpus (too few devices at all), window (its
+//     contribution hours end before Now + the job's limit), busy (too few
+//     free now), cpus, memory. An offer turned away is counted under the
+//     first filter it fails, which is what Wait.Counts and Wait.Reason
+//     report.
 //  3. Fit (fit.go). Best fit: fewest free devices left over, then least
 //     memory left over, so that a 1-GPU job does not break up the only free
 //     8-GPU machine. Ties go to the provider nearest the job by the
@@ -56,7 +59,9 @@
 //     counting every lease as ending at Start+Limit. A later job may use a
 //     reserved provider only if Now + its limit ≤ the reservation's start:
 //     it then gives back everything it holds before the reserved job needs
-//     it, so the reserved capacity is still there at that instant.
+//     it, so the reserved capacity is still there at that instant. A job
+//     reserves a provider with contribution hours only if the
+//     reservation's start + its limit ≤ the offer's OpenUntil.
 //
 // Nothing is assigned twice within a pass: each placement takes its devices,
 // CPUs and memory out of the offer before the next job is looked at.
@@ -278,6 +283,21 @@
 // StarvingAfter. So the bound below holds as written: in it, locality can
 // only make a job's placement land on another feasible provider, which the
 // argument never relied on.
+//
+// # Contribution hours
+//
+// A contributor may lend its GPUs only at set times (node/hours). Its offer
+// then says Closed while it is outside its hours, and OpenUntil, when the
+// window it is in ends. A closed provider is given nothing and, like a
+// draining one, is reserved for no job: its GPUs are not coming back soon.
+// An open one takes only jobs whose declared limit ends by OpenUntil, now
+// or, for a reservation, from the reservation's start; providers enforce
+// limits, so such a job is over before the owner wants the machine back.
+// Both are signed in the offer and hashed with the view only when set, so
+// every peer filters alike and views without hours hash as before. In the
+// starvation bound below, a provider that closes is one that leaves the
+// view.
+//
 // # Avoided providers
 //
 // A provider may take a place in Match and never serve it: it advertises

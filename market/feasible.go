@@ -11,12 +11,14 @@ import (
 const (
 	ReasonUnreachable = "unreachable"   // no peer can reach the provider (behind a NAT, no relay)
 	ReasonDraining    = "draining"      // the provider takes no new work (its owner drains it)
+	ReasonClosed      = "closed"        // the provider is outside its contribution hours
 	ReasonNoImages    = "images"        // the job brings an image the provider cannot run
 	ReasonNeedImage   = "require_image" // the provider takes only jobs with an image
 	ReasonDisk        = "disk"          // request.disk is above the provider's cap
 	ReasonGPUModel    = "gpu_model"     // no device of the requested model
 	ReasonGPUMemory   = "gpu_memory"    // no device of the model with enough memory
 	ReasonGPUs        = "gpus"          // too few such devices in all, free or not
+	ReasonWindow      = "window"        // the provider's contribution hours end before the job's limit would
 	ReasonBusy        = "busy"          // enough devices, but too few free now
 	ReasonCPUs        = "cpus"          // too few CPUs free now
 	ReasonMemory      = "memory"        // too little memory free now
@@ -42,18 +44,23 @@ type namedFilter struct {
 // device count) to what waiting fixes (busy devices, CPUs, memory), so that
 // the reason counted for an offer tells the submitter which of the two
 // applies. Whether the provider can be reached at all comes first, then
-// whether it runs images: no amount of room makes up for either.
-// makes up for it.
+// whether it takes work at all (draining, outside its hours), then whether
+// it runs images: no amount of room makes up for any of them. The window
+// comes after the devices and before what is busy: a provider whose hours
+// end too soon cannot take the job however much of it is free, but a
+// shorter limit or its next window can mend that, and one too small never.
 func feasibility() [numFilters]namedFilter {
 	return [numFilters]namedFilter{
 		{ReasonUnreachable, reachableFilter{}},
 		{ReasonDraining, drainingFilter{}},
+		{ReasonClosed, closedFilter{}},
 		{ReasonNoImages, imagesFilter{}},
 		{ReasonNeedImage, requireImageFilter{}},
 		{ReasonDisk, diskFilter{}},
 		{ReasonGPUModel, modelFilter{}},
 		{ReasonGPUMemory, gpuMemoryFilter{}},
 		{ReasonGPUs, gpuCountFilter{}},
+		{ReasonWindow, windowFilter{}},
 		{ReasonBusy, gpuFreeFilter{}},
 		{ReasonCPUs, cpuFilter{}},
 		{ReasonMemory, memoryFilter{}},
@@ -71,7 +78,7 @@ func firstFailure(fs *[numFilters]namedFilter, d *demand, s *shape) string {
 }
 
 // numFilters is the length of the filter stack.
-const numFilters = 11
+const numFilters = 13
 
 type reachableFilter struct{}
 
@@ -80,6 +87,10 @@ func (reachableFilter) pass(_ *demand, s *shape) bool { return !s.static.unreach
 type drainingFilter struct{}
 
 func (drainingFilter) pass(_ *demand, s *shape) bool { return !s.static.draining }
+
+type closedFilter struct{}
+
+func (closedFilter) pass(_ *demand, s *shape) bool { return !s.static.closed }
 
 type imagesFilter struct{}
 
@@ -111,6 +122,16 @@ type gpuCountFilter struct{}
 
 func (gpuCountFilter) pass(d *demand, s *shape) bool {
 	return d.gpus == 0 || d.con.count(s.static.gpus, true) >= d.gpus
+}
+
+// windowFilter keeps a job off a provider whose contribution hours end
+// before the job's lease would, started now: the provider stops taking
+// work then, and a job cut short at its window's end is a job run for
+// nothing. d.end is set only when some offer in the view has a window.
+type windowFilter struct{}
+
+func (windowFilter) pass(d *demand, s *shape) bool {
+	return s.static.openUntil == 0 || d.end <= s.static.openUntil
 }
 
 type gpuFreeFilter struct{}
@@ -152,6 +173,12 @@ type staticShape struct {
 	// draining: the provider takes no new work, and its busy GPUs are
 	// not worth waiting for.
 	draining bool
+	// closed: the provider is outside its contribution hours; like
+	// draining, its GPUs are not coming back soon.
+	closed bool
+	// openUntil is when the provider's contribution window ends (ms since
+	// the Unix epoch); 0: it does not end.
+	openUntil int64
 	// maxJobDisk caps request.disk; 0: no cap.
 	maxJobDisk uint64
 }
@@ -277,6 +304,8 @@ type staticKey struct {
 	images, requireImage bool
 	unreachable          bool
 	draining             bool
+	closed               bool
+	openUntil            int64
 	maxJobDisk           uint64
 }
 
@@ -331,12 +360,13 @@ func (in *interner) multiset(types []int32) *multiset {
 	return m
 }
 
-func (in *interner) static(gpus *multiset, cpus int64, mem uint64, images, requireImage, unreachable, draining bool, maxJobDisk uint64) *staticShape {
-	k := staticKey{gpus.id, cpus, mem, images, requireImage, unreachable, draining, maxJobDisk}
+func (in *interner) static(gpus *multiset, cpus int64, mem uint64, images, requireImage, unreachable, draining, closed bool, openUntil int64, maxJobDisk uint64) *staticShape {
+	k := staticKey{gpus.id, cpus, mem, images, requireImage, unreachable, draining, closed, openUntil, maxJobDisk}
 	if s, ok := in.statics[k]; ok {
 		return s
 	}
-	s := &staticShape{id: in.nStatics, gpus: gpus, cpus: cpus, mem: mem, images: images, requireImage: requireImage, unreachable: unreachable, draining: draining, maxJobDisk: maxJobDisk}
+	s := &staticShape{id: in.nStatics, gpus: gpus, cpus: cpus, mem: mem, images: images, requireImage: requireImage, unreachable: unreachable,
+		draining: draining, closed: closed, openUntil: openUntil, maxJobDisk: maxJobDisk}
 	in.nStatics++
 	in.statics[k] = s
 	return s

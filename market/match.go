@@ -123,6 +123,10 @@ type demand struct {
 	mem   uint64
 	image bool   // the job brings its own image
 	disk  uint64 // request.disk
+	// end is when the job's lease would end if it started now (Now + its
+	// limit), which a provider's contribution window must reach. It is
+	// set only when some offer in the view has a window; see shapeOf.
+	end int64
 }
 
 // demandShape is the state shared by every job with the same request.
@@ -141,6 +145,9 @@ type demandShape struct {
 	// view has, free or not: what a job too big for all of them could
 	// ever get.
 	largest int
+	// lastWindow is the latest end of the contribution windows that
+	// turned the job away for ending too soon (ReasonWindow).
+	lastWindow int64
 }
 
 type shapeKey struct {
@@ -151,6 +158,9 @@ type shapeKey struct {
 	cpus   int64
 	mem    uint64
 	disk   uint64
+	// limit is the job's limit when the view has contribution windows,
+	// and 0 otherwise: see shapeOf.
+	limit Duration
 }
 
 // jobState is a valid open job as the pass sees it. It holds copies of
@@ -215,6 +225,10 @@ type matcher struct {
 	// avoid holds, for the rare jobs with an avoid list, the providers
 	// each must not be placed on or reserve (jobState.avoid).
 	avoid [][]int32
+
+	// windows: some offer has a contribution window that ends
+	// (Offer.OpenUntil), so a job's limit is part of its shape.
+	windows bool
 }
 
 // newMatcher prepares a pass. seed, when not nil, replaces the view's own
@@ -282,6 +296,7 @@ func (m *matcher) buildProviders(n *normalized) {
 		p.shape.cpus = int64(max(o.CPUs, 0))
 		p.shape.mem = o.MemoryBytes
 		maxGPUs = max(maxGPUs, len(p.slots))
+		m.windows = m.windows || o.OpenUntil != 0
 	}
 	for li, l := range n.leases {
 		pi, ok := byID[l.Provider]
@@ -321,7 +336,8 @@ func (m *matcher) buildProviders(n *normalized) {
 		for _, s := range p.slots {
 			types = append(types, s.typ)
 		}
-		p.static = m.in.static(m.in.multiset(types), int64(max(o.CPUs, 0)), o.MemoryBytes, o.Images, o.RequireImage, o.Unreachable, o.Draining, o.MaxJobDisk)
+		p.static = m.in.static(m.in.multiset(types), int64(max(o.CPUs, 0)), o.MemoryBytes, o.Images, o.RequireImage, o.Unreachable, o.Draining,
+			o.Closed, o.OpenUntil, o.MaxJobDisk)
 		p.shape.static = p.static
 		p.avail = make([]int32, 0, len(p.slots))
 		for s := range p.slots {
@@ -453,12 +469,20 @@ type recentShape struct {
 	shape *demandShape
 }
 
+// shapeOf interns a request. A job's limit matters to feasibility only
+// against a contribution window, so it splits shapes only in a view that
+// has one: elsewhere jobs that differ in their limit alone share a shape,
+// and what the pass learns about one (no room, nothing to reserve) serves
+// them all.
 func (m *matcher) shapeOf(r *Request, image bool) *demandShape {
 	k := shapeKey{image: image, gpus: r.GPUs, model: r.GPUModel, minMem: uint64(r.GPUMemory), cpus: int64(r.CPUs), mem: uint64(r.Memory), disk: r.DiskBytes()}
+	if m.windows {
+		k.limit = r.Limit
+	}
 	// The slot depends on the numbers of the request and the length of the
 	// model name, not on the name's bytes.
 	h := uint64(k.gpus)*0x9e3779b97f4a7c15 ^ uint64(k.cpus)*0xbf58476d1ce4e5b9 ^ k.mem*0x94d049bb133111eb ^
-		k.minMem*0x2545f4914f6cdd1d ^ uint64(len(k.model))*0xff51afd7ed558ccd
+		k.minMem*0x2545f4914f6cdd1d ^ uint64(len(k.model))*0xff51afd7ed558ccd ^ uint64(k.limit)*0xc2b2ae3d27d4eb4f
 	if image {
 		h = ^h
 	}
@@ -471,6 +495,9 @@ func (m *matcher) shapeOf(r *Request, image bool) *demandShape {
 		s = &demandShape{
 			demand: demand{gpus: r.GPUs, con: m.in.constraint(r.GPUModel, uint64(r.GPUMemory)), cpus: int64(r.CPUs), mem: uint64(r.Memory), image: image, disk: r.DiskBytes()},
 			model:  r.GPUModel,
+		}
+		if m.windows {
+			s.end = satAdd(m.now, int64(r.Limit))
 		}
 		m.shapes[k] = s
 	}

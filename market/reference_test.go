@@ -56,9 +56,11 @@ func refMatch(v View, o Options) Result {
 		events   []event
 		reserved bool
 		from     int64
-		// images, requireImage and unreachable are the offer's flags of the
-		// same name.
-		images, requireImage, unreachable, draining bool
+		// images, requireImage, unreachable, draining and closed are the
+		// offer's flags of the same name.
+		images, requireImage, unreachable, draining, closed bool
+		// openUntil is when the offer's contribution window ends; 0: never.
+		openUntil int64
 		// listed and bloom are what the offer holds.
 		listed map[string]bool
 		bloom  *bloom.BloomFilter
@@ -70,6 +72,7 @@ func refMatch(v View, o Options) Result {
 		p := &rprov{id: off.Provider, h: tieHash(&seed, 'p', off.Provider), cpus: int64(max(off.CPUs, 0)), mem: off.MemoryBytes}
 		p.totCPUs, p.totMem = p.cpus, p.mem
 		p.images, p.requireImage, p.unreachable, p.draining = off.Images, off.RequireImage, off.Unreachable, off.Draining
+		p.closed, p.openUntil = off.Closed, off.OpenUntil
 		p.listed = map[string]bool{}
 		for _, d := range off.Holdings.Roots {
 			p.listed[d.Root] = true
@@ -147,6 +150,11 @@ func refMatch(v View, o Options) Result {
 		}
 		return n
 	}
+	// inWindow: a lease of limit starting at from ends by the close of p's
+	// contribution window.
+	inWindow := func(p *rprov, from int64, limit Duration) bool {
+		return p.openUntil == 0 || satAdd(from, int64(limit)) <= p.openUntil
+	}
 	fitsNow := func(p *rprov, r *Request) bool {
 		return countGPUs(p, r, true) >= r.GPUs && p.cpus >= int64(r.CPUs) && p.mem >= uint64(r.Memory)
 	}
@@ -168,6 +176,8 @@ func refMatch(v View, o Options) Result {
 			return ReasonGPUMemory
 		case n > 0 && countGPUs(p, r, false) < n:
 			return ReasonGPUs
+		case !inWindow(p, now, r.Limit):
+			return ReasonWindow
 		case n > 0 && countGPUs(p, r, true) < n:
 			return ReasonBusy
 		case p.cpus < int64(r.CPUs):
@@ -186,6 +196,8 @@ func refMatch(v View, o Options) Result {
 			return ReasonUnreachable
 		case p.draining:
 			return ReasonDraining
+		case p.closed:
+			return ReasonClosed
 		case j.Image && !p.images:
 			return ReasonNoImages
 		case !j.Image && p.requireImage:
@@ -273,7 +285,7 @@ func refMatch(v View, o Options) Result {
 	}
 	everFits := func(p *rprov, j *Job) bool {
 		r := &j.Request
-		if imageReason(p, j) != "" || countGPUs(p, r, false) < r.GPUs || p.totCPUs < int64(r.CPUs) || p.totMem < uint64(r.Memory) {
+		if imageReason(p, j) != "" || !inWindow(p, now, r.Limit) || countGPUs(p, r, false) < r.GPUs || p.totCPUs < int64(r.CPUs) || p.totMem < uint64(r.Memory) {
 			return false
 		}
 		return r.GPUs == 0 || r.GPUModel == "" || reason(&rprov{gpus: p.gpus, cpus: 1 << 62, mem: 1 << 62}, r) != ReasonGPUModel
@@ -292,7 +304,7 @@ func refMatch(v View, o Options) Result {
 				continue
 			}
 			held := heldBy(p, j)
-			if imageReason(p, j) != "" || !fitsNow(p, r) || p.reserved && satAdd(now, int64(r.Limit)) > p.from {
+			if imageReason(p, j) != "" || !inWindow(p, now, r.Limit) || !fitsNow(p, r) || p.reserved && satAdd(now, int64(r.Limit)) > p.from {
 				if held > 0 && everFits(p, j) {
 					couldWait = true
 				}
@@ -371,6 +383,11 @@ func refMatch(v View, o Options) Result {
 				if c < int64(r.CPUs) || m < uint64(r.Memory) {
 					continue
 				}
+				// The job must be done by the close of the provider's
+				// window, counted from when the reservation starts.
+				if !inWindow(p, at, r.Limit) {
+					continue
+				}
 				wgt := p.h ^ jh(j)
 				if w.res == nil || at < bestAt || at == bestAt && wgt < bestW {
 					w.res, bestAt, bestW = p, at, wgt
@@ -411,6 +428,7 @@ func refMatch(v View, o Options) Result {
 		r := &w.job.Request
 		counts := map[string]int{}
 		largest := 0
+		var lastWindow int64
 		for _, p := range provs {
 			if r.GPUs > 0 {
 				largest = max(largest, countGPUs(p, r, false))
@@ -420,6 +438,9 @@ func refMatch(v View, o Options) Result {
 				continue
 			}
 			why := reason(p, r)
+			if why == ReasonWindow {
+				lastWindow = max(lastWindow, p.openUntil)
+			}
 			switch why {
 			case ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved:
 				// It could take the job, now or once free, but for the
@@ -430,7 +451,8 @@ func refMatch(v View, o Options) Result {
 			}
 			counts[why]++
 		}
-		ds := &demandShape{demand: demand{gpus: r.GPUs, con: &constraint{minMem: uint64(r.GPUMemory)}, cpus: int64(r.CPUs), mem: uint64(r.Memory)}, model: r.GPUModel, largest: largest}
+		ds := &demandShape{demand: demand{gpus: r.GPUs, con: &constraint{minMem: uint64(r.GPUMemory)}, cpus: int64(r.CPUs), mem: uint64(r.Memory),
+			end: satAdd(now, int64(r.Limit))}, model: r.GPUModel, largest: largest, lastWindow: lastWindow}
 		text := describeWait(ds, counts)
 		if w.localUntil != 0 {
 			text, counts = "waiting for a provider that holds its data, until "+FormatInstant(w.localUntil), nil
@@ -461,6 +483,12 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 			RequireImage: rapid.IntRange(0, 5).Draw(t, "requireImage") == 0,
 			Unreachable:  rapid.IntRange(0, 7).Draw(t, "unreachable") == 0,
 			Draining:     rapid.IntRange(0, 7).Draw(t, "draining") == 0,
+			Closed:       rapid.IntRange(0, 7).Draw(t, "closed") == 0,
+		}
+		// Windows end on the jobs' and leases' limits and between them, so
+		// that a limit meets its window's end exactly, and one has ended.
+		if rapid.IntRange(0, 2).Draw(t, "hasWindow") == 0 {
+			o.OpenUntil = now + int64(rapid.SampledFrom([]Duration{-Minute, 10 * Minute, 30 * Minute, Hour, 90 * Minute, 2 * Hour, 3 * Hour, 4 * Hour, 6 * Hour}).Draw(t, "openUntil"))
 		}
 		for g := range rapid.IntRange(0, 8).Draw(t, "gpus") {
 			uuid := fmt.Sprintf("GPU-%d-%d", i, g)
@@ -778,4 +806,30 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(m.Run())
+}
+
+// TestViewHashHours checks that an offer's contribution hours are part of
+// the view: peers that disagree on them must not think they match the same
+// view, and two windows that end apart must hash apart.
+func TestViewHashHours(t *testing.T) {
+	v := View{Now: scenarioStart, Offers: []Offer{{Provider: "p1", CPUs: 8, MemoryBytes: uint64(GiB)}}}
+	seen := map[string]string{}
+	for _, c := range []struct {
+		name      string
+		closed    bool
+		openUntil int64
+	}{
+		{"none", false, 0},
+		{"closed", true, 0},
+		{"window", false, scenarioStart + int64(Hour)},
+		{"later window", false, scenarioStart + int64(2*Hour)},
+		{"closed with window", true, scenarioStart + int64(Hour)},
+	} {
+		v.Offers[0].Closed, v.Offers[0].OpenUntil = c.closed, c.openUntil
+		h := v.Hash()
+		if prev, ok := seen[h]; ok {
+			t.Errorf("%s hashes as %s", c.name, prev)
+		}
+		seen[h] = c.name
+	}
 }

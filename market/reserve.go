@@ -12,6 +12,12 @@ import (
 // is out of the index: later jobs may use it only as backfill, when their
 // own limit ends before the reservation starts (see place).
 //
+// A provider with contribution hours is reserved for a job only if the
+// job's limit, counted from the reservation's start, ends by the offer's
+// OpenUntil: the job would otherwise be waiting for room that its window
+// gives back too late to use. A closed provider, like a draining one, is
+// never reserved: its couldEverFit fails.
+//
 // Match keeps no state between passes: the reservation is found again next
 // pass. It holds because nothing placed on the provider meanwhile outlasts
 // it, so the provider's earliest instant for the job can only stay or move
@@ -35,7 +41,7 @@ func (m *matcher) reserve(j *jobState) *provider {
 			continue
 		}
 		at := p.earliest(&s.demand, m.now)
-		if at == never {
+		if at == never || p.static.openUntil != 0 && satAdd(at, int64(j.limit)) > p.static.openUntil {
 			continue
 		}
 		w := m.ix.arena.hash[p.idx] ^ key
@@ -45,7 +51,9 @@ func (m *matcher) reserve(j *jobState) *provider {
 	}
 	if best == nil && j.avoid == 0 {
 		// Reserving only removes providers and placing only adds leases, so
-		// the same request finds nothing for the rest of the pass.
+		// the same request finds nothing for the rest of the pass. Where
+		// windows count, the request includes the limit (shapeOf), and an
+		// instant that only moves later ends no earlier.
 		s.noReserve = true
 		return nil
 	}

@@ -88,7 +88,13 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		// offer p1 gpus=4xH100:80GiB,2xA100:40GiB cpus=64 memory=512GiB busy=0,1 images=yes require_image=yes
 		o := Offer{Provider: name, CPUs: mustInt(t, arg(d, "cpus", "64")), MemoryBytes: uint64(mustSize(t, arg(d, "memory", "512GiB"))),
 			Images: arg(d, "images", "no") == "yes", RequireImage: arg(d, "require_image", "no") == "yes",
-			Unreachable: arg(d, "unreachable", "no") == "yes", Draining: arg(d, "draining", "no") == "yes", MaxJobDisk: uint64(mustSize(t, arg(d, "max_job_disk", "0")))}
+			Unreachable: arg(d, "unreachable", "no") == "yes", Draining: arg(d, "draining", "no") == "yes",
+			Closed: arg(d, "closed", "no") == "yes", MaxJobDisk: uint64(mustSize(t, arg(d, "max_job_disk", "0")))}
+		// open_until=+2h: the provider's contribution window ends two hours
+		// from the scenario's now.
+		if u := arg(d, "open_until", ""); u != "" {
+			o.OpenUntil = s.v.Now + int64(mustDuration(t, u))
+		}
 		// holds=rootA:10GiB,rootB:1GiB lists roots; bloom=rootC,rootD puts
 		// roots in the filter only.
 		if h := arg(d, "holds", ""); h != "" {
@@ -181,8 +187,11 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			o.StarvingAfter = mustDuration(t, st)
 		}
 		s.last = Match(s.v, o)
-		// Scenarios about locality are checked against the reference too.
-		if want := refMatch(s.v, o); slices.ContainsFunc(s.v.Jobs, func(j Job) bool { return len(j.Data) > 0 }) && !reflect.DeepEqual(s.last, want) {
+		// Scenarios about locality and contribution hours are checked
+		// against the reference too.
+		checked := slices.ContainsFunc(s.v.Jobs, func(j Job) bool { return len(j.Data) > 0 }) ||
+			slices.ContainsFunc(s.v.Offers, func(o Offer) bool { return o.Closed || o.OpenUntil != 0 })
+		if want := refMatch(s.v, o); checked && !reflect.DeepEqual(s.last, want) {
 			t.Errorf("%s: Match differs from the reference matcher:\n%s\nreference:\n%s", d.Pos, s.format(s.last), s.format(want))
 		}
 		return s.format(s.last)

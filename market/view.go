@@ -40,6 +40,16 @@ type Offer struct {
 	// Draining says the provider's owner is taking it back: it takes no
 	// new work, and Match waits for none of its GPUs.
 	Draining bool `json:"draining,omitempty"`
+	// Closed says the provider is outside its contribution hours (its
+	// owner lends its GPUs only at set times): it takes no new work, and
+	// Match waits for none of its GPUs, which stay away until its next
+	// window opens.
+	Closed bool `json:"closed,omitempty"`
+	// OpenUntil is when the provider's current contribution window ends,
+	// in ms since the Unix epoch; 0 means it does not end. Match places a
+	// job there, or reserves the provider for it, only if the job's
+	// declared limit ends by then.
+	OpenUntil int64 `json:"open_until,omitempty"`
 	// MaxJobDisk is the most a job may write on this provider (its
 	// request.disk); 0 means no cap.
 	MaxJobDisk uint64 `json:"max_job_disk,omitempty"`
@@ -363,6 +373,13 @@ func appendOffer(b []byte, o *Offer, gpus []*GPU) []byte {
 	}
 	if o.Draining {
 		b = append(b, 'D') // likewise
+	}
+	if o.Closed {
+		b = append(b, 'C') // likewise
+	}
+	if o.OpenUntil != 0 {
+		b = append(b, 'W') // likewise, then the instant
+		b = appendInt(b, o.OpenUntil)
 	}
 	b = append(b, 'O')
 	b = appendString(b, o.Provider)

@@ -15,7 +15,7 @@ import (
 func (m *matcher) waitFor(j *waitNote) Wait {
 	s := j.shape
 	if s.counts == nil {
-		s.counts, s.largest = m.countReasons(&s.demand)
+		s.counts, s.largest, s.lastWindow = m.countReasons(&s.demand)
 		s.message = describeWait(s, s.counts)
 	}
 	w := Wait{Job: j.id, Reason: s.message, Counts: s.counts}
@@ -35,7 +35,7 @@ func (m *matcher) waitFor(j *waitNote) Wait {
 	return w
 }
 
-func (m *matcher) countReasons(d *demand) (counts map[string]int, largest int) {
+func (m *matcher) countReasons(d *demand) (counts map[string]int, largest int, lastWindow int64) {
 	counts = make(map[string]int)
 	count := func(sh *shape, n int, free string) {
 		r := firstFailure(&m.filters, d, sh)
@@ -46,6 +46,9 @@ func (m *matcher) countReasons(d *demand) (counts map[string]int, largest int) {
 		if d.gpus > 0 {
 			largest = max(largest, d.con.count(sh.static.gpus, true))
 		}
+		if r == ReasonWindow {
+			lastWindow = max(lastWindow, sh.static.openUntil)
+		}
 	}
 	for _, b := range m.ix.buckets {
 		for _, c := range b {
@@ -55,7 +58,7 @@ func (m *matcher) countReasons(d *demand) (counts map[string]int, largest int) {
 	for _, p := range m.reserved {
 		count(&p.shape, 1, ReasonReserved)
 	}
-	return counts, largest
+	return counts, largest, lastWindow
 }
 
 // describeWait turns counts into a sentence such as
@@ -77,6 +80,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 		return "no offer comes from a provider peers can reach (behind a NAT, with no relay)"
 	case counts[ReasonDraining] == total:
 		return "every offer is from a provider that is draining (its owner is taking it back)"
+	case counts[ReasonClosed] == total:
+		return "every offer is from a provider outside its contribution hours"
 	case counts[ReasonNoImages] == total:
 		return "no offer can run jobs in their own image"
 	case counts[ReasonNeedImage] == total:
@@ -87,6 +92,9 @@ func describeWait(s *demandShape, counts map[string]int) string {
 		return "no offer has gpu_model " + s.model
 	case counts[ReasonGPUModel]+counts[ReasonGPUMemory] == total:
 		return fmt.Sprintf("no offer has %s with %s or more each", gpuNoun(s, 0), Size(s.con.minMem))
+	case counts[ReasonWindow] == total:
+		return fmt.Sprintf("every offer's contribution hours end before the job's limit would (the last window closes at %s, the limit runs to %s)",
+			FormatInstant(s.lastWindow), FormatInstant(s.end))
 	}
 	// Failures no change of load can mend: every offer in view lacks
 	// what the job asks for, however long it waits.
@@ -104,6 +112,11 @@ func describeWait(s *demandShape, counts map[string]int) string {
 			phrase = "unreachable"
 		case ReasonDraining:
 			phrase = "draining"
+		case ReasonClosed:
+			phrase = "outside its hours"
+			if n != 1 {
+				phrase = "outside their hours"
+			}
 		case ReasonNoImages:
 			phrase = "cannot run images"
 		case ReasonNeedImage:
@@ -116,6 +129,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 			phrase = "without GPUs of " + Size(s.con.minMem).String()
 		case ReasonGPUs:
 			phrase = "too small"
+		case ReasonWindow:
+			phrase = "closing before the job would end"
 		case ReasonBusy:
 			phrase = "busy"
 		case ReasonCPUs:
@@ -146,8 +161,9 @@ func describeWait(s *demandShape, counts map[string]int) string {
 	return fmt.Sprintf("no offer has %s (%s)", describeNeed(s, true), strings.Join(parts, ", "))
 }
 
-func reasonOrder() [13]string {
-	return [13]string{ReasonUnreachable, ReasonDraining, ReasonNoImages, ReasonNeedImage, ReasonDisk, ReasonGPUModel, ReasonGPUMemory, ReasonGPUs, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved, ReasonAvoided}
+func reasonOrder() [15]string {
+	return [15]string{ReasonUnreachable, ReasonDraining, ReasonClosed, ReasonNoImages, ReasonNeedImage, ReasonDisk, ReasonGPUModel, ReasonGPUMemory,
+		ReasonGPUs, ReasonWindow, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved, ReasonAvoided}
 }
 
 // describeNeed says what the job needs: "8 free GPUs", or with free false
