@@ -13,7 +13,7 @@ import (
 // would be started with.
 func newDoctorCommand() *cobra.Command {
 	var o options
-	var asJSON bool
+	var asJSON, gpuJob bool
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check this machine before it offers GPUs",
@@ -24,9 +24,17 @@ data dir and the layer cache, the listen addresses, and clock sync. Each check
 is ok, warn or fail, with how to fix it. Run it as root, with the same --config
 or flags as the daemon.
 
+--gpu-job also runs one job on each GPU, in the sandbox leases run in, with only
+that GPU: this e31d, mounted into the sandbox, allocates memory on the GPU and
+runs a small CUDA kernel through the driver (no CUDA toolkit needed). Each GPU's
+result says whether the sandbox saw exactly that GPU, what the kernel did, and
+whether the GPU came in through CDI or the driver's device nodes. Without a
+driver it warns and runs nothing.
+
 The exit status is 1 when any check fails; warnings alone exit 0.`,
 		Example: `  sudo e31d doctor
-  sudo e31d doctor --config /etc/e31/e31d.toml --json`,
+  sudo e31d doctor --config /etc/e31/e31d.toml --json
+  sudo e31d doctor --gpu-job`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.config != "" {
@@ -44,6 +52,12 @@ The exit status is 1 when any check fails; warnings alone exit 0.`,
 				Listen:          o.file.Listen,
 				Runtime:         o.file.Runtime,
 			})
+			if gpuJob {
+				rep.Checks = append(rep.Checks, doctor.GPUJobs(cmd.Context(), doctor.GPUJobOptions{
+					DataDir: o.file.Data,
+					Runtime: o.file.Runtime,
+				})...)
+			}
 			out := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -68,5 +82,6 @@ The exit status is 1 when any check fails; warnings alone exit 0.`,
 	f.StringVar(&o.file.Runtime, "runtime", "", "OCI runtime binary (default: runc, else crun, whichever works)")
 	f.StringVar(&o.file.ImageCacheSize, "image-cache-size", "64GiB", "disk the layer cache may take under DATA/layers")
 	f.BoolVar(&asJSON, "json", false, "print the checks as JSON")
+	f.BoolVar(&gpuJob, "gpu-job", false, "also run a small CUDA job in the sandbox on each GPU, as a lease would")
 	return cmd
 }

@@ -223,7 +223,7 @@ on the command line win.`,
 	f.BoolVar(&o.debugPartition, "debug-partition", false, "serve POST /v1/debug/block on the API, which cuts this node off from peers (for tests)")
 	_ = f.MarkHidden("debug-partition")
 	o.misbehave = misbehaveFlag(f)
-	cmd.AddCommand(newDoctorCommand(), manpage.Command(cmd))
+	cmd.AddCommand(newDoctorCommand(), newGPUProbeCommand(), manpage.Command(cmd))
 	return cmd
 }
 
