@@ -11,6 +11,7 @@ import (
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/hours"
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/reach"
 	"github.com/e31network/e31/node/view"
@@ -44,6 +45,19 @@ type Config struct {
 	// compute. It is a field rather than a call so that programs that
 	// embed a node without real GPUs (the test network) compile no NVML.
 	DiscoverGPUs func(context.Context, *slog.Logger) []exec.GPU
+	// Hours, when set, are the only times the node lends its GPUs
+	// (e31d --hours; node/hours); nil: always.
+	Hours *hours.Schedule
+	// ReclaimOnUse watches the GPUs and drains the node quickly when its
+	// owner starts using one, taking work again once they are left alone
+	// for ReclaimIdle (default 10m; node/reclaim).
+	ReclaimOnUse bool
+	ReclaimIdle  time.Duration
+	// OpenGPUUse reads who uses the real GPUs, for ReclaimOnUse; e31d
+	// passes NVML's reader (exec/nvidia.OpenUse), and a node with
+	// simulated GPUs reads DataDir/sim-gpu-use instead. Close it once the
+	// watcher has stopped.
+	OpenGPUUse func(context.Context, *slog.Logger) GPUUse
 	// OnReady, if set, is called once Run serves the API and has written
 	// RunFile: e31d tells systemd it is ready then.
 	OnReady func(RunInfo)

@@ -30,6 +30,12 @@ func (n *Node) ID() api.ID {
 	if d := n.provider.DrainStatus(); d.Mode != "" {
 		out.Drain = &d
 	}
+	if n.cfg.Hours != nil {
+		out.Hours = n.cfg.Hours.String()
+		var until int64
+		out.Closed, until = n.provider.Window(time.Now())
+		out.OpenUntil = msTime(until)
+	}
 	return out
 }
 
@@ -68,6 +74,8 @@ func (n *Node) Nodes() []api.Node {
 			Self:        e.Offer.Provider == n.self.String(),
 			Reach:       e.Reach,
 			Draining:    e.Offer.Draining,
+			Closed:      e.Offer.Closed,
+			OpenUntil:   msTime(e.Offer.OpenUntil),
 		}
 		for _, g := range e.Offer.GPUs {
 			an.GPUs = append(an.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free && !leased[e.Offer.Provider][g.UUID]})
@@ -79,4 +87,13 @@ func (n *Node) Nodes() []api.Node {
 		out = append(out, an)
 	}
 	return out
+}
+
+// msTime is a time in Unix ms, as offers carry it, for the API: nil for 0.
+func msTime(ms int64) *time.Time {
+	if ms == 0 {
+		return nil
+	}
+	t := time.UnixMilli(ms).UTC()
+	return &t
 }

@@ -23,6 +23,7 @@ func (n *Node) wireRoles() {
 	calls := caller{n}
 	n.provider = provider.New(provider.Config{
 		DataDir:         n.cfg.DataDir,
+		Hours:           n.providerHours(),
 		ProposalTTL:     n.cfg.ProposalTTL,
 		ReceiptInterval: n.cfg.ReceiptInterval,
 		Grace:           n.cfg.Grace,
@@ -102,6 +103,15 @@ func (n *Node) handlerTimeout(proto protocol.ID) time.Duration {
 // streamTimeout bounds a step event, a receipt or a withdrawal request: each
 // answers from memory and the ledger, in well under a second.
 const streamTimeout = 30 * time.Second
+
+// providerHours is the provider's hours: none (nil) unless set, never a
+// typed nil.
+func (n *Node) providerHours() provider.Hours {
+	if n.cfg.Hours == nil {
+		return nil
+	}
+	return n.cfg.Hours
+}
 
 // providerImages is the provider's image dependency: the library where
 // image jobs run, none elsewhere.

@@ -143,11 +143,14 @@ func startNode(t *testing.T, o nodeOpts) *testNode {
 		Retention:         time.Minute,
 		ProviderLostAfter: 2 * time.Second,
 		ShutdownTimeout:   10 * time.Second,
-		CPUs:              8,
-		MemoryBytes:       16 << 30,
-		testLoseReply:     o.loseReply,
-		NoFastPath:        o.noFast,
-		testSeeGPUs:       o.seeGPUs,
+		// A node stopped here plays one that vanished: its leases are
+		// lost with it, not drained (e2e tests drain real daemons).
+		StopDrain:     -1,
+		CPUs:          8,
+		MemoryBytes:   16 << 30,
+		testLoseReply: o.loseReply,
+		NoFastPath:    o.noFast,
+		testSeeGPUs:   o.seeGPUs,
 	}
 	if o.epoch != 0 {
 		cfg.Epoch = o.epoch

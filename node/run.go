@@ -101,6 +101,16 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.submitter.Start()
 	n.provider.Resume()
+	watcher, closeUse, err := n.reclaimer(loopCtx)
+	if err != nil {
+		return err
+	}
+	if watcher != nil {
+		n.loops.Go(func() {
+			defer closeUse()
+			watcher.Run(loopCtx)
+		})
+	}
 
 	info, err := n.writeRunFile(srv.Addr())
 	if err != nil {

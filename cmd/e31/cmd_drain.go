@@ -125,3 +125,14 @@ func describeDrain(d api.Drain) string {
 	}
 	return s
 }
+
+// describeWindow says where a node stands in its contribution hours.
+func describeWindow(closed bool, until *time.Time) string {
+	switch {
+	case closed:
+		return "outside its hours"
+	case until != nil:
+		return "open until " + until.Local().Format("Mon 15:04")
+	}
+	return "open"
+}

@@ -39,6 +39,9 @@ func runID(ctx context.Context, o idOptions, g *globalOptions) error {
 	if d := id.Drain; d != nil {
 		fmt.Fprintf(g.stdout, "drained   %s\n", describeDrain(*d))
 	}
+	if id.Hours != "" {
+		fmt.Fprintf(g.stdout, "hours     %s (%s)\n", id.Hours, describeWindow(id.Closed, id.OpenUntil))
+	}
 	for _, a := range id.Addrs {
 		fmt.Fprintf(g.stdout, "address   %s\n", a)
 	}

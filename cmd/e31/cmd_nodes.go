@@ -54,6 +54,9 @@ func runNodes(ctx context.Context, o nodesOptions, g *globalOptions) error {
 		if n.Draining {
 			name += " (draining)"
 		}
+		if n.Closed || n.OpenUntil != nil {
+			name += " (" + describeWindow(n.Closed, n.OpenUntil) + ")"
+		}
 		reach := n.Reach
 		if reach == "" {
 			reach = "-"

@@ -20,10 +20,12 @@ import (
 
 	"github.com/e31network/e31/cmd/e31/manpage"
 	"github.com/e31network/e31/cmd/e31d/doctor"
+	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/exec/nvidia"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/hours"
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/p2p"
 	"github.com/pelletier/go-toml/v2"
@@ -73,6 +75,9 @@ type fileConfig struct {
 	UploadLimit  string `toml:"upload-limit"`
 	SingleSource bool   `toml:"single-source"`
 	NoPrestage   bool   `toml:"no-prestage"`
+	// The contributor's machine.
+	Hours        string `toml:"hours"`
+	ReclaimOnUse bool   `toml:"reclaim-on-use"`
 	// Durations, as Go durations ("30s").
 	Epoch           string `toml:"epoch"`
 	EpochDelay      string `toml:"epoch-delay"`
@@ -86,6 +91,7 @@ type fileConfig struct {
 	LocalityWait    string `toml:"locality-wait"`
 	AvoidFor        string `toml:"avoid-for"`
 	StopDrain       string `toml:"stop-drain"`
+	ReclaimIdle     string `toml:"reclaim-idle"`
 }
 
 // misbehaviour is what --misbehave asks for: the zero value, an honest
@@ -107,7 +113,7 @@ type options struct {
 
 	// localityWait is --locality-wait and avoidFor --avoid-for, parsed
 	// like the durations above.
-	localityWait, avoidFor, stopDrain time.Duration
+	localityWait, avoidFor, stopDrain, reclaimIdle time.Duration
 }
 
 // durationFlags ties each duration flag to its option and config key.
@@ -134,6 +140,7 @@ func (o *options) durationFlags(fc *fileConfig) []struct {
 		{"locality-wait", &o.localityWait, fc.LocalityWait},
 		{"avoid-for", &o.avoidFor, fc.AvoidFor},
 		{"stop-drain", &o.stopDrain, fc.StopDrain},
+		{"reclaim-idle", &o.reclaimIdle, fc.ReclaimIdle},
 	}
 }
 
@@ -217,6 +224,9 @@ on the command line win.`,
 	f.DurationVar(&o.stopDrain, "stop-drain", 0, "on SIGTERM, let running jobs go on this long, then stop each with its grace to write a last checkpoint: the lease ends preempted and the job goes on elsewhere (0: at once; negative: stop them with the daemon, lost)")
 	f.StringVar(&o.file.UploadLimit, "upload-limit", "", "cap on what this node serves to peers over the bulk protocol, all together, e.g. 100MiB/s (default unlimited)")
 	f.BoolVar(&o.file.SingleSource, "single-source", false, "as a provider, stage inputs from the submitter alone, not also from other providers that hold them")
+	f.StringVar(&o.file.Hours, "hours", "", `lend the GPUs only at these times, in this machine's time zone: "Mon-Fri 19:00-07:30; Sat,Sun 00:00-24:00" (a window ending before it starts runs past midnight); the offer says when the window closes, only jobs whose limit ends by then are placed here, and what still runs at its end is drained quickly`)
+	f.BoolVar(&o.file.ReclaimOnUse, "reclaim-on-use", false, "watch the GPUs and drain quickly when their owner starts using one (a process that is not a job's, or an idle GPU kept busy); take work again once they are left alone for --reclaim-idle")
+	f.DurationVar(&o.reclaimIdle, "reclaim-idle", 0, "with --reclaim-on-use, how long the GPUs must be left alone before the node takes work again (default 10m)")
 	f.BoolVar(&o.file.NoPrestage, "no-prestage", false, "as a provider, do not start fetching a job's inputs when Match reserves this node for it, only once leased")
 	f.StringVar(&o.file.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.file.LogFormat, "log-format", "text", "text or json")
@@ -288,6 +298,8 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("upload-limit", func() { o.file.UploadLimit = or(fc.UploadLimit, o.file.UploadLimit) })
 	set("single-source", func() { o.file.SingleSource = o.file.SingleSource || fc.SingleSource })
 	set("no-prestage", func() { o.file.NoPrestage = o.file.NoPrestage || fc.NoPrestage })
+	set("hours", func() { o.file.Hours = or(fc.Hours, o.file.Hours) })
+	set("reclaim-on-use", func() { o.file.ReclaimOnUse = o.file.ReclaimOnUse || fc.ReclaimOnUse })
 	for _, d := range o.durationFlags(&fc) {
 		if flags.Changed(d.name) || d.file == "" {
 			continue
@@ -400,6 +412,14 @@ func run(cmd *cobra.Command, o *options) error {
 	if err != nil {
 		return err
 	}
+	var schedule *hours.Schedule
+	if o.file.Hours != "" {
+		s, err := hours.Parse(o.file.Hours)
+		if err != nil {
+			return fmt.Errorf("--hours: %w", err)
+		}
+		schedule = &s
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	context.AfterFunc(ctx, func() {
@@ -432,6 +452,10 @@ func run(cmd *cobra.Command, o *options) error {
 		UI:                o.file.UI,
 		SimGPUs:           o.file.SimGPUs,
 		DiscoverGPUs:      nvidia.Discover,
+		OpenGPUUse:        openGPUUse,
+		Hours:             schedule,
+		ReclaimOnUse:      o.file.ReclaimOnUse,
+		ReclaimIdle:       o.reclaimIdle,
 		Network:           o.file.Network,
 		Shards:            o.file.Shards,
 		Shard:             shard,
@@ -518,4 +542,10 @@ func shardFlags(count int, index string) (*int, error) {
 		return nil, fmt.Errorf("--shard %q: want a shard from 0 to %d (--shards %d)", index, count-1, count)
 	}
 	return &i, nil
+}
+
+// openGPUUse reads who uses the real GPUs through NVML, for
+// --reclaim-on-use.
+func openGPUUse(ctx context.Context, log *slog.Logger) node.GPUUse {
+	return nvidia.OpenUse(ctx, nvidia.UseOptions{IsSandbox: exec.IsSandboxPID, Log: log})
 }

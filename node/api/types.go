@@ -29,6 +29,12 @@ type ID struct {
 	// Drain is the owner's drain of the node (e31 drain); nil while it
 	// takes work.
 	Drain *Drain `json:"drain,omitempty"`
+	// Hours are the node's contribution hours (e31d --hours), empty when
+	// it lends its GPUs at any time; Closed says it is outside them now,
+	// OpenUntil when the open window ends.
+	Hours     string     `json:"hours,omitempty"`
+	Closed    bool       `json:"closed,omitempty"`
+	OpenUntil *time.Time `json:"open_until,omitempty"`
 }
 
 // Peer is a connected libp2p peer.
@@ -70,6 +76,10 @@ type Node struct {
 	Reach string `json:"reach,omitempty"`
 	// Draining says the provider's owner drains it: it takes no new work.
 	Draining bool `json:"draining,omitempty"`
+	// Closed says the provider is outside its contribution hours;
+	// OpenUntil is when its open window ends, where it has hours.
+	Closed    bool       `json:"closed,omitempty"`
+	OpenUntil *time.Time `json:"open_until,omitempty"`
 	// Held are the largest roots the provider's offer says it holds, with
 	// their sizes in bytes; HeldFiltered says its filter holds more.
 	Held         []HeldRoot `json:"held,omitempty"`

@@ -23,6 +23,9 @@ type Provider interface {
 	// Draining says the node's owner drains it: the offer says so, and
 	// Match gives it nothing new.
 	Draining() bool
+	// Window says whether the node is outside its contribution hours at
+	// now, and else when its window ends (Unix ms, 0: never).
+	Window(now time.Time) (closed bool, openUntil int64)
 }
 
 // Publisher publishes a node's offer. Its exported fields are set before
@@ -77,6 +80,7 @@ func (p *Publisher) Offer() (market.Offer, string) {
 	o := market.Offer{Provider: p.Self, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, GPUs: p.Provider.GPUs(),
 		Images: p.Provider.Images(), RequireImage: p.RequireImage, Unreachable: unreachable,
 		MaxJobDisk: p.MaxJobDisk, Draining: p.Provider.Draining()}
+	o.Closed, o.OpenUntil = p.Provider.Window(time.Now())
 	return o, reach
 }
 

@@ -92,7 +92,10 @@ type (
 // Config holds the provider's settings; see node.Config for their meaning
 // and defaults.
 type Config struct {
-	DataDir         string // lease folders go under DataDir/leases
+	DataDir string // lease folders go under DataDir/leases
+	// Hours, when set, are the only times this node lends its GPUs
+	// (hours.go); nil: always.
+	Hours           Hours
 	ProposalTTL     time.Duration
 	ReceiptInterval time.Duration
 	Grace           time.Duration

@@ -19,6 +19,9 @@ func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 	if !ok || p.d.Runner == nil || !p.Takes(oj.Body.Declaration.Work) || p.Draining() {
 		return // a view that has not yet heard of the drain
 	}
+	if !p.inHours(time.Now(), time.Duration(oj.Body.Declaration.Request.Limit)*time.Millisecond) {
+		return // a view that has not yet heard of the hours
+	}
 	if max := p.cfg.MaxJobDisk; max > 0 && oj.Body.Declaration.Request.DiskBytes() > max {
 		return
 	}

@@ -195,6 +195,18 @@ func (p *Provider) released(t wire.LeaseTerms) {
 	p.d.OfferChanged()
 }
 
+// HeldGPUs are the UUIDs of the GPUs leases hold now, in a map of the
+// caller's own.
+func (p *Provider) HeldGPUs() map[string]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]bool, len(p.held))
+	for g := range p.held {
+		out[g] = true
+	}
+	return out
+}
+
 // settledLease notes that a lease's runner settled it (or gave up on it
 // for now), for whoever waits on unsettled.
 func (p *Provider) settledLease(id string) {

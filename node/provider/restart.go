@@ -90,6 +90,9 @@ func (p *Provider) Recover(ctx context.Context) error {
 func (p *Provider) Resume() {
 	p.tasks.Go(func() { p.resume(p.ctx) })
 	p.tasks.Go(func() { p.retentionLoop(p.ctx) })
+	if p.cfg.Hours != nil {
+		p.tasks.Go(p.watchHours)
+	}
 }
 
 func (p *Provider) resume(ctx context.Context) {

@@ -1,0 +1,81 @@
+package provider
+
+import (
+	"time"
+
+	"github.com/e31network/e31/node/api"
+)
+
+// A contributor may lend its GPUs only at set times (e31d --hours, a
+// node/hours.Schedule). Outside its hours the offer says the node is
+// closed; inside, it says when the window closes, and Match places there
+// only jobs whose declared limit ends before (market.Offer.OpenUntil). The
+// provider checks the same before it proposes, as the arbiter of its own
+// GPUs, and at each window's end drains quickly whatever still runs: its
+// limit was declared to end by then, or it came from a view that had not
+// yet heard of the hours.
+
+// Hours is a contributor's weekly hours (node/hours.Schedule).
+type Hours interface {
+	Open(t time.Time) bool
+	// Closes is when the window open at t ends; zero when closed at t, or
+	// open all week.
+	Closes(t time.Time) time.Time
+	// Opens is when the next window opens after t; zero if never.
+	Opens(t time.Time) time.Time
+}
+
+// Window is what the offer says of the hours at now: closed outside them,
+// else when the open window ends (Unix ms; 0 when it never does, or the
+// node has no hours).
+func (p *Provider) Window(now time.Time) (closed bool, openUntil int64) {
+	h := p.cfg.Hours
+	if h == nil {
+		return false, 0
+	}
+	if !h.Open(now) {
+		return true, 0
+	}
+	if c := h.Closes(now); !c.IsZero() {
+		return false, c.UnixMilli()
+	}
+	return false, 0
+}
+
+// inHours reports whether a job of this limit, leased now, ends inside
+// the node's hours.
+func (p *Provider) inHours(now time.Time, limit time.Duration) bool {
+	closed, until := p.Window(now)
+	return !closed && (until == 0 || now.Add(limit).UnixMilli() <= until)
+}
+
+// watchHours tells the offer of each window's opening and end, and drains
+// quickly at each end what still runs, until the provider stops.
+func (p *Provider) watchHours() {
+	h := p.cfg.Hours
+	for {
+		now := time.Now()
+		open := h.Open(now)
+		next := h.Opens(now)
+		if open {
+			next = h.Closes(now)
+		}
+		if next.IsZero() {
+			return // open all week, or never: nothing changes
+		}
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-p.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		p.d.OfferChanged()
+		if open {
+			p.log.Info("contribution hours end: draining quickly what still runs", "reopens", h.Opens(time.Now()))
+			p.preemptAll(api.DrainQuick)
+		} else {
+			p.log.Info("contribution hours begin: taking work", "until", h.Closes(time.Now()))
+		}
+	}
+}
