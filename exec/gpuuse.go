@@ -91,3 +91,35 @@ func sandboxCgroupPath(path string) bool {
 	}
 	return false
 }
+
+// displayStack names the programs that hold a desktop's GPU all day
+// without anyone using it for work: display servers and compositors. A
+// process of theirs on a GPU is not its owner starting to use it, or a
+// workstation with a screen on its GPU would never lend it.
+func displayStack() []string {
+	return []string{"Xorg", "X", "Xwayland", "gnome-shell", "kwin_wayland", "kwin_x11", "plasmashell",
+		"mutter", "sway", "weston", "Hyprland", "cinnamon", "xfwm4", "compiz", "gdm-x-session", "sddm-greeter"}
+}
+
+// DisplayProcess reports whether a /proc/PID/comm text names a display
+// server or compositor (displayStack).
+func DisplayProcess(comm string) bool {
+	comm = strings.TrimSpace(comm)
+	for _, name := range displayStack() {
+		if comm == name {
+			return true
+		}
+	}
+	return false
+}
+
+// NotOwnersUse reports whether host process pid on a GPU is not its owner
+// using it: a job sandbox's process (IsSandboxPID), or the desktop's
+// display stack (DisplayProcess). It is the check --reclaim-on-use makes
+// of every process NVML lists.
+func NotOwnersUse(pid int) (bool, error) {
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && DisplayProcess(string(comm)) {
+		return true, nil
+	}
+	return IsSandboxPID(pid)
+}

@@ -76,3 +76,18 @@ func TestIsSandboxPID(t *testing.T) {
 		t.Errorf("a PID that does not exist: err = %v, want fs.ErrNotExist", err)
 	}
 }
+
+// A desktop's display server and compositor hold its GPU without its
+// owner working on it; anything else is the owner's.
+func TestDisplayProcess(t *testing.T) {
+	for comm, want := range map[string]bool{"Xorg\n": true, "gnome-shell\n": true, "Xwayland": true,
+		"python3\n": false, "steam\n": false, "": false, "Xorgx\n": false} {
+		if got := DisplayProcess(comm); got != want {
+			t.Errorf("DisplayProcess(%q) = %v, want %v", comm, got, want)
+		}
+	}
+	// This test's own process is neither a sandbox's nor the display's.
+	if not, err := NotOwnersUse(os.Getpid()); err != nil || not {
+		t.Fatalf("NotOwnersUse(self) = %v, %v; want the owner's use", not, err)
+	}
+}

@@ -547,5 +547,5 @@ func shardFlags(count int, index string) (*int, error) {
 // openGPUUse reads who uses the real GPUs through NVML, for
 // --reclaim-on-use.
 func openGPUUse(ctx context.Context, log *slog.Logger) node.GPUUse {
-	return nvidia.OpenUse(ctx, nvidia.UseOptions{IsSandbox: exec.IsSandboxPID, Log: log})
+	return nvidia.OpenUse(ctx, nvidia.UseOptions{IsSandbox: exec.NotOwnersUse, Log: log})
 }
