@@ -205,7 +205,7 @@ func sandboxConfig(s Spec, cid string, h hostLayout, devices []specs.LinuxDevice
 
 	namespaces := []specs.LinuxNamespace{
 		{Type: specs.PIDNamespace}, {Type: specs.MountNamespace}, {Type: specs.IPCNamespace},
-		{Type: specs.UTSNamespace}, {Type: specs.NetworkNamespace},
+		{Type: specs.UTSNamespace}, {Type: specs.NetworkNamespace, Path: s.NetNS},
 	}
 	if h.cgroups.unified {
 		namespaces = append(namespaces, specs.LinuxNamespace{Type: specs.CgroupNamespace})

@@ -105,6 +105,19 @@ func TestSandboxConfig(t *testing.T) {
 	if slices.Contains(ns, specs.UserNamespace) || slices.Contains(ns, specs.CgroupNamespace) {
 		t.Errorf("namespaces %v", ns)
 	}
+	for _, n := range l.Namespaces {
+		if n.Path != "" {
+			t.Errorf("the %s namespace joins %s, want a new one", n.Type, n.Path)
+		}
+	}
+	// A gang part joins the network namespace its provider made for it.
+	gang := s
+	gang.NetNS = "/run/netns/e31-L1"
+	for _, n := range sandboxConfig(gang, ContainerID(s.ID), testHost(false), devs).Linux.Namespaces {
+		if n.Type == specs.NetworkNamespace && n.Path != gang.NetNS {
+			t.Errorf("a gang part's network namespace: %q, want %s", n.Path, gang.NetNS)
+		}
+	}
 	if l.CgroupsPath != "/e31/"+ContainerID("L1") {
 		t.Errorf("cgroupsPath %s", l.CgroupsPath)
 	}

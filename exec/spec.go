@@ -91,6 +91,12 @@ type Spec struct {
 	// last ones); 0 means DefaultLogCap.
 	LogCap int64
 
+	// NetNS, if set, is the path of a network namespace the job joins
+	// instead of a new one of its own with loopback alone: a gang part's,
+	// made by the provider with the gang's private interface in it
+	// (node/gangnet). Nothing else of the host's network is in it.
+	NetNS string
+
 	// Disk, if set, bounds what the job can write (MountDisk): the Output
 	// and Checkpoint sources must be inside Disk.Path, and /tmp (and an
 	// image job's HOME) are made there too. Without it only memory bounds
@@ -128,6 +134,9 @@ func (s Spec) withDefaults() (Spec, error) {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(v, "\x00") {
 			return s, fmt.Errorf("%w: environment variable %q", ErrSpec, k)
 		}
+	}
+	if s.NetNS != "" && (!filepath.IsAbs(s.NetNS) || filepath.Clean(s.NetNS) != s.NetNS) {
+		return s, fmt.Errorf("%w: network namespace %q is not an absolute clean path", ErrSpec, s.NetNS)
 	}
 	if s.CPUs < 0 || s.Pids < 0 || s.Limit < 0 || s.Grace < 0 || s.LogCap < 0 {
 		return s, fmt.Errorf("%w: negative CPUs, pids, limit, grace or log cap", ErrSpec)
