@@ -52,12 +52,36 @@ func (a *Array) Tasks() int {
 	return a.Count
 }
 
+// The variables each part of a gang sees: its rank and the gang's size,
+// under E31's names and under the names torch.distributed reads. The
+// provider adds what only it knows (MASTER_ADDR, MASTER_PORT and the
+// interfaces for Gloo and NCCL). Task sets them over any value the
+// declaration's env gives them, so that a part cannot be told a rank
+// other than its own.
+const (
+	EnvNodeRank  = "E31_NODE_RANK"
+	EnvNumNodes  = "E31_NUM_NODES"
+	EnvWorldSize = "WORLD_SIZE"
+	EnvRank      = "RANK"
+)
+
 // Task returns the declaration task i of an array runs: the array's own,
-// with no array, and the task's variables in its environment. It copies
-// what it changes, so the array's declaration is left as it is.
+// with no array, and the task's variables in its environment. For a gang
+// it is the declaration part i runs: the gang's own, request.nodes
+// included, with the part's rank and the gang's size in its environment.
+// It copies what it changes, so the declaration is left as it is.
 func (d Declaration) Task(i int) Declaration {
-	a := d.Array
 	t := d
+	if d.Request.Gang() {
+		env := make(map[string]string, len(d.Work.Env)+4)
+		maps.Copy(env, d.Work.Env)
+		rank, size := strconv.Itoa(i), strconv.Itoa(d.Request.Nodes)
+		env[EnvNodeRank], env[EnvRank] = rank, rank
+		env[EnvNumNodes], env[EnvWorldSize] = size, size
+		t.Work.Env = env
+		return t
+	}
+	a := d.Array
 	t.Array = nil
 	env := make(map[string]string, len(d.Work.Env)+3)
 	maps.Copy(env, d.Work.Env)
@@ -70,7 +94,21 @@ func (d Declaration) Task(i int) Declaration {
 	return t
 }
 
-// TaskID is the ID of task i of the array whose ID is array.
+// Parts is how many jobs the declaration makes in every peer's view: one
+// per task of an array, one per node of a gang (each under TaskID, with
+// the gang's request), and otherwise one.
+func (d Declaration) Parts() int {
+	switch {
+	case d.Array != nil:
+		return d.Array.Tasks()
+	case d.Request.Gang():
+		return d.Request.Nodes
+	}
+	return 1
+}
+
+// TaskID is the ID of task i of the array whose ID is array, and of part
+// i of a gang.
 func TaskID(array string, i int) string { return array + "." + strconv.Itoa(i) }
 
 // SplitTaskID splits a task's ID into its array's and its index; ok is

@@ -103,8 +103,9 @@ func (m *matcher) processAvoiding(j *jobState, rank int, avoid []int32) bool {
 		m.assign(j, p, rank)
 		return true
 	}
-	if len(m.reserved) < m.k {
+	if m.holds < m.k {
 		if p := m.reserve(j); p != nil {
+			m.holds++
 			m.res.Reservations = append(m.res.Reservations, Reservation{Job: j.id, Provider: p.id, From: p.res.from})
 		}
 	}
@@ -118,7 +119,10 @@ func (m *matcher) processAvoiding(j *jobState, rank int, avoid []int32) bool {
 // or once free, is counted as avoided instead of busy or reserved, so that
 // a job kept from free offers by its own list does not read as waiting
 // for busy ones. One that could never take it keeps its reason.
-func (m *matcher) avoidedCounts(s *demandShape, counts map[string]int, avoid int32) map[string]int {
+//
+// free is what an offer with room now was counted as: ReasonBusy for a
+// lone job (see countReasons), ReasonFree for a gang.
+func (m *matcher) avoidedCounts(s *demandShape, counts map[string]int, avoid int32, free string) map[string]int {
 	out := maps.Clone(counts)
 	for _, pi := range m.avoid[avoid-1] {
 		p := &m.provs[pi]
@@ -127,7 +131,7 @@ func (m *matcher) avoidedCounts(s *demandShape, counts map[string]int, avoid int
 		case r == "" && p.class == nil:
 			r = ReasonReserved
 		case r == "":
-			r = ReasonBusy
+			r = free
 		case r != ReasonBusy && r != ReasonCPUs && r != ReasonMemory:
 			continue // it could never take the job
 		}

@@ -139,3 +139,50 @@ func BenchmarkMatchLocality(b *testing.B) {
 	b.ReportMetric(float64(len(r.Assignments)), "assigned")
 	b.ReportMetric(float64(len(r.Reservations)), "reserved")
 }
+
+// addGangs turns about one job in fifty into a gang of 2 to 8 parts with
+// its request, a few of them in flight: one part leased, or gone.
+func addGangs(rng *rand.Rand, v *View) {
+	n := len(v.Jobs)
+	for j := range n {
+		if rng.IntN(50) != 0 {
+			continue
+		}
+		g := v.Jobs[j]
+		id := fmt.Sprintf("gang-%07d", j)
+		nodes := 2 + rng.IntN(7)
+		g.Request.Nodes = nodes
+		flight := -1
+		if rng.IntN(10) == 0 {
+			flight = rng.IntN(nodes)
+		}
+		for r := range nodes {
+			part := g
+			part.ID = TaskID(id, r)
+			if r == flight {
+				if rng.IntN(2) == 0 {
+					continue // gone
+				}
+				v.Leases = append(v.Leases, Lease{ID: "lease-" + part.ID, Job: part.ID, Provider: v.Offers[rng.IntN(len(v.Offers))].Provider,
+					Submitter: part.Submitter, CPUs: part.Request.CPUs, MemoryBytes: uint64(part.Request.Memory), Start: v.Now, Limit: part.Request.Limit})
+			}
+			v.Jobs = append(v.Jobs, part)
+		}
+	}
+}
+
+// BenchmarkMatchGangs is BenchmarkMatch's pass with about one job in fifty
+// made a gang.
+func BenchmarkMatchGangs(b *testing.B) {
+	v := benchView(10_000, 100_000)
+	addGangs(rand.New(rand.NewPCG(5, 6)), &v)
+	var r Result
+	b.ResetTimer()
+	for b.Loop() {
+		r = Match(v, Options{})
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(len(v.Jobs))*float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	b.ReportMetric(float64(len(r.Assignments)), "assigned")
+	b.ReportMetric(float64(len(r.Reservations)), "reserved")
+}

@@ -101,7 +101,16 @@ type Request struct {
 	// job lost with its provider is resumed or requeued as before,
 	// whatever Retries says. At most MaxRetries.
 	Retries int `json:"retries,omitempty" yaml:"retries,omitempty"`
+	// Nodes is how many providers the job runs on at once, as a gang: 0
+	// or 1 is one; 2 to MaxNodes makes the job that many parts, each
+	// asking for the rest of the request (gpus, cpus, memory, gpu_model,
+	// gpu_memory are per node), which Match places all together on
+	// distinct providers or not at all. Part i runs Task(i).
+	Nodes int `json:"nodes,omitempty" yaml:"nodes,omitempty"`
 }
+
+// Gang reports whether the request makes a gang: two nodes or more.
+func (r Request) Gang() bool { return r.Nodes >= 2 }
 
 // DiskBytes is the job's disk quota: Disk, or DefaultDisk when unset.
 func (r Request) DiskBytes() uint64 {
@@ -150,6 +159,10 @@ const (
 	MaxResumesCap       = 100
 	MaxRetries          = 100
 	MaxUpstreams        = 64
+	// MaxNodes bounds request.nodes. A gang holds every provider it runs
+	// on until its last part can start, so it is a number of machines
+	// one training run spans, not a fleet.
+	MaxNodes = 64
 	// MaxInputSize bounds a recorded input or image size: far above any
 	// dataset a job stages, low enough that a job's total cannot overflow.
 	MaxInputSize = 1 << 50 // 1PiB
@@ -349,6 +362,11 @@ func validate(d *Declaration, ps *problems) {
 	validateAfter("after", d.After, ps)
 	validateAfter("after_any", d.AfterAny, ps)
 	validateArray(d.Array, d.Work.Env, ps)
+	if d.Array != nil && d.Request.Gang() {
+		// A task of an array is one job; its parts would need IDs of two
+		// levels, which neither the view nor SplitTaskID has.
+		ps.add("request.nodes", "cannot be set with array: an array of gangs is not supported, submit the gangs one by one")
+	}
 
 	// Every path the sandbox mounts, in declaration order, so that an overlap
 	// is reported on the later of the two.
@@ -493,6 +511,9 @@ func validateRequest(r *Request, ps *problems) {
 	}
 	if r.Retries < 0 || r.Retries > MaxRetries {
 		ps.add("request.retries", "must be between 0 and %d", MaxRetries)
+	}
+	if r.Nodes < 0 || r.Nodes > MaxNodes {
+		ps.add("request.nodes", "must be between 1 and %d providers at once (0 means 1)", MaxNodes)
 	}
 }
 

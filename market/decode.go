@@ -461,8 +461,10 @@ func (dc *decoder) request(n *yaml.Node, field string) Request {
 			r.LocalityWait, _ = dc.duration(v, f)
 		case "retries":
 			r.Retries, _ = dc.int(v, f)
+		case "nodes":
+			r.Nodes, _ = dc.int(v, f)
 		default:
-			dc.unknown(f, "gpus, gpu_model, gpu_memory, cpus, memory, disk, limit, locality, locality_wait, retries")
+			dc.unknown(f, "gpus, gpu_model, gpu_memory, cpus, memory, disk, limit, locality, locality_wait, retries, nodes")
 		}
 	})
 	if !haveCPUs && !dc.covers(field+".cpus") {

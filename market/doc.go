@@ -64,7 +64,9 @@
 //     reservation's start + its limit ≤ the offer's OpenUntil.
 //
 // Nothing is assigned twice within a pass: each placement takes its devices,
-// CPUs and memory out of the offer before the next job is looked at.
+// CPUs and memory out of the offer before the next job is looked at. A
+// gang (request.nodes ≥ 2) goes through the same steps as one unit, each
+// of its parts on a provider of its own (see Gangs).
 //
 // # Cost
 //
@@ -72,7 +74,9 @@
 // for each job a walk over the placement index (a few hundred classes of
 // like offers at most, never the P offers behind them) and a descent of
 // ⌈log₂ P⌉ trie levels to pick the provider; only the first K blocked jobs
-// scan every provider to reserve one. At 10,000 providers and 100,000 jobs
+// scan every provider to reserve one. A gang of N parts costs N such
+// searches, and a blocked gang among the first K sorts its candidate
+// providers once (O(P log P)) to find its common start. At 10,000 providers and 100,000 jobs
 // the constant factors are what count, and most of them are memory: hashing
 // the view (SHA-256, about a tenth of the pass and fixed by the view's
 // encoding), and cache misses when the jobs are visited in priority order,
@@ -328,6 +332,62 @@
 // named by every submitter it fails, so its count grows with its victims,
 // and the count falls back by itself once it stops failing.
 //
+// # Gangs
+//
+// A job that needs more GPUs than one contributor has runs across several:
+// request.nodes N, from 2 to MaxNodes (64), with every other field of the
+// request per node. Its one signed declaration is N jobs in every peer's
+// view, GANG.0 to GANG.N-1 (TaskID), with the same request, submitter and
+// submission time; part i runs Task(i), whose environment carries
+// E31_NODE_RANK and RANK = i, E31_NUM_NODES and WORLD_SIZE = N (the
+// provider adds the addresses only it knows). An array of gangs is
+// refused. Match (gang.go):
+//
+//   - Order: the gang is one unit, visited where its best-ordered part
+//     falls, and its parts take consecutive ranks, so no job slips between
+//     them. Each placed part charges its submitter as a job of its own, so
+//     a gang of N weighs N jobs in the dominant share.
+//   - Placement, all or none: part by part, in rank order, each goes where
+//     a lone job of its request would go now (locality, best fit, the
+//     rendezvous weight, the backfill rule), among the providers not yet
+//     picked for the gang. If one part finds none, no part is placed. Two
+//     parts never share a provider, even one with room for both: the gang
+//     declared N machines, and a run laid out for N hosts is not the same
+//     run on fewer. A part never waits for a provider holding its data;
+//     the gang waits only for room.
+//   - Reservation: a gang that cannot start, while fewer than K jobs and
+//     gangs of the pass have reserved, reserves N distinct providers for
+//     one common start: the earliest instant at which N providers will have
+//     room for a part, counting leases as ending at their limits, each
+//     provider's contribution window still open for the limit from then.
+//     For each part in rank order it takes, of the providers with room by
+//     then, the one with room earliest, ties by the rendezvous weight. It
+//     counts once toward K. Backfill is unchanged: a later job uses a
+//     provider the gang holds only if it is over by the common start, so
+//     the providers that free early take short jobs while the gang waits
+//     for the last one.
+//   - In flight: the gang is placed only when all N parts are open in the
+//     view. A part that is missing (leased, or gone) means an earlier pass
+//     placed the gang and its claims are still settling, or that a part's
+//     run has ended; placing the others again could start half a gang, or
+//     put two ranks on one provider, since the pass cannot tell which
+//     claims will succeed. Its open parts wait, take nothing and reserve
+//     nothing, and the submitter settles the gang as a whole.
+//   - Why it waits: the same reason for every part, counting distinct
+//     providers: "needs 2 providers with 1 free GPU each; 1 has (1 offer
+//     busy, 1 free)" when enough offers could hold a part but too few have
+//     room now; "needs 3 providers with 8 GPUs each; 2 have (…)" when too
+//     few could hold one at all; "reserved: waiting for 2 providers (A, B)
+//     to free 1 GPU each at T"; and "gang G is in flight: …". Counts are
+//     per offer as for any job, with ReasonFree for offers that could take
+//     a part now.
+//
+// Parts that disagree on submitter, request or image, or whose ID is no
+// rank of the gang, come from no declaration: they are reported as
+// invalid. A provider named in one part's avoid list is avoided by the
+// whole gang. Views without gangs match and hash as before (request.nodes
+// is hashed only when set).
+//
 // # Starvation bound
 //
 // Let A be StarvingAfter, E the epoch length, Lmax the longest limit of any
@@ -360,6 +420,22 @@
 // moves later. By S + R the room is in the view and within another E a pass
 // places H. The next job then becomes first in that same pass. Each of the
 // q + 1 jobs thus takes at most Lmax + R + E.
+//
+// A gang is one of these units: q counts it once, and the bound holds for
+// it as written, with "some provider able to hold J" read as N providers
+// able to hold a part each, and with claims settling meaning all N of its
+// claims. As the head, it reserves N providers whose latest earliest
+// instant S is at most now + Lmax; nothing placed on any of them meanwhile
+// ends after S, so in later passes N providers with room by S are still
+// there and its start can only move earlier; by S + R all N have room in
+// the view, and within another E a pass in which it is looked at first
+// places every part. The jobs behind a gang keep their bound, with the
+// gang counted once in their q; but while it waits they lose N providers
+// to it, not one, except as backfill, so their waits run longer than
+// behind a single job (starve_test.go plays both). A gang whose claims do
+// not all settle is in flight and places nothing until its submitter
+// settles it; the bound does not cover that, as it covers no claim that
+// never settles.
 //
 // K > 1 lets the next K−1 blocked jobs hold providers at the same time,
 // which in a fleet of like machines brings the wait near ⌈(q+1)/K⌉ rounds,

@@ -158,6 +158,30 @@ func TestMatchLocalityAgainstReference(t *testing.T) {
 	}
 }
 
+// TestMatchGangsAgainstReference is the same check on large views with
+// gangs, some of them in flight, among the jobs.
+func TestMatchGangsAgainstReference(t *testing.T) {
+	n := 8
+	if testing.Short() {
+		n = 2
+	}
+	for i := range n {
+		rng := rand.New(rand.NewPCG(uint64(i), 16))
+		v, o := randomLargeView(rng, false)
+		if len(v.Offers) == 0 {
+			continue
+		}
+		addGangs(rng, &v)
+		if i%2 == 1 {
+			addLocality(rng, &v)
+		}
+		got, want := Match(v, o), refMatch(v, o)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("view %d (%d offers, %d jobs, %+v): Match and the reference differ", i, len(v.Offers), len(v.Jobs), o)
+		}
+	}
+}
+
 // resultDigest is the SHA-256 of a Result's JSON: what peers must agree on,
 // byte for byte.
 func resultDigest(r Result) string {

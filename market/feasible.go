@@ -24,6 +24,9 @@ const (
 	ReasonMemory      = "memory"        // too little memory free now
 	ReasonReserved    = "reserved"      // would fit, but is reserved for an earlier job
 	ReasonAvoided     = "avoided"       // the provider failed the job before (Job.Avoid)
+	// ReasonFree counts, for a gang, offers that could take one of its
+	// parts now: too few of them, since the gang needs one per part.
+	ReasonFree = "free"
 )
 
 // A filter is one feasibility test. Each is a small type so that the order

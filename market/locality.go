@@ -163,6 +163,9 @@ func (m *matcher) placeLocal(j *jobState) (best *provider, wait bool) {
 			continue // its submitter named it for failing this job
 		}
 		p := &m.provs[pi]
+		if p.picked {
+			continue // taken by another part of the gang being placed
+		}
 		if (p.res != nil && end > p.res.from) || firstFailure(&m.filters, d, &p.shape) != "" {
 			if !couldWait && l.waitUntil > m.now && m.couldEverFit(d, p) {
 				couldWait = true

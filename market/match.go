@@ -2,6 +2,7 @@ package market
 
 import (
 	"encoding/hex"
+	"fmt"
 	"math"
 	"slices"
 )
@@ -49,8 +50,10 @@ type Wait struct {
 	Job    string `json:"job"`
 	Reason string `json:"reason"`
 	// Counts is how many offers each filter turned away (keys are the
-	// Reason constants), as the offers stand after this pass's assignments.
-	// Jobs with the same request share one map: treat it as read-only.
+	// Reason constants), as the offers stand after this pass's assignments;
+	// for a part of a gang, offers that could take a part now are counted
+	// under ReasonFree. Jobs with the same request share one map: treat it
+	// as read-only.
 	Counts map[string]int `json:"counts,omitempty"`
 }
 
@@ -90,6 +93,7 @@ type provider struct {
 	avail  []int32        // free slots, by memory then index: the order devices are taken in
 	events []event        // when leased CPUs and memory come back, existing and new
 	sorted bool           // events is sorted
+	picked bool           // chosen for a part of the gang being placed
 	class  *class         // nil when reserved
 	res    *reservation
 	// failures is how many submitters name the provider in the avoid
@@ -141,6 +145,10 @@ type demandShape struct {
 	noReserve bool   // no offer can be reserved for it
 	counts    map[string]int
 	message   string
+	// gangCounts are counts for gangs of this request, which name
+	// offers with room for a part (ReasonFree) that a lone job would
+	// have taken.
+	gangCounts map[string]int
 	// largest is the most GPUs of the kind asked for that any offer in
 	// view has, free or not: what a job too big for all of them could
 	// ever get.
@@ -179,6 +187,9 @@ type jobState struct {
 	// avoid is 1 + the position of the job's avoid list in
 	// matcher.avoid, or 0 when it avoids no provider.
 	avoid int32
+	// gang is 1 + the position of the job's gang in matcher.gangs, or 0
+	// for a job that is no part of one.
+	gang int32
 }
 
 // waitNote is a job left waiting, recorded when it was processed; its
@@ -193,6 +204,8 @@ type waitNote struct {
 	localUntil int64
 	// avoid is the job's jobState.avoid: its avoid list, if not 0.
 	avoid int32
+	// gang is the job's jobState.gang: its gang, if not 0.
+	gang int32
 }
 
 type matcher struct {
@@ -225,6 +238,20 @@ type matcher struct {
 	// avoid holds, for the rare jobs with an avoid list, the providers
 	// each must not be placed on or reserve (jobState.avoid).
 	avoid [][]int32
+
+	// holds is how many jobs and gangs have reserved: K bounds it, and a
+	// gang holds several providers.
+	holds int
+
+	// gangs are the view's gangs, in order of their first part by ID;
+	// gangIDs finds them while buildJobs files parts.
+	gangs   []gang
+	gangIDs map[gangKey]int32
+	// Scratch for gangs: providers picked for parts, reservation
+	// candidates, window ends.
+	picked    []*provider
+	gangCands []gangCandidate
+	closes    []int64
 
 	// windows: some offer has a contribution window that ends
 	// (Offer.OpenUntil), so a job's limit is part of its shape.
@@ -271,6 +298,7 @@ func newMatcher(v *View, o Options, seed *[32]byte) *matcher {
 		m.buildHoldings(n)
 	}
 	m.buildAvoid(n)
+	m.buildGangs()
 	return m
 }
 
@@ -435,8 +463,17 @@ func (m *matcher) buildJobs(n *normalized) {
 			m.invalid = append(m.invalid, Wait{Job: j.ID, Reason: "invalid request: " + ps.list[0].String()})
 			continue
 		}
+		gang := int32(0)
+		if j.Request.Nodes >= 2 {
+			if gang = m.gangPart(j, int32(len(m.jobs))); gang == 0 {
+				m.invalid = append(m.invalid, Wait{Job: j.ID, Reason: fmt.Sprintf(
+					"invalid gang part: its ID must be GANG.RANK, RANK below request.nodes (%d)", j.Request.Nodes)})
+				continue
+			}
+		}
 		m.jobs = append(m.jobs, jobState{})
 		js := &m.jobs[len(m.jobs)-1]
+		js.gang = gang
 		js.id = j.ID
 		js.at = j.SubmittedAt
 		js.limit = j.Request.Limit
@@ -510,6 +547,10 @@ func (m *matcher) shapeOf(r *Request, image bool) *demandShape {
 func (m *matcher) run() {
 	rank := 0
 	m.walk(func(j *jobState) bool {
+		if j.gang != 0 {
+			rank += m.processGang(j.gang-1, rank)
+			return false
+		}
 		ok := m.process(j, rank)
 		rank++
 		return ok
@@ -544,8 +585,9 @@ func (m *matcher) process(j *jobState, rank int) bool {
 		m.assign(j, p, rank)
 		return true
 	}
-	if len(m.reserved) < m.k {
+	if m.holds < m.k {
 		if p := m.reserve(j); p != nil {
+			m.holds++
 			m.res.Reservations = append(m.res.Reservations, Reservation{Job: j.id, Provider: p.id, From: p.res.from})
 		}
 	}
@@ -593,7 +635,7 @@ func (m *matcher) place(j *jobState) (*provider, bool) {
 	// reserved job finds the provider as the reservation counted on.
 	end := satAdd(m.now, int64(j.limit))
 	for _, p := range m.reserved {
-		if end <= p.res.from && firstFailure(&m.filters, d, &p.shape) == "" && !m.avoids(j, p) {
+		if end <= p.res.from && !p.picked && firstFailure(&m.filters, d, &p.shape) == "" && !m.avoids(j, p) {
 			consider(p, j.h^m.ix.arena.hash[p.idx])
 		}
 	}

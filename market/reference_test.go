@@ -187,7 +187,7 @@ func refMatch(v View, o Options) Result {
 		case p.reserved:
 			return ReasonReserved
 		}
-		return ReasonBusy
+		return "" // it could take the job now
 	}
 
 	imageReason := func(p *rprov, j *Job) string {
@@ -235,6 +235,24 @@ func refMatch(v View, o Options) Result {
 		}
 		return cmp.Compare(a.ID, b.ID)
 	}
+	// A gang is its parts that are valid and open, by rank; a part's ID
+	// is GANG.RANK, and parts that say different numbers of nodes belong
+	// to different gangs.
+	type rgang struct {
+		id      string
+		nodes   int
+		parts   []*Job
+		ranks   []int
+		invalid bool
+		visited bool
+		avoid   []string // every part's avoid list
+	}
+	type gangKey struct {
+		id    string
+		nodes int
+	}
+	gangs := map[gangKey]*rgang{}
+	gangOf := map[*Job]*rgang{}
 	var invalid []Wait
 	var starvingJobs []*Job
 	queues := map[string][]*Job{}
@@ -249,12 +267,48 @@ func refMatch(v View, o Options) Result {
 			invalid = append(invalid, Wait{Job: j.ID, Reason: "invalid request: " + ps.list[0].String()})
 			continue
 		}
+		if n := j.Request.Nodes; n >= 2 {
+			id, r, ok := SplitTaskID(j.ID)
+			if !ok || r >= n {
+				invalid = append(invalid, Wait{Job: j.ID, Reason: fmt.Sprintf("invalid gang part: its ID must be GANG.RANK, RANK below request.nodes (%d)", n)})
+				continue
+			}
+			g := gangs[gangKey{id, n}]
+			if g == nil {
+				g = &rgang{id: id, nodes: n}
+				gangs[gangKey{id, n}] = g
+			}
+			g.parts = append(g.parts, j)
+			g.ranks = append(g.ranks, r)
+			gangOf[j] = g
+		}
 		if starving > 0 && now-j.SubmittedAt >= starving {
 			starvingJobs = append(starvingJobs, j)
 		} else {
 			queues[j.Submitter] = append(queues[j.Submitter], j)
 		}
 	}
+	for _, g := range gangs {
+		byRank := make([]*Job, len(g.parts))
+		order := seq(len(g.parts))
+		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(g.ranks[a], g.ranks[b]) })
+		for i, k := range order {
+			byRank[i] = g.parts[k]
+		}
+		g.parts = byRank
+		for _, p := range g.parts {
+			if p.Submitter != g.parts[0].Submitter || p.Request != g.parts[0].Request || p.Image != g.parts[0].Image {
+				g.invalid = true
+			}
+			g.avoid = append(g.avoid, p.Avoid...)
+		}
+		if g.invalid {
+			for _, p := range g.parts {
+				invalid = append(invalid, Wait{Job: p.ID, Reason: "invalid gang: its parts differ in submitter, request or image"})
+			}
+		}
+	}
+	slices.SortFunc(invalid, func(a, b Wait) int { return cmp.Compare(a.Job, b.Job) })
 	slices.SortFunc(starvingJobs, byAge)
 	for _, q := range queues {
 		slices.SortFunc(q, byAge)
@@ -264,6 +318,9 @@ func refMatch(v View, o Options) Result {
 		job        *Job
 		res        *rprov
 		localUntil int64
+		gang       *rgang
+		gangRes    []*rprov // the providers the gang reserved, by part
+		gangFrom   int64
 	}
 	// heldBy is how many of j's bytes p holds: each root once, at its
 	// largest declared size.
@@ -290,17 +347,13 @@ func refMatch(v View, o Options) Result {
 		}
 		return r.GPUs == 0 || r.GPUModel == "" || reason(&rprov{gpus: p.gpus, cpus: 1 << 62, mem: 1 << 62}, r) != ReasonGPUModel
 	}
-	var waits []waiting
-	reservations := 0
-	rank := 0
-	visit := func(j *Job) bool {
+	// pick is the provider j takes now, leaving out those in skip and
+	// those avoid names, by locality, best fit and the rendezvous weight;
+	// couldWait says a holder of j's data could take it once it has room.
+	pick := func(j *Job, avoid []string, skip []*rprov) (best *rprov, bestKey [5]uint64, couldWait bool) {
 		r := &j.Request
-		defer func() { rank++ }()
-		var best *rprov
-		var bestKey [5]uint64
-		couldWait := false
-		for pi, p := range provs {
-			if slices.Contains(j.Avoid, p.id) {
+		for _, p := range provs {
+			if slices.Contains(avoid, p.id) || slices.Contains(skip, p) {
 				continue
 			}
 			held := heldBy(p, j)
@@ -314,34 +367,90 @@ func refMatch(v View, o Options) Result {
 			if best == nil || slices.Compare(key[:], bestKey[:]) < 0 {
 				best, bestKey = p, key
 			}
-			_ = pi
 		}
+		return best, bestKey, couldWait
+	}
+	var waits []waiting
+	reservations := 0
+	rank := 0
+	place := func(j *Job, best *rprov) {
+		r := &j.Request
+		var cand []*rgpu
+		for _, g := range best.gpus {
+			if available(g) && suits(g, r) {
+				cand = append(cand, g)
+			}
+		}
+		slices.SortStableFunc(cand, func(a, b *rgpu) int { return cmp.Compare(a.mem, b.mem) })
+		cand = cand[:r.GPUs]
+		slices.SortFunc(cand, func(a, b *rgpu) int { return cmp.Compare(a.index, b.index) })
+		end := satAdd(now, int64(r.Limit))
+		uuids := []string{}
+		for _, g := range cand {
+			g.leased, g.freeAt = true, end
+			uuids = append(uuids, g.uuid)
+		}
+		best.cpus -= int64(r.CPUs)
+		best.mem -= uint64(r.Memory)
+		best.events = append(best.events, event{end: end, cpus: int64(r.CPUs), mem: uint64(r.Memory)})
+		usage[j.Submitter] = satAdd(usage[j.Submitter], Charge(r.GPUs, r.Limit))
+		res.Assignments = append(res.Assignments, Assignment{Job: j.ID, Provider: best.id, GPUs: uuids, Rank: rank})
+	}
+	// earliest is when p will have room for j, counting leases as ending
+	// at their limits, if p is one j may reserve.
+	earliest := func(p *rprov, j *Job, avoid []string) (int64, bool) {
+		r := &j.Request
+		if p.reserved || slices.Contains(avoid, p.id) || imageReason(p, j) != "" || countGPUs(p, r, false) < r.GPUs || p.totCPUs < int64(r.CPUs) || p.totMem < uint64(r.Memory) {
+			return 0, false
+		}
+		if r.GPUs > 0 && r.GPUModel != "" && reason(&rprov{gpus: p.gpus, cpus: 1 << 62, mem: 1 << 62}, r) == ReasonGPUModel {
+			return 0, false
+		}
+		// Earliest instant: devices, then CPUs and memory.
+		at := now
+		var times []int64
+		for _, g := range p.gpus {
+			if suits(g, r) && g.freeAt != never {
+				times = append(times, g.freeAt)
+			}
+		}
+		if len(times) < r.GPUs {
+			return 0, false
+		}
+		slices.Sort(times)
+		if r.GPUs > 0 {
+			at = max(at, times[r.GPUs-1])
+		}
+		evs := slices.Clone(p.events)
+		slices.SortStableFunc(evs, func(a, b event) int { return cmp.Compare(a.end, b.end) })
+		c, m := p.cpus, p.mem
+		for _, e := range evs {
+			if c >= int64(r.CPUs) && m >= uint64(r.Memory) {
+				break
+			}
+			c, m = c+e.cpus, m+e.mem
+			at = max(at, e.end)
+		}
+		if c < int64(r.CPUs) || m < uint64(r.Memory) {
+			return 0, false
+		}
+		// The job must be done by the close of the provider's window,
+		// counted from when the reservation starts.
+		if !inWindow(p, at, r.Limit) {
+			return 0, false
+		}
+		return at, true
+	}
+	visit := func(j *Job) bool {
+		defer func() { rank++ }()
+		best, bestKey, couldWait := pick(j, j.Avoid, nil)
 		if wait := j.Request.LocalityWait; couldWait && wait > 0 && now < satAdd(j.SubmittedAt, int64(wait)) && (best == nil || bestKey[0] == ^uint64(0)) &&
 			!(starving > 0 && now-j.SubmittedAt >= starving) {
 			waits = append(waits, waiting{job: j, localUntil: satAdd(j.SubmittedAt, int64(wait))})
 			return false
 		}
 		if best != nil {
-			var cand []*rgpu
-			for _, g := range best.gpus {
-				if available(g) && suits(g, r) {
-					cand = append(cand, g)
-				}
-			}
-			slices.SortStableFunc(cand, func(a, b *rgpu) int { return cmp.Compare(a.mem, b.mem) })
-			cand = cand[:r.GPUs]
-			slices.SortFunc(cand, func(a, b *rgpu) int { return cmp.Compare(a.index, b.index) })
-			end := satAdd(now, int64(r.Limit))
-			uuids := []string{}
-			for _, g := range cand {
-				g.leased, g.freeAt = true, end
-				uuids = append(uuids, g.uuid)
-			}
-			best.cpus -= int64(r.CPUs)
-			best.mem -= uint64(r.Memory)
-			best.events = append(best.events, event{end: end, cpus: int64(r.CPUs), mem: uint64(r.Memory)})
-			usage[j.Submitter] = satAdd(usage[j.Submitter], Charge(r.GPUs, r.Limit))
-			res.Assignments = append(res.Assignments, Assignment{Job: j.ID, Provider: best.id, GPUs: uuids, Rank: rank})
+			place(j, best)
 			return true
 		}
 		w := waiting{job: j}
@@ -349,43 +458,8 @@ func refMatch(v View, o Options) Result {
 			var bestAt int64
 			var bestW uint64
 			for _, p := range provs {
-				if p.reserved || slices.Contains(j.Avoid, p.id) || imageReason(p, j) != "" || countGPUs(p, r, false) < r.GPUs || p.totCPUs < int64(r.CPUs) || p.totMem < uint64(r.Memory) {
-					continue
-				}
-				if r.GPUs > 0 && r.GPUModel != "" && reason(&rprov{gpus: p.gpus, cpus: 1 << 62, mem: 1 << 62}, r) == ReasonGPUModel {
-					continue
-				}
-				// Earliest instant: devices, then CPUs and memory.
-				at := now
-				var times []int64
-				for _, g := range p.gpus {
-					if suits(g, r) && g.freeAt != never {
-						times = append(times, g.freeAt)
-					}
-				}
-				if len(times) < r.GPUs {
-					continue
-				}
-				slices.Sort(times)
-				if r.GPUs > 0 {
-					at = max(at, times[r.GPUs-1])
-				}
-				evs := slices.Clone(p.events)
-				slices.SortStableFunc(evs, func(a, b event) int { return cmp.Compare(a.end, b.end) })
-				c, m := p.cpus, p.mem
-				for _, e := range evs {
-					if c >= int64(r.CPUs) && m >= uint64(r.Memory) {
-						break
-					}
-					c, m = c+e.cpus, m+e.mem
-					at = max(at, e.end)
-				}
-				if c < int64(r.CPUs) || m < uint64(r.Memory) {
-					continue
-				}
-				// The job must be done by the close of the provider's
-				// window, counted from when the reservation starts.
-				if !inWindow(p, at, r.Limit) {
+				at, ok := earliest(p, j, j.Avoid)
+				if !ok {
 					continue
 				}
 				wgt := p.h ^ jh(j)
@@ -402,8 +476,96 @@ func refMatch(v View, o Options) Result {
 		waits = append(waits, w)
 		return false
 	}
-	for _, j := range starvingJobs {
+	// visitGang places every part of g on a provider of its own, in rank
+	// order, or none; a gang that cannot start reserves one provider per
+	// part for the earliest instant at which that many have room.
+	visitGang := func(g *rgang) {
+		if g.visited || g.invalid {
+			return
+		}
+		g.visited = true
+		var gangRes []*rprov
+		var from int64
+		if len(g.parts) == g.nodes {
+			var chosen []*rprov
+			for _, part := range g.parts {
+				best, _, _ := pick(part, g.avoid, chosen)
+				if best == nil {
+					break
+				}
+				chosen = append(chosen, best)
+			}
+			if len(chosen) == g.nodes {
+				for i, part := range g.parts {
+					place(part, chosen[i])
+					rank++
+				}
+				return
+			}
+			if reservations < k {
+				lead := g.parts[0]
+				type cand struct {
+					p  *rprov
+					at int64
+				}
+				var cands []cand
+				var instants []int64
+				for _, p := range provs {
+					if at, ok := earliest(p, lead, g.avoid); ok {
+						cands = append(cands, cand{p, at})
+						instants = append(instants, at)
+					}
+				}
+				slices.Sort(instants)
+				found := false
+				for _, t := range slices.Compact(instants) {
+					n := 0
+					for _, c := range cands {
+						if c.at <= t && inWindow(c.p, t, lead.Request.Limit) {
+							n++
+						}
+					}
+					if n >= g.nodes {
+						from, found = t, true
+						break
+					}
+				}
+				if found {
+					for _, part := range g.parts {
+						var best *rprov
+						var bestAt int64
+						var bestW uint64
+						for _, c := range cands {
+							if c.at > from || c.p.reserved || !inWindow(c.p, from, lead.Request.Limit) {
+								continue
+							}
+							wgt := c.p.h ^ jh(part)
+							if best == nil || c.at < bestAt || c.at == bestAt && wgt < bestW {
+								best, bestAt, bestW = c.p, c.at, wgt
+							}
+						}
+						best.reserved, best.from = true, from
+						gangRes = append(gangRes, best)
+						res.Reservations = append(res.Reservations, Reservation{Job: part.ID, Provider: best.id, From: from})
+					}
+					reservations++
+				}
+			}
+		}
+		for _, part := range g.parts {
+			waits = append(waits, waiting{job: part, gang: g, gangRes: gangRes, gangFrom: from})
+			rank++
+		}
+	}
+	visitAny := func(j *Job) {
+		if g := gangOf[j]; g != nil {
+			visitGang(g)
+			return
+		}
 		visit(j)
+	}
+	for _, j := range starvingJobs {
+		visitAny(j)
 	}
 	for {
 		var pick string
@@ -422,10 +584,14 @@ func refMatch(v View, o Options) Result {
 		}
 		j := queues[pick][0]
 		queues[pick] = queues[pick][1:]
-		visit(j)
+		visitAny(j)
 	}
 	for _, w := range waits {
 		r := &w.job.Request
+		avoid := w.job.Avoid
+		if w.gang != nil {
+			avoid = w.gang.avoid
+		}
 		counts := map[string]int{}
 		largest := 0
 		var lastWindow int64
@@ -438,14 +604,22 @@ func refMatch(v View, o Options) Result {
 				continue
 			}
 			why := reason(p, r)
+			if why == "" {
+				// Room now: a lone job that waits never meets one, a
+				// gang meets too few.
+				why = ReasonBusy
+				if w.gang != nil {
+					why = ReasonFree
+				}
+			}
 			if why == ReasonWindow {
 				lastWindow = max(lastWindow, p.openUntil)
 			}
 			switch why {
-			case ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved:
+			case ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved, ReasonFree:
 				// It could take the job, now or once free, but for the
 				// job's avoid list.
-				if slices.Contains(w.job.Avoid, p.id) {
+				if slices.Contains(avoid, p.id) {
 					why = ReasonAvoided
 				}
 			}
@@ -459,6 +633,19 @@ func refMatch(v View, o Options) Result {
 		}
 		if w.res != nil {
 			text = fmt.Sprintf("reserved: waiting for provider %s to free %s at %s", ShortID(w.res.id), describeNeed(ds, false), FormatInstant(w.res.from))
+		}
+		if g := w.gang; g != nil {
+			text = describeGangWait(ds, g.nodes, counts)
+			if len(w.gangRes) > 0 {
+				var ids []string
+				for _, p := range w.gangRes {
+					ids = append(ids, p.id)
+				}
+				text = describeGangReserved(ds, ids, w.gangFrom)
+			}
+			if len(g.parts) < g.nodes {
+				text, counts = describeGangInFlight(g.id, g.nodes, len(g.parts)), nil
+			}
 		}
 		res.Waiting = append(res.Waiting, Wait{Job: w.job.ID, Reason: text, Counts: counts})
 	}
@@ -549,6 +736,7 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 			}
 		}
 	}
+	genGangs(t, &v, nProv, subs, 0, 2)
 	for _, s := range subs {
 		if rapid.Bool().Draw(t, "hasUsage") {
 			v.Usage = append(v.Usage, Usage{Submitter: s, GPUMillis: rapid.Int64Range(0, int64(4*Hour)).Draw(t, "usage")})
@@ -576,6 +764,133 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 		StarvingAfter: rapid.SampledFrom([]Duration{0, -1, Minute, 3 * Minute}).Draw(t, "starving"),
 	}
 	return v, o
+}
+
+// genGangs adds gangs of 2 to 4 parts to v: mostly with every part open;
+// sometimes in flight, one part gone or leased; now and then with parts
+// that disagree, or a part whose ID is no rank of its gang.
+func genGangs(t *rapid.T, v *View, nProv int, subs []string, least, most int) {
+	for gi := range rapid.IntRange(least, most).Draw(t, "gangs") {
+		n := rapid.IntRange(2, 4).Draw(t, "nodes")
+		id := fmt.Sprintf("gang%d", gi)
+		g := Job{
+			Submitter:   rapid.SampledFrom(subs).Draw(t, "gangSubmitter"),
+			SubmittedAt: v.Now - rapid.SampledFrom([]int64{0, int64(Minute), int64(5 * Minute), int64(20 * Minute)}).Draw(t, "gangAge"),
+			Request: Request{
+				GPUs:      rapid.SampledFrom([]int{0, 1, 1, 2, 4, 8}).Draw(t, "gangGPUs"),
+				GPUModel:  rapid.SampledFrom([]string{"", "", "H100"}).Draw(t, "gangModel"),
+				CPUs:      rapid.SampledFrom([]int{1, 2, 8, 32}).Draw(t, "gangCPUs"),
+				Memory:    Size(rapid.SampledFrom([]int{1, 4, 64}).Draw(t, "gangMem")) * GiB,
+				Limit:     rapid.SampledFrom([]Duration{10 * Minute, 30 * Minute, Hour, 4 * Hour}).Draw(t, "gangLimit"),
+				Nodes:     n,
+				GPUMemory: rapid.SampledFrom([]Size{0, 0, 64 * GiB}).Draw(t, "gangGPUMem"),
+			},
+			Image: rapid.IntRange(0, 3).Draw(t, "gangImage") == 0,
+		}
+		if g.Request.GPUs == 0 {
+			g.Request.GPUModel, g.Request.GPUMemory = "", 0
+		}
+		genJobData(t, &g)
+		state := rapid.IntRange(0, 19).Draw(t, "gangState")
+		odd := rapid.IntRange(0, n-1).Draw(t, "oddPart")
+		for r := range n {
+			part := g
+			part.ID = TaskID(id, r)
+			if nProv > 0 && rapid.IntRange(0, 7).Draw(t, "partAvoids") == 0 {
+				part.Avoid = []string{fmt.Sprintf("12D3KooWprovider%02d", rapid.IntRange(0, nProv).Draw(t, "partAvoid"))}
+			}
+			if r == odd {
+				switch state {
+				case 0, 1: // gone from the view
+					continue
+				case 2, 3: // leased
+					p := rapid.IntRange(0, nProv).Draw(t, "partProvider")
+					v.Leases = append(v.Leases, Lease{ID: "lease-" + part.ID, Job: part.ID, Provider: fmt.Sprintf("12D3KooWprovider%02d", p),
+						Submitter: part.Submitter, GPUs: []string{fmt.Sprintf("GPU-%d-%d", p, r)}, CPUs: part.Request.CPUs,
+						MemoryBytes: uint64(part.Request.Memory), Start: v.Now, Limit: part.Request.Limit})
+				case 4: // disagrees with the others
+					part.Request.CPUs++
+				case 5: // no rank of its gang
+					part.ID = TaskID(id, n)
+				}
+			}
+			v.Jobs = append(v.Jobs, part)
+		}
+	}
+}
+
+// genGangView draws a view made for gangs: enough providers that take
+// work, leases that end at different instants, a few lone jobs around
+// one to three gangs.
+func genGangView(t *rapid.T) (View, Options) {
+	now := scenarioStart + rapid.Int64Range(0, 1_000_000).Draw(t, "now")
+	v := View{Epoch: rapid.Uint64Range(0, 5).Draw(t, "epoch"), Now: now}
+	nProv := rapid.IntRange(2, 7).Draw(t, "providers")
+	for i := range nProv {
+		o := Offer{
+			Provider:     fmt.Sprintf("12D3KooWprovider%02d", i),
+			CPUs:         rapid.SampledFrom([]int{8, 64, 128}).Draw(t, "cpus"),
+			MemoryBytes:  uint64(rapid.SampledFrom([]int{16, 256, 512}).Draw(t, "memGiB")) * uint64(GiB),
+			Images:       rapid.IntRange(0, 5).Draw(t, "images") > 0,
+			RequireImage: rapid.IntRange(0, 11).Draw(t, "requireImage") == 0,
+			Unreachable:  rapid.IntRange(0, 11).Draw(t, "unreachable") == 0,
+			Draining:     rapid.IntRange(0, 11).Draw(t, "draining") == 0,
+			Closed:       rapid.IntRange(0, 11).Draw(t, "closed") == 0,
+		}
+		if rapid.IntRange(0, 3).Draw(t, "hasWindow") == 0 {
+			o.OpenUntil = now + int64(rapid.SampledFrom([]Duration{10 * Minute, 30 * Minute, Hour, 2 * Hour, 3 * Hour, 6 * Hour}).Draw(t, "openUntil"))
+		}
+		model := rapid.SampledFrom([]string{"NVIDIA H100 80GB HBM3", "A100-SXM4-40GB"}).Draw(t, "model")
+		mem := uint64(80 * GiB)
+		if model != "NVIDIA H100 80GB HBM3" {
+			mem = uint64(40 * GiB)
+		}
+		for g := range rapid.SampledFrom([]int{1, 2, 4, 8}).Draw(t, "gpus") {
+			o.GPUs = append(o.GPUs, GPU{Index: g, UUID: fmt.Sprintf("GPU-%d-%d", i, g), Model: model, MemoryBytes: mem,
+				Free: rapid.IntRange(0, 3).Draw(t, "free") > 0})
+		}
+		o.Holdings = genHoldings(t)
+		v.Offers = append(v.Offers, o)
+	}
+	for i := range rapid.IntRange(0, 6).Draw(t, "leases") {
+		p := rapid.IntRange(0, nProv-1).Draw(t, "leaseProvider")
+		l := Lease{
+			ID: fmt.Sprintf("lease%d", i), Job: fmt.Sprintf("running%d", i), Provider: fmt.Sprintf("12D3KooWprovider%02d", p),
+			Submitter: "x", CPUs: rapid.IntRange(0, 16).Draw(t, "leaseCPUs"),
+			MemoryBytes: uint64(rapid.IntRange(0, 64).Draw(t, "leaseMem")) * uint64(GiB),
+			Start:       now - rapid.Int64Range(0, int64(3*Hour)).Draw(t, "leaseAge"),
+			Limit:       rapid.SampledFrom([]Duration{Minute, 30 * Minute, Hour, 3 * Hour, 4 * Hour}).Draw(t, "leaseLimit"),
+		}
+		for g := range 8 {
+			if rapid.IntRange(0, 2).Draw(t, "leaseGPU") == 0 {
+				l.GPUs = append(l.GPUs, fmt.Sprintf("GPU-%d-%d", p, g))
+			}
+		}
+		v.Leases = append(v.Leases, l)
+	}
+	subs := []string{"alice", "bob", "carol"}
+	for i := range rapid.IntRange(0, 6).Draw(t, "jobs") {
+		j := Job{
+			ID: fmt.Sprintf("job%02d", i), Submitter: rapid.SampledFrom(subs).Draw(t, "submitter"),
+			SubmittedAt: now - rapid.SampledFrom([]int64{0, int64(Minute), int64(20 * Minute)}).Draw(t, "age"),
+			Request: Request{
+				GPUs: rapid.SampledFrom([]int{0, 1, 1, 2, 4}).Draw(t, "jobGPUs"), CPUs: rapid.SampledFrom([]int{1, 4}).Draw(t, "jobCPUs"),
+				Memory: GiB, Limit: rapid.SampledFrom([]Duration{10 * Minute, Hour, 4 * Hour}).Draw(t, "jobLimit"),
+			},
+		}
+		genJobData(t, &j)
+		v.Jobs = append(v.Jobs, j)
+	}
+	genGangs(t, &v, nProv, subs, 1, 3)
+	for _, s := range subs {
+		if rapid.Bool().Draw(t, "hasUsage") {
+			v.Usage = append(v.Usage, Usage{Submitter: s, GPUMillis: rapid.Int64Range(0, int64(4*Hour)).Draw(t, "usage")})
+		}
+	}
+	return v, Options{
+		Reservations:  rapid.SampledFrom([]int{-1, 0, 1, 2}).Draw(t, "k"),
+		StarvingAfter: rapid.SampledFrom([]Duration{0, -1, Minute}).Draw(t, "starving"),
+	}
 }
 
 // testRoots are the roots views draw from: few, so that jobs and offers
@@ -641,6 +956,24 @@ func TestMatchAgainstReference(t *testing.T) {
 			vj, _ := json.Marshal(v)
 			t.Fatalf("Match and the reference differ\nview %s\noptions %+v\nMatch:\n%s\nreference:\n%s", vj, o, gj, wj)
 		}
+	})
+}
+
+// TestGangsAgainstReference is TestMatchAgainstReference on views made
+// for gangs, where they are placed, reserve and backfill often, and
+// checks the invariants there too.
+func TestGangsAgainstReference(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		v, o := genGangView(t)
+		got := Match(v, o)
+		want := refMatch(v, o)
+		if !reflect.DeepEqual(got, want) {
+			gj, _ := json.MarshalIndent(got, "", " ")
+			wj, _ := json.MarshalIndent(want, "", " ")
+			vj, _ := json.Marshal(v)
+			t.Fatalf("Match and the reference differ\nview %s\noptions %+v\nMatch:\n%s\nreference:\n%s", vj, o, gj, wj)
+		}
+		checkInvariants(t, v, o, got)
 	})
 }
 
@@ -739,8 +1072,34 @@ func checkInvariants(t *rapid.T, v View, o Options, r Result) {
 	if k == 0 {
 		k = DefaultReservations
 	}
-	if len(r.Reservations) > max(k, 0) {
-		t.Fatalf("%d reservations, K is %d", len(r.Reservations), k)
+	// A gang's reservations count once toward K.
+	holders := map[string]bool{}
+	for _, res := range r.Reservations {
+		holders[gangOrJob(jobs[res.Job])] = true
+	}
+	if len(holders) > max(k, 0) {
+		t.Fatalf("%d jobs and gangs reserved, K is %d", len(holders), k)
+	}
+	// A gang starts whole, one part per provider.
+	placed := map[string]map[string]bool{} // gang → providers
+	for _, a := range r.Assignments {
+		j := jobs[a.Job]
+		if !j.Request.Gang() {
+			continue
+		}
+		g := gangOrJob(j)
+		if placed[g] == nil {
+			placed[g] = map[string]bool{}
+		}
+		if placed[g][a.Provider] {
+			t.Fatalf("two parts of gang %s on provider %s", g, a.Provider)
+		}
+		placed[g][a.Provider] = true
+	}
+	for g, ps := range placed {
+		if n := jobs[TaskID(g, 0)].Request.Nodes; len(ps) != n {
+			t.Fatalf("gang %s placed %d of its %d parts", g, len(ps), n)
+		}
 	}
 	rp := map[string]bool{}
 	for _, res := range r.Reservations {
@@ -752,6 +1111,15 @@ func checkInvariants(t *rapid.T, v View, o Options, r Result) {
 			t.Fatalf("reservation in the past: %+v", res)
 		}
 	}
+}
+
+// gangOrJob is the ID of j's gang, or j's own for a job that is no part
+// of one.
+func gangOrJob(j *Job) string {
+	if id, _, ok := SplitTaskID(j.ID); ok && j.Request.Gang() {
+		return id
+	}
+	return j.ID
 }
 
 func shuffleView(t *rapid.T, v View) View {

@@ -148,7 +148,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		return ""
 
 	case "job":
-		// job j1 submitter=alice gpus=8 limit=1h age=5m model=H100 gpumem=40GiB cpus=2 memory=8GiB image=yes avoid=p1,p2
+		// job j1 submitter=alice gpus=8 limit=1h age=5m model=H100 gpumem=40GiB cpus=2 memory=8GiB image=yes avoid=p1,p2 nodes=2
 		j := Job{
 			Image: arg(d, "image", "no") == "yes",
 			ID:    name, Submitter: arg(d, "submitter", "alice"),
@@ -170,6 +170,17 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		}
 		j.Request.Locality = arg(d, "locality", "")
 		j.Request.LocalityWait = mustDuration(t, arg(d, "wait", "0s"))
+		// nodes=3 makes a gang: parts j1.0, j1.1 and j1.2, each with the
+		// request, as a node expands one declaration.
+		if n := mustInt(t, arg(d, "nodes", "0")); n >= 2 {
+			j.Request.Nodes = n
+			for r := range n {
+				part := j
+				part.ID = TaskID(name, r)
+				s.v.Jobs = append(s.v.Jobs, part)
+			}
+			return ""
+		}
 		s.v.Jobs = append(s.v.Jobs, j)
 		return ""
 
@@ -187,9 +198,9 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			o.StarvingAfter = mustDuration(t, st)
 		}
 		s.last = Match(s.v, o)
-		// Scenarios about locality and contribution hours are checked
-		// against the reference too.
-		checked := slices.ContainsFunc(s.v.Jobs, func(j Job) bool { return len(j.Data) > 0 }) ||
+		// Scenarios about locality, gangs and contribution hours are
+		// checked against the reference too.
+		checked := slices.ContainsFunc(s.v.Jobs, func(j Job) bool { return len(j.Data) > 0 || j.Request.Nodes != 0 }) ||
 			slices.ContainsFunc(s.v.Offers, func(o Offer) bool { return o.Closed || o.OpenUntil != 0 })
 		if want := refMatch(s.v, o); checked && !reflect.DeepEqual(s.last, want) {
 			t.Errorf("%s: Match differs from the reference matcher:\n%s\nreference:\n%s", d.Pos, s.format(s.last), s.format(want))

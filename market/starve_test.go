@@ -3,6 +3,7 @@ package market
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -20,7 +21,9 @@ type starvationRun struct {
 // With data, the small jobs read a dataset only the first provider holds
 // and the big job one only the second holds, each willing to wait
 // MaxLocalityWait for its holder: locality must leave the bound standing.
-func simulateStarvation(t *testing.T, o Options, horizon Duration, data bool) starvationRun {
+// With nodes ≥ 2 the big job is a gang of that many 8-GPU parts, which
+// must find that many providers empty at once.
+func simulateStarvation(t *testing.T, o Options, horizon Duration, data bool, nodes int) starvationRun {
 	const (
 		providers = 4
 		perOffer  = 8
@@ -72,7 +75,7 @@ func simulateStarvation(t *testing.T, o Options, horizon Duration, data bool) st
 		})
 		waitingSmall := 0
 		for _, j := range v.Jobs {
-			if j.ID != "big" {
+			if !isBig(j) {
 				waitingSmall++
 			}
 		}
@@ -84,8 +87,18 @@ func simulateStarvation(t *testing.T, o Options, horizon Duration, data bool) st
 			small++
 		}
 		if now == bigAt {
-			v.Jobs = append(v.Jobs, Job{ID: "big", Submitter: "heavy", SubmittedAt: now,
-				Request: Request{GPUs: 8, CPUs: 8, Memory: 64 * GiB, Limit: Hour, LocalityWait: wait}, Data: bigData})
+			big := Job{ID: "big", Submitter: "heavy", SubmittedAt: now,
+				Request: Request{GPUs: 8, CPUs: 8, Memory: 64 * GiB, Limit: Hour, LocalityWait: wait}, Data: bigData}
+			if nodes < 2 {
+				v.Jobs = append(v.Jobs, big)
+			}
+			for r := range nodes {
+				if nodes >= 2 {
+					part := big
+					part.ID, part.Request.Nodes = TaskID("big", r), nodes
+					v.Jobs = append(v.Jobs, part)
+				}
+			}
 		}
 		starvingAfter := o.StarvingAfter
 		if starvingAfter == 0 {
@@ -108,7 +121,7 @@ func simulateStarvation(t *testing.T, o Options, horizon Duration, data bool) st
 			setFree(&v, l, false)
 			v.Leases = append(v.Leases, l)
 			v.Jobs = slices.Delete(v.Jobs, i, i+1)
-			if j.ID == "big" {
+			if isBig(j) {
 				run.started = now - bigAt
 			} else {
 				run.smallWait = max(run.smallWait, Duration(now-submitted[j.ID]))
@@ -122,6 +135,8 @@ func simulateStarvation(t *testing.T, o Options, horizon Duration, data bool) st
 	run.lmax = max(run.lmax, smallLim)
 	return run
 }
+
+func isBig(j Job) bool { return j.ID == "big" || strings.HasPrefix(j.ID, "big.") }
 
 func setFree(v *View, l Lease, free bool) {
 	for oi := range v.Offers {
@@ -142,18 +157,22 @@ func TestStarvationBound(t *testing.T) {
 		r, c  = 0, 0 // releases are in the next view; claims settle at once
 	)
 	for _, tc := range []struct {
-		o    Options
-		data bool
+		o     Options
+		data  bool
+		nodes int
 	}{
-		{Options{}, false},                // K = 4, A = 10m
-		{Options{Reservations: 1}, false}, // only the head job reserves
-		{Options{Reservations: 1, StarvingAfter: 30 * Minute}, false}, // a later tier
-		{Options{}, true}, // jobs waiting for their data's holders
-		{Options{Reservations: 1}, true},
+		{Options{}, false, 0},                                            // K = 4, A = 10m
+		{Options{Reservations: 1}, false, 0},                             // only the head job reserves
+		{Options{Reservations: 1, StarvingAfter: 30 * Minute}, false, 0}, // a later tier
+		{Options{}, true, 0},                                             // jobs waiting for their data's holders
+		{Options{Reservations: 1}, true, 0},
+		{Options{}, false, 2}, // a gang: two providers emptied at once
+		{Options{Reservations: 1}, false, 3},
+		{Options{Reservations: 1}, true, 4}, // every provider, the gang's data on one
 	} {
 		o := tc.o
-		t.Run(fmt.Sprintf("k=%d,starving=%s,data=%v", o.Reservations, o.StarvingAfter, tc.data), func(t *testing.T) {
-			run := simulateStarvation(t, o, 12*Hour, tc.data)
+		t.Run(fmt.Sprintf("k=%d,starving=%s,data=%v,nodes=%d", o.Reservations, o.StarvingAfter, tc.data, tc.nodes), func(t *testing.T) {
+			run := simulateStarvation(t, o, 12*Hour, tc.data, tc.nodes)
 			if run.started < 0 {
 				t.Fatal("the 8-GPU job never started")
 			}
@@ -168,7 +187,15 @@ func TestStarvationBound(t *testing.T) {
 			if run.started > bound {
 				t.Fatalf("started after %s, beyond the bound %s", Duration(run.started), Duration(bound))
 			}
-			if run.smallWait > a {
+			// A gang holds several providers while it waits for the last
+			// of them, so the small jobs behind it wait longer than
+			// behind one job: the stream is served if none waited a lease
+			// longer than that.
+			served := a
+			if tc.nodes >= 2 {
+				served += run.lmax
+			}
+			if run.smallWait > served {
 				t.Fatalf("small jobs waited up to %s: the stream was not served", run.smallWait)
 			}
 		})
@@ -179,8 +206,10 @@ func TestStarvationBound(t *testing.T) {
 // doing: with no reservations and no starving tier, the same stream keeps
 // the 8-GPU job waiting for as long as it runs.
 func TestStarvationWithoutReservations(t *testing.T) {
-	run := simulateStarvation(t, Options{Reservations: -1, StarvingAfter: -1}, 6*Hour, false)
-	if run.started >= 0 {
-		t.Fatalf("the 8-GPU job started after %s; the stream should have starved it", Duration(run.started))
+	for _, nodes := range []int{0, 2} {
+		run := simulateStarvation(t, Options{Reservations: -1, StarvingAfter: -1}, 6*Hour, false, nodes)
+		if run.started >= 0 {
+			t.Fatalf("the 8-GPU job (nodes=%d) started after %s; the stream should have starved it", nodes, Duration(run.started))
+		}
 	}
 }

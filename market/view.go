@@ -354,6 +354,12 @@ func appendJob(b []byte, j *Job) []byte {
 			b = appendString(b, p)
 		}
 	}
+	if j.Request.Nodes != 0 {
+		// Likewise only a part of a gang (or a job that says it runs on
+		// one node) carries its node count.
+		b = append(b, 'G')
+		b = appendInt(b, int64(j.Request.Nodes))
+	}
 	return b
 }
 

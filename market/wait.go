@@ -13,14 +13,18 @@ import (
 // end, and the first filter it fails then is the one a person can act on.
 
 func (m *matcher) waitFor(j *waitNote) Wait {
+	if j.gang != 0 {
+		reason, counts := m.gangWait(j.gang - 1)
+		return Wait{Job: j.id, Reason: reason, Counts: counts}
+	}
 	s := j.shape
 	if s.counts == nil {
-		s.counts, s.largest, s.lastWindow = m.countReasons(&s.demand)
+		s.counts, s.largest, s.lastWindow = m.countReasons(&s.demand, ReasonBusy)
 		s.message = describeWait(s, s.counts)
 	}
 	w := Wait{Job: j.id, Reason: s.message, Counts: s.counts}
 	if j.avoid != 0 {
-		w.Counts = m.avoidedCounts(s, s.counts, j.avoid)
+		w.Counts = m.avoidedCounts(s, s.counts, j.avoid, ReasonBusy)
 		w.Reason = describeWait(s, w.Counts)
 	}
 	if j.localUntil != 0 {
@@ -35,7 +39,10 @@ func (m *matcher) waitFor(j *waitNote) Wait {
 	return w
 }
 
-func (m *matcher) countReasons(d *demand) (counts map[string]int, largest int, lastWindow int64) {
+// countReasons counts the offers by the first filter each fails, and an
+// offer in the index that fails none under free: ReasonBusy for a lone
+// job, which cannot meet one (see above), ReasonFree for a gang, which can.
+func (m *matcher) countReasons(d *demand, free string) (counts map[string]int, largest int, lastWindow int64) {
 	counts = make(map[string]int)
 	count := func(sh *shape, n int, free string) {
 		r := firstFailure(&m.filters, d, sh)
@@ -52,7 +59,7 @@ func (m *matcher) countReasons(d *demand) (counts map[string]int, largest int, l
 	}
 	for _, b := range m.ix.buckets {
 		for _, c := range b {
-			count(&c.shape, c.count, ReasonBusy) // busy cannot happen for a blocked job; see above
+			count(&c.shape, c.count, free)
 		}
 	}
 	for _, p := range m.reserved {
@@ -100,6 +107,19 @@ func describeWait(s *demandShape, counts map[string]int) string {
 	// what the job asks for, however long it waits.
 	never := counts[ReasonNoImages] + counts[ReasonNeedImage] + counts[ReasonDisk] +
 		counts[ReasonGPUModel] + counts[ReasonGPUMemory] + counts[ReasonGPUs]
+	if never == total {
+		most := ""
+		if counts[ReasonGPUs] > 0 {
+			most = fmt.Sprintf(": the most any has is %d", s.largest)
+		}
+		return fmt.Sprintf("no offer in view could ever hold %s%s (%s)", describeNeed(s, false), most, describeCounts(s, counts))
+	}
+	return fmt.Sprintf("no offer has %s (%s)", describeNeed(s, true), describeCounts(s, counts))
+}
+
+// describeCounts lists the counts in reasonOrder: "3 offers too small,
+// 2 busy".
+func describeCounts(s *demandShape, counts map[string]int) string {
 	var parts []string
 	for _, r := range reasonOrder() {
 		n := counts[r]
@@ -141,6 +161,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 			phrase = "reserved for earlier jobs"
 		case ReasonAvoided:
 			phrase = "avoided, having failed it before"
+		case ReasonFree:
+			phrase = "free"
 		}
 		num := strconv.Itoa(n)
 		if len(parts) == 0 {
@@ -151,19 +173,12 @@ func describeWait(s *demandShape, counts map[string]int) string {
 		}
 		parts = append(parts, num+" "+phrase)
 	}
-	if never == total {
-		most := ""
-		if counts[ReasonGPUs] > 0 {
-			most = fmt.Sprintf(": the most any has is %d", s.largest)
-		}
-		return fmt.Sprintf("no offer in view could ever hold %s%s (%s)", describeNeed(s, false), most, strings.Join(parts, ", "))
-	}
-	return fmt.Sprintf("no offer has %s (%s)", describeNeed(s, true), strings.Join(parts, ", "))
+	return strings.Join(parts, ", ")
 }
 
-func reasonOrder() [15]string {
-	return [15]string{ReasonUnreachable, ReasonDraining, ReasonClosed, ReasonNoImages, ReasonNeedImage, ReasonDisk, ReasonGPUModel, ReasonGPUMemory,
-		ReasonGPUs, ReasonWindow, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved, ReasonAvoided}
+func reasonOrder() [16]string {
+	return [16]string{ReasonUnreachable, ReasonDraining, ReasonClosed, ReasonNoImages, ReasonNeedImage, ReasonDisk, ReasonGPUModel, ReasonGPUMemory,
+		ReasonGPUs, ReasonWindow, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved, ReasonAvoided, ReasonFree}
 }
 
 // describeNeed says what the job needs: "8 free GPUs", or with free false
