@@ -9,8 +9,8 @@ import (
 )
 
 // arrayEntry is an array whose tasks the view holds, each as a job of its
-// own under market.TaskID: its declaration is signed and broadcast once,
-// and re-announced as one.
+// own under market.TaskID, or a gang whose parts it holds likewise: its
+// declaration is signed and broadcast once, and re-announced as one.
 type arrayEntry struct {
 	submitter peer.ID
 	hash      [32]byte
@@ -28,12 +28,16 @@ func (v *Market) addArrayLocked(a *OpenJob) bool {
 	if e, ok := v.arrays[a.ID]; ok {
 		return v.refreshArrayLocked(a.ID, e, a.Seen)
 	}
-	spec := a.Body.Declaration.Array
-	n := spec.Tasks()
+	// A gang's parts are tasks too (market.Request.Nodes): Match places
+	// them together.
+	n := a.Body.Declaration.Parts()
 	if v.openTasks[a.Submitter]+n > maxOpenTasksPerSubmitter {
 		return false
 	}
-	e := &arrayEntry{submitter: a.Submitter, hash: a.Hash, tasks: n, parallel: spec.Parallel}
+	e := &arrayEntry{submitter: a.Submitter, hash: a.Hash, tasks: n}
+	if spec := a.Body.Declaration.Array; spec != nil {
+		e.parallel = spec.Parallel
+	}
 	v.arrays[a.ID] = e
 	// Withdrawn before its declaration arrived: every task is born
 	// closed.

@@ -117,3 +117,42 @@ func TestArrayOverTheBoundAddsNone(t *testing.T) {
 		t.Fatalf("a second array over the bound: %d open", v.OpenCount())
 	}
 }
+
+// A gang's one declaration is a job for each part in the view, each part
+// running with its rank; the parts are open together, and the gang
+// itself is no job.
+func TestGangIsAPartEach(t *testing.T) {
+	sub := wiretest.FreshParty(t)
+	v := NewMarket()
+	now := time.Now()
+	b := wiretest.Declaration(t)
+	b.Declaration.Request.Nodes = 3
+	s := wiretest.OnWire(t, sub, wire.KindDeclaration, b)
+	if err := wire.ValidateJobMessage(s); err != nil {
+		t.Fatal(err)
+	}
+	g := &OpenJob{ID: wire.JobID(s), Submitter: sub.ID, Body: b, Seen: now, Signed: now, Hash: s.Hash()}
+	if !v.AddJob(g) || v.OpenCount() != 3 {
+		t.Fatalf("gang of 3 added: %d open", v.OpenCount())
+	}
+	if _, ok := v.Job(g.ID); ok {
+		t.Fatal("the gang itself is open as a job")
+	}
+	part, ok := v.Job(market.TaskID(g.ID, 2))
+	if !ok {
+		t.Fatal("part 2 not in the view")
+	}
+	if env := part.Declaration().Work.Env; env[market.EnvNodeRank] != "2" || env[market.EnvNumNodes] != "3" || env[market.EnvRank] != "2" || env[market.EnvWorldSize] != "3" {
+		t.Fatalf("part 2 runs with %v", env)
+	}
+	at := now.Add(time.Second)
+	mv := v.Snapshot(1, at, at, nil)
+	if got := openIDs(mv); len(got) != 3 {
+		t.Fatalf("open parts %v, want all 3", got)
+	}
+	for _, j := range mv.Jobs {
+		if j.Request.Nodes != 3 {
+			t.Fatalf("part %s carries nodes=%d to Match, want 3", j.ID, j.Request.Nodes)
+		}
+	}
+}

@@ -63,12 +63,12 @@ const (
 
 // AddJob records a declared job; it reports whether the job is new and
 // open. A job already known is only marked re-announced. An array's
-// declaration adds a job for each of its tasks, all or none, and
-// reports whether any is open.
+// declaration adds a job for each of its tasks, all or none, and a gang's
+// one for each of its parts, likewise; it reports whether any is open.
 func (v *Market) AddJob(j *OpenJob) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if j.Body.Declaration.Array != nil {
+	if j.Body.Declaration.Parts() > 1 {
 		return v.addArrayLocked(j)
 	}
 	return v.addJobLocked(j)
