@@ -164,7 +164,7 @@ func sandboxConfig(s Spec, cid string, h hostLayout, devices []specs.LinuxDevice
 		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
 		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", scratchSize}},
 		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
-		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+		sysMount(s),
 		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
 		// exec allowed: JIT compilers (Triton, CUDA's) load what they
 		// build from the temporary directory.
@@ -388,4 +388,16 @@ func leaseOfBundle(bundle string) string {
 		return ""
 	}
 	return cfg.Annotations[leaseAnnotation]
+}
+
+// sysMount is the job's /sys: a sysfs of its own, or, where it joins a
+// network namespace made for it (Spec.NetNS), a read-only bind of the one
+// its maker mounted from inside that namespace (Spec.Sysfs): the kernel
+// lets a process mount a sysfs only if its user namespace owns its network
+// namespace, which an image job's does not.
+func sysMount(s Spec) specs.Mount {
+	if s.Sysfs != "" {
+		return specs.Mount{Destination: "/sys", Type: "bind", Source: s.Sysfs, Options: []string{"bind", "ro", "nosuid", "noexec", "nodev"}}
+	}
+	return specs.Mount{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}}
 }

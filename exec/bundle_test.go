@@ -112,10 +112,16 @@ func TestSandboxConfig(t *testing.T) {
 	}
 	// A gang part joins the network namespace its provider made for it.
 	gang := s
-	gang.NetNS = "/run/netns/e31-L1"
-	for _, n := range sandboxConfig(gang, ContainerID(s.ID), testHost(false), devs).Linux.Namespaces {
+	gang.NetNS, gang.Sysfs = "/run/netns/e31-L1", "/run/e31-sys/L1"
+	gcfg := sandboxConfig(gang, ContainerID(s.ID), testHost(false), devs)
+	for _, n := range gcfg.Linux.Namespaces {
 		if n.Type == specs.NetworkNamespace && n.Path != gang.NetNS {
 			t.Errorf("a gang part's network namespace: %q, want %s", n.Path, gang.NetNS)
+		}
+	}
+	for _, m := range gcfg.Mounts {
+		if m.Destination == "/sys" && (m.Type != "bind" || m.Source != gang.Sysfs || !slices.Contains(m.Options, "ro")) {
+			t.Errorf("a gang part's /sys: %+v, want a read-only bind of %s", m, gang.Sysfs)
 		}
 	}
 	if l.CgroupsPath != "/e31/"+ContainerID("L1") {

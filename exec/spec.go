@@ -96,6 +96,10 @@ type Spec struct {
 	// made by the provider with the gang's private interface in it
 	// (node/gangnet). Nothing else of the host's network is in it.
 	NetNS string
+	// Sysfs, with NetNS, is a sysfs mounted from inside that namespace,
+	// bound read-only at /sys so that /sys/class/net shows the job's own
+	// interfaces.
+	Sysfs string
 
 	// Disk, if set, bounds what the job can write (MountDisk): the Output
 	// and Checkpoint sources must be inside Disk.Path, and /tmp (and an
@@ -135,8 +139,10 @@ func (s Spec) withDefaults() (Spec, error) {
 			return s, fmt.Errorf("%w: environment variable %q", ErrSpec, k)
 		}
 	}
-	if s.NetNS != "" && (!filepath.IsAbs(s.NetNS) || filepath.Clean(s.NetNS) != s.NetNS) {
-		return s, fmt.Errorf("%w: network namespace %q is not an absolute clean path", ErrSpec, s.NetNS)
+	for _, p := range []string{s.NetNS, s.Sysfs} {
+		if p != "" && (!filepath.IsAbs(p) || filepath.Clean(p) != p) {
+			return s, fmt.Errorf("%w: network namespace or its sysfs %q is not an absolute clean path", ErrSpec, p)
+		}
 	}
 	if s.CPUs < 0 || s.Pids < 0 || s.Limit < 0 || s.Grace < 0 || s.LogCap < 0 {
 		return s, fmt.Errorf("%w: negative CPUs, pids, limit, grace or log cap", ErrSpec)
