@@ -13,6 +13,7 @@ import (
 	"github.com/e31network/e31/node/acl"
 	"github.com/e31network/e31/node/compute"
 	"github.com/e31network/e31/node/epoch"
+	"github.com/e31network/e31/node/gangnet"
 	"github.com/e31network/e31/node/images"
 	"github.com/e31network/e31/node/metrics"
 	"github.com/e31network/e31/node/offer"
@@ -56,7 +57,10 @@ type Node struct {
 	host   host.Host
 	gossip *p2p.Gossip
 	// endLife ends the context the exchange and the gossip run on.
-	endLife  context.CancelFunc
+	endLife context.CancelFunc
+	// gangs serves the gang networks of the parts this node runs; nil
+	// where it runs no sandbox.
+	gangs    *gangnet.Registry
 	guard    *p2p.Guard       // gossip peer scores and per-peer rate limits
 	compute  *compute.Machine // the GPUs and the sandbox jobs run in
 	started  time.Time
@@ -241,6 +245,12 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		InShard: func() int { return len(n.gossip.TopicPeers(p2p.TopicOffers)) }}
 	n.shardMates.Mark()
 	n.handlers[wire.ProtoShardPeers] = n.shardMates.Answer
+	if n.compute.Runner != nil {
+		// A sandbox here can run a gang's part, in a private network
+		// over this host.
+		n.gangs = gangnet.NewRegistry(n.host, n.log)
+		closers = append(closers, n.gangs.Close)
+	}
 	n.wireRoles()
 	n.wireLoops()
 	n.metrics.Register(metrics.Sources{Provider: n.provider, Submitter: n.submitter, Images: n.images, Gossip: n.gossip, Guard: n.guard})

@@ -42,7 +42,7 @@ func (n *Node) wireRoles() {
 		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: n.peers,
 		Metrics: n.metrics.Provider, Log: n.log, OfferChanged: n.signalOfferChanged, Rematch: n.signalWork, HeldElsewhere: n.heldElsewhere, Path: n.Path,
 		Runner: n.compute.Runner, Images: n.providerImages(), Misbehave: n.cfg.Misbehave,
-		Disks: n.compute.Disks(), SeeGPUs: n.compute.SeeGPUs(),
+		Disks: n.compute.Disks(), SeeGPUs: n.compute.SeeGPUs(), OpenGang: n.openGang(),
 	})
 	n.submitter = submitter.New(submitter.Config{
 		ProposalTTL:       n.cfg.ProposalTTL,
@@ -74,6 +74,7 @@ func (n *Node) wireRoles() {
 	n.handlers[wire.ProtoLogs] = n.provider.HandleLogs
 	n.handlers[wire.ProtoStage] = n.submitter.HandleStage
 	n.handlers[wire.ProtoRelay] = n.provider.HandleRelay
+	n.handlers[wire.ProtoGang] = n.provider.HandleGang
 	n.handlers[wire.ProtoWithdraw] = func(_ context.Context, from peer.ID, raw json.RawMessage) (any, error) {
 		var req wire.WithdrawRequest
 		if err := p2p.DecodeStrict(raw, &req); err != nil {

@@ -194,6 +194,11 @@ func (n *Node) shutdown(srv *apiserver.Server) {
 // closeStores releases the host and the stores, in reverse order of
 // opening.
 func (n *Node) closeStores() {
+	if n.gangs != nil {
+		if err := n.gangs.Close(); err != nil {
+			n.log.Warn("close", "what", "gang networks", "err", err)
+		}
+	}
 	for _, c := range []struct {
 		name  string
 		close func() error

@@ -234,11 +234,19 @@ func unmountAndRemove(path string) error {
 	return nil
 }
 
-// Sweep removes the namespaces named e31-* (and their sysfs mounts) that a
-// daemon left behind when it died with Nets open. Call it when the daemon starts, before any Open:
-// it removes every such name, and a sandbox still running in one keeps its
-// namespace, unnamed, until it ends. Their TUN devices went with the dead
-// daemon's files.
+// RemoveLeftover removes the namespace of the part under lease, and its
+// sysfs mount, that a daemon left behind when it died with the part's Net
+// open: its restart calls it for each lease it had. A sandbox still
+// running in it keeps its namespace, unnamed, until it ends; its TUN
+// device went with the dead daemon's files. What is gone is no error.
+func RemoveLeftover(lease string) error {
+	return removeNamespace(namespaceAt(namespaceName(lease)))
+}
+
+// Sweep removes every namespace named e31-* (and its sysfs mount), for a
+// machine with one daemon, at its start, before any Open. Where several
+// daemons share a host (a test network), each removes its own with
+// RemoveLeftover instead.
 func Sweep(log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -37,6 +37,7 @@ type (
 	Store interface {
 		Import(ctx context.Context, path string, o content.ImportOptions) (cid.Cid, int64, error)
 		Export(ctx context.Context, root cid.Cid, dest string, o content.ExportOptions) error
+		Resolve(ctx context.Context, root cid.Cid, path string) (cid.Cid, error)
 		Unpin(ctx context.Context, root cid.Cid, reason string) error
 		Pins(ctx context.Context) ([]content.Pin, error)
 		GC(ctx context.Context) (int, error)
@@ -95,7 +96,10 @@ type Config struct {
 	DataDir string // lease folders go under DataDir/leases
 	// Hours, when set, are the only times this node lends its GPUs
 	// (hours.go); nil: always.
-	Hours           Hours
+	Hours Hours
+	// GangStartWithin bounds how long a staged gang part waits for its
+	// gang lease; default DefaultGangStartWithin.
+	GangStartWithin time.Duration
 	ProposalTTL     time.Duration
 	ReceiptInterval time.Duration
 	Grace           time.Duration
@@ -151,6 +155,9 @@ type Deps struct {
 	// SeeGPUs asks the driver, just before a run, which GPUs the machine
 	// has now, by UUID and model. Nil: the GPUs found at start.
 	SeeGPUs func(ctx context.Context) []exec.GPU
+	// OpenGang makes a gang part's private network (gang.go). Nil: gang
+	// parts end failed, the provider's doing.
+	OpenGang OpenGang
 	// OfferChanged is called whenever the GPUs' state changes, so that the
 	// node publishes its offer at once where the lease's own announcement
 	// does not say as much (node.publishOffers). It must not block.

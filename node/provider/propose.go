@@ -22,6 +22,9 @@ func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 	if !p.inHours(time.Now(), time.Duration(oj.Body.Declaration.Request.Limit)*time.Millisecond) {
 		return // a view that has not yet heard of the hours
 	}
+	if oj.Body.Declaration.Request.Gang() && p.d.OpenGang == nil {
+		return // no gang network here to run a part in
+	}
 	if max := p.cfg.MaxJobDisk; max > 0 && oj.Body.Declaration.Request.DiskBytes() > max {
 		return
 	}

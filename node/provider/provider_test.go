@@ -56,8 +56,11 @@ func (u *unpins) Import(context.Context, string, content.ImportOptions) (cid.Cid
 	return cid.Undef, 0, nil
 }
 func (u *unpins) Export(context.Context, cid.Cid, string, content.ExportOptions) error { return nil }
-func (u *unpins) Pins(context.Context) ([]content.Pin, error)                          { return nil, nil }
-func (u *unpins) GC(context.Context) (int, error)                                      { return 0, nil }
+func (u *unpins) Resolve(context.Context, cid.Cid, string) (cid.Cid, error) {
+	return cid.Undef, content.ErrNotFound
+}
+func (u *unpins) Pins(context.Context) ([]content.Pin, error) { return nil, nil }
+func (u *unpins) GC(context.Context) (int, error)             { return 0, nil }
 func (u *unpins) Unpin(_ context.Context, _ cid.Cid, reason string) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()

@@ -63,6 +63,9 @@ type Record struct {
 	// GPUsSeen are the leased GPUs as the check before the run found
 	// them; the final receipt carries them.
 	GPUsSeen []ledger.GPUSeen `json:"gpus_seen,omitempty"`
+	// Gang is a gang part's gang lease, signed by every party, once it
+	// came: the part ran under it.
+	Gang *wire.SignedGangLease `json:"gang,omitempty"`
 	// Relay is the relay the lease's data moved through to or from the
 	// submitter, for want of a direct connection; the final receipt says
 	// so. Empty where it moved directly.

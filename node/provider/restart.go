@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/e31network/e31/node/gangnet"
 	"github.com/e31network/e31/node/state"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -101,6 +102,16 @@ func (p *Provider) resume(ctx context.Context) {
 		// No container of ours outlives a restart.
 		if err := p.d.Runner.Sweep(ctx, func(string) bool { return false }); err != nil {
 			p.log.Warn("sweep leftover containers", "err", err)
+		}
+	}
+	if p.d.OpenGang != nil {
+		// Nor any gang part's network namespace.
+		for _, lr := range open {
+			if _, _, ok := gangPart(lr.snapshot()); ok {
+				if err := gangnet.RemoveLeftover(lr.snapshot().ID()); err != nil {
+					p.log.Warn("remove a gang part's leftover network", "lease", lr.snapshot().ID(), "err", err)
+				}
+			}
 		}
 	}
 	if pinned, err := pinnedRoots(ctx, p.d.Store); err != nil {

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -45,6 +46,13 @@ func (lr *leaseRunner) runJob(ctx context.Context, st *staged) exec.Result {
 		GPUs:        lr.leasedGPUs(),
 		Image:       st.img,
 		Disk:        disk,
+	}
+	if st.net != nil {
+		spec.NetNS, spec.Sysfs = st.net.NetNSPath(), st.net.SysfsPath()
+		env := make(map[string]string, len(spec.Env)+len(st.env))
+		maps.Copy(env, spec.Env)
+		maps.Copy(env, st.env)
+		spec.Env = env
 	}
 	ckptDone := make(chan struct{})
 	cctx, stopCkpt := context.WithCancel(lr.hard)

@@ -62,6 +62,9 @@ type leaseRunner struct {
 	cancel context.CancelCauseFunc
 	// receiptNow asks for an interim receipt at once (the run started).
 	receiptNow chan struct{}
+	// gangStart brings a gang part its gang lease, signed by every
+	// party, which starts its run (gang.go).
+	gangStart chan wire.SignedGangLease
 }
 
 // newRunner makes the runner of a lease this node provides, wired to this
@@ -71,7 +74,7 @@ type leaseRunner struct {
 func (p *Provider) newRunner(rec *Record, sub peer.ID) *leaseRunner {
 	return &leaseRunner{
 		env: p.env, src: &p.src, inputs: &p.inputs, onRelease: p.released, onSettled: p.settledLease,
-		submitter: sub, rec: rec, receiptNow: make(chan struct{}, 1),
+		submitter: sub, rec: rec, receiptNow: make(chan struct{}, 1), gangStart: make(chan wire.SignedGangLease, 1),
 	}
 }
 
@@ -123,6 +126,11 @@ func (lr *leaseRunner) run(ctx context.Context) {
 		// Release.
 		stopReceipts()
 		<-receiptsDone
+		if st.net != nil {
+			if err := st.net.Close(); err != nil {
+				lr.log.Warn("close the gang's network", "lease", lr.snapshot().ID(), "err", err)
+			}
+		}
 		lr.release(time.Now())
 		lr.cleanup(lr.hard)
 		lr.releaseImage(st.releaseImage)
@@ -131,7 +139,7 @@ func (lr *leaseRunner) run(ctx context.Context) {
 
 	var res exec.Result
 	ran := false
-	if lr.stage(ctx, &st) {
+	if lr.stage(ctx, &st) && lr.joinGang(ctx, &st) {
 		res, ran = lr.runJob(ctx, &st), true
 	}
 	lr.output(res, st.work, ran)

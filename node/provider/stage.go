@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/exec"
@@ -35,6 +36,10 @@ type staged struct {
 	// releaseImage gives back the image's unpacked layers; nil until they
 	// are acquired.
 	releaseImage func()
+	// net is a gang part's private network, and env what the part sees
+	// of its gang; nil for a job that is no gang's part (gang.go).
+	net GangNet
+	env map[string]string
 }
 
 // stage is the lease's staging: fetch every input completely, then lay it
@@ -133,6 +138,18 @@ func (lr *leaseRunner) stageCheckpoint(ctx context.Context, src, dst string) err
 	}
 	if _, err := lr.src.fetch(ctx, lr.submitter, c, content.FetchOptions{Pin: pinInput(lease), MaxBytes: lr.cfg.Limits.MaxBytes, Progress: lr.d.Metrics.Staged}); err != nil {
 		return fmt.Errorf("the checkpoint to resume from (%s): fetch: %w", c, err)
+	}
+	if _, rank, ok := gangPart(lr.snapshot()); ok {
+		// A gang goes on from a folder of one <rank> folder a part; a
+		// part that took no checkpoint has none and starts again.
+		mine, err := lr.d.Store.Resolve(ctx, c, strconv.Itoa(rank))
+		if errors.Is(err, content.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("the checkpoint to resume part %d from (%s): %w", rank, c, err)
+		}
+		c = mine
 	}
 	if err := os.RemoveAll(dst); err != nil {
 		return err

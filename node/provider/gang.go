@@ -1,0 +1,223 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/gangnet"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// A gang's part (market.Request.Nodes) is leased as a job of its own, and
+// staged as one; but it does not run until every part is held. Its
+// submitter then names all the parts in one gang lease, which this
+// provider signs (HandleGang) and gets back signed by every party: only
+// then does the part make its private network (node/gangnet), wait for a
+// link to every other part, and start its run inside that network, with
+// the gang's variables set. A gang whose lease never comes within
+// GangStartWithin ends this part, the network's fault, owed by no one.
+
+// GangNet is a part's private network (gangnet.Net).
+type GangNet interface {
+	NetNSPath() string
+	SysfsPath() string
+	Interface() string
+	Addr(rank int) netip.Addr
+	Ready(ctx context.Context) error
+	Close() error
+}
+
+// OpenGang makes a part's private network (gangnet.Registry.Open).
+type OpenGang func(ctx context.Context, cfg gangnet.Config) (GangNet, error)
+
+// Defaults of the gang's waits.
+const (
+	// DefaultGangStartWithin bounds the wait of a staged part for its gang
+	// lease: the submitter gathers every part's lease within a few
+	// proposal lifetimes, or gives the parts up itself, sooner.
+	DefaultGangStartWithin = 2 * time.Minute
+	// gangReadyWithin bounds the wait for a link to every other part once
+	// the gang lease is here.
+	gangReadyWithin = time.Minute
+	// gangMasterPort is MASTER_PORT, torch.distributed's rendezvous port
+	// on rank 0, unless the job sets its own.
+	gangMasterPort = "29500"
+)
+
+// gangPart is the gang and rank a lease's job is a part of; ok is false
+// for a job that is no gang's part.
+func gangPart(rec Record) (gang string, rank int, ok bool) {
+	if !rec.Declaration.Request.Gang() {
+		return "", 0, false
+	}
+	return market.SplitTaskID(rec.Lease.Terms.Job)
+}
+
+// HandleGang answers a gang's submitter: it signs the gang lease that
+// names this provider's part (Start unset), or takes it signed by every
+// party, which starts the part (Start set).
+func (p *Provider) HandleGang(_ context.Context, from peer.ID, raw json.RawMessage) (any, error) {
+	var req wire.GangRequest
+	if err := p2p.DecodeStrict(raw, &req); err != nil {
+		return nil, err
+	}
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	lr := p.leases[req.Lease]
+	p.mu.Unlock()
+	if lr == nil {
+		return nil, p2p.Refuse(wire.CodeUnknownJob, fmt.Errorf("no lease %s here", req.Lease))
+	}
+	rec := lr.snapshot()
+	t := rec.Lease.Terms
+	g := req.Gang.Terms
+	part, _ := g.Part(req.Lease)
+	gang, rank, ok := gangPart(rec)
+	switch {
+	case t.Submitter != from.String() || g.Submitter != t.Submitter:
+		return nil, p2p.Refuse(wire.CodeUnknownJob, fmt.Errorf("lease %s is not %s's", req.Lease, from))
+	case !ok || gang != g.Gang || rank != part.Rank || len(g.Parts) != rec.Declaration.Request.Nodes:
+		return nil, p2p.Refuse(wire.CodeDeclined, fmt.Errorf("lease %s is not part %d of a gang %s of %d parts", req.Lease, part.Rank, g.Gang, len(g.Parts)))
+	case part.Provider != p.d.Self.String():
+		return nil, p2p.Refuse(wire.CodeDeclined, fmt.Errorf("part %d of gang %s names provider %s, not this one", part.Rank, g.Gang, part.Provider))
+	}
+	if !req.Start {
+		signed := req.Gang
+		if err := signed.SignProvider(p.d.Key, rank); err != nil {
+			return nil, err
+		}
+		return wire.GangReply{ProviderSig: signed.ProviderSigs[rank]}, nil
+	}
+	if err := req.Gang.Verify(); err != nil {
+		return nil, err
+	}
+	lr.startGang(req.Gang)
+	return struct{}{}, nil
+}
+
+// startGang hands the runner its gang lease, signed by every party; the
+// first one given counts.
+func (lr *leaseRunner) startGang(g wire.SignedGangLease) {
+	select {
+	case lr.gangStart <- g:
+	default: // given already
+	}
+}
+
+// joinGang waits, for a gang's part, until its gang lease comes signed
+// by every party, then makes the part's private network and waits for a
+// link to every other part; the run then starts inside it (st.net). It
+// reports whether the run may start; when not, it has recorded how the
+// lease ended. A job that is no gang's part starts at once.
+func (lr *leaseRunner) joinGang(ctx context.Context, st *staged) bool {
+	rec := lr.snapshot()
+	gang, rank, ok := gangPart(rec)
+	if !ok {
+		return true
+	}
+	t := rec.Lease.Terms
+	log := lr.log.With("lease", t.ID, "job", t.Job)
+	within := lr.cfg.GangStartWithin
+	if within <= 0 {
+		within = DefaultGangStartWithin
+	}
+	wait := time.NewTimer(within)
+	defer wait.Stop()
+	var g wire.SignedGangLease
+	select {
+	case g = <-lr.gangStart:
+	case <-wait.C:
+		lr.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionNetwork,
+			Reason: fmt.Sprintf("gang %s never started: not every part was held within %s", gang, within)})
+		return false
+	case <-ctx.Done():
+		lr.end(stoppedBeforeRun(ctx, "before its gang started"))
+		return false
+	}
+	lr.change(func(r *Record) { r.Gang = &g })
+	if lr.d.OpenGang == nil {
+		lr.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionProvider, Reason: "this provider cannot make a gang's network"})
+		return false
+	}
+	cfg := gangnet.Config{Gang: gang, Lease: t.ID, Self: rank}
+	for _, part := range g.Terms.Parts {
+		id, err := peer.Decode(part.Provider)
+		if err != nil {
+			lr.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionSubmitter, Reason: "gang lease names a bad provider: " + err.Error()})
+			return false
+		}
+		cfg.Members = append(cfg.Members, gangnet.Member{Rank: part.Rank, Peer: id})
+	}
+	n, err := lr.d.OpenGang(ctx, cfg)
+	if err != nil {
+		log.Warn("gang network", "err", err)
+		lr.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionProvider, Reason: "gang network: " + err.Error()})
+		return false
+	}
+	st.net = n
+	rctx, cancel := context.WithTimeout(ctx, gangReadyWithin)
+	defer cancel()
+	if err := n.Ready(rctx); err != nil {
+		if ctx.Err() != nil {
+			lr.end(stoppedBeforeRun(ctx, "before its gang's network was up"))
+			return false
+		}
+		lr.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionNetwork,
+			Reason: fmt.Sprintf("gang network: no link to every other part within %s: %v", gangReadyWithin, err)})
+		return false
+	}
+	st.env = gangEnv(n, len(g.Terms.Parts), rec.Declaration.Work.Env)
+	log.Info("gang started", "gang", gang, "rank", rank, "parts", len(g.Terms.Parts), "addr", n.Addr(rank))
+	return true
+}
+
+// gangEnv is what a part sees of its gang, besides its rank
+// (market.Declaration.Task): every part's address, and torch.distributed's
+// and its backends' conventions for them. A MASTER_PORT the job sets is
+// kept.
+func gangEnv(n GangNet, parts int, own map[string]string) map[string]string {
+	addrs := make([]string, parts)
+	for r := range parts {
+		addrs[r] = n.Addr(r).String()
+	}
+	env := map[string]string{
+		"E31_NODE_ADDRS":     strings.Join(addrs, "\n"),
+		"MASTER_ADDR":        addrs[0],
+		"MASTER_PORT":        gangMasterPort,
+		"GLOO_SOCKET_IFNAME": n.Interface(),
+		"NCCL_SOCKET_IFNAME": n.Interface(),
+		"TP_SOCKET_IFNAME":   n.Interface(),
+	}
+	if p, ok := own["MASTER_PORT"]; ok {
+		if _, err := strconv.Atoi(p); err == nil {
+			env["MASTER_PORT"] = p
+		}
+	}
+	return env
+}
+
+// stoppedBeforeRun is how a lease ends that its context stopped before
+// the run: as its cause says, as staging says it (stage).
+func stoppedBeforeRun(ctx context.Context, when string) ledger.Ending {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, ErrWithdrawn):
+		return ledger.Ending{Outcome: ledger.OutcomeWithdrawn, Attribution: ledger.AttributionSubmitter, Reason: "withdrawn " + when}
+	case errors.Is(cause, ErrReleasedUnrun):
+		return ledger.Ending{Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, Reason: ErrReleasedUnrun.Error()}
+	case errors.Is(cause, ErrPreempted):
+		return ledger.Ending{Outcome: ledger.OutcomePreempted, Attribution: ledger.AttributionProvider, Reason: cause.Error() + " (" + when + ")"}
+	}
+	return ledger.Ending{Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, Reason: "provider stopped " + when}
+}
