@@ -213,6 +213,10 @@ type Job struct {
 	// array is released once every task has ended. Its tasks are jobs of
 	// their own, under ARRAY.INDEX.
 	Tasks *TaskCounts `json:"tasks,omitempty"`
+	// Parts, on a gang (request.nodes), are its parts in rank order:
+	// where each runs and how it stands. A gang is an array whose tasks
+	// are its parts, placed and ended together.
+	Parts []Part `json:"parts,omitempty"`
 	// Array and Index, on a task, are its array's ID and its place in it.
 	Array string `json:"array,omitempty"`
 	Index int    `json:"index,omitempty"`
@@ -274,6 +278,16 @@ type Attempt struct {
 	StartedFrom string `json:"started_from,omitempty"`
 	Checkpoint  string `json:"checkpoint,omitempty"` // the last it took
 	Output      string `json:"output,omitempty"`
+}
+
+// Part is one part of a gang (request.nodes): its rank, the job that
+// runs it, on which provider, and how it stands.
+type Part struct {
+	Rank     int      `json:"rank"`
+	ID       string   `json:"id"`
+	Provider string   `json:"provider,omitempty"`
+	State    JobState `json:"state"`
+	Outcome  string   `json:"outcome,omitempty"`
 }
 
 // Held is what a job's leases held, summed over its attempts.

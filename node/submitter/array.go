@@ -83,15 +83,19 @@ func readValuesFile(a *market.Array) error {
 // held, when not nil, is the record of the array held for its upstreams
 // (hold.go), whose handle the user keeps.
 func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl market.Declaration, labels map[string]string, sources []string, held *Record) (api.Job, error) {
-	if held != nil && !held.placeholder() {
+	if held != nil && !held.placeholder() && !held.isGang() {
 		return api.Job{}, invalid(errors.New("an array is not resumed as a whole: resume its failed tasks (e31 resume ARRAY)"))
 	}
 	id := wire.JobID(sealed)
 	now := time.Now()
-	n := decl.Array.Tasks()
+	n := decl.Parts()
 	parent := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, State: api.JobQueued, Submitted: now, Tasks: n}
 	if held != nil {
-		parent.Root = held.ID
+		parent.Root = held.root()
+	}
+	if held != nil && held.isGang() {
+		// A gang goes on whole, as its next attempt.
+		parent.ResumeOf, parent.Resumes = held.ID, held.Resumes+1
 	}
 	parent.step(api.StepSubmit, now)
 	// Pinned once, for the array: every task reads the same DAGs.
@@ -123,7 +127,13 @@ func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl m
 	if held == nil {
 		s.d.Metrics.Submitted.Inc() // a held array was counted when it was
 	}
-	s.log.Info("array submitted", "array", id, "name", decl.Name, "tasks", n, "gpus", decl.Request.GPUs)
+	if held != nil && held.isGang() {
+		// Linked once the new attempt is on disk, as resume links a job's.
+		if j := s.jobs.get(held.ID); j != nil {
+			j.change(func(r *Record) error { r.Next = id; return nil })
+		}
+	}
+	s.log.Info("array submitted", "array", id, "name", decl.Name, "tasks", n, "gpus", decl.Request.GPUs, "gang", decl.Request.Gang())
 	out, _ := s.arrayView(s.jobs.get(id), 0, true)
 	// Under its own ID: a held array's release links its hold to it.
 	out.ID = id
@@ -169,6 +179,9 @@ func (s *Submitter) arrayView(p *jobTracker, seen uint64, done bool) (api.Job, <
 		out.State, out.Reason = api.JobRunning, ""
 	default:
 		out.State = api.JobQueued
+	}
+	if parent.isGang() {
+		s.gangView(&out, parent)
 	}
 	if out.State.Terminal() || done || out.Version != seen {
 		return out, nil

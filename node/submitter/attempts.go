@@ -51,6 +51,9 @@ func (r *Record) resumeDue() bool {
 // goes on whatever it declared, up to market.DefaultMaxResumes times: an
 // array is done when every index is, not when a provider left.
 func (r *Record) autoContinues() bool {
+	if r.gangPart() {
+		return false // a gang goes on whole, or not at all (gang.go)
+	}
 	cp := r.Declaration.Output.Checkpoints
 	switch {
 	case r.placeholder():
@@ -197,6 +200,10 @@ func (s *Submitter) view(id string, seen uint64, done bool) (api.Job, <-chan str
 	var array bool
 	j.view(func(r *Record) { root, array = r.Root, r.isArray() })
 	if array {
+		if root == "" && j.isGangTracker() {
+			out, changed := s.gangChainView(j, seen, done)
+			return out, changed, nil
+		}
 		out, changed := s.arrayView(j, seen, done)
 		return out, changed, nil
 	}

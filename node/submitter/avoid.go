@@ -365,6 +365,12 @@ func (j *jobTracker) failures(now time.Time) []failure {
 // the job waits on, and re-announces the job at once. lease, when set,
 // must still be the job's lease: the job then goes back to the queue.
 func (j *jobTracker) avoid(ctx context.Context, provider, lease, reason string) bool {
+	return j.requeue(ctx, provider, lease, reason, true)
+}
+
+// requeue is avoid, avoiding the provider only when avoid is set: a gang
+// given up whole puts back parts whose providers did nothing wrong.
+func (j *jobTracker) requeue(ctx context.Context, provider, lease, reason string, avoidIt bool) bool {
 	self := j.d.Self.String()
 	now := time.Now()
 	var env []byte
@@ -382,7 +388,7 @@ func (j *jobTracker) avoid(ctx context.Context, provider, lease, reason string) 
 			return errSkip
 		}
 		r.Wait = reason + "; back in the queue"
-		if provider != self {
+		if avoidIt && provider != self {
 			if !slices.Contains(r.Avoid, provider) {
 				r.Avoid = append(r.Avoid, provider)
 			}
@@ -407,9 +413,12 @@ func (j *jobTracker) avoid(ctx context.Context, provider, lease, reason string) 
 	if err != nil {
 		j.log.Warn("avoid provider: record not saved", "job", j.id, "provider", provider, "err", err)
 	}
-	if provider == self {
+	switch {
+	case !avoidIt:
+		j.log.Info("back in the queue", "job", j.id, "provider", provider, "reason", reason)
+	case provider == self:
 		j.log.Warn("this node's own provider failed the job: back in the queue", "job", j.id, "reason", reason)
-	} else {
+	default:
 		j.log.Warn("provider failed the job: avoiding it", "job", j.id, "provider", provider, "reason", reason)
 	}
 	announceAvoiding(ctx, j.parts, j.id, env, avoid)
@@ -511,6 +520,12 @@ func announceAvoiding(ctx context.Context, p *parts, job string, env []byte, avo
 // side's one-sided record holds what was countersigned (nothing, since no
 // receipt came), with the lease as evidence.
 func (j *jobTracker) giveUpLease(ctx context.Context, leaseID, reason string, now time.Time) {
+	j.releaseUnrun(ctx, leaseID, reason, now, true)
+}
+
+// releaseUnrun is giveUpLease, avoiding the provider only when avoid is
+// set.
+func (j *jobTracker) releaseUnrun(ctx context.Context, leaseID, reason string, now time.Time, avoid bool) {
 	j.mu.Lock()
 	r := j.rec
 	if r.Lease == nil || r.Lease.Terms.ID != leaseID || r.terminal() {
@@ -538,7 +553,7 @@ func (j *jobTracker) giveUpLease(ctx context.Context, leaseID, reason string, no
 	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
 		j.log.Warn("announce release of a lease never run", "lease", t.ID, "err", err)
 	}
-	j.avoid(ctx, t.Provider, t.ID, reason)
+	j.requeue(ctx, t.Provider, t.ID, reason, avoid)
 }
 
 // endWithheld ends, on this side, a lease of the job whose provider

@@ -63,7 +63,17 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 	if j == nil {
 		return nil, unknownJob(t.Job)
 	}
-	return j.propose(from, sl)
+	gang, _, part := market.SplitTaskID(t.Job)
+	part = part && j.isGangPart()
+	if part && s.gangHasProvider(gang, t.Job, t.Provider) {
+		return nil, p2p.Refuse(wire.CodeDeclined, fmt.Errorf("declined: provider %s holds another part of gang %s", t.Provider, gang))
+	}
+	reply, err := j.propose(from, sl)
+	if err == nil && part {
+		// The last part's lease starts the gang.
+		s.tasks.Go(func() { s.assembleGang(s.ctx, gang) })
+	}
+	return reply, err
 }
 
 // HandleEvent records a step the provider reached, or pulls a checkpoint.

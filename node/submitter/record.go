@@ -82,6 +82,9 @@ type Record struct {
 	AvoidUntil map[string]time.Time `json:"avoid_until,omitempty"`
 	Avoided    map[string]int       `json:"avoided,omitempty"`
 	// Tasks, on an array's record, is how many tasks it has (array.go);
+	// GangLease, on a gang's record, is the gang lease every part's
+	// provider and this node signed, once they did (gang.go).
+	GangLease *wire.SignedGangLease `json:"gang_lease,omitempty"`
 	// Array and Index, on a task's, are its array's ID and its place.
 	Tasks int    `json:"tasks,omitempty"`
 	Array string `json:"array,omitempty"`

@@ -49,6 +49,9 @@ func (s *Submitter) resume(ctx context.Context, id string, fromStart, exact bool
 	if a := s.jobs.get(id); a != nil && !exact {
 		// An array, or an array held for its upstreams and released.
 		if last := s.lastAttempt(a); last.isArrayTracker() {
+			if last.isGangTracker() {
+				return s.resumeGangByHand(ctx, last, fromStart)
+			}
 			return s.resumeArray(ctx, last, fromStart)
 		}
 	}
@@ -150,7 +153,7 @@ func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent 
 	if len(sealed.Raw) > wire.MaxDeclarationEnvelope {
 		return api.Job{}, invalid(fmt.Errorf("the signed declaration is %d bytes, over the %d a queued job can be re-announced in: make work.env or the command shorter", len(sealed.Raw), wire.MaxDeclarationEnvelope))
 	}
-	if decl.Array != nil {
+	if decl.Parts() > 1 {
 		return s.announceArray(ctx, sealed, decl, labels, sources, parent)
 	}
 	id := wire.JobID(sealed)

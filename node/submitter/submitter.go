@@ -245,6 +245,7 @@ type Submitter struct {
 	pass uint64
 
 	stage stageState // reservations and holders, for staging from many sources
+	gangs gangs      // the gangs being assembled (gang.go); has its own lock
 
 	// resuming orders the resumptions of jobs, so that an attempt is
 	// continued by one attempt at most. An ordering lock, held across a

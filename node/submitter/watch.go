@@ -53,6 +53,7 @@ func (s *Submitter) watchProviders(ctx context.Context) {
 				j.requeueUnconfirmed(now)
 			}
 			s.checkFailures(ctx, now)
+			s.checkGangs(ctx, now)
 		}
 	}
 }

@@ -1,0 +1,542 @@
+package submitter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// A gang (market.Request.Nodes) is an array whose tasks are its parts,
+// placed by Match all at once on distinct providers. This node keeps a
+// record for the gang, the handle its user follows, and one for each
+// part, leased as a job of its own. What makes it a gang here:
+//
+//   - No part runs until every part is held. Once the last part's lease
+//     is countersigned, this node names every part in one gang lease
+//     (wire.GangLease), has each provider sign it, signs it last and
+//     hands it to every provider, which then starts its part
+//     (assembleGang). A gang whose parts are not all leased and started
+//     within gangAssembleWithin gives its leases up, unrun and owed by no
+//     one, and goes back to the queue whole (checkGangs).
+//   - Failure is the gang's: a part that ends any way but completed ends
+//     the others, each stopped with its grace to write a last checkpoint,
+//     which is pulled (checkGangs). The gang ends as that part did, and
+//     says which part.
+//   - resume: auto goes on with the whole gang, each part from its own
+//     last checkpoint (resumeGang); no part goes on by itself.
+
+// gangAssembleWithin bounds how long the leased parts of a gang wait for
+// the others, and for the gang lease's signatures, before they are given
+// up and the gang queued again: Match assigns every part in one pass, so
+// every part's provider proposes within a proposal's lifetime.
+func (c *Config) gangAssembleWithin() time.Duration {
+	return max(3*c.ProposalTTL, 20*time.Second)
+}
+
+// isGang reports whether the record is a gang's, not a part's.
+func (r *Record) isGang() bool { return r.isArray() && r.Declaration.Request.Gang() }
+
+// gangPart reports whether the record is a part of a gang.
+func (r *Record) gangPart() bool { return r.Array != "" && r.Declaration.Request.Gang() }
+
+// gangParts are the trackers of a gang's parts, by rank; nil where one
+// is missing.
+func (s *Submitter) gangParts(gang string, n int) []*jobTracker {
+	out := make([]*jobTracker, n)
+	for r := range n {
+		out[r] = s.jobs.get(market.TaskID(gang, r))
+	}
+	return out
+}
+
+// gangs serialises the assembly of each gang: one at a time.
+type gangs struct {
+	mu         sync.Mutex
+	assembling map[string]bool
+}
+
+func (g *gangs) claim(gang string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.assembling == nil {
+		g.assembling = map[string]bool{}
+	}
+	if g.assembling[gang] {
+		return false
+	}
+	g.assembling[gang] = true
+	return true
+}
+
+func (g *gangs) done(gang string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.assembling, gang)
+}
+
+// partLeased is a part's lease as assembly reads it.
+type partLeased struct {
+	lease    wire.SignedLease
+	provider peer.ID
+}
+
+// leasedParts returns every part's lease when every part of the gang is
+// leased and not ended; ok is false otherwise.
+func (s *Submitter) leasedParts(gang string, n int) ([]partLeased, bool) {
+	out := make([]partLeased, n)
+	for r, t := range s.gangParts(gang, n) {
+		if t == nil {
+			return nil, false
+		}
+		var l *wire.SignedLease
+		t.view(func(rec *Record) {
+			if rec.Lease != nil && !rec.terminal() {
+				cp := *rec.Lease
+				l = &cp
+			}
+		})
+		if l == nil {
+			return nil, false
+		}
+		id, err := peer.Decode(l.Terms.Provider)
+		if err != nil {
+			return nil, false
+		}
+		out[r] = partLeased{lease: *l, provider: id}
+	}
+	return out, true
+}
+
+// assembleGang starts a gang once every part is leased: it names the
+// parts in one gang lease, has each provider sign it, signs it itself and
+// hands it to each provider, which then starts its part. A provider that
+// refuses to sign gives the gang up (giveUpGang), avoiding it for the
+// part it held.
+func (s *Submitter) assembleGang(ctx context.Context, gang string) {
+	g := s.jobs.get(gang)
+	if g == nil || !s.gangs.claim(gang) {
+		return
+	}
+	defer s.gangs.done(gang)
+	var n int
+	var started *wire.SignedGangLease
+	var over bool
+	g.view(func(r *Record) { n, started, over = r.Tasks, r.GangLease, r.terminal() })
+	if over || n < 2 {
+		return
+	}
+	parts, ok := s.leasedParts(gang, n)
+	if !ok {
+		return
+	}
+	terms := wire.GangLease{Gang: gang, Submitter: s.d.Self.String()}
+	for r, p := range parts {
+		terms.Parts = append(terms.Parts, wire.GangPart{Rank: r, Provider: p.provider.String(), Lease: p.lease.Terms.ID})
+	}
+	if started != nil && slices.Equal(started.Terms.Parts, terms.Parts) {
+		return // started already under these very leases
+	}
+	lease := wire.SignedGangLease{Terms: terms, ProviderSigs: make([][]byte, n)}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r, p := range parts {
+		wg.Go(func() {
+			var rep wire.GangReply
+			errs[r] = s.callPart(ctx, p, wire.GangRequest{Lease: p.lease.Terms.ID, Gang: wire.SignedGangLease{Terms: terms}}, &rep)
+			lease.ProviderSigs[r] = rep.ProviderSig
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			s.log.Warn("a gang part's provider did not sign the gang lease", "gang", gang, "rank", r, "provider", parts[r].provider, "err", err)
+			// A provider that declined is avoided for the part; one that
+			// could not be reached is not blamed.
+			avoid := -1
+			if p2p.RefusalCode(err) == wire.CodeDeclined {
+				avoid = r
+			}
+			s.giveUpGang(ctx, gang, fmt.Sprintf("part %d's provider %s did not sign the gang lease: %v", r, parts[r].provider, err), avoid)
+			return
+		}
+	}
+	if err := lease.SignSubmitter(s.d.Key); err != nil {
+		s.log.Error("sign gang lease", "gang", gang, "err", err)
+		return
+	}
+	if err := lease.Verify(); err != nil {
+		s.giveUpGang(ctx, gang, "the gang lease's signatures do not verify: "+err.Error(), -1)
+		return
+	}
+	if err := g.update(func(r *Record) error {
+		r.GangLease = &lease
+		return nil
+	}); err != nil {
+		s.log.Warn("gang lease not saved", "gang", gang, "err", err)
+		return
+	}
+	for r, p := range parts {
+		wg.Go(func() {
+			if err := s.callPart(ctx, p, wire.GangRequest{Lease: p.lease.Terms.ID, Gang: lease, Start: true}, nil); err != nil {
+				// The part does not start, and its provider ends it when
+				// its wait runs out; that ends the gang.
+				s.log.Warn("gang start not delivered", "gang", gang, "rank", r, "provider", p.provider, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	s.log.Info("gang started", "gang", gang, "parts", n)
+}
+
+// gangCallTimeout bounds one call of the gang lease's: a signature, or
+// the start, answered from memory.
+func (c *Config) gangCallTimeout() time.Duration { return 15 * time.Second }
+
+// callPart makes a gang lease's call to a part's provider. The provider
+// registers its lease only once it has the countersignature, which the
+// last part's is sent just before: a provider that does not know the
+// lease yet is asked again, for a few seconds.
+func (s *Submitter) callPart(ctx context.Context, p partLeased, req wire.GangRequest, reply any) error {
+	deadline := time.Now().Add(s.cfg.gangCallTimeout())
+	wait := 20 * time.Millisecond
+	for {
+		cctx, cancel := context.WithDeadline(ctx, deadline)
+		err := s.d.Calls.Call(cctx, p.provider, wire.ProtoGang, req, reply)
+		cancel()
+		if err == nil || p2p.RefusalCode(err) != wire.CodeUnknownJob || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// giveUpGang gives up every part's lease of a gang that could not start,
+// each as never run and owed by no one, and puts the whole gang back in
+// the queue; avoid, unless negative, is the rank whose provider failed
+// it, avoided for that part (and so, by Match, for the gang).
+func (s *Submitter) giveUpGang(ctx context.Context, gang, reason string, avoid int) {
+	g := s.jobs.get(gang)
+	if g == nil {
+		return
+	}
+	var n int
+	g.view(func(r *Record) { n = r.Tasks })
+	now := time.Now()
+	for r, t := range s.gangParts(gang, n) {
+		if t == nil {
+			continue
+		}
+		var lease string
+		t.view(func(rec *Record) {
+			if rec.Lease != nil && !rec.terminal() {
+				lease = rec.Lease.Terms.ID
+			}
+		})
+		if lease != "" {
+			t.releaseUnrun(ctx, lease, "gang "+gang+" did not start: "+reason, now, r == avoid)
+		}
+	}
+	s.log.Info("gang given up, queued again", "gang", gang, "why", reason)
+}
+
+// checkGangs ends, once a part of a gang has ended any way but completed,
+// the parts still running (each with its grace to checkpoint), and gives
+// up a gang whose parts have not all been leased and started within
+// gangAssembleWithin; a gang whose every part has ended goes on by itself
+// where it declared resume: auto.
+func (s *Submitter) checkGangs(ctx context.Context, now time.Time) {
+	for _, g := range s.jobs.live() {
+		var rec Record
+		g.view(func(r *Record) {
+			if r.isGang() && !r.placeholder() {
+				rec = r.copy()
+			}
+		})
+		if rec.ID == "" {
+			continue
+		}
+		parts := s.gangParts(rec.ID, rec.Tasks)
+		var failed *Record
+		ended, leased, oldest := 0, 0, time.Time{}
+		var running []*jobTracker
+		for _, t := range parts {
+			if t == nil {
+				continue
+			}
+			var p Record
+			t.view(func(r *Record) { p = r.copy() })
+			switch {
+			case p.terminal():
+				ended++
+				// A part withdrawn was stopped by the user, or because
+				// another part failed: it is no cause of its own.
+				if failed == nil && p.Outcome != ledger.OutcomeCompleted && p.Outcome != ledger.OutcomeWithdrawn {
+					failed = &p
+				}
+			case p.Lease != nil:
+				leased++
+				running = append(running, t)
+				if rent := p.stepAt(api.StepRent); oldest.IsZero() || rent.Before(oldest) {
+					oldest = rent
+				}
+			}
+		}
+		switch {
+		case failed != nil && len(running) > 0:
+			s.endGang(ctx, rec.ID, failed, running)
+		case failed != nil && ended == len(parts):
+			s.gangEnded(ctx, g)
+		case failed == nil && leased > 0 && rec.GangLease == nil && !oldest.IsZero() && now.Sub(oldest) > s.cfg.gangAssembleWithin():
+			s.giveUpGang(ctx, rec.ID, fmt.Sprintf("%d of its %d parts were leased within %s", leased, len(parts), s.cfg.gangAssembleWithin()), -1)
+		case failed == nil && leased == len(parts) && rec.GangLease == nil:
+			// Every part held, the assembly not yet done (or lost to a
+			// restart): try again.
+			s.tasks.Go(func() { s.assembleGang(s.ctx, rec.ID) })
+		}
+	}
+}
+
+// endGang stops the running parts of a gang whose part failed: each gets
+// its grace to write a last checkpoint, which is pulled.
+func (s *Submitter) endGang(ctx context.Context, gang string, failed *Record, running []*jobTracker) {
+	s.log.Info("a gang part ended: ending the gang", "gang", gang, "part", failed.ID, "outcome", failed.Outcome, "why", failed.Reason)
+	for _, t := range running {
+		if _, err := t.withdraw(ctx, false); err != nil && !errors.Is(err, ErrConflict) {
+			s.log.Warn("end a gang's part", "part", t.id, "err", err)
+		}
+	}
+}
+
+// gangEnded goes on with a gang whose parts have all ended and one failed,
+// where it declared resume: auto and has resumes left: the whole gang
+// again, each part from its own last checkpoint.
+func (s *Submitter) gangEnded(ctx context.Context, g *jobTracker) {
+	var go_ bool
+	err := g.update(func(r *Record) error {
+		cp := r.Declaration.Output.Checkpoints
+		if r.Resumed || cp == nil || cp.Resume != market.ResumeAuto || r.Resumes >= cp.MaxResumes || r.Withdrawn {
+			return errSkip
+		}
+		r.Resumed = true
+		go_ = true
+		return nil
+	})
+	if err != nil || !go_ {
+		return
+	}
+	s.resuming.Lock()
+	defer s.resuming.Unlock()
+	if _, err := s.resumeGang(ctx, g, false); err != nil {
+		s.log.Warn("resume gang", "gang", g.id, "err", err)
+		g.change(func(r *Record) error {
+			r.ResumeFailed = err.Error()
+			return nil
+		})
+	}
+}
+
+// resumeGang submits the whole gang again, as the next attempt of the
+// gang: each part from its own last checkpoint (the checkpoint to resume
+// from is a folder of one <rank> folder a part), or from the beginning
+// with fromStart.
+func (s *Submitter) resumeGang(ctx context.Context, g *jobTracker, fromStart bool) (api.Job, error) {
+	parent := g.snapshot()
+	d := parent.Declaration
+	cp := d.Output.Checkpoints
+	if !fromStart && cp != nil {
+		var entries []content.FolderEntry
+		for r, t := range s.gangParts(parent.ID, parent.Tasks) {
+			if t == nil {
+				continue
+			}
+			var ck string
+			t.view(func(rec *Record) { ck = rec.Checkpoint })
+			c, err := cid.Decode(ck)
+			if err != nil {
+				continue // none taken: this part starts again
+			}
+			entries = append(entries, content.FolderEntry{Name: strconv.Itoa(r), Root: c})
+		}
+		d = fromTheStart(d)
+		if len(entries) > 0 {
+			folder, err := s.d.Store.Folder(ctx, entries, pinGangCheckpoints(parent.ID))
+			if err != nil {
+				return api.Job{}, fmt.Errorf("gang %s's checkpoints: %w", parent.ID, err)
+			}
+			d.Output.Checkpoints.From = folder.String()
+		}
+	} else {
+		d = fromTheStart(d)
+	}
+	return s.submit(ctx, d, &parent, nil)
+}
+
+func pinGangCheckpoints(gang string) string { return "checkpoints of gang " + gang }
+
+// gangPartsOf lists a gang's parts for its view: each part's rank,
+// provider and state, by its record.
+func (s *Submitter) gangPartsOf(gang string, n int) []api.Part {
+	out := make([]api.Part, 0, n)
+	for r, t := range s.gangParts(gang, n) {
+		p := api.Part{Rank: r, State: api.JobQueued}
+		if t != nil {
+			t.view(func(rec *Record) {
+				p.ID, p.State, p.Outcome = rec.ID, rec.State, string(rec.Outcome)
+				if rec.Lease != nil {
+					p.Provider = rec.Lease.Terms.Provider
+				}
+			})
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// isGangTracker reports whether the job is a gang's record.
+func (j *jobTracker) isGangTracker() bool {
+	var gang bool
+	j.view(func(r *Record) { gang = r.isGang() })
+	return gang
+}
+
+// resumeGangByHand is e31 resume of a gang: once every part has ended and
+// one did not complete, the whole gang again, each part from its own last
+// checkpoint, or from the beginning with fromStart.
+func (s *Submitter) resumeGangByHand(ctx context.Context, g *jobTracker, fromStart bool) (api.Job, error) {
+	s.resuming.Lock()
+	defer s.resuming.Unlock()
+	view, _ := s.arrayView(g, 0, true)
+	switch {
+	case !view.State.Terminal():
+		return api.Job{}, conflict(fmt.Errorf("gang %s is still %s: withdraw it first", view.ID, view.State))
+	case view.Outcome == string(ledger.OutcomeCompleted):
+		return api.Job{}, conflict(fmt.Errorf("gang %s completed: nothing to resume", view.ID))
+	}
+	if err := g.update(func(r *Record) error {
+		r.Resumed = true
+		return nil
+	}); err != nil {
+		return api.Job{}, err
+	}
+	return s.resumeGang(ctx, g, fromStart)
+}
+
+// isGangPart reports whether the job is a part of a gang.
+func (j *jobTracker) isGangPart() bool {
+	var part bool
+	j.view(func(r *Record) { part = r.gangPart() })
+	return part
+}
+
+// gangHasProvider reports whether a part of the gang other than job is
+// leased, and not ended, on provider: no two parts share one (Match never
+// puts them there, but two passes of different views might).
+func (s *Submitter) gangHasProvider(gang, job, provider string) bool {
+	g := s.jobs.get(gang)
+	if g == nil {
+		return false
+	}
+	var n int
+	g.view(func(r *Record) { n = r.Tasks })
+	for _, t := range s.gangParts(gang, n) {
+		if t == nil || t.id == job {
+			continue
+		}
+		held := false
+		t.view(func(r *Record) { held = r.Lease != nil && !r.terminal() && r.Lease.Terms.Provider == provider })
+		if held {
+			return true
+		}
+	}
+	return false
+}
+
+// gangView completes an array's view of a gang: its parts, and, once it
+// has ended short of completion, how: as the part that ended it did (the
+// others were stopped because of it), naming that part.
+func (s *Submitter) gangView(out *api.Job, parent Record) {
+	out.Parts = s.gangPartsOf(parent.ID, parent.Tasks)
+	if out.State == api.JobQueued {
+		// Match says why of each part alike: the gang's reason.
+		if p0, _, err := s.view(market.TaskID(parent.ID, 0), 0, true); err == nil && p0.Reason != "" {
+			out.Reason = p0.Reason
+		}
+	}
+	if out.State == api.JobQueued {
+		for _, p := range out.Parts {
+			if p.State != api.JobQueued {
+				// Some parts held, waiting for the rest.
+				out.State, out.Reason = api.JobRenting, "holding the parts leased so far until every part is, to start them together"
+				break
+			}
+		}
+	}
+	if !out.State.Terminal() || out.Outcome == string(ledger.OutcomeCompleted) {
+		return
+	}
+	for _, p := range out.Parts {
+		if p.Outcome == "" || p.Outcome == string(ledger.OutcomeCompleted) || p.Outcome == string(ledger.OutcomeWithdrawn) {
+			continue
+		}
+		t := s.jobs.get(p.ID)
+		if t == nil {
+			continue
+		}
+		t.view(func(r *Record) {
+			out.Outcome, out.Attribution = string(r.Outcome), string(r.Attribution)
+			out.Reason = fmt.Sprintf("part %d (on %s) ended %s: %s", p.Rank, p.Provider, r.Outcome, r.Reason)
+		})
+		return
+	}
+}
+
+// resumeDue reports whether a gang that has ended short of completion is
+// about to go on by itself (resume: auto, resumes left), so that its
+// followers see it queued rather than ended.
+func (r *Record) gangResumeDue() bool {
+	cp := r.Declaration.Output.Checkpoints
+	return r.isGang() && !r.Resumed && r.ResumeFailed == "" && cp != nil && cp.Resume == market.ResumeAuto && r.Resumes < cp.MaxResumes
+}
+
+// gangChainView is the view of a gang under the ID it was submitted
+// with: its last attempt, the whole gang again after a failure, with
+// every attempt listed.
+func (s *Submitter) gangChainView(first *jobTracker, seen uint64, done bool) (api.Job, <-chan struct{}) {
+	chain := s.attempts(first)
+	last := chain[len(chain)-1]
+	out, changed := s.arrayView(last, seen, done)
+	lastRec := last.snapshot()
+	if out.State.Terminal() && out.Outcome != string(ledger.OutcomeCompleted) && out.Outcome != string(ledger.OutcomeWithdrawn) && lastRec.gangResumeDue() {
+		out.State, out.Outcome, out.Attribution = api.JobQueued, "", ""
+		out.Reason = "going on whole, each part from its last checkpoint: " + out.Reason
+	}
+	if len(chain) == 1 {
+		return out, changed
+	}
+	out.ID = first.id
+	out.Attempts = out.Attempts[:0]
+	for i, g := range chain {
+		v, _ := s.arrayView(g, 0, true)
+		out.Attempts = append(out.Attempts, api.Attempt{N: i + 1, ID: g.id, State: v.State, Outcome: v.Outcome,
+			Attribution: v.Attribution, Reason: v.Reason, Submitted: v.Submitted})
+	}
+	return out, changed
+}
