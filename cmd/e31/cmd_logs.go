@@ -15,6 +15,7 @@ type logsOptions struct {
 	stderr bool
 	tail   int
 	task   int
+	rank   int
 }
 
 func newLogsCommand(g *globalOptions) *cobra.Command {
@@ -32,12 +33,17 @@ A follow that cannot finish (the provider stopped answering) says why and exits
 non-zero.`,
 		Example: `  e31 logs 7f3a -f
   e31 logs 7f3a --stderr --tail 50
-  e31 logs SWEEP --task 7      # task 7 of an array`,
+  e31 logs SWEEP --task 7      # task 7 of an array
+  e31 logs GANG --rank 1       # part 1 of a gang`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
-			if cmd.Flags().Changed("task") {
-				ids, err := taskIDs(cmd.Context(), g, id, strconv.Itoa(o.task))
+			if cmd.Flags().Changed("task") || cmd.Flags().Changed("rank") {
+				which := o.task
+				if cmd.Flags().Changed("rank") {
+					which = o.rank
+				}
+				ids, err := taskIDs(cmd.Context(), g, id, strconv.Itoa(which))
 				if err != nil {
 					return err
 				}
@@ -47,6 +53,8 @@ non-zero.`,
 		},
 	}
 	cmd.Flags().IntVar(&o.task, "task", 0, "the log of this task of an array JOB")
+	cmd.Flags().IntVar(&o.rank, "rank", 0, "the log of the part of this node rank of a gang JOB (request.nodes)")
+	cmd.MarkFlagsMutuallyExclusive("task", "rank")
 	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "go on printing while the job runs")
 	cmd.Flags().BoolVar(&o.stderr, "stderr", false, "print stderr instead of stdout")
 	cmd.Flags().IntVar(&o.tail, "tail", 0, "start at the last N lines (0: from the beginning)")

@@ -62,7 +62,10 @@ func printJob(g *globalOptions, j api.Job) {
 		fmt.Fprintf(tw, "task\t%d of array %s\n", j.Index, j.Array)
 	}
 	fmt.Fprintf(tw, "state\t%s\n", j.State)
-	if t := j.Tasks; t != nil {
+	for _, p := range j.Parts {
+		fmt.Fprintf(tw, "part %d\t%s on %s%s\n", p.Rank, p.State, orDash(p.Provider), outcomeOf(p.Outcome))
+	}
+	if t := j.Tasks; t != nil && len(j.Parts) == 0 {
 		fmt.Fprintf(tw, "tasks\t%s\n", describeTasks(t))
 		if len(t.FailedIndices) > 0 {
 			fmt.Fprintf(tw, "failed tasks\t%s\n", indexRanges(t.FailedIndices))
@@ -389,4 +392,12 @@ func firstLine(s string) string {
 		s = string(r[:max-1]) + "…"
 	}
 	return s
+}
+
+// outcomeOf is ", OUTCOME" for a part that has ended, else "".
+func outcomeOf(o string) string {
+	if o == "" {
+		return ""
+	}
+	return ", " + o
 }

@@ -46,6 +46,7 @@ type submitOptions struct {
 	resume      string
 	maxResumes  int
 	retries     int
+	nodes       int
 	array       string
 	after       []string
 	afterAny    []string
@@ -116,6 +117,7 @@ already submitted, several at once.`,
 	f.IntVar(&o.maxResumes, "max-resumes", market.DefaultMaxResumes, "with --resume auto: how many times at most (flags form)")
 	f.StringArrayVar(&o.after, "after", nil, "JOB: hold this job on this node until JOB has completed (it ends failed if JOB does not); repeatable; --input job:JOB/out:/in takes JOB's output (flags form; a declaration's after)")
 	f.StringArrayVar(&o.afterAny, "after-any", nil, "JOB: hold this job until JOB has ended, however it ends; repeatable (flags form; a declaration's after_any)")
+	f.IntVar(&o.nodes, "nodes", 0, "run the job as a gang of N parts on N providers at once, --gpus, --cpus and --memory each, with a private network between them (E31_NODE_RANK, MASTER_ADDR, ...; flags form; request.nodes)")
 	f.IntVar(&o.retries, "retries", 0, "run the job again up to N times when it fails by its own fault (exit status, memory), from its last checkpoint if it took one (flags form; request.retries)")
 	f.StringVar(&o.array, "array", "", "run the command as an array of tasks: N, or 0-LAST, with %P to run at most P at once (0-9999%200); each task sees E31_TASK_INDEX and E31_TASK_COUNT (flags form; a declaration's array)")
 	f.DurationVar(&o.pollEvery, "poll", defaultPoll, "with --wait: how often to ask a daemon that cannot answer on each change of the job (an older version)")
@@ -141,7 +143,7 @@ func fileArg(file string, args []string, dash int) ([]string, error) {
 // with a declaration FILE they would be ignored.
 func flagsFormFlags() []string {
 	return []string{"name", "gpus", "gpu-model", "gpu-memory", "image", "cpus", "memory", "disk", "limit",
-		"input", "output-path", "env", "workdir", "checkpoint-path", "checkpoint-every", "resume", "max-resumes", "retries", "after", "after-any", "array"}
+		"input", "output-path", "env", "workdir", "checkpoint-path", "checkpoint-every", "resume", "max-resumes", "retries", "after", "after-any", "array", "nodes"}
 }
 
 // noFlagsFormFlags refuses, naming them, flags of the flags form given with
@@ -316,6 +318,7 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 		d.Request.Disk = m
 	}
 	d.Request.Retries = o.retries
+	d.Request.Nodes = o.nodes
 	d.After, d.AfterAny = o.after, o.afterAny
 	if o.array != "" {
 		a, err := market.ParseArrayRange(o.array)
