@@ -74,8 +74,11 @@ func printJob(g *globalOptions, j api.Job) {
 	if j.Reason != "" {
 		fmt.Fprintf(tw, "reason\t%s\n", j.Reason)
 	}
-	if j.Outcome != "" {
+	switch {
+	case j.Outcome != "" && j.Attribution != "":
 		fmt.Fprintf(tw, "outcome\t%s (attributed to %s)\n", j.Outcome, j.Attribution)
+	case j.Outcome != "":
+		fmt.Fprintf(tw, "outcome\t%s\n", j.Outcome)
 	}
 	if j.ExitCode != nil {
 		fmt.Fprintf(tw, "exit code\t%d\n", *j.ExitCode)

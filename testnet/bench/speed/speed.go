@@ -26,12 +26,15 @@ const (
 	// PartArray runs only when named: ten thousand tasks and as many
 	// single jobs take the better part of an hour on a small machine.
 	PartArray = "array"
+	// PartGang: the gang network's TCP and round trips against libp2p's,
+	// and a gang's start.
+	PartGang = "gang"
 )
 
 // Parts lists every part in run order; "micro" in a selection means the
 // first three.
 func Parts() []string {
-	return []string{PartMatch, PartReceipts, PartStaging, PartIdle, PartThroughput, PartRSS, PartArray}
+	return []string{PartMatch, PartReceipts, PartStaging, PartIdle, PartThroughput, PartRSS, PartArray, PartGang}
 }
 
 // Options configure Run; zero sizes take the defaults noted.
@@ -52,6 +55,8 @@ type Options struct {
 	Micro       MicroOptions
 	// Array defaults to 10,000 tasks on 10 nodes, against as many singles.
 	Array ArrayOptions
+	// Gang defaults to 10 gangs.
+	Gang GangOptions
 }
 
 // Selected expands and checks a selection: "micro" is match, receipts and
@@ -113,6 +118,7 @@ type Report struct {
 	Throughput *ThroughputReport `json:"throughput,omitempty"`
 	RSS        *RSSReport        `json:"rss,omitempty"`
 	Array      *ArrayReport      `json:"array,omitempty"`
+	Gang       *GangReport       `json:"gang,omitempty"`
 }
 
 // Run measures the selected parts one after another (no two networks at
@@ -127,7 +133,7 @@ func Run(ctx context.Context, dir string, log func(format string, args ...any), 
 		return rep, err
 	}
 	logf := bench.Env{Log: log}.Logf
-	daemons := sel[PartIdle] || sel[PartThroughput] || sel[PartRSS] || sel[PartArray]
+	daemons := sel[PartIdle] || sel[PartThroughput] || sel[PartRSS] || sel[PartArray] || sel[PartGang]
 	if daemons {
 		if _, err := osexec.LookPath("runc"); os.Geteuid() != 0 || err != nil {
 			return rep, bench.ErrNeedsRoot
@@ -189,6 +195,15 @@ func Run(ctx context.Context, dir string, log func(format string, args ...any), 
 			if p := r.Profile; p != nil {
 				rep.Table.Notes = append(rep.Table.Notes, fmt.Sprintf("profiles: %s/node*.pb.gz, merged %s/merged.pb.gz; go tool pprof -top:\n%s", p.Dir, p.Dir, topLines(p.Top, 20)))
 			}
+		}
+		if sel[PartGang] {
+			o.Gang.ModuleRoot = o.ModuleRoot
+			r, err := MeasureGang(ctx, env, o.Gang)
+			if err != nil {
+				return rep, fmt.Errorf("gang: %w", err)
+			}
+			rep.Gang = &r
+			rep.Table.Figures = append(rep.Table.Figures, r.Figures()...)
 		}
 		if sel[PartArray] {
 			r, err := MeasureArray(ctx, env, o.Array)
