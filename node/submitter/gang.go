@@ -277,12 +277,19 @@ func (s *Submitter) checkGangs(ctx context.Context, now time.Time) {
 		var failed *Record
 		ended, leased, oldest := 0, 0, time.Time{}
 		var running []*jobTracker
-		for _, t := range parts {
+		// assembled: every part leased under the very leases the gang
+		// lease names.
+		assembled := rec.GangLease != nil && len(rec.GangLease.Terms.Parts) == len(parts)
+		for rank, t := range parts {
 			if t == nil {
+				assembled = false
 				continue
 			}
 			var p Record
 			t.view(func(r *Record) { p = r.copy() })
+			if p.Lease == nil || !assembled || rec.GangLease.Terms.Parts[rank].Lease != p.Lease.Terms.ID {
+				assembled = false
+			}
 			switch {
 			case p.terminal():
 				ended++
@@ -304,9 +311,9 @@ func (s *Submitter) checkGangs(ctx context.Context, now time.Time) {
 			s.endGang(ctx, rec.ID, failed, running)
 		case failed != nil && ended == len(parts):
 			s.gangEnded(ctx, g)
-		case failed == nil && leased > 0 && rec.GangLease == nil && !oldest.IsZero() && now.Sub(oldest) > s.cfg.gangAssembleWithin():
+		case failed == nil && leased > 0 && !assembled && !oldest.IsZero() && now.Sub(oldest) > s.cfg.gangAssembleWithin():
 			s.giveUpGang(ctx, rec.ID, fmt.Sprintf("%d of its %d parts were leased within %s", leased, len(parts), s.cfg.gangAssembleWithin()), -1)
-		case failed == nil && leased == len(parts) && rec.GangLease == nil:
+		case failed == nil && leased == len(parts) && !assembled:
 			// Every part held, the assembly not yet done (or lost to a
 			// restart): try again.
 			s.tasks.Go(func() { s.assembleGang(s.ctx, rec.ID) })
