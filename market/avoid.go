@@ -114,17 +114,19 @@ func (m *matcher) processAvoiding(j *jobState, rank int, avoid []int32) bool {
 	return false
 }
 
-// avoidedCounts is counts, the reasons a job's offers turned it away, for a
-// job with an avoid list: each provider it avoids that could take it, now
-// or once free, is counted as avoided instead of busy or reserved, so that
-// a job kept from free offers by its own list does not read as waiting
-// for busy ones. One that could never take it keeps its reason.
+// countAside is counts, the reasons a job's offers turned it away, with
+// the providers in aside that could take the job, now or once free,
+// counted under as instead of busy, reserved or free: for a job with an
+// avoid list, ReasonAvoided, so that a job kept from free offers by its
+// own list does not read as waiting for busy ones; for a gang, also
+// ReasonOtherPart for the providers running its leased parts. One that
+// could never take the job keeps its reason.
 //
 // free is what an offer with room now was counted as: ReasonBusy for a
 // lone job (see countReasons), ReasonFree for a gang.
-func (m *matcher) avoidedCounts(s *demandShape, counts map[string]int, avoid int32, free string) map[string]int {
+func (m *matcher) countAside(s *demandShape, counts map[string]int, aside []int32, as, free string) map[string]int {
 	out := maps.Clone(counts)
-	for _, pi := range m.avoid[avoid-1] {
+	for _, pi := range aside {
 		p := &m.provs[pi]
 		r := firstFailure(&m.filters, &s.demand, &p.shape)
 		switch {
@@ -141,7 +143,7 @@ func (m *matcher) avoidedCounts(s *demandShape, counts map[string]int, avoid int
 		if out[r]--; out[r] == 0 {
 			delete(out, r)
 		}
-		out[ReasonAvoided]++
+		out[as]++
 	}
 	return out
 }

@@ -76,7 +76,9 @@
 // ⌈log₂ P⌉ trie levels to pick the provider; only the first K blocked jobs
 // scan every provider to reserve one. A gang of N parts costs N such
 // searches, and a blocked gang among the first K sorts its candidate
-// providers once (O(P log P)) to find its common start. At 10,000 providers and 100,000 jobs
+// providers once (O(P log P)) to find its common start. A view with a gang
+// missing some parts is read once more, its leases by job, to find the
+// leased parts; a view without one pays nothing for it. At 10,000 providers and 100,000 jobs
 // the constant factors are what count, and most of them are memory: hashing
 // the view (SHA-256, about a tenth of the pass and fixed by the view's
 // encoding), and cache misses when the jobs are visited in priority order,
@@ -350,11 +352,12 @@
 //   - Placement, all or none: part by part, in rank order, each goes where
 //     a lone job of its request would go now (locality, best fit, the
 //     rendezvous weight, the backfill rule), among the providers not yet
-//     picked for the gang. If one part finds none, no part is placed. Two
-//     parts never share a provider, even one with room for both: the gang
-//     declared N machines, and a run laid out for N hosts is not the same
-//     run on fewer. A part never waits for a provider holding its data;
-//     the gang waits only for room.
+//     picked for the gang nor running one of its leased parts (see Partly
+//     leased). If one part finds none, no part is placed. Two parts never
+//     share a provider, even one with room for both: the gang declared N
+//     machines, and a run laid out for N hosts is not the same run on
+//     fewer. A part never waits for a provider holding its data; the gang
+//     waits only for room.
 //   - Reservation: a gang that cannot start, while fewer than K jobs and
 //     gangs of the pass have reserved, reserves N distinct providers for
 //     one common start: the earliest instant at which N providers will have
@@ -366,21 +369,39 @@
 //     provider the gang holds only if it is over by the common start, so
 //     the providers that free early take short jobs while the gang waits
 //     for the last one.
-//   - In flight: the gang is placed only when all N parts are open in the
-//     view. A part that is missing (leased, or gone) means an earlier pass
-//     placed the gang and its claims are still settling, or that a part's
-//     run has ended; placing the others again could start half a gang, or
-//     put two ranks on one provider, since the pass cannot tell which
-//     claims will succeed. Its open parts wait, take nothing and reserve
-//     nothing, and the submitter settles the gang as a whole.
+//   - Partly leased: a gang some of whose parts are not open, each of them
+//     leased in the view (a lease whose Job is the part's ID), places its
+//     open parts as above, all at once or none, each on a provider of its
+//     own and none on a provider holding one of its leased parts (read from
+//     the view's leases); if they cannot start, they reserve as above, one
+//     provider per open part, again none holding a leased part. Claims
+//     settle part by part: between epochs providers match on views that
+//     differ for a moment (Straight to rent), so one provider may lease
+//     part 0 while the provider another pass gave part 0 rather than part
+//     1 has its claim declined. Every view then shows part 0 leased and
+//     part 1 open; a gang that waited for all its parts to be open again
+//     would wait until its submitter gave it up (on a 3-node test network,
+//     one gang in three stalled 30 s that way). Only open parts are
+//     placed, and never beside a leased one, so the submitter still
+//     gathers one part per rank on N distinct hosts (node/submitter).
+//   - In flight: a gang with a part neither open nor leased (closed,
+//     withdrawn, pruned: a part's run has ended, or its submitter is
+//     taking the gang back) is placed nowhere. Its open parts wait, take
+//     nothing and reserve nothing, and the submitter settles the gang as a
+//     whole.
 //   - Why it waits: the same reason for every part, counting distinct
-//     providers: "needs 2 providers with 1 free GPU each; 1 has (1 offer
-//     busy, 1 free)" when enough offers could hold a part but too few have
-//     room now; "needs 3 providers with 8 GPUs each; 2 have (…)" when too
-//     few could hold one at all; "reserved: waiting for 2 providers (A, B)
-//     to free 1 GPU each at T"; and "gang G is in flight: …". Counts are
-//     per offer as for any job, with ReasonFree for offers that could take
-//     a part now.
+//     providers for the parts still to place: "needs 2 providers with 1
+//     free GPU each; 1 has (1 offer busy, 1 free)" when enough offers
+//     could hold a part but too few have room now; "needs 3 providers with
+//     8 GPUs each; 2 have (…)" when too few could hold one at all; with
+//     parts leased, "needs 1 provider with 1 free GPU, apart from the one
+//     running its other part; none has (1 offer busy, 1 running another
+//     part of the gang)"; "reserved: waiting for 2 providers (A, B) to
+//     free 1 GPU each at T", or for one provider; and "gang G is in
+//     flight: …". Counts are per offer as for any job, with ReasonFree for
+//     offers that could take a part now and ReasonOtherPart for a provider
+//     running a leased part that could otherwise take one, now or once
+//     free.
 //
 // Parts that disagree on submitter, request or image, or whose ID is no
 // rank of the gang, come from no declaration: they are reported as
@@ -429,13 +450,15 @@
 // ends after S, so in later passes N providers with room by S are still
 // there and its start can only move earlier; by S + R all N have room in
 // the view, and within another E a pass in which it is looked at first
-// places every part. The jobs behind a gang keep their bound, with the
+// places every part (every open part, once some are leased). The jobs behind a gang keep their bound, with the
 // gang counted once in their q; but while it waits they lose N providers
 // to it, not one, except as backfill, so their waits run longer than
-// behind a single job (starve_test.go plays both). A gang whose claims do
-// not all settle is in flight and places nothing until its submitter
-// settles it; the bound does not cover that, as it covers no claim that
-// never settles.
+// behind a single job (starve_test.go plays both). A gang whose claims
+// settle only in part places the rest as a gang of its open parts, apart
+// from the providers running the leased ones; one with a part neither open
+// nor leased is in flight and places nothing until its submitter settles
+// it, which the bound does not cover, as it covers no claim that never
+// settles.
 //
 // K > 1 lets the next K−1 blocked jobs hold providers at the same time,
 // which in a fleet of like machines brings the wait near ⌈(q+1)/K⌉ rounds,

@@ -24,6 +24,11 @@ const (
 	ReasonMemory      = "memory"        // too little memory free now
 	ReasonReserved    = "reserved"      // would fit, but is reserved for an earlier job
 	ReasonAvoided     = "avoided"       // the provider failed the job before (Job.Avoid)
+	// ReasonOtherPart counts, for a gang some of whose parts are leased,
+	// the providers running those parts, which could take another part
+	// now or once free but must not: each part needs a provider of its
+	// own.
+	ReasonOtherPart = "other_part"
 	// ReasonFree counts, for a gang, offers that could take one of its
 	// parts now: too few of them, since the gang needs one per part.
 	ReasonFree = "free"

@@ -3,6 +3,7 @@ package market
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 )
@@ -16,8 +17,16 @@ import (
 // a provider for a part takes no room, so the parts never compete for one
 // provider's devices; two ranks on one machine would be another topology
 // than the one the gang declared. A gang that cannot start reserves one
-// provider per part for a common start (reserveGang), and a gang with a
-// part not open is in flight and only waits (processGang).
+// provider per part for a common start (reserveGang).
+//
+// A gang whose missing parts are all leased places its open parts the
+// same way, on providers apart from those running the leased ones:
+// between epochs providers match on views that differ for a moment, so
+// one may lease part 0 while the provider another pass gave part 0 has
+// its claim declined, and a gang that waited for every part to be open
+// again would wait for its submitter to give it up. Only a gang with a
+// part neither open nor leased (closed, withdrawn, pruned) is in flight
+// and waits (processGang).
 //
 // The parts of a gang come from one signed declaration, so they agree on
 // their submitter, request and image. A view in which they do not is not
@@ -36,6 +45,15 @@ type gang struct {
 	parts   []jobState
 	// invalid: its parts disagree on what only one declaration sets.
 	invalid bool
+	// leased is how many of its parts hold a lease in the view, and
+	// running the providers of the view holding them, which its open
+	// parts leave out as they leave out avoided ones; gone is how many
+	// parts are neither open nor leased, which keeps the gang in flight.
+	leased, gone int
+	running      []int32
+	// avoided is its parts' avoid lists merged, less the providers in
+	// running: those are counted as running a part when it waits.
+	avoided []int32
 	visited bool
 	// reason and counts are the wait, once worked out, of every part.
 	reason string
@@ -77,13 +95,15 @@ func (m *matcher) gangPart(j *Job, pos int32) int32 {
 	return gi + 1
 }
 
-// buildGangs checks each gang's parts against each other, merges their
-// avoid lists, and copies the parts into the gang in rank order.
-func (m *matcher) buildGangs() {
+// buildGangs checks each gang's parts against each other, finds the
+// leases of the parts that are not open, merges the avoid lists with the
+// providers of those leases, and copies the parts into the gang in rank
+// order.
+func (m *matcher) buildGangs(n *normalized) {
 	if len(m.gangs) == 0 {
 		return
 	}
-	anyInvalid := false
+	anyInvalid, anyMissing := false, false
 	for gi := range m.gangs {
 		g := &m.gangs[gi]
 		slices.SortFunc(g.members, func(a, b gangMember) int { return cmp.Compare(a.rank, b.rank) })
@@ -100,16 +120,35 @@ func (m *matcher) buildGangs() {
 			}
 			continue
 		}
+		anyMissing = anyMissing || len(g.members) < g.nodes
+	}
+	if anyMissing {
+		m.findLeased(n)
+	}
+	for gi := range m.gangs {
+		g := &m.gangs[gi]
+		if g.invalid {
+			continue
+		}
 		var avoid []int32
 		for _, p := range g.members {
 			if a := m.jobs[p.pos].avoid; a != 0 {
 				avoid = append(avoid, m.avoid[a-1]...)
 			}
 		}
+		slices.Sort(avoid)
+		avoid = slices.Compact(avoid)
+		if len(g.running) > 0 {
+			g.avoided = slices.DeleteFunc(slices.Clone(avoid), func(pi int32) bool { return slices.Contains(g.running, pi) })
+			avoid = append(avoid, g.running...)
+			slices.Sort(avoid)
+			avoid = slices.Compact(avoid)
+		} else {
+			g.avoided = avoid
+		}
 		union := int32(0)
 		if len(avoid) > 0 {
-			slices.Sort(avoid)
-			m.avoid = append(m.avoid, slices.Compact(avoid))
+			m.avoid = append(m.avoid, avoid)
 			union = int32(len(m.avoid))
 		}
 		g.parts = make([]jobState, len(g.members))
@@ -133,6 +172,74 @@ func (m *matcher) buildGangs() {
 	slices.SortFunc(m.invalid, func(a, b Wait) int { return cmp.Compare(a.Job, b.Job) })
 }
 
+// missingPart is a part that a valid gang lacks among its open jobs:
+// whether the view holds a lease of it, and which of the view's providers
+// hold those leases. A lease whose provider has left the view still marks
+// its part leased, with no provider to leave out.
+type missingPart struct {
+	leased bool
+	provs  []int32
+}
+
+// findLeased sorts the parts that the valid gangs lack into leased, with
+// the providers running them, and gone. The view's leases are read once,
+// each looked up among the few parts missing, so a pass whose gangs are
+// whole pays nothing and one with a part missing little more.
+func (m *matcher) findLeased(n *normalized) {
+	missing := make(map[string]*missingPart)
+	for gi := range m.gangs {
+		g := &m.gangs[gi]
+		if g.invalid || len(g.members) == g.nodes {
+			continue
+		}
+		for r := range g.missingRanks() {
+			missing[TaskID(g.id, r)] = &missingPart{}
+		}
+	}
+	for _, l := range n.leases {
+		mp := missing[l.Job]
+		if mp == nil {
+			continue
+		}
+		mp.leased = true
+		if pi, ok := slices.BinarySearchFunc(m.provs, l.Provider, func(p provider, id string) int { return cmp.Compare(p.id, id) }); ok {
+			mp.provs = append(mp.provs, int32(pi))
+		}
+	}
+	for gi := range m.gangs {
+		g := &m.gangs[gi]
+		if g.invalid || len(g.members) == g.nodes {
+			continue
+		}
+		for r := range g.missingRanks() {
+			mp := missing[TaskID(g.id, r)]
+			if !mp.leased {
+				g.gone++
+				continue
+			}
+			g.leased++
+			g.running = append(g.running, mp.provs...)
+		}
+		slices.Sort(g.running)
+		g.running = slices.Compact(g.running)
+	}
+}
+
+// missingRanks yields, in order, the ranks of g that none of its open
+// parts has.
+func (g *gang) missingRanks() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		next := 0 // members are in rank order
+		for r := range g.nodes {
+			if next < len(g.members) && g.members[next].rank == r {
+				next++
+			} else if !yield(r) {
+				return
+			}
+		}
+	}
+}
+
 // processGang handles gang gi when the walk first reaches one of its
 // parts, and returns how many ranks its parts took: all of them, placed or
 // waiting, in rank order, so that no other job comes between them. Later
@@ -143,7 +250,7 @@ func (m *matcher) processGang(gi int32, rank int) int {
 		return 0
 	}
 	g.visited = true
-	if len(g.parts) == g.nodes {
+	if g.gone == 0 {
 		if m.placeGang(g, rank) {
 			return len(g.parts)
 		}
@@ -157,7 +264,9 @@ func (m *matcher) processGang(gi int32, rank int) int {
 	return len(g.parts)
 }
 
-// placeGang places every part of g on a provider of its own, or none.
+// placeGang places every open part of g on a provider of its own, or
+// none. The providers its parts avoid, those running its leased parts
+// among them, leave the index for its search and come back after.
 func (m *matcher) placeGang(g *gang, rank int) bool {
 	lead := &g.parts[0]
 	s := lead.shape
@@ -237,6 +346,8 @@ type gangCandidate struct {
 // part as the gang has parts, and among the providers that have room by
 // then, for each part in rank order, the one with room earliest, ties by
 // the rendezvous weight. Nothing is reserved when no such instant exists.
+// For a gang with parts leased, only the parts still open reserve, and
+// never on a provider running one of the leased parts.
 func (m *matcher) reserveGang(g *gang) {
 	lead := &g.parts[0]
 	s := lead.shape
@@ -379,17 +490,20 @@ func (m *matcher) gangWait(gi int32) (string, map[string]int) {
 	}
 	lead := &g.parts[0]
 	switch s := lead.shape; {
-	case len(g.parts) < g.nodes:
-		g.reason = describeGangInFlight(g.id, g.nodes, len(g.parts))
+	case g.gone > 0:
+		g.reason = describeGangInFlight(g.id, g.nodes, g.gone)
 	default:
 		if s.gangCounts == nil {
 			s.gangCounts, _, _ = m.countReasons(&s.demand, ReasonFree)
 		}
 		g.counts = s.gangCounts
-		if lead.avoid != 0 {
-			g.counts = m.avoidedCounts(s, g.counts, lead.avoid, ReasonFree)
+		if len(g.running) > 0 {
+			g.counts = m.countAside(s, g.counts, g.running, ReasonOtherPart, ReasonFree)
 		}
-		g.reason = describeGangWait(s, g.nodes, g.counts)
+		if len(g.avoided) > 0 {
+			g.counts = m.countAside(s, g.counts, g.avoided, ReasonAvoided, ReasonFree)
+		}
+		g.reason = describeGangWait(s, len(g.parts), g.leased, g.counts)
 		if lead.res != nil {
 			ids := make([]string, len(g.parts))
 			for i := range g.parts {
@@ -401,24 +515,26 @@ func (m *matcher) gangWait(gi int32) (string, map[string]int) {
 	return g.reason, g.counts
 }
 
-// describeGangInFlight says why the open parts of a gang wait while
-// others of its parts are not open.
-func describeGangInFlight(id string, nodes, open int) string {
-	missing := nodes - open
+// describeGangInFlight says why the open parts of a gang wait while gone
+// of its parts are neither open nor leased.
+func describeGangInFlight(id string, nodes, gone int) string {
 	verb := "are"
-	if missing == 1 {
+	if gone == 1 {
 		verb = "is"
 	}
-	return fmt.Sprintf("gang %s is in flight: %d of its %d parts %s leased or gone from the view, and no part starts until all are open",
-		id, missing, nodes, verb)
+	return fmt.Sprintf("gang %s is in flight: %d of its %d parts %s neither open nor leased in the view, and the others wait for its submitter to settle the gang",
+		id, gone, nodes, verb)
 }
 
-// describeGangWait says why a gang of n parts could not start, counting
+// describeGangWait says why the n parts of a gang still to place could
+// not start, leased being how many others it has leased, counting
 // distinct providers: "needs 2 providers with 1 free GPU each; 1 has (1
 // offer busy, 1 free)" when enough offers could hold a part but too few
-// have room now, "needs 3 providers with 8 GPUs each; 2 have (…)" when too
-// few could hold one at all.
-func describeGangWait(s *demandShape, n int, counts map[string]int) string {
+// have room now, "needs 3 providers with 8 GPUs each; 2 have (…)" when
+// too few could hold one at all, and with a part leased "needs 1
+// provider with 1 free GPU, apart from the one running its other part;
+// none has (1 offer running another part of the gang)".
+func describeGangWait(s *demandShape, n, leased int, counts map[string]int) string {
 	total := 0
 	for _, r := range reasonOrder() {
 		total += counts[r]
@@ -429,10 +545,28 @@ func describeGangWait(s *demandShape, n int, counts map[string]int) string {
 	// Offers that lack what a part asks for, however long it waits.
 	never := counts[ReasonNoImages] + counts[ReasonNeedImage] + counts[ReasonDisk] +
 		counts[ReasonGPUModel] + counts[ReasonGPUMemory] + counts[ReasonGPUs]
-	if could := total - never; could < n {
-		return fmt.Sprintf("needs %d providers with %s each; %s (%s)", n, describeNeed(s, false), howManyHave(could), describeCounts(s, counts))
+	// Providers running its other parts cannot take one more.
+	if could := total - never - counts[ReasonOtherPart]; could < n {
+		return fmt.Sprintf("needs %s; %s (%s)", gangNeed(s, n, leased, false), howManyHave(could), describeCounts(s, counts))
 	}
-	return fmt.Sprintf("needs %d providers with %s each; %s (%s)", n, describeNeed(s, true), howManyHave(counts[ReasonFree]), describeCounts(s, counts))
+	return fmt.Sprintf("needs %s; %s (%s)", gangNeed(s, n, leased, true), howManyHave(counts[ReasonFree]), describeCounts(s, counts))
+}
+
+// gangNeed is what the n open parts of a gang need: "2 providers with 1
+// free GPU each", and where leased of its parts are leased "1 provider
+// with 1 free GPU, apart from the one running its other part".
+func gangNeed(s *demandShape, n, leased int, free bool) string {
+	need := fmt.Sprintf("%d providers with %s each", n, describeNeed(s, free))
+	if n == 1 {
+		need = "1 provider with " + describeNeed(s, free)
+	}
+	switch {
+	case leased == 1:
+		need += ", apart from the one running its other part"
+	case leased > 1:
+		need += fmt.Sprintf(", apart from those running its other %d parts", leased)
+	}
+	return need
 }
 
 func howManyHave(n int) string {
@@ -447,8 +581,14 @@ func howManyHave(n int) string {
 
 // describeGangReserved says which providers a gang waits for and when its
 // parts start together: "reserved: waiting for 2 providers (p1, p2) to
-// free 1 GPU each at T". A long list names the first few.
+// free 1 GPU each at T", or, for the last open part of a gang whose others
+// are leased, "reserved: waiting for provider p1 to free 1 GPU at T". A
+// long list names the first few.
 func describeGangReserved(s *demandShape, providers []string, from int64) string {
+	if len(providers) == 1 {
+		return fmt.Sprintf("reserved: waiting for provider %s to free %s at %s",
+			ShortID(providers[0]), describeNeed(s, false), FormatInstant(from))
+	}
 	const named = 4
 	names := make([]string, 0, named)
 	for i, p := range providers {

@@ -52,7 +52,8 @@ type Wait struct {
 	// Counts is how many offers each filter turned away (keys are the
 	// Reason constants), as the offers stand after this pass's assignments;
 	// for a part of a gang, offers that could take a part now are counted
-	// under ReasonFree. Jobs with the same request share one map: treat it
+	// under ReasonFree, and providers running its leased parts under
+	// ReasonOtherPart. Jobs with the same request share one map: treat it
 	// as read-only.
 	Counts map[string]int `json:"counts,omitempty"`
 }
@@ -298,7 +299,7 @@ func newMatcher(v *View, o Options, seed *[32]byte) *matcher {
 		m.buildHoldings(n)
 	}
 	m.buildAvoid(n)
-	m.buildGangs()
+	m.buildGangs(n)
 	return m
 }
 

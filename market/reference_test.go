@@ -246,6 +246,11 @@ func refMatch(v View, o Options) Result {
 		invalid bool
 		visited bool
 		avoid   []string // every part's avoid list
+		// leased and gone count the parts that are not open: leased in
+		// the view, or not; running are the providers of the view that
+		// hold the leased ones.
+		leased, gone int
+		running      []*rprov
 	}
 	type gangKey struct {
 		id    string
@@ -305,6 +310,28 @@ func refMatch(v View, o Options) Result {
 		if g.invalid {
 			for _, p := range g.parts {
 				invalid = append(invalid, Wait{Job: p.ID, Reason: "invalid gang: its parts differ in submitter, request or image"})
+			}
+		}
+		for r := range g.nodes {
+			if slices.Contains(g.ranks, r) {
+				continue
+			}
+			found := false
+			for _, l := range v.Leases {
+				if l.Job != TaskID(g.id, r) {
+					continue
+				}
+				found = true
+				for _, p := range provs {
+					if p.id == l.Provider && !slices.Contains(g.running, p) {
+						g.running = append(g.running, p)
+					}
+				}
+			}
+			if found {
+				g.leased++
+			} else {
+				g.gone++
 			}
 		}
 	}
@@ -476,9 +503,11 @@ func refMatch(v View, o Options) Result {
 		waits = append(waits, w)
 		return false
 	}
-	// visitGang places every part of g on a provider of its own, in rank
-	// order, or none; a gang that cannot start reserves one provider per
-	// part for the earliest instant at which that many have room.
+	// visitGang places every open part of g on a provider of its own, in
+	// rank order, or none, never on a provider running one of its leased
+	// parts; a gang that cannot start reserves one provider per open part
+	// for the earliest instant at which that many have room. A gang with a
+	// part neither open nor leased only waits.
 	visitGang := func(g *rgang) {
 		if g.visited || g.invalid {
 			return
@@ -486,16 +515,16 @@ func refMatch(v View, o Options) Result {
 		g.visited = true
 		var gangRes []*rprov
 		var from int64
-		if len(g.parts) == g.nodes {
+		if g.gone == 0 {
 			var chosen []*rprov
 			for _, part := range g.parts {
-				best, _, _ := pick(part, g.avoid, chosen)
+				best, _, _ := pick(part, g.avoid, append(slices.Clone(g.running), chosen...))
 				if best == nil {
 					break
 				}
 				chosen = append(chosen, best)
 			}
-			if len(chosen) == g.nodes {
+			if len(chosen) == len(g.parts) {
 				for i, part := range g.parts {
 					place(part, chosen[i])
 					rank++
@@ -511,6 +540,9 @@ func refMatch(v View, o Options) Result {
 				var cands []cand
 				var instants []int64
 				for _, p := range provs {
+					if slices.Contains(g.running, p) {
+						continue
+					}
 					if at, ok := earliest(p, lead, g.avoid); ok {
 						cands = append(cands, cand{p, at})
 						instants = append(instants, at)
@@ -525,7 +557,7 @@ func refMatch(v View, o Options) Result {
 							n++
 						}
 					}
-					if n >= g.nodes {
+					if n >= len(g.parts) {
 						from, found = t, true
 						break
 					}
@@ -618,8 +650,11 @@ func refMatch(v View, o Options) Result {
 			switch why {
 			case ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved, ReasonFree:
 				// It could take the job, now or once free, but for the
-				// job's avoid list.
-				if slices.Contains(avoid, p.id) {
+				// gang's part it runs or the job's avoid list.
+				switch {
+				case w.gang != nil && slices.Contains(w.gang.running, p):
+					why = ReasonOtherPart
+				case slices.Contains(avoid, p.id):
 					why = ReasonAvoided
 				}
 			}
@@ -635,7 +670,7 @@ func refMatch(v View, o Options) Result {
 			text = fmt.Sprintf("reserved: waiting for provider %s to free %s at %s", ShortID(w.res.id), describeNeed(ds, false), FormatInstant(w.res.from))
 		}
 		if g := w.gang; g != nil {
-			text = describeGangWait(ds, g.nodes, counts)
+			text = describeGangWait(ds, len(g.parts), g.leased, counts)
 			if len(w.gangRes) > 0 {
 				var ids []string
 				for _, p := range w.gangRes {
@@ -643,8 +678,8 @@ func refMatch(v View, o Options) Result {
 				}
 				text = describeGangReserved(ds, ids, w.gangFrom)
 			}
-			if len(g.parts) < g.nodes {
-				text, counts = describeGangInFlight(g.id, g.nodes, len(g.parts)), nil
+			if g.gone > 0 {
+				text, counts = describeGangInFlight(g.id, g.nodes, g.gone), nil
 			}
 		}
 		res.Waiting = append(res.Waiting, Wait{Job: w.job.ID, Reason: text, Counts: counts})
@@ -767,9 +802,27 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 }
 
 // genGangs adds gangs of 2 to 4 parts to v: mostly with every part open;
-// sometimes in flight, one part gone or leased; now and then with parts
-// that disagree, or a part whose ID is no rank of its gang.
+// sometimes with one part gone, or leased, possibly by a provider not in
+// the view; sometimes with some parts leased by providers of the view,
+// on their devices, the others still to place, now and then with a part
+// gone as well; now and then with parts that disagree, or a part whose
+// ID is no rank of its gang.
 func genGangs(t *rapid.T, v *View, nProv int, subs []string, least, most int) {
+	provider := func(p int) string { return fmt.Sprintf("12D3KooWprovider%02d", p) }
+	// leaseOn leases part on provider p of the view, on as many of its
+	// devices as the part asks for that it draws, from a start that
+	// frees them at different instants.
+	leaseOn := func(part Job, p int) {
+		l := Lease{ID: "lease-" + part.ID, Job: part.ID, Provider: provider(p), Submitter: part.Submitter,
+			CPUs: part.Request.CPUs, MemoryBytes: uint64(part.Request.Memory),
+			Start: v.Now - int64(rapid.SampledFrom([]Duration{0, 5 * Minute, 30 * Minute}).Draw(t, "partStart")), Limit: part.Request.Limit}
+		for _, g := range v.Offers[p].GPUs {
+			if len(l.GPUs) < part.Request.GPUs && g.UUID != "" && rapid.IntRange(0, 2).Draw(t, "partGPU") > 0 {
+				l.GPUs = append(l.GPUs, g.UUID)
+			}
+		}
+		v.Leases = append(v.Leases, l)
+	}
 	for gi := range rapid.IntRange(least, most).Draw(t, "gangs") {
 		n := rapid.IntRange(2, 4).Draw(t, "nodes")
 		id := fmt.Sprintf("gang%d", gi)
@@ -792,26 +845,37 @@ func genGangs(t *rapid.T, v *View, nProv int, subs []string, least, most int) {
 		}
 		genJobData(t, &g)
 		state := rapid.IntRange(0, 19).Draw(t, "gangState")
+		if nProv == 0 && state >= 6 && state <= 9 {
+			state = 2 // no provider of the view to lease on
+		}
 		odd := rapid.IntRange(0, n-1).Draw(t, "oddPart")
+		open := (odd + 1) % n // a part that stays open where several are leased
 		for r := range n {
 			part := g
 			part.ID = TaskID(id, r)
 			if nProv > 0 && rapid.IntRange(0, 7).Draw(t, "partAvoids") == 0 {
-				part.Avoid = []string{fmt.Sprintf("12D3KooWprovider%02d", rapid.IntRange(0, nProv).Draw(t, "partAvoid"))}
+				part.Avoid = []string{provider(rapid.IntRange(0, nProv).Draw(t, "partAvoid"))}
 			}
-			if r == odd {
-				switch state {
-				case 0, 1: // gone from the view
-					continue
-				case 2, 3: // leased
-					p := rapid.IntRange(0, nProv).Draw(t, "partProvider")
-					v.Leases = append(v.Leases, Lease{ID: "lease-" + part.ID, Job: part.ID, Provider: fmt.Sprintf("12D3KooWprovider%02d", p),
-						Submitter: part.Submitter, GPUs: []string{fmt.Sprintf("GPU-%d-%d", p, r)}, CPUs: part.Request.CPUs,
-						MemoryBytes: uint64(part.Request.Memory), Start: v.Now, Limit: part.Request.Limit})
-				case 4: // disagrees with the others
-					part.Request.CPUs++
-				case 5: // no rank of its gang
-					part.ID = TaskID(id, n)
+			switch {
+			case r == odd && (state == 0 || state == 1): // gone from the view
+				continue
+			case r == odd && (state == 2 || state == 3): // leased, maybe by a provider not in the view
+				p := rapid.IntRange(0, nProv).Draw(t, "partProvider")
+				v.Leases = append(v.Leases, Lease{ID: "lease-" + part.ID, Job: part.ID, Provider: provider(p),
+					Submitter: part.Submitter, GPUs: []string{fmt.Sprintf("GPU-%d-%d", p, r)}, CPUs: part.Request.CPUs,
+					MemoryBytes: uint64(part.Request.Memory), Start: v.Now, Limit: part.Request.Limit})
+			case r == odd && state == 4: // disagrees with the others
+				part.Request.CPUs++
+			case r == odd && state == 5: // no rank of its gang
+				part.ID = TaskID(id, n)
+			case state == 9 && r != odd && r != open: // gone, beside a leased part
+				continue
+			case state >= 6 && state <= 9 && r != open && (r == odd || rapid.Bool().Draw(t, "partLeased")):
+				// Leased by a provider of the view, the gang's others
+				// still to place.
+				leaseOn(part, rapid.IntRange(0, nProv-1).Draw(t, "partProvider"))
+				if rapid.IntRange(0, 3).Draw(t, "leasedJobStays") > 0 {
+					continue // a leased job may leave the view's jobs, or stay
 				}
 			}
 			v.Jobs = append(v.Jobs, part)
@@ -1096,9 +1160,22 @@ func checkInvariants(t *rapid.T, v View, o Options, r Result) {
 		}
 		placed[g][a.Provider] = true
 	}
+	// Every open part at once, and none beside a leased part of its gang:
+	// the parts still to place go on providers of their own.
+	open := map[string]int{}
+	for _, j := range jobs {
+		if j.Request.Gang() {
+			open[gangOrJob(j)]++
+		}
+	}
 	for g, ps := range placed {
-		if n := jobs[TaskID(g, 0)].Request.Nodes; len(ps) != n {
-			t.Fatalf("gang %s placed %d of its %d parts", g, len(ps), n)
+		if len(ps) != open[g] {
+			t.Fatalf("gang %s placed %d of its %d open parts", g, len(ps), open[g])
+		}
+	}
+	for _, l := range n.leases {
+		if g, _, ok := SplitTaskID(l.Job); ok && placed[g][l.Provider] {
+			t.Fatalf("gang %s placed a part on %s, which runs its part %s", g, l.Provider, l.Job)
 		}
 	}
 	rp := map[string]bool{}

@@ -24,7 +24,7 @@ func (m *matcher) waitFor(j *waitNote) Wait {
 	}
 	w := Wait{Job: j.id, Reason: s.message, Counts: s.counts}
 	if j.avoid != 0 {
-		w.Counts = m.avoidedCounts(s, s.counts, j.avoid, ReasonBusy)
+		w.Counts = m.countAside(s, s.counts, m.avoid[j.avoid-1], ReasonAvoided, ReasonBusy)
 		w.Reason = describeWait(s, w.Counts)
 	}
 	if j.localUntil != 0 {
@@ -161,6 +161,11 @@ func describeCounts(s *demandShape, counts map[string]int) string {
 			phrase = "reserved for earlier jobs"
 		case ReasonAvoided:
 			phrase = "avoided, having failed it before"
+		case ReasonOtherPart:
+			phrase = "running another part of the gang"
+			if n != 1 {
+				phrase = "running other parts of the gang"
+			}
 		case ReasonFree:
 			phrase = "free"
 		}
@@ -176,9 +181,9 @@ func describeCounts(s *demandShape, counts map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-func reasonOrder() [16]string {
-	return [16]string{ReasonUnreachable, ReasonDraining, ReasonClosed, ReasonNoImages, ReasonNeedImage, ReasonDisk, ReasonGPUModel, ReasonGPUMemory,
-		ReasonGPUs, ReasonWindow, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved, ReasonAvoided, ReasonFree}
+func reasonOrder() [17]string {
+	return [17]string{ReasonUnreachable, ReasonDraining, ReasonClosed, ReasonNoImages, ReasonNeedImage, ReasonDisk, ReasonGPUModel, ReasonGPUMemory,
+		ReasonGPUs, ReasonWindow, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved, ReasonAvoided, ReasonOtherPart, ReasonFree}
 }
 
 // describeNeed says what the job needs: "8 free GPUs", or with free false
