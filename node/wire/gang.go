@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/e31network/e31/market"
-	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -71,6 +70,9 @@ type GangReply struct {
 
 // ErrGang is wrapped by every error of a gang lease's checks.
 var ErrGang = errors.New("bad gang lease")
+
+// errBadGangSig says a signature of the gang lease does not verify.
+var errBadGangSig = errors.New("a signature does not verify")
 
 // Validate checks the request's shape, which needs no state: the gang's
 // parts in rank order, each on a provider of its own under a lease of its
@@ -156,17 +158,10 @@ func (l *SignedGangLease) SignSubmitter(sk crypto.PrivKey) error {
 // Verify checks every signature, each with the peer ID the terms name:
 // every part's provider's, and the submitter's.
 func (l *SignedGangLease) Verify() error {
+	msg := l.Terms.SigningBytes()
 	check := func(who string, sig []byte) error {
-		id, err := peer.Decode(who)
-		if err != nil {
-			return fmt.Errorf("%w: bad peer ID %q", ErrGang, who)
-		}
-		pk, err := id.ExtractPublicKey()
-		if err != nil {
-			return fmt.Errorf("%w: peer %s: %v", ErrGang, who, err)
-		}
-		if !p2p.VerifySignature(pk, l.Terms.SigningBytes(), sig) {
-			return fmt.Errorf("%w: the signature of %s does not verify", ErrGang, who)
+		if err := verifyBy(who, msg, sig, errBadGangSig); err != nil {
+			return fmt.Errorf("%w: %w", ErrGang, err)
 		}
 		return nil
 	}

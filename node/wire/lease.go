@@ -97,25 +97,31 @@ var ErrBadLeaseSig = errors.New("lease signature does not verify")
 // verify checks the provider's signature, and the submitter's when both is
 // set, using only the peer IDs named in the terms.
 func (l *SignedLease) Verify(both bool) error {
-	check := func(who string, sig []byte) error {
-		id, err := peer.Decode(who)
-		if err != nil {
-			return fmt.Errorf("lease names a bad peer ID %q: %w", who, err)
-		}
-		pk, err := id.ExtractPublicKey()
-		if err != nil {
-			return fmt.Errorf("lease peer %s: %w", who, err)
-		}
-		if !p2p.VerifySignature(pk, l.Terms.SigningBytes(), sig) {
-			return fmt.Errorf("%w (%s)", ErrBadLeaseSig, who)
-		}
-		return nil
-	}
-	if err := check(l.Terms.Provider, l.ProviderSig); err != nil {
-		return err
+	msg := l.Terms.SigningBytes()
+	if err := verifyBy(l.Terms.Provider, msg, l.ProviderSig, ErrBadLeaseSig); err != nil {
+		return fmt.Errorf("lease: %w", err)
 	}
 	if both {
-		return check(l.Terms.Submitter, l.SubmitterSig)
+		if err := verifyBy(l.Terms.Submitter, msg, l.SubmitterSig, ErrBadLeaseSig); err != nil {
+			return fmt.Errorf("lease: %w", err)
+		}
+	}
+	return nil
+}
+
+// verifyBy checks sig over msg by the peer whose ID's text is who, with
+// the key the ID holds; bad, wrapped, says the signature does not verify.
+func verifyBy(who string, msg, sig []byte, bad error) error {
+	id, err := peer.Decode(who)
+	if err != nil {
+		return fmt.Errorf("names a bad peer ID %q: %w", who, err)
+	}
+	pk, err := id.ExtractPublicKey()
+	if err != nil {
+		return fmt.Errorf("peer %s: %w", who, err)
+	}
+	if !p2p.VerifySignature(pk, msg, sig) {
+		return fmt.Errorf("%w (%s)", bad, who)
 	}
 	return nil
 }
