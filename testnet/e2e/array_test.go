@@ -300,10 +300,10 @@ func TestArrayAfterUpstream(t *testing.T) {
 	}
 }
 
-// A pipeline file of three stages, prepare -> an array -> reduce, whose
-// reduce reads the array's outputs as one folder of <index>/ folders:
-// submitted, the CLI exits; the submitter's daemon, restarted in the
-// middle, runs the pipeline to its end.
+// A pipeline file of three stages, prepare -> an array of 100 tasks ->
+// reduce, whose reduce reads the array's outputs as one folder of
+// <index>/ folders: submitted, the CLI exits; the submitter's daemon,
+// restarted in the middle, runs the pipeline to its end.
 func TestPipelineThroughAnArray(t *testing.T) {
 	c := start(t, cluster.Options{N: 3, GPUs: 1, Args: []string{"--epoch", "250ms"}})
 	api0 := c.Nodes[0].API
@@ -318,8 +318,8 @@ jobs:
     output: {path: /out}
   - name: runs
     after: [prepare]
-    array: {count: 20, parallel: 6}
-    work: {command: [sh, -c, "sleep 1; echo $(( $(cat /in/base) + E31_TASK_INDEX )) > /out/v"]}
+    array: {count: 100, parallel: 10}
+    work: {command: [sh, -c, "sleep 0.2; echo $(( $(cat /in/base) + E31_TASK_INDEX )) > /out/v"]}
     data: [{source: "job:prepare/out", mount: /in}]
     request: {gpus: 1, limit: 1m}
     output: {path: /out}
@@ -347,7 +347,7 @@ jobs:
 			runs = j.ID // held for prepare: an array once released
 		}
 	}
-	waitJob(t, sub, runs, 2*time.Minute, "some tasks done", func(j api.Job) bool { return j.Tasks != nil && j.Tasks.Completed >= 3 })
+	waitJob(t, sub, runs, 2*time.Minute, "some tasks done", func(j api.Job) bool { return j.Tasks != nil && j.Tasks.Completed >= 10 })
 	if err := c.Restart(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -376,8 +376,8 @@ jobs:
 	}
 	n, _ := os.ReadFile(filepath.Join(dir, "out", "n"))
 	sum, _ := os.ReadFile(filepath.Join(dir, "out", "sum"))
-	// 20 folders; the values 100..119 sum to 2190.
-	if strings.TrimSpace(string(n)) != "20" || strings.TrimSpace(string(sum)) != "2190" {
-		t.Fatalf("reduce saw %q folders summing to %q, want 20 and 2190", n, sum)
+	// 100 folders; the values 100..199 sum to 14950.
+	if strings.TrimSpace(string(n)) != "100" || strings.TrimSpace(string(sum)) != "14950" {
+		t.Fatalf("reduce saw %q folders summing to %q, want 100 and 14950", n, sum)
 	}
 }
