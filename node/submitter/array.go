@@ -94,8 +94,12 @@ func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl m
 		parent.Root = held.root()
 	}
 	if held != nil && held.isGang() {
-		// A gang goes on whole, as its next attempt.
-		parent.ResumeOf, parent.Resumes = held.ID, held.Resumes+1
+		// A gang goes on whole, as its next attempt: a retry after its
+		// own failure, or a resumption.
+		parent.ResumeOf, parent.Resumes, parent.Retries = held.ID, held.Resumes+1, held.Retries
+		if held.RetryNext {
+			parent.Resumes, parent.Retries = held.Resumes, held.Retries+1
+		}
 	}
 	parent.step(api.StepSubmit, now)
 	// Pinned once, for the array: every task reads the same DAGs.

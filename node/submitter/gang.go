@@ -310,7 +310,7 @@ func (s *Submitter) checkGangs(ctx context.Context, now time.Time) {
 		case failed != nil && len(running) > 0:
 			s.endGang(ctx, rec.ID, failed, running)
 		case failed != nil && ended == len(parts):
-			s.gangEnded(ctx, g)
+			s.gangEnded(ctx, g, failed.retried())
 		case failed == nil && leased > 0 && !assembled && !oldest.IsZero() && now.Sub(oldest) > s.cfg.gangAssembleWithin():
 			s.giveUpGang(ctx, rec.ID, fmt.Sprintf("%d of its %d parts were leased within %s", leased, len(parts), s.cfg.gangAssembleWithin()), -1)
 		case failed == nil && leased == len(parts) && !assembled:
@@ -333,20 +333,25 @@ func (s *Submitter) endGang(ctx context.Context, gang string, failed *Record, ru
 }
 
 // gangEnded goes on with a gang whose parts have all ended and one failed,
-// where it declared resume: auto and has resumes left: the whole gang
-// again, each part from its own last checkpoint.
-func (s *Submitter) gangEnded(ctx context.Context, g *jobTracker) {
-	var go_ bool
+// the whole gang again, each part from its own last checkpoint: where the
+// failure was the job's own (retried) and it has request.retries left, or
+// where it declared resume: auto and has resumes left.
+func (s *Submitter) gangEnded(ctx context.Context, g *jobTracker, retried bool) {
 	err := g.update(func(r *Record) error {
-		cp := r.Declaration.Output.Checkpoints
-		if r.Resumed || cp == nil || cp.Resume != market.ResumeAuto || r.Resumes >= cp.MaxResumes || r.Withdrawn {
+		if r.Resumed || r.Withdrawn {
+			return errSkip
+		}
+		switch cp := r.Declaration.Output.Checkpoints; {
+		case retried && r.Retries < r.Declaration.Request.Retries:
+			r.RetryNext = true
+		case !retried && cp != nil && cp.Resume == market.ResumeAuto && r.Resumes < cp.MaxResumes:
+		default:
 			return errSkip
 		}
 		r.Resumed = true
-		go_ = true
 		return nil
 	})
-	if err != nil || !go_ {
+	if err != nil {
 		return
 	}
 	s.resuming.Lock()
@@ -515,12 +520,19 @@ func (s *Submitter) gangView(out *api.Job, parent Record) {
 	}
 }
 
-// resumeDue reports whether a gang that has ended short of completion is
-// about to go on by itself (resume: auto, resumes left), so that its
-// followers see it queued rather than ended.
-func (r *Record) gangResumeDue() bool {
+// gangResumeDue reports whether a gang that has ended short of completion,
+// by the job's own failure (retried) or not, is about to go on by itself
+// (request.retries or resume: auto left), so that its followers see it
+// queued rather than ended.
+func (r *Record) gangResumeDue(retried bool) bool {
+	if !r.isGang() || r.Resumed || r.ResumeFailed != "" || r.Withdrawn {
+		return false
+	}
+	if retried {
+		return r.Retries < r.Declaration.Request.Retries
+	}
 	cp := r.Declaration.Output.Checkpoints
-	return r.isGang() && !r.Resumed && r.ResumeFailed == "" && cp != nil && cp.Resume == market.ResumeAuto && r.Resumes < cp.MaxResumes
+	return cp != nil && cp.Resume == market.ResumeAuto && r.Resumes < cp.MaxResumes
 }
 
 // gangChainView is the view of a gang under the ID it was submitted
@@ -531,7 +543,8 @@ func (s *Submitter) gangChainView(first *jobTracker, seen uint64, done bool) (ap
 	last := chain[len(chain)-1]
 	out, changed := s.arrayView(last, seen, done)
 	lastRec := last.snapshot()
-	if out.State.Terminal() && out.Outcome != string(ledger.OutcomeCompleted) && out.Outcome != string(ledger.OutcomeWithdrawn) && lastRec.gangResumeDue() {
+	retried := out.Outcome == string(ledger.OutcomeFailed) && out.Attribution == string(ledger.AttributionJob)
+	if out.State.Terminal() && out.Outcome != string(ledger.OutcomeCompleted) && out.Outcome != string(ledger.OutcomeWithdrawn) && lastRec.gangResumeDue(retried) {
 		out.State, out.Outcome, out.Attribution = api.JobQueued, "", ""
 		out.Reason = "going on whole, each part from its last checkpoint: " + out.Reason
 	}

@@ -214,3 +214,50 @@ func TestGangEndsWithItsFailedPart(t *testing.T) {
 		t.Fatalf("first attempt %+v", j.Attempts[0])
 	}
 }
+
+// A gang that fails by its own fault runs again whole under
+// request.retries, counted apart from resumptions, and stays failed once
+// they are used up.
+func TestGangRetries(t *testing.T) {
+	h, _, provs := gangHarness(t)
+	gang, _ := gangOnRecord(t, h, provs)
+	ctx := context.Background()
+	if err := h.s.jobs.get(gang).update(func(r *Record) error {
+		r.Declaration.Request.Retries, r.Declaration.Output.Checkpoints = 1, nil
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fail := func(gang string) {
+		for r := range 2 {
+			if err := h.s.jobs.get(market.TaskID(gang, r)).update(func(x *Record) error {
+				x.State, x.Outcome, x.Attribution = api.JobReleased, ledger.OutcomeFailed, ledger.AttributionJob
+				if r == 1 {
+					x.Outcome, x.Attribution = ledger.OutcomeWithdrawn, ledger.AttributionSubmitter
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	fail(gang)
+	if j := h.job(t, gang); j.State != api.JobQueued || !strings.Contains(j.Reason, "going on whole") {
+		t.Fatalf("a gang failed with a retry left shows %s (%s), want queued, going on", j.State, j.Reason)
+	}
+	h.s.checkGangs(ctx, time.Now())
+	j := h.job(t, gang)
+	if len(j.Attempts) != 2 {
+		t.Fatalf("%d attempts after a failure with a retry left, want 2", len(j.Attempts))
+	}
+	var second Record
+	h.s.jobs.get(j.Attempts[1].ID).view(func(r *Record) { second = r.copy() })
+	if second.Retries != 1 || second.Resumes != 0 {
+		t.Fatalf("the second attempt counts %d retries and %d resumes, want 1 and 0", second.Retries, second.Resumes)
+	}
+	fail(second.ID)
+	h.s.checkGangs(ctx, time.Now())
+	if j := h.job(t, gang); len(j.Attempts) != 2 || !j.State.Terminal() || j.Outcome != string(ledger.OutcomeFailed) {
+		t.Fatalf("retries used up: %s %s after %d attempts, want failed after 2", j.State, j.Outcome, len(j.Attempts))
+	}
+}

@@ -82,6 +82,9 @@ type Record struct {
 	AvoidUntil map[string]time.Time `json:"avoid_until,omitempty"`
 	Avoided    map[string]int       `json:"avoided,omitempty"`
 	// Tasks, on an array's record, is how many tasks it has (array.go);
+	// RetryNext, on a gang's record, says its next attempt is a retry
+	// (request.retries) rather than a resumption.
+	RetryNext bool `json:"retry_next,omitempty"`
 	// GangLease, on a gang's record, is the gang lease every part's
 	// provider and this node signed, once they did (gang.go).
 	GangLease *wire.SignedGangLease `json:"gang_lease,omitempty"`
