@@ -165,4 +165,5 @@ func (n *Node) countServed(to peer.ID, bytes int64) {
 		kind = metrics.ToProvider
 	}
 	n.metrics.Served(kind, bytes)
+	n.submitter.Served(to, bytes)
 }

@@ -101,14 +101,18 @@ func printJob(g *globalOptions, j api.Job) {
 	if j.DataRelay != "" {
 		fmt.Fprintf(tw, "data moved\tthrough relay %s (the final receipt says so)\n", j.DataRelay)
 	}
+	staging := ""
+	if j.StagingRate > 0 {
+		staging = fmt.Sprintf(", staging at %.1f MiB/s", j.StagingRate/(1<<20))
+	}
 	switch j.Path {
 	case "":
 	case "relayed-data":
-		fmt.Fprintf(tw, "data path\tthrough relay %s (no direct connection to the provider)\n", j.PathVia)
+		fmt.Fprintf(tw, "data path\tthrough relay %s (no direct connection to the provider)%s\n", j.PathVia, staging)
 	case "relayed":
 		fmt.Fprintf(tw, "data path\tnone yet: only a relay reaches the provider, waiting for a hole punch\n")
 	default:
-		fmt.Fprintf(tw, "data path\t%s\n", j.Path)
+		fmt.Fprintf(tw, "data path\t%s%s\n", j.Path, staging)
 	}
 	for _, s := range j.GPUsSeen {
 		fmt.Fprintf(tw, "gpu seen by the run\t%s (%s)\n", s.UUID, s.Model)

@@ -169,6 +169,10 @@ type Job struct {
 	// waiting for a hole punch) or none.
 	Path    string `json:"path,omitempty"`
 	PathVia string `json:"path_via,omitempty"`
+	// StagingRate is, while the provider stages the job's inputs from
+	// this node, how fast: the bytes a second served it over the last few
+	// seconds.
+	StagingRate float64 `json:"staging_rate,omitempty"`
 	// DataRelay, once released, is the relay the final receipt says the
 	// lease's data moved through, signed by both parties; "" where it
 	// moved directly.

@@ -248,6 +248,7 @@ func (j *jobTracker) nextMerged(before []Record, seen uint64, done bool) (api.Jo
 	out.Version = mergedVersion(j.versionBase+j.version, len(chain))
 	if out.Provider != "" {
 		out.Path, out.PathVia = j.dataPath()
+		out.StagingRate = j.stagingRate()
 	}
 	if out.Version != seen || out.State.Terminal() || done || j.evicted {
 		return out, nil, true

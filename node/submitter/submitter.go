@@ -220,6 +220,8 @@ type parts struct {
 	batch *taskAnnouncer
 	// tallies counts the tasks of the arrays viewed (tally.go).
 	tallies *tallies
+	// served is what this node served each peer lately (rate.go).
+	served *servedRate
 }
 
 // Submitter follows the jobs this node submitted through their five steps.
@@ -259,7 +261,7 @@ func New(cfg Config, d Deps) *Submitter {
 	if cfg.TaskBatchEvery <= 0 {
 		cfg.TaskBatchEvery = DefaultTaskBatchEvery
 	}
-	s := &Submitter{parts: parts{cfg: cfg, d: d, log: d.Log, versionBase: uint64(time.Now().UnixMilli()) << 20, batch: &taskAnnouncer{}, tallies: &tallies{}},
+	s := &Submitter{parts: parts{cfg: cfg, d: d, log: d.Log, versionBase: uint64(time.Now().UnixMilli()) << 20, batch: &taskAnnouncer{}, tallies: &tallies{}, served: &servedRate{}},
 		ctx: ctx, cancel: cancel}
 	s.jobs = newRegistry(&s.parts)
 	s.reload = s.jobs.get

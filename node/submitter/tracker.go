@@ -198,7 +198,22 @@ func (j *jobTracker) apiLocked() api.Job {
 	out := j.rec.API()
 	out.Version = j.versionBase + j.version
 	out.Path, out.PathVia = j.dataPath()
+	out.StagingRate = j.stagingRate()
 	return out
+}
+
+// stagingRate is, while the job's provider stages its inputs from here,
+// how fast they move (api.Job.StagingRate). The caller holds j.mu.
+func (j *jobTracker) stagingRate() float64 {
+	r := j.rec
+	if r.Lease == nil || r.State != api.JobRenting {
+		return 0
+	}
+	p, err := peer.Decode(r.Lease.Terms.Provider)
+	if err != nil {
+		return 0
+	}
+	return j.served.rate(p, time.Now())
 }
 
 // dataPath is, while the job's lease lives, how this node reaches its
