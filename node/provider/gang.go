@@ -46,8 +46,10 @@ const (
 	// lease: the submitter gathers every part's lease within a few
 	// proposal lifetimes, or gives the parts up itself, sooner.
 	DefaultGangStartWithin = 2 * time.Minute
-	// gangReadyWithin bounds the wait for a link to every other part once
-	// the gang lease is here.
+	// gangReadyWithin bounds the wait, once a part is staged, for a link
+	// to every other part: each part's network opens when the gang lease
+	// comes, while it stages, so the links are up by then but for a part
+	// whose provider is in trouble.
 	gangReadyWithin = time.Minute
 	// gangMasterPort is MASTER_PORT, torch.distributed's rendezvous port
 	// on rank 0, unless the job sets its own.
@@ -116,19 +118,40 @@ func (lr *leaseRunner) startGang(g wire.SignedGangLease) {
 	}
 }
 
-// joinGang waits, for a gang's part, until its gang lease comes signed
-// by every party, then makes the part's private network and waits for a
-// link to every other part; the run then starts inside it (st.net). It
-// reports whether the run may start; when not, it has recorded how the
-// lease ended. A job that is no gang's part starts at once.
-func (lr *leaseRunner) joinGang(ctx context.Context, st *staged) bool {
+// gangJoin is a part's way into its gang, made while the part stages:
+// the gang lease, then the part's network, opened as soon as the lease
+// comes, so that the links between the parts come up while each stages
+// at its own pace. done is closed once net, or else end, is set.
+type gangJoin struct {
+	done chan struct{}
+	net  GangNet
+	end  *ledger.Ending
+	rank int
+	gang string
+}
+
+// openGang starts, for a gang's part, the wait for its gang lease signed
+// by every party and then the making of its network, beside staging; nil
+// for a job that is no gang's part. The wait is bounded by
+// GangStartWithin from the lease; ctx ends it sooner.
+func (lr *leaseRunner) openGang(ctx context.Context) *gangJoin {
 	rec := lr.snapshot()
 	gang, rank, ok := gangPart(rec)
 	if !ok {
-		return true
+		return nil
 	}
+	j := &gangJoin{done: make(chan struct{}), rank: rank, gang: gang}
+	go lr.guarded("gang", func() {
+		defer close(j.done)
+		j.net, j.end = lr.awaitGang(ctx, rec, gang, rank)
+	})
+	return j
+}
+
+// awaitGang waits for the gang lease and makes the part's network; it
+// returns the network, or how the lease ends.
+func (lr *leaseRunner) awaitGang(ctx context.Context, rec Record, gang string, rank int) (GangNet, *ledger.Ending) {
 	t := rec.Lease.Terms
-	log := lr.log.With("lease", t.ID, "job", t.Job)
 	within := lr.cfg.GangStartWithin
 	if within <= 0 {
 		within = DefaultGangStartWithin
@@ -139,47 +162,68 @@ func (lr *leaseRunner) joinGang(ctx context.Context, st *staged) bool {
 	select {
 	case g = <-lr.gangStart:
 	case <-wait.C:
-		lr.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionNetwork,
-			Reason: fmt.Sprintf("gang %s never started: not every part was held within %s", gang, within)})
-		return false
+		return nil, &ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionNetwork,
+			Reason: fmt.Sprintf("gang %s never started: not every part was held within %s", gang, within)}
 	case <-ctx.Done():
-		lr.end(stoppedBeforeRun(ctx, "before its gang started"))
-		return false
+		e := stoppedBeforeRun(ctx, "before its gang started")
+		return nil, &e
 	}
 	lr.change(func(r *Record) { r.Gang = &g })
 	if lr.d.OpenGang == nil {
-		lr.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionProvider, Reason: "this provider cannot make a gang's network"})
-		return false
+		return nil, &ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionProvider, Reason: "this provider cannot make a gang's network"}
 	}
 	cfg := gangnet.Config{Gang: gang, Lease: t.ID, Self: rank}
 	for _, part := range g.Terms.Parts {
 		id, err := peer.Decode(part.Provider)
 		if err != nil {
-			lr.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionSubmitter, Reason: "gang lease names a bad provider: " + err.Error()})
-			return false
+			return nil, &ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionSubmitter, Reason: "gang lease names a bad provider: " + err.Error()}
 		}
 		cfg.Members = append(cfg.Members, gangnet.Member{Rank: part.Rank, Peer: id})
 	}
 	n, err := lr.d.OpenGang(ctx, cfg)
 	if err != nil {
-		log.Warn("gang network", "err", err)
-		lr.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionProvider, Reason: "gang network: " + err.Error()})
+		lr.log.Warn("gang network", "lease", t.ID, "err", err)
+		return nil, &ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionProvider, Reason: "gang network: " + err.Error()}
+	}
+	return n, nil
+}
+
+// joinGang waits, once the part is staged, for its gang lease and network
+// (openGang), then for a link to every other part; the run then starts
+// inside that network (st.net). It reports whether the run may start;
+// when not, it has recorded how the lease ended. A job that is no gang's
+// part (j nil) starts at once.
+func (lr *leaseRunner) joinGang(ctx context.Context, j *gangJoin, st *staged) bool {
+	if j == nil {
+		return true
+	}
+	rec := lr.snapshot()
+	log := lr.log.With("lease", rec.ID(), "job", rec.Lease.Terms.Job)
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		lr.end(stoppedBeforeRun(ctx, "before its gang started"))
 		return false
 	}
-	st.net = n
+	if j.end != nil {
+		lr.end(*j.end)
+		return false
+	}
+	st.net = j.net
 	rctx, cancel := context.WithTimeout(ctx, gangReadyWithin)
 	defer cancel()
-	if err := n.Ready(rctx); err != nil {
+	if err := j.net.Ready(rctx); err != nil {
 		if ctx.Err() != nil {
 			lr.end(stoppedBeforeRun(ctx, "before its gang's network was up"))
 			return false
 		}
 		lr.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionNetwork,
-			Reason: fmt.Sprintf("gang network: no link to every other part within %s: %v", gangReadyWithin, err)})
+			Reason: fmt.Sprintf("gang network: no link to every other part within %s of staging: %v", gangReadyWithin, err)})
 		return false
 	}
-	st.env = gangEnv(n, len(g.Terms.Parts), rec.Declaration.Work.Env)
-	log.Info("gang started", "gang", gang, "rank", rank, "parts", len(g.Terms.Parts), "addr", n.Addr(rank))
+	g := lr.snapshot().Gang
+	st.env = gangEnv(j.net, len(g.Terms.Parts), rec.Declaration.Work.Env)
+	log.Info("gang started", "gang", j.gang, "rank", j.rank, "parts", len(g.Terms.Parts), "addr", j.net.Addr(j.rank))
 	return true
 }
 

@@ -119,6 +119,8 @@ func (lr *leaseRunner) run(ctx context.Context) {
 		lr.guarded("receipts", func() { lr.interimReceipts(rctx) })
 	}()
 	var st staged
+	jctx, stopJoin := context.WithCancel(ctx)
+	join := lr.openGang(jctx)
 	defer func() {
 		if v := recover(); v != nil {
 			lr.recovered("lease", v)
@@ -126,9 +128,13 @@ func (lr *leaseRunner) run(ctx context.Context) {
 		// Release.
 		stopReceipts()
 		<-receiptsDone
-		if st.net != nil {
-			if err := st.net.Close(); err != nil {
-				lr.log.Warn("close the gang's network", "lease", lr.snapshot().ID(), "err", err)
+		stopJoin()
+		if join != nil {
+			<-join.done
+			if join.net != nil {
+				if err := join.net.Close(); err != nil {
+					lr.log.Warn("close the gang's network", "lease", lr.snapshot().ID(), "err", err)
+				}
 			}
 		}
 		lr.release(time.Now())
@@ -139,7 +145,7 @@ func (lr *leaseRunner) run(ctx context.Context) {
 
 	var res exec.Result
 	ran := false
-	if lr.stage(ctx, &st) && lr.joinGang(ctx, &st) {
+	if lr.stage(ctx, &st) && lr.joinGang(ctx, join, &st) {
 		res, ran = lr.runJob(ctx, &st), true
 	}
 	lr.output(res, st.work, ran)
