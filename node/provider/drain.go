@@ -80,6 +80,25 @@ func (d *drains) current() (*drainRecord, string) {
 	return nil, ""
 }
 
+// preempting is the cause a lease signed now is stopped with, where a
+// quick drain holds (the owner's quick or now, a reclaim, a stop past its
+// graceful time): a proposal in flight when the drain came may still be
+// countersigned after it stopped what ran. nil when none holds. The caller
+// holds Provider.mu.
+func (d *drains) preempting(now time.Time) error {
+	switch {
+	case d.owner != nil && d.owner.Mode == api.DrainNow:
+		return errPreemptedNow
+	case d.owner != nil && (d.owner.Mode == api.DrainQuick || !d.owner.Deadline.IsZero() && now.After(d.owner.Deadline)):
+		return ErrPreempted
+	case d.reclaim != nil:
+		return ErrPreempted
+	case d.stop != nil && now.After(d.stop.Deadline):
+		return ErrPreempted
+	}
+	return nil
+}
+
 // Drain drains this node in mode (a later call changes the mode: a
 // graceful drain made quick), quickly at deadline if one is given for a
 // graceful drain. It saves the drain, tells the offer, and stops the

@@ -177,3 +177,28 @@ func TestDrainToStopWaitsForSettlement(t *testing.T) {
 		t.Fatal("the stop's drain did not return once the lease was settled")
 	}
 }
+
+// A quick drain holds against leases signed after it stopped what ran (a
+// proposal in flight when it came); a graceful one lets them run.
+func TestDrainPreemptsLeasesSignedAfter(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name string
+		d    drains
+		want error
+	}{
+		{"none", drains{}, nil},
+		{"graceful", drains{owner: &drainRecord{Mode: api.DrainGraceful}}, nil},
+		{"graceful past its deadline", drains{owner: &drainRecord{Mode: api.DrainGraceful, Deadline: now.Add(-time.Second)}}, ErrPreempted},
+		{"quick", drains{owner: &drainRecord{Mode: api.DrainQuick}}, ErrPreempted},
+		{"now", drains{owner: &drainRecord{Mode: api.DrainNow}}, exec.ErrStopNow},
+		{"reclaimed", drains{reclaim: &drainRecord{Mode: api.DrainQuick}}, ErrPreempted},
+		{"stopping, graceful", drains{stop: &drainRecord{Mode: api.DrainGraceful, Deadline: now.Add(time.Minute)}}, nil},
+		{"stopping, past", drains{stop: &drainRecord{Mode: api.DrainGraceful, Deadline: now.Add(-time.Second)}}, ErrPreempted},
+	} {
+		got := tc.d.preempting(now)
+		if (got == nil) != (tc.want == nil) || (tc.want != nil && !errors.Is(got, tc.want)) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

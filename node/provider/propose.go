@@ -192,6 +192,9 @@ func (p *Provider) start(r *leaseRunner) {
 			cancel(ErrWithdrawn) // withdrawn while the lease was being signed
 		}
 	}
+	if cause := p.drains.preempting(time.Now()); cause != nil {
+		cancel(cause) // drained quickly while the lease was being signed
+	}
 	p.mu.Unlock()
 	r.start(ctx, cancel)
 }
