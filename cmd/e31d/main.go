@@ -423,6 +423,9 @@ func run(cmd *cobra.Command, o *options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	context.AfterFunc(ctx, func() {
+		// The first signal drains the node; a second one, now handled as
+		// by default, stops it at once.
+		stop()
 		if err := notify.send("STOPPING=1"); err != nil {
 			log.Warn("tell systemd", "err", err)
 		}
