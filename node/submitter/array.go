@@ -96,9 +96,12 @@ func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl m
 	if held != nil && held.isGang() {
 		// A gang goes on whole, as its next attempt: a retry after its
 		// own failure, or a resumption.
-		parent.ResumeOf, parent.Resumes, parent.Retries = held.ID, held.Resumes+1, held.Retries
-		if held.RetryNext {
+		parent.ResumeOf, parent.Resumes, parent.Retries, parent.Preemptions = held.ID, held.Resumes+1, held.Retries, held.Preemptions
+		switch {
+		case held.RetryNext:
 			parent.Resumes, parent.Retries = held.Resumes, held.Retries+1
+		case held.PreemptNext:
+			parent.Resumes, parent.Preemptions = held.Resumes, held.Preemptions+1
 		}
 	}
 	parent.step(api.StepSubmit, now)

@@ -62,10 +62,38 @@ func (s *Submitter) gangParts(gang string, n int) []*jobTracker {
 	return out
 }
 
-// gangs serialises the assembly of each gang: one at a time.
+// gangs serialises the assembly of each gang, one at a time, and notes
+// when each was last handed its start, so that a start not delivered is
+// handed again, not every second.
 type gangs struct {
-	mu         sync.Mutex
+	mu         sync.Mutex // guards both maps; a state lock
 	assembling map[string]bool
+	start      map[string]time.Time
+}
+
+// started notes a gang's start handed out at now.
+func (g *gangs) started(gang string, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.start == nil {
+		g.start = map[string]time.Time{}
+	}
+	g.start[gang] = now
+}
+
+// startDue reports whether a gang's start may be handed out again: not
+// within every of the last time.
+func (g *gangs) startDue(gang string, now time.Time, every time.Duration) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return now.Sub(g.start[gang]) >= every
+}
+
+// busy reports whether the gang is being assembled.
+func (g *gangs) busy(gang string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.assembling[gang]
 }
 
 func (g *gangs) claim(gang string) bool {
@@ -156,17 +184,20 @@ func (s *Submitter) assembleGang(ctx context.Context, gang string) {
 		wg.Go(func() {
 			var rep wire.GangReply
 			errs[r] = s.callPart(ctx, p, wire.GangRequest{Lease: p.lease.Terms.ID, Gang: wire.SignedGangLease{Terms: terms}}, &rep)
-			lease.ProviderSigs[r] = rep.ProviderSig
+			if errs[r] == nil {
+				lease.ProviderSigs[r] = rep.ProviderSig
+				errs[r] = lease.VerifyProvider(r)
+			}
 		})
 	}
 	wg.Wait()
 	for r, err := range errs {
 		if err != nil {
 			s.log.Warn("a gang part's provider did not sign the gang lease", "gang", gang, "rank", r, "provider", parts[r].provider, "err", err)
-			// A provider that declined is avoided for the part; one that
-			// could not be reached is not blamed.
+			// A provider that declined, or signed falsely, is avoided for
+			// the part; one that could not be reached is not blamed.
 			avoid := -1
-			if p2p.RefusalCode(err) == wire.CodeDeclined {
+			if p2p.RefusalCode(err) == wire.CodeDeclined || errors.Is(err, wire.ErrGang) {
 				avoid = r
 			}
 			s.giveUpGang(ctx, gang, fmt.Sprintf("part %d's provider %s did not sign the gang lease: %v", r, parts[r].provider, err), avoid)
@@ -188,18 +219,42 @@ func (s *Submitter) assembleGang(ctx context.Context, gang string) {
 		s.log.Warn("gang lease not saved", "gang", gang, "err", err)
 		return
 	}
+	// Parts given up while the lease was signed are not started.
+	if now, ok := s.leasedParts(gang, n); !ok || !sameLeases(now, parts) {
+		s.log.Info("gang's parts changed while its lease was signed: not started", "gang", gang)
+		return
+	}
+	s.sendStart(ctx, gang, lease, parts)
+	s.log.Info("gang started", "gang", gang, "parts", n)
+}
+
+// sameLeases reports whether two readings of a gang's parts name the
+// same leases.
+func sameLeases(a, b []partLeased) bool {
+	return slices.EqualFunc(a, b, func(x, y partLeased) bool { return x.lease.Terms.ID == y.lease.Terms.ID })
+}
+
+// sendStart hands every part's provider the gang lease signed by all,
+// on which it starts its part. A provider that already has it takes it
+// again as nothing. One that is not reached is asked again at the next
+// look (checkGangs), and failing that its part ends when its wait runs
+// out, which ends the gang.
+func (s *Submitter) sendStart(ctx context.Context, gang string, lease wire.SignedGangLease, parts []partLeased) {
+	s.gangs.started(gang, time.Now())
+	var wg sync.WaitGroup
 	for r, p := range parts {
 		wg.Go(func() {
 			if err := s.callPart(ctx, p, wire.GangRequest{Lease: p.lease.Terms.ID, Gang: lease, Start: true}, nil); err != nil {
-				// The part does not start, and its provider ends it when
-				// its wait runs out; that ends the gang.
 				s.log.Warn("gang start not delivered", "gang", gang, "rank", r, "provider", p.provider, "err", err)
 			}
 		})
 	}
 	wg.Wait()
-	s.log.Info("gang started", "gang", gang, "parts", n)
 }
+
+// gangStartAgain is how often a gang whose parts are not all running yet
+// is handed its start again, in case it was not delivered.
+const gangStartAgain = 15 * time.Second
 
 // gangCallTimeout bounds one call of the gang lease's: a signature, or
 // the start, answered from memory.
@@ -266,7 +321,7 @@ func (s *Submitter) checkGangs(ctx context.Context, now time.Time) {
 	for _, g := range s.jobs.live() {
 		var rec Record
 		g.view(func(r *Record) {
-			if r.isGang() && !r.placeholder() {
+			if r.isGang() && !r.placeholder() && !r.GangOver {
 				rec = r.copy()
 			}
 		})
@@ -276,6 +331,8 @@ func (s *Submitter) checkGangs(ctx context.Context, now time.Time) {
 		parts := s.gangParts(rec.ID, rec.Tasks)
 		var failed *Record
 		ended, leased, oldest := 0, 0, time.Time{}
+		// running are the parts not ended and not yet told to stop: leased,
+		// or still queued.
 		var running []*jobTracker
 		// assembled: every part leased under the very leases the gang
 		// lease names.
@@ -300,62 +357,105 @@ func (s *Submitter) checkGangs(ctx context.Context, now time.Time) {
 				}
 			case p.Lease != nil:
 				leased++
-				running = append(running, t)
+				if !p.Withdrawn {
+					running = append(running, t)
+				}
 				if rent := p.stepAt(api.StepRent); oldest.IsZero() || rent.Before(oldest) {
 					oldest = rent
 				}
+			default:
+				running = append(running, t)
+			}
+		}
+		var renting bool
+		for _, t := range parts {
+			if t != nil {
+				t.view(func(r *Record) { renting = renting || (r.State == api.JobRenting && r.Lease != nil) })
 			}
 		}
 		switch {
+		case s.gangs.busy(rec.ID):
+			// Being assembled: its own steps decide.
 		case failed != nil && len(running) > 0:
 			s.endGang(ctx, rec.ID, failed, running)
 		case failed != nil && ended == len(parts):
-			s.gangEnded(ctx, g, failed.retried())
+			s.gangEnded(ctx, g, *failed)
+		case failed == nil && ended == len(parts):
+			s.gangOver(g) // completed, or withdrawn
 		case failed == nil && leased > 0 && !assembled && !oldest.IsZero() && now.Sub(oldest) > s.cfg.gangAssembleWithin():
 			s.giveUpGang(ctx, rec.ID, fmt.Sprintf("%d of its %d parts were leased within %s", leased, len(parts), s.cfg.gangAssembleWithin()), -1)
 		case failed == nil && leased == len(parts) && !assembled:
 			// Every part held, the assembly not yet done (or lost to a
 			// restart): try again.
 			s.tasks.Go(func() { s.assembleGang(s.ctx, rec.ID) })
+		case failed == nil && assembled && renting && s.gangs.startDue(rec.ID, now, gangStartAgain):
+			// A part not started yet: its start may not have been
+			// delivered, or a restart came between the lease and it.
+			if ps, ok := s.leasedParts(rec.ID, len(parts)); ok {
+				lease := *rec.GangLease
+				s.gangs.started(rec.ID, now)
+				s.tasks.Go(func() { s.sendStart(s.ctx, rec.ID, lease, ps) })
+			}
 		}
 	}
 }
 
-// endGang stops the running parts of a gang whose part failed: each gets
-// its grace to write a last checkpoint, which is pulled.
+// endGang ends the parts of a gang whose part failed that have not ended:
+// a leased one is stopped by its provider, with its grace to write a last
+// checkpoint, which is pulled; a queued one ends at once. The calls to
+// the providers go on the submitter's tasks, so that the watch loop goes
+// on meanwhile; a part told once is not told again (its record says it
+// was withdrawn).
 func (s *Submitter) endGang(ctx context.Context, gang string, failed *Record, running []*jobTracker) {
 	s.log.Info("a gang part ended: ending the gang", "gang", gang, "part", failed.ID, "outcome", failed.Outcome, "why", failed.Reason)
 	for _, t := range running {
-		if _, err := t.withdraw(ctx, false); err != nil && !errors.Is(err, ErrConflict) {
-			s.log.Warn("end a gang's part", "part", t.id, "err", err)
-		}
+		s.tasks.Go(func() {
+			wctx, cancel := context.WithTimeout(ctx, s.cfg.gangCallTimeout())
+			defer cancel()
+			if _, err := t.withdraw(wctx, false); err != nil && !errors.Is(err, ErrConflict) {
+				s.log.Warn("end a gang's part", "part", t.id, "err", err)
+			}
+		})
 	}
 }
 
-// gangEnded goes on with a gang whose parts have all ended and one failed,
-// the whole gang again, each part from its own last checkpoint: where the
-// failure was the job's own (retried) and it has request.retries left, or
-// where it declared resume: auto and has resumes left.
-func (s *Submitter) gangEnded(ctx context.Context, g *jobTracker, retried bool) {
+// gangEnded goes on with a gang whose parts have all ended, failed as
+// the part failed did, the whole gang again, each part from its own last
+// checkpoint (gangContinues). The decision is saved before the next
+// attempt is submitted, and a decision a restart cut short is carried out
+// at the next look.
+func (s *Submitter) gangEnded(ctx context.Context, g *jobTracker, failed Record) {
 	err := g.update(func(r *Record) error {
-		if r.Resumed || r.Withdrawn {
+		if r.Next != "" || r.Withdrawn || r.ResumeFailed != "" {
 			return errSkip
 		}
-		switch cp := r.Declaration.Output.Checkpoints; {
-		case retried && r.Retries < r.Declaration.Request.Retries:
+		if r.Resumed {
+			return nil // decided before a restart; not yet submitted
+		}
+		switch failed.gangContinues(r) {
+		case continueRetry:
 			r.RetryNext = true
-		case !retried && cp != nil && cp.Resume == market.ResumeAuto && r.Resumes < cp.MaxResumes:
+		case continuePreempted:
+			r.PreemptNext = true
+		case continueResume:
 		default:
 			return errSkip
 		}
 		r.Resumed = true
 		return nil
 	})
+	if err == errSkip {
+		s.gangOver(g)
+		return
+	}
 	if err != nil {
 		return
 	}
 	s.resuming.Lock()
 	defer s.resuming.Unlock()
+	if g.snapshot().Next != "" {
+		return // the look before carried it out meanwhile
+	}
 	if _, err := s.resumeGang(ctx, g, false); err != nil {
 		s.log.Warn("resume gang", "gang", g.id, "err", err)
 		g.change(func(r *Record) error {
@@ -363,6 +463,41 @@ func (s *Submitter) gangEnded(ctx context.Context, g *jobTracker, retried bool) 
 			return nil
 		})
 	}
+}
+
+// How a gang goes on after a part failed (gangContinues).
+type gangContinuation int
+
+const (
+	continueNot gangContinuation = iota
+	// continueRetry: the job's own failure, with request.retries left.
+	continueRetry
+	// continuePreempted: the part's provider was taken back (a drain, its
+	// hours, its owner's use): no fault of the job's, whatever it
+	// declared, up to maxPreemptions times.
+	continuePreempted
+	// continueResume: lost with its provider, or failed by it, where the
+	// gang declared resume: auto with resumes left.
+	continueResume
+)
+
+// gangContinues says whether and how gang (the gang's record) goes on
+// after its part failed ended as it did.
+func (failed Record) gangContinues(gang *Record) gangContinuation {
+	cp := gang.Declaration.Output.Checkpoints
+	switch {
+	case failed.retried():
+		if gang.Retries < gang.Declaration.Request.Retries {
+			return continueRetry
+		}
+	case failed.Outcome == ledger.OutcomePreempted:
+		if gang.Preemptions < maxPreemptions {
+			return continuePreempted
+		}
+	case cp != nil && cp.Resume == market.ResumeAuto && gang.Resumes < cp.MaxResumes:
+		return continueResume
+	}
+	return continueNot
 }
 
 // resumeGang submits the whole gang again, as the next attempt of the
@@ -376,16 +511,9 @@ func (s *Submitter) resumeGang(ctx context.Context, g *jobTracker, fromStart boo
 	if !fromStart && cp != nil {
 		var entries []content.FolderEntry
 		for r, t := range s.gangParts(parent.ID, parent.Tasks) {
-			if t == nil {
-				continue
+			if c, ok := s.partCheckpoint(ctx, t, cp.From, r); ok {
+				entries = append(entries, content.FolderEntry{Name: strconv.Itoa(r), Root: c})
 			}
-			var ck string
-			t.view(func(rec *Record) { ck = rec.Checkpoint })
-			c, err := cid.Decode(ck)
-			if err != nil {
-				continue // none taken: this part starts again
-			}
-			entries = append(entries, content.FolderEntry{Name: strconv.Itoa(r), Root: c})
 		}
 		d = fromTheStart(d)
 		if len(entries) > 0 {
@@ -435,6 +563,8 @@ func (j *jobTracker) isGangTracker() bool {
 func (s *Submitter) resumeGangByHand(ctx context.Context, g *jobTracker, fromStart bool) (api.Job, error) {
 	s.resuming.Lock()
 	defer s.resuming.Unlock()
+	// Under the lock: a resumption that came first is the last attempt.
+	g = s.lastAttempt(g)
 	view, _ := s.arrayView(g, 0, true)
 	switch {
 	case !view.State.Terminal():
@@ -443,6 +573,9 @@ func (s *Submitter) resumeGangByHand(ctx context.Context, g *jobTracker, fromSta
 		return api.Job{}, conflict(fmt.Errorf("gang %s completed: nothing to resume", view.ID))
 	}
 	if err := g.update(func(r *Record) error {
+		if r.Next != "" {
+			return conflict(fmt.Errorf("gang %s was resumed already, as %s", view.ID, r.Next))
+		}
 		r.Resumed = true
 		return nil
 	}); err != nil {
@@ -520,19 +653,15 @@ func (s *Submitter) gangView(out *api.Job, parent Record) {
 	}
 }
 
-// gangResumeDue reports whether a gang that has ended short of completion,
-// by the job's own failure (retried) or not, is about to go on by itself
-// (request.retries or resume: auto left), so that its followers see it
-// queued rather than ended.
-func (r *Record) gangResumeDue(retried bool) bool {
-	if !r.isGang() || r.Resumed || r.ResumeFailed != "" || r.Withdrawn {
+// gangResumeDue reports whether a gang that has ended short of completion
+// as failed says is about to go on by itself (gangContinues), or was
+// decided to before a restart, so that its followers see it queued rather
+// than ended.
+func (r *Record) gangResumeDue(failed Record) bool {
+	if !r.isGang() || r.Next != "" || r.ResumeFailed != "" || r.Withdrawn {
 		return false
 	}
-	if retried {
-		return r.Retries < r.Declaration.Request.Retries
-	}
-	cp := r.Declaration.Output.Checkpoints
-	return cp != nil && cp.Resume == market.ResumeAuto && r.Resumes < cp.MaxResumes
+	return r.Resumed || failed.gangContinues(r) != continueNot
 }
 
 // gangChainView is the view of a gang under the ID it was submitted
@@ -543,8 +672,8 @@ func (s *Submitter) gangChainView(first *jobTracker, seen uint64, done bool) (ap
 	last := chain[len(chain)-1]
 	out, changed := s.arrayView(last, seen, done)
 	lastRec := last.snapshot()
-	retried := out.Outcome == string(ledger.OutcomeFailed) && out.Attribution == string(ledger.AttributionJob)
-	if out.State.Terminal() && out.Outcome != string(ledger.OutcomeCompleted) && out.Outcome != string(ledger.OutcomeWithdrawn) && lastRec.gangResumeDue(retried) {
+	failed := Record{Outcome: ledger.Outcome(out.Outcome), Attribution: ledger.Attribution(out.Attribution)}
+	if out.State.Terminal() && out.Outcome != string(ledger.OutcomeCompleted) && out.Outcome != string(ledger.OutcomeWithdrawn) && lastRec.gangResumeDue(failed) {
 		out.State, out.Outcome, out.Attribution = api.JobQueued, "", ""
 		out.Reason = "going on whole, each part from its last checkpoint: " + out.Reason
 	}
@@ -559,4 +688,67 @@ func (s *Submitter) gangChainView(first *jobTracker, seen uint64, done bool) (ap
 			Attribution: v.Attribution, Reason: v.Reason, Submitted: v.Submitted})
 	}
 	return out, changed
+}
+
+// partCheckpoint is what part rank of a gang goes on from: its own last
+// checkpoint, held here; else, for a part that took none in this attempt,
+// the one it started from (its <rank> folder of from, the attempt's own
+// checkpoint to resume from); ok is false when there is neither, and the
+// part starts again.
+func (s *Submitter) partCheckpoint(ctx context.Context, t *jobTracker, from string, rank int) (cid.Cid, bool) {
+	if t != nil {
+		var ck string
+		t.view(func(rec *Record) { ck = rec.Checkpoint })
+		if c, err := cid.Decode(ck); err == nil {
+			if _, err := s.d.Store.Size(ctx, c); err == nil {
+				return c, true
+			}
+			s.log.Warn("a gang part's last checkpoint is not held here: going on from the one before", "part", t.id, "checkpoint", c)
+		}
+	}
+	root, err := cid.Decode(from)
+	if err != nil {
+		return cid.Undef, false
+	}
+	c, err := s.d.Store.Resolve(ctx, root, strconv.Itoa(rank))
+	if err != nil {
+		return cid.Undef, false
+	}
+	return c, true
+}
+
+// withdrawGang withdraws a gang: under the ID it was submitted with
+// (whole), its last attempt, so that one going on after a failure stops
+// too. The gang's record says so first, so that a part that fails while
+// the others are stopped is no cause to go on.
+func (s *Submitter) withdrawGang(ctx context.Context, g *jobTracker, whole bool) (api.Job, error) {
+	s.resuming.Lock()
+	last := g
+	if whole {
+		last = s.lastAttempt(g)
+	}
+	err := last.update(func(r *Record) error {
+		r.Withdrawn = true
+		return nil
+	})
+	s.resuming.Unlock()
+	if err != nil {
+		return api.Job{}, err
+	}
+	if _, err := s.withdrawArray(ctx, last); err != nil {
+		return api.Job{}, err
+	}
+	out, _, err := s.view(g.id, 0, true)
+	return out, err
+}
+
+// gangOver notes that a gang attempt has ended for good (completed,
+// withdrawn, failed with nothing left to go on with, or gone on as its
+// next attempt): checkGangs looks at it no more. A resumption by hand
+// still finds it.
+func (s *Submitter) gangOver(g *jobTracker) {
+	g.change(func(r *Record) error {
+		r.GangOver = true
+		return nil
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
 	"github.com/e31network/e31/p2p"
+	"github.com/e31network/e31/testnet/poll"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
@@ -187,9 +188,11 @@ func TestGangEndsWithItsFailedPart(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.s.checkGangs(ctx, time.Now())
-	if !slices.Contains(g.withdraw, provs[1].ID) {
-		t.Fatalf("the running part's provider was not told to stop: %v", g.withdraw)
-	}
+	poll.Until(t, "the running part's provider told to stop", 10*time.Second, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return slices.Contains(g.withdraw, provs[1].ID)
+	})
 	var other Record
 	h.s.jobs.get(market.TaskID(gang, 1)).view(func(r *Record) { other = r.copy() })
 	if !other.terminal() {
@@ -259,5 +262,36 @@ func TestGangRetries(t *testing.T) {
 	h.s.checkGangs(ctx, time.Now())
 	if j := h.job(t, gang); len(j.Attempts) != 2 || !j.State.Terminal() || j.Outcome != string(ledger.OutcomeFailed) {
 		t.Fatalf("retries used up: %s %s after %d attempts, want failed after 2", j.State, j.Outcome, len(j.Attempts))
+	}
+}
+
+// A part that ends while another is still queued (its first proposal
+// declined, say) ends the gang rather than leave it waiting for good: the
+// queued part ends at once, and the gang goes on whole.
+func TestGangPartEndsWhileAnotherQueued(t *testing.T) {
+	h, _, provs := gangHarness(t)
+	gang, _ := gangOnRecord(t, h, provs)
+	ctx := context.Background()
+	if err := h.s.jobs.get(market.TaskID(gang, 1)).update(func(r *Record) error {
+		r.State, r.Lease = api.JobQueued, nil
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.s.jobs.get(market.TaskID(gang, 0)).update(func(r *Record) error {
+		r.State, r.Outcome, r.Attribution = api.JobReleased, ledger.OutcomeFailed, ledger.AttributionProvider
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.s.checkGangs(ctx, time.Now())
+	poll.Until(t, "the queued part to end", 10*time.Second, func() bool {
+		var st api.JobState
+		h.s.jobs.get(market.TaskID(gang, 1)).view(func(r *Record) { st = r.State })
+		return st.Terminal()
+	})
+	h.s.checkGangs(ctx, time.Now())
+	if j := h.job(t, gang); len(j.Attempts) != 2 {
+		t.Fatalf("%d attempts, want the gang going on whole as a second", len(j.Attempts))
 	}
 }

@@ -141,10 +141,11 @@ func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.Ra
 	if err != nil {
 		return nil, err
 	}
-	if r.Final && r.Outcome == ledger.OutcomePreempted && r.Checkpoint != "" {
+	if r.Final && r.Checkpoint != "" && (r.Outcome == ledger.OutcomePreempted || j.isGangPart()) {
 		// The provider is being taken back, and may stop once this
-		// receipt is countersigned: the last checkpoint it took, which
-		// the job goes on from, is pulled first while it still serves it.
+		// receipt is countersigned, or the part's gang goes on, each part
+		// from its own: the last checkpoint it took, which the job goes
+		// on from, is pulled first while the provider still serves it.
 		j.awaitCheckpoint(ctx, r.Checkpoint, preemptedCheckpointWait)
 	}
 	reply, resume, err := j.receipt(ctx, req, r)

@@ -82,9 +82,14 @@ type Record struct {
 	AvoidUntil map[string]time.Time `json:"avoid_until,omitempty"`
 	Avoided    map[string]int       `json:"avoided,omitempty"`
 	// Tasks, on an array's record, is how many tasks it has (array.go);
-	// RetryNext, on a gang's record, says its next attempt is a retry
-	// (request.retries) rather than a resumption.
-	RetryNext bool `json:"retry_next,omitempty"`
+	// RetryNext and PreemptNext, on a gang's record, say its next
+	// attempt is a retry (request.retries) or goes on after a preemption,
+	// rather than a resumption: each is counted apart.
+	RetryNext   bool `json:"retry_next,omitempty"`
+	PreemptNext bool `json:"preempt_next,omitempty"`
+	// GangOver, on a gang's record, says the attempt has ended for good,
+	// or gone on as its next: nothing more is watched of it.
+	GangOver bool `json:"gang_over,omitempty"`
 	// GangLease, on a gang's record, is the gang lease every part's
 	// provider and this node signed, once they did (gang.go).
 	GangLease *wire.SignedGangLease `json:"gang_lease,omitempty"`

@@ -409,8 +409,11 @@ func (s *Submitter) Withdraw(ctx context.Context, id string) (api.Job, error) {
 	// A job is withdrawn as its last attempt; an attempt named by its own
 	// ID is that one.
 	var root string
-	var array bool
-	j.view(func(r *Record) { root, array = r.Root, r.isArray() })
+	var array, gang bool
+	j.view(func(r *Record) { root, array, gang = r.Root, r.isArray(), r.isGang() })
+	if gang {
+		return s.withdrawGang(ctx, j, root == "")
+	}
 	if array {
 		return s.withdrawArray(ctx, j)
 	}

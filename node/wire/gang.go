@@ -155,6 +155,17 @@ func (l *SignedGangLease) SignSubmitter(sk crypto.PrivKey) error {
 	return nil
 }
 
+// VerifyProvider checks the signature of part rank's provider.
+func (l *SignedGangLease) VerifyProvider(rank int) error {
+	if rank < 0 || rank >= len(l.Terms.Parts) || rank >= len(l.ProviderSigs) {
+		return fmt.Errorf("%w: no part %d", ErrGang, rank)
+	}
+	if err := verifyBy(l.Terms.Parts[rank].Provider, l.Terms.SigningBytes(), l.ProviderSigs[rank], errBadGangSig); err != nil {
+		return fmt.Errorf("%w: %w", ErrGang, err)
+	}
+	return nil
+}
+
 // Verify checks every signature, each with the peer ID the terms name:
 // every part's provider's, and the submitter's.
 func (l *SignedGangLease) Verify() error {
