@@ -1,7 +1,6 @@
 package view
 
 import (
-	"slices"
 	"time"
 
 	"github.com/e31network/e31/market"
@@ -93,52 +92,66 @@ func (v *Market) forgetTaskLocked(j *OpenJob) {
 
 // capTasks drops from jobs, which are open in a view, the tasks of each
 // array with a cap (market.Array.Parallel) beyond what the cap leaves
-// free given the view's live leases: its lowest-indexed open tasks are
-// the ones kept, so that every peer keeps the same. The caller holds v.mu.
-func (v *Market) capTasks(jobs []*OpenJob, live []market.Lease) []*OpenJob {
-	capped := map[string]int{}
+// free given the view's live leases, and beyond what the view's offers
+// could hold at once (capacity): its lowest-indexed open tasks are the
+// ones kept, so that every peer keeps the same. A pass places no more of
+// an array's tasks than its offers hold, so the rest would only be
+// ordered, fitted and told to wait, on every pass, on every peer: an
+// array of 10,000 tasks on forty GPUs costs a pass forty. A gang's parts
+// are all kept: it is placed whole or not at all. The caller holds v.mu.
+func (v *Market) capTasks(jobs []*OpenJob, live []market.Lease, offers []market.Offer) []*OpenJob {
+	capped, parallel := map[string]int{}, map[string]int{}
+	var gpus, cpus int
+	for _, o := range offers {
+		gpus, cpus = gpus+len(o.GPUs), cpus+max(o.CPUs, 0)
+	}
 	for _, j := range jobs {
 		if j.Array == "" {
 			continue
 		}
-		if e, ok := v.arrays[j.Array]; ok && e.parallel > 0 {
-			capped[j.Array] = e.parallel
+		if _, seen := capped[j.Array]; seen {
+			continue
+		}
+		e, ok := v.arrays[j.Array]
+		r := j.Body.Declaration.Request
+		if !ok || r.Gang() {
+			continue
+		}
+		capped[j.Array] = capacity(r, gpus, cpus)
+		if e.parallel > 0 {
+			parallel[j.Array] = e.parallel
 		}
 	}
 	if len(capped) == 0 {
 		return jobs
 	}
+	// Only the parallel cap counts what is leased: the offers' capacity
+	// is that of their free GPUs and held ones alike.
 	for _, l := range live {
 		if a, _, ok := market.SplitTaskID(l.Job); ok {
-			if _, has := capped[a]; has {
-				capped[a]--
+			if _, has := parallel[a]; has {
+				parallel[a]--
 			}
 		}
 	}
-	// The lowest indices of each capped array: a task is kept when fewer
-	// than the room left have a lower index among the open ones.
-	open := map[string][]int{}
-	for _, j := range jobs {
-		if _, has := capped[j.Array]; has {
-			open[j.Array] = append(open[j.Array], j.Index)
-		}
+	for a, room := range parallel {
+		capped[a] = min(capped[a], room)
 	}
-	keepBelow := map[string]int{}
-	for a, idx := range open {
-		room := capped[a]
-		if room <= 0 {
-			keepBelow[a] = -1
-			continue
+	// The lowest indices of each capped array: each array's room smallest
+	// open indices, kept in a max-heap of that size, so that a pass over
+	// an array of n open tasks costs n log room, not a sort of n.
+	lowest := map[string]*maxHeap{}
+	for a, room := range capped {
+		lowest[a] = &maxHeap{room: max(room, 0)}
+	}
+	for _, j := range jobs {
+		if h := lowest[j.Array]; h != nil {
+			h.offer(j.Index)
 		}
-		if room >= len(idx) {
-			keepBelow[a] = market.MaxArrayTasks
-			continue
-		}
-		keepBelow[a] = nthSmallest(idx, room)
 	}
 	out := jobs[:0]
 	for _, j := range jobs {
-		if b, has := keepBelow[j.Array]; has && j.Index >= b {
+		if h := lowest[j.Array]; h != nil && !h.keeps(j.Index) {
 			continue
 		}
 		out = append(out, j)
@@ -146,11 +159,65 @@ func (v *Market) capTasks(jobs []*OpenJob, live []market.Lease) []*OpenJob {
 	return out
 }
 
-// nthSmallest returns the n-th smallest of distinct ints (0-based n), so
-// that exactly n of them are below it.
-func nthSmallest(s []int, n int) int {
-	c := make([]int, len(s))
-	copy(c, s)
-	slices.Sort(c)
-	return c[n]
+// maxHeap holds the room smallest ints offered it, the largest on top.
+type maxHeap struct {
+	room int
+	s    []int
+}
+
+// offer adds i if it is among the room smallest so far.
+func (h *maxHeap) offer(i int) {
+	switch {
+	case h.room == 0:
+	case len(h.s) < h.room:
+		h.s = append(h.s, i)
+		for c := len(h.s) - 1; c > 0; {
+			p := (c - 1) / 2
+			if h.s[p] >= h.s[c] {
+				break
+			}
+			h.s[p], h.s[c] = h.s[c], h.s[p]
+			c = p
+		}
+	case i < h.s[0]:
+		h.s[0] = i
+		for p := 0; ; {
+			c := 2*p + 1
+			if c >= len(h.s) {
+				break
+			}
+			if c+1 < len(h.s) && h.s[c+1] > h.s[c] {
+				c++
+			}
+			if h.s[p] >= h.s[c] {
+				break
+			}
+			h.s[p], h.s[c] = h.s[c], h.s[p]
+			p = c
+		}
+	}
+}
+
+// keeps reports whether i is among the room smallest offered: the
+// indices of an array's tasks are distinct.
+func (h *maxHeap) keeps(i int) bool {
+	if len(h.s) < h.room {
+		return true
+	}
+	return h.room > 0 && i <= h.s[0]
+}
+
+// capacity bounds how many tasks of request r a pass could place on
+// offers of gpus GPUs and cpus CPUs in all, held or free: each holds at
+// least its GPUs, or, asking none, its CPUs (at least 1). At least 1, so
+// that an array the offers cannot hold still hears why it waits.
+func capacity(r market.Request, gpus, cpus int) int {
+	n := market.MaxArrayTasks
+	switch {
+	case r.GPUs > 0:
+		n = gpus / r.GPUs
+	case r.CPUs > 0:
+		n = cpus / r.CPUs
+	}
+	return max(n, 1)
 }

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
+	"pgregory.net/rapid"
 )
 
 // arrayOnWire declares an array of n tasks, at most parallel leased at
@@ -57,7 +59,8 @@ func TestArrayIsATaskEach(t *testing.T) {
 		t.Fatal("the array itself is open as a job")
 	}
 	at := now.Add(time.Second)
-	mv := v.Snapshot(1, at, at, nil)
+	roomy := fourGPUs(now)
+	mv := v.Snapshot(1, at, at, roomy)
 	if got, want := openIDs(mv), []string{market.TaskID(aj.ID, 0), market.TaskID(aj.ID, 1)}; !slices.Equal(got, want) {
 		t.Fatalf("open with a cap of 2: %v, want %v", got, want)
 	}
@@ -65,7 +68,7 @@ func TestArrayIsATaskEach(t *testing.T) {
 	l := wiretest.SignedLease(t, prov, sub)
 	l.Terms.Job = market.TaskID(aj.ID, 0)
 	v.AddLease(l, Local(now))
-	mv = v.Snapshot(2, at, at, nil)
+	mv = v.Snapshot(2, at, at, roomy)
 	if got, want := openIDs(mv), []string{market.TaskID(aj.ID, 1)}; !slices.Equal(got, want) {
 		t.Fatalf("open with task 0 leased: %v, want %v", got, want)
 	}
@@ -155,4 +158,70 @@ func TestGangIsAPartEach(t *testing.T) {
 			t.Fatalf("part %s carries nodes=%d to Match, want 3", j.ID, j.Request.Nodes)
 		}
 	}
+}
+
+// fourGPUs is one offer of four GPUs, room for more tasks than a test's
+// caps leave.
+func fourGPUs(now time.Time) []SignedOffer {
+	o := market.Offer{Provider: "p1", CPUs: 16, MemoryBytes: 64 << 30}
+	for i := range 4 {
+		o.GPUs = append(o.GPUs, market.GPU{Index: i, UUID: fmt.Sprintf("GPU-%d", i), Model: "H100", MemoryBytes: 80 << 30, Free: true})
+	}
+	return []SignedOffer{{Offer: o, SignedAt: now.UnixMilli()}}
+}
+
+// An array's tasks beyond what the view's offers could hold at once are
+// left out of a pass, its lowest indices kept; a gang's parts all stay.
+func TestArrayCappedAtTheOffersCapacity(t *testing.T) {
+	sub := wiretest.FreshParty(t)
+	v := NewMarket()
+	now := time.Now()
+	_, aj := arrayOnWire(t, sub, 100, 0, now)
+	v.AddJob(aj)
+	at := now.Add(time.Second)
+	mv := v.Snapshot(1, at, at, fourGPUs(now))
+	var want []string
+	for i := range 4 / aj.Body.Declaration.Request.GPUs {
+		want = append(want, market.TaskID(aj.ID, i))
+	}
+	if got := openIDs(mv); !slices.Equal(got, want) {
+		t.Fatalf("100 tasks of %d GPUs on 4 GPUs: %v, want the %d lowest", aj.Body.Declaration.Request.GPUs, got, len(want))
+	}
+	if mv = v.Snapshot(2, at, at, nil); len(mv.Jobs) != 1 {
+		t.Fatalf("no offers: %d tasks, want 1, to hear why it waits", len(mv.Jobs))
+	}
+
+	b := wiretest.Declaration(t)
+	b.Declaration.Request.Nodes = 6
+	s := wiretest.OnWire(t, sub, wire.KindDeclaration, b)
+	g := &OpenJob{ID: wire.JobID(s), Submitter: sub.ID, Body: b, Seen: now, Signed: now, Hash: s.Hash()}
+	v.AddJob(g)
+	n := 0
+	for _, j := range v.Snapshot(3, at, at, fourGPUs(now)).Jobs {
+		if a, _, ok := market.SplitTaskID(j.ID); ok && a == g.ID {
+			n++
+		}
+	}
+	if n != 6 {
+		t.Fatalf("a gang of 6 on 4 GPUs: %d parts in the view, want all 6", n)
+	}
+}
+
+// The heap keeps exactly the room smallest of distinct indices, whatever
+// the order they come in.
+func TestMaxHeapKeepsTheSmallest(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		idx := rapid.SliceOfNDistinct(rapid.IntRange(0, 500), 0, 200, rapid.ID[int]).Draw(t, "indices")
+		room := rapid.IntRange(0, 50).Draw(t, "room")
+		h := &maxHeap{room: room}
+		for _, i := range idx {
+			h.offer(i)
+		}
+		sorted := slices.Sorted(slices.Values(idx))
+		for r, i := range sorted {
+			if want := r < room; h.keeps(i) != want {
+				t.Fatalf("index %d, the %dth smallest, kept %v with room %d", i, r, !want, room)
+			}
+		}
+	})
 }
