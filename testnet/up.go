@@ -17,6 +17,7 @@ type upOptions struct {
 	simGPUs   string
 	dir       string
 	heartbeat time.Duration
+	metrics   bool
 }
 
 func defaultDir() string { return filepath.Join(os.TempDir(), "e31-testnet") }
@@ -39,6 +40,7 @@ up returns; stop them with "testnet down --dir DIR".`,
 	f.StringVar(&o.simGPUs, "sim-gpus", "", `simulated GPUs per node as a spec ("2xA100:40GiB,1xL4:24GiB"); overrides --gpus`)
 	f.StringVar(&o.dir, "dir", defaultDir(), "directory for the nodes' data, logs and nodes.json")
 	f.DurationVar(&o.heartbeat, "heartbeat", time.Second, "offer heartbeat of every node")
+	f.BoolVar(&o.metrics, "metrics", false, "serve each node's Prometheus metrics and Go profiles (/debug/pprof/) on a loopback port, listed in nodes.json")
 	return cmd
 }
 
@@ -61,7 +63,7 @@ func runUp(ctx context.Context, o upOptions) error {
 		return err
 	}
 	start := time.Now()
-	c, err := cluster.Start(ctx, cluster.Options{N: o.n, GPUs: o.gpus, SimGPUs: o.simGPUs, Dir: dir, Bin: bin, Heartbeat: o.heartbeat, Detach: true})
+	c, err := cluster.Start(ctx, cluster.Options{N: o.n, GPUs: o.gpus, SimGPUs: o.simGPUs, Dir: dir, Bin: bin, Heartbeat: o.heartbeat, Detach: true, Metrics: o.metrics})
 	if err != nil {
 		return err
 	}
@@ -72,7 +74,11 @@ func runUp(ctx context.Context, o upOptions) error {
 	}
 	fmt.Printf("%d nodes up, every view holds every offer (%.2fs)\n\n", o.n, time.Since(start).Seconds())
 	for _, n := range c.Nodes {
-		fmt.Printf("  %-6s %s  api %s  pid %d\n", n.Name, n.PeerID, n.API, n.PID)
+		fmt.Printf("  %-6s %s  api %s  pid %d", n.Name, n.PeerID, n.API, n.PID)
+		if n.Metrics != "" {
+			fmt.Printf("  metrics %s", n.Metrics)
+		}
+		fmt.Println()
 	}
 	fmt.Printf("\nnodes: %s\n", filepath.Join(dir, cluster.NodesFile))
 	fmt.Printf("try:   E31_API=%s %s nodes\n", c.Nodes[0].API, bin.E31)
