@@ -351,8 +351,10 @@ func (s *Submitter) checkGangs(ctx context.Context, now time.Time) {
 			case p.terminal():
 				ended++
 				// A part withdrawn was stopped by the user, or because
-				// another part failed: it is no cause of its own.
-				if failed == nil && p.Outcome != ledger.OutcomeCompleted && p.Outcome != ledger.OutcomeWithdrawn {
+				// another part failed: it is no cause of its own. Of two
+				// that failed, the first to end is the cause.
+				if p.Outcome != ledger.OutcomeCompleted && p.Outcome != ledger.OutcomeWithdrawn &&
+					(failed == nil || p.stepAt(api.StepRelease).Before(failed.stepAt(api.StepRelease))) {
 					failed = &p
 				}
 			case p.Lease != nil:
@@ -637,6 +639,10 @@ func (s *Submitter) gangView(out *api.Job, parent Record) {
 	if !out.State.Terminal() || out.Outcome == string(ledger.OutcomeCompleted) {
 		return
 	}
+	// The part that ended the gang: of those that failed, the first to
+	// end (the others were stopped because of it).
+	var cause *Record
+	var at api.Part
 	for _, p := range out.Parts {
 		if p.Outcome == "" || p.Outcome == string(ledger.OutcomeCompleted) || p.Outcome == string(ledger.OutcomeWithdrawn) {
 			continue
@@ -645,11 +651,14 @@ func (s *Submitter) gangView(out *api.Job, parent Record) {
 		if t == nil {
 			continue
 		}
-		t.view(func(r *Record) {
-			out.Outcome, out.Attribution = string(r.Outcome), string(r.Attribution)
-			out.Reason = fmt.Sprintf("part %d (on %s) ended %s: %s", p.Rank, p.Provider, r.Outcome, r.Reason)
-		})
-		return
+		r := t.snapshot()
+		if cause == nil || r.stepAt(api.StepRelease).Before(cause.stepAt(api.StepRelease)) {
+			cause, at = &r, p
+		}
+	}
+	if cause != nil {
+		out.Outcome, out.Attribution = string(cause.Outcome), string(cause.Attribution)
+		out.Reason = fmt.Sprintf("part %d (on %s) ended %s: %s", at.Rank, at.Provider, cause.Outcome, cause.Reason)
 	}
 }
 
