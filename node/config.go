@@ -86,6 +86,10 @@ type Config struct {
 	// bound; e31d's default is DefaultRelayCircuitsPerDay).
 	RelayData   bool
 	RelayPerDay int
+	// PunchWait is how long a lease's data waits for a hole punch before
+	// a relay that carries data carries it, unless the punch fails sooner;
+	// 0: p2p.RelayDataWait (3s).
+	PunchWait time.Duration
 	// Heartbeat is how often a provider re-publishes its offer; a provider
 	// silent for three heartbeats leaves every view. Default 10s.
 	Heartbeat time.Duration

@@ -145,7 +145,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		delays:   view.NewGossipDelays(view.DefaultDelayWindow),
 		handlers: make(map[protocol.ID]p2p.Handler),
 		gater:    p2p.NewGater(),
-		punches:  reach.NewPunches(),
+		punches:  reach.NewPunches(cfg.PunchWait),
 		guard:    p2p.NewGuard(p2p.GuardConfig{Declarations: []string{wire.KindDeclaration, wire.KindRequeue}}),
 	}
 	n.clock = newClock(cfg, n.offers)

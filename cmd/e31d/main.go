@@ -92,6 +92,7 @@ type fileConfig struct {
 	AvoidFor        string `toml:"avoid-for"`
 	StopDrain       string `toml:"stop-drain"`
 	ReclaimIdle     string `toml:"reclaim-idle"`
+	PunchWait       string `toml:"punch-wait"`
 }
 
 // misbehaviour is what --misbehave asks for: the zero value, an honest
@@ -113,7 +114,7 @@ type options struct {
 
 	// localityWait is --locality-wait and avoidFor --avoid-for, parsed
 	// like the durations above.
-	localityWait, avoidFor, stopDrain, reclaimIdle time.Duration
+	localityWait, avoidFor, stopDrain, reclaimIdle, punchWait time.Duration
 }
 
 // durationFlags ties each duration flag to its option and config key.
@@ -141,6 +142,7 @@ func (o *options) durationFlags(fc *fileConfig) []struct {
 		{"avoid-for", &o.avoidFor, fc.AvoidFor},
 		{"stop-drain", &o.stopDrain, fc.StopDrain},
 		{"reclaim-idle", &o.reclaimIdle, fc.ReclaimIdle},
+		{"punch-wait", &o.punchWait, fc.PunchWait},
 	}
 }
 
@@ -191,6 +193,7 @@ on the command line win.`,
 	f.BoolVar(&o.file.MDNS, "mdns", false, "discover peers on the LAN with mDNS (multicasts on every interface)")
 	f.StringVar(&o.file.NAT, "nat", node.NATAuto, "reach and be reached from behind a NAT: AutoNAT, port mapping, hole punching, relay slots on the bootstrap peers; auto (on unless every --listen is loopback), on or off")
 	f.BoolVar(&o.file.RelayService, "relay-service", false, "serve as a circuit relay for peers behind NATs (for a bootstrap peer on a public address)")
+	f.DurationVar(&o.punchWait, "punch-wait", 0, "how long a lease's data waits for a hole punch before a relay that carries data carries it, unless the punch fails sooner (default 3s)")
 	f.BoolVar(&o.file.RelayData, "relay-data", false, "with --relay-service, let circuits carry jobs' data (staging, outputs, checkpoints) between peers no hole can be punched between, with no limit on a circuit's bytes or time; off, a circuit carries a lease's messages only")
 	f.IntVar(&o.file.RelayPerDay, "relay-circuits-per-day", node.DefaultRelayCircuitsPerDay, "with --relay-service, the most circuits one peer may open through this relay in any 24 hours; 0: no bound")
 	f.BoolVar(&o.file.NoFastPath, "no-fast-path", false, "as a provider, lease only what an epoch's Match assigns, never straight away between epochs")
@@ -459,6 +462,7 @@ func run(cmd *cobra.Command, o *options) error {
 		Hours:             schedule,
 		ReclaimOnUse:      o.file.ReclaimOnUse,
 		ReclaimIdle:       o.reclaimIdle,
+		PunchWait:         o.punchWait,
 		Network:           o.file.Network,
 		Shards:            o.file.Shards,
 		Shard:             shard,

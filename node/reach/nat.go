@@ -180,12 +180,22 @@ func Offered(h host.Host, on bool) (reach string, unreachable bool) {
 // Punches keeps the last hole punch's outcome with each peer, so that a
 // transfer that finds only a relayed path can say why.
 type Punches struct {
+	// wait is how long a circuit that carries data waits for a punch
+	// before it is the path; immutable.
+	wait time.Duration
 	mu   sync.Mutex // guards last; memory only
 	last map[peer.ID]p2p.HolePunchResult
 }
 
-// NewPunches returns an empty log.
-func NewPunches() *Punches { return &Punches{last: make(map[peer.ID]p2p.HolePunchResult)} }
+// NewPunches returns an empty log, under which a relay that carries data
+// is the path wait after its circuit opened (0: p2p.RelayDataWait) unless
+// a punch failed sooner.
+func NewPunches(wait time.Duration) *Punches {
+	if wait <= 0 {
+		wait = p2p.RelayDataWait
+	}
+	return &Punches{wait: wait, last: make(map[peer.ID]p2p.HolePunchResult)}
+}
 
 // record is called from libp2p's goroutines: memory only.
 func (l *Punches) record(r p2p.HolePunchResult) {
@@ -197,8 +207,8 @@ func (l *Punches) record(r p2p.HolePunchResult) {
 // Path says how host h is connected to p: when through a relay that
 // carries data, which relay (its peer ID); when only through one that does
 // not, what the last hole punch with p said. A relay that carries data is
-// the path only once a hole punch with p has failed, or RelayDataWait after
-// the circuit opened: until then the punch may still give a direct one,
+// the path only once a hole punch with p has failed, or the wait after the
+// circuit opened: until then the punch may still give a direct one,
 // faster and sparing the relay's uplink, and the path is reported relayed.
 func (l *Punches) Path(h host.Host, p peer.ID) (p2p.Path, string) {
 	path, via := p2p.PeerPath(h, p)
@@ -209,7 +219,7 @@ func (l *Punches) Path(h host.Host, p peer.ID) (p2p.Path, string) {
 	r, ok := l.last[p]
 	l.mu.Unlock()
 	if path == p2p.PathRelayedData {
-		if ok && !r.Success || time.Since(circuitOpened(h, p)) >= p2p.RelayDataWait {
+		if ok && !r.Success || time.Since(circuitOpened(h, p)) >= l.wait {
 			return path, via.String()
 		}
 		return p2p.PathRelayed, "hole punch under way; relay " + via.String() + " carries the data should it fail"

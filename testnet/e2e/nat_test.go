@@ -51,7 +51,11 @@ func TestNAT(t *testing.T) {
 // data; then a second job goes on to completion with the bootstrap peer
 // (the relay) killed mid-run.
 func natHolePunched(t *testing.T) {
-	nn := startNATNet(t, netns.Dropping, true)
+	// The punch gets longer than its default 3s before the relay, which
+	// carries data here, takes the data: on a loaded machine a punch
+	// through both routers may take longer, and this test is of the
+	// punched path.
+	nn := startNATNet(t, netns.Dropping, true, "--punch-wait", "20s")
 	sub := nn.client(nn.sub)
 
 	in, want := natInput(t)
@@ -188,15 +192,18 @@ type natNet struct {
 
 // natArgs are the flags every daemon of a natNet shares: NAT traversal on
 // as in production, with the test's private "internet" counted as public.
+// An avoid lasts 10s rather than 5m: a provider a loaded machine makes
+// slow to propose is avoided, as on any network, and the job waits for
+// the avoid to lift, not past the test's deadlines.
 func natArgs() []string {
-	return []string{"--network", "nat", "--heartbeat", "1s", "--nat", "on", "--nat-public-net", netns.Internet}
+	return []string{"--network", "nat", "--heartbeat", "1s", "--nat", "on", "--nat-public-net", netns.Internet, "--avoid-for", "10s"}
 }
 
 // startNATNet builds an internet with RouterA of the kind, starts its
 // daemons (the bootstrap peer a relay that carries data, with relayData),
 // and returns once they answer on their APIs: nobody has yet learnt who is
 // behind a NAT, or taken a relay slot.
-func startNATNet(t *testing.T, router netns.Router, relayData bool) *natNet {
+func startNATNet(t *testing.T, router netns.Router, relayData bool, homeArgs ...string) *natNet {
 	t.Helper()
 	nn := &natNet{net: netns.NewForTest(t, netns.Options{RouterA: router})}
 	dir := t.TempDir()
@@ -223,7 +230,7 @@ func startNATNet(t *testing.T, router netns.Router, relayData bool) *natNet {
 		relay = append(relay, "--relay-data")
 	}
 	nn.boot = start("bootstrap", nn.net.Pub, relay...)
-	home := []string{"--listen", "/ip4/0.0.0.0/tcp/4001", "--listen", "/ip4/0.0.0.0/udp/4001/quic-v1"}
+	home := append([]string{"--listen", "/ip4/0.0.0.0/tcp/4001", "--listen", "/ip4/0.0.0.0/udp/4001/quic-v1"}, homeArgs...)
 	for _, a := range nn.boot.Addrs {
 		home = append(home, "--bootstrap", a)
 	}
