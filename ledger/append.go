@@ -274,6 +274,13 @@ func (l *Ledger) finish(tb *txnBatch, failed error) chainHead {
 			l.appended.Add(tb.head.index - tb.start.index)
 		}
 	}
+	if len(tb.pending) > 0 {
+		jobs := make([]string, len(tb.pending))
+		for i, p := range tb.pending {
+			jobs[i] = p.req.p.r.Job
+		}
+		l.held.forget(jobs)
+	}
 	if err != nil {
 		l.log.Error("ledger commit failed", "entries", len(tb.pending), "err", err)
 		err = fmt.Errorf("store: %w", err)

@@ -75,6 +75,7 @@ type Ledger struct {
 	reqs       chan *appendReq // to the writer goroutine; closed by Close
 	writerDone chan struct{}   // closed when the writer has returned
 	keys       keyCache        // signers' keys, expanded for repeated checks
+	held       heldCache       // HeldByJobs' counted leases, forgotten on commit
 
 	mu     sync.RWMutex // held for reading by every operation, so Close waits for them
 	closed bool         // guarded by mu

@@ -246,35 +246,18 @@ type JobHeld struct {
 func (l *Ledger) HeldByJobs(ctx context.Context, policy Policy, jobs ...string) (JobHeld, error) {
 	var out JobHeld
 	for _, job := range jobs {
-		es, err := l.ByJob(ctx, job)
+		ls, err := l.countedLeases(ctx, job)
 		if err != nil {
 			return JobHeld{}, err
 		}
-		leases := map[string]*LeaseRecord{}
-		var order []string
-		for _, e := range es {
-			name := e.subject().Lease
-			lr := leases[name]
-			if lr == nil {
-				lr = &LeaseRecord{Lease: name}
-				leases[name] = lr
-				order = append(order, name)
-			}
-			lr.add(e)
-		}
-		for _, name := range order {
-			lr := leases[name]
-			lr.settle()
-			r := lr.Counted()
-			if r == nil {
-				continue
-			}
+		for i := range ls {
+			r := &ls[i].r
 			held := r.Held()
 			hours := held.Hours() * float64(r.GPUs)
 			out.Held += held
 			out.GPUHours += hours
 			out.Owed += policy.owedHeld(r, time.Time{}).Hours() * float64(r.GPUs)
-			if lr.State == SettlementOneSided || lr.State == SettlementDisputed {
+			if ls[i].oneSided {
 				out.OneSided += hours
 			}
 			if !slices.Contains(out.Providers, r.Provider) {
