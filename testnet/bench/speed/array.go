@@ -14,6 +14,7 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/testnet/bench"
 	"github.com/e31network/e31/testnet/cluster"
 )
@@ -113,14 +114,7 @@ func MeasureArray(ctx context.Context, e bench.Env, o ArrayOptions) (ArrayReport
 	r.SubmitS = time.Since(start).Seconds()
 	id := strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0])
 	e.Logf("array: e31 submit took %.2fs; waiting for %d tasks", r.SubmitS, o.Tasks)
-	last := time.Now()
-	j, err := bench.WaitJob(ctx, cl, id, arrayWaitTime, func(j api.Job) (bool, error) {
-		if j.Tasks != nil && time.Since(last) > time.Minute {
-			last = time.Now()
-			e.Logf("array: %d completed, %d running, %d queued, %d failed", j.Tasks.Completed, j.Tasks.Running, j.Tasks.Queued, j.Tasks.Failed)
-		}
-		return j.State.Terminal(), nil
-	})
+	j, err := followArray(ctx, e, cl, id)
 	if err != nil {
 		return r, fmt.Errorf("array %s: %w", id, err)
 	}
@@ -178,6 +172,34 @@ func MeasureArray(ctx context.Context, e bench.Env, o ArrayOptions) (ArrayReport
 	}
 	e.Logf("array: singles %.1f jobs/s, %.2f jobs-topic messages and %.0f bytes a job", r.SinglesPerS, r.SinglesMessagesPer, r.SinglesBytesPer)
 	return r, nil
+}
+
+// followArray follows an array to its end as e31 status --follow does:
+// asking again once it has changed (api.Client.NextJob), at most once a
+// second, as a display refreshes, rather than polling the submitter with
+// the whole array's summary (held time included) many times a second.
+func followArray(ctx context.Context, e bench.Env, cl *api.Client, id string) (api.Job, error) {
+	lctx, cancel := context.WithTimeout(ctx, arrayWaitTime)
+	defer cancel()
+	j, err := cl.Job(lctx, id)
+	logged := time.Now()
+	for err == nil && !j.State.Terminal() {
+		if err := task.Sleep(lctx, time.Second); err != nil {
+			return j, err
+		}
+		if j, err = cl.NextJob(lctx, j, 30*time.Second, time.Second); err != nil {
+			break
+		}
+		if j.Tasks != nil && time.Since(logged) > time.Minute {
+			logged = time.Now()
+			e.Logf("array: %d completed, %d running, %d queued, %d failed", j.Tasks.Completed, j.Tasks.Running, j.Tasks.Queued, j.Tasks.Failed)
+		}
+	}
+	if err != nil {
+		return j, err
+	}
+	// The ended array, with what its tasks held.
+	return cl.Job(lctx, id)
 }
 
 // checkIndices gets the array's output with e31 get and checks that task
