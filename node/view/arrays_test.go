@@ -225,3 +225,61 @@ func TestMaxHeapKeepsTheSmallest(t *testing.T) {
 		}
 	})
 }
+
+// A provider's proposal for a task that raced the task's lease is refused
+// and the task declined here; the lease's announcement then closes it for
+// good, and the array's re-announcements do not open it again. A lease
+// its submitter requeues does open it again, in whichever order the
+// release and the lease's announcement arrive.
+func TestDeclinedTaskClosedByItsLease(t *testing.T) {
+	sub, prov := wiretest.FreshParty(t), wiretest.FreshParty(t)
+	now := time.Now()
+	raw, aj := arrayOnWire(t, sub, 3, 0, now)
+	isOpen := func(v *Market, id string) bool {
+		_, ok := v.Job(id)
+		return ok
+	}
+	lease := func(task int) wire.SignedLease {
+		l := wiretest.SignedLease(t, prov, sub)
+		l.Terms.Job = market.TaskID(aj.ID, task)
+		l.Terms.ID = fmt.Sprintf("lease-%d", task)
+		return l
+	}
+	requeue := func(l wire.SignedLease, at time.Time) wire.ReleaseBody {
+		return wire.ReleaseBody{Lease: l.Terms.ID, Job: l.Terms.Job, Provider: l.Terms.Provider, Submitter: l.Terms.Submitter,
+			At: at.UnixMilli(), Requeued: true}
+	}
+
+	v := NewMarket()
+	v.AddJob(aj)
+	t0, t1, t2 := market.TaskID(aj.ID, 0), market.TaskID(aj.ID, 1), market.TaskID(aj.ID, 2)
+	for i, id := range []string{t0, t1, t2} {
+		v.Decline(id, sub.ID, now.Add(time.Second))
+		if isOpen(v, id) {
+			t.Fatalf("task %d open after its proposal was refused", i)
+		}
+	}
+	// Task 0: leased, and that is all.
+	v.AddLease(lease(0), Local(now.Add(2*time.Second)))
+	// Task 1: leased, then the lease requeued.
+	l1 := lease(1)
+	v.AddLease(l1, Local(now.Add(2*time.Second)))
+	v.ReleaseLease(requeue(l1, now.Add(3*time.Second)), sub.ID, Local(now.Add(3*time.Second)))
+	// Task 2: the requeue overtakes the lease's announcement.
+	l2 := lease(2)
+	v.ReleaseLease(requeue(l2, now.Add(3*time.Second)), sub.ID, Local(now.Add(3*time.Second)))
+	v.AddLease(l2, Local(now.Add(4*time.Second)))
+
+	for k := range 3 {
+		at := now.Add(time.Duration(5+k) * time.Second)
+		if known, _ := v.Reannounced(raw, sub.ID, at); !known {
+			t.Fatal("the array's re-announcement is not known")
+		}
+		if isOpen(v, t0) {
+			t.Fatalf("a leased task opened again by the array's re-announcement %d", k+1)
+		}
+		if !isOpen(v, t1) || !isOpen(v, t2) {
+			t.Fatalf("requeued tasks open after re-announcement %d: %v, %v", k+1, isOpen(v, t1), isOpen(v, t2))
+		}
+	}
+}

@@ -156,9 +156,21 @@ func (v *Market) closeJobLocked(id string, by peer.ID, at Stamp) {
 		return
 	}
 	if j, ok := v.jobs[id]; ok {
-		if j.Submitter == by && j.closed.IsZero() {
+		if j.Submitter != by {
+			return
+		}
+		switch {
+		case j.closed.IsZero():
 			j.closed = at
 			v.dropOpen(j)
+		case j.declined:
+			// Declined on a proposal that raced this lease or withdrawal:
+			// the signed close stands in for the refusal, and only a
+			// requeue of this lease opens the job again. An array's
+			// re-announcement refreshes all its tasks, so a task left
+			// marked declined would be opened again, and proposed and
+			// refused, at every one for as long as the array lived.
+			j.closed, j.declined = at, false
 		}
 		return
 	}

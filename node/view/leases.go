@@ -26,6 +26,10 @@ type knownLease struct {
 	// early is a release that arrived before the lease's announcement; it
 	// counts only if it names the same parties as the lease.
 	early *wire.ReleaseBody
+	// requeued is set when the submitter's release put the job back in
+	// the queue: the job opens again at its next announcement, even if
+	// this lease's own announcement closes it after the release.
+	requeued bool
 	// gpus is how many GPUs the lease held; lease.Terms.GPUs is dropped
 	// with the signatures once the lease is long released (see Prune).
 	gpus int
@@ -69,6 +73,9 @@ func (v *Market) AddLease(l wire.SignedLease, at Stamp) bool {
 	bs[l.Terms.ID] = kl
 	if sub, err := peer.Decode(l.Terms.Submitter); err == nil {
 		v.closeJobLocked(l.Terms.Job, sub, at)
+		if kl.requeued {
+			v.requeueLocked(l.Terms.Job, sub)
+		}
 	}
 	return true
 }
@@ -143,15 +150,21 @@ func (v *Market) ReleaseLease(r wire.ReleaseBody, by peer.ID, at Stamp) {
 		kl.heldMs = max(r.HeldMs, 0)
 	}
 	if r.Requeued && by.String() == r.Submitter {
-		// The job's next announcement opens it again, as after a declined
-		// proposal.
-		if j, ok := v.jobs[r.Job]; ok && j.Submitter == by && !j.closed.IsZero() {
-			j.declined = true
-		} else if m, ok := v.closed[r.Job]; ok && m.by == by {
-			// Pruned to a mark while leased: without the mark, the next
-			// announcement adds the job afresh, open.
-			delete(v.closed, r.Job)
-		}
+		kl.requeued = true
+		v.requeueLocked(r.Job, by)
+	}
+}
+
+// requeueLocked marks a job its submitter put back in the queue: its next
+// announcement opens it again, as after a declined proposal. The caller
+// holds v.mu.
+func (v *Market) requeueLocked(job string, by peer.ID) {
+	if j, ok := v.jobs[job]; ok && j.Submitter == by && !j.closed.IsZero() {
+		j.declined = true
+	} else if m, ok := v.closed[job]; ok && m.by == by {
+		// Pruned to a mark while leased: without the mark, the next
+		// announcement adds the job afresh, open.
+		delete(v.closed, job)
 	}
 }
 

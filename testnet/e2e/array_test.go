@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -77,6 +78,22 @@ func TestArrayRunsEachTaskOnce(t *testing.T) {
 	task, err := sub.Job(ctx, market.TaskID(id, 7))
 	if err != nil || task.Array != id || task.Index != 7 || task.Provider == "" {
 		t.Fatalf("task 7 as a job: %+v, %v", task, err)
+	}
+	// What the array held is what its tasks held, summed.
+	arr, err := sub.Job(ctx, id)
+	if err != nil || arr.Held == nil {
+		t.Fatalf("the array's held time: %+v, %v", arr.Held, err)
+	}
+	var sum float64
+	for i := range 12 {
+		tj, err := sub.Job(ctx, market.TaskID(id, i))
+		if err != nil || tj.Held == nil || tj.Held.GPUHours <= 0 {
+			t.Fatalf("task %d's held time: %+v, %v", i, tj.Held, err)
+		}
+		sum += tj.Held.GPUHours
+	}
+	if math.Abs(arr.Held.GPUHours-sum) > 1e-9 {
+		t.Fatalf("the array held %v GPU-hours, its tasks %v", arr.Held.GPUHours, sum)
 	}
 
 	// Values from a file, one a task.
