@@ -70,22 +70,9 @@ func (l *Ledger) countedLeases(ctx context.Context, job string) ([]countedLease,
 	if err != nil {
 		return nil, err
 	}
-	leases := map[string]*LeaseRecord{}
-	var order []string
-	for _, e := range es {
-		name := e.subject().Lease
-		lr := leases[name]
-		if lr == nil {
-			lr = &LeaseRecord{Lease: name}
-			leases[name] = lr
-			order = append(order, name)
-		}
-		lr.add(e)
-	}
-	ls = make([]countedLease, 0, len(order))
-	for _, name := range order {
-		lr := leases[name]
-		lr.settle()
+	settled := settledLeases(es)
+	ls = make([]countedLease, 0, len(settled))
+	for _, lr := range settled {
 		r := lr.Counted()
 		if r == nil {
 			continue

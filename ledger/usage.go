@@ -112,18 +112,6 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 	if err != nil {
 		return UsageReport{}, fmt.Errorf("usage: %w", err)
 	}
-	leases := map[string]*LeaseRecord{}
-	var order []string
-	for _, e := range es {
-		name := e.subject().Lease
-		lr := leases[name]
-		if lr == nil {
-			lr = &LeaseRecord{Lease: name}
-			leases[name] = lr
-			order = append(order, name)
-		}
-		lr.add(e)
-	}
 	type key struct {
 		peer        peer.ID
 		role, model string
@@ -132,9 +120,7 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 		basis       Settlement
 	}
 	rows := map[key]*UsageRow{}
-	for _, name := range order {
-		lr := leases[name]
-		lr.settle()
+	for _, lr := range settledLeases(es) {
 		r := lr.Counted()
 		if r == nil || (f.Job != nil && !f.Job(r.Job)) {
 			continue
@@ -225,6 +211,27 @@ func heldSince(r *Receipt, since time.Time) time.Duration {
 		return 0
 	}
 	return until.Sub(from)
+}
+
+// settledLeases groups entries by lease, in the order each lease first
+// appears, and settles each.
+func settledLeases(es []Entry) []*LeaseRecord {
+	byName := map[string]*LeaseRecord{}
+	var out []*LeaseRecord
+	for _, e := range es {
+		name := e.subject().Lease
+		lr := byName[name]
+		if lr == nil {
+			lr = &LeaseRecord{Lease: name}
+			byName[name] = lr
+			out = append(out, lr)
+		}
+		lr.add(e)
+	}
+	for _, lr := range out {
+		lr.settle()
+	}
+	return out
 }
 
 // JobHeld is what the leases of a set of jobs held: the attempts of one
