@@ -1,6 +1,7 @@
 package view
 
 import (
+	"container/heap"
 	"time"
 
 	"github.com/e31network/e31/market"
@@ -162,39 +163,31 @@ func (v *Market) capTasks(jobs []*OpenJob, live []market.Lease, offers []market.
 // maxHeap holds the room smallest ints offered it, the largest on top.
 type maxHeap struct {
 	room int
-	s    []int
+	s    ints
+}
+
+// ints is a max-heap of ints for container/heap.
+type ints []int
+
+func (h ints) Len() int           { return len(h) }
+func (h ints) Less(i, j int) bool { return h[i] > h[j] }
+func (h ints) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *ints) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *ints) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // offer adds i if it is among the room smallest so far.
 func (h *maxHeap) offer(i int) {
 	switch {
-	case h.room == 0:
 	case len(h.s) < h.room:
-		h.s = append(h.s, i)
-		for c := len(h.s) - 1; c > 0; {
-			p := (c - 1) / 2
-			if h.s[p] >= h.s[c] {
-				break
-			}
-			h.s[p], h.s[c] = h.s[c], h.s[p]
-			c = p
-		}
-	case i < h.s[0]:
+		heap.Push(&h.s, i)
+	case h.room > 0 && i < h.s[0]:
 		h.s[0] = i
-		for p := 0; ; {
-			c := 2*p + 1
-			if c >= len(h.s) {
-				break
-			}
-			if c+1 < len(h.s) && h.s[c+1] > h.s[c] {
-				c++
-			}
-			if h.s[p] >= h.s[c] {
-				break
-			}
-			h.s[p], h.s[c] = h.s[c], h.s[p]
-			p = c
-		}
+		heap.Fix(&h.s, 0)
 	}
 }
 
