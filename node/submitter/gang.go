@@ -334,6 +334,8 @@ func (s *Submitter) checkGangs(ctx context.Context, now time.Time) {
 		// running are the parts not ended and not yet told to stop: leased,
 		// or still queued.
 		var running []*jobTracker
+		// renting: some part is leased but not started yet.
+		renting := false
 		// assembled: every part leased under the very leases the gang
 		// lease names.
 		assembled := rec.GangLease != nil && len(rec.GangLease.Terms.Parts) == len(parts)
@@ -347,14 +349,13 @@ func (s *Submitter) checkGangs(ctx context.Context, now time.Time) {
 			if p.Lease == nil || !assembled || rec.GangLease.Terms.Parts[rank].Lease != p.Lease.Terms.ID {
 				assembled = false
 			}
+			renting = renting || (p.State == api.JobRenting && p.Lease != nil)
 			switch {
 			case p.terminal():
 				ended++
 				// A part withdrawn was stopped by the user, or because
-				// another part failed: it is no cause of its own. Of two
-				// that failed, the first to end is the cause.
-				if p.Outcome != ledger.OutcomeCompleted && p.Outcome != ledger.OutcomeWithdrawn &&
-					(failed == nil || p.stepAt(api.StepRelease).Before(failed.stepAt(api.StepRelease))) {
+				// another part failed: it is no cause of its own.
+				if p.Outcome != ledger.OutcomeCompleted && p.Outcome != ledger.OutcomeWithdrawn && p.endedBefore(failed) {
 					failed = &p
 				}
 			case p.Lease != nil:
@@ -367,12 +368,6 @@ func (s *Submitter) checkGangs(ctx context.Context, now time.Time) {
 				}
 			default:
 				running = append(running, t)
-			}
-		}
-		var renting bool
-		for _, t := range parts {
-			if t != nil {
-				t.view(func(r *Record) { renting = renting || (r.State == api.JobRenting && r.Lease != nil) })
 			}
 		}
 		switch {
@@ -652,7 +647,7 @@ func (s *Submitter) gangView(out *api.Job, parent Record) {
 			continue
 		}
 		r := t.snapshot()
-		if cause == nil || r.stepAt(api.StepRelease).Before(cause.stepAt(api.StepRelease)) {
+		if r.endedBefore(cause) {
 			cause, at = &r, p
 		}
 	}
@@ -697,6 +692,14 @@ func (s *Submitter) gangChainView(first *jobTracker, seen uint64, done bool) (ap
 			Attribution: v.Attribution, Reason: v.Reason, Submitted: v.Submitted})
 	}
 	return out, changed
+}
+
+// endedBefore reports whether r, a gang part that failed, ended before
+// cause, the failed part found so far (nil: none yet). Of a gang's parts
+// that failed, the first to end is the gang's cause; the others were
+// stopped because of it.
+func (r *Record) endedBefore(cause *Record) bool {
+	return cause == nil || r.stepAt(api.StepRelease).Before(cause.stepAt(api.StepRelease))
 }
 
 // partCheckpoint is what part rank of a gang goes on from: its own last
