@@ -81,7 +81,6 @@ type Record struct {
 	// the one before (avoid.go).
 	AvoidUntil map[string]time.Time `json:"avoid_until,omitempty"`
 	Avoided    map[string]int       `json:"avoided,omitempty"`
-	// Tasks, on an array's record, is how many tasks it has (array.go);
 	// RetryNext and PreemptNext, on a gang's record, say its next
 	// attempt is a retry (request.retries) or goes on after a preemption,
 	// rather than a resumption: each is counted apart.
@@ -93,6 +92,7 @@ type Record struct {
 	// GangLease, on a gang's record, is the gang lease every part's
 	// provider and this node signed, once they did (gang.go).
 	GangLease *wire.SignedGangLease `json:"gang_lease,omitempty"`
+	// Tasks, on an array's record, is how many tasks it has (array.go);
 	// Array and Index, on a task's, are its array's ID and its place.
 	Tasks int    `json:"tasks,omitempty"`
 	Array string `json:"array,omitempty"`
