@@ -87,10 +87,8 @@ func (d *drains) current() (*drainRecord, string) {
 // holds Provider.mu.
 func (d *drains) preempting(now time.Time) error {
 	switch {
-	case d.owner != nil && d.owner.Mode == api.DrainNow:
-		return errPreemptedNow
-	case d.owner != nil && (d.owner.Mode == api.DrainQuick || !d.owner.Deadline.IsZero() && now.After(d.owner.Deadline)):
-		return ErrPreempted
+	case d.owner != nil && (d.owner.Mode == api.DrainQuick || d.owner.Mode == api.DrainNow || !d.owner.Deadline.IsZero() && now.After(d.owner.Deadline)):
+		return preemptCause(d.owner.Mode)
 	case d.reclaim != nil:
 		return ErrPreempted
 	case d.stop != nil && now.After(d.stop.Deadline):
@@ -151,12 +149,17 @@ func (p *Provider) drainAt(gen uint64, deadline time.Time) {
 	}
 }
 
+// preemptCause is the cause a drain in mode stops a lease with.
+func preemptCause(mode api.DrainMode) error {
+	if mode == api.DrainNow {
+		return errPreemptedNow
+	}
+	return ErrPreempted
+}
+
 // preemptAll stops every lease of this node, each to end preempted.
 func (p *Provider) preemptAll(mode api.DrainMode) {
-	cause := ErrPreempted
-	if mode == api.DrainNow {
-		cause = errPreemptedNow
-	}
+	cause := preemptCause(mode)
 	// A lease's lock is never taken under p.mu (active copies first).
 	for _, r := range p.active() {
 		t, cancel := r.stopper()
