@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/e31network/e31/market"
@@ -122,24 +121,15 @@ func MeasureGang(ctx context.Context, e bench.Env, o GangOptions) (GangReport, e
 		r.StartMs = append(r.StartMs, float64(lastRun.Sub(lastRent).Microseconds())/1000)
 	}
 	e.Logf("gang: start p50 %.0f ms over %d gangs; TCP %.0f MB/s against %.0f raw; RTT %.0f µs against ping %.0f µs",
-		percentile(r.StartMs, 50), len(r.StartMs), r.ThroughputMBs, r.RawMBs, r.RTTus, r.PingUs)
+		bench.SpreadOf(r.StartMs).P50, len(r.StartMs), r.ThroughputMBs, r.RawMBs, r.RTTus, r.PingUs)
 	return r, nil
-}
-
-// percentile is the p-th percentile of xs, nearest rank.
-func percentile(xs []float64, p int) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(xs))
-	i := (len(s)*p + 99) / 100
-	return s[max(i-1, 0)]
 }
 
 // Figures are the gang rows, each against its baseline of the same run.
 func (r GangReport) Figures() []bench.Figure {
 	tp := r.ThroughputMBs / r.RawMBs
 	rtt := r.RTTus / r.PingUs
+	start := bench.SpreadOf(r.StartMs)
 	return []bench.Figure{
 		{Group: "gang", Name: "TCP between two gang parts (gang network over libp2p)", Value: r.ThroughputMBs, Unit: "MB/s",
 			Measured: fmt.Sprintf("%.0f MB/s", r.ThroughputMBs), Baseline: fmt.Sprintf("%.0f MB/s raw libp2p stream, same hosts", r.RawMBs),
@@ -147,7 +137,7 @@ func (r GangReport) Figures() []bench.Figure {
 		{Group: "gang", Name: "  TCP round trip of 1 byte between two parts", Value: r.RTTus, Unit: "us",
 			Measured: fmt.Sprintf("%.1f µs", r.RTTus), Baseline: fmt.Sprintf("libp2p ping %.1f µs as called (%.1f µs as ping times itself)", r.PingUs, r.PingSelfUs),
 			Ratio: new(rtt), Goal: fmt.Sprintf("<= %.0fx ping", goalGangRTT), OK: new(rtt <= goalGangRTT)},
-		{Group: "gang", Name: "  gang start: last part's rent -> every part running", Value: percentile(r.StartMs, 50), Unit: "ms",
-			Measured: fmt.Sprintf("p50 %.0f ms, max %.0f ms (n=%d)", percentile(r.StartMs, 50), percentile(r.StartMs, 100), len(r.StartMs))},
+		{Group: "gang", Name: "  gang start: last part's rent -> every part running", Value: start.P50, Unit: "ms",
+			Measured: fmt.Sprintf("p50 %.0f ms, max %.0f ms (n=%d)", start.P50, start.Max, start.N)},
 	}
 }
