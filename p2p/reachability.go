@@ -94,7 +94,12 @@ type RelayLimits struct {
 	Metrics prometheus.Registerer
 }
 
-// HolePunchResult is the outcome of one hole punch with a peer.
+// HolePunchAttempts is how many times libp2p's hole punching tries with a
+// peer before it gives up (its holepunch maxRetries): each try ends in a
+// HolePunchResult, so one failure is not yet the punch's.
+const HolePunchAttempts = 3
+
+// HolePunchResult is the outcome of one try of a hole punch with a peer.
 type HolePunchResult struct {
 	Peer    peer.ID
 	Success bool

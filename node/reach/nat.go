@@ -184,8 +184,24 @@ type Punches struct {
 	// before it is the path; immutable.
 	wait time.Duration
 	mu   sync.Mutex // guards last; memory only
-	last map[peer.ID]p2p.HolePunchResult
+	last map[peer.ID]punchLog
 }
+
+// punchLog is the last try of a hole punch with a peer, and how many tries
+// in a row have failed, each within punchTriesApart of the one before.
+type punchLog struct {
+	p2p.HolePunchResult
+	fails int
+	at    time.Time
+}
+
+// punchTriesApart bounds the time between two failed tries of one punch:
+// libp2p tries again at once, each try bounded by its direct dial's
+// timeout. Failures further apart are of different punches.
+const punchTriesApart = time.Minute
+
+// failed reports whether the punch has failed: every try libp2p makes.
+func (e punchLog) failed() bool { return !e.Success && e.fails >= p2p.HolePunchAttempts }
 
 // NewPunches returns an empty log, under which a relay that carries data
 // is the path wait after its circuit opened (0: p2p.RelayDataWait) unless
@@ -194,21 +210,33 @@ func NewPunches(wait time.Duration) *Punches {
 	if wait <= 0 {
 		wait = p2p.RelayDataWait
 	}
-	return &Punches{wait: wait, last: make(map[peer.ID]p2p.HolePunchResult)}
+	return &Punches{wait: wait, last: make(map[peer.ID]punchLog)}
 }
 
 // record is called from libp2p's goroutines: memory only.
 func (l *Punches) record(r p2p.HolePunchResult) {
+	l.recordAt(r, time.Now())
+}
+
+func (l *Punches) recordAt(r p2p.HolePunchResult, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.last[r.Peer] = r
+	e := l.last[r.Peer]
+	if r.Success || now.Sub(e.at) > punchTriesApart {
+		e.fails = 0
+	}
+	if !r.Success {
+		e.fails++
+	}
+	e.HolePunchResult, e.at = r, now
+	l.last[r.Peer] = e
 }
 
 // Path says how host h is connected to p: when through a relay that
 // carries data, which relay (its peer ID); when only through one that does
 // not, what the last hole punch with p said. A relay that carries data is
-// the path only once a hole punch with p has failed, or the wait after the
-// circuit opened: until then the punch may still give a direct one,
+// the path only once a hole punch with p has failed (every try of it), or
+// the wait after the circuit opened: until then the punch may still give a direct one,
 // faster and sparing the relay's uplink, and the path is reported relayed.
 func (l *Punches) Path(h host.Host, p peer.ID) (p2p.Path, string) {
 	path, via := p2p.PeerPath(h, p)
@@ -219,7 +247,7 @@ func (l *Punches) Path(h host.Host, p peer.ID) (p2p.Path, string) {
 	r, ok := l.last[p]
 	l.mu.Unlock()
 	if path == p2p.PathRelayedData {
-		if ok && !r.Success || time.Since(circuitOpened(h, p)) >= l.wait {
+		if ok && r.failed() || time.Since(circuitOpened(h, p)) >= l.wait {
 			return path, via.String()
 		}
 		return p2p.PathRelayed, "hole punch under way; relay " + via.String() + " carries the data should it fail"
@@ -229,6 +257,9 @@ func (l *Punches) Path(h host.Host, p peer.ID) (p2p.Path, string) {
 		return path, "no hole punch tried yet"
 	case r.Success:
 		return path, "hole punched, direct connection not yet in use"
+	}
+	if !r.failed() {
+		return path, fmt.Sprintf("hole punch try %d of %d failed, trying again: %s", r.fails, p2p.HolePunchAttempts, strings.TrimSpace(r.Err))
 	}
 	return path, "hole punch failed: " + strings.TrimSpace(r.Err)
 }
