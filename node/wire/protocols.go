@@ -39,6 +39,42 @@ const (
 	CodeDeclined = "declined"
 	// CodeUnknownJob: no such job, or not under this lease.
 	CodeUnknownJob = "unknown-job"
+	// CodeNoOffer: the submitter declines a proposal from a provider
+	// whose offer it does not hold: it cannot tell that the provider has
+	// the GPUs it names, nor that its Match would choose it.
+	CodeNoOffer = "no-offer"
+	// CodeUnfit: the submitter declines a proposal whose provider's offer
+	// does not fit the job: a GPU not in the offer or held under another
+	// lease, too few CPUs or too little memory, another model, a node that
+	// takes nothing new.
+	CodeUnfit = "unfit"
+	// CodeNotAssigned: the submitter declines a proposal that no Match of
+	// its own gave the provider: neither a recent epoch's pass nor a pass
+	// on its view as it stands assigned or reserved the job to it. The
+	// provider keeps the job open and proposes again when its next pass
+	// assigns it.
+	CodeNotAssigned = "not-assigned"
+	// CodeStale: the submitter declines a proposal whose time is not now:
+	// proposed further than the allowed clock skew from the submitter's
+	// clock, or expiring too far ahead.
+	CodeStale = "stale"
+	// CodeOutsideLease: the submitter will not countersign a receipt whose
+	// held time the lease does not allow (ledger.LeaseBounds): from before
+	// the proposal, or past its limit and the allowances after it.
+	CodeOutsideLease = "outside-lease"
+	// CodeAfterFinal: the submitter will not countersign a receipt of a
+	// lease already ended by a final receipt, or released.
+	CodeAfterFinal = "after-final"
+	// CodeCheckpointOrder: the submitter refuses a checkpoint event whose
+	// number is not above the last it pulled or is pulling for the lease.
+	CodeCheckpointOrder = "checkpoint-order"
+	// CodeBusy: the submitter refuses a checkpoint event while it still
+	// pulls one of the same lease: one pull at a time per lease.
+	CodeBusy = "busy"
+	// CodeStruck: a provider refuses a submitter it has struck off for a
+	// while (receipts refused or never countersigned, gangs never
+	// assembled); the refusal says until when.
+	CodeStruck = "struck"
 )
 
 // ProposeRequest carries a provider's signed proposal (ProtoLease).
