@@ -30,8 +30,8 @@ func (n *Node) receiveOffers(ctx context.Context, sub *p2p.Subscription) {
 // offer only (recoverPanic): the loop goes on with the next.
 func (n *Node) applyOffer(ctx context.Context, s p2p.Signed, saved reach.Saved) {
 	defer n.recoverPanic(metrics.PanicGossipHandle, "topic", p2p.TopicOffers, "signer", s.Signer)
-	var b wire.OfferBody
-	if err := s.Decode(&b); err != nil {
+	b, err := wire.DecodeOffer(s)
+	if err != nil {
 		return // the validator already checked it; cannot happen
 	}
 	now := time.Now()

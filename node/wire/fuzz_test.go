@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
@@ -15,6 +17,7 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/p2p"
+	"github.com/e31network/e31/p2p/peertext"
 	"github.com/ipfs/go-cid"
 )
 
@@ -66,7 +69,11 @@ func FuzzOfferBody(f *testing.F) {
 		held = append(held, market.Datum{Root: wiretest.CID(f, fmt.Sprint("held-", i)), Size: uint64(i+1) << 20})
 	}
 	holding.Offer.Holdings = market.NewHoldings(held)
-	for _, b := range []wire.OfferBody{valid, cpuOnly, eight, announcing, capped, holding} {
+	// A model that writes the reader's clipboard is accepted, to be
+	// cleaned by DecodeOffer.
+	clipboard := wiretest.Offer(prov.ID)
+	clipboard.Offer.GPUs[0].Model = "NVIDIA H200\x1b]52;c;cHduZWQ=\a\u202e"
+	for _, b := range []wire.OfferBody{valid, cpuOnly, eight, announcing, capped, holding, clipboard} {
 		s := wiretest.OnWire(f, prov, wire.KindOffer, b)
 		if err := wire.ValidateOffer(s); err != nil {
 			f.Fatalf("valid seed refused: %v", err)
@@ -87,7 +94,11 @@ func FuzzOfferBody(f *testing.F) {
 	badFilter.Offer.Holdings = market.Holdings{Bloom: holding.Offer.Holdings.Bloom[:64]}
 	unsorted := wiretest.Offer(prov.ID)
 	unsorted.Offer.Holdings = market.Holdings{Roots: []market.Datum{holding.Offer.Holdings.Roots[1], holding.Offer.Holdings.Roots[0]}}
-	for _, b := range []wire.OfferBody{foreign, dupIndex, silent, slowest, backwards, badFilter, unsorted} {
+	escUUID := wiretest.Offer(prov.ID)
+	escUUID.Offer.GPUs[1].UUID += "\x1b[2J"
+	bidiAddr := wiretest.Offer(prov.ID)
+	bidiAddr.Addrs = append(bidiAddr.Addrs, "/dns4/\u202eexample.com/tcp/4001")
+	for _, b := range []wire.OfferBody{foreign, dupIndex, silent, slowest, backwards, badFilter, unsorted, escUUID, bidiAddr} {
 		f.Add(sealedBody(f, prov, wire.KindOffer, b))
 	}
 	body := sealedBody(f, prov, wire.KindOffer, valid)
@@ -130,6 +141,25 @@ func FuzzOfferBody(f *testing.F) {
 		}
 		if h := b.Offer.Holdings; len(h.Roots) > market.MaxHeldRoots || len(h.Bloom) > 24+8*(market.MaxHoldingsBloomBits+63)/64 {
 			t.Fatalf("accepted holdings of %d roots and a %d-byte filter", len(h.Roots), len(h.Bloom))
+		}
+		// What a node keeps of an accepted offer holds nothing a terminal
+		// obeys: UUIDs and addresses as they came, models cleaned.
+		d, err := wire.DecodeOffer(s)
+		if err != nil {
+			t.Fatalf("accepted, but DecodeOffer refuses it: %v", err)
+		}
+		for i, g := range d.Offer.GPUs {
+			if strings.ContainsFunc(g.UUID+g.Model, peertext.Unsafe) || !utf8.ValidString(g.UUID+g.Model) {
+				t.Fatalf("GPU %d kept uuid %q, model %q", i, g.UUID, g.Model)
+			}
+			if g.UUID != b.Offer.GPUs[i].UUID || g.Model != peertext.Clean(b.Offer.GPUs[i].Model) {
+				t.Fatalf("GPU %d decoded as %+v from %+v", i, g, b.Offer.GPUs[i])
+			}
+		}
+		for _, a := range d.Addrs {
+			if strings.ContainsFunc(a, peertext.Unsafe) || !utf8.ValidString(a) {
+				t.Fatalf("accepted address %q", a)
+			}
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/p2p"
+	"github.com/e31network/e31/p2p/peertext"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -61,6 +62,33 @@ func ValidateOffer(s p2p.Signed) error {
 	return b.Check(s.Signer)
 }
 
+// DecodeOffer is the body of an offer that ValidateOffer accepted (pubsub
+// runs it before it delivers a message), with what a terminal would obey
+// rather than show stripped from its GPUs' models (peertext.Clean). It does
+// not check again what the validator checked: an offer with holdings costs
+// a third more to check than to decode, and every heartbeat is decoded.
+//
+// A model is the driver's name for a device, shown by e31 nodes and the
+// dashboard and compared by Match, and no signature covers it but the
+// offer's envelope, already checked: so it is cleaned rather than refused,
+// and every peer that decodes offers here holds the same view, free of
+// escape sequences. Text that names something (a GPU's UUID, an address)
+// is refused by Check instead: changed, it would name something else.
+func DecodeOffer(s p2p.Signed) (OfferBody, error) {
+	var b OfferBody
+	if err := s.Decode(&b); err != nil {
+		return OfferBody{}, err
+	}
+	for i := range b.Offer.GPUs {
+		b.Offer.GPUs[i].Model = peertext.Clean(b.Offer.GPUs[i].Model)
+	}
+	return b, nil
+}
+
+// Check is what an offer must be to be believed: named for its signer,
+// within the bounds that keep one peer from bloating every view, and with
+// no control or bidi character in a GPU's UUID or an address, which name
+// things and so cannot be cleaned (DecodeOffer cleans the models).
 func (b OfferBody) Check(signer peer.ID) error {
 	if b.Offer.Provider != signer.String() {
 		return fmt.Errorf("%w: offer names provider %q but is signed by %s", p2p.ErrForged, b.Offer.Provider, signer)
@@ -94,14 +122,20 @@ func (b OfferBody) Check(signer peer.ID) error {
 		if g.UUID == "" || len(g.UUID) > MaxStringLen || len(g.Model) > MaxStringLen {
 			return fmt.Errorf("offer gpus[%d]: bad uuid or model", i)
 		}
+		if err := peertext.Check(g.UUID); err != nil {
+			return fmt.Errorf("offer gpus[%d].uuid: %w", i, err)
+		}
 		if g.Index < 0 || seenIdx[g.Index] || seenUUID[g.UUID] {
 			return fmt.Errorf("offer gpus[%d]: duplicate or negative index/uuid", i)
 		}
 		seenIdx[g.Index], seenUUID[g.UUID] = true, true
 	}
-	for _, a := range b.Addrs {
+	for i, a := range b.Addrs {
 		if len(a) > MaxStringLen {
 			return errors.New("offer address too long")
+		}
+		if err := peertext.Check(a); err != nil {
+			return fmt.Errorf("offer addrs[%d]: %w", i, err)
 		}
 	}
 	return nil
