@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -38,6 +39,8 @@ func FuzzDecodeDeclaration(f *testing.F) {
 		"name: g\nwork: {command: [a]}\nrequest: {limit: 1h, nodes: 65}\noutput: {path: /out}\n",
 		`{"name":"g","work":{"command":["a"]},"request":{"gpus":1,"limit":"1h","nodes":-1},"output":{"path":"/o"}}`,
 		`{"name":"g","work":{"command":["a"]},"request":{"gpus":1,"limit":"1h","nodes":1},"output":{"path":"/o"},"array":{"count":3}}`,
+		"name: \"x\\x1b]52;c;cHduZWQ=\\a\"\nwork: {command: [a]}\nrequest: {limit: 1h}\noutput: {path: /out}\n",
+		"name: x\nwork: {command: [a]}\nrequest: {limit: 1h}\noutput: {path: /out}\nlabels: {team: \"v\\u202e\", lr: \"\\u009b\", ok: \"\\u200d\"}\n",
 		"? [a]\n: b\n",
 		"<<: {name: x}\n",
 		"",
@@ -55,6 +58,15 @@ func FuzzDecodeDeclaration(f *testing.F) {
 		}
 		if err := d.Validate(); err != nil {
 			t.Fatalf("accepted but invalid: %v", err)
+		}
+		// Every peer prints these: nothing in them a terminal obeys.
+		for k, v := range d.Labels {
+			if strings.ContainsFunc(d.Name+k+v, unsafeText) {
+				t.Fatalf("accepted name %q, label %q=%q", d.Name, k, v)
+			}
+		}
+		if strings.ContainsFunc(d.Name, unsafeText) {
+			t.Fatalf("accepted name %q", d.Name)
 		}
 		c, err := d.Canonical()
 		if err != nil {

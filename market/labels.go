@@ -17,7 +17,10 @@ const (
 
 // validateLabels checks labels: a few, each key a short name (letters,
 // digits, '.', '_', '-', '/', starting with a letter or digit), each value
-// printable text.
+// printable text. Every peer's view holds a declaration's labels and e31
+// status prints them, so a value may hold no control character (an ESC
+// would start a sequence the reader's terminal obeys) and no bidi control
+// (which would reorder the line it is printed in): unsafeText.
 func validateLabels(labels map[string]string, ps *problems) {
 	if len(labels) > MaxLabels {
 		ps.add("labels", "must hold at most %d labels, not %d", MaxLabels, len(labels))
@@ -39,10 +42,23 @@ func validateLabels(labels map[string]string, ps *problems) {
 			ps.add(f, "must be at most %d bytes, not %d", MaxLabelValueBytes, len(v))
 		case !utf8.ValidString(v):
 			ps.add(f, "must be valid UTF-8")
-		case strings.ContainsFunc(v, unicode.IsControl):
-			ps.add(f, "must not contain control characters")
+		default:
+			for _, r := range v {
+				if unsafeText(r) {
+					ps.add(f, "must not contain control characters or bidi controls (found %q)", r)
+					break
+				}
+			}
 		}
 	}
+}
+
+// unsafeText reports whether r must not appear in text from a peer that
+// a person reads: a control character (C0, DEL, C1) or a bidi control. It
+// is p2p/peertext.Unsafe, restated because market imports no package of
+// the module; a test holds the two to the same runes.
+func unsafeText(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
 }
 
 // checkLabelKey says what is wrong with a label's key, or "".
