@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/e31network/e31/p2p/peertext"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -131,9 +132,12 @@ func (r *Receipt) wire(pc *peerText) receiptJSON {
 	}
 }
 
-// UnmarshalJSON decodes as strictly as DecodeReceipt.
+// UnmarshalJSON decodes as strictly as DecodeReceipt, but for the rule on
+// text from a peer (checkText): it reads receipts a node already holds (a
+// ledger through the API, a record on disk), which may predate the rule
+// and must still be read, and shown escaped.
 func (r *Receipt) UnmarshalJSON(data []byte) error {
-	v, err := DecodeReceipt(data)
+	v, err := decodeReceipt(data)
 	if err != nil {
 		return err
 	}
@@ -141,11 +145,50 @@ func (r *Receipt) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// DecodeReceipt decodes a receipt that arrived from elsewhere (a peer, a file)
-// and refuses anything that is not a well-formed receipt: input over
-// MaxReceiptSize, unknown fields, trailing data, and anything Validate
-// refuses. It does not check signatures; call Verify for that.
+// DecodeReceipt decodes a receipt that arrived from a peer and refuses
+// anything that is not a well-formed receipt: input over MaxReceiptSize,
+// unknown fields, trailing data, anything Validate refuses, and text that
+// a terminal would obey rather than show (checkText). It does not check
+// signatures; call Verify for that.
 func DecodeReceipt(data []byte) (Receipt, error) {
+	r, err := decodeReceipt(data)
+	if err != nil {
+		return Receipt{}, err
+	}
+	if err := r.checkText(); err != nil {
+		return Receipt{}, fmt.Errorf("%w: %w", ErrInvalidReceipt, err)
+	}
+	return r, nil
+}
+
+// checkText refuses a receipt whose free text (its reason, the GPU models
+// and UUIDs it names) holds a control or bidi character (peertext.Unsafe):
+// an ESC ] 52 sequence in a reason would write the clipboard of whoever
+// lists it. The text is signed by both parties, so it cannot be cleaned,
+// only refused, and no honest node writes one (a provider cleans its
+// reasons). Validate does not apply it, so that receipts stored before the
+// rule still verify: only DecodeReceipt, at the edge where receipts come
+// in from peers, does.
+func (r *Receipt) checkText() error {
+	if err := peertext.Check(r.Reason); err != nil {
+		return fmt.Errorf("reason: %w", err)
+	}
+	if err := peertext.Check(r.GPUModel); err != nil {
+		return fmt.Errorf("gpu_model: %w", err)
+	}
+	for i, g := range r.GPUsSeen {
+		if err := peertext.Check(g.UUID); err != nil {
+			return fmt.Errorf("gpus_seen[%d].uuid: %w", i, err)
+		}
+		if err := peertext.Check(g.Model); err != nil {
+			return fmt.Errorf("gpus_seen[%d].model: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// decodeReceipt is DecodeReceipt without the rule on text.
+func decodeReceipt(data []byte) (Receipt, error) {
 	if len(data) > MaxRecordSize {
 		return Receipt{}, fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidReceipt, len(data), MaxRecordSize)
 	}

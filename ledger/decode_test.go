@@ -7,6 +7,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/e31network/e31/p2p/peertext"
 )
 
 // validJSON returns a signed final receipt as a JSON object that tests can
@@ -168,6 +170,11 @@ func FuzzDecodeReceipt(f *testing.F) {
 		}
 		if err := r.Validate(); err != nil {
 			t.Fatalf("decoded receipt fails Validate: %v", err)
+		}
+		for _, s := range []string{r.Reason, r.GPUModel} {
+			if strings.ContainsFunc(s, peertext.Unsafe) {
+				t.Fatalf("accepted a receipt whose text holds a control or bidi character: %q", s)
+			}
 		}
 		verr := r.Verify()
 		again, err := json.Marshal(r)

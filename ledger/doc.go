@@ -18,7 +18,11 @@
 // its final receipt, or of its latest interim one while it runs.
 //
 // DecodeReceipt is the strict decoder for receipts from the network: 16 KiB
-// at most, no unknown fields, and Receipt.Validate's structural rules.
+// at most, no unknown fields, Receipt.Validate's structural rules, and no
+// control or bidi character in its text (a reason, GPU models), which a
+// terminal listing it would obey. Validate leaves that last rule out, so
+// that receipts stored before it still verify and read; e31 prints them
+// escaped.
 //
 // # The store
 //

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p/peertext"
 )
 
 // State is where a lease stands on its provider.
@@ -100,10 +100,12 @@ func (r *Record) setEnding(e ledger.Ending) {
 // brought, such as a layer's entry name, which has no length of its own.
 const maxReason = 1024
 
-// clipReason makes reason fit a receipt: valid UTF-8, at most maxReason
-// bytes, cut on a rune boundary with a mark.
+// clipReason makes reason fit a receipt: one line of valid UTF-8 with no
+// control or bidi character (a reason may quote what the job left, and the
+// submitter refuses a receipt whose text a terminal would obey), at most
+// maxReason bytes, cut on a rune boundary with a mark.
 func clipReason(reason string) string {
-	reason = strings.ToValidUTF8(reason, "\ufffd")
+	reason = peertext.Clean(reason)
 	if len(reason) <= maxReason {
 		return reason
 	}
