@@ -73,7 +73,7 @@ func getSeveral(ctx context.Context, o getOptions, g *globalOptions, ids []strin
 			one.dir = filepath.Join(o.dir, id)
 		}
 		if err := runGet(ctx, one, g, id); err != nil {
-			fmt.Fprintf(g.stderr, "e31: get %s: %v\n", id, err)
+			writef(g.stderr, "e31: get %s: %v\n", id, err)
 			failed = append(failed, id)
 		}
 	}
@@ -110,7 +110,7 @@ func runGet(ctx context.Context, o getOptions, g *globalOptions, id string) erro
 	if o.json {
 		return g.printJSON(res)
 	}
-	fmt.Fprintf(g.stdout, "wrote %s (%s) to %s\n", res.CID, humanBytes(uint64(res.Bytes)), res.Dir)
+	writef(g.stdout, "wrote %s (%s) to %s\n", res.CID, humanBytes(uint64(res.Bytes)), res.Dir)
 	if !o.checkpoint {
 		printLeftOut(g.stderr, j.Skipped)
 	}
@@ -214,9 +214,9 @@ before its first, after its provider was lost, say.`,
 			if o.json {
 				return g.printJSON(job)
 			}
-			fmt.Fprintf(g.stdout, "%s\n", job.ID)
+			writef(g.stdout, "%s\n", job.ID)
 			if n := len(job.Attempts); n > 1 {
-				fmt.Fprintf(g.stderr, "attempt %d (%s) from %s\n", n, job.Attempts[n-1].ID, startedFrom(job.Attempts[n-1]))
+				writef(g.stderr, "attempt %d (%s) from %s\n", n, job.Attempts[n-1].ID, startedFrom(job.Attempts[n-1]))
 			}
 			return nil
 		},

@@ -150,7 +150,7 @@ the reference it came from, platform, layers and size.`,
 				if im.Pinned != "" {
 					ref = im.Pinned
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", im.CID, ref, im.Platform, im.Layers, humanBytes(uint64(im.Size)))
+				writef(tw, "%s\t%s\t%s\t%d\t%s\n", im.CID, ref, im.Platform, im.Layers, humanBytes(uint64(im.Size)))
 			}
 			return tw.Flush()
 		},

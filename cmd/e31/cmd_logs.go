@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/e31network/e31/node/api"
@@ -75,7 +74,7 @@ func runLogs(ctx context.Context, o logsOptions, g *globalOptions, id string) er
 			if j.Reason != "" {
 				why = ": " + j.Reason
 			}
-			fmt.Fprintf(g.stderr, "e31: job %s is %s%s; its log follows once it runs\n", id, j.State, why)
+			writef(g.stderr, "e31: job %s is %s%s; its log follows once it runs\n", id, j.State, why)
 		}
 	}
 	err := cl.Logs(ctx, id, lo, g.stdout)

@@ -61,7 +61,7 @@ func runNodes(ctx context.Context, o nodesOptions, g *globalOptions) error {
 		if reach == "" {
 			reach = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s ago\n", name, len(n.GPUs), free, models(n.GPUs), reach, time.Since(n.LastSeen).Round(100*time.Millisecond))
+		writef(tw, "%s\t%d\t%d\t%s\t%s\t%s ago\n", name, len(n.GPUs), free, models(n.GPUs), reach, time.Since(n.LastSeen).Round(100*time.Millisecond))
 	}
 	return tw.Flush()
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -33,7 +32,7 @@ func runPeers(ctx context.Context, o peersOptions, g *globalOptions) error {
 		return g.printJSON(peers)
 	}
 	for _, p := range peers {
-		fmt.Fprintf(g.stdout, "%s  %-7s  %s\n", p.PeerID, p.Path, strings.Join(p.Addrs, " "))
+		writef(g.stdout, "%s  %-7s  %s\n", p.PeerID, p.Path, strings.Join(p.Addrs, " "))
 	}
 	return nil
 }

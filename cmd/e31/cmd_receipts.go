@@ -94,7 +94,7 @@ func runReceipts(ctx context.Context, o receiptsOptions, g *globalOptions) error
 		if err != nil {
 			return err
 		}
-		if _, err := g.stdout.Write(b); err != nil {
+		if _, err := g.stdout.Write(escapeJSON(b)); err != nil {
 			return err
 		}
 	} else {
@@ -102,7 +102,7 @@ func runReceipts(ctx context.Context, o receiptsOptions, g *globalOptions) error
 	}
 	if v := res.Verify; v != nil {
 		if !v.OK {
-			fmt.Fprintf(g.stderr, "ledger: %d entries, FIRST BAD: %s\n", v.Entries, v.Problem)
+			writef(g.stderr, "ledger: %d entries, FIRST BAD: %s\n", v.Entries, v.Problem)
 			return errVerify
 		}
 		fmt.Fprintf(g.stderr, "ledger: %d entries, every signature and the hash chain verify; %d one-sided records and %d disputed leases not settled\n",
@@ -197,7 +197,7 @@ func printReceipts(g *globalOptions, res receiptsResult) {
 				signed += ", superseded"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\t%d\t%s\t%s\t%s\n", r.Lease, r.Job, r.Seq, r.Final, r.Held().Round(time.Millisecond),
+		writef(tw, "%s\t%s\t%d\t%v\t%s\t%d\t%s\t%s\t%s\n", r.Lease, r.Job, r.Seq, r.Final, r.Held().Round(time.Millisecond),
 			r.GPUs, r.Phase, r.Outcome, signed)
 	}
 	tw.Flush()
@@ -217,7 +217,7 @@ func printReceipts(g *globalOptions, res receiptsResult) {
 			name string
 			r    *ledger.Receipt
 		}{{"ours", &d.Ours}, {"theirs", &d.Theirs}} {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.Lease, v.r.Job, v.name, versionSigner(v.r),
+			writef(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.Lease, v.r.Job, v.name, versionSigner(v.r),
 				v.r.Held().Round(time.Millisecond), v.r.GPUs, v.r.Outcome, v.r.Attribution, status)
 		}
 	}
@@ -236,7 +236,7 @@ func printGPUsSeen(g *globalOptions, rs []ledger.Receipt) {
 				tw = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "LEASE\tUUID\tMODEL SEEN\tOFFERED AS")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Lease, s.UUID, s.Model, orDash(r.GPUModel))
+			writef(tw, "%s\t%s\t%s\t%s\n", r.Lease, s.UUID, s.Model, orDash(r.GPUModel))
 		}
 	}
 	if tw != nil {

@@ -43,12 +43,12 @@ func runStatus(ctx context.Context, o statusOptions, g *globalOptions, id string
 
 func printJob(g *globalOptions, j api.Job) {
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "job\t%s (%s)\n", j.ID, j.Name)
+	writef(tw, "job\t%s (%s)\n", j.ID, j.Name)
 	if j.Root != "" {
-		fmt.Fprintf(tw, "attempt of\t%s (e31 status %s shows the whole job)\n", j.Root, j.Root)
+		writef(tw, "attempt of\t%s (e31 status %s shows the whole job)\n", j.Root, j.Root)
 	}
 	if j.ResumeOf != "" {
-		fmt.Fprintf(tw, "resumes\t%s\n", j.ResumeOf)
+		writef(tw, "resumes\t%s\n", j.ResumeOf)
 	}
 	if len(j.Labels) > 0 {
 		var kvs []string
@@ -56,32 +56,32 @@ func printJob(g *globalOptions, j api.Job) {
 			kvs = append(kvs, k+"="+v)
 		}
 		slices.Sort(kvs)
-		fmt.Fprintf(tw, "labels\t%s\n", strings.Join(kvs, ", "))
+		writef(tw, "labels\t%s\n", strings.Join(kvs, ", "))
 	}
 	if j.Array != "" {
-		fmt.Fprintf(tw, "task\t%d of array %s\n", j.Index, j.Array)
+		writef(tw, "task\t%d of array %s\n", j.Index, j.Array)
 	}
-	fmt.Fprintf(tw, "state\t%s\n", j.State)
+	writef(tw, "state\t%s\n", j.State)
 	for _, p := range j.Parts {
-		fmt.Fprintf(tw, "part %d\t%s on %s%s\n", p.Rank, p.State, orDash(p.Provider), outcomeOf(p.Outcome))
+		writef(tw, "part %d\t%s on %s%s\n", p.Rank, p.State, orDash(p.Provider), outcomeOf(p.Outcome))
 	}
 	if t := j.Tasks; t != nil && len(j.Parts) == 0 {
-		fmt.Fprintf(tw, "tasks\t%s\n", describeTasks(t))
+		writef(tw, "tasks\t%s\n", describeTasks(t))
 		if len(t.FailedIndices) > 0 {
-			fmt.Fprintf(tw, "failed tasks\t%s\n", indexRanges(t.FailedIndices))
+			writef(tw, "failed tasks\t%s\n", indexRanges(t.FailedIndices))
 		}
 	}
 	if j.Reason != "" {
-		fmt.Fprintf(tw, "reason\t%s\n", j.Reason)
+		writef(tw, "reason\t%s\n", j.Reason)
 	}
 	switch {
 	case j.Outcome != "" && j.Attribution != "":
-		fmt.Fprintf(tw, "outcome\t%s (attributed to %s)\n", j.Outcome, j.Attribution)
+		writef(tw, "outcome\t%s (attributed to %s)\n", j.Outcome, j.Attribution)
 	case j.Outcome != "":
-		fmt.Fprintf(tw, "outcome\t%s\n", j.Outcome)
+		writef(tw, "outcome\t%s\n", j.Outcome)
 	}
 	if j.ExitCode != nil {
-		fmt.Fprintf(tw, "exit code\t%d\n", *j.ExitCode)
+		writef(tw, "exit code\t%d\n", *j.ExitCode)
 	}
 	if d, ok := runTime(j); ok {
 		line := d.Round(time.Millisecond).String()
@@ -91,15 +91,15 @@ func printJob(g *globalOptions, j api.Job) {
 		if n := len(j.GPUs); n > 0 {
 			line += fmt.Sprintf(" on %d GPUs, %.3f GPU-h", n, d.Hours()*float64(n))
 		}
-		fmt.Fprintf(tw, "run time\t%s\n", line)
+		writef(tw, "run time\t%s\n", line)
 	}
 	if j.Provider != "" {
-		fmt.Fprintf(tw, "provider\t%s\n", j.Provider)
-		fmt.Fprintf(tw, "lease\t%s\n", j.Lease)
-		fmt.Fprintf(tw, "gpus\t%s\n", strings.Join(j.GPUs, ", "))
+		writef(tw, "provider\t%s\n", j.Provider)
+		writef(tw, "lease\t%s\n", j.Lease)
+		writef(tw, "gpus\t%s\n", strings.Join(j.GPUs, ", "))
 	}
 	if j.DataRelay != "" {
-		fmt.Fprintf(tw, "data moved\tthrough relay %s (the final receipt says so)\n", j.DataRelay)
+		writef(tw, "data moved\tthrough relay %s (the final receipt says so)\n", j.DataRelay)
 	}
 	staging := ""
 	if j.StagingRate > 0 {
@@ -108,29 +108,29 @@ func printJob(g *globalOptions, j api.Job) {
 	switch j.Path {
 	case "":
 	case "relayed-data":
-		fmt.Fprintf(tw, "data path\tthrough relay %s (no direct connection to the provider)%s\n", j.PathVia, staging)
+		writef(tw, "data path\tthrough relay %s (no direct connection to the provider)%s\n", j.PathVia, staging)
 	case "relayed":
-		fmt.Fprintf(tw, "data path\tnone yet: only a relay reaches the provider, waiting for a hole punch\n")
+		writef(tw, "data path\tnone yet: only a relay reaches the provider, waiting for a hole punch\n")
 	default:
-		fmt.Fprintf(tw, "data path\t%s%s\n", j.Path, staging)
+		writef(tw, "data path\t%s%s\n", j.Path, staging)
 	}
 	for _, s := range j.GPUsSeen {
-		fmt.Fprintf(tw, "gpu seen by the run\t%s (%s)\n", s.UUID, s.Model)
+		writef(tw, "gpu seen by the run\t%s (%s)\n", s.UUID, s.Model)
 	}
 	if j.GPUMismatch != "" {
-		fmt.Fprintf(tw, "GPU MISMATCH\t%s\n", j.GPUMismatch)
+		writef(tw, "GPU MISMATCH\t%s\n", j.GPUMismatch)
 	}
 	if j.Output != "" {
-		fmt.Fprintf(tw, "output\t%s\n", j.Output)
+		writef(tw, "output\t%s\n", j.Output)
 	}
 	if j.Checkpoint != "" {
-		fmt.Fprintf(tw, "checkpoint\t%s\n", j.Checkpoint)
+		writef(tw, "checkpoint\t%s\n", j.Checkpoint)
 	}
 	if j.ProviderKeepsUntil != nil {
-		fmt.Fprintf(tw, "provider keeps until\t%s (this node keeps its copy until removed)\n", j.ProviderKeepsUntil.Local().Format(time.RFC3339))
+		writef(tw, "provider keeps until\t%s (this node keeps its copy until removed)\n", j.ProviderKeepsUntil.Local().Format(time.RFC3339))
 	}
 	for _, s := range j.Skipped {
-		fmt.Fprintf(tw, "left out of output\t%s\n", s)
+		writef(tw, "left out of output\t%s\n", s)
 	}
 	if h := j.Held; h != nil && len(h.Providers) > 0 {
 		held := time.Duration(h.HeldMs) * time.Millisecond
@@ -138,14 +138,14 @@ func printJob(g *globalOptions, j api.Job) {
 		if h.OneSidedGPUHours > 0 {
 			line += fmt.Sprintf(" (%.3f on this node's word alone)", h.OneSidedGPUHours)
 		}
-		fmt.Fprintf(tw, "held\t%s\n", line)
+		writef(tw, "held\t%s\n", line)
 	}
 	for _, s := range j.Steps {
-		fmt.Fprintf(tw, "step %s\t%s\n", s.Step, s.At.Local().Format(time.RFC3339Nano))
+		writef(tw, "step %s\t%s\n", s.Step, s.At.Local().Format(time.RFC3339Nano))
 	}
 	if len(j.Attempts) > 1 {
 		for _, a := range j.Attempts {
-			fmt.Fprintf(tw, "attempt %d\t%s\n", a.N, describeAttempt(a))
+			writef(tw, "attempt %d\t%s\n", a.N, describeAttempt(a))
 		}
 	}
 	tw.Flush()
@@ -266,7 +266,7 @@ func newListCommand(g *globalOptions) *cobra.Command {
 				if t := j.Tasks; t != nil {
 					state += fmt.Sprintf(" (%d/%d tasks done)", t.Completed+t.Failed+t.Withdrawn, t.Total)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, state, j.Outcome, j.Submitted.Local().Format(time.DateTime))
+				writef(tw, "%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, state, j.Outcome, j.Submitted.Local().Format(time.DateTime))
 			}
 			return tw.Flush()
 		},
@@ -314,7 +314,7 @@ if any did.`,
 				j, err := g.client().Withdraw(cmd.Context(), id)
 				if err != nil {
 					failed = append(failed, id)
-					fmt.Fprintf(g.stderr, "e31: withdraw %s: %v\n", id, err)
+					writef(g.stderr, "e31: withdraw %s: %v\n", id, err)
 					continue
 				}
 				done = append(done, j)
@@ -322,9 +322,9 @@ if any did.`,
 					continue
 				}
 				if j.State == api.JobWithdrawn {
-					fmt.Fprintf(g.stdout, "job %s withdrawn; nothing is owed\n", j.ID)
+					writef(g.stdout, "job %s withdrawn; nothing is owed\n", j.ID)
 				} else {
-					fmt.Fprintf(g.stdout, "job %s: its provider is stopping it; it ends released with outcome withdrawn\n", j.ID)
+					writef(g.stdout, "job %s: its provider is stopping it; it ends released with outcome withdrawn\n", j.ID)
 				}
 			}
 			if asJSON {

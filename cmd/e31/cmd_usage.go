@@ -92,12 +92,12 @@ func printUsage(w io.Writer, rep ledger.UsageReport) error {
 			if role == ledger.RoleSelf {
 				role, own = ownMark, true
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.Peer, role, hours(t.GPUHours), hours(t.Owed), oneSided(t.OneSided))
+			writef(tw, "%s\t%s\t%s\t%s\t%s\n", t.Peer, role, hours(t.GPUHours), hours(t.Owed), oneSided(t.OneSided))
 		}
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "GPU MODEL\t\tGPU-HOURS\tOWED\tONE-SIDED")
 		for _, t := range rep.ByModel {
-			fmt.Fprintf(tw, "%s\t\t%s\t%s\t%s\n", orDash(t.GPUModel), hours(t.GPUHours), hours(t.Owed), oneSided(t.OneSided))
+			writef(tw, "%s\t\t%s\t%s\t%s\n", orDash(t.GPUModel), hours(t.GPUHours), hours(t.Owed), oneSided(t.OneSided))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -120,7 +120,7 @@ func printUsage(w io.Writer, rep ledger.UsageReport) error {
 			if r.Role == ledger.RoleSelf {
 				owed = "no (" + ownMark + ")"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s%s\t%d\t%s\t%s\n", r.Peer, orDash(r.GPUModel), orDash(r.Outcome), orDash(r.Attribution),
+			writef(tw, "%s\t%s\t%s\t%s\t%s%s\t%d\t%s\t%s\n", r.Peer, orDash(r.GPUModel), orDash(r.Outcome), orDash(r.Attribution),
 				r.Basis, mark, r.Leases, hours(r.GPUHours), owed)
 		}
 		if err := tw.Flush(); err != nil {
@@ -179,7 +179,7 @@ func describePolicy(p ledger.Policy) string {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(&b, " %s/%s", c.Outcome, c.Attribution)
+			writef(&b, " %s/%s", c.Outcome, c.Attribution)
 		}
 		if len(p.OwedToCheckpoint) > 0 {
 			b.WriteString("\n  owed up to the last checkpoint:")
@@ -187,7 +187,7 @@ func describePolicy(p ledger.Policy) string {
 				if i > 0 {
 					b.WriteByte(',')
 				}
-				fmt.Fprintf(&b, " %s/%s", c.Outcome, c.Attribution)
+				writef(&b, " %s/%s", c.Outcome, c.Attribution)
 			}
 		}
 		b.WriteString("\n  not owed:    every other ending\n")

@@ -70,7 +70,7 @@ func runVerify(o verifyOptions, g *globalOptions, path string) error {
 	} else if res.OK {
 		fmt.Fprintf(g.stdout, "%s: %s\n", path, exportSummary(rep))
 	} else {
-		fmt.Fprintf(g.stdout, "%s: FIRST BAD: %s\n", path, res.Problem)
+		writef(g.stdout, "%s: FIRST BAD: %s\n", path, res.Problem)
 	}
 	if !res.OK {
 		return errBadExport

@@ -128,7 +128,7 @@ func waitJobs(ctx context.Context, g *globalOptions, ids []string, o waitOptions
 				worst, why = code, fmt.Sprintf("job %s ended %s", j.ID, ending(j))
 			}
 			if !o.quiet && !o.json {
-				fmt.Fprintf(g.stdout, "%s  %s  %s\n", j.ID, j.Name, summary(j))
+				writef(g.stdout, "%s  %s  %s\n", j.ID, j.Name, summary(j))
 			}
 		}
 		if len(pending) == 0 || o.any && len(ended) > 0 {

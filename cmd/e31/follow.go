@@ -12,6 +12,7 @@ import (
 
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/p2p/peertext"
 )
 
 // defaultPoll is how often a job is asked about where the daemon cannot
@@ -72,11 +73,11 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 				case "rent":
 					line += fmt.Sprintf(" provider %s, %d GPUs", j.Provider, len(j.GPUs))
 				}
-				fmt.Fprintln(g.stderr, line)
+				writef(g.stderr, "%s\n", line)
 			}
 			if j.State == api.JobQueued && j.Reason != lastReason {
 				lastReason = j.Reason
-				fmt.Fprintf(g.stderr, "              waiting: %s\n", j.Reason)
+				writef(g.stderr, "              waiting: %s\n", j.Reason)
 			}
 		}
 		if j.State.Terminal() {
@@ -108,7 +109,7 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 			return err
 		}
 		if !o.json {
-			fmt.Fprintf(g.stderr, "output %s written to %s\n", res.CID, res.Dir)
+			writef(g.stderr, "output %s written to %s\n", res.CID, res.Dir)
 			printLeftOut(g.stderr, j.Skipped)
 		}
 		outDir = res.Dir
@@ -130,7 +131,7 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 			return err
 		}
 	} else {
-		fmt.Fprintf(g.stdout, "job %s %s\n", j.ID, summary(j))
+		writef(g.stdout, "job %s %s\n", j.ID, summary(j))
 		if final != nil {
 			fmt.Fprintf(g.stderr, "final receipt signed by both (e31 receipts --job %s --verify shows it)\n", j.ID)
 		}
@@ -141,7 +142,7 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 			exit = fmt.Sprintf(", exit code %d", *j.ExitCode)
 		}
 		if j.Reason != "" && !strings.HasPrefix(j.Reason, "exit status ") {
-			why = ": " + j.Reason
+			why = ": " + peertext.Escape(j.Reason)
 		}
 		if outDir != "" && !o.json {
 			printTail(g.stderr, filepath.Join(outDir, "stderr.log"), stderrTailLines)
@@ -204,6 +205,6 @@ func printTail(w io.Writer, p string, n int) {
 // file missing from the folder learns why where the folder was written.
 func printLeftOut(w io.Writer, skipped []string) {
 	for _, s := range skipped {
-		fmt.Fprintf(w, "left out of output: %s\n", s)
+		writef(w, "left out of output: %s\n", s)
 	}
 }

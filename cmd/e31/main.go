@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,10 +14,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/e31network/e31/cmd/e31/manpage"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/p2p/peertext"
 	"github.com/spf13/cobra"
 )
 
@@ -29,11 +34,69 @@ type globalOptions struct {
 
 func (g *globalOptions) client() *api.Client { return api.NewClient(g.api) }
 
-// printJSON writes v indented, for --json.
+// printJSON writes v indented, for --json, with every rune a terminal
+// would obey escaped (escapeJSON).
 func (g *globalOptions) printJSON(v any) error {
-	enc := json.NewEncoder(g.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = g.stdout.Write(escapeJSON(append(b, '\n')))
+	return err
+}
+
+// escapeJSON writes as \u escapes, in JSON that encoding/json made, the
+// runes a terminal obeys that it leaves as they are: DEL, the C1 controls
+// (U+009B is CSI to a terminal that reads them) and the bidi controls
+// (peertext.Unsafe); encoding/json escapes the C0 controls itself. Outside
+// its strings JSON is ASCII, so each such rune is inside a string, where
+// the escape reads back as the same rune: a script reads what the daemon
+// said, and a person who prints it to a terminal sees it safely.
+func escapeJSON(b []byte) []byte {
+	if !bytes.ContainsFunc(b, peertext.Unsafe) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r >= 0x7f && peertext.Unsafe(r) { // encoding/json escaped those below DEL
+			out = fmt.Appendf(out, `\u%04x`, r)
+		} else {
+			out = append(out, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return out
+}
+
+// writef is fmt.Fprintf for text that carries what the daemon answered,
+// much of which a peer wrote (a GPU's model, a job's name, a reason): each
+// argument of a string kind is written escaped (peertext.Escape), so that
+// a control or bidi character shows as \x1b or \u202e rather than reaching
+// the reader's terminal, which would obey it. A Stringer of a string kind
+// (a peer.ID) is escaped as its String, an error as its text. The format
+// is the command's own text, with the tabs and newlines of its layout, and
+// is written as it is. The commands that show what peers wrote (nodes,
+// peers, status, list, wait, logs, get, receipts, usage, verify) print
+// through writef, so that a field added to an answer is escaped when shown
+// without anyone remembering to.
+func writef(w io.Writer, format string, args ...any) {
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			args[i] = peertext.Escape(err.Error())
+			continue
+		}
+		if s, ok := a.(fmt.Stringer); ok {
+			if v := reflect.ValueOf(a); v.Kind() == reflect.String {
+				args[i] = peertext.Escape(s.String())
+			}
+			continue
+		}
+		if v := reflect.ValueOf(a); v.Kind() == reflect.String {
+			args[i] = peertext.Escape(v.String())
+		}
+	}
+	fmt.Fprintf(w, format, args...)
 }
 
 func defaultAPI() string {
@@ -94,7 +157,14 @@ func main() {
 	defer stop()
 	root := newRootCommand(g)
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "e31:", err)
+		// An error may quote what the daemon said, and through it a
+		// peer: each line is written escaped, the lines kept apart.
+		for i, line := range strings.Split(err.Error(), "\n") {
+			if i == 0 {
+				line = "e31: " + line
+			}
+			fmt.Fprintln(os.Stderr, peertext.Escape(line))
+		}
 		if errors.Is(err, api.ErrNoDaemon) {
 			os.Exit(3)
 		}
