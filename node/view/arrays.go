@@ -19,22 +19,26 @@ type arrayEntry struct {
 	parallel int
 	// held counts the tasks still in jobs; the entry goes with the last.
 	held int
+	// size is the signed declaration's length, and seq its declRef's.
+	size int
+	seq  uint64
 }
 
-// addArrayLocked adds a job for each task of the array a declares, all or
-// none: a submitter over its bound of open tasks adds none. It reports
-// whether any task is open. The caller holds v.mu.
-func (v *Market) addArrayLocked(a *OpenJob) bool {
-	if e, ok := v.arrays[a.ID]; ok {
-		return v.refreshArrayLocked(a.ID, e, a.Seen)
-	}
+// addArrayLocked adds a job for each task of the array a declares, which
+// the view does not hold, all or none: a submitter over its bound of open
+// tasks adds none. It reports whether any task is open, and the
+// declaration the view holds now (zero if refused). The caller holds
+// v.mu.
+func (v *Market) addArrayLocked(a *OpenJob) (bool, declRef) {
 	// A gang's parts are tasks too (market.Request.Nodes): Match places
 	// them together.
 	n := a.Body.Declaration.Parts()
 	if v.openTasks[a.Submitter]+n > maxOpenTasksPerSubmitter {
-		return false
+		v.refused[BoundSubmitter]++
+		return false, declRef{}
 	}
-	e := &arrayEntry{submitter: a.Submitter, hash: a.Hash, tasks: n}
+	v.seq++
+	e := &arrayEntry{submitter: a.Submitter, hash: a.Hash, tasks: n, size: a.Size, seq: v.seq}
 	if spec := a.Body.Declaration.Array; spec != nil {
 		e.parallel = spec.Parallel
 	}
@@ -58,12 +62,14 @@ func (v *Market) addArrayLocked(a *OpenJob) bool {
 				v.closed[t.ID] = closedMark{at: withdrawn, by: a.Submitter}
 			}
 		}
-		if v.addJobLocked(&t) {
+		if open, _ := v.addJobLocked(&t); open {
 			opened = true
 		}
 		e.held++
 	}
-	return opened
+	ref := declRef{id: a.ID, seq: e.seq}
+	v.holdLocked(v.holderLocked(a.Submitter, a.Seen), ref, e.held, int64(a.Size), a.Seen)
+	return opened, ref
 }
 
 // refreshArrayLocked marks every task of an array re-announced at seen;

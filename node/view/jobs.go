@@ -19,7 +19,12 @@ type OpenJob struct {
 	Signed time.Time
 	// Hash is the SHA-256 of the signed declaration: a requeue that carries
 	// these bytes again need not have them verified again. Zero: unknown.
-	Hash      [32]byte
+	Hash [32]byte
+	// Size is the signed declaration's length in bytes, counted against
+	// the view's bound on declaration bytes (Bounds) once for the whole
+	// declaration, an array's or a gang's tasks and all.
+	Size      int
+	seq       uint64    // its declRef's, for a job declared on its own
 	refreshed time.Time // when it was last announced (declared or requeued)
 	closed    Stamp     // the lease or withdrawal that closed it; zero while open
 	// declined marks a job closed on its submitter's refusal of a proposal
@@ -64,21 +69,69 @@ const (
 // AddJob records a declared job; it reports whether the job is new and
 // open. A job already known is only marked re-announced. An array's
 // declaration adds a job for each of its tasks, all or none, and a gang's
-// one for each of its parts, likewise; it reports whether any is open.
+// one for each of its parts, likewise; it reports whether any is open. A
+// declaration new to the view may take the place of others, or be
+// refused, to keep the view within its Bounds (doc.go, "Bounds").
 func (v *Market) AddJob(j *OpenJob) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if j.Body.Declaration.Parts() > 1 {
-		return v.addArrayLocked(j)
-	}
-	return v.addJobLocked(j)
-}
-
-// addJobLocked is AddJob for one job (or task). The caller holds v.mu.
-func (v *Market) addJobLocked(j *OpenJob) bool {
-	if old, ok := v.jobs[j.ID]; ok {
+	n := j.Body.Declaration.Parts()
+	if n > 1 {
+		if e, ok := v.arrays[j.ID]; ok {
+			v.touchLocked(j.Submitter, j.Seen)
+			return v.refreshArrayLocked(j.ID, e, j.Seen)
+		}
+	} else if old, ok := v.jobs[j.ID]; ok {
+		v.touchLocked(j.Submitter, j.Seen)
 		return v.refreshLocked(old, j.Seen)
 	}
+	if reason, ok := v.fitsLocked(n, j.Size); !ok {
+		v.refused[reason]++
+		v.round.refused++
+		return false
+	}
+	var opened bool
+	var ref declRef
+	if n > 1 {
+		opened, ref = v.addArrayLocked(j)
+	} else {
+		opened, ref = v.addJobLocked(j)
+	}
+	if ref.id == "" {
+		return opened
+	}
+	if !v.admitLocked(v.holders[j.Submitter], ref, j.Seen) {
+		return false
+	}
+	return opened
+}
+
+// fitsLocked reports whether a declaration of n jobs and size bytes could
+// be held at all, and if not, which bound it passes alone. The caller
+// holds v.mu.
+func (v *Market) fitsLocked(n, size int) (string, bool) {
+	switch {
+	case v.bounds.Jobs >= 0 && n > v.bounds.Jobs:
+		return BoundJobs, false
+	case v.bounds.DeclarationBytes >= 0 && int64(size) > v.bounds.DeclarationBytes:
+		return BoundBytes, false
+	}
+	return "", true
+}
+
+// touchLocked notes that submitter announced again at now. The caller
+// holds v.mu.
+func (v *Market) touchLocked(submitter peer.ID, now time.Time) {
+	if h, ok := v.holders[submitter]; ok && now.After(h.last) {
+		h.last = now
+	}
+}
+
+// addJobLocked adds a job (or task) the view does not hold. It reports
+// whether it is open and, for a job declared on its own, the declaration
+// it holds now (zero if refused): a task's array counts its tasks. The
+// caller holds v.mu.
+func (v *Market) addJobLocked(j *OpenJob) (bool, declRef) {
 	j.refreshed = j.Seen
 	j.submitter = j.Submitter.String()
 	if m, ok := v.closed[j.ID]; ok && m.by == j.Submitter {
@@ -86,12 +139,20 @@ func (v *Market) addJobLocked(j *OpenJob) bool {
 	}
 	if j.closed.IsZero() {
 		if j.Array == "" && v.open[j.Submitter] >= maxOpenJobsPerSubmitter {
-			return false
+			v.refused[BoundSubmitter]++
+			return false, declRef{}
 		}
 		v.addOpen(j)
 	}
 	v.jobs[j.ID] = j
-	return j.closed.IsZero()
+	if j.Array != "" {
+		return j.closed.IsZero(), declRef{}
+	}
+	v.seq++
+	j.seq = v.seq
+	ref := declRef{id: j.ID, seq: j.seq}
+	v.holdLocked(v.holderLocked(j.Submitter, j.Seen), ref, 1, int64(j.Size), j.Seen)
+	return j.closed.IsZero(), ref
 }
 
 // OpenCount is how many jobs are open now.

@@ -29,7 +29,8 @@ type Market struct {
 	// submitter; and jobs long closed, in place of their entry in jobs.
 	closed map[string]closedMark
 	// open counts each submitter's open jobs, to bound them, and
-	// openTasks its arrays' open tasks.
+	// openTasks its arrays' open tasks. (What a submitter holds, open or
+	// closed, against the view's Bounds, is its holder's.)
 	open      map[peer.ID]int
 	openTasks map[peer.ID]int
 	// arrays holds the arrays whose tasks are in jobs, by array ID.
@@ -50,6 +51,26 @@ type Market struct {
 	// slimmedNewest is the newest signing time among the slimmed leases,
 	// as of the last Prune: their part in a view's Now.
 	slimmedNewest time.Time
+
+	// bounds are what the view holds at most, all submitters together
+	// (bounds.go); set by NewBoundedMarket, never changed after.
+	bounds Bounds
+	// holders holds every identity the view has seen declare or offer,
+	// with what it holds; young and known order those that hold anything
+	// (Self aside) for eviction, by tier, and byAge the young by when
+	// they grow known; held is what all hold.
+	holders map[peer.ID]*holder
+	young   tier
+	known   tier
+	byAge   *holderHeap
+	held    [dims]int64
+	// seq numbers the declarations as they enter jobs (declRef).
+	seq uint64
+	// refused and evicted count what the bounds did, by reason; round is
+	// what they did since the last TakeEvictions.
+	refused map[string]uint64
+	evicted map[string]uint64
+	round   evictionRound
 }
 
 // closedBodyKeep is how long a job leased or withdrawn keeps its
@@ -72,9 +93,21 @@ type closedMark struct {
 	declared bool
 }
 
-// NewMarket returns an empty view.
-func NewMarket() *Market {
+// NewMarket returns an empty view with the default Bounds.
+func NewMarket() *Market { return NewBoundedMarket(Bounds{}) }
+
+// NewBoundedMarket returns an empty view held to b.
+func NewBoundedMarket(b Bounds) *Market {
 	return &Market{
+		bounds:  b.withDefaults(),
+		holders: make(map[peer.ID]*holder),
+		young:   newTier(),
+		known:   newTier(),
+		byAge:   ageHeap(),
+		refused: make(map[string]uint64),
+		evicted: make(map[string]uint64),
+		round:   evictionRound{evicted: make(map[peer.ID]int)},
+
 		jobs:   make(map[string]*OpenJob),
 		leases: make(map[string]*knownLease),
 		closed: make(map[string]closedMark),

@@ -19,9 +19,8 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 	peakBefore := len(v.jobs)
 	for id, j := range v.jobs {
 		if j.closed.IsZero() && now.Sub(j.refreshed) > stale {
-			delete(v.jobs, id)
 			v.dropOpen(j)
-			v.forgetTaskLocked(j)
+			v.removeJobLocked(id, j, now)
 		}
 	}
 	for id, m := range v.closed {
@@ -33,19 +32,19 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 		switch {
 		case j.closed.IsZero():
 		case now.Sub(j.closed.Arrived) > keep:
-			delete(v.jobs, id)
-			v.forgetTaskLocked(j)
+			v.removeJobLocked(id, j, now)
 		case !j.declined && now.Sub(j.closed.Arrived) > closedBodyKeep:
 			// Leased or withdrawn for good, and past every epoch's cutoff
 			// that could still count it open: only a mark is kept, a
 			// tenth of the job's size, so that the view grows with the
 			// queue and not with the history. A late copy of the
 			// declaration finds the mark and stays closed (AddJob).
-			delete(v.jobs, id)
-			v.forgetTaskLocked(j)
+			v.removeJobLocked(id, j, now)
 			v.closed[id] = closedMark{at: j.closed, by: peer.ID(intern(string(j.Submitter))), declared: true}
 		}
 	}
+	v.retierLocked(now)
+	v.forgetHoldersLocked(now, keep)
 	v.jobsPeak = max(v.jobsPeak, peakBefore)
 	if n := len(v.jobs); v.jobsPeak > shrinkAbove && n < v.jobsPeak/4 {
 		v.jobs, v.jobsPeak = maps.Clone(v.jobs), n
