@@ -158,6 +158,11 @@ type Config struct {
 	// MaxJobDisk caps request.disk for jobs run here; the offer says so.
 	// 0: no cap.
 	MaxJobDisk uint64
+	// View bounds the jobs and declaration bytes this node's view of the
+	// jobs topic holds, all submitters together (node/view, "Bounds");
+	// zero fields take view's defaults, negative ones lift the bound.
+	// Self is set by the node.
+	View view.Bounds
 	// NoLocality and LocalityWait are what jobs submitted here declare
 	// when they say nothing of locality: request.locality off, or
 	// request.locality_wait (at most market.MaxLocalityWait). They are

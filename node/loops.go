@@ -36,6 +36,9 @@ func (n *Node) applyOffer(ctx context.Context, s p2p.Signed, saved reach.Saved) 
 	}
 	now := time.Now()
 	n.observeDelay(s, now)
+	// A provider that has offered for a while is no new identity when it
+	// submits (view.Bounds).
+	n.market.SeenProvider(s.Signer, now)
 	// A changed offer may change who a pass between epochs assigns a
 	// waiting job to: the provider that holds devices it has not yet
 	// announced knows it cannot take the job before its peers do.
@@ -176,7 +179,7 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 			return
 		}
 		id := wire.JobID(s)
-		if n.market.AddJob(&view.OpenJob{ID: id, Submitter: s.Signer, Body: b, Seen: now, Signed: s.Time(), Hash: s.Hash()}) {
+		if n.market.AddJob(&view.OpenJob{ID: id, Submitter: s.Signer, Body: b, Seen: now, Signed: s.Time(), Hash: s.Hash(), Size: len(s.Raw)}) {
 			n.log.Debug("job declared", "job", id, "submitter", s.Signer)
 			n.peers.AddAddrs(s.Signer, b.Addrs)
 			n.signalWork()
@@ -205,7 +208,7 @@ func (n *Node) applyJobMessage(s p2p.Signed, now time.Time) {
 			if d.Decode(&b) != nil {
 				continue
 			}
-			if n.market.AddJob(&view.OpenJob{ID: wire.JobID(d), Submitter: d.Signer, Body: b, Seen: now, Signed: s.Time(), Hash: d.Hash()}) {
+			if n.market.AddJob(&view.OpenJob{ID: wire.JobID(d), Submitter: d.Signer, Body: b, Seen: now, Signed: s.Time(), Hash: d.Hash(), Size: len(raw)}) {
 				n.signalWork()
 			}
 		}

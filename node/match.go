@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/e31network/e31/market"
@@ -10,6 +11,7 @@ import (
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/reach"
 	"github.com/e31network/e31/node/view"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // newClock numbers the epochs of cfg, an adaptive delay read from offers.
@@ -77,6 +79,30 @@ func (n *Node) prune() {
 	now := time.Now()
 	n.market.Prune(now, time.Hour, max(10*n.cfg.Heartbeat, 3*requeueEvery*n.cfg.Heartbeat))
 	n.provider.Prune(now, time.Hour)
+	n.logEvictions()
+}
+
+// logEvictions names, once a pass, the submitters whose jobs the view's
+// bounds evicted since the last: under a flood a job is evicted for every
+// one declared, so a line per job would be the flood again, in the log.
+func (n *Node) logEvictions() {
+	e := n.market.TakeEvictions()
+	if e.Jobs() == 0 && e.Refused == 0 {
+		return
+	}
+	const named = 10
+	subs := make([]string, 0, min(len(e.Submitters), named))
+	for _, s := range e.Submitters[:min(len(e.Submitters), named)] {
+		subs = append(subs, fmt.Sprintf("%s:%d", s.Submitter, s.Jobs))
+	}
+	n.log.Warn("view full: jobs evicted, declarations refused", "evicted", e.Jobs(), "refused", e.Refused,
+		"submitters", len(e.Submitters), "most", subs)
+}
+
+// viewBounds is the view's bounds of cfg for a node that is self.
+func viewBounds(b view.Bounds, self peer.ID) view.Bounds {
+	b.Self = self
+	return b
 }
 
 // Matches returns the recent Match results, oldest first.

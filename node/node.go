@@ -139,7 +139,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		shard:    p2p.ShardOf(self, cfg.Shards),
 		started:  time.Now(),
 		offers:   view.NewOffers(),
-		market:   view.NewMarket(),
+		market:   view.NewBoundedMarket(viewBounds(cfg.View, self)),
 		access:   acl.New(),
 		metrics:  metrics.New(),
 		delays:   view.NewGossipDelays(view.DefaultDelayWindow),
@@ -253,7 +253,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	n.wireRoles()
 	n.wireLoops()
-	n.metrics.Register(metrics.Sources{Provider: n.provider, Submitter: n.submitter, Images: n.images, Gossip: n.gossip, Guard: n.guard})
+	n.metrics.Register(metrics.Sources{Provider: n.provider, Submitter: n.submitter, Images: n.images, Gossip: n.gossip, Guard: n.guard, View: n.market})
 	if err := n.submitter.Recover(); err != nil {
 		return nil, fmt.Errorf("load jobs: %w", err)
 	}

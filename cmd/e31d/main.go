@@ -27,6 +27,7 @@ import (
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/hours"
 	"github.com/e31network/e31/node/provider"
+	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/p2p"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
@@ -69,6 +70,9 @@ type fileConfig struct {
 	ImagePull      bool   `toml:"image-pull"`
 	RequireImage   bool   `toml:"require-image"`
 	MaxJobDisk     string `toml:"max-job-disk"`
+	// The view of the jobs topic, all submitters together.
+	ViewJobs  int    `toml:"view-jobs"`
+	ViewBytes string `toml:"view-bytes"`
 	// Locality defaults of jobs submitted here.
 	NoLocality bool `toml:"no-locality"`
 	// Data movement.
@@ -221,6 +225,8 @@ on the command line win.`,
 	f.BoolVar(&o.file.ImagePull, "image-pull", false, "pull a job's image from its registry (work.image_ref) instead of fetching it from the submitter")
 	f.BoolVar(&o.file.RequireImage, "require-image", false, "take only jobs that bring their own image (the offer says so)")
 	f.StringVar(&o.file.MaxJobDisk, "max-job-disk", "", "largest request.disk a job run here may declare, e.g. 100GiB (the offer says so; default: no cap)")
+	f.IntVar(&o.file.ViewJobs, "view-jobs", view.DefaultJobs, "the most jobs (array tasks and gang parts each one) this node's view of the network's queue holds, all submitters together; past it the newest and largest holders over their share are evicted; 0: no bound")
+	f.StringVar(&o.file.ViewBytes, "view-bytes", market.Size(view.DefaultDeclarationBytes).String(), "the most bytes of job declarations this node's view holds, all submitters together, likewise; 0: no bound")
 	f.BoolVar(&o.file.NoLocality, "no-locality", false, "jobs submitted here that say nothing of locality declare request.locality: off (placed by best fit, ignoring which provider holds their data)")
 	f.DurationVar(&o.localityWait, "locality-wait", 0, "jobs submitted here that say nothing of locality declare this request.locality_wait: how long they may wait for a provider holding their data (at most 5m)")
 	f.DurationVar(&o.avoidFor, "avoid-for", 0, "how long a job submitted here first avoids a provider that failed it; each later avoid of the same provider lasts twice as long, up to 24h (default 5m)")
@@ -297,6 +303,8 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("image-pull", func() { o.file.ImagePull = o.file.ImagePull || fc.ImagePull })
 	set("require-image", func() { o.file.RequireImage = o.file.RequireImage || fc.RequireImage })
 	set("max-job-disk", func() { o.file.MaxJobDisk = or(fc.MaxJobDisk, o.file.MaxJobDisk) })
+	set("view-jobs", func() { o.file.ViewJobs = cmp.Or(fc.ViewJobs, o.file.ViewJobs) })
+	set("view-bytes", func() { o.file.ViewBytes = or(fc.ViewBytes, o.file.ViewBytes) })
 	set("no-locality", func() { o.file.NoLocality = o.file.NoLocality || fc.NoLocality })
 	set("upload-limit", func() { o.file.UploadLimit = or(fc.UploadLimit, o.file.UploadLimit) })
 	set("single-source", func() { o.file.SingleSource = o.file.SingleSource || fc.SingleSource })
@@ -401,6 +409,10 @@ func run(cmd *cobra.Command, o *options) error {
 			return fmt.Errorf("--max-job-disk %q: want a size of at least %s, such as 100GiB", o.file.MaxJobDisk, market.Size(market.MinDisk))
 		}
 	}
+	viewBytes, err := market.ParseSize(o.file.ViewBytes)
+	if err != nil || o.file.ViewJobs < 0 {
+		return fmt.Errorf("--view-jobs %d, --view-bytes %q: want a count and a size such as 16MiB, 0 for no bound", o.file.ViewJobs, o.file.ViewBytes)
+	}
 	if o.file.CPUs < 0 {
 		return fmt.Errorf("--cpus %d: must not be negative", o.file.CPUs)
 	}
@@ -488,6 +500,7 @@ func run(cmd *cobra.Command, o *options) error {
 		ImagePull:         o.file.ImagePull,
 		RequireImage:      o.file.RequireImage,
 		MaxJobDisk:        uint64(maxJobDisk),
+		View:              view.Bounds{Jobs: noBound(o.file.ViewJobs), DeclarationBytes: int64(noBound(int(viewBytes)))},
 		NoLocality:        o.file.NoLocality,
 		LocalityWait:      o.localityWait,
 		AvoidFor:          o.avoidFor,
@@ -555,4 +568,12 @@ func shardFlags(count int, index string) (*int, error) {
 // --reclaim-on-use.
 func openGPUUse(ctx context.Context, log *slog.Logger) node.GPUUse {
 	return nvidia.OpenUse(ctx, nvidia.UseOptions{IsSandbox: exec.NotOwnersUse, Log: log})
+}
+
+// noBound maps a flag's 0, no bound, to view.Bounds' negative.
+func noBound(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

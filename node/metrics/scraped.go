@@ -4,6 +4,7 @@ import (
 	"github.com/e31network/e31/exec/layers"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/provider"
+	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/p2p"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -19,6 +20,7 @@ type Sources struct {
 		Counts() p2p.GossipCounts
 	}
 	Guard *p2p.Guard
+	View  interface{ Bounded() view.BoundCounts }
 }
 
 // Register adds the series that are read from s when scraped. Call it once.
@@ -57,6 +59,35 @@ func (m *Registry) Register(s Sources) {
 	}
 	m.registerGuard(s.Guard)
 	m.registerGossip(s.Gossip)
+	m.registerView(s.View)
+}
+
+// registerView adds what the jobs view holds against its bounds, and what
+// the bounds refused and evicted (node/view, "Bounds"): a flood of fresh
+// identities shows as evictions of the newest and largest.
+func (m *Registry) registerView(v interface{ Bounded() view.BoundCounts }) {
+	for _, what := range []string{"jobs", "bytes"} {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "e31_view_held", Help: "What the view of the jobs topic holds against its bounds: jobs (tasks and parts each one), and bytes of signed declarations.",
+			ConstLabels: prometheus.Labels{"what": what}}, func() float64 {
+			c := v.Bounded()
+			if what == "jobs" {
+				return float64(c.Jobs)
+			}
+			return float64(c.DeclarationBytes)
+		}))
+	}
+	for _, r := range view.BoundReasons() {
+		if r != view.BoundSubmitter {
+			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "e31_view_evicted_total", Help: "Jobs (tasks and parts each one) the view of the jobs topic evicted to stay within a bound, by bound: a holder over its fair share gave up its newest declaration.",
+				ConstLabels: prometheus.Labels{"reason": r}}, func() float64 {
+				return float64(v.Bounded().Evicted[r])
+			}))
+		}
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "e31_view_refused_total", Help: "Declarations the view of the jobs topic refused, by bound: its own (jobs or bytes: the declarer was first in line to be evicted), or the submitter's.",
+			ConstLabels: prometheus.Labels{"reason": r}}, func() float64 {
+			return float64(v.Bounded().Refused[r])
+		}))
+	}
 }
 
 // registerGossip adds what the gossip carried: copies of messages and
