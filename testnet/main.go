@@ -37,7 +37,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newNATBenchCommand(), newEpochBenchCommand(), newBenchCommand(), newFloodBenchCommand(), newByzantineBenchCommand(), newGravityBenchCommand(), newScaleBenchCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newNATBenchCommand(), newEpochBenchCommand(), newBenchCommand(), newFloodBenchCommand(), newByzantineBenchCommand(), newGravityBenchCommand(), newScaleBenchCommand(), newRogueBenchCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "testnet:", err)
 		os.Exit(1)
