@@ -32,6 +32,9 @@ const (
 	kindReceipt  entryKind = iota // signed by both parties
 	kindOneSided                  // a one-sided final record
 	kindDispute                   // two versions of a lease's end
+	// kindLease is a lease's evidence in an export file (leases.go); no
+	// chain entry holds one.
+	kindLease
 )
 
 func (k entryKind) field() string {
@@ -52,8 +55,9 @@ type appendResult struct {
 }
 
 // Append stores a receipt both parties have signed. It refuses one that
-// fails Validate or Verify, so the ledger holds only receipts a third party
-// would accept. A signature this process has just made on r (SignProvider,
+// fails Validate or Verify, or claims held time its lease's kept terms do
+// not allow (KeepLease, CheckHeld), so the ledger holds only receipts a
+// third party would accept. A signature this process has just made on r (SignProvider,
 // Countersign) is valid by construction and not checked again, as long as
 // r is unchanged since. Appending a receipt already stored returns its entry;
 // appending a different receipt for the same (lease, seq), or one that does
@@ -74,6 +78,9 @@ func (l *Ledger) Append(ctx context.Context, r Receipt) (Entry, error) {
 	}
 	p, err := l.prepare(r)
 	if err != nil {
+		return Entry{}, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := l.checkKept(ctx, &p.r); err != nil {
 		return Entry{}, fmt.Errorf("%s: %w", what, err)
 	}
 	return l.submit(ctx, p, what)

@@ -4,14 +4,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
+	"github.com/e31network/e31/market"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // leaseDomain is the prefix both parties of a lease sign the terms under
 // (node/wire.go): the evidence is checked against the same bytes.
 const leaseDomain = "e31-lease/1\n"
+
+// maxLimit bounds a lease's limit as terms may state it: far past any
+// job's, and small enough that the window it opens stays a time.Time.
+const maxLimit = 10 * 365 * market.Day
 
 // maxTermsLen bounds the lease terms a record carries; real terms are a few
 // hundred bytes plus 40 per GPU.
@@ -36,16 +42,26 @@ type LeaseTerms struct {
 	Provider  peer.ID
 	Submitter peer.ID
 	GPUs      int // how many GPUs the lease holds
+	// Proposed is when the provider signed the proposal; Limit is the
+	// job's declared limit, counted from it.
+	Proposed time.Time
+	Limit    time.Duration
+	// Bound is the rule that bounds the lease's held time (BoundRule), 0
+	// for terms signed before there was one (bounds.go).
+	Bound int
 }
 
 // termsJSON reads only what the ledger needs; other fields of the terms
 // are covered by the signatures and otherwise not the ledger's business.
 type termsJSON struct {
-	ID        string   `json:"id"`
-	Job       string   `json:"job"`
-	Provider  string   `json:"provider"`
-	Submitter string   `json:"submitter"`
-	GPUs      []string `json:"gpus"`
+	ID        string          `json:"id"`
+	Job       string          `json:"job"`
+	Provider  string          `json:"provider"`
+	Submitter string          `json:"submitter"`
+	GPUs      []string        `json:"gpus"`
+	Proposed  int64           `json:"proposed"`
+	Limit     market.Duration `json:"limit"`
+	Bound     int             `json:"bound"`
 }
 
 // Parse reads the lease's ID, job, parties and GPU count from the terms,
@@ -58,7 +74,11 @@ func (e *LeaseEvidence) Parse() (LeaseTerms, error) {
 	if err := json.Unmarshal(e.Terms, &w); err != nil {
 		return LeaseTerms{}, fmt.Errorf("%w: lease terms: %w", ErrInvalidReceipt, err)
 	}
-	t := LeaseTerms{ID: w.ID, Job: w.Job, GPUs: len(w.GPUs)}
+	t := LeaseTerms{ID: w.ID, Job: w.Job, GPUs: len(w.GPUs), Bound: w.Bound,
+		Proposed: time.UnixMilli(w.Proposed).UTC(), Limit: time.Duration(w.Limit) * time.Millisecond}
+	if w.Limit < 0 || w.Limit > maxLimit {
+		return LeaseTerms{}, fmt.Errorf("%w: lease terms: limit %s out of range", ErrInvalidReceipt, w.Limit)
+	}
 	var err error
 	if t.Provider, err = peer.Decode(w.Provider); err != nil {
 		return LeaseTerms{}, fmt.Errorf("%w: lease terms: provider: %w", ErrInvalidReceipt, err)

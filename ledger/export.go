@@ -51,6 +51,10 @@ type exportEntryJSON struct {
 	Superseded bool            `json:"superseded,omitempty"`
 	Receipt    json.RawMessage `json:"receipt,omitempty"`
 	Dispute    json.RawMessage `json:"dispute,omitempty"`
+	// Lease is a lease's evidence (leases.go), written before the first
+	// receipt of the lease: the terms both parties signed, which bound
+	// the held time of its receipts. It has no index.
+	Lease json.RawMessage `json:"lease,omitempty"`
 }
 
 func exportEntryField(name string) (fieldSet, bool) {
@@ -61,18 +65,22 @@ func exportEntryField(name string) (fieldSet, bool) {
 		return receiptField, true
 	case "dispute":
 		return disputeField, true
+	case "lease":
+		return evidenceField, true
 	}
 	return nil, false
 }
 
 // Export writes the selected entries to w as one JSON document:
 //
-//	{"format":"e31-receipts/1","entries":[{"index":…,"receipt":{…}}, {"index":…,"dispute":{…}}]}
+//	{"format":"e31-receipts/1","entries":[{"lease":{…}}, {"index":…,"receipt":{…}}, {"index":…,"dispute":{…}}]}
 //
 // Every receipt, one-sided record (with its lease evidence) and dispute
 // carries its signatures, and every signer is named by a peer ID that
 // embeds its public key, so VerifyExport can check the file anywhere with
-// nothing else. The file is a selection, not the hash chain: it proves what
+// nothing else. Before the first receipt of each lease whose evidence this
+// node kept comes that evidence, so that VerifyExport checks the held time
+// of the lease's receipts against its terms. The file is a selection, not the hash chain: it proves what
 // each party signed, not that the exporting node's ledger is whole. Export
 // returns the number of entries written.
 func (l *Ledger) Export(ctx context.Context, w io.Writer, f ExportFilter) (int, error) {
@@ -83,10 +91,34 @@ func (l *Ledger) Export(ctx context.Context, w io.Writer, f ExportFilter) (int, 
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "{\"format\":%q,\"entries\":[", ExportFormat)
 	n := 0
+	lines := 0 // entries and leases written, for the commas between them
+	put := func(b []byte) {
+		if lines > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteString("\n")
+		bw.Write(b)
+		lines++
+	}
+	written := map[string]bool{} // leases whose evidence was looked for
 	for i := range es {
 		e := &es[i]
 		if !f.match(e) {
 			continue
+		}
+		if lease := e.subject().Lease; !written[lease] {
+			written[lease] = true
+			ev, ok, err := l.KeptLease(ctx, lease)
+			if err != nil {
+				return n, fmt.Errorf("export: %w", err)
+			}
+			if ok {
+				b, err := json.Marshal(exportEntryJSON{Lease: ev.marshal()})
+				if err != nil {
+					return n, fmt.Errorf("export lease %s: %w", lease, err)
+				}
+				put(b)
+			}
 		}
 		x := exportEntryJSON{Index: e.Index, Superseded: e.Superseded}
 		var err error
@@ -103,11 +135,7 @@ func (l *Ledger) Export(ctx context.Context, w io.Writer, f ExportFilter) (int, 
 		if err != nil {
 			return n, fmt.Errorf("export entry %d: %w", e.Index, err)
 		}
-		if n > 0 {
-			bw.WriteByte(',')
-		}
-		bw.WriteString("\n")
-		bw.Write(b)
+		put(b)
 		n++
 	}
 	bw.WriteString("\n]}\n")
@@ -126,6 +154,38 @@ type ExportReport struct {
 	OneSided   int `json:"one_sided"`
 	Superseded int `json:"superseded"`
 	Disputes   int `json:"disputes"`
+	// Leases counts the leases' evidence in the file, which bounds their
+	// receipts' held time; Unbounded the leases of receipts that no
+	// bounded evidence covers (signed before the rule, or exported
+	// without it).
+	Leases    int `json:"leases"`
+	Unbounded int `json:"unbounded"`
+}
+
+// exportBounds checks the receipts of an export file against their
+// leases' terms: those of the file's lease entries, else a one-sided
+// record's own evidence.
+type exportBounds struct {
+	unbounded map[string]bool // leases with a receipt no bounded terms cover
+}
+
+func (b *exportBounds) check(r *Receipt, terms map[string]LeaseTerms) error {
+	t, ok := terms[r.Lease]
+	if !ok && r.Evidence != nil {
+		var err error
+		if t, err = r.Evidence.Parse(); err != nil {
+			return err // its signatures are checked with the record's
+		}
+		ok = true
+	}
+	if _, _, bounded := t.HeldWindow(); !ok || !bounded {
+		if b.unbounded == nil {
+			b.unbounded = map[string]bool{}
+		}
+		b.unbounded[r.Lease] = true
+		return nil
+	}
+	return CheckHeld(r, t)
 }
 
 // VerifyExport reads a file Export wrote and checks every signature in it
@@ -175,6 +235,8 @@ func verifyExport(r io.Reader, workers int) (ExportReport, error) {
 		keys     = map[peer.ID]*pubKey{}
 		oneSided = map[string]int{}
 		settled  = map[string]bool{}
+		terms    = map[string]LeaseTerms{} // from the file's lease entries
+		bounded  = exportBounds{}
 		sigs     = newSigChecker(context.Background(), workers)
 		// The first failure found while reading: its position (entry
 		// number, 1-based) and message. A signature failure still being
@@ -196,15 +258,35 @@ func verifyExport(r io.Reader, workers int) (ExportReport, error) {
 			failed(pos, "entry #%d: %d bytes, at most %d", pos, len(raw), maxExportEntry)
 			break
 		}
-		e, err := decodeExportEntry(raw)
+		e, ev, err := decodeExportEntry(raw)
 		if err != nil {
 			failed(pos, "entry #%d: %v", pos, err)
 			break
+		}
+		if ev != nil {
+			t, err := ev.verify()
+			if err != nil {
+				failed(pos, "entry #%d (lease evidence): %v", pos, err)
+				break
+			}
+			if _, ok := terms[t.ID]; ok {
+				failed(pos, "entry #%d: lease %s's evidence given twice", pos, t.ID)
+				break
+			}
+			terms[t.ID] = t
+			seen = append(seen, exportSeen{kind: kindLease})
+			continue
 		}
 		job, kind, err := exportJob(keys, pos, &e)
 		if err != nil {
 			failed(pos, "%s: %v", exportEntryName(pos, e.Index, &job), err)
 			break
+		}
+		if kind != kindDispute {
+			if err := bounded.check(&e.Receipt, terms); err != nil {
+				failed(pos, "%s: %v", exportEntryName(pos, e.Index, &job), err)
+				break
+			}
 		}
 		switch r := &e.Receipt; {
 		case kind == kindOneSided:
@@ -237,6 +319,10 @@ func verifyExport(r io.Reader, workers int) (ExportReport, error) {
 		if uint64(i+1) >= failAt {
 			break
 		}
+		if seen[i].kind == kindLease {
+			rep.Leases++
+			continue
+		}
 		rep.Entries++
 		switch seen[i].kind {
 		case kindReceipt:
@@ -248,6 +334,7 @@ func verifyExport(r io.Reader, workers int) (ExportReport, error) {
 	if failMsg != "" {
 		return rep, fmt.Errorf("%w: %s", ErrBadExport, failMsg)
 	}
+	rep.Unbounded = len(bounded.unbounded)
 	for lease, n := range oneSided {
 		if settled[lease] {
 			rep.Superseded += n
@@ -292,38 +379,52 @@ func exportEntryName(pos, index uint64, j *sigJob) string {
 	return fmt.Sprintf("entry #%d (index %d, lease %s, seq %d)", pos, index, j.r.Lease, j.r.Seq)
 }
 
-func decodeExportEntry(raw []byte) (Entry, error) {
+// decodeExportEntry decodes one entry of an export file: a receipt or a
+// dispute (the Entry), or a lease's evidence (ev set, the Entry zero).
+func decodeExportEntry(raw []byte) (e Entry, ev *LeaseEvidence, err error) {
 	if err := checkKeys(raw, exportEntryField); err != nil {
-		return Entry{}, err
+		return Entry{}, nil, err
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.DisallowUnknownFields()
 	var x exportEntryJSON
 	if err := d.Decode(&x); err != nil {
-		return Entry{}, err
+		return Entry{}, nil, err
 	}
-	e := Entry{Index: x.Index, Superseded: x.Superseded}
+	e = Entry{Index: x.Index, Superseded: x.Superseded}
 	switch {
-	case x.Receipt != nil && x.Dispute == nil:
+	case x.Lease != nil && x.Receipt == nil && x.Dispute == nil && x.Index == 0 && !x.Superseded:
+		d := json.NewDecoder(bytes.NewReader(x.Lease))
+		d.DisallowUnknownFields()
+		var w evidenceJSON
+		if err := d.Decode(&w); err != nil {
+			return Entry{}, nil, fmt.Errorf("lease: %w", err)
+		}
+		ev = &LeaseEvidence{Terms: json.RawMessage(w.Terms), ProviderSig: w.ProviderSig, SubmitterSig: w.SubmitterSig}
+		if err := ev.validate(); err != nil {
+			return Entry{}, nil, fmt.Errorf("lease: %w", err)
+		}
+		return Entry{}, ev, nil
+	case x.Receipt != nil && x.Dispute == nil && x.Lease == nil:
 		r, err := DecodeReceipt(x.Receipt)
 		if err != nil {
-			return Entry{}, err
+			return Entry{}, nil, err
 		}
 		e.Receipt = r
-	case x.Dispute != nil && x.Receipt == nil:
+	case x.Dispute != nil && x.Receipt == nil && x.Lease == nil:
 		d := json.NewDecoder(bytes.NewReader(x.Dispute))
 		d.DisallowUnknownFields()
 		var w disputeJSON
 		if err := d.Decode(&w); err != nil {
-			return Entry{}, fmt.Errorf("dispute: %w", err)
+			return Entry{}, nil, fmt.Errorf("dispute: %w", err)
 		}
 		dp, err := w.dispute(nil)
 		if err != nil {
-			return Entry{}, fmt.Errorf("dispute: %w", err)
+			return Entry{}, nil, fmt.Errorf("dispute: %w", err)
 		}
 		e.Dispute = &dp
 	default:
-		return Entry{}, errors.New("an entry holds exactly one of receipt and dispute")
+		return Entry{}, nil, errors.New("an entry holds exactly one of receipt, dispute and lease (a lease without index)")
 	}
-	return e, nil
+	return e, nil, nil
 }

@@ -21,6 +21,7 @@ import (
 //	j/<len><job><index>           empty
 //	p/<len><peer><index>          empty; one per party of the receipt
 //	t/<held_until ms><index>      empty
+//	v/<len><lease>                the lease's evidence (leases.go), beside the chain
 //
 // Receipts both parties signed have l/ (and f/) keys; one-sided records
 // have o/ keys and disputes d/ keys instead, so that the l/ keys of a lease
@@ -29,16 +30,19 @@ import (
 // Only e/ and h carry the chain; every other key is derived from entries and
 // serves lookups, so Ledger.Verify does not rely on them.
 const (
-	prefixEntry = "e/"
-	prefixLease = "l/"
-	prefixFinal = "f/"
-	prefixJob   = "j/"
-	prefixPeer  = "p/"
-	prefixTime  = "t/"
-	prefixOne   = "o/"
-	prefixDisp  = "d/"
-	keyHead     = "h"
+	prefixEntry         = "e/"
+	prefixLease         = "l/"
+	prefixFinal         = "f/"
+	prefixJob           = "j/"
+	prefixPeer          = "p/"
+	prefixTime          = "t/"
+	prefixOne           = "o/"
+	prefixDisp          = "d/"
+	prefixLeaseEvidence = "v/"
+	keyHead             = "h"
 )
+
+func evidenceKey(lease string) []byte { return appendVarString([]byte(prefixLeaseEvidence), lease) }
 
 func entryKey(index uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte(prefixEntry), index)

@@ -447,7 +447,8 @@ func (r *Receipt) verifyOneSided() error {
 }
 
 // checkEvidence checks the lease evidence of a one-sided record: both
-// signatures, and that the lease is the record's.
+// signatures, that the lease is the record's, and that the record's held
+// time is within what the lease allows (CheckHeld).
 func (r *Receipt) checkEvidence() error {
 	if r.Evidence == nil {
 		return fmt.Errorf("%w: one-sided record without lease evidence", ErrInvalidReceipt)
@@ -456,17 +457,7 @@ func (r *Receipt) checkEvidence() error {
 	if err != nil {
 		return fmt.Errorf("lease evidence: %w", err)
 	}
-	switch {
-	case t.ID != r.Lease:
-		return fmt.Errorf("%w: lease evidence is for lease %q, not %q", ErrInvalidReceipt, t.ID, r.Lease)
-	case t.Job != r.Job:
-		return fmt.Errorf("%w: lease evidence is for job %q, not %q", ErrInvalidReceipt, t.Job, r.Job)
-	case t.Provider != r.Provider || t.Submitter != r.Submitter:
-		return fmt.Errorf("%w: lease evidence names other parties", ErrInvalidReceipt)
-	case t.GPUs != r.GPUs:
-		return fmt.Errorf("%w: lease evidence holds %d GPUs, the record %d", ErrInvalidReceipt, t.GPUs, r.GPUs)
-	}
-	return nil
+	return CheckHeld(r, t)
 }
 
 // verifyWith checks the signatures over msg. On a one-sided record the

@@ -390,7 +390,7 @@ func TestExportVerifyOffline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ExportReport{Entries: 7, TwoSided: 5, OneSided: 1, Disputes: 1}
+	want := ExportReport{Entries: 7, TwoSided: 5, OneSided: 1, Disputes: 1, Unbounded: 2}
 	if rep != want {
 		t.Fatalf("report %+v, want %+v", rep, want)
 	}
@@ -422,6 +422,9 @@ func TestExportVerifyOffline(t *testing.T) {
 func FuzzVerifyExport(f *testing.F) {
 	prov, sub := newParty(f, 1), newParty(f, 2)
 	l := openMem(f, Options{})
+	if err := l.KeepLease(context.Background(), evidenceOf(f, "lease-1", "job-1", prov, sub, 2, t0, time.Hour)); err != nil {
+		f.Fatal(err)
+	}
 	mustAppend(f, l, leaseChain(f, "lease-1", "job-1", prov, sub, 2, true)...)
 	rec := oneSided(f, interim("lease-2", "job-2", prov, sub, 0, ""), SignerProvider, prov, sub, OutcomeProviderLost, AttributionProvider)
 	if _, err := l.AppendOneSided(context.Background(), rec); err != nil {
@@ -435,6 +438,7 @@ func FuzzVerifyExport(f *testing.F) {
 	f.Add([]byte(`{"format":"e31-receipts/1","entries":[]}`))
 	f.Add([]byte(`{"format":"e31-receipts/1","entries":[{"index":1,"receipt":null}]}`))
 	f.Add([]byte(`{"format":"e31-receipts/1","entries":[{"index":1,"dispute":{"lease":"x","ours":{},"theirs":{}}}]}`))
+	f.Add([]byte(`{"format":"e31-receipts/1","entries":[{"lease":{"terms":"{}","provider_sig":null,"submitter_sig":null}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rep, err := VerifyExport(bytes.NewReader(data))
 		if err != nil {

@@ -20,6 +20,10 @@ const (
 	ProblemIndex        = "entry index does not match its key (edited)"
 	ProblemPrev         = "prev link mismatch (chain broken)"
 	ProblemHead         = "head does not match the last entry (edited)"
+	// ProblemOutsideLease: the entry claims held time its lease's
+	// evidence does not allow (CheckHeld), or the evidence kept for its
+	// lease is not the lease's.
+	ProblemOutsideLease = "held time outside what the lease allows"
 	// ProblemMissing is a format: the index of the missing entry.
 	ProblemMissing = "entry %d missing (chain broken)"
 )
@@ -32,9 +36,12 @@ type VerifyReport struct {
 	OneSided int `json:"one_sided"`
 	// Disputed counts leases with a recorded dispute and no two-sided
 	// final receipt since.
-	Disputed int       `json:"disputed"`
-	OK       bool      `json:"ok"`
-	FirstBad *BadEntry `json:"first_bad,omitempty"`
+	Disputed int `json:"disputed"`
+	// Unbounded counts leases whose held time no evidence bounds: signed
+	// before the rule (ledger.BoundRule), or kept without their terms.
+	Unbounded int       `json:"unbounded"`
+	OK        bool      `json:"ok"`
+	FirstBad  *BadEntry `json:"first_bad,omitempty"`
 }
 
 // BadEntry is the first entry at which the chain fails. Lease and Seq are
@@ -109,6 +116,7 @@ func walkChain(ctx context.Context, txn *badger.Txn, sigs *sigChecker) (VerifyRe
 		// since the store refuses either after it.
 		oneSided = map[string]int{}
 		disputed = map[string]bool{}
+		bounds   = leaseBounds{txn: txn, terms: map[string]*LeaseTerms{}}
 	)
 	bad := func(index uint64, r *Receipt, problem string) (VerifyReport, error) {
 		b := &BadEntry{Index: index, Problem: problem}
@@ -185,6 +193,9 @@ func walkChain(ctx context.Context, txn *badger.Txn, sigs *sigChecker) (VerifyRe
 				delete(oneSided, r.Lease)
 				delete(disputed, r.Lease)
 			}
+			if err := bounds.check(r); err != nil {
+				return bad(index, r, ProblemOutsideLease)
+			}
 		}
 		h := entryHash(prev, index, content)
 		if hashHex(h) != e.Hash {
@@ -198,6 +209,7 @@ func walkChain(ctx context.Context, txn *badger.Txn, sigs *sigChecker) (VerifyRe
 		rep.OneSided += n
 	}
 	rep.Disputed = len(disputed)
+	rep.Unbounded = bounds.unbounded
 	hd, err := readHead(txn)
 	if err != nil {
 		return rep, err
@@ -356,4 +368,59 @@ func (c *sigChecker) wait() *sigFailure {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.bad
+}
+
+// leaseBounds checks each entry of a walk against its lease's terms: a
+// one-sided record's own evidence, or the evidence kept for a receipt's
+// lease (leases.go), each read and verified once per lease.
+type leaseBounds struct {
+	txn       *badger.Txn
+	terms     map[string]*LeaseTerms // nil: the lease has no bounded terms
+	unbounded int                    // leases seen without bounded terms
+}
+
+// check returns CheckHeld's verdict on r, or an error for evidence kept
+// for r's lease that does not verify.
+func (b *leaseBounds) check(r *Receipt) error {
+	t, seen := b.terms[r.Lease]
+	if !seen || (t == nil && r.Evidence != nil) {
+		var err error
+		if t, err = b.read(r); err != nil {
+			return err
+		}
+		if !seen && t == nil {
+			b.unbounded++
+		}
+		if seen && t != nil {
+			b.unbounded--
+		}
+		b.terms[r.Lease] = t
+	}
+	if t == nil {
+		return nil
+	}
+	return CheckHeld(r, *t)
+}
+
+// read finds r's lease terms: those kept for the lease, else the
+// evidence r carries. It returns nil for terms that bound nothing.
+func (b *leaseBounds) read(r *Receipt) (*LeaseTerms, error) {
+	ev, ok, err := keptLease(b.txn, r.Lease)
+	if err != nil {
+		return nil, err
+	}
+	if !ok && r.Evidence == nil {
+		return nil, nil
+	}
+	if !ok {
+		ev = *r.Evidence // its signatures are checked with the record's
+	}
+	t, err := ev.verify()
+	if err != nil {
+		return nil, err
+	}
+	if _, _, bounded := t.HeldWindow(); !bounded {
+		return nil, nil
+	}
+	return &t, nil
 }

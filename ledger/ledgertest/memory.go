@@ -31,6 +31,39 @@ import (
 type Memory struct {
 	mu      sync.Mutex
 	entries []ledger.Entry // guarded by mu: entry Index i+1 at i
+	// leases are the terms kept for each lease (KeepLease), guarded by mu.
+	leases map[string]ledger.LeaseTerms
+}
+
+// KeepLease keeps a lease's terms, as ledger.Ledger does, without
+// checking its signatures; Append then refuses the lease's receipts
+// that its terms do not allow (ledger.CheckHeld).
+func (m *Memory) KeepLease(ctx context.Context, ev ledger.LeaseEvidence) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t, err := ev.Parse()
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.leases == nil {
+		m.leases = map[string]ledger.LeaseTerms{}
+	}
+	if old, ok := m.leases[t.ID]; ok && old != t {
+		return fmt.Errorf("keep lease %s: %w: other terms are kept under its ID", t.ID, ledger.ErrConflict)
+	}
+	m.leases[t.ID] = t
+	return nil
+}
+
+// KeptLease returns the terms kept for a lease.
+func (m *Memory) KeptLease(lease string) (ledger.LeaseTerms, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.leases[lease]
+	return t, ok
 }
 
 // Append stores a receipt both parties signed.
@@ -44,6 +77,11 @@ func (m *Memory) Append(ctx context.Context, r ledger.Receipt) (ledger.Entry, er
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if t, ok := m.leases[r.Lease]; ok {
+		if err := ledger.CheckHeld(&r, t); err != nil {
+			return ledger.Entry{}, fmt.Errorf("%s: %w", what, err)
+		}
+	}
 	stored := m.twoSided(r.Lease)
 	for _, e := range stored {
 		if e.Receipt.Seq == r.Seq && same(&e.Receipt, &r) {
