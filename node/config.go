@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/exec"
+	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/hours"
@@ -308,6 +309,11 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.EventTimeout, 10*time.Second)
 	def(&c.ReceiptTimeout, 15*time.Second)
 	def(&c.ConnectTimeout, 10*time.Second)
+	if c.Grace > ledger.MaxGrace {
+		// A lease's held time allows this much grace and no more: a
+		// receipt for a longer one would not be countersigned.
+		return c, fmt.Errorf("grace %s is longer than a lease allows (%s)", c.Grace, ledger.MaxGrace)
+	}
 	if c.ProposalTTL >= view.LeaseOfferMargin {
 		// Every peer ends a lease whose GPUs an offer signed this long after
 		// the proposal shows free; a proposal still waiting then would be

@@ -54,6 +54,20 @@ func (n *Node) Peers() []api.Peer {
 		}
 		out = append(out, ap)
 	}
+	// Submitters the provider struck off, connected or not, while their
+	// strike is in force.
+	now := time.Now()
+	for _, st := range n.provider.Strikes() {
+		if !now.Before(st.Until) {
+			continue
+		}
+		s := &api.Strike{Count: st.Count, Until: st.Until.UTC(), Why: st.Why}
+		if i := slices.IndexFunc(out, func(p api.Peer) bool { return p.PeerID == st.Submitter }); i >= 0 {
+			out[i].Struck = s
+		} else {
+			out = append(out, api.Peer{PeerID: st.Submitter, Addrs: []string{}, Path: p2p.PathNone.String(), Struck: s})
+		}
+	}
 	slices.SortFunc(out, func(a, b api.Peer) int { return strings.Compare(a.PeerID, b.PeerID) })
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/node/epoch"
 	"github.com/e31network/e31/node/metrics"
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/rawcontent"
@@ -66,6 +67,7 @@ func (n *Node) wireRoles() {
 		Key: n.key, Self: n.self, Store: n.submitterStore(), Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: n.Path,
 		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,
 		Metrics: n.metrics.Submitter, Log: n.log, Addrs: n.Addrs, Images: n.submitterImages(), Reach: n.peers.Reach,
+		Placement: n.placement(),
 	})
 	n.handlers[wire.ProtoLease] = n.submitter.HandleProposal
 	n.handlers[wire.ProtoEvent] = n.submitter.HandleEvent
@@ -83,6 +85,17 @@ func (n *Node) wireRoles() {
 		n.provider.Withdraw(req.Job, from)
 		return struct{}{}, nil
 	}
+}
+
+// placement judges, for the submitter, proposals that no epoch's pass of
+// this node gave their provider: a pass on the view as it stands, as the
+// provider's own pass between epochs made. Without the fast path no
+// provider makes such passes, and only epoch passes count.
+func (n *Node) placement() submitter.Placement {
+	if n.cfg.NoFastPath {
+		return nil
+	}
+	return &epoch.Judge{Clock: n.clock, Market: n.market, Log: n.log, Panicked: n.metrics.Panicked}
 }
 
 // requeueEvery is how many heartbeats pass between re-announcements of

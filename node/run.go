@@ -152,8 +152,19 @@ func (n *Node) tracked(proto protocol.ID, fn p2p.Handler) p2p.Handler {
 		if lose := n.cfg.testLoseReply; lose != nil && lose(proto, from) {
 			return nil, errors.New("reply lost")
 		}
+		if code := p2p.RefusalCode(err); code != "" {
+			n.refused(proto, from, code, err)
+		}
 		return out, err
 	}
+}
+
+// refused counts a request refused with a code, by protocol and code, and
+// names it in the log: each is a peer's claim this node did not believe,
+// or a request it could not serve in the state it was in.
+func (n *Node) refused(proto protocol.ID, from peer.ID, code string, err error) {
+	n.metrics.Refused(string(proto), code)
+	n.log.Info("request refused", "proto", proto, "peer", from, "code", code, "err", err)
 }
 
 var errShuttingDown = errors.New("the node is shutting down")

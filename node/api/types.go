@@ -48,6 +48,19 @@ type Peer struct {
 	// PathReason says, for a relayed path, what the last hole punch with
 	// the peer said.
 	PathReason string `json:"path_reason,omitempty"`
+	// Struck, on a submitter this node's provider struck off (it refused
+	// or never answered receipts, disputed a final one, or left gangs
+	// unassembled), says until when it gets no new work from this node,
+	// and why. A struck peer is listed whether connected or not (Path
+	// "none").
+	Struck *Strike `json:"struck,omitempty"`
+}
+
+// Strike is what a provider holds against a submitter (node/provider).
+type Strike struct {
+	Count int       `json:"count"`
+	Until time.Time `json:"until"`
+	Why   string    `json:"why"`
 }
 
 // GPU is one GPU of an offer, as `e31 nodes --json` prints it.

@@ -44,6 +44,9 @@ type Registry struct {
 	Submitter *submitter.Metrics
 	// served counts bytes served over the bulk protocol, by kind of peer.
 	served *prometheus.CounterVec
+	// refused counts the direct-stream requests this node refused with a
+	// code, by protocol and code.
+	refused *prometheus.CounterVec
 	// panics counts the panics recovered where one unit of work (a stream
 	// request, a gossip message, an API request, a lease) failed and the
 	// daemon went on. Each is logged with its stack; any is a bug.
@@ -83,6 +86,8 @@ func New() *Registry {
 	m.Provider.ThroughRelay = counter("e31_fetches_through_relay_total", "Fetches from a submitter this provider made through a relay that carries data, for want of a direct connection.")
 	m.served = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e31_content_served_bytes_total", Help: "Bytes this node served to peers over the bulk protocol, by kind of peer (provider: a peer with an offer; other)."}, []string{"to"})
 	m.reg.MustRegister(m.Submitter.Submitted, m.Submitter.Rejected, m.Submitter.RoundsLost, m.Provider.Leases, receipts, persist, staged, returned, prestaged, m.Provider.Fetched, m.Provider.ThroughRelay, m.served)
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e31_refused_total", Help: "Direct-stream requests this node refused with a code (node/wire's refusal codes), by protocol and code: a peer's claim this node did not believe (a proposal Match never gave it, a receipt past its lease, a stage it was not reserved), or a request it could not serve in the state it was in."}, []string{"proto", "code"})
+	m.reg.MustRegister(m.refused)
 	m.panics = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "e31_panics_total", Help: "Panics recovered at a boundary of the daemon, by where: the one request, message, epoch or lease failed and the daemon went on. Each is logged with its stack; any is a bug."}, []string{"where"})
 	for _, w := range wheres {
 		m.panics.WithLabelValues(w)
@@ -97,6 +102,9 @@ func New() *Registry {
 // at 0. It is the hook the node gives p2p, content, apiserver and
 // node/epoch.
 func (m *Registry) Panicked(where string) { m.panics.WithLabelValues(where).Inc() }
+
+// Refused counts a direct-stream request of proto refused with code.
+func (m *Registry) Refused(proto, code string) { m.refused.WithLabelValues(proto, code).Inc() }
 
 // Served counts bytes served over the bulk protocol to a peer of the kind
 // to (ToProvider or ToOther).

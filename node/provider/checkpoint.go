@@ -100,6 +100,9 @@ func (lr *leaseRunner) takeCheckpoint(ctx context.Context, dir string, mode capt
 	lr.d.Access.Allow(lr.submitter, c)
 	taken := time.Now()
 	lr.change(func(r *Record) { r.Checkpoint, r.CheckpointN, r.CheckpointAt = c.String(), num, taken })
-	lr.sendEvent(wire.EventRequest{Lease: id, Job: job, Checkpoint: c.String(), N: num, At: time.Now().UnixMilli()})
+	// The event says when the checkpoint was taken: the time a preempted
+	// lease's final receipt names (checkpoint_at), which the submitter
+	// checks against it.
+	lr.sendEvent(wire.EventRequest{Lease: id, Job: job, Checkpoint: c.String(), N: num, At: taken.UnixMilli()})
 	return nil
 }

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -60,6 +61,7 @@ type (
 		AppendOneSided(ctx context.Context, r ledger.Receipt) (ledger.Entry, error)
 		RecordDispute(ctx context.Context, lease string, ours, theirs ledger.Receipt) (ledger.Entry, error)
 		ByLease(ctx context.Context, lease string) ([]ledger.Entry, error)
+		KeepLease(ctx context.Context, ev ledger.LeaseEvidence) error
 	}
 	// Caller sends a request over a direct stream and reads the reply.
 	Caller interface {
@@ -226,6 +228,12 @@ func (m *Metrics) prestaged() content.Progress {
 // ErrWithdrawn is the cause given to a lease's context when its submitter
 // withdraws the job.
 var ErrWithdrawn = errors.New("withdrawn by the submitter")
+
+// ErrReceiptsRefused is the cause given to a lease's context when its
+// submitter refused, or left unanswered, maxRefusedReceipts receipts in a
+// row: the provider stops working unpaid. The lease ends withdrawn, the
+// submitter's doing.
+var ErrReceiptsRefused = fmt.Errorf("%w: it refused or left unanswered %d receipts in a row", ErrWithdrawn, maxRefusedReceipts)
 
 // ErrReleasedUnrun is the cause given to a lease's context when its
 // submitter released it, tired of waiting for the run to start: the time

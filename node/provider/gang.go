@@ -25,7 +25,8 @@ import (
 // then does the part make its private network (node/gangnet), wait for a
 // link to every other part, and start its run inside that network, with
 // the gang's variables set. A gang whose lease never comes within
-// GangStartWithin ends this part, the network's fault, owed by no one.
+// GangStartWithin ends this part withdrawn, the submitter's doing, which
+// owes the time held for it (strikes.go counts such lapses).
 
 // GangNet is a part's private network (gangnet.Net).
 type GangNet interface {
@@ -162,13 +163,19 @@ func (lr *leaseRunner) awaitGang(ctx context.Context, rec Record, gang string, r
 	select {
 	case g = <-lr.gangStart:
 	case <-wait.C:
-		return nil, &ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionNetwork,
-			Reason: fmt.Sprintf("gang %s never started: not every part was held within %s", gang, within)}
+		// The GPUs were held for the submitter's gang, which it never
+		// completed: the time is its own (it avoids a part's provider
+		// that would not sign), and a submitter whose gangs keep lapsing
+		// gets no more gang parts from here for a while (strikes.go).
+		lr.strikes.gangLapsed(lr.submitter, gang)
+		return nil, &ledger.Ending{Outcome: ledger.OutcomeWithdrawn, Attribution: ledger.AttributionSubmitter,
+			Reason: fmt.Sprintf("gang %s never started: its gang lease did not come within %s", gang, within)}
 	case <-ctx.Done():
 		e := stoppedBeforeRun(ctx, "before its gang started")
 		return nil, &e
 	}
 	lr.change(func(r *Record) { r.Gang = &g })
+	lr.strikes.gangStartedBy(lr.submitter)
 	if lr.d.OpenGang == nil {
 		return nil, &ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionProvider, Reason: "this provider cannot make a gang's network"}
 	}

@@ -50,7 +50,7 @@ func (lr *leaseRunner) output(res exec.Result, work string, ran bool) {
 			}
 			r.setEnding(e)
 		})
-	} else if err := lr.deliverOutput(lr.ctx, lr.cfg.OutputTimeout); err != nil {
+	} else if err := lr.deliverOutput(lr.ctx, outputPatience(lr.cfg.OutputTimeout, rec.heldUntilMost(), time.Now())); err != nil {
 		// The submitter is away: the GPUs go back now and the output
 		// waits, pinned, for it to return (see settle).
 		log.Info("output waits for the submitter", "err", err)
@@ -191,4 +191,14 @@ func (lr *leaseRunner) importOutput(ctx context.Context, dir string, res exec.Re
 	}
 	lr.d.Access.Allow(lr.submitter, c)
 	return lr.update(func(r *Record) { r.Output, r.Skipped = c.String(), skipped })
+}
+
+// outputPatience is how long the GPUs wait for the submitter to take the
+// output: the output timeout, but never past the held time the lease
+// allows (most; zero for none), after which the output waits unheld.
+func outputPatience(timeout time.Duration, most, now time.Time) time.Duration {
+	if most.IsZero() {
+		return timeout
+	}
+	return max(min(timeout, most.Sub(now)), time.Millisecond) // 0 would mean one try of the whole timeout
 }

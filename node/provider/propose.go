@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/node/wire"
@@ -30,6 +31,12 @@ func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 	}
 	if p.d.Misbehave != nil && !p.d.Misbehave.Propose(a.Job) {
 		return
+	}
+	if _, struck := p.Struck(oj.Submitter.String(), time.Now()); struck {
+		return // no new work for a submitter struck off (strikes.go)
+	}
+	if oj.Body.Declaration.Request.Gang() && p.strikes.gangStruck(oj.Submitter.String(), time.Now()) {
+		return // nor gang parts for one whose gangs keep lapsing
 	}
 	if p.src.stagingFirst(oj) {
 		return
@@ -104,6 +111,7 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 		Epoch:       epoch,
 		ViewHash:    viewHash,
 		Rank:        a.Rank,
+		Bound:       ledger.BoundRule,
 	}
 	sl := wire.SignedLease{Terms: terms}
 	if err := sl.SignProvider(p.d.Key); err != nil {
@@ -134,6 +142,11 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 	if err := sl.Verify(true); err != nil {
 		p.log.Warn("proposal countersignature invalid", "job", a.Job, "err", err)
 		return false
+	}
+	// The terms both signed bound every receipt of the lease; the ledger
+	// checks each against them as it stores it.
+	if err := p.d.Ledger.KeepLease(p.ctx, sl.Evidence()); err != nil {
+		p.log.Warn("keep the lease's terms", "lease", terms.ID, "err", err)
 	}
 	rec := &Record{
 		Lease:          sl,

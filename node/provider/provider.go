@@ -29,6 +29,9 @@ type env struct {
 	// tasks runs every goroutine of the provider, each lease's runner and
 	// each fetch before a lease included: Shutdown waits for them all.
 	tasks *task.Group
+	// strikes are the submitters struck off (strikes.go); its lock is a
+	// leaf.
+	strikes *strikes
 }
 
 // hold is what holds a GPU: a proposal in flight (lease empty) or a signed
@@ -65,6 +68,7 @@ type Provider struct {
 	settled   chan struct{}
 	drains    drains // what drains the node (drain.go)
 
+
 	inputs layouts  // the inputs laid out for the runs (laidout.go)
 	src    sourcing // staging from many sources and before the lease
 }
@@ -82,7 +86,7 @@ func New(cfg Config, d Deps) *Provider {
 	if d.OfferChanged == nil {
 		d.OfferChanged = func() {}
 	}
-	e := &env{cfg: cfg, d: d, log: d.Log, ctx: ctx, hard: hard, tasks: &task.Group{}}
+	e := &env{cfg: cfg, d: d, log: d.Log, ctx: ctx, hard: hard, tasks: &task.Group{}, strikes: &strikes{records: d.Records, log: d.Log}}
 	p := &Provider{
 		env: e, cancel: cancel, hardStop: hardStop,
 		held:      make(map[string]hold),

@@ -177,3 +177,29 @@ func latest(ts ...time.Time) time.Time {
 	}
 	return out
 }
+
+// heldUntilMost is the latest a receipt of the lease may hold its GPUs
+// until: the end of the window its terms allow (ledger.HeldWindow), or no
+// bound (the zero time) for terms signed before the rule.
+func (rec Record) heldUntilMost() time.Time {
+	ev := rec.Lease.Evidence()
+	t, err := ev.Parse()
+	if err != nil {
+		return time.Time{}
+	}
+	_, until, ok := t.HeldWindow()
+	if !ok {
+		return time.Time{}
+	}
+	return until
+}
+
+// bounded is t, or most where most is set and earlier: the held time a
+// receipt claims never passes what the lease allows; the GPUs held longer
+// are the provider's to bear.
+func bounded(t, most time.Time) time.Time {
+	if !most.IsZero() && t.After(most) {
+		return most
+	}
+	return t
+}

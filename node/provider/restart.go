@@ -19,6 +19,9 @@ func (p *Provider) Recover(ctx context.Context) error {
 	if err := p.recoverDrain(); err != nil {
 		return err
 	}
+	if err := p.recoverStrikes(); err != nil {
+		return err
+	}
 	var recs []*Record
 	err := p.d.Records.Each(state.PrefixLease, func(b []byte) error {
 		var rec Record

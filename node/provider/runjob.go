@@ -10,6 +10,7 @@ import (
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/wire"
 )
 
 // runJob runs the job in its sandbox, taking checkpoints as it goes, and
@@ -41,7 +42,7 @@ func (lr *leaseRunner) runJob(ctx context.Context, st *staged) exec.Result {
 		Output:      exec.Mount{Source: filepath.Join(work, "out"), Target: decl.Output.Path},
 		CPUs:        t.CPUs,
 		MemoryBytes: t.MemoryBytes,
-		Limit:       time.Duration(t.Limit) * time.Millisecond,
+		Limit:       runLimit(t, now),
 		Grace:       lr.cfg.Grace,
 		GPUs:        lr.leasedGPUs(),
 		Image:       st.img,
@@ -109,6 +110,8 @@ func runEnding(ctx context.Context, spec exec.Spec, res exec.Result, err error) 
 		e.Outcome = ledger.OutcomeFailed
 	case res.Outcome == exec.Limit:
 		e.Outcome, e.Reason = ledger.OutcomeLimit, "limit "+spec.Limit.String()+" reached"
+	case errors.Is(context.Cause(ctx), ErrReceiptsRefused):
+		e.Outcome, e.Attribution, e.Reason = ledger.OutcomeWithdrawn, ledger.AttributionSubmitter, "stopped while running: "+ErrReceiptsRefused.Error()
 	case errors.Is(context.Cause(ctx), ErrWithdrawn):
 		e.Outcome, e.Attribution, e.Reason = ledger.OutcomeWithdrawn, ledger.AttributionSubmitter, "withdrawn while running"
 	case errors.Is(context.Cause(ctx), ErrReleasedUnrun):
@@ -166,4 +169,17 @@ func gpusByUUID(all []exec.GPU, uuids []string) []exec.GPU {
 		}
 	}
 	return out
+}
+
+// runLimit is how long a run starting at now may go: what is left of the
+// job's limit, which counts from the proposal, so that staging is inside it
+// and the lease ends within the held time its terms allow
+// (ledger.HeldWindow). A run whose staging took the whole limit still
+// starts, for a moment, and ends at its limit as any other.
+func runLimit(t wire.LeaseTerms, now time.Time) time.Duration {
+	limit := time.Duration(t.Limit) * time.Millisecond
+	if t.Bound != ledger.BoundRule {
+		return limit // terms from before the rule: the limit counts from the run
+	}
+	return max(time.UnixMilli(t.Proposed).Add(limit).Sub(now), time.Second)
 }

@@ -125,7 +125,7 @@ func (lr *leaseRunner) recordOneSided() {
 		lr.log.Error("one-sided record", "lease", rec.ID(), "err", err)
 		return
 	}
-	end := latest(rec.End, rec.LastAlive)
+	end := bounded(latest(rec.End, rec.LastAlive), rec.heldUntilMost())
 	rec.End = end
 	r := ledger.Receipt{
 		Lease: rec.ID(), Job: rec.Lease.Terms.Job, Provider: lr.d.Self, Submitter: lr.submitter,
@@ -167,10 +167,13 @@ var errWithheld = errors.New("receipt withheld")
 // errFinalDone says the final receipt was already exchanged.
 var errFinalDone = errors.New("final receipt already signed")
 
-// interimReceipts signs a receipt every interval while compute is held.
+// interimReceipts signs a receipt every interval while compute is held. A
+// submitter that refuses maxRefusedReceipts of them in a row has the lease
+// stopped and is struck off (strikes.go): the run would go on unpaid.
 func (lr *leaseRunner) interimReceipts(ctx context.Context) {
 	t := time.NewTicker(lr.cfg.ReceiptInterval)
 	defer t.Stop()
+	refused := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -180,10 +183,35 @@ func (lr *leaseRunner) interimReceipts(ctx context.Context) {
 		}
 		now := time.Now()
 		lr.change(func(r *Record) { r.LastAlive = now })
-		if err := lr.exchangeReceipt(ctx, false); err != nil {
-			lr.log.Warn("interim receipt", "lease", lr.snapshot().ID(), "err", err)
+		err := lr.exchangeReceipt(ctx, false)
+		switch {
+		case err == nil:
+			refused = 0
+			continue
+		case refusedReceipt(ctx, err):
+			refused++
+		}
+		lr.log.Warn("interim receipt", "lease", lr.snapshot().ID(), "err", err, "refused in a row", refused)
+		if refused == maxRefusedReceipts {
+			t, cancel := lr.stopper()
+			lr.strikes.strike(lr.submitter, fmt.Sprintf("refused or left unanswered %d receipts of lease %s in a row", refused, t.ID))
+			if cancel != nil {
+				cancel(ErrReceiptsRefused)
+			}
+			return
 		}
 	}
+}
+
+// refusedReceipt reports whether a receipt exchange failed on the
+// submitter's word: it answered with a refusal, or took the stream and
+// never answered. One that could not be reached is away, not refusing.
+func refusedReceipt(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, errWithheld) || p2p.Unreachable(err) {
+		return false
+	}
+	var re *p2p.RemoteError
+	return errors.As(err, &re) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // exchangeReceipt signs the next receipt, has the submitter countersign it
@@ -207,6 +235,7 @@ func (lr *leaseRunner) exchangeReceipt(ctx context.Context, final bool) error {
 		// may have been estimated short of the last interim receipt.
 		now = latest(rec.End, rec.LastAlive)
 	}
+	now = bounded(now, rec.heldUntilMost())
 	r := ledger.Receipt{
 		Lease:     rec.ID(),
 		Job:       rec.Lease.Terms.Job,
@@ -242,6 +271,11 @@ func (lr *leaseRunner) exchangeReceipt(ctx context.Context, final bool) error {
 	defer cancel()
 	var rep wire.ReceiptReply
 	if err := lr.d.Calls.Call(cctx, lr.submitter, wire.ProtoReceipt, wire.ReceiptRequest{Receipt: raw, Steps: rec.steps()}, &rep); err != nil {
+		if ctx.Err() == nil && cctx.Err() != nil {
+			// Unanswered in time, whether on a stream the submitter
+			// took or on the way to it (refusedReceipt tells which).
+			return fmt.Errorf("countersign receipt %d: %w (%w)", r.Seq, err, context.DeadlineExceeded)
+		}
 		return fmt.Errorf("countersign receipt %d: %w", r.Seq, err)
 	}
 	if len(rep.Dispute) > 0 && final {
@@ -298,7 +332,8 @@ func (lr *leaseRunner) recordDispute(ctx context.Context, ours ledger.Receipt, r
 	if _, err := lr.d.Ledger.RecordDispute(context.WithoutCancel(ctx), ours.Lease, ours, theirs); err != nil {
 		return fmt.Errorf("record dispute: %w", err)
 	}
-	lr.log.Warn("the submitter disputes the final receipt; both versions recorded", "lease", ours.Lease)
+	lr.log.Warn("the submitter disputes the final receipt; both versions recorded", "lease", ours.Lease, "its reason", theirs.Reason)
+	lr.strikes.strike(lr.submitter, "disputed the final receipt of lease "+ours.Lease)
 	return lr.update(func(r *Record) { r.FinalSigned = true })
 }
 

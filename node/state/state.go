@@ -30,6 +30,8 @@ const (
 	PrefixLease = "lease/" // a lease this node provides (node/provider)
 	PrefixPeer  = "peer/"  // a provider this node has seen (node)
 	PrefixDrain = "drain/" // this node drained by its owner (node/provider)
+	// PrefixStrike: a submitter this node's provider struck off (node/provider).
+	PrefixStrike = "strike/"
 )
 
 // Open opens (or creates) the store in dir.

@@ -95,6 +95,13 @@ type assignment struct {
 	// before the lease: until wire.StageBeforeLeaseMax after, not
 	// proposing yet is staging, not squatting.
 	staging time.Time
+	// last is the Submitter's pass that last assigned the job to the
+	// provider, 0 if none did: a proposal within assignedFor passes of it
+	// was Match's choice (claims.go).
+	last uint64
+	// refused counts the provider's proposals for the job refused in a
+	// row for want of an assignment (claims.go).
+	refused int
 }
 
 // RecordWaits keeps, for this node's queued jobs, the reason Match gave,
@@ -185,7 +192,9 @@ func (j *jobTracker) notePass(pass uint64, waits, assigned []string, matched boo
 		j.passes++
 	}
 	for _, p := range assigned {
-		j.assignmentOf(p, now).passes++
+		as := j.assignmentOf(p, now)
+		as.passes++
+		as.last = pass
 	}
 	return lost
 }
@@ -216,7 +225,8 @@ func (j *jobTracker) assignmentOf(provider string, first time.Time) *assignment 
 func (j *jobTracker) noteProposal(from peer.ID) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.assignmentOf(from.String(), time.Time{}).proposed = true
+	as := j.assignmentOf(from.String(), time.Time{})
+	as.proposed, as.refused = true, 0
 	delete(j.notes, from.String())
 }
 

@@ -194,10 +194,13 @@ func (s *Submitter) assembleGang(ctx context.Context, gang string) {
 	for r, err := range errs {
 		if err != nil {
 			s.log.Warn("a gang part's provider did not sign the gang lease", "gang", gang, "rank", r, "provider", parts[r].provider, "err", err)
-			// A provider that declined, or signed falsely, is avoided for
-			// the part; one that could not be reached is not blamed.
+			// A provider that declined, signed falsely, or took the
+			// request and let it lapse unsigned (squatting on the part
+			// while the other parts' GPUs are held for the gang, which
+			// this node owes) is avoided for the part; one that could not
+			// be reached is not blamed.
 			avoid := -1
-			if p2p.RefusalCode(err) == wire.CodeDeclined || errors.Is(err, wire.ErrGang) {
+			if ctx.Err() == nil && (!p2p.Unreachable(err) || errors.Is(err, wire.ErrGang)) {
 				avoid = r
 			}
 			s.giveUpGang(ctx, gang, fmt.Sprintf("part %d's provider %s did not sign the gang lease: %v", r, parts[r].provider, err), avoid)

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
@@ -46,22 +46,27 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 	if err := wire.CheckTerms(t); err != nil {
 		return nil, err
 	}
-	if time.Now().UnixMilli() > t.Expires {
-		return nil, errors.New("proposal expired")
-	}
 	if !distinct(t.GPUs) {
 		return nil, p2p.Refuse(wire.CodeDeclined, errors.New("declined: the proposal names a GPU twice"))
-	}
-	if e, ok := s.d.Offers.Get(t.Provider); ok {
-		for _, u := range t.GPUs {
-			if !slices.ContainsFunc(e.Offer.GPUs, func(g market.GPU) bool { return g.UUID == u }) {
-				return nil, p2p.Refuse(wire.CodeDeclined, fmt.Errorf("declined: GPU %s is not in the provider's offer", u))
-			}
-		}
 	}
 	j := s.jobs.get(t.Job)
 	if j == nil {
 		return nil, unknownJob(t.Job)
+	}
+	now := time.Now()
+	if err := checkProposalTime(t, now); err != nil {
+		if _, onOffer := s.d.Offers.Get(t.Provider); onOffer && j.misproposed(from, p2p.RefusalCode(err)) {
+			s.tasks.Go(func() { j.avoid(s.ctx, from.String(), "", "proposed a lease dated away from now") })
+		}
+		return nil, err
+	}
+	if j.state() == api.JobQueued && from != s.d.Self {
+		// A job leased or ended meanwhile is declined by propose, with
+		// the code that closes it in the provider's view. This node's
+		// own provider proposes only what this node's Match gave it.
+		if err := s.checkClaims(j, from, t, now); err != nil {
+			return nil, err
+		}
 	}
 	gang, _, part := market.SplitTaskID(t.Job)
 	part = part && j.isGangPart()
@@ -96,9 +101,20 @@ func (s *Submitter) HandleEvent(ctx context.Context, from peer.ID, raw json.RawM
 		return nil, err
 	}
 	if c.Defined() {
-		// Pull it now, so that a provider that vanishes does not take the
-		// last checkpoint with it.
-		s.tasks.Go(func() { j.pullCheckpoint(s.ctx, from, c, ev.N) })
+		now := time.Now()
+		at := time.UnixMilli(ev.At)
+		if d := at.Sub(now); d > maxClockSkew || d < -maxClockSkew {
+			at = now // a time off by more than the skew allowed is not believed
+		}
+		start, err := j.queueCheckpoint(ev.Lease, checkpointEvent{root: c, n: ev.N, at: at})
+		if err != nil {
+			return nil, err
+		}
+		if start {
+			// Pull it now, so that a provider that vanishes does not take
+			// the last checkpoint with it.
+			s.tasks.Go(func() { j.pullCheckpoints(s.ctx, from, ev.Lease) })
+		}
 	}
 	return struct{}{}, nil
 }
@@ -141,7 +157,7 @@ func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.Ra
 	if err != nil {
 		return nil, err
 	}
-	if r.Final && r.Checkpoint != "" && (r.Outcome == ledger.OutcomePreempted || j.isGangPart()) {
+	if r.Final && r.Checkpoint != "" && (r.Outcome == ledger.OutcomePreempted || j.isGangPart()) && j.pulling(r.Lease, r.Checkpoint) {
 		// The provider is being taken back, and may stop once this
 		// receipt is countersigned, or the part's gang goes on, each part
 		// from its own: the last checkpoint it took, which the job goes
@@ -154,7 +170,7 @@ func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.Ra
 		// that failed may have retries left; a preempted one goes on from
 		// the last checkpoint its provider took, once pulled.
 		s.tasks.Go(func() {
-			if r.Outcome == ledger.OutcomePreempted && r.Checkpoint != "" {
+			if r.Outcome == ledger.OutcomePreempted && r.Checkpoint != "" && j.pulling(r.Lease, r.Checkpoint) {
 				j.awaitCheckpoint(s.ctx, r.Checkpoint, s.cfg.OutputTimeout)
 			}
 			s.autoResume(s.ctx, r.Job)

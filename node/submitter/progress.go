@@ -64,32 +64,132 @@ func (j *jobTracker) awaitCheckpoint(ctx context.Context, c string, within time.
 	}
 }
 
-// pullCheckpoint fetches checkpoint num of the job from its provider and
-// keeps it as the job's last, unless a newer one came first; ctx is the
-// Submitter's, which ends at Shutdown.
-func (j *jobTracker) pullCheckpoint(ctx context.Context, from peer.ID, c cid.Cid, num int) {
+// Checkpoints are pulled one at a time per lease, as their events come:
+// an event that comes while one is pulled waits as the next, replacing any
+// that waited before it, so a provider that announces checkpoints faster
+// than they can be pulled (or floods them) costs one pull at a time and
+// the latest one next. A checkpoint's number must be above every one the
+// lease announced before (CodeCheckpointOrder), which is checked before
+// any of its bytes move, and each pull is capped at what the job's disk
+// can hold (pullCap).
+
+// checkpointPulls are the checkpoints of one lease being pulled and next to
+// pull. Guarded by the jobTracker's mu.
+type checkpointPulls struct {
+	lease   string
+	running *checkpointEvent // nil: none is being pulled
+	next    *checkpointEvent // nil: none waits
+}
+
+// checkpointEvent is a checkpoint its provider announced: its root, number
+// and when the provider says it was taken.
+type checkpointEvent struct {
+	root cid.Cid
+	n    int
+	at   time.Time
+}
+
+// queueCheckpoint takes checkpoint ev of the lease for pulling, and
+// reports whether a pull is to start (none was running), or refuses it
+// with CodeCheckpointOrder: its number is not above the lease's last.
+func (j *jobTracker) queueCheckpoint(lease string, ev checkpointEvent) (start bool, err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	p := &j.pulls
+	if p.lease != lease {
+		*p = checkpointPulls{lease: lease}
+	}
+	last := 0
+	if j.rec.CheckpointLease == lease {
+		last = j.rec.CheckpointN
+	}
+	for _, e := range []*checkpointEvent{p.running, p.next} {
+		if e != nil {
+			last = max(last, e.n)
+		}
+	}
+	if ev.n <= last {
+		return false, p2p.Refuse(wire.CodeCheckpointOrder, fmt.Errorf("checkpoint %d of lease %s: the lease announced checkpoint %d already", ev.n, lease, last))
+	}
+	if p.running != nil {
+		p.next = &ev
+		return false, nil
+	}
+	p.running = &ev
+	return true, nil
+}
+
+// pulling reports whether checkpoint c of the lease was announced and is
+// being pulled or waits to be.
+func (j *jobTracker) pulling(lease, c string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	p := &j.pulls
+	return p.lease == lease && ((p.running != nil && p.running.root.String() == c) || (p.next != nil && p.next.root.String() == c))
+}
+
+// pullCheckpoints pulls the lease's announced checkpoints, one at a time,
+// until none waits; ctx is the Submitter's, which ends at Shutdown.
+func (j *jobTracker) pullCheckpoints(ctx context.Context, from peer.ID, lease string) {
+	for {
+		j.mu.Lock()
+		ev := j.pulls.running
+		j.mu.Unlock()
+		if ev == nil {
+			return
+		}
+		j.pullCheckpoint(ctx, from, lease, *ev)
+		j.mu.Lock()
+		p := &j.pulls
+		if p.lease != lease || p.running != ev {
+			j.mu.Unlock()
+			return // the lease's pulls were reset under it
+		}
+		p.running, p.next = p.next, nil
+		j.mu.Unlock()
+	}
+}
+
+// pullCap bounds a pull of a job's checkpoint or output: the bytes its
+// disk holds (the provider caps the job's files at it), with room for the
+// DAG's own structure and, beside an output, the two logs.
+func (j *jobTracker) pullCap() int64 {
+	j.mu.Lock()
+	disk := j.rec.Declaration.Request.DiskBytes()
+	j.mu.Unlock()
+	return min(int64(min(disk+disk/64+logAllowance, 1<<62)), j.cfg.MaxOutputBytes)
+}
+
+// logAllowance is what the logs beside an output may add to a pull: each
+// of stdout and stderr is kept at most twice exec's cap of 8 MiB.
+const logAllowance = 64 << 20
+
+// pullCheckpoint fetches a checkpoint of the job's lease from its provider
+// and keeps it as the job's last, unless a newer one came first.
+func (j *jobTracker) pullCheckpoint(ctx context.Context, from peer.ID, lease string, ev checkpointEvent) {
 	ctx, cancel := context.WithTimeout(ctx, j.cfg.OutputTimeout)
 	defer cancel()
-	id := j.id
+	id, c, num := j.id, ev.root, ev.n
 	reason := pinCheckpoint(id, num)
 	if err := j.awaitDirect(ctx, from, fmt.Sprintf("pulling checkpoint %d", num)); err != nil {
 		j.log.Warn("pull checkpoint", "job", id, "n", num, "err", err)
 		return
 	}
-	if _, err := j.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: reason, MaxBytes: j.cfg.MaxOutputBytes, Progress: j.d.Metrics.Returned}); err != nil {
+	if _, err := j.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: reason, MaxBytes: j.pullCap(), Progress: j.d.Metrics.Returned}); err != nil {
 		j.log.Warn("pull checkpoint", "job", id, "n", num, "err", err)
 		return
 	}
 	var unpin []pinned
 	kept := false
 	j.change(func(r *Record) error {
-		if num <= r.CheckpointN {
+		if r.CheckpointLease == lease && num <= r.CheckpointN {
 			return errors.New("a newer checkpoint arrived first")
 		}
 		if old, err := cid.Decode(r.Checkpoint); err == nil {
 			unpin = append(unpin, pinned{old, pinCheckpoint(id, r.CheckpointN)})
 		}
 		r.Checkpoint, r.CheckpointN = c.String(), num
+		r.CheckpointLease, r.CheckpointAt = lease, ev.at
 		kept = true
 		return nil
 	})
@@ -116,7 +216,7 @@ func (j *jobTracker) output(ctx context.Context, from peer.ID, c cid.Cid, req wi
 	if err := j.awaitDirect(ctx, from, "returning the output"); err != nil {
 		return nil, fmt.Errorf("fetch output %s: %w", c, err)
 	}
-	if _, err := j.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: pinOutput(req.Job), MaxBytes: j.cfg.MaxOutputBytes, Progress: j.d.Metrics.Returned}); err != nil {
+	if _, err := j.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: pinOutput(req.Job), MaxBytes: j.pullCap(), Progress: j.d.Metrics.Returned}); err != nil {
 		return nil, fmt.Errorf("fetch output %s: %w", c, err)
 	}
 	// The fetch takes a while: the job is looked up again, in memory or

@@ -1,6 +1,7 @@
 package submitter
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -49,6 +50,14 @@ func (j *jobTracker) propose(from peer.ID, sl wire.SignedLease) (any, error) {
 		inputs = r.contentRoots()
 		return nil
 	})
+	if err == nil {
+		// The terms both signed go beside the ledger's chain before the
+		// countersignature leaves: every receipt of the lease is then
+		// checked against them as it is stored (ledger.KeepLease).
+		if kerr := j.d.Ledger.KeepLease(context.Background(), sl.Evidence()); kerr != nil {
+			err = fmt.Errorf("keep the lease's terms: %w", kerr)
+		}
+	}
 	if err != nil {
 		if p2p.RefusalCode(err) != "" {
 			return nil, err

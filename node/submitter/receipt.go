@@ -10,6 +10,7 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
 )
 
 // disputeMargin is how much later than this side's own record a provider's
@@ -27,23 +28,24 @@ func (j *jobTracker) receipt(ctx context.Context, req wire.ReceiptRequest, r led
 	j.receipts.Lock()
 	defer j.receipts.Unlock()
 	j.mu.Lock()
-	terms := j.rec.Lease.Terms
+	lease := *j.rec.Lease
 	j.mu.Unlock()
+	terms := lease.Terms
 	if r.GPUs != len(terms.GPUs) {
 		return nil, false, fmt.Errorf("receipt counts %d GPUs, the lease %d", r.GPUs, len(terms.GPUs))
 	}
-	signed := time.UnixMilli(terms.Proposed)
-	if r.HeldFrom.Before(signed.Add(-maxClockSkew)) || r.HeldUntil.After(time.Now().Add(maxClockSkew)) {
-		return nil, false, errors.New("receipt claims time outside the lease")
+	if err := checkHeld(lease, &r, time.Now()); err != nil {
+		return nil, false, err
 	}
 	// A final receipt that comes after this side gave the provider up (a
 	// partition healed) is still countersigned: the provider held the GPUs
 	// and ran the job all along. A provider's own restart is billed only
 	// to the last time it saw the lease held.
-	prev, err := j.d.Ledger.ByLease(ctx, r.Lease)
+	lr, err := j.d.Ledger.Lease(ctx, r.Lease)
 	if err != nil {
 		return nil, false, err
 	}
+	prev := lr.Receipts
 	if uint64(len(prev)) != r.Seq {
 		// A retry of the last receipt (its reply was lost) gets the one
 		// already countersigned: the provider adopts it and goes on from
@@ -57,7 +59,17 @@ func (j *jobTracker) receipt(ctx context.Context, req wire.ReceiptRequest, r led
 			}
 			return wire.ReceiptReply{Receipt: mustJSON(last)}, false, nil
 		}
-		return nil, false, fmt.Errorf("receipt %d out of sequence (have %d)", r.Seq, len(prev))
+		if !ended(prev) {
+			return nil, false, fmt.Errorf("receipt %d out of sequence (have %d)", r.Seq, len(prev))
+		}
+	}
+	if ended(prev) {
+		return nil, false, p2p.Refuse(wire.CodeAfterFinal, fmt.Errorf("lease %s ended with its final receipt, seq %d", r.Lease, len(prev)-1))
+	}
+	if !r.Final && (len(lr.OneSided) > 0 || len(lr.Disputes) > 0) {
+		// This side ended the lease (it gave the provider up): only a
+		// final receipt may still settle it.
+		return nil, false, p2p.Refuse(wire.CodeAfterFinal, fmt.Errorf("lease %s was released on this side; only its final receipt is taken", r.Lease))
 	}
 	if len(prev) > 0 && prev[len(prev)-1].Receipt.Digest() != r.Prev {
 		return nil, false, errors.New("receipt does not continue the chain")
@@ -70,6 +82,10 @@ func (j *jobTracker) receipt(ctx context.Context, req wire.ReceiptRequest, r led
 			j.log.Warn("final receipt disputed: it claims time this node did not see held", "lease", r.Lease, "claimed_until", r.HeldUntil, "seen_until", ours.HeldUntil)
 			j.change(func(rec *Record) error { rec.Reason = "disputed: " + rec.Reason; return nil })
 			return wire.ReceiptReply{Dispute: mustJSON(ours)}, false, nil
+		}
+		if reply, disputed, err := j.checkOutcome(ctx, lease, r); disputed || err != nil {
+			// A preempted job goes on from the checkpoint this node holds.
+			return reply, disputed && r.Outcome == ledger.OutcomePreempted, err
 		}
 	}
 	if err := r.Countersign(j.d.Key); err != nil {
@@ -175,4 +191,9 @@ func (e ending) log(l *slog.Logger) {
 	if e.mismatch != "" {
 		l.Warn("the run saw other GPUs than were leased or declared", "job", e.job, "lease", e.lease, "mismatch", e.mismatch)
 	}
+}
+
+// ended reports whether a lease's chain of receipts ends in a final one.
+func ended(chain []ledger.Entry) bool {
+	return len(chain) > 0 && chain[len(chain)-1].Receipt.Final
 }

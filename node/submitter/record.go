@@ -45,10 +45,16 @@ type Record struct {
 	ProviderKeeps time.Time `json:"provider_keeps,omitzero"`
 	Checkpoint    string    `json:"checkpoint,omitempty"`
 	CheckpointN   int       `json:"checkpoint_n,omitempty"`
-	Submitted     time.Time `json:"submitted"`
-	Wait          string    `json:"wait,omitempty"` // why it waits, from the last Match
-	LastReceipt   time.Time `json:"last_receipt,omitempty"`
-	Withdrawn     bool      `json:"withdrawn,omitempty"` // asked to withdraw while leased
+	// CheckpointLease is the lease whose provider took Checkpoint, and
+	// CheckpointAt when it said it did: what a preempted lease's final
+	// receipt may name as its last (checkpoint_at). Empty for a
+	// checkpoint from elsewhere (an earlier attempt's).
+	CheckpointLease string    `json:"checkpoint_lease,omitempty"`
+	CheckpointAt    time.Time `json:"checkpoint_at,omitzero"`
+	Submitted       time.Time `json:"submitted"`
+	Wait            string    `json:"wait,omitempty"` // why it waits, from the last Match
+	LastReceipt     time.Time `json:"last_receipt,omitempty"`
+	Withdrawn       bool      `json:"withdrawn,omitempty"` // asked to withdraw while leased
 	// Resumes counts how many resumptions lead to this job (0 for an
 	// original); Retries how many runs again after a failure of the
 	// job's own (request.retries), which Resumes leaves out.

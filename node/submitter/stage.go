@@ -90,13 +90,16 @@ func (s *Submitter) HandleStage(ctx context.Context, from peer.ID, raw json.RawM
 	s.stage.mu.Lock()
 	reserved := s.stage.reserved[req.Job] == from
 	s.stage.mu.Unlock()
-	// Asked of the offer view before the job's lock, not under it: the
-	// view is another part of the node.
-	onOffer := false
-	if req.Lease == "" && !reserved {
-		_, onOffer = s.d.Offers.Get(from.String())
+	// Asked before the job's lock, not under it: the view and Match are
+	// other parts of the node. A queued job's inputs go to a provider its
+	// Match gave the job, as a proposal from it would be accepted
+	// (claims.go), and to no other: not to any provider with an offer.
+	now := time.Now()
+	assigned := false
+	if req.Lease == "" && !reserved && j.state() == api.JobQueued {
+		assigned = s.assignedTo(j, from.String(), now)
 	}
-	roots, allowed := j.stageAsk(req.Lease, from, reserved, onOffer, time.Now())
+	roots, allowed := j.stageAsk(req.Lease, from, reserved, assigned, now)
 	jobs := s.jobs.live()
 	holders := s.stage.holdersOf(from, roots, jobs)
 	var staging map[cid.Cid][]peer.ID
@@ -121,10 +124,10 @@ func (s *Submitter) HandleStage(ctx context.Context, from peer.ID, raw json.RawM
 // stageAsk decides whether from may stage the job's inputs: it holds the
 // job's lease and the job is renting or running, or the job is queued and
 // reserved for it by this node's Match (reserved) or, staging before a
-// proposal, it is on offer (onOffer) and not avoided. It returns the job's
-// roots, and records a queued job's early stager as staging, not
-// squatting.
-func (j *jobTracker) stageAsk(lease string, from peer.ID, reserved, onOffer bool, now time.Time) (roots []cid.Cid, allowed bool) {
+// proposal, assigned to it by this node's Match (assigned) and not
+// avoided. It returns the job's roots, and records a queued job's early
+// stager as staging, not squatting.
+func (j *jobTracker) stageAsk(lease string, from peer.ID, reserved, assigned bool, now time.Time) (roots []cid.Cid, allowed bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	r := j.rec
@@ -133,11 +136,10 @@ func (j *jobTracker) stageAsk(lease string, from peer.ID, reserved, onOffer bool
 	queued := r.State == api.JobQueued
 	if queued && lease == "" {
 		if !reserved {
-			// Any provider on offer may propose for a queued job and,
-			// leased, read its inputs: staging them first, for a job Match
-			// gave it, grants it nothing more. One the job avoids may do
-			// neither.
-			reserved = onOffer && !slices.Contains(r.Avoid, from.String())
+			// A provider Match gave the job may propose for it and,
+			// leased, read its inputs: staging them first grants it
+			// nothing more. One the job avoids may do neither.
+			reserved = assigned && !slices.Contains(r.Avoid, from.String())
 		}
 		if reserved {
 			j.noteStaging(from, now)

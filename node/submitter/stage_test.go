@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -113,18 +114,21 @@ func TestStageOnlyForTheReservedOrLeasedProvider(t *testing.T) {
 		t.Errorf("after the reservation moved: %v, want %s", err, wire.CodeNotReserved)
 	}
 
-	// A provider on offer, which could propose for the queued job, may
-	// stage it before the lease (a pass between epochs gave it the job),
-	// and is not taken for a squatter meanwhile; one the job avoids may
-	// not.
+	// A provider this node's Match gives the queued job (a pass between
+	// epochs, as the provider's own pass did) may stage it before the
+	// lease, and is not taken for a squatter meanwhile; a provider merely
+	// on offer may not (it would read the inputs of any job, fit or not),
+	// nor one the job avoids.
 	given := wiretest.FreshParty(t)
-	h.s.d.Offers = onOffer{given.ID.String(): true}
+	h.s.d.Offers = onOffer{given.ID.String(): true, other.ID.String(): true}
+	h.s.d.Placement = placed{queued.ID: {given.ID.String()}}
 	if _, err := ask(given.ID); err != nil {
-		t.Errorf("a provider on offer: %v", err)
+		t.Errorf("a provider Match gave the job: %v", err)
 	}
 	if _, err := ask(other.ID); p2p.RefusalCode(err) != wire.CodeNotReserved {
-		t.Errorf("a provider not on offer: %v, want %s", err, wire.CodeNotReserved)
+		t.Errorf("a provider on offer that Match did not give the job: %v, want %s", err, wire.CodeNotReserved)
 	}
+
 	qj := h.s.jobs.inMemory(queued.ID)
 	qj.mu.Lock()
 	as := qj.assigned[given.ID.String()]
@@ -143,6 +147,14 @@ func TestStageOnlyForTheReservedOrLeasedProvider(t *testing.T) {
 
 // onOffer is an offer view holding the providers set true.
 type onOffer map[string]bool
+
+// placed is a Placement that gives each job to the providers listed:
+// passes on views that differ give a job to one, then another.
+type placed map[string][]string
+
+func (p placed) Assigns(job, provider string, _ time.Time) bool {
+	return slices.Contains(p[job], provider)
+}
 
 func (o onOffer) Get(p string) (view.OfferEntry, bool) {
 	return view.OfferEntry{LastSeen: time.Now()}, o[p]
@@ -226,6 +238,7 @@ func TestStageBeforeTheLeaseIsWaitedFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.s.d.Offers = onOffer{provs[0].ID.String(): true, provs[1].ID.String(): true}
+	h.s.d.Placement = placed{ids[0]: {provs[0].ID.String()}, ids[1]: {provs[1].ID.String()}}
 	ask := func(i int) wire.StageReply {
 		t.Helper()
 		raw, _ := json.Marshal(wire.StageRequest{Job: ids[i]})
@@ -246,6 +259,7 @@ func TestStageBeforeTheLeaseIsWaitedFor(t *testing.T) {
 	third := wiretest.FreshParty(t)
 	calls.refuse[third.ID] = true
 	h.s.d.Offers = onOffer{provs[0].ID.String(): true, provs[1].ID.String(): true, third.ID.String(): true}
+	h.s.d.Placement = placed{ids[0]: {provs[0].ID.String(), third.ID.String()}, ids[1]: {provs[1].ID.String(), provs[0].ID.String()}}
 	raw, _ := json.Marshal(wire.StageRequest{Job: ids[0]})
 	rep, err := h.s.HandleStage(context.Background(), third.ID, raw)
 	if err != nil {

@@ -78,6 +78,7 @@ type (
 		Lease(ctx context.Context, lease string) (ledger.LeaseRecord, error)
 		ByLease(ctx context.Context, lease string) ([]ledger.Entry, error)
 		HeldByJobs(ctx context.Context, policy ledger.Policy, jobs ...string) (ledger.JobHeld, error)
+		KeepLease(ctx context.Context, ev ledger.LeaseEvidence) error
 	}
 	// Caller sends a request over a direct stream and reads the reply.
 	Caller interface {
@@ -176,6 +177,11 @@ type Deps struct {
 	// Addrs are this node's addresses, put in each declaration so that
 	// providers can reach it with a proposal.
 	Addrs func() []string
+	// Placement says whether this node's Match, on its view as it stands,
+	// gives a job to a provider: a proposal no epoch's pass of this node
+	// gave the provider is countersigned only if it does (claims.go).
+	// nil: only epoch passes count.
+	Placement Placement
 	// Reach connects to a peer, unless connected already: before a
 	// provider that has not proposed is avoided, this node tries to reach
 	// it, for one that cannot reach this node is no squatter. nil: never

@@ -73,6 +73,9 @@ type jobTracker struct {
 	// provider while it was queued, 0 if none: still queued at the next,
 	// that pass's round was lost (Metrics.RoundsLost).
 	matchedPass uint64
+	// pulls are the checkpoints of the lease's provider being pulled and
+	// next to pull (progress.go); not persisted.
+	pulls checkpointPulls
 	// version counts the changes of rec in this run, and changed is
 	// closed at the next one, for those waiting on it (nil while no one
 	// waits). Not persisted.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
@@ -57,13 +58,29 @@ type LeaseTerms struct {
 	Epoch    uint64 `json:"epoch"`
 	ViewHash string `json:"view_hash"`
 	Rank     int    `json:"rank"`
+	// Bound is the rule that bounds the lease's held time,
+	// ledger.BoundRule: from Proposed, less the clock skew, to Proposed
+	// plus Limit and the allowances for grace, output and skew. Both
+	// parties sign it, so the receipts' held time can be checked by
+	// anyone against the terms. Zero on leases signed before the rule.
+	Bound int `json:"bound,omitempty"`
 }
+
+// LeaseDomain prefixes the terms in the bytes both parties of a lease
+// sign.
+const LeaseDomain = "e31-lease/1\n"
 
 // SigningBytes are the bytes each party signs, domain-separated from every
 // other signature a peer key makes.
 func (t LeaseTerms) SigningBytes() []byte {
 	b, _ := json.Marshal(t) // fixed struct: field order is stable
-	return append([]byte("e31-lease/1\n"), b...)
+	return append([]byte(LeaseDomain), b...)
+}
+
+// Evidence is the lease as a third party checks it: the terms' bytes as
+// both signed them, and both signatures (ledger.LeaseEvidence).
+func (l *SignedLease) Evidence() ledger.LeaseEvidence {
+	return ledger.LeaseEvidence{Terms: l.Terms.SigningBytes()[len(LeaseDomain):], ProviderSig: l.ProviderSig, SubmitterSig: l.SubmitterSig}
 }
 
 // SignedLease is a lease with both signatures: evidence, on its own, that

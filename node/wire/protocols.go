@@ -68,8 +68,9 @@ const (
 	// CodeCheckpointOrder: the submitter refuses a checkpoint event whose
 	// number is not above the last it pulled or is pulling for the lease.
 	CodeCheckpointOrder = "checkpoint-order"
-	// CodeBusy: the submitter refuses a checkpoint event while it still
-	// pulls one of the same lease: one pull at a time per lease.
+	// CodeBusy: the submitter will not countersign yet a final receipt
+	// that names a checkpoint it was told of and is still pulling: the
+	// provider offers the receipt again later.
 	CodeBusy = "busy"
 	// CodeStruck: a provider refuses a submitter it has struck off for a
 	// while (receipts refused or never countersigned, gangs never
