@@ -105,8 +105,11 @@ func runReceipts(ctx context.Context, o receiptsOptions, g *globalOptions) error
 			writef(g.stderr, "ledger: %d entries, FIRST BAD: %s\n", v.Entries, v.Problem)
 			return errVerify
 		}
-		fmt.Fprintf(g.stderr, "ledger: %d entries, every signature and the hash chain verify; %d one-sided records and %d disputed leases not settled\n",
+		fmt.Fprintf(g.stderr, "ledger: %d entries, every signature and the hash chain verify, and every held time is within its lease's terms; %d one-sided records and %d disputed leases not settled\n",
 			v.Entries, v.OneSided, v.Disputed)
+		if v.Unbounded > 0 {
+			fmt.Fprintf(g.stderr, "ledger: %d leases were signed before a lease bounded its held time: their held time is not checked\n", v.Unbounded)
+		}
 	}
 	return nil
 }

@@ -18,16 +18,18 @@ func newVerifyCommand(g *globalOptions) *cobra.Command {
 		Short: "Check every signature in a receipts export file, with no daemon",
 		Long: `verify reads a file written by "e31 receipts export" and checks every
 receipt, one-sided record (and the lease both parties signed behind it) and
-dispute in it against the public keys inside the peer IDs it names. It needs
-no daemon and no network. It prints how many entries are two-sided, one-sided,
-superseded or disputes, and exits non-zero naming the first entry that fails.
-FILE "-" reads stdin.`,
+dispute in it against the public keys inside the peer IDs it names, and the
+held time of every receipt and record against the terms of its lease, which
+the file carries: nothing before the proposal, nothing past its limit and
+the allowances for grace and output. It needs no daemon and no network. It
+prints how many entries are two-sided, one-sided, superseded or disputes,
+and exits non-zero naming the first entry that fails. FILE "-" reads stdin.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return runVerify(o, g, args[0])
 		},
 	}
-	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON (file, ok, entries, two_sided, one_sided, superseded, disputes, problem)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON (file, ok, entries, two_sided, one_sided, superseded, disputes, leases, unbounded, problem)")
 	return cmd
 }
 
@@ -80,6 +82,13 @@ func runVerify(o verifyOptions, g *globalOptions, path string) error {
 
 // exportSummary says what a verified export file holds.
 func exportSummary(rep ledger.ExportReport) string {
-	return fmt.Sprintf("%d entries: %d two-sided, %d one-sided, %d superseded, %d disputes; every signature verifies",
+	s := fmt.Sprintf("%d entries: %d two-sided, %d one-sided, %d superseded, %d disputes; every signature verifies",
 		rep.Entries, rep.TwoSided, rep.OneSided, rep.Superseded, rep.Disputes)
+	if rep.Leases > 0 {
+		s += fmt.Sprintf("; the held time of %d leases is within their terms", rep.Leases)
+	}
+	if rep.Unbounded > 0 {
+		s += fmt.Sprintf("; %d leases without terms that bound their held time (signed before the rule, or exported without them): not checked", rep.Unbounded)
+	}
+	return s
 }

@@ -394,10 +394,14 @@ type Verify struct {
 	Entries int `json:"entries"`
 	// OneSided counts one-sided records no two-sided final receipt has
 	// settled; Disputed, leases disputed and not settled since.
-	OneSided int    `json:"one_sided"`
-	Disputed int    `json:"disputed"`
-	OK       bool   `json:"ok"`
-	Problem  string `json:"problem,omitempty"`
+	OneSided int `json:"one_sided"`
+	Disputed int `json:"disputed"`
+	// Unbounded counts leases whose receipts no terms bound (signed
+	// before held time was bounded by the lease): their held time is
+	// not checked.
+	Unbounded int    `json:"unbounded"`
+	OK        bool   `json:"ok"`
+	Problem   string `json:"problem,omitempty"`
 }
 
 // Match is one epoch's Match result on a node: what it decided, with the

@@ -135,8 +135,9 @@ func TestReceiptsExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two-sided: 3 completed + 2 lost + 1 disputed + 2 settled.
-	want := ledger.ExportReport{Entries: m.Entries, TwoSided: 8, OneSided: 1, Superseded: 1, Disputes: 1}
+	// Two-sided: 3 completed + 2 lost + 1 disputed + 2 settled; four
+	// leases, each signed before held time was bounded.
+	want := ledger.ExportReport{Entries: m.Entries, TwoSided: 8, OneSided: 1, Superseded: 1, Disputes: 1, Unbounded: 4}
 	if rep != want {
 		t.Fatalf("export of everything: %+v, want %+v", rep, want)
 	}
@@ -145,7 +146,7 @@ func TestReceiptsExport(t *testing.T) {
 	if _, err := cl.ExportReceipts(ctx, m.Lost.Job, &buf); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err = ledger.VerifyExport(&buf); err != nil || rep != (ledger.ExportReport{Entries: 3, TwoSided: 2, OneSided: 1}) {
+	if rep, err = ledger.VerifyExport(&buf); err != nil || rep != (ledger.ExportReport{Entries: 3, TwoSided: 2, OneSided: 1, Unbounded: 1}) {
 		t.Fatalf("export of job %s: %+v, %v", m.Lost.Job, rep, err)
 	}
 
@@ -222,7 +223,7 @@ func TestExportByLease(t *testing.T) {
 		t.Fatalf("content type %q, body %.60s", ct, b)
 	}
 	rep, err := ledger.VerifyExport(bytes.NewReader(b))
-	if err != nil || rep != (ledger.ExportReport{Entries: 3, TwoSided: 3}) {
+	if err != nil || rep != (ledger.ExportReport{Entries: 3, TwoSided: 3, Unbounded: 1}) {
 		t.Fatalf("export of lease completed: %+v, %v", rep, err)
 	}
 }

@@ -215,7 +215,7 @@ func (s *Server) receipts(r *http.Request) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		v := &api.Verify{Entries: rep.Entries, OneSided: rep.OneSided, Disputed: rep.Disputed, OK: rep.OK}
+		v := &api.Verify{Entries: rep.Entries, OneSided: rep.OneSided, Disputed: rep.Disputed, Unbounded: rep.Unbounded, OK: rep.OK}
 		if rep.FirstBad != nil {
 			v.Problem = fmt.Sprintf("entry %d (lease %s, receipt %d): %s", rep.FirstBad.Index, rep.FirstBad.Lease, rep.FirstBad.Seq, rep.FirstBad.Problem)
 		}

@@ -68,7 +68,6 @@ type Provider struct {
 	settled   chan struct{}
 	drains    drains // what drains the node (drain.go)
 
-
 	inputs layouts  // the inputs laid out for the runs (laidout.go)
 	src    sourcing // staging from many sources and before the lease
 }
