@@ -166,8 +166,34 @@
 //   - RelayService serves as a relay for others while the host is public,
 //     within RelayLimits. A relay that should carry bulk data too is given
 //     no limit on its circuits by its operator (RelayLimits.Data < 0), and
-//     bounded by CircuitsPerDay instead: libp2p marks a circuit with any
-//     limit as limited, and bulk transfers refuse limited connections.
+//     bounded by CircuitsPerDay and byte budgets instead: libp2p marks a
+//     circuit with any limit as limited, and bulk transfers refuse limited
+//     connections.
+//
+// # Whom a relay serves
+//
+// The relay service is E31's own (relayservice.go), speaking circuit relay
+// v2 as go-libp2p's does, so that every libp2p client is served unchanged,
+// but deciding each reservation and circuit apart (relayGate): go-libp2p's
+// gives every circuit one limit and any peer a slot. The node tells it who
+// belongs (RelayPeers): a slot only for a member of the network, a circuit
+// only between two members. A member's reservation that comes before
+// anything it signed (a node behind a NAT asks the moment it starts) is
+// held open up to ReserveWait for the node to see it, and a refused client
+// asks again after RelaySlotRetry. On a relay that carries data, a circuit
+// between members is unmarked, and the relay judges its bytes as they come:
+// while its ends are Paired (a live lease's parties, a gang's parts) they
+// are data, counted against the byte budget of each end's peer and address
+// prefix (relayBudgets), and the circuit is cut once one is spent; while
+// they are not, the circuit carries what a limited one would, then holds
+// its next bytes unread for PairWait (a lease's announcement may trail its
+// first data) and is cut if no lease comes. It cannot be marked limited
+// and lifted later: libp2p keeps one
+// connection to a peer and opens no second circuit while one is up, so the
+// circuit a proposal opened before its lease existed is the one the
+// lease's data will take. A peer whose budget is spent gets limited
+// circuits until its window ends. TestRelayDataOnlyBetweenALeasesParties
+// and the tests beside it show each case between real hosts.
 //
 // TestNATHolePunchGoesDirect and TestNATFilteringRouterKeepsRelay build two
 // masquerading home networks and a relay in network namespaces and show

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	pbv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/pb"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/util"
 )
 
 func FuzzOpen(f *testing.F) {
@@ -45,5 +49,39 @@ func FuzzReadFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var r reply
 		_ = ReadFrame(bytes.NewReader(data), &r)
+	})
+}
+
+// FuzzReadHop: a relay reads any peer's hop request without failing
+// otherwise than with an error, and what it accepts is a reservation or
+// a circuit to a peer it can name.
+func FuzzReadHop(f *testing.F) {
+	msg := func(m *pbv2.HopMessage) []byte {
+		var buf bytes.Buffer
+		_ = util.NewDelimitedWriter(&buf).WriteMsg(m)
+		return buf.Bytes()
+	}
+	p, _ := peer.IDFromPrivateKey(newKey(f))
+	f.Add(msg(&pbv2.HopMessage{Type: pbv2.HopMessage_RESERVE.Enum()}))
+	f.Add(msg(&pbv2.HopMessage{Type: pbv2.HopMessage_CONNECT.Enum(), Peer: util.PeerInfoToPeerV2(peer.AddrInfo{ID: p})}))
+	f.Add(msg(&pbv2.HopMessage{Type: pbv2.HopMessage_CONNECT.Enum()}))
+	f.Add(msg(&pbv2.HopMessage{Type: pbv2.HopMessage_CONNECT.Enum(), Peer: &pbv2.Peer{Id: []byte("not a peer")}}))
+	f.Add(msg(&pbv2.HopMessage{Type: pbv2.HopMessage_STATUS.Enum(), Status: pbv2.Status_OK.Enum()}))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := readHop(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		switch m.GetType() {
+		case pbv2.HopMessage_RESERVE:
+		case pbv2.HopMessage_CONNECT:
+			if _, err := util.PeerToPeerInfoV2(m.GetPeer()); err != nil {
+				t.Fatalf("accepted a connect to no peer: %v", err)
+			}
+		default:
+			t.Fatalf("accepted a hop message of type %v", m.GetType())
+		}
 	})
 }

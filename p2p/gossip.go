@@ -72,6 +72,13 @@ type GossipConfig struct {
 	// validation (where PanicGossipValidate); the node counts them. Nil:
 	// they are only logged, at error level on Log.
 	Panicked func(where string)
+	// Accepted, if set, is told of every message a topic's validation
+	// accepted (this node's own included), before pubsub delivers or
+	// forwards it: a relay learns a newcomer from its first message
+	// before any peer it is forwarded to can dial that newcomer through
+	// the relay. It runs in pubsub's validation goroutines and must not
+	// block; a panic in it is recovered as the validation's.
+	Accepted func(topic string, s Signed)
 }
 
 // PanicGossipValidate is the where of a panic recovered from the
@@ -148,7 +155,11 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 	for _, short := range []string{TopicOffers, TopicJobs} {
 		name := TopicName(scope, short)
 		bv := cfg.Validators[short]
-		if err := ps.RegisterTopicValidator(name, g.recovering(short, cfg.Guard.wrap(short, g.validator(short, bv)))); err != nil {
+		v := cfg.Guard.wrap(short, g.validator(short, bv))
+		if cfg.Accepted != nil {
+			v = telling(short, v, cfg.Accepted)
+		}
+		if err := ps.RegisterTopicValidator(name, g.recovering(short, v)); err != nil {
 			return nil, fmt.Errorf("register validator for %s: %w", name, err)
 		}
 		t, err := ps.Join(name)
@@ -254,6 +265,17 @@ func (g *Gossip) validator(short string, bv BodyValidator) pubsub.ValidatorEx {
 			return pubsub.ValidationIgnore
 		}
 		return pubsub.ValidationReject
+	}
+}
+
+// telling tells accepted of each message v accepts on topic short.
+func telling(short string, v pubsub.ValidatorEx, accepted func(string, Signed)) pubsub.ValidatorEx {
+	return func(ctx context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+		res := v(ctx, from, msg)
+		if s, ok := msg.ValidatorData.(Signed); ok && res == pubsub.ValidationAccept {
+			accepted(short, s)
+		}
+		return res
 	}
 }
 

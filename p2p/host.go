@@ -74,5 +74,11 @@ func NewHost(cfg HostConfig) (host.Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start libp2p host: %w", err)
 	}
+	if cfg.Reachability.RelayService {
+		if err := serveRelay(h, cfg.Reachability.RelayLimits); err != nil {
+			_ = h.Close()
+			return nil, fmt.Errorf("new host: %w", err)
+		}
+	}
 	return h, nil
 }

@@ -3,12 +3,14 @@ package p2p
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	ma "github.com/multiformats/go-multiaddr"
@@ -58,9 +60,12 @@ type Reachability struct {
 	// StaticRelays are the relays a private host reserves slots on. Required
 	// when RelayClient is on.
 	StaticRelays []peer.AddrInfo
+	// RelayRetry is how soon the relay client asks a relay that refused it
+	// a slot again. Zero: RelaySlotRetry.
+	RelayRetry time.Duration
 	// RelayService serves as a circuit v2 relay for others while this host
 	// is public (set Force to ReachPublic to serve without waiting for
-	// AutoNAT). Off by default.
+	// AutoNAT), to the peers RelayLimits.Peers names. Off by default.
 	RelayService bool
 	// RelayLimits bounds the relay service. Zero fields take libp2p's
 	// defaults.
@@ -74,9 +79,13 @@ type Reachability struct {
 type RelayLimits struct {
 	// Data is how many bytes each relayed connection may carry in each
 	// direction before the relay resets it. Zero: 128 KiB. Negative: no
-	// limit, neither on bytes nor on time (a relay told to carry bulk data).
+	// limit, neither on bytes nor on time, for a circuit whose ends hold a
+	// live lease together (a relay told to carry bulk data; see Peers); a
+	// circuit between other members carries 128 KiB each way.
 	Data int64
-	// Duration is how long a relayed connection may last. Zero: 2 minutes.
+	// Duration is how long a relayed connection may last; on a relay that
+	// carries data, how long a circuit lasts with no live lease between
+	// its ends. Zero: 2 minutes.
 	Duration time.Duration
 	// MaxReservations is how many peers may hold a slot at once. Zero: 128.
 	MaxReservations int
@@ -89,10 +98,63 @@ type RelayLimits struct {
 	// CircuitsPerDay is how many relayed connections one peer may open in
 	// any 24 hours. Zero: no bound.
 	CircuitsPerDay int
-	// Metrics, when set, receives the relay service's series
-	// (libp2p_relaysvc_*): reservations, circuits, bytes carried.
+	// Metrics, when set, receives the relay service's series: libp2p's
+	// libp2p_relaysvc_* (reservations, circuits, bytes carried) and E31's
+	// e31_relay_* (what it refused and cut, and why; bytes by what they
+	// counted against).
 	Metrics prometheus.Registerer
+
+	// Peers says who the relay serves: a slot only to a member of the
+	// network, a circuit only between two members, and, where Data is
+	// negative, a lease's data only between a pair it calls paired. Nil
+	// serves anyone, and lets any circuit carry data (a relay with no
+	// network to ask, as in tests of the relay itself).
+	Peers RelayPeers
+	// PairWait is how long, on a relay that carries data, a circuit
+	// between members that carried what a limited circuit may holds its
+	// next bytes, unread, for its ends to be paired before it is cut.
+	// Zero: DefaultPairWait.
+	PairWait time.Duration
+	// ReserveWait is how long the reservation of a peer not yet a member
+	// is held open for it to become one before it is refused. Zero:
+	// DefaultReserveWait; negative: refused at once.
+	ReserveWait time.Duration
+	// BudgetPeer and BudgetPrefix bound, in bytes, what the data circuits
+	// of one peer, and of every peer behind one address prefix, may carry
+	// in BudgetWindow (zero: DefaultBudgetWindow); a circuit carries data
+	// while its ends hold a live lease together, and each byte counts
+	// against the budgets of both ends. Once one is spent, the circuit is
+	// cut and its peers' circuits are marked limited until the window
+	// ends. Zero: no bound.
+	BudgetPeer, BudgetPrefix int64
+	BudgetWindow             time.Duration
+	// PrefixV4 and PrefixV6 are the bits of an address that make one
+	// address prefix, for BudgetPrefix and for the slots one address may
+	// hold (MaxReservationsPerIP). Zero: DefaultPrefixV4 (32: one IPv4
+	// address) and DefaultPrefixV6 (64). Every host of a test on
+	// 127.0.0.1 is one prefix; PrefixV4 8 makes all of 127/8 one, and
+	// hosts on 127.0.0.1 and 127.0.0.2 are two with the default.
+	PrefixV4, PrefixV6 int
+	// Log receives the relay's refusals and cuts at debug level, a spent
+	// budget at info. Nil: discarded.
+	Log *slog.Logger
+	// Panicked, if set, is told of every panic recovered from the relay's
+	// handling of a request or a circuit (where PanicRelay).
+	Panicked func(where string)
 }
+
+// RelaySlotRetry is how soon a relay client asks a relay that refused it a
+// slot again (go-libp2p's autorelay waits an hour). A relay of an E31
+// network refuses a peer it has not yet seen in the network's topics once
+// RelayLimits.ReserveWait has passed, as it may for a node that has sent
+// nothing yet (a submitter before its first job): its next try, this much
+// later, is answered at once if a message of its has arrived meanwhile.
+const RelaySlotRetry = 15 * time.Second
+
+// relayPeerSourceEvery bounds how often autorelay reads the static relays
+// again (its WithMinInterval, 30 s by default): a refused relay comes back
+// as a candidate at that pace once its retry is due.
+const relayPeerSourceEvery = 5 * time.Second
 
 // HolePunchAttempts is how many times libp2p's hole punching tries with a
 // peer before it gives up (its holepunch maxRetries): each try ends in a
@@ -152,18 +214,15 @@ func (r Reachability) options() ([]libp2p.Option, error) {
 		if len(r.StaticRelays) == 0 {
 			return nil, ErrNoStaticRelays
 		}
-		opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(r.StaticRelays))
-	}
-	if r.RelayService {
-		ro := []relay.Option{relay.WithResources(r.RelayLimits.resources())}
-		if n := r.RelayLimits.CircuitsPerDay; n > 0 {
-			ro = append(ro, relay.WithACL(newCircuitQuota(n, 24*time.Hour, time.Now)))
+		retry := r.RelayRetry
+		if retry <= 0 {
+			retry = RelaySlotRetry
 		}
-		if r.RelayLimits.Metrics != nil {
-			ro = append(ro, relay.WithMetricsTracer(relay.NewMetricsTracer(relay.WithRegisterer(r.RelayLimits.Metrics))))
-		}
-		opts = append(opts, libp2p.EnableRelayService(ro...))
+		opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(r.StaticRelays,
+			autorelay.WithBackoff(retry), autorelay.WithMinInterval(min(retry, relayPeerSourceEvery))))
 	}
+	// The relay service is E31's own (serveRelay), started by NewHost on
+	// the host libp2p builds: go-libp2p's gives every circuit one limit.
 	if r.AutoNAT {
 		opts = append(opts, libp2p.EnableAutoNATv2())
 	}
@@ -193,6 +252,21 @@ func (r Reachability) options() ([]libp2p.Option, error) {
 		opts = append(opts, libp2p.EnableHolePunching(hp...))
 	}
 	return opts, nil
+}
+
+// allowance is what a limited circuit carries each way, and for how long;
+// on a relay that carries data, what a circuit carries while its ends hold
+// no live lease together: Data and Duration where set, else libp2p's
+// defaults.
+func (l RelayLimits) allowance() relay.RelayLimit {
+	a := *relay.DefaultLimit()
+	if l.Data > 0 {
+		a.Data = l.Data
+	}
+	if l.Duration > 0 {
+		a.Duration = l.Duration
+	}
+	return a
 }
 
 func (l RelayLimits) resources() relay.Resources {

@@ -8,11 +8,10 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 )
 
-// circuitQuota is a relay service's ACL that lets each peer open at most
-// limit circuits in any window: what bounds a relay that carries data for
-// peers no hole can be punched between, since circuit relay v2 bounds the
-// bytes of a circuit only by marking it limited, which bulk transfers
-// refuse. Reservations are always allowed.
+// circuitQuota lets each peer open at most limit circuits through a relay
+// in any window (RelayLimits.CircuitsPerDay): what bounds how often a peer
+// makes the relay splice a circuit, whatever each then carries (relayGate
+// counts a circuit here once its ends are known members).
 type circuitQuota struct {
 	limit  int
 	window time.Duration
@@ -31,8 +30,6 @@ const maxQuotaPeers = 1 << 14
 func newCircuitQuota(limit int, window time.Duration, now func() time.Time) *circuitQuota {
 	return &circuitQuota{limit: limit, window: window, now: now, opened: make(map[peer.ID][]time.Time)}
 }
-
-func (q *circuitQuota) AllowReserve(peer.ID, ma.Multiaddr) bool { return true }
 
 // AllowConnect counts a circuit src opens, and refuses it past the quota.
 func (q *circuitQuota) AllowConnect(src peer.ID, _ ma.Multiaddr, _ peer.ID) bool {
