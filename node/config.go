@@ -87,6 +87,15 @@ type Config struct {
 	// bound; e31d's default is DefaultRelayCircuitsPerDay).
 	RelayData   bool
 	RelayPerDay int
+	// RelayBudgetPeer and RelayBudgetIP bound, in bytes, what the relay's
+	// data circuits carry for one peer, and for every peer behind one
+	// address (an IPv4 address, an IPv6 /64), in RelayBudgetWindow; a
+	// circuit carries data only between the parties of a live lease (or
+	// a gang's parts). 0: DefaultRelayBudgetPeer, DefaultRelayBudgetIP
+	// and a day; negative: no bound.
+	RelayBudgetPeer   int64
+	RelayBudgetIP     int64
+	RelayBudgetWindow time.Duration
 	// PunchWait is how long a lease's data waits for a hole punch before
 	// a relay that carries data carries it, unless the punch fails sooner;
 	// 0: p2p.RelayDataWait (3s).
@@ -255,6 +264,16 @@ const DefaultNetwork = "e31"
 // messages, its staging, its output), so a thousand is a busy peer's day
 // and bounds what one peer can make a relay that carries data carry.
 const DefaultRelayCircuitsPerDay = 1000
+
+// DefaultRelayBudgetPeer and DefaultRelayBudgetIP are what a relay that
+// carries data carries for one peer, and for one address, in a day: a few
+// jobs' data sets and outputs through a router no hole gets through, and
+// a small lab behind one address; a relay's uplink, at the 33 MiB/s a
+// relay carried in nat-bench, moves about 2.7 TiB a day.
+const (
+	DefaultRelayBudgetPeer int64 = 32 << 30
+	DefaultRelayBudgetIP   int64 = 128 << 30
+)
 
 // DefaultHeartbeat is how often a provider re-publishes its offer when
 // Config.Heartbeat is not set.

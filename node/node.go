@@ -79,6 +79,10 @@ type Node struct {
 	submitter *submitter.Submitter
 	metrics   *metrics.Registry
 	gater     *p2p.Gater
+	// relayPeers tells the relay service who belongs to the network;
+	// nil unless this node is a relay (Config.RelayService).
+	relayPeers *relayPeers
+
 	// handlers are the direct-stream handlers, set in New and never
 	// changed after.
 	handlers map[protocol.ID]p2p.Handler
@@ -163,7 +167,11 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	var relay *reach.Relay
 	if cfg.RelayService {
-		relay = &reach.Relay{Data: cfg.RelayData, CircuitsPerDay: cfg.RelayPerDay, Metrics: n.metrics.Registerer()}
+		n.relayPeers = newRelayPeers()
+		relay = &reach.Relay{Data: cfg.RelayData, CircuitsPerDay: cfg.RelayPerDay, Metrics: n.metrics.Registerer(),
+			Peers: n.relayPeers, BudgetPeer: relayBudget(cfg.RelayBudgetPeer, DefaultRelayBudgetPeer),
+			BudgetIP: relayBudget(cfg.RelayBudgetIP, DefaultRelayBudgetIP), BudgetWindow: cfg.RelayBudgetWindow,
+			Log: n.log, Panicked: n.metrics.Panicked}
 	}
 	// The exchange and the gossip live as long as the node, not as long
 	// as ctx: a stop signal ends ctx before the drain (Run's drainToStop),
@@ -233,6 +241,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		Log:      n.log,
 		Guard:    n.guard,
 		Panicked: n.metrics.Panicked,
+		Accepted: n.relayAccepted(),
 		Validators: map[string]p2p.BodyValidator{
 			p2p.TopicOffers: wire.ValidateOffer,
 			p2p.TopicJobs:   n.market.ValidateJobMessage,

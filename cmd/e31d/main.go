@@ -65,6 +65,10 @@ type fileConfig struct {
 	MaxDepth     int      `toml:"max-depth"`
 	MaxLayer     string   `toml:"max-layer"`
 	Runtime      string   `toml:"runtime"`
+	// The relay's byte budgets for data circuits, per peer and per address.
+	RelayBudgetPeer string `toml:"relay-budget-peer"`
+	RelayBudgetIP   string `toml:"relay-budget-ip"`
+	RelayBudgetWin  string `toml:"relay-budget-window"`
 	// Images.
 	ImageCacheSize string `toml:"image-cache-size"`
 	ImagePull      bool   `toml:"image-pull"`
@@ -119,6 +123,8 @@ type options struct {
 	// localityWait is --locality-wait and avoidFor --avoid-for, parsed
 	// like the durations above.
 	localityWait, avoidFor, stopDrain, reclaimIdle, punchWait time.Duration
+	// relayBudgetWindow is --relay-budget-window, likewise.
+	relayBudgetWindow time.Duration
 }
 
 // durationFlags ties each duration flag to its option and config key.
@@ -147,6 +153,7 @@ func (o *options) durationFlags(fc *fileConfig) []struct {
 		{"stop-drain", &o.stopDrain, fc.StopDrain},
 		{"reclaim-idle", &o.reclaimIdle, fc.ReclaimIdle},
 		{"punch-wait", &o.punchWait, fc.PunchWait},
+		{"relay-budget-window", &o.relayBudgetWindow, fc.RelayBudgetWin},
 	}
 }
 
@@ -198,8 +205,11 @@ on the command line win.`,
 	f.StringVar(&o.file.NAT, "nat", node.NATAuto, "reach and be reached from behind a NAT: AutoNAT, port mapping, hole punching, relay slots on the bootstrap peers; auto (on unless every --listen is loopback), on or off")
 	f.BoolVar(&o.file.RelayService, "relay-service", false, "serve as a circuit relay for peers behind NATs (for a bootstrap peer on a public address)")
 	f.DurationVar(&o.punchWait, "punch-wait", 0, "how long a lease's data waits for a hole punch before a relay that carries data carries it, unless the punch fails sooner (default 3s)")
-	f.BoolVar(&o.file.RelayData, "relay-data", false, "with --relay-service, let circuits carry jobs' data (staging, outputs, checkpoints) between peers no hole can be punched between, with no limit on a circuit's bytes or time; off, a circuit carries a lease's messages only")
+	f.BoolVar(&o.file.RelayData, "relay-data", false, "with --relay-service, let circuits carry jobs' data (staging, outputs, checkpoints) between a live lease's parties no hole can be punched between, with no limit on a circuit's bytes or time but the byte budgets; off, a circuit carries a lease's messages only")
 	f.IntVar(&o.file.RelayPerDay, "relay-circuits-per-day", node.DefaultRelayCircuitsPerDay, "with --relay-service, the most circuits one peer may open through this relay in any 24 hours; 0: no bound")
+	f.StringVar(&o.file.RelayBudgetPeer, "relay-budget-peer", market.Size(node.DefaultRelayBudgetPeer).String(), "with --relay-data, the most bytes this relay carries on one peer's data circuits in --relay-budget-window; 0: no bound")
+	f.StringVar(&o.file.RelayBudgetIP, "relay-budget-ip", market.Size(node.DefaultRelayBudgetIP).String(), "with --relay-data, the most bytes this relay carries on the data circuits of every peer behind one address (an IPv4 address, an IPv6 /64) in --relay-budget-window; 0: no bound")
+	f.DurationVar(&o.relayBudgetWindow, "relay-budget-window", 24*time.Hour, "the window a relay's byte budgets are spent over")
 	f.BoolVar(&o.file.NoFastPath, "no-fast-path", false, "as a provider, lease only what an epoch's Match assigns, never straight away between epochs")
 	f.StringArrayVar(&o.file.NATPublicNet, "nat-public-net", nil, "private IPv4 network that counts as public for NAT traversal (the network between sites of a private WAN, or a test bed), e.g. 10.31.0.0/24; repeatable")
 	f.DurationVar(&o.heartbeat, "heartbeat", node.DefaultHeartbeat, "how often the offer is re-published; 3 missed heartbeats drop a provider")
@@ -282,6 +292,8 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("relay-service", func() { o.file.RelayService = o.file.RelayService || fc.RelayService })
 	set("relay-data", func() { o.file.RelayData = o.file.RelayData || fc.RelayData })
 	set("relay-circuits-per-day", func() { o.file.RelayPerDay = cmp.Or(fc.RelayPerDay, o.file.RelayPerDay) })
+	set("relay-budget-peer", func() { o.file.RelayBudgetPeer = or(fc.RelayBudgetPeer, o.file.RelayBudgetPeer) })
+	set("relay-budget-ip", func() { o.file.RelayBudgetIP = or(fc.RelayBudgetIP, o.file.RelayBudgetIP) })
 	set("no-fast-path", func() { o.file.NoFastPath = o.file.NoFastPath || fc.NoFastPath })
 	set("nat-public-net", func() { o.file.NATPublicNet = append(o.file.NATPublicNet, fc.NATPublicNet...) })
 	set("log-level", func() { o.file.LogLevel = or(fc.LogLevel, o.file.LogLevel) })
@@ -399,6 +411,14 @@ func run(cmd *cobra.Command, o *options) error {
 	if err != nil {
 		return err
 	}
+	budgetPeer, err := relayBudget("relay-budget-peer", o.file.RelayBudgetPeer)
+	if err != nil {
+		return err
+	}
+	budgetIP, err := relayBudget("relay-budget-ip", o.file.RelayBudgetIP)
+	if err != nil {
+		return err
+	}
 	imageCache, err := market.ParseSize(o.file.ImageCacheSize)
 	if err != nil || imageCache == 0 {
 		return fmt.Errorf("--image-cache-size %q: want a size such as 64GiB", o.file.ImageCacheSize)
@@ -483,6 +503,9 @@ func run(cmd *cobra.Command, o *options) error {
 		RelayService:      o.file.RelayService,
 		RelayData:         o.file.RelayData,
 		RelayPerDay:       o.file.RelayPerDay,
+		RelayBudgetPeer:   budgetPeer,
+		RelayBudgetIP:     budgetIP,
+		RelayBudgetWindow: o.relayBudgetWindow,
 		NoFastPath:        o.file.NoFastPath,
 		Heartbeat:         o.heartbeat,
 		Epoch:             o.epoch,
@@ -568,6 +591,19 @@ func shardFlags(count int, index string) (*int, error) {
 // --reclaim-on-use.
 func openGPUUse(ctx context.Context, log *slog.Logger) node.GPUUse {
 	return nvidia.OpenUse(ctx, nvidia.UseOptions{IsSandbox: exec.NotOwnersUse, Log: log})
+}
+
+// relayBudget reads a relay byte budget flag: a size, 0 for no bound
+// (node.Config's negative).
+func relayBudget(flag, s string) (int64, error) {
+	v, err := market.ParseSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("--%s %q: want a size such as 32GiB, or 0 for no bound", flag, s)
+	}
+	if v == 0 {
+		return -1, nil
+	}
+	return int64(v), nil
 }
 
 // noBound maps a flag's 0, no bound, to view.Bounds' negative.

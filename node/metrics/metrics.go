@@ -25,7 +25,7 @@ const (
 )
 
 // wheres are every label value of e31_panics_total.
-var wheres = []string{p2p.PanicStream, p2p.PanicGossipValidate, content.PanicBulk, content.PanicBitswap, apiserver.PanicAPI,
+var wheres = []string{p2p.PanicStream, p2p.PanicGossipValidate, p2p.PanicRelay, content.PanicBulk, content.PanicBitswap, apiserver.PanicAPI,
 	PanicGossipHandle, epoch.PanicMatch, PanicTask, PanicLease}
 
 // Kinds of peer e31_content_served_bytes_total counts bytes served to

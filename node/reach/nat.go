@@ -2,6 +2,7 @@ package reach
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -64,8 +65,21 @@ type Relay struct {
 	// relay in a day; 0: no bound.
 	CircuitsPerDay int
 	// Metrics, when set, receives the relay service's series
-	// (libp2p_relaysvc_*: reservations, circuits, bytes carried).
+	// (libp2p_relaysvc_*: reservations, circuits, bytes carried; e31_relay_*:
+	// what it refused and cut, and why).
 	Metrics prometheus.Registerer
+	// Peers says who the relay serves (p2p.RelayLimits.Peers): the node,
+	// from the network's topics.
+	Peers p2p.RelayPeers
+	// BudgetPeer and BudgetIP bound the bytes Data circuits carry for one
+	// peer and for one address in BudgetWindow (0: a day); 0 or negative:
+	// no bound.
+	BudgetPeer, BudgetIP int64
+	BudgetWindow         time.Duration
+	// Log and Panicked receive the relay's refusals and its recovered
+	// panics.
+	Log      *slog.Logger
+	Panicked func(where string)
 }
 
 // Reachability is the host's NAT traversal: AutoNAT, port mapping, hole
@@ -91,6 +105,10 @@ func Reachability(on, behindNAT bool, relay *Relay, boot []peer.AddrInfo, punche
 		r.RelayService, r.Force = true, p2p.ReachPublic
 		r.RelayLimits.CircuitsPerDay = relay.CircuitsPerDay
 		r.RelayLimits.Metrics = relay.Metrics
+		r.RelayLimits.Peers = relay.Peers
+		r.RelayLimits.BudgetPeer, r.RelayLimits.BudgetPrefix = max(relay.BudgetPeer, 0), max(relay.BudgetIP, 0)
+		r.RelayLimits.BudgetWindow = relay.BudgetWindow
+		r.RelayLimits.Log, r.RelayLimits.Panicked = relay.Log, relay.Panicked
 		if relay.Data {
 			r.RelayLimits.Data = -1
 		}
