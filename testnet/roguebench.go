@@ -31,6 +31,7 @@ func (o *rogueBenchOptions) AddFlags(cmd *cobra.Command) {
 	f.IntVar(&o.run.SquatRounds, "squat-rounds", 3, "times the gang squatter takes its part at most")
 	f.IntVar(&o.run.GangRounds, "gang-rounds", 2, "times the rogue submitter's gang is leased and left to lapse at most")
 	f.StringVar(&o.bin, "bin", "", "folder holding e31d and e31 to attack, built from another commit (default: build this one)")
+	f.BoolVar(&o.run.Unbounded, "unbounded", false, "propose leases without the held-time rule, as daemons from before it (8ec50e8 and older) need")
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
 	f.BoolVar(&o.keep, "keep", false, "keep the networks' data dirs and logs")
 }
@@ -51,7 +52,8 @@ lease; and squatting a gang's part. It prints the table "attack | what
 happened": each request's answer with its refusal code, and what the
 rogue won (GPU-hours countersigned, bytes obtained, time GPUs were held).
 --bin attacks daemons built elsewhere, such as from a commit before the
-defences: go build -o DIR ./cmd/e31d ./cmd/e31 in a worktree of it.`,
+defences: go build -o DIR ./cmd/e31d ./cmd/e31 in a worktree of it, and
+--unbounded for daemons from before the lease terms bound held time.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRogueBench(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())

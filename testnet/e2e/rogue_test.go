@@ -28,16 +28,25 @@ import (
 // in the victim's log and counted in e31_refused_total, while the honest
 // jobs beside the attacks complete.
 
-// rogueOptions sizes the attacks for a test: the flood smaller than the
-// bench's, its checkpoints still larger than the job's disk.
+// rogueOptions sizes the attacks for a test: the flood's checkpoints
+// larger than the most one pull of the job may take (pullCap), so that
+// every pull of one must be refused.
 func rogueOptions(t *testing.T) benchrogue.Options {
 	return benchrogue.Options{
 		E31: bin.E31, Dir: t.TempDir(),
-		Flood: rogue.FloodOptions{Events: 100, DAGs: 3, DAGBytes: 24 << 20},
+		Flood: rogue.FloodOptions{Events: 100, DAGs: 2, DAGBytes: 96 << 20},
 		Disk:  16 * market.MiB, InputBytes: 1 << 20,
 		SquatRounds: 2, GangRounds: 1,
 		Log: t.Logf,
 	}
+}
+
+// pullCap is the most one pull of a checkpoint or output may take from a
+// job's provider: what the job may write (request.disk, and the structure
+// of its blocks, a 64th more) and the logs beside it (stdout and stderr,
+// each kept at most twice exec.DefaultLogCap), with room.
+func pullCap(disk market.Size) int64 {
+	return int64(disk) + int64(disk)/64 + 8*exec.DefaultLogCap
 }
 
 // logOutcome logs every attack's result, as the bench's table has it.
@@ -228,19 +237,15 @@ func TestRogueProviders(t *testing.T) {
 		if r.Concurrent > 1 {
 			t.Errorf("the submitter pulled %d checkpoints of one lease at once", r.Concurrent)
 		}
-		// Every checkpoint was larger than the job's disk: none may be
-		// the job's.
+		if out.Returned > float64(pulls)*float64(pullCap(o.Disk)) {
+			t.Errorf("the submitter fetched %.0f bytes for %d pulls, over %d each", out.Returned, pulls, pullCap(o.Disk))
+		}
 		j, err := sub.Job(ctx, out.Jobs[rogue.AttackCheckpointFlood])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.Checkpoint != "" {
-			t.Errorf("the job keeps checkpoint %s, larger than its disk %s", j.Checkpoint, o.Disk)
-		}
-		// Each pull within the job's disk, and its logs.
-		perPull := float64(o.Disk) + 2*float64(exec.DefaultLogCap)
-		if out.Returned > float64(pulls)*perPull {
-			t.Errorf("the submitter fetched %.0f bytes for %d pulls, over %.0f each", out.Returned, pulls, perPull)
+		if j.Checkpoint != "" && o.Flood.DAGBytes > pullCap(o.Disk) {
+			t.Errorf("the job keeps checkpoint %s of %d bytes, more than one pull of it may take (%d)", j.Checkpoint, o.Flood.DAGBytes, pullCap(o.Disk))
 		}
 	})
 	t.Run("escapes", func(t *testing.T) {
@@ -294,8 +299,15 @@ func TestRogueSubmitters(t *testing.T) {
 				gang = j
 			}
 		}
-		if !slices.Contains(gang.Avoid, squatter) {
-			t.Errorf("the gang's avoid list %v does not name the squatter %s", gang.Avoid, squatter)
+		// The avoid is the squatted part's: in the requeue that every
+		// peer's Match reads, and in the part's status.
+		part, err := c.Client(0).Job(ctx, market.TaskID(gang.ID, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, ok := attack(t, out, rogue.AttackGangSquat).Step("named in the requeue's avoid list")
+		if (!ok || s.Count == 0) && !slices.Contains(part.Avoid, squatter) {
+			t.Errorf("no avoid list names the squatter %s: the requeue's says %q, part 0's is %v", squatter, s.Err, part.Avoid)
 		}
 		for _, p := range gang.Parts {
 			if p.Provider == squatter {

@@ -74,8 +74,8 @@ func SubmitterNet() cluster.Options {
 }
 
 // rogueConfig is a rogue's config on a network of epoch.
-func rogueConfig(dir string, epoch time.Duration) rogue.Config {
-	return rogue.Config{Network: Network, Dir: dir, Epoch: epoch, ProposalTTL: proposalTTL, ReceiptInterval: receiptInterval, Heartbeat: heartbeat}
+func rogueConfig(dir string, epoch time.Duration, o Options) rogue.Config {
+	return rogue.Config{Network: Network, Dir: dir, Epoch: epoch, ProposalTTL: proposalTTL, ReceiptInterval: receiptInterval, Heartbeat: heartbeat, Unbounded: o.Unbounded}
 }
 
 // join starts a rogue connected to every node of c, on both topics.

@@ -29,6 +29,9 @@ type Options struct {
 	// GangWithin bounds each of those rounds' waits (rogue.WithholdOptions);
 	// default its own.
 	GangWithin time.Duration
+	// Unbounded has the rogues propose terms without the held-time rule,
+	// for daemons from before it (rogue.Config.Unbounded).
+	Unbounded bool
 	// Log receives progress lines; nil: none.
 	Log func(format string, args ...any)
 }

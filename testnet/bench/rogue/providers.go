@@ -32,7 +32,7 @@ func ProviderAttacks(ctx context.Context, c *cluster.Cluster, o Options) (Outcom
 	sub := c.Client(0)
 	var rs rogues
 	defer rs.close()
-	cfg := func(name string) rogue.Config { return rogueConfig(storeDir(o.Dir, name), providerEpoch) }
+	cfg := func(name string) rogue.Config { return rogueConfig(storeDir(o.Dir, name), providerEpoch, o) }
 
 	var honest []string
 	for i := range honestJobs {

@@ -27,7 +27,7 @@ func SubmitterAttacks(ctx context.Context, c *cluster.Cluster, o Options) (Outco
 	var rs rogues
 	defer rs.close()
 	cfg := func(name string) rogue.Config {
-		return rogueConfig(storeDir(o.Dir, name), 250*time.Millisecond)
+		return rogueConfig(storeDir(o.Dir, name), 250*time.Millisecond, o)
 	}
 
 	var honest []string

@@ -63,7 +63,7 @@ func (r *Rogue) SquatGangPart(ctx context.Context, gang string, rank int, o Squa
 			}
 			res.Steps = append(res.Steps, step)
 			if placed != "" {
-				res.note("the gang was placed again without the rogue (part %d on %s) after %d rounds", rank, short(placed), squatted)
+				res.note("the gang was placed again without the rogue (part %d on %s)", rank, short(placed))
 			}
 			break
 		}
@@ -76,12 +76,14 @@ func (r *Rogue) SquatGangPart(ctx context.Context, gang string, rank int, o Squa
 		<-alive
 		cancel()
 		res.Held += time.Since(l.Countersigned)
-		res.Steps = append(res.Steps, Step{What: "gang lease signature", Answer: NoAnswer, Err: fmt.Sprintf("withheld; asked %d times", r.GangCalls(l.ID()))})
+		res.Steps = append(res.Steps, Step{What: "gang lease signature", Answer: NoAnswer, Err: fmt.Sprintf("withheld, asked for it %s", times(r.GangCalls(l.ID())))})
 	}
+	avoided := Step{What: "named in the requeue's avoid list", Answer: Counted, Err: "no"}
 	if r.Avoided(part, r.self) {
-		res.note("avoided for part %d in its submitter's requeue", rank)
+		avoided.Count, avoided.Err = 1, fmt.Sprintf("yes, for part %d", rank)
 	}
-	res.note("took the part %d times, holding it %s in all", squatted, res.Held.Round(100*time.Millisecond))
+	res.Steps = append(res.Steps, avoided)
+	res.note("took the part %s, holding it %s in all", times(squatted), res.Held.Round(100*time.Millisecond))
 	return res, nil
 }
 
@@ -105,6 +107,17 @@ func (r *Rogue) takePart(ctx context.Context, j Job, every time.Duration) (l *Le
 			return nil, "", last
 		}
 	}
+}
+
+// times writes a count of times.
+func times(n int) string {
+	switch n {
+	case 1:
+		return "once"
+	case 2:
+		return "twice"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 // short is the tail of a peer ID, for notes.

@@ -91,6 +91,10 @@ func (r *Rogue) Propose(ctx context.Context, job Job, t Terms) (*Lease, error) {
 		// would name it; the view hash is the rogue's to make up.
 		Epoch:    uint64(now.UnixMilli() / r.cfg.Epoch.Milliseconds()),
 		ViewHash: "rogue",
+		Bound:    ledger.BoundRule,
+	}
+	if r.cfg.Unbounded {
+		terms.Bound = 0
 	}
 	sl := wire.SignedLease{Terms: terms}
 	if err := sl.SignProvider(r.key); err != nil {

@@ -43,6 +43,11 @@ type Config struct {
 	ReceiptInterval time.Duration
 	// Heartbeat is how often the offer is published again; default 500ms.
 	Heartbeat time.Duration
+	// Unbounded proposes terms without the held-time rule
+	// (wire.LeaseTerms.Bound), as providers did before it: daemons from
+	// before the rule refuse terms that carry it, those after it terms
+	// that do not.
+	Unbounded bool
 	// Log receives what the rogue does; nil discards it.
 	Log *slog.Logger
 }
