@@ -188,6 +188,7 @@ func (c *circuit) isPaired(now time.Time) bool {
 // one whose ends hold no live lease then has lasted as long as a limited
 // circuit may.
 func (c *circuit) checkPaired() {
+	defer c.recovering()
 	if c.closed.Load() {
 		return
 	}

@@ -103,7 +103,7 @@ const (
 // Bounds on the reservations a relay holds open while their peers are not
 // yet seen (RelayLimits.ReserveWait): each is a stream and a goroutine.
 const (
-	maxWaiting          = 256
+	maxWaiting          = 1024
 	maxWaitingPerPrefix = 8
 )
 
