@@ -241,7 +241,7 @@ func printEscapes(ctx context.Context, e31 string, victim *cluster.Node, cl *api
 	listed := slices.ContainsFunc(nodes, func(n api.Node) bool { return n.PeerID == r.ID().String() })
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	printed, err := exec.CommandContext(cctx, e31, "--api", victim.API, "nodes").Output()
+	printed, err := exec.CommandContext(cctx, e31, "--api", victim.API, "--api-token-file", victim.TokenFile, "nodes").Output()
 	if err != nil {
 		return rogue.Result{Attack: rogue.AttackEscapes}, printed, fmt.Errorf("e31 nodes: %w", err)
 	}

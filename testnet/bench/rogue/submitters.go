@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -160,8 +161,12 @@ func SubmitterAttacks(ctx context.Context, c *cluster.Cluster, o Options) (Outco
 		}
 		out.Honest = append(out.Honest, j)
 		if id == gang {
+			part, err := sub.Job(ctx, market.TaskID(gang, 0))
+			if err != nil {
+				return out, err
+			}
 			if r, ok := out.Result(rogue.AttackGangSquat); ok {
-				r.Notes = append(r.Notes, gangEnd(j, squatter.ID().String()))
+				r.Notes = append(r.Notes, gangEnd(j, part, squatter.ID().String()))
 				out.replace(r)
 			}
 		}
@@ -174,25 +179,19 @@ func SubmitterAttacks(ctx context.Context, c *cluster.Cluster, o Options) (Outco
 	return out, nil
 }
 
-// gangEnd says how the squatted gang ended: on which providers, and
-// whether its avoid list names the squatter.
-func gangEnd(j api.Job, squatter string) string {
-	var on []string
-	for _, p := range j.Parts {
-		on = append(on, p.Provider)
-	}
-	s := fmt.Sprintf("the gang %s %s", j.State, j.Outcome)
-	for _, p := range on {
-		if p == squatter {
-			s += ", a part on the squatter"
+// gangEnd says how the squatted gang ended: whether a part ran on the
+// squatter, and whether the squatted part's avoid list names it.
+func gangEnd(gang, part api.Job, squatter string) string {
+	s := fmt.Sprintf("the gang %s %s", gang.State, gang.Outcome)
+	for _, p := range gang.Parts {
+		if p.Provider == squatter {
+			s += ", part " + fmt.Sprint(p.Rank) + " on the squatter"
 		}
 	}
-	for _, a := range j.Avoid {
-		if a == squatter {
-			return s + ", the squatter in its avoid list"
-		}
+	if slices.Contains(part.Avoid, squatter) {
+		return s + ", the squatter in part 0's avoid list"
 	}
-	return s + ", the squatter in no avoid list"
+	return s + ", the squatter in no avoid list of part 0"
 }
 
 // replace puts r in place of the result of the same attack.

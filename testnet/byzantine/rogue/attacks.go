@@ -304,7 +304,7 @@ func (r *Rogue) CheckpointFlood(ctx context.Context, l *Lease, o FloodOptions) (
 	res.Bytes = r.Served(l.Submitter) - served0
 	res.Concurrent = most
 	res.note("checkpoints of %s each, the job's disk %s", bytesText(o.DAGBytes), bytesText(int64(l.Job.Request().DiskBytes())))
-	res.note("%s served to the submitter, at most %d pulls at once", bytesText(res.Bytes), most)
+	res.note("%s served to the submitter, at most %d pulls at a time", bytesText(res.Bytes), most)
 	return res, err
 }
 

@@ -57,11 +57,9 @@ func (r *Rogue) SquatGangPart(ctx context.Context, gang string, rank int, o Squa
 		l, placed, lastErr := r.takePart(rctx, j, o.Retry)
 		if l == nil {
 			cancel()
-			step := stepOf(fmt.Sprintf("part %d proposal", rank), lastErr, Countersigned)
-			if lastErr == nil {
-				step = Step{What: step.What, Answer: NoAnswer, Err: "no proposal made within the round"}
+			if lastErr != nil {
+				res.Steps = append(res.Steps, stepOf(fmt.Sprintf("part %d proposal", rank), lastErr, Countersigned))
 			}
-			res.Steps = append(res.Steps, step)
 			if placed != "" {
 				res.note("the gang was placed again without the rogue (part %d on %s)", rank, short(placed))
 			}

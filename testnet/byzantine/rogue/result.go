@@ -128,11 +128,14 @@ func (r *Result) note(format string, args ...any) {
 // one name and answer counted together, in order), then the figures.
 func (r Result) Summary() string {
 	var parts []string
-	type key struct{ what, answer, code string }
+	type key struct{ what, answer, code, counted string }
 	var order []key
 	count := map[key]int{}
 	for _, s := range r.Steps {
-		k := key{s.What, s.Answer, s.Code}
+		k := key{what: s.What, answer: s.Answer, code: s.Code}
+		if s.Answer == Counted {
+			k.counted = s.Err // each count is its own
+		}
 		if count[k] == 0 {
 			order = append(order, k)
 		}
@@ -153,7 +156,7 @@ func (r Result) Summary() string {
 				a += " (" + why + ")"
 			}
 		case Counted:
-			a = r.firstErr(k.what, k.answer)
+			a = k.counted
 		}
 		if n := count[k]; n > 1 {
 			parts = append(parts, fmt.Sprintf("%s ×%d: %s", k.what, n, a))

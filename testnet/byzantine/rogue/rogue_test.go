@@ -135,13 +135,14 @@ func TestResultSummary(t *testing.T) {
 	for range 3 {
 		r.Steps = append(r.Steps, Step{What: "checkpoint event", Answer: Refused, Code: wire.CodeBusy})
 	}
-	r.Steps = append(r.Steps, Step{What: "checkpoint event", Answer: Accepted}, Step{What: "receipt", Answer: Refused})
+	r.Steps = append(r.Steps, Step{What: "checkpoint event", Answer: Accepted}, Step{What: "receipt", Answer: Refused, Err: "call: peer says: not now"},
+		Step{What: "parts", Answer: Counted, Count: 2, Err: "round 1: 2"}, Step{What: "parts", Answer: Counted, Err: "round 2: 0"})
 	r.note("0 B served")
-	want := "checkpoint event ×3: refused busy; checkpoint event: accepted; receipt: refused, no code; 499,063 GPU-hours countersigned; 0 B served"
+	want := "checkpoint event ×3: refused busy; checkpoint event: accepted; receipt: refused, no code (not now); parts: round 1: 2; parts: round 2: 0; 499,063 GPU-hours countersigned; 0 B served"
 	if got := r.Summary(); got != want {
 		t.Fatalf("summary\n%s\nwant\n%s", got, want)
 	}
-	if c := r.Codes(); c["refused:busy"] != 3 || c[Accepted] != 1 || c["refused:"] != 1 {
+	if c := r.Codes(); c["refused:busy"] != 3 || c[Accepted] != 1 || c["refused:"] != 1 || c[Counted] != 2 {
 		t.Fatalf("codes %v", c)
 	}
 }

@@ -187,11 +187,10 @@ func (r *Rogue) WithholdGangLease(ctx context.Context, o WithholdOptions) (Resul
 			if round == 1 {
 				return res, fmt.Errorf("rogue: the parts of gang %s were not all leased within %s (%d were)", g.ID, wait, taken)
 			}
-			res.Steps = append(res.Steps, Step{What: "parts leased", Answer: Refused, Err: fmt.Sprintf("%d of %d parts taken within %s", taken, n, wait)})
-			res.note("round %d: %d of %d parts taken within %s", round, taken, n, wait)
+			res.Steps = append(res.Steps, Step{What: "parts leased", Answer: Counted, Count: taken, Err: fmt.Sprintf("round %d: %d of %d taken within %s", round, taken, n, wait)})
 			break
 		}
-		res.Steps = append(res.Steps, Step{What: "parts leased", Answer: Countersigned})
+		res.Steps = append(res.Steps, Step{What: "parts leased", Answer: Counted, Count: n, Err: fmt.Sprintf("round %d: %d of %d", round, n, n)})
 		ectx, cancel := context.WithTimeout(ctx, o.Within)
 		err = r.waitSubmitting(ectx, func(s *submitting) bool {
 			for _, p := range parts {
