@@ -18,6 +18,7 @@ require (
 	github.com/libp2p/go-libp2p v0.52.0
 	github.com/libp2p/go-libp2p-pubsub v0.19.0
 	github.com/libp2p/go-msgio v0.3.0
+	github.com/moby/profiles/seccomp v0.3.0
 	github.com/multiformats/go-multiaddr v0.16.1
 	github.com/multiformats/go-multihash v0.2.3
 	github.com/multiformats/go-multistream v0.6.1

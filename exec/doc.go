@@ -149,15 +149,21 @@
 // # System calls
 //
 // A seccomp allow-list (seccomp.go): the default profile of Docker,
-// containerd and podman for a container without capabilities, less clock
-// setting and name_to_handle_at. Everything else fails with EPERM, so a
-// program that probes for a feature degrades instead of dying: mount,
-// umount2 and the new mount API, unshare, setns, clone with namespace
-// flags, module and kexec loading, bpf, perf_event_open, userfaultfd,
-// io_uring, keyrings, open_by_handle_at, reboot, swap, acct, quotactl.
-// clone3 answers ENOSYS so that libc falls back to clone, whose flags a
-// filter can inspect. ptrace and process_vm_* are allowed on kernels since
-// 4.8, as Docker allows them.
+// containerd and podman for a container without capabilities, taken from
+// github.com/moby/profiles/seccomp, made tighter: socket(2) and
+// socketpair(2) for AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK only (no
+// AF_ALG, whose AEAD interface is CVE-2026-31431, no AF_VSOCK, AF_KEY,
+// AF_PACKET, ...), no socketcall(2), which would hide the family, the
+// native ABI only (a call in a compat ABI, x86 or x32 on amd64, kills the
+// calling thread), and no clock adjusting or name_to_handle_at.
+// Everything else fails with EPERM, so a program that probes for a feature
+// degrades instead of dying: mount, umount2 and the new mount API,
+// unshare, setns, clone with namespace flags, module and kexec loading,
+// bpf, perf_event_open, userfaultfd, io_uring, keyrings,
+// open_by_handle_at, reboot, swap, acct, quotactl. clone3 answers ENOSYS
+// so that libc falls back to clone, whose flags a filter can inspect.
+// ptrace and process_vm_* are allowed on kernels since 4.8, as Docker
+// allows them.
 //
 // # Disk quota
 //

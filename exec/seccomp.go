@@ -2,143 +2,196 @@ package exec
 
 import (
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
+	mobyseccomp "github.com/moby/profiles/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
-// The sandbox's seccomp filter is an allow-list: a call not named here
-// fails with EPERM. The list is the default profile of Docker, containerd
-// and podman (moby profiles/seccomp/default.json) for a container with no
-// capabilities, which years of ordinary programs have been run under, less
-// a few calls that profile allows but a batch job has no use for: setting
-// clocks (adjtimex, clock_adjtime), name_to_handle_at (the other half of
-// the 2014 "shocker" escape), and the io_uring calls that Docker has since
-// dropped. Never allowed: mount and the new mount API, umount2,
-// pivot_root, chroot, unshare, setns, module and kexec loading, bpf,
-// perf_event_open, userfaultfd, keyctl and the keyrings, reboot, swapon,
-// acct, quotactl, open_by_handle_at and clock setting. ptrace and
-// process_vm_readv/writev are allowed, as Docker allows them on kernels
-// since 4.8 (before 4.8 a traced process could skip its filter): a
-// debugger or profiler inside the job sees only the job. Names the
+// The sandbox's seccomp filter is an allow-list: a call it does not name
+// fails with EPERM, so that a program probing for a feature degrades
+// instead of dying.
+//
+// It is built from Docker's default profile as github.com/moby/profiles/seccomp
+// v0.3.0 (2026-10-12) gives it in Go: the profile of Docker, containerd and
+// podman for a container without capabilities, which years of ordinary
+// programs have run under, since moby/profiles#20 with socket(2) allowed
+// only for an allow-list of address families that leaves out AF_ALG
+// (CVE-2026-31431, "Copy Fail") and AF_VSOCK (containerd#13327 ported it
+// to containerd's default). Taking the rules from the module rather than
+// keeping a list by hand keeps the two in step; TestSeccompTighterThanDocker
+// proves every difference is a refusal of something Docker allows.
+//
+// It is tighter than that profile in these ways, each a call a batch job has
+// no use for and an attacker does:
+//
+//   - socket(2) and socketpair(2) only for AF_UNIX, AF_INET, AF_INET6 and
+//     AF_NETLINK (socketFamilies), where Docker allows some thirty
+//     families and leaves socketpair unfiltered: no AF_ALG, AF_VSOCK,
+//     AF_KEY, AF_PACKET, AF_XDP, AF_RDS, AF_TIPC, AF_CAN, AF_BLUETOOTH,
+//     AF_KCM, ... each a kernel subsystem a job would reach only to
+//     attack it.
+//   - socketcall(2) refused: its arguments are behind a pointer, where a
+//     filter cannot see the family, so allowing it (as v0.3.0 still does;
+//     moby/moby#52494 refuses it in Docker's engine) would undo the
+//     family filter on the ABIs that have it.
+//   - The native ABI only: Docker adds the compat ABIs (x86 and x32 on
+//     amd64, arm on arm64, s390 on s390x), whose calls arrive with other
+//     numbers and, for the 32-bit ones, through socketcall. A call in an
+//     ABI the filter does not list gets libseccomp's bad-architecture
+//     action, which runc leaves at its default: the calling thread is
+//     killed (SIGSYS, for a process of one thread). On amd64 socketcall
+//     exists only in the i386 ABI, so there it is refused that way; where
+//     the native ABI has it (s390x, ppc64le), with EPERM.
+//   - No clock setting even in the form Docker allows without
+//     CAP_SYS_TIME (adjtimex, clock_adjtime, clock_adjtime64), and no
+//     name_to_handle_at, the other half of the 2014 "shocker" escape.
+//
+// Never allowed, as in Docker without capabilities: mount and the new
+// mount API, umount2, pivot_root, chroot, unshare, setns, clone with
+// namespace flags, module and kexec loading, bpf, perf_event_open,
+// userfaultfd, io_uring, keyctl and the keyrings, reboot, swapon, acct,
+// quotactl, open_by_handle_at and clock setting. clone3 answers ENOSYS so
+// that libc falls back to clone, whose flags the filter can inspect.
+// ptrace and process_vm_readv/writev are allowed on kernels since 4.8, as
+// Docker allows them (before 4.8 a traced process could skip its filter):
+// a debugger or profiler inside the job sees only the job. Names the
 // runtime's libseccomp does not know are skipped by the runtime.
-var allowedSyscalls = []string{
-	"accept", "accept4", "access", "alarm", "bind", "brk", "cachestat", "capget", "capset",
-	"chdir", "chmod", "chown", "chown32", "clock_getres", "clock_getres_time64",
-	"clock_gettime", "clock_gettime64", "clock_nanosleep", "clock_nanosleep_time64",
-	"close", "close_range", "connect", "copy_file_range", "creat", "dup", "dup2", "dup3",
-	"epoll_create", "epoll_create1", "epoll_ctl", "epoll_ctl_old", "epoll_pwait", "epoll_pwait2",
-	"epoll_wait", "epoll_wait_old", "eventfd", "eventfd2", "execve", "execveat", "exit",
-	"exit_group", "faccessat", "faccessat2", "fadvise64", "fadvise64_64", "fallocate",
-	"fanotify_mark", "fchdir", "fchmod", "fchmodat", "fchmodat2", "fchown", "fchown32",
-	"fchownat", "fcntl", "fcntl64", "fdatasync", "fgetxattr", "flistxattr", "flock", "fork",
-	"fremovexattr", "fsetxattr", "fstat", "fstat64", "fstatat64", "fstatfs", "fstatfs64",
-	"fsync", "ftruncate", "ftruncate64", "futex", "futex_requeue", "futex_time64", "futex_wait",
-	"futex_waitv", "futex_wake", "futimesat", "getcpu", "getcwd", "getdents", "getdents64",
-	"getegid", "getegid32", "geteuid", "geteuid32", "getgid", "getgid32", "getgroups",
-	"getgroups32", "getitimer", "getpeername", "getpgid", "getpgrp", "getpid", "getppid",
-	"getpriority", "getrandom", "getresgid", "getresgid32", "getresuid", "getresuid32",
-	"getrlimit", "get_robust_list", "getrusage", "getsid", "getsockname", "getsockopt",
-	"get_thread_area", "gettid", "gettimeofday", "getuid", "getuid32", "getxattr",
-	"inotify_add_watch", "inotify_init", "inotify_init1", "inotify_rm_watch", "io_cancel",
-	"ioctl", "io_destroy", "io_getevents", "io_pgetevents", "io_pgetevents_time64",
-	"ioprio_get", "ioprio_set", "io_setup", "io_submit", "ipc", "kill",
-	"landlock_add_rule", "landlock_create_ruleset", "landlock_restrict_self", "lchown",
-	"lchown32", "lgetxattr", "link", "linkat", "listen", "listxattr", "llistxattr", "_llseek",
-	"lremovexattr", "lseek", "lsetxattr", "lstat", "lstat64", "madvise", "map_shadow_stack",
-	"membarrier", "memfd_create", "memfd_secret", "mincore", "mkdir", "mkdirat", "mknod",
-	"mknodat", "mlock", "mlock2", "mlockall", "mmap", "mmap2", "mprotect", "mq_getsetattr",
-	"mq_notify", "mq_open", "mq_timedreceive", "mq_timedreceive_time64", "mq_timedsend",
-	"mq_timedsend_time64", "mq_unlink", "mremap", "msgctl", "msgget", "msgrcv", "msgsnd",
-	"msync", "munlock", "munlockall", "munmap", "nanosleep", "newfstatat", "_newselect",
-	"open", "openat", "openat2", "pause", "pidfd_open", "pidfd_send_signal", "pipe", "pipe2",
-	"pkey_alloc", "pkey_free", "pkey_mprotect", "poll", "ppoll", "ppoll_time64", "prctl",
-	"pread64", "preadv", "preadv2", "prlimit64", "process_mrelease", "pselect6",
-	"pselect6_time64", "pwrite64", "pwritev", "pwritev2", "read", "readahead", "readlink",
-	"readlinkat", "readv", "recv", "recvfrom", "recvmmsg", "recvmmsg_time64", "recvmsg",
-	"remap_file_pages", "removexattr", "rename", "renameat", "renameat2", "restart_syscall",
-	"rmdir", "rseq", "rt_sigaction", "rt_sigpending", "rt_sigprocmask", "rt_sigqueueinfo",
-	"rt_sigreturn", "rt_sigsuspend", "rt_sigtimedwait", "rt_sigtimedwait_time64",
-	"rt_tgsigqueueinfo", "sched_getaffinity", "sched_getattr", "sched_getparam",
-	"sched_get_priority_max", "sched_get_priority_min", "sched_getscheduler",
-	"sched_rr_get_interval", "sched_rr_get_interval_time64", "sched_setaffinity",
-	"sched_setattr", "sched_setparam", "sched_setscheduler", "sched_yield", "seccomp",
-	"select", "semctl", "semget", "semop", "semtimedop", "semtimedop_time64", "send",
-	"sendfile", "sendfile64", "sendmmsg", "sendmsg", "sendto", "setfsgid", "setfsgid32",
-	"setfsuid", "setfsuid32", "setgid", "setgid32", "setgroups", "setgroups32", "setitimer",
-	"setpgid", "setpriority", "setregid", "setregid32", "setresgid", "setresgid32",
-	"setresuid", "setresuid32", "setreuid", "setreuid32", "setrlimit", "set_robust_list",
-	"setsid", "setsockopt", "set_thread_area", "set_tid_address", "setuid", "setuid32",
-	"setxattr", "shmat", "shmctl", "shmdt", "shmget", "shutdown", "sigaltstack", "signalfd",
-	"signalfd4", "sigprocmask", "sigreturn", "socket", "socketcall", "socketpair", "splice",
-	"stat", "stat64", "statfs", "statfs64", "statx", "symlink", "symlinkat", "sync",
-	"sync_file_range", "sync_file_range2", "syncfs", "sysinfo", "tee", "tgkill", "time",
-	"timer_create", "timer_delete", "timer_getoverrun", "timer_gettime", "timer_gettime64",
-	"timer_settime", "timer_settime64", "timerfd_create", "timerfd_gettime",
-	"timerfd_gettime64", "timerfd_settime", "timerfd_settime64", "times", "tkill", "truncate",
-	"truncate64", "ugetrlimit", "umask", "uname", "unlink", "unlinkat", "utime", "utimensat",
-	"utimensat_time64", "utimes", "vfork", "vmsplice", "wait4", "waitid", "waitpid", "write",
-	"writev",
-	// Architecture-specific calls of the same profile.
-	"arch_prctl", "modify_ldt", "arm_fadvise64_64", "arm_sync_file_range", "breakpoint",
-	"cacheflush", "set_tls", "riscv_flush_icache", "s390_pci_mmio_read", "s390_pci_mmio_write",
-	"s390_runtime_instr",
+
+// socketFamilies are the address families a job may open sockets of:
+// files and pipes between its own processes (AF_UNIX), TCP and UDP
+// (AF_INET, AF_INET6: the loopback of its own network namespace, or a
+// gang's private network, where NCCL and gloo talk), and AF_NETLINK, by
+// which libc's getifaddrs and `ip` read the namespace's interfaces.
+var socketFamilies = []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
+
+// refusedDefaults are calls Docker's default profile allows that the
+// sandbox refuses (see above). socket and socketpair come back with the
+// sandbox's own family filter (familyRules).
+var refusedDefaults = []string{
+	"adjtimex", "clock_adjtime", "clock_adjtime64", "name_to_handle_at",
+	"socketcall", "socket", "socketpair",
 }
 
-// ptraceSyscalls are allowed on kernels since 4.8 only.
-var ptraceSyscalls = []string{"ptrace", "process_vm_readv", "process_vm_writev"}
+// seccompArch is what the profile needs to know of an architecture: its
+// seccomp token and its name in moby's rule filters (libseccomp's).
+type seccompArch struct {
+	arch   specs.Arch
+	native string
+}
 
-// namespaceFlags are clone's flags that create namespaces: a job may
-// clone threads and processes, never namespaces.
-const namespaceFlags = syscall.CLONE_NEWNS | syscall.CLONE_NEWUTS | syscall.CLONE_NEWIPC |
-	syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET | 0x02000000 /* CLONE_NEWCGROUP */
+// seccompArches maps Go's GOARCH to the architectures moby's profile
+// knows. Where it lists none for one (ppc64le, or one missing here), the
+// filter lists none and the runtime uses its native one alone.
+var seccompArches = map[string]seccompArch{
+	"386":      {specs.ArchX86, "x86"},
+	"amd64":    {specs.ArchX86_64, "amd64"},
+	"arm":      {specs.ArchARM, "arm"},
+	"arm64":    {specs.ArchAARCH64, "arm64"},
+	"loong64":  {specs.ArchLOONGARCH64, "loongarch64"},
+	"mips64":   {specs.ArchMIPS64, "mips64"},
+	"mips64le": {specs.ArchMIPSEL64, "mipsel64"},
+	"ppc64le":  {specs.ArchPPC64LE, "ppc64le"},
+	"riscv64":  {specs.ArchRISCV64, "riscv64"},
+	"s390x":    {specs.ArchS390X, "s390x"},
+}
 
-// personalities are the personality(2) values the default profile
-// allows: Linux, with or without UNAME26 and ADDR_NO_RANDOMIZE, and the
-// query 0xffffffff.
-var personalities = []uint64{0x0, 0x8, 0x20000, 0x20008, 0xffffffff}
-
-// seccompProfile is the sandbox's filter for the architecture this binary
-// runs on, with that architecture's compat ABIs: a 32-bit syscall on a
-// 64-bit kernel would otherwise bypass a filter written for 64-bit numbers.
+// seccompProfile is the sandbox's filter for the architecture and kernel
+// this binary runs on.
 func seccompProfile() *specs.LinuxSeccomp {
-	return seccompProfileFor(runtime.GOARCH, kernelAtLeast(kernelRelease(), 4, 8))
+	return seccompProfileFor(runtime.GOARCH, kernelRelease())
 }
 
-func seccompProfileFor(goarch string, ptraceSafe bool) *specs.LinuxSeccomp {
-	eperm := uint(syscall.EPERM)
-	enosys := uint(syscall.ENOSYS)
-	allowed := allowedSyscalls
-	if ptraceSafe {
-		allowed = append(append([]string{}, allowed...), ptraceSyscalls...)
+// seccompProfileFor is the sandbox's filter for goarch on a kernel of the
+// given release: Docker's default made tighter (see above).
+func seccompProfileFor(goarch, release string) *specs.LinuxSeccomp {
+	p := dockerProfileFor(goarch, release)
+	if len(p.Architectures) > 1 {
+		p.Architectures = p.Architectures[:1] // the native ABI, without the compat ones
 	}
-	rules := []specs.LinuxSyscall{
-		{Names: allowed, Action: specs.ActAllow},
-		// clone3 passes its flags in memory, where a filter cannot look;
-		// ENOSYS makes libc fall back to clone.
-		{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys},
-		{
-			Names:  []string{"clone"},
-			Action: specs.ActAllow,
-			Args: []specs.LinuxSeccompArg{{
-				Index: cloneFlagsArg(goarch), Value: namespaceFlags, ValueTwo: 0, Op: specs.OpMaskedEqual,
-			}},
-		},
+	var rules []specs.LinuxSyscall
+	for _, r := range p.Syscalls {
+		r.Names = slices.DeleteFunc(slices.Clone(r.Names), func(n string) bool { return slices.Contains(refusedDefaults, n) })
+		if len(r.Names) > 0 {
+			rules = append(rules, r)
+		}
 	}
-	for _, p := range personalities {
+	p.Syscalls = append(rules, familyRules([]string{"socket", "socketpair"}, socketFamilies)...)
+	return p
+}
+
+// dockerProfileFor is moby's default profile as Docker would give it to a
+// container with no capabilities on goarch and a kernel of the given
+// release: the rules that moby's own conversion (seccomp.GetDefaultProfile,
+// which reads the host's architecture and kernel) keeps for it, and the
+// architecture with its compat ABIs.
+func dockerProfileFor(goarch, release string) *specs.LinuxSeccomp {
+	d := mobyseccomp.DefaultProfile()
+	a := seccompArches[goarch]
+	p := d.LinuxSeccomp
+	p.Architectures = nil
+	for _, m := range d.ArchMap {
+		if m.Arch == a.arch {
+			p.Architectures = append([]specs.Arch{m.Arch}, m.SubArches...)
+		}
+	}
+	applies := func(f *mobyseccomp.Filter) bool {
+		// Every capability a rule names is missing: a job has none.
+		return len(f.Caps) == 0 &&
+			(len(f.Arches) == 0 || slices.Contains(f.Arches, a.native)) &&
+			(f.MinKernel == nil || kernelAtLeast(release, int(f.MinKernel.Kernel), int(f.MinKernel.Major)))
+	}
+	excluded := func(f *mobyseccomp.Filter) bool {
+		// A rule excluded for a capability stays: the job lacks it.
+		return slices.Contains(f.Arches, a.native) ||
+			f.MinKernel != nil && kernelAtLeast(release, int(f.MinKernel.Kernel), int(f.MinKernel.Major))
+	}
+	for _, r := range d.Syscalls {
+		if r.Includes != nil && !applies(r.Includes) || r.Excludes != nil && excluded(r.Excludes) {
+			continue
+		}
+		s := r.LinuxSyscall
+		if r.Name != "" {
+			s.Names = []string{r.Name}
+		}
+		p.Syscalls = append(p.Syscalls, s)
+	}
+	return &p
+}
+
+// familyRules allows the calls names for the address families given (as
+// their first argument) and no other. Rules are one comparison each:
+// runc turns several comparisons of one argument into alternatives, not a
+// conjunction, so a bounded range cannot be written as two (moby's range
+// rule, opencontainers/runc#2735). A run of families from AF_UNIX up is one
+// "less than" (AF_UNSPEC below it creates nothing); every other family is
+// an equality.
+func familyRules(names []string, families []uint64) []specs.LinuxSyscall {
+	fs := slices.Sorted(slices.Values(families))
+	var rules []specs.LinuxSyscall
+	rule := func(v uint64, op specs.LinuxSeccompOperator) {
 		rules = append(rules, specs.LinuxSyscall{
-			Names: []string{"personality"}, Action: specs.ActAllow,
-			Args: []specs.LinuxSeccompArg{{Index: 0, Value: p, Op: specs.OpEqualTo}},
+			Names: slices.Clone(names), Action: specs.ActAllow,
+			Args: []specs.LinuxSeccompArg{{Index: 0, Value: v, Op: op}},
 		})
 	}
-	return &specs.LinuxSeccomp{
-		DefaultAction:   specs.ActErrno,
-		DefaultErrnoRet: &eperm,
-		Architectures:   seccompArches(goarch),
-		Syscalls:        rules,
+	rest := fs
+	if len(fs) > 1 && fs[0] == unix.AF_UNIX && fs[1] == fs[0]+1 {
+		end := 1
+		for end < len(fs) && fs[end] == fs[end-1]+1 {
+			end++
+		}
+		rule(fs[end-1]+1, specs.OpLessThan)
+		rest = fs[end:]
 	}
+	for _, f := range rest {
+		rule(f, specs.OpEqualTo)
+	}
+	return rules
 }
 
 // kernelRelease is uname -r, or "" if it cannot be read.
@@ -170,29 +223,4 @@ func kernelAtLeast(release string, major, minor int) bool {
 		return false
 	}
 	return ma > major || ma == major && mi >= minor
-}
-func seccompArches(goarch string) []specs.Arch {
-	switch goarch {
-	case "amd64":
-		return []specs.Arch{specs.ArchX86_64, specs.ArchX86, specs.ArchX32}
-	case "arm64":
-		return []specs.Arch{specs.ArchAARCH64, specs.ArchARM}
-	case "ppc64le":
-		return []specs.Arch{specs.ArchPPC64LE}
-	case "s390x":
-		return []specs.Arch{specs.ArchS390X, specs.ArchS390}
-	case "riscv64":
-		return []specs.Arch{specs.ArchRISCV64}
-	default:
-		return nil // the runtime's native architecture only
-	}
-}
-
-// cloneFlagsArg is the index of clone's flags argument, which s390
-// swaps with the stack pointer.
-func cloneFlagsArg(goarch string) uint {
-	if goarch == "s390x" {
-		return 1
-	}
-	return 0
 }
