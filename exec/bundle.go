@@ -53,6 +53,9 @@ type hostLayout struct {
 	// nofile is the job's RLIMIT_NOFILE: 65536, or less where the
 	// runtime, which inherits ours, could not raise it that far.
 	nofile uint64
+	// gpuProc is where the driver lists its GPUs (gpuProcDir; elsewhere
+	// in tests), whose entries other than a job's own are masked.
+	gpuProc string
 }
 
 func detectHost() (hostLayout, error) {
@@ -82,6 +85,7 @@ func detectHost() (hostLayout, error) {
 		return h, err
 	}
 	h.cgroups = cg
+	h.gpuProc = gpuProcDir
 	h.nofile = 65536
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Max < h.nofile {
@@ -262,16 +266,12 @@ func sandboxConfig(s Spec, cid string, h hostLayout, devices []specs.LinuxDevice
 		Mounts:      mounts,
 		Annotations: map[string]string{leaseAnnotation: s.ID},
 		Linux: &specs.Linux{
-			Namespaces:  namespaces,
-			Devices:     devices,
-			Resources:   res,
-			CgroupsPath: h.cgroups.path(cid),
-			Seccomp:     seccompProfile(),
-			MaskedPaths: []string{
-				"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
-				"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
-				"/sys/firmware", "/sys/devices/virtual/powercap",
-			},
+			Namespaces:    namespaces,
+			Devices:       devices,
+			Resources:     res,
+			CgroupsPath:   h.cgroups.path(cid),
+			Seccomp:       seccompProfile(),
+			MaskedPaths:   slices.Clone(hostMasks),
 			ReadonlyPaths: []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"},
 		},
 	}

@@ -52,6 +52,8 @@ type cgroupLayout struct {
 	swap bool
 	// parent is this runner's cgroup parent (cgroupParentFor).
 	parent string
+	// io is what can be limited of a job's block I/O (hostview.go).
+	io ioSupport
 }
 
 const cgroup2Magic = 0x63677270
@@ -80,6 +82,7 @@ func detectCgroups() (cgroupLayout, error) {
 	} else {
 		return c, errors.New("cgroups: no memory controller mounted")
 	}
+	c.io = detectIO(c)
 	return c, nil
 }
 

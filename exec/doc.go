@@ -45,7 +45,11 @@
 //     read-only, and a private tmpfs /tmp. The /proc paths runc's default
 //     spec masks or makes read-only are masked or read-only here too, plus
 //     /sys/devices/virtual/powercap (energy counters leak what other
-//     tenants compute).
+//     tenants compute), /proc/diskstats (every disk's traffic: what the
+//     host and other tenants do, and when), DMI (/sys/class/dmi,
+//     /sys/devices/virtual/dmi, and /sys/firmware with /sys/firmware/dmi
+//     in it: the machine's make and serial numbers) and the driver's /proc
+//     entries of GPUs the job does not hold (hostview.go).
 //   - Inputs bound read-only; the output and checkpoint directories bound
 //     read-write and named in E31_OUTPUT and E31_CHECKPOINT. The working
 //     directory is the output directory. PYTHONUNBUFFERED=1 unless the
@@ -56,8 +60,12 @@
 //     127.0.0.1 is the job's own, not the host's, and nothing else routes.
 //   - cgroup limits under /e31/<container id>: memory (memory+swap set to
 //     the same value where swap is accounted, so a job cannot spill into
-//     swap), CPU quota (CPUs × period), pids (default 1024), and a device
-//     allow-list (runc's defaults plus the leased GPUs).
+//     swap), CPU quota (CPUs × period), pids (default 1024), a device
+//     allow-list (runc's defaults plus the leased GPUs), and block I/O: a
+//     weight of half the default share where the host's I/O scheduler
+//     weighs cgroups, and a bandwidth and IOPS limit on the job's own disk
+//     (RunnerOptions.DiskBandwidth, DiskIOPS), so that its direct I/O
+//     cannot take the host disk from the daemon's synced writes.
 //
 // Without an image the job runs as nobody (uid and gid 65534) with every
 // capability set empty and no_new_privs, not as root without

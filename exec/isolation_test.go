@@ -8,9 +8,11 @@ import (
 	osexec "os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -296,5 +298,62 @@ func TestSandboxRefusesKernelSurface(t *testing.T) {
 	}
 	if host["i386 socketcall AF_INET"] != "ok" || host["i386 getpid"] != "ok" {
 		t.Logf("this kernel has no i386 ABI to refuse (host: %s, %s)", host["i386 socketcall AF_INET"], host["i386 getpid"])
+	}
+}
+
+// TestSandboxMasksHost: a job reads nothing of /proc/diskstats and of the
+// machine's DMI tables, whether or not the host has them.
+func TestSandboxMasksHost(t *testing.T) {
+	r := newTestRunner(t)
+	script := `set -e
+test ! -s /proc/diskstats && test -z "$(cat /proc/diskstats)"
+for d in /sys/class/dmi /sys/devices/virtual/dmi /sys/firmware /sys/firmware/dmi; do
+	if [ -e "$d" ] && [ -n "$(ls -A "$d")" ]; then echo "$d lists $(ls -A "$d")"; exit 1; fi
+done
+if cat /sys/class/dmi/id/product_uuid /sys/class/dmi/id/board_serial 2>/dev/null; then echo "read DMI"; exit 1; fi`
+	res := runJob(t, context.Background(), r, testSpec(t, "", script))
+	wantOutcome(t, res, Completed, ByJob)
+	if b, err := os.ReadFile("/proc/diskstats"); err != nil || len(b) == 0 {
+		t.Logf("the host has no /proc/diskstats to hide (%v)", err)
+	}
+}
+
+// TestDiskIOLimited: a job writing to its own disk with direct I/O, past
+// the page cache, goes no faster than the runner's limit, which its cgroup
+// shows on its disk's device.
+func TestDiskIOLimited(t *testing.T) {
+	r := newTestRunner(t)
+	needDisks(t)
+	if !r.host.cgroups.io.throttle {
+		t.Skip("this host's cgroups cannot limit block I/O")
+	}
+	const rate = 8 << 20
+	r.diskIO = diskIOLimit{bandwidth: rate, iops: 1000}
+	script := `set -e
+cat /sys/fs/cgroup/blkio/blkio.throttle.write_bps_device /sys/fs/cgroup/io.max 2>/dev/null || true
+start=$(date +%s%N)
+dd if=/dev/zero of=/out/direct bs=1M count=24 oflag=direct 2>/dev/null
+end=$(date +%s%N)
+echo "ns $((end - start))"`
+	s := onDisk(t, testSpec(t, "", script), 64<<20)
+	dev, err := diskDevice(s.Disk.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := runJob(t, context.Background(), r, s)
+	wantOutcome(t, res, Completed, ByJob)
+	out := readFile(t, res.Stdout)
+	if want := fmt.Sprintf("%d:%d", dev.Major, dev.Minor); !strings.Contains(out, want+" "+strconv.Itoa(rate)) && !strings.Contains(out, want+" rbps="+strconv.Itoa(rate)) {
+		t.Errorf("the job's cgroup does not limit %s to %d bytes/s:\n%s", want, rate, out)
+	}
+	var ns int64
+	if _, err := fmt.Sscanf(out[strings.LastIndex(out, "ns "):], "ns %d", &ns); err != nil {
+		t.Fatalf("no time in %q", out)
+	}
+	// 24 MiB at 8 MiB/s: 3s. Half of it would be twice the rate.
+	if took := time.Duration(ns); took < 1500*time.Millisecond {
+		t.Errorf("24 MiB of direct writes took %v: faster than %d bytes/s", took, rate)
+	} else {
+		t.Logf("24 MiB of direct writes took %v at a limit of %d bytes/s", took, rate)
 	}
 }

@@ -106,6 +106,11 @@ type RunnerOptions struct {
 	// CDISpecDirs are the directories of CDI specs. Default:
 	// DefaultCDISpecDirs.
 	CDISpecDirs []string
+	// DiskBandwidth and DiskIOPS limit what a job reads and, apart,
+	// writes per second on its own disk (Spec.Disk), where the host's
+	// cgroups can (hostview.go). Default: DefaultDiskBandwidth and
+	// DefaultDiskIOPS.
+	DiskBandwidth, DiskIOPS uint64
 }
 
 // Runner runs jobs in sandboxes. Every field is set by NewRunner and never
@@ -121,6 +126,7 @@ type Runner struct {
 	bundleRoot string
 	imageErr   error // why image jobs cannot run here, or nil
 	gpu        *gpuInjector
+	diskIO     diskIOLimit
 }
 
 // NewRunner finds an OCI runtime that works on this host and returns a
@@ -139,6 +145,12 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 	}
 	if o.CDISpecDirs == nil {
 		o.CDISpecDirs = DefaultCDISpecDirs
+	}
+	if o.DiskBandwidth == 0 {
+		o.DiskBandwidth = DefaultDiskBandwidth
+	}
+	if o.DiskIOPS == 0 {
+		o.DiskIOPS = DefaultDiskIOPS
 	}
 	root, err := filepath.Abs(o.StateRoot)
 	if err != nil {
@@ -177,7 +189,8 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 	var failures []string
 	for _, path := range candidates {
 		r := &Runner{rt: ociRuntime{path: path, root: root}, log: o.Log, host: host,
-			uidBase: o.UIDBase, gpu: gpu, bundleRoot: bundleRoot}
+			uidBase: o.UIDBase, gpu: gpu, bundleRoot: bundleRoot,
+			diskIO: diskIOLimit{bandwidth: o.DiskBandwidth, iops: o.DiskIOPS}}
 		version, err := r.rt.version(ctx)
 		if err == nil {
 			err = r.probe(ctx)
@@ -205,6 +218,7 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 		r.mountRoot, r.imageErr = mountRoot, imageErr
 		o.Log.InfoContext(ctx, "container runtime ready", "runtime", path, "version", version,
 			"cgroup_v2", host.cgroups.unified, "swap_limit", host.cgroups.swap,
+			"io_weight", host.cgroups.io.weight != 0, "disk_io_limit", host.cgroups.io.throttle,
 			"images", imageErr == nil, "gpu_injection", r.GPUInjection())
 		return r, nil
 	}

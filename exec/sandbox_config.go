@@ -32,6 +32,9 @@ func (r *Runner) prepareSandbox(s Spec, cid, bundle string) error {
 		}
 	}
 	cfg := sandboxConfig(s, cid, host, devices)
+	if err := r.limitHost(cfg, s); err != nil {
+		return err
+	}
 	hostPaths := map[string]string{}
 	if cdiNames != nil {
 		var err error
