@@ -16,7 +16,8 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// The job's identity inside the sandbox: nobody, see doc.go.
+// The identity of a run whose runner gives it none of its own (a run
+// without an image gets a uid of its own, jobuid.go): nobody.
 const (
 	jobUID = 65534
 	jobGID = 65534
@@ -95,10 +96,8 @@ func detectHost() (hostLayout, error) {
 }
 
 // generatedEtc are the /etc files written into the root rather than bound
-// from the host.
+// from the host, besides passwd and group (jobEtc).
 var generatedEtc = map[string]string{
-	"passwd":        "root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/tmp:/usr/sbin/nologin\n",
-	"group":         "root:x:0:\nnogroup:x:65534:\n",
 	"hosts":         "127.0.0.1\tlocalhost e31\n::1\tlocalhost ip6-localhost ip6-loopback\n",
 	"nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n",
 }
@@ -133,8 +132,10 @@ func writeBundle(bundle string, cfg *specs.Spec, h hostLayout) error {
 			return fmt.Errorf("bundle: %w", err)
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(generatedEtc)) {
-		if err := os.WriteFile(filepath.Join(rootfs, "etc", name), []byte(generatedEtc[name]), 0o644); err != nil {
+	etc := maps.Clone(generatedEtc)
+	etc["passwd"], etc["group"] = jobEtc(cfg.Process.User.UID, cfg.Process.User.GID)
+	for _, name := range slices.Sorted(maps.Keys(etc)) {
+		if err := os.WriteFile(filepath.Join(rootfs, "etc", name), []byte(etc[name]), 0o644); err != nil {
 			return fmt.Errorf("bundle: %w", err)
 		}
 	}

@@ -31,13 +31,14 @@
 //     same tree inside as outside. Binds are not recursive: runc 1.1 makes
 //     only the top of a recursive bind read-only, which would leave any
 //     submount writable.
-//   - A minimal /etc. Generated: passwd and group (root and nobody only, so
-//     the host's account names do not leak), hosts (localhost only) and
-//     nsswitch.conf ("files" only, so no NSS module tries to reach a host
-//     daemon). Bound read-only from the host when present: ld.so.cache (the
-//     driver's libraries may live outside the default search path),
-//     alternatives (Debian's /usr/bin links point through it), ssl/certs
-//     (public CA certificates) and localtime (recreated when a symlink).
+//   - A minimal /etc. Generated: passwd and group (root, the job's own user
+//     "job" and nobody, so the host's account names do not leak), hosts
+//     (localhost only) and nsswitch.conf ("files" only, so no NSS module
+//     tries to reach a host daemon). Bound read-only from the host when
+//     present: ld.so.cache (the driver's libraries may live outside the
+//     default search path), alternatives (Debian's /usr/bin links point
+//     through it), ssl/certs (public CA certificates) and localtime
+//     (recreated when a symlink).
 //     Nothing else of /etc: never shadow, gshadow, ssh, ssl/private,
 //     machine-id or sudoers.
 //   - /proc, /dev (a tmpfs with the standard devices and the leased GPUs'
@@ -67,19 +68,23 @@
 //     (RunnerOptions.DiskBandwidth, DiskIOPS), so that its direct I/O
 //     cannot take the host disk from the daemon's synced writes.
 //
-// Without an image the job runs as nobody (uid and gid 65534) with every
+// Without an image the job runs as a host uid of its own (gid the same),
+// claimed for its run from a range of 65536 after the image jobs'
+// ([DefaultJobUIDBase]) and named "job" inside (jobuid.go), with every
 // capability set empty and no_new_privs, not as root without
 // capabilities. Root without capabilities would already be held by the
 // read-only mounts, but the kernel still treats uid 0 specially in places
 // (files owned by root on the writable mounts, /proc entries checked by
 // uid, past escapes such as CVE-2019-5736 that needed uid 0 inside), and
 // an unprivileged uid costs only a chown of the output and checkpoint
-// directories, which the runner does before each run. RLIMIT_NPROC is
-// deliberately not set: it counts every process of a uid on the host,
-// across leases; the pids cgroup limits each job instead. RLIMIT_NOFILE is
-// 65536 (data loaders open many files), or the daemon's own hard limit
-// where that is lower, and RLIMIT_CORE is 0 (a core dump would fill the
-// output).
+// directories, which the runner does before each run. A uid of its own,
+// not one shared by every job (nobody, as it once was), because the kernel
+// keeps limits and rights per uid: two tenants as one uid share
+// RLIMIT_NPROC's count, inotify's and pipes' per-user limits, and may
+// signal each other's processes. RLIMIT_NPROC is still not set: the pids
+// cgroup limits each job. RLIMIT_NOFILE is 65536 (data loaders open many
+// files), or the daemon's own hard limit where that is lower, and
+// RLIMIT_CORE is 0 (a core dump would fill the output).
 //
 // # Jobs in their own image
 //
@@ -118,8 +123,9 @@
 //     the daemon's alone: image jobs are refused ([Runner.ImageSupport],
 //     [ErrIDRange]) when /etc/subuid or /etc/subgid gives any part of it
 //     to anyone but "e31";
-//     reserve it with "e31:100000:65536" in both files, and give the layer
-//     cache the same base. The output and checkpoint directories are
+//     reserve it, with the range of jobs without an image after it, with
+//     "e31:100000:131072" in both files, and give the layer cache the same
+//     base. The output and checkpoint directories are
 //     handed to UIDBase plus the job's uid and gid (recursively, with
 //     lchown, so that a resumed job can rewrite its last checkpoint);
 //     what the job writes comes back owned by that uid, readable by the

@@ -130,7 +130,7 @@ func TestImageArgsEnvWorkDir(t *testing.T) {
 func TestCheckSubIDs(t *testing.T) {
 	file := "alice:100000:65536\ne31:200000:65536\nbob:300000:65536\n"
 	for base, ok := range map[uint32]bool{100000: false, 165535: false, 165536: true, 200000: true, 234465: false, 400000: true} {
-		err := checkSubIDs(strings.NewReader(file), "/etc/subuid", base)
+		err := checkSubIDs(strings.NewReader(file), "/etc/subuid", base, idRange)
 		if ok != (err == nil) || err != nil && !errors.Is(err, ErrIDRange) {
 			t.Errorf("base %d: %v", base, err)
 		}

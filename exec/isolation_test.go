@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	osexec "os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/e31network/e31/testnet/poll"
 	"golang.org/x/sys/unix"
 )
 
@@ -315,6 +317,75 @@ if cat /sys/class/dmi/id/product_uuid /sys/class/dmi/id/board_serial 2>/dev/null
 	wantOutcome(t, res, Completed, ByJob)
 	if b, err := os.ReadFile("/proc/diskstats"); err != nil || len(b) == 0 {
 		t.Logf("the host has no /proc/diskstats to hide (%v)", err)
+	}
+}
+
+// TestJobsHaveUIDsOfTheirOwn: two jobs without an image running at once
+// run as two host uids, each named "job" inside, from the runner's range;
+// what each writes is its uid's and the daemon reads it; each uid goes
+// back when its job ends.
+func TestJobsHaveUIDsOfTheirOwn(t *testing.T) {
+	r := newTestRunner(t)
+	gate := t.TempDir() // read-only in the jobs: the test opens it
+	script := `set -e
+id -u > /out/uid
+id -un > /out/name
+while [ ! -e /gate/go ]; do sleep 0.02; done`
+	jobs := make([]Spec, 2)
+	done := make(chan Result, len(jobs))
+	for i := range jobs {
+		s := testSpec(t, "", script)
+		s.ID = fmt.Sprintf("%s-%d", s.ID, i)
+		s.Inputs = []Mount{{Source: gate, Target: "/gate"}}
+		jobs[i] = s
+		go func() {
+			res, err := r.Run(context.Background(), s)
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+			done <- res
+		}()
+	}
+	uids := map[string]bool{}
+	poll.Until(t, "both jobs to say who they are", 90*time.Second, func() bool {
+		for _, s := range jobs {
+			if b, err := os.ReadFile(filepath.Join(s.Output.Source, "name")); err != nil || len(b) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, s := range jobs {
+		uid := strings.TrimSpace(readFile(t, filepath.Join(s.Output.Source, "uid")))
+		n, err := strconv.ParseUint(uid, 10, 32)
+		if err != nil || n < uint64(r.uids.base) || n >= uint64(r.uids.base)+jobUIDCount {
+			t.Errorf("job %s ran as %q, not a uid of %d-%d", s.ID, uid, r.uids.base, r.uids.base+jobUIDCount-1)
+		}
+		if name := strings.TrimSpace(readFile(t, filepath.Join(s.Output.Source, "name"))); name != "job" {
+			t.Errorf("job %s is called %q", s.ID, name)
+		}
+		var st unix.Stat_t
+		must(t, unix.Stat(filepath.Join(s.Output.Source, "uid"), &st))
+		if strconv.FormatUint(uint64(st.Uid), 10) != uid || st.Gid != st.Uid {
+			t.Errorf("job %s's output is %d:%d's, not its own %s", s.ID, st.Uid, st.Gid, uid)
+		}
+		if claimed, ok := r.uids.owned(r.host.cgroups.path(ContainerID(s.ID))); !ok || strconv.FormatUint(uint64(claimed), 10) != uid {
+			t.Errorf("job %s runs as %s, claimed %d (%v)", s.ID, uid, claimed, ok)
+		}
+		uids[uid] = true
+	}
+	if len(uids) != len(jobs) {
+		t.Errorf("two jobs share a uid: %v", uids)
+	}
+	must(t, os.WriteFile(filepath.Join(gate, "go"), nil, 0o644))
+	for range jobs {
+		wantOutcome(t, <-done, Completed, ByJob)
+	}
+	for _, s := range jobs {
+		assertGone(t, r, s)
+		if uid, ok := r.uids.owned(r.host.cgroups.path(ContainerID(s.ID))); ok {
+			t.Errorf("job %s ended and still holds uid %d", s.ID, uid)
+		}
 	}
 }
 

@@ -106,6 +106,14 @@ type RunnerOptions struct {
 	// CDISpecDirs are the directories of CDI specs. Default:
 	// DefaultCDISpecDirs.
 	CDISpecDirs []string
+	// JobUIDBase is the first of the 65536 host uids and gids that runs
+	// without an image are given, one each (jobuid.go). Like UIDBase's,
+	// the range must be the daemon's alone. Default: DefaultJobUIDBase.
+	JobUIDBase uint32
+	// UIDClaims is the directory where the runners of a host claim those
+	// uids; every runner on the host must use the same one. Default:
+	// DefaultUIDClaims.
+	UIDClaims string
 	// DiskBandwidth and DiskIOPS limit what a job reads and, apart,
 	// writes per second on its own disk (Spec.Disk), where the host's
 	// cgroups can (hostview.go). Default: DefaultDiskBandwidth and
@@ -126,7 +134,12 @@ type Runner struct {
 	bundleRoot string
 	imageErr   error // why image jobs cannot run here, or nil
 	gpu        *gpuInjector
-	diskIO     diskIOLimit
+	// uids gives each run without an image its own host uid.
+	uids uidPool
+	// jobUIDErr says why the uids of runs without an image may be
+	// another's too, or is nil.
+	jobUIDErr error
+	diskIO    diskIOLimit
 }
 
 // NewRunner finds an OCI runtime that works on this host and returns a
@@ -145,6 +158,12 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 	}
 	if o.CDISpecDirs == nil {
 		o.CDISpecDirs = DefaultCDISpecDirs
+	}
+	if o.JobUIDBase == 0 {
+		o.JobUIDBase = DefaultJobUIDBase
+	}
+	if o.UIDClaims == "" {
+		o.UIDClaims = DefaultUIDClaims
 	}
 	if o.DiskBandwidth == 0 {
 		o.DiskBandwidth = DefaultDiskBandwidth
@@ -177,6 +196,13 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	host.cgroups.parent = cgroupParentFor(root)
+	uids := uidPool{dir: o.UIDClaims, base: o.JobUIDBase}
+	// Runs without an image still get a uid each: shared with another
+	// owner's subordinate ids, it is still no other job's.
+	jobUIDErr := checkHostSubIDs(o.JobUIDBase, jobUIDCount)
+	if jobUIDErr != nil {
+		o.Log.WarnContext(ctx, "the uids of jobs without an image are not the daemon's alone", "err", jobUIDErr)
+	}
 
 	candidates := runtimeCandidates(o.Runtime)
 	if len(candidates) == 0 {
@@ -190,7 +216,7 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 	for _, path := range candidates {
 		r := &Runner{rt: ociRuntime{path: path, root: root}, log: o.Log, host: host,
 			uidBase: o.UIDBase, gpu: gpu, bundleRoot: bundleRoot,
-			diskIO: diskIOLimit{bandwidth: o.DiskBandwidth, iops: o.DiskIOPS}}
+			uids: uids, jobUIDErr: jobUIDErr, diskIO: diskIOLimit{bandwidth: o.DiskBandwidth, iops: o.DiskIOPS}}
 		version, err := r.rt.version(ctx)
 		if err == nil {
 			err = r.probe(ctx)
@@ -209,7 +235,7 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 		// A host that cannot run image jobs still runs jobs on its own root.
 		mountRoot, imageErr := prepareMountRoot(o.MountRoot)
 		if imageErr == nil {
-			imageErr = checkHostSubIDs(o.UIDBase)
+			imageErr = checkHostSubIDs(o.UIDBase, idRange)
 		}
 		if imageErr != nil {
 			imageErr = fmt.Errorf("%w: %w", ErrNoImages, imageErr)
@@ -598,8 +624,9 @@ func mkdirIn(root, rel string) error {
 func (r *Runner) Cleanup(ctx context.Context, id string, dir string) error {
 	cid := ContainerID(id)
 	var errs []error
-	if err := r.rt.remove(ctx, cid); err != nil {
-		errs = append(errs, err)
+	rtErr := r.rt.remove(ctx, cid)
+	if rtErr != nil {
+		errs = append(errs, rtErr)
 	}
 	// The bundle holds the overlay's skeleton layer: never delete it
 	// while the overlay is mounted.
@@ -608,8 +635,15 @@ func (r *Runner) Cleanup(ctx context.Context, id string, dir string) error {
 	} else if err := removeBundle(r.BundleDir(id, dir)); err != nil {
 		errs = append(errs, err)
 	}
-	if err := r.host.cgroups.remove(cid); err != nil {
-		errs = append(errs, err)
+	cgErr := r.host.cgroups.remove(cid)
+	if cgErr != nil {
+		errs = append(errs, cgErr)
+	}
+	// Its uid, once no process of it can be left to share it.
+	if rtErr == nil && cgErr == nil {
+		if err := r.uids.release(r.host.cgroups.path(cid)); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -678,6 +712,8 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 	}
 	var errs []error
 	known := map[string]bool{}
+	// inUse: containers whose processes may still run, and keep their uid.
+	inUse := map[string]bool{}
 	// live: what container cid belongs to is a lease keep says is live.
 	live := func(lease, cid string) bool { return lease != "" && ContainerID(lease) == cid && keep(lease) }
 	for _, c := range cs {
@@ -690,11 +726,13 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 			lease = leaseOfBundle(c.Bundle)
 		}
 		if live(lease, c.ID) {
+			inUse[c.ID] = true
 			continue
 		}
 		r.log.InfoContext(ctx, "sweeping container of a dead lease", "container", c.ID, "lease", lease, "status", c.Status)
 		if err := r.rt.remove(ctx, c.ID); err != nil {
 			errs = append(errs, err)
+			inUse[c.ID] = true
 		}
 		// Only a directory that is one of our bundles, and only once
 		// the image root over its skeleton is gone.
@@ -766,10 +804,22 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 	// still has processes, and that is right.
 	for _, id := range r.host.cgroups.leftovers() {
 		if !known[id] {
-			if err := r.host.cgroups.remove(id); err != nil && !errors.Is(err, syscall.EBUSY) {
+			err := r.host.cgroups.remove(id)
+			switch {
+			case errors.Is(err, syscall.EBUSY):
+				inUse[id] = true
+			case err != nil:
 				errs = append(errs, err)
 			}
 		}
+	}
+	// The uids claimed for this runner's containers that are gone.
+	mine := r.host.cgroups.path("")
+	if err := r.uids.releaseIf(func(owner string) bool {
+		cid, ok := strings.CutPrefix(owner, mine)
+		return ok && !inUse[cid]
+	}); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("sweep: %w", errors.Join(errs...))
@@ -781,6 +831,13 @@ func (r *Runner) Sweep(ctx context.Context, keep func(id string) bool) error {
 // image, else an error wrapping ErrNoImages that says why. The daemon
 // should not offer to run image jobs then.
 func (r *Runner) ImageSupport() error { return r.imageErr }
+
+// JobUIDs returns nil when the host uids that runs without an image are
+// given (one each, RunnerOptions.JobUIDBase) are the daemon's alone, else
+// an error wrapping ErrIDRange that says who else /etc/subuid or
+// /etc/subgid gives them to. Jobs still run, each as a uid no other job
+// has, but that owner's containers may have it too.
+func (r *Runner) JobUIDs() error { return r.jobUIDErr }
 
 // GPUInjection says how this runner gives leased GPUs to jobs, for the
 // daemon to log at start: "cdi (N specs in DIRS)", "driver device nodes

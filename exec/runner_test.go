@@ -208,7 +208,7 @@ func TestSandboxConfinement(t *testing.T) {
 		{"only loopback", `ls /sys/class/net; test "$(ls /sys/class/net)" = lo`},
 		{"own pid namespace", `pids=$(ls /proc | grep -c '^[0-9]'); echo "pids: $pids"; ls /proc; test "$pids" -le 4`},
 		{"no capabilities", `grep -E 'Cap|NoNew|Seccomp:' /proc/self/status; grep -q 'CapBnd:	0000000000000000' /proc/self/status && grep -q 'CapEff:	0000000000000000' /proc/self/status && grep -q 'NoNewPrivs:	1' /proc/self/status && grep -q 'Seccomp:	2' /proc/self/status`},
-		{"runs as nobody", `test "$(id -u):$(id -g)" = 65534:65534`},
+		{"runs as a uid of its own", fmt.Sprintf(`id; test "$(id -un):$(id -gn)" = job:job && test "$(id -u)" = "$(id -g)" && test "$(id -u)" -ge %d && test "$(id -u)" -lt %d`, DefaultJobUIDBase, DefaultJobUIDBase+jobUIDCount)},
 		{"seccomp denies unshare", `if unshare -U true 2>/tmp/err; then echo "unshare worked"; exit 1; fi; cat /tmp/err; grep -q "not permitted" /tmp/err`},
 		{"tmp is private and writable", `echo x > /tmp/f && test "$(stat -c %a /tmp)" = 1777`},
 		{"pids limit applied", `cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null | grep -qx 1024`},

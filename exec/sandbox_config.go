@@ -52,10 +52,16 @@ func (r *Runner) prepareSandbox(s Spec, cid, bundle string) error {
 		}
 	}
 	if s.Image == nil {
+		// A host uid of its own (jobuid.go), given back by Cleanup.
+		uid, err := r.uids.claim(r.host.cgroups.path(cid))
+		if err != nil {
+			return err
+		}
+		cfg.Process.User = specs.User{UID: uid, GID: uid}
 		if err := writeBundle(bundle, cfg, host); err != nil {
 			return err
 		}
-		return handOverWritable(s, jobUID, jobGID)
+		return handOverWritable(s, int(uid), int(uid))
 	}
 
 	if len(devices) > 0 {

@@ -23,7 +23,8 @@ const (
 	// jobs run as. It is the range useradd gives the first user in
 	// /etc/subuid, so a host that has such a user must either reserve the
 	// range for the daemon (a line "e31:100000:65536" in /etc/subuid and
-	// /etc/subgid, which useradd then skips) or set another base.
+	// /etc/subgid, which useradd then skips; "e31:100000:131072" takes
+	// DefaultJobUIDBase's range too) or set another base.
 	DefaultUIDBase uint32 = 100000
 	// subIDOwner is the name under which the range is reserved.
 	subIDOwner = "e31"
@@ -35,12 +36,12 @@ const (
 // signal them or read their files.
 var ErrIDRange = errors.New("uid range for image jobs is not the daemon's own")
 
-// checkSubIDs fails if [base, base+idRange) overlaps a range that the
-// file (/etc/subuid format, "name:start:count" per line) gives to anyone
-// but subIDOwner. A missing file reserves nothing.
-func checkSubIDs(r io.Reader, name string, base uint32) error {
+// checkSubIDs fails if [base, base+size) overlaps a range that the file
+// (/etc/subuid format, "name:start:count" per line) gives to anyone but
+// subIDOwner. A missing file reserves nothing.
+func checkSubIDs(r io.Reader, name string, base, size uint32) error {
 	sc := bufio.NewScanner(r)
-	lo, hi := uint64(base), uint64(base)+idRange
+	lo, hi := uint64(base), uint64(base)+uint64(size)
 	for sc.Scan() {
 		f := strings.Split(strings.TrimSpace(sc.Text()), ":")
 		if len(f) != 3 || strings.HasPrefix(f[0], "#") {
@@ -52,15 +53,16 @@ func checkSubIDs(r io.Reader, name string, base uint32) error {
 			continue
 		}
 		if start < hi && lo < start+count {
-			return fmt.Errorf("%w: %s gives %d-%d to %q, which overlaps %d-%d; reserve a free range with a line %q there and set the runner's UIDBase to it",
-				ErrIDRange, name, start, start+count-1, f[0], lo, hi-1, fmt.Sprintf("%s:%d:%d", subIDOwner, base, idRange))
+			return fmt.Errorf("%w: %s gives %d-%d to %q, which overlaps %d-%d; reserve a free range with a line %q there and set the runner's base to it",
+				ErrIDRange, name, start, start+count-1, f[0], lo, hi-1, fmt.Sprintf("%s:%d:%d", subIDOwner, base, size))
 		}
 	}
 	return sc.Err()
 }
 
-func checkHostSubIDs(base uint32) error {
-	if uint64(base)+idRange > 1<<32-1 || base == 0 {
+// checkHostSubIDs is checkSubIDs of /etc/subuid and /etc/subgid.
+func checkHostSubIDs(base, size uint32) error {
+	if uint64(base)+uint64(size) > 1<<32-1 || base == 0 {
 		return fmt.Errorf("%w: base %d", ErrIDRange, base)
 	}
 	for _, name := range []string{"/etc/subuid", "/etc/subgid"} {
@@ -71,7 +73,7 @@ func checkHostSubIDs(base uint32) error {
 		if err != nil {
 			return err
 		}
-		err = checkSubIDs(f, name, base)
+		err = checkSubIDs(f, name, base, size)
 		f.Close()
 		if err != nil {
 			return err
