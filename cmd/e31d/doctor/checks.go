@@ -38,12 +38,20 @@ func checkRuntime(ctx context.Context, h Host, o Options) Result {
 		images = "jobs in their own image: no (" + rt.Images.Error() + ")"
 	}
 	r := result("runtime", OK, "", "%s (%s) runs a probe container; %s; GPUs enter by %s", rt.Version, rt.Path, images, rt.GPUInjection)
+	// One line reserves both ranges: image jobs' and, after it, the uids
+	// of jobs without an image.
+	reserve := fmt.Sprintf("reserve the sandbox's uid ranges: add the line e31:%d:%d to /etc/subuid and /etc/subgid", exec.DefaultUIDBase, exec.DefaultJobUIDBase+65536-exec.DefaultUIDBase)
 	if rt.Images != nil {
 		r.Status = Warn
 		r.Fix = "jobs that bring an image will not be taken; fix what the message names"
 		if errors.Is(rt.Images, exec.ErrIDRange) {
-			r.Fix = fmt.Sprintf("reserve the sandbox's uid range: add the line e31:%d:65536 to /etc/subuid and /etc/subgid", exec.DefaultUIDBase)
+			r.Fix = reserve
 		}
+	}
+	if rt.JobUIDs != nil {
+		r.Status = Warn
+		r.Detail += "; the uids of jobs without an image are another's too (" + rt.JobUIDs.Error() + ")"
+		r.Fix = reserve
 	}
 	return r
 }

@@ -73,6 +73,9 @@ type Host interface {
 	// ClockSynced reports whether the kernel's clock is kept in sync
 	// (by NTP); known is false where it cannot tell.
 	ClockSynced() (synced, known bool)
+	// KernelAEAD reports the kernel's release and how it offers
+	// algif_aead, for CVE-2026-31431 (copyfail.go).
+	KernelAEAD() KernelAEAD
 }
 
 // RuntimeInfo is the OCI runtime that passed its probe.
@@ -81,6 +84,9 @@ type RuntimeInfo struct {
 	Version string
 	// Images is nil when jobs in their own image can run, else why not.
 	Images error
+	// JobUIDs is nil when the uids of jobs without an image are the
+	// daemon's alone, else who else /etc/subuid gives them to.
+	JobUIDs error
 	// GPUInjection is how leased GPUs would enter a sandbox.
 	GPUInjection string
 }
@@ -124,6 +130,7 @@ func Run(ctx context.Context, h Host, o Options) Report {
 		func(context.Context) Result { return checkDisk(h, o) },
 		func(context.Context) Result { return checkListen(h, o) },
 		func(context.Context) Result { return checkClock(h) },
+		func(context.Context) Result { return checkCopyFail(h) },
 	}
 	var rep Report
 	for _, c := range checks {

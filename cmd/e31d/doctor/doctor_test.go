@@ -33,6 +33,7 @@ type fakeHost struct {
 	running    []string
 	synced     bool
 	syncKnown  bool
+	aead       KernelAEAD
 }
 
 func healthy() *fakeHost {
@@ -45,6 +46,7 @@ func healthy() *fakeHost {
 		cdi:       CDISpecs{Files: []string{"/etc/cdi/nvidia.yaml"}, Devices: []string{"nvidia.com/gpu=0", "nvidia.com/gpu=all"}},
 		disk:      Disk{Mount: "/var/lib", Free: 500 << 30, Size: 1 << 40},
 		synced:    true, syncKnown: true,
+		aead: KernelAEAD{Release: "6.12.85-1-amd64", State: AEADLoadable},
 	}
 }
 
@@ -62,6 +64,7 @@ func (f *fakeHost) Disk(string) (Disk, error)                   { return f.disk,
 func (f *fakeHost) Bind(addr string) error                      { return f.bindErr[addr] }
 func (f *fakeHost) RunningDaemon(string) []string               { return f.running }
 func (f *fakeHost) ClockSynced() (bool, bool)                   { return f.synced, f.syncKnown }
+func (f *fakeHost) KernelAEAD() KernelAEAD                      { return f.aead }
 
 var opts = Options{DataDir: "/var/lib/e31", ImageCacheBytes: 64 << 30, Listen: []string{"/ip4/0.0.0.0/tcp/4031", "/ip4/0.0.0.0/udp/4031/quic-v1"}}
 
@@ -78,8 +81,8 @@ func find(t *testing.T, r Report, name string) Result {
 
 func TestHealthyMachinePasses(t *testing.T) {
 	r := Run(context.Background(), healthy(), opts)
-	if len(r.Checks) != 11 {
-		t.Errorf("%d checks, want 11", len(r.Checks))
+	if len(r.Checks) != 12 {
+		t.Errorf("%d checks, want 12", len(r.Checks))
 	}
 	for _, c := range r.Checks {
 		if c.Status != OK || c.Fix != "" {
@@ -106,7 +109,13 @@ func TestEachProblem(t *testing.T) {
 		}, "runtime", Fail, "hybrid", "--runtime"},
 		{"uid range taken", func(f *fakeHost, _ *Options) {
 			f.runtime.Images = fmt.Errorf("%w: %w: /etc/subuid gives it to alice", exec.ErrNoImages, exec.ErrIDRange)
-		}, "runtime", Warn, "own image: no", "e31:100000:65536"},
+		}, "runtime", Warn, "own image: no", "e31:100000:131072"},
+		{"job uids taken", func(f *fakeHost, _ *Options) {
+			f.runtime.JobUIDs = fmt.Errorf("%w: /etc/subuid gives 165536-231071 to bob", exec.ErrIDRange)
+		}, "runtime", Warn, "another's too", "e31:100000:131072"},
+		{"kernel with copy fail", func(f *fakeHost, _ *Options) {
+			f.aead = KernelAEAD{Release: "6.12.80-1-amd64", State: AEADLoaded, Source: "/proc/modules"}
+		}, "copy fail", Warn, "is affected by CVE-2026-31431", "install algif_aead /bin/false"},
 		{"no memory cgroup", func(f *fakeHost, _ *Options) {
 			f.cgroupsErr = errors.New("cgroups: no memory controller mounted")
 		}, "cgroups", Fail, "no memory controller", "memory controller"},
@@ -191,7 +200,7 @@ func TestReportOutput(t *testing.T) {
 	h.diskErr = errors.New("permission denied")
 	h.synced = false
 	r := Run(context.Background(), h, opts)
-	if r.Count(Fail) != 1 || r.Count(Warn) != 1 || r.Count(OK) != 9 {
+	if r.Count(Fail) != 1 || r.Count(Warn) != 1 || r.Count(OK) != 10 {
 		t.Fatalf("counts ok %d warn %d fail %d", r.Count(OK), r.Count(Warn), r.Count(Fail))
 	}
 	var text bytes.Buffer
@@ -199,7 +208,7 @@ func TestReportOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := text.String()
-	for _, want := range []string{"fail  disk", "fix: create the data dir", "warn  clock", "9 ok, 1 warnings, 1 failed\n"} {
+	for _, want := range []string{"fail  disk", "fix: create the data dir", "warn  clock", "10 ok, 1 warnings, 1 failed\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
 		}
@@ -209,7 +218,7 @@ func TestReportOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back Report
-	if err := json.Unmarshal(b, &back); err != nil || len(back.Checks) != 11 || back.Checks[0].Name != "root" {
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Checks) != 12 || back.Checks[0].Name != "root" {
 		t.Errorf("JSON round trip: %v %+v", err, back)
 	}
 	if !strings.Contains(string(b), `"status":"fail"`) {

@@ -55,7 +55,7 @@ func (Machine) Runtime(ctx context.Context, configured string) (RuntimeInfo, err
 		return RuntimeInfo{}, err
 	}
 	defer r.Close()
-	info := RuntimeInfo{Path: r.Runtime(), Images: r.ImageSupport(), GPUInjection: r.GPUInjection()}
+	info := RuntimeInfo{Path: r.Runtime(), Images: r.ImageSupport(), JobUIDs: r.JobUIDs(), GPUInjection: r.GPUInjection()}
 	out, err := osexec.CommandContext(ctx, r.Runtime(), "--version").Output()
 	if err != nil {
 		return RuntimeInfo{}, fmt.Errorf("%s --version: %w", r.Runtime(), err)

@@ -20,8 +20,8 @@ func TestThisMachine(t *testing.T) {
 	var text strings.Builder
 	_ = r.WriteText(&text)
 	t.Logf("this machine:\n%s", text.String())
-	if len(r.Checks) != 11 {
-		t.Fatalf("%d checks, want 11", len(r.Checks))
+	if len(r.Checks) != 12 {
+		t.Fatalf("%d checks, want 12", len(r.Checks))
 	}
 	for _, c := range r.Checks {
 		if c.Detail == "" {
