@@ -34,7 +34,7 @@ func (r *Rogue) Backdated(ctx context.Context, job string) (Result, error) {
 	}
 	l, err := r.Propose(ctx, j, Terms{Proposed: epoch1970, Expires: time.Now().Add(r.cfg.ProposalTTL)})
 	res.Steps = append(res.Steps, stepOf("proposal dated 1970", err, Countersigned))
-	if l == nil {
+	if err != nil {
 		return res, nil
 	}
 	a := l.Receipt(ctx, ReceiptSpec{HeldFrom: epoch1970})
@@ -81,10 +81,10 @@ func (r *Rogue) Take(ctx context.Context, job string) (*Lease, error) {
 		return nil, err
 	}
 	l, err := r.Propose(ctx, j, Terms{})
-	if l == nil {
+	if err != nil {
 		return nil, fmt.Errorf("rogue: no lease of job %s to attack: %w", job, err)
 	}
-	return l, err
+	return l, nil
 }
 
 // PastLimit sends, under a genuine lease, a receipt held from 1970 until

@@ -111,7 +111,9 @@ func (r *Rogue) Propose(ctx context.Context, job Job, t Terms) (*Lease, error) {
 	}
 	l := &Lease{r: r, Signed: sl, Job: job, Submitter: job.Submitter, Countersigned: time.Now()}
 	if err := l.announce(ctx); err != nil {
-		return l, err
+		// The lease exists all the same: what the attack does with it
+		// says whether the submitter gave it up.
+		r.cfg.Log.Warn("rogue: announce lease", "lease", terms.ID, "err", err)
 	}
 	return l, nil
 }

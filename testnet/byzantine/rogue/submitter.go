@@ -141,8 +141,10 @@ func (r *Rogue) Declare(ctx context.Context, d market.Declaration, accept bool) 
 // Withdraw stops re-announcing job and withdraws it, as its submitter.
 func (r *Rogue) Withdraw(ctx context.Context, job string) error {
 	r.mu.Lock()
-	if d := r.sub.declared[job]; d != nil {
-		d.withdrawn = true
+	if r.sub != nil {
+		if d := r.sub.declared[job]; d != nil {
+			d.withdrawn = true
+		}
 	}
 	r.mu.Unlock()
 	_, err := r.gossip.Publish(ctx, p2p.TopicJobs, wire.KindWithdrawal, wire.WithdrawalBody{Job: job})
