@@ -37,6 +37,11 @@ type Declaration struct {
 	AfterAny []string `json:"after_any,omitempty" yaml:"after_any,omitempty"`
 	// Array makes the declaration many tasks (see Array); nil: one job.
 	Array *Array `json:"array,omitempty" yaml:"array,omitempty"`
+	// Secrets name the values the job reads that only its provider may
+	// see (see Secret): at the top level rather than under work, because
+	// unlike work they are not all broadcast, and every task of an array
+	// and part of a gang gets them all.
+	Secrets []Secret `json:"secrets,omitempty" yaml:"secrets,omitempty"`
 }
 
 // Work is the program the sandbox runs.
@@ -362,6 +367,7 @@ func validate(d *Declaration, ps *problems) {
 	validateAfter("after", d.After, ps)
 	validateAfter("after_any", d.AfterAny, ps)
 	validateArray(d.Array, d.Work.Env, ps)
+	validateSecrets(d.Secrets, d.Work.Env, ps)
 	if d.Array != nil && d.Request.Gang() {
 		// A task of an array is one job; its parts would need IDs of two
 		// levels, which neither the view nor SplitTaskID has.
@@ -411,6 +417,9 @@ func validate(d *Declaration, ps *problems) {
 				ps.add(mounts[i].field, "%s overlaps %s %s: each must be outside the others", mounts[i].path, mounts[j].field, mounts[j].path)
 				break
 			}
+		}
+		if len(d.Secrets) > 0 && pathsOverlap(mounts[i].path, SecretsPath) {
+			ps.add(mounts[i].field, "%s overlaps %s, where the job's secrets are: mount it elsewhere", mounts[i].path, SecretsPath)
 		}
 	}
 }

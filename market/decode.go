@@ -290,8 +290,10 @@ func (dc *decoder) declaration(n *yaml.Node) Declaration {
 			if s := dc.section(v, f); s != nil {
 				d.Array = dc.array(s, f)
 			}
+		case "secrets":
+			d.Secrets = dc.secrets(v, f)
 		default:
-			dc.unknown(f, "name, work, data, request, output, labels, after, after_any, array")
+			dc.unknown(f, "name, work, data, request, output, labels, after, after_any, array, secrets")
 		}
 	})
 	if !ok {
@@ -325,6 +327,8 @@ func (dc *decoder) work(n *yaml.Node, field string) Work {
 			w.Env = dc.env(v, f)
 		case "workdir":
 			w.Workdir, _ = dc.str(v, f)
+		case "secrets":
+			dc.fail(f, "goes at the top level of the declaration, beside work: secrets: [{name: HF_TOKEN}]")
 		default:
 			dc.unknown(f, "image, command, env, workdir")
 		}
@@ -395,6 +399,49 @@ func (dc *decoder) stringMap(n *yaml.Node, field, want string, fieldOf func(key 
 	})
 	if len(out) == 0 {
 		return nil
+	}
+	return out
+}
+
+// secrets decodes the list of a job's secrets: each a mapping with name
+// and from, or only its name (secrets: [HF_TOKEN]).
+func (dc *decoder) secrets(n *yaml.Node, field string) []Secret {
+	n = dc.resolve(n, field)
+	if isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		dc.fail(field, "must be a list of secrets, such as [{name: HF_TOKEN}], not %s", kindName(n))
+		return nil
+	}
+	if len(n.Content) > MaxSecrets {
+		dc.fail(field, "must list at most %d secrets, not %d", MaxSecrets, len(n.Content))
+		return nil
+	}
+	var out []Secret
+	for i, c := range n.Content {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		c = dc.resolve(c, f)
+		if c == nil {
+			continue
+		}
+		var s Secret
+		if c.Kind == yaml.ScalarNode {
+			s.Name, _ = dc.str(c, f)
+			out = append(out, s)
+			continue
+		}
+		dc.fields(c, f, "a mapping with name and from", func(key, kf string, v *yaml.Node) {
+			switch key {
+			case "name":
+				s.Name, _ = dc.str(v, kf)
+			case "from":
+				s.From, _ = dc.str(v, kf)
+			default:
+				dc.unknown(kf, "name, from")
+			}
+		})
+		out = append(out, s)
 	}
 	return out
 }

@@ -41,6 +41,8 @@ func FuzzDecodeDeclaration(f *testing.F) {
 		`{"name":"g","work":{"command":["a"]},"request":{"gpus":1,"limit":"1h","nodes":1},"output":{"path":"/o"},"array":{"count":3}}`,
 		"name: \"x\\x1b]52;c;cHduZWQ=\\a\"\nwork: {command: [a]}\nrequest: {limit: 1h}\noutput: {path: /out}\n",
 		"name: x\nwork: {command: [a]}\nrequest: {limit: 1h}\noutput: {path: /out}\nlabels: {team: \"v\\u202e\", lr: \"\\u009b\", ok: \"\\u200d\"}\n",
+		"name: s\nwork: {command: [a], env: {T: x}}\nrequest: {limit: 1h}\noutput: {path: /out}\nsecrets: [HF_TOKEN, {name: T, from: \"file:./t\"}, {name: C, from: \"env:X\"}]\n",
+		`{"name":"s","work":{"command":["a"]},"request":{"limit":"1h"},"output":{"path":"/run/secrets"},"secrets":[{"name":"E31_X"},{"name":"A","from":"vault"},{"name":"A"}]}`,
 		"? [a]\n: b\n",
 		"<<: {name: x}\n",
 		"",
