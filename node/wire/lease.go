@@ -248,6 +248,11 @@ func (b DeclarationBody) Check() error {
 	if a := b.Declaration.Array; a != nil && a.ValuesFile != "" {
 		return errors.New("array.values_file: a broadcast declaration carries its values, not a file of them")
 	}
+	for i, s := range b.Declaration.Secrets {
+		if s.From != "" {
+			return fmt.Errorf("secrets[%d].from: a broadcast declaration names its secrets, not where their values are read", i)
+		}
+	}
 	if img := b.Declaration.Work.Image; img != "" {
 		if _, err := cid.Decode(img); err != nil {
 			return fmt.Errorf("work.image: a broadcast declaration names its image by CID, not %q", img)

@@ -83,9 +83,13 @@ type ProposeRequest struct {
 	Lease SignedLease `json:"lease"`
 }
 
-// ProposeReply carries the submitter's countersignature.
+// ProposeReply carries the submitter's countersignature and, with it, the
+// values of the job's secrets: the lease's stream is the one way they
+// leave the submitter's node, to the provider the countersigned lease
+// names, once it is countersigned (docs/protocol.md).
 type ProposeReply struct {
-	SubmitterSig []byte `json:"submitter_sig"`
+	SubmitterSig []byte       `json:"submitter_sig"`
+	Secrets      SecretValues `json:"secrets,omitempty"`
 }
 
 // EventRequest tells the submitter of a step reached or a checkpoint taken
