@@ -298,6 +298,7 @@ func jobEnv(s Spec) []string {
 		env[pythonUnbuffered] = "1"
 	}
 	maps.Copy(env, s.Env)
+	secretEnv(env, s.Secrets)
 	delete(env, "CUDA_VISIBLE_DEVICES")
 	delete(env, "NVIDIA_VISIBLE_DEVICES")
 	delete(env, "E31_CHECKPOINT")

@@ -179,6 +179,21 @@
 // ptrace and process_vm_* are allowed on kernels since 4.8, as Docker
 // allows them.
 //
+// # Secrets
+//
+// A [Spec] with Secrets gives the job each as the variable NAME (unless the
+// value holds a NUL) and as the file /run/secrets/NAME ([SecretsDir]),
+// mode 0400 and owned by the job's user (the image's user, through the
+// user namespace), in a folder of mode 0500, bound read-only, nosuid,
+// nodev and noexec. The values must never reach a disk, and the bundle
+// holds them twice: the files, and config.json, which names the
+// variables. So a run with secrets has its bundle on a tmpfs of its own,
+// mounted before anything is written there and sized for what it holds,
+// whatever the bundle root is; Cleanup (and Sweep, after a crash)
+// unmounts it, the secrets with it, before the bundle is removed. Nothing
+// of the job may be mounted at or above /run/secrets, so neither the
+// output nor a checkpoint holds them.
+//
 // # Disk quota
 //
 // A job's writes are bounded by a filesystem of its own ([MountDisk]): a

@@ -666,8 +666,14 @@ func (r *Runner) isBundle(path string) bool {
 // removeBundle deletes a bundle directory, unless something is mounted
 // inside it on the host: the runtime mounts only in the container's own
 // mount namespace, so a mount here is a leak, and deleting through it
-// could delete what it binds.
+// could delete what it binds. The one mount the runner makes there, the
+// tmpfs of a run with secrets, it unmounts first.
 func removeBundle(bundle string) error {
+	// The tmpfs of a run with secrets is the runner's own, and goes first,
+	// the secrets with it.
+	if err := unmountBundleTmpfs(bundle); err != nil {
+		return fmt.Errorf("remove bundle: %w", err)
+	}
 	mounted, err := mountedUnder(bundle)
 	if err != nil {
 		return fmt.Errorf("remove bundle: %w", err)

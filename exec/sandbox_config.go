@@ -19,6 +19,9 @@ func (r *Runner) prepareSandbox(s Spec, cid, bundle string) error {
 	if s.Image != nil && r.imageErr != nil {
 		return r.imageErr
 	}
+	if err := mountBundleTmpfs(bundle, s.Secrets); err != nil {
+		return err
+	}
 	host := r.host
 	if s.Image != nil {
 		host.binds, host.links = nil, nil
@@ -34,6 +37,9 @@ func (r *Runner) prepareSandbox(s Spec, cid, bundle string) error {
 	cfg := sandboxConfig(s, cid, host, devices)
 	if err := r.limitHost(cfg, s); err != nil {
 		return err
+	}
+	if len(s.Secrets) > 0 {
+		cfg.Mounts = append(cfg.Mounts, secretsMount(bundle))
 	}
 	hostPaths := map[string]string{}
 	if cdiNames != nil {
@@ -59,6 +65,10 @@ func (r *Runner) prepareSandbox(s Spec, cid, bundle string) error {
 		}
 		cfg.Process.User = specs.User{UID: uid, GID: uid}
 		if err := writeBundle(bundle, cfg, host); err != nil {
+			return err
+		}
+		// No user namespace: the job's ids are the host's.
+		if err := writeSecrets(bundle, s.Secrets, int(cfg.Process.User.UID), int(cfg.Process.User.GID)); err != nil {
 			return err
 		}
 		return handOverWritable(s, int(uid), int(uid))
@@ -103,6 +113,9 @@ func (r *Runner) prepareSandbox(s Spec, cid, bundle string) error {
 	}
 	uid, gid := int(r.uidBase+cfg.Process.User.UID), int(r.uidBase+cfg.Process.User.GID)
 	if err := handOverWritable(s, uid, gid); err != nil {
+		return err
+	}
+	if err := writeSecrets(bundle, s.Secrets, uid, gid); err != nil {
 		return err
 	}
 	return writeConfig(bundle, cfg)

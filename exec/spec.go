@@ -106,6 +106,15 @@ type Spec struct {
 	// image job's HOME) are made there too. Without it only memory bounds
 	// /tmp, and nothing bounds the output.
 	Disk *Disk
+
+	// Secrets are values the job reads that must never reach a disk, by
+	// name: each is the variable NAME (unless its value holds a NUL, which
+	// no variable can) and the file SecretsDir/NAME, mode 0400 and owned
+	// by the job's user. A run with secrets has its bundle, which holds
+	// both the files and the config naming the variables, on a tmpfs of
+	// its own, unmounted by Cleanup. Nothing of the job may be mounted at
+	// or above SecretsDir then.
+	Secrets map[string][]byte
 }
 
 // withDefaults returns s with its zero fields defaulted, or an error
@@ -203,7 +212,7 @@ func (s Spec) withDefaults() (Spec, error) {
 			return s, err
 		}
 	}
-	return s, nil
+	return s, checkSecrets(s)
 }
 
 // checkOnDisk checks that every writable mount of s is on its disk: one
