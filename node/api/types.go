@@ -335,6 +335,12 @@ type SubmitRequest struct {
 	// first submitted, to run again from the beginning: a job that declares
 	// no checkpoints, or was lost before its first.
 	FromStart bool `json:"from_start,omitempty"`
+	// Secrets are the values of the declaration's secrets (market.Secret),
+	// by name, read by the client with its caller's rights: they go to the
+	// daemon apart from the declaration, which is signed and broadcast
+	// with their names alone. With ResumeOf they replace the values the
+	// daemon kept, which it drops once the job has ended for good.
+	Secrets map[string][]byte `json:"secrets,omitempty"`
 }
 
 // SubmitEvent is one line of the NDJSON stream that answers a submit:

@@ -26,7 +26,9 @@
 // the checkpoint to resume from), the run (runjob.go, with its checkpoints
 // in checkpoint.go), the output (output.go: import and hand-over), release
 // (release.go: the meter stops, the GPUs go back, the lease's folder goes)
-// and the receipts and settlement (settle.go); handling.go says how content
+// and the receipts and settlement (settle.go); the job's secrets, which come
+// with the countersignature, live in the runner's memory from the lease to
+// its release (secrets.go); handling.go says how content
 // the job brought is refused and how a panic ends only its lease. The
 // Provider is the role: the GPUs held and the proposals (propose.go), the
 // registry of runners by lease ID, withdrawal, staging from many sources

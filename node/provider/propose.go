@@ -143,6 +143,10 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 		p.log.Warn("proposal countersignature invalid", "job", a.Job, "err", err)
 		return false
 	}
+	secrets, err := declaredSecrets(oj.Body.Declaration.Secrets, rep.Secrets)
+	if err != nil {
+		p.log.Warn("the submitter's secrets do not match the declaration's; the run gets those that do", "lease", terms.ID, "err", err)
+	}
 	// The terms both signed bound every receipt of the lease; the ledger
 	// checks each against them as it stores it.
 	if err := p.d.Ledger.KeepLease(p.ctx, sl.Evidence()); err != nil {
@@ -161,6 +165,7 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 	// The terms name oj.Submitter, and the submitter's countersignature
 	// verified against it.
 	r := p.newRunner(rec, oj.Submitter)
+	r.secrets = secrets
 	// The submitter has countersigned: the lease exists whether or not this
 	// write succeeds, and a failed write is logged and counted.
 	r.change(func(*Record) {})

@@ -11,9 +11,11 @@ import (
 	"github.com/ipfs/go-cid"
 )
 
-// release ends a lease: the meter stops, the GPUs go back into the offer
-// and the release is announced. The final receipt follows (settle).
+// release ends a lease: the meter stops, the job's secrets are dropped,
+// the GPUs go back into the offer and the release is announced. The final
+// receipt follows (settle).
 func (lr *leaseRunner) release(end time.Time) {
+	lr.dropSecrets()
 	lr.change(func(r *Record) { r.End, r.State = end, Released })
 	rec := lr.snapshot()
 	t := rec.Lease.Terms

@@ -47,6 +47,7 @@ func (lr *leaseRunner) runJob(ctx context.Context, st *staged) exec.Result {
 		GPUs:        lr.leasedGPUs(),
 		Image:       st.img,
 		Disk:        disk,
+		Secrets:     lr.runSecrets(),
 	}
 	if st.net != nil {
 		spec.NetNS, spec.Sysfs = st.net.NetNSPath(), st.net.SysfsPath()

@@ -55,8 +55,12 @@ type leaseRunner struct {
 	// overwritten by one taken earlier. An ordering lock: it spans
 	// Records.Put (update). It is taken before mu.
 	save sync.Mutex
-	mu   sync.Mutex // guards rec and cancel; a state lock, never held across I/O
+	mu   sync.Mutex // guards rec, cancel and secrets; a state lock, never held across I/O
 	rec  *Record
+	// secrets are the values of the job's secrets, in memory alone
+	// (secrets.go); set before the runner is registered, dropped at
+	// release.
+	secrets wire.SecretValues
 	// cancel stops the lease's work with a cause (ErrWithdrawn, or the
 	// provider stopping).
 	cancel context.CancelCauseFunc

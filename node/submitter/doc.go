@@ -7,7 +7,10 @@
 // It also catches providers that fail its jobs without going silent
 // (avoid.go): one that squats on an assignment, signs a lease and never
 // runs it, or withholds its receipts is named in the job's avoid list, and
-// a lease never run is released and the job put back in the queue.
+// a lease never run is released and the job put back in the queue. A job's
+// secrets are kept apart from its record, keyed by the job as submitted,
+// sent only with the countersignature of a lease, and dropped once the job
+// has ended for good (secrets.go).
 //
 // Each job has a jobTracker (tracker.go), as each task in nomad has its
 // task runner: it holds the job's record, its locks, its version and the

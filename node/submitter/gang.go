@@ -526,7 +526,7 @@ func (s *Submitter) resumeGang(ctx context.Context, g *jobTracker, fromStart boo
 	} else {
 		d = fromTheStart(d)
 	}
-	return s.submit(ctx, d, &parent, nil)
+	return s.submit(ctx, d, &parent, nil, nil)
 }
 
 func pinGangCheckpoints(gang string) string { return "checkpoints of gang " + gang }

@@ -59,7 +59,7 @@ func (r *Record) holding() bool { return r.Hold != nil && !r.Hold.Released && !r
 // submitHeld checks a declaration that names upstreams and keeps it on
 // this node until they have ended, or, when they all have already,
 // submits it at once.
-func (s *Submitter) submitHeld(ctx context.Context, decl market.Declaration, progress content.Progress) (api.Job, error) {
+func (s *Submitter) submitHeld(ctx context.Context, decl market.Declaration, progress content.Progress, secrets map[string][]byte) (api.Job, error) {
 	hold := &Hold{}
 	for _, list := range []struct {
 		field string
@@ -93,7 +93,7 @@ func (s *Submitter) submitHeld(ctx context.Context, decl market.Declaration, pro
 		}
 	}
 	if verdict, _ := s.upstreams(hold); verdict == upstreamsDone {
-		return s.submit(ctx, decl, nil, progress)
+		return s.submit(ctx, decl, nil, progress, secrets)
 	}
 	if err := decl.Validate(); err != nil {
 		s.d.Metrics.Rejected.Inc()
@@ -140,6 +140,14 @@ func (s *Submitter) submitHeld(ctx context.Context, decl market.Declaration, pro
 		Submitted: at, Hold: hold}
 	rec.Wait = s.holdReason(hold)
 	rec.step(api.StepSubmit, at)
+	// The hold is the job's first record: its attempts read the values
+	// kept under it.
+	if err := s.keepSecrets(rec.ID, decl, nil, secrets); err != nil {
+		return api.Job{}, err
+	}
+	if len(decl.Secrets) > 0 {
+		defer s.forgetUnregistered(rec.ID)
+	}
 	if err := s.pinContent(ctx, rec); err != nil {
 		return api.Job{}, err
 	}
@@ -321,7 +329,7 @@ func (s *Submitter) finishRelease(ctx context.Context, j *jobTracker) {
 	if next == "" {
 		decl := rec.Declaration
 		decl.Data = slices.Clone(decl.Data)
-		job, err := s.submit(ctx, decl, &rec, nil)
+		job, err := s.submit(ctx, decl, &rec, nil, nil)
 		switch {
 		case err != nil && ctx.Err() == nil && errors.Is(err, ErrInvalid):
 			// The declaration cannot be submitted as it stands (an

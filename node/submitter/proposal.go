@@ -21,11 +21,17 @@ import (
 func (j *jobTracker) propose(from peer.ID, sl wire.SignedLease) (any, error) {
 	t := sl.Terms
 	j.noteProposal(from)
+	// Read before the lease is accepted: a lease whose run would miss them
+	// is not countersigned.
+	secrets, err := j.leaseSecrets()
+	if err != nil {
+		return nil, err
+	}
 	if err := sl.Countersign(j.d.Key); err != nil {
 		return nil, err
 	}
 	var inputs []cid.Cid
-	err := j.apply(func(cur *jobTracker) error {
+	err = j.apply(func(cur *jobTracker) error {
 		r := cur.rec
 		if r.isArray() {
 			return p2p.Refuse(wire.CodeDeclined, fmt.Errorf("declined: %s is an array; its tasks are leased", t.Job))
@@ -80,5 +86,8 @@ func (j *jobTracker) propose(from peer.ID, sl wire.SignedLease) (any, error) {
 		j.batch.lease(sl)
 	}
 	j.log.Info("lease accepted", "job", t.Job, "lease", t.ID, "provider", from)
-	return wire.ProposeReply{SubmitterSig: sl.SubmitterSig}, nil
+	// The secrets' values go with the countersignature, to the provider
+	// that proposed: HandleProposal checked that it is the one the terms
+	// name, and that this node's Match chose it.
+	return wire.ProposeReply{SubmitterSig: sl.SubmitterSig, Secrets: secrets}, nil
 }

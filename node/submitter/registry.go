@@ -234,6 +234,9 @@ func (s *Submitter) Recover() error {
 		}
 	}
 	s.jobs.restore(recs)
+	if err := s.secrets.recover(); err != nil {
+		return err
+	}
 	for _, g := range grants {
 		for _, c := range g.roots {
 			s.d.Access.Allow(g.to, c)

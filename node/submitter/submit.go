@@ -28,14 +28,22 @@ import (
 // declaration that fails any check.
 func (s *Submitter) Submit(ctx context.Context, req api.SubmitRequest, progress content.Progress) (api.Job, error) {
 	if req.ResumeOf != "" {
+		if len(req.Secrets) > 0 {
+			if err := s.resumeSecrets(req.ResumeOf, req.Secrets); err != nil {
+				return api.Job{}, err
+			}
+		}
 		return s.resume(ctx, req.ResumeOf, req.FromStart, false)
 	}
 	decl, err := market.DecodeDeclaration(req.Declaration)
+	if err == nil {
+		decl, err = secretsGiven(decl, req.Secrets)
+	}
 	if err != nil {
 		s.d.Metrics.Rejected.Inc()
 		return api.Job{}, invalid(err)
 	}
-	return s.submit(ctx, decl, nil, progress)
+	return s.submit(ctx, decl, nil, progress, req.Secrets)
 }
 
 // errNotResumable: the attempt was resumed already, or is not to be.
@@ -79,7 +87,7 @@ func (s *Submitter) resume(ctx context.Context, id string, fromStart, exact bool
 		return api.Job{}, err
 	}
 	parent := of.snapshot()
-	next, err := s.submit(ctx, decl, &parent, nil)
+	next, err := s.submit(ctx, decl, &parent, nil, nil)
 	if err != nil {
 		return api.Job{}, err
 	}
@@ -91,13 +99,14 @@ func (s *Submitter) resume(ctx context.Context, id string, fromStart, exact bool
 }
 
 // submit checks, imports, signs and broadcasts a declaration: a new job,
-// or with parent the next attempt of parent's job.
-func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent *Record, progress content.Progress) (api.Job, error) {
+// with secrets the values of its secrets (secretsGiven), or with parent
+// the next attempt of parent's job, which reads the job's.
+func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent *Record, progress content.Progress, secrets map[string][]byte) (api.Job, error) {
 	// Made exact below, in place: a resumption's declaration shares its
 	// data with the record it came from.
 	decl.Data = slices.Clone(decl.Data)
 	if parent == nil && (len(decl.After) > 0 || len(decl.AfterAny) > 0) {
-		return s.submitHeld(ctx, decl, progress)
+		return s.submitHeld(ctx, decl, progress, secrets)
 	}
 	// A held job's first attempt links to its record as a resumption does
 	// to the attempt before it, but the network hears of no resumption.
@@ -153,10 +162,16 @@ func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent 
 	if len(sealed.Raw) > wire.MaxDeclarationEnvelope {
 		return api.Job{}, invalid(fmt.Errorf("the signed declaration is %d bytes, over the %d a queued job can be re-announced in: make work.env or the command shorter", len(sealed.Raw), wire.MaxDeclarationEnvelope))
 	}
+	id := wire.JobID(sealed)
+	if err := s.keepSecrets(id, decl, parent, secrets); err != nil {
+		return api.Job{}, err
+	}
+	if parent == nil && len(decl.Secrets) > 0 {
+		defer s.forgetUnregistered(id)
+	}
 	if decl.Parts() > 1 {
 		return s.announceArray(ctx, sealed, decl, labels, sources, parent)
 	}
-	id := wire.JobID(sealed)
 	now := time.Now()
 	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, ResumeOf: resumeOf, State: api.JobQueued, Submitted: now}
 	rec.step(api.StepSubmit, now)

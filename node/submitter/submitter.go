@@ -111,6 +111,7 @@ type (
 		PutAll(prefix string, items []state.Item) error
 		Each(prefix string, fn func(b []byte) error) error
 		Get(prefix, id string, v any) (bool, error)
+		Delete(prefix, id string) error
 	}
 )
 
@@ -228,6 +229,8 @@ type parts struct {
 	tallies *tallies
 	// served is what this node served each peer lately (rate.go).
 	served *servedRate
+	// secrets holds the values of the jobs' secrets (secrets.go).
+	secrets *secretStore
 }
 
 // Submitter follows the jobs this node submitted through their five steps.
@@ -267,7 +270,8 @@ func New(cfg Config, d Deps) *Submitter {
 	if cfg.TaskBatchEvery <= 0 {
 		cfg.TaskBatchEvery = DefaultTaskBatchEvery
 	}
-	s := &Submitter{parts: parts{cfg: cfg, d: d, log: d.Log, versionBase: uint64(time.Now().UnixMilli()) << 20, batch: &taskAnnouncer{}, tallies: &tallies{}, served: &servedRate{}},
+	s := &Submitter{parts: parts{cfg: cfg, d: d, log: d.Log, versionBase: uint64(time.Now().UnixMilli()) << 20, batch: &taskAnnouncer{}, tallies: &tallies{}, served: &servedRate{},
+		secrets: &secretStore{records: d.Records}},
 		ctx: ctx, cancel: cancel}
 	s.jobs = newRegistry(&s.parts)
 	s.reload = s.jobs.get
@@ -306,6 +310,7 @@ func (s *Submitter) Start() {
 	s.tasks.Go(func() { s.evictLoop(s.ctx) })
 	s.tasks.Go(func() { s.resumeDueAtStart(s.ctx) })
 	s.tasks.Go(func() { s.holdLoop(s.ctx) })
+	s.tasks.Go(func() { s.secretsLoop(s.ctx) })
 }
 
 // Joined records that another provider's offer arrived: silence of a
