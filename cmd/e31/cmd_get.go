@@ -185,6 +185,7 @@ type resumeOptions struct {
 	json      bool
 	outDir    string
 	fromStart bool
+	secrets   []string
 }
 
 func newResumeCommand(g *globalOptions) *cobra.Command {
@@ -200,11 +201,19 @@ lists its attempts, and e31 wait, logs -f and get follow the last.
 
 With --from-start, it submits JOB's declaration as it was first submitted, to
 run again from the beginning: a job that declares no checkpoints, or ended
-before its first, after its provider was lost, say.`,
+before its first, after its provider was lost, say.
+
+A job's secrets are kept by the daemon until the job has ended for good, so
+an automatic resumption or retry gets them; resuming by hand after that,
+give each again with --secret.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			job, err := g.client().Submit(ctx, api.SubmitRequest{ResumeOf: args[0], FromStart: o.fromStart}, nil)
+			secrets, err := resumeSecrets(o.secrets)
+			if err != nil {
+				return err
+			}
+			job, err := g.client().Submit(ctx, api.SubmitRequest{ResumeOf: args[0], FromStart: o.fromStart, Secrets: secrets}, nil)
 			if err != nil {
 				return err
 			}
@@ -225,5 +234,6 @@ before its first, after its provider was lost, say.`,
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON (at least id)")
 	cmd.Flags().StringVarP(&o.outDir, "output", "o", "", "with --wait: where to write the output")
 	cmd.Flags().BoolVar(&o.fromStart, "from-start", false, "run JOB again from the beginning, not from its last checkpoint")
+	cmd.Flags().StringArrayVar(&o.secrets, "secret", nil, "NAME[=env:VAR|file:PATH]: the value of JOB's secret NAME, given again; the daemon drops a job's once it has ended (repeatable)")
 	return cmd
 }

@@ -52,6 +52,9 @@ type submitOptions struct {
 	afterAny    []string
 	pollEvery   time.Duration
 	waitTimeout time.Duration
+
+	// secrets are --secret NAME[=env:VAR|file:PATH] (secrets.go).
+	secrets []string
 }
 
 func newSubmitCommand(g *globalOptions) *cobra.Command {
@@ -77,6 +80,7 @@ already submitted, several at once.`,
   e31 submit --gpus 1 --limit 1h --input ./data:/data --input ./train.py:/code/train.py -- python3 /code/train.py
   e31 submit --gpus 1 --limit 1h --input .:/code --workdir /code -- python3 train.py
   e31 submit --image docker-archive:./img.tar.gz --limit 2h -- python3 /app/train.py
+  e31 submit --secret HF_TOKEN --gpus 1 --limit 1h --input ./train.py:/code/train.py -- python3 /code/train.py
   e31 submit --gpus 2 --limit 10m --json -- sh -c 'nvidia-smi > /out/smi.txt'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			args, err := fileArg(o.file, args, cmd.ArgsLenAtDash())
@@ -96,6 +100,7 @@ already submitted, several at once.`,
 	f.StringVarP(&o.file, "file", "f", "", "the declaration FILE, as a flag (as kubectl and docker compose take theirs)")
 	f.BoolVar(&o.wait, "wait", false, "follow the job to its end, fetch its output and print how it ended")
 	f.StringArrayVar(&o.labels, "label", nil, "KEY=VALUE, a label of this node's own to select the job by (e31 list --label); repeatable, over a declaration's labels")
+	f.StringArrayVar(&o.secrets, "secret", nil, "NAME[=env:VAR|file:PATH]: a value only the job's provider sees, as $NAME and /run/secrets/NAME (an API token): read here, from your variable NAME by default; repeatable, over a declaration's secrets")
 	f.BoolVar(&o.force, "force", false, "submit even when the job will not find a file its command names, or would write where its sandbox is read-only (refused otherwise)")
 	f.StringVarP(&o.outDir, "output", "o", "", "with --wait: where to write the output (default ./<job>-out)")
 	f.StringVar(&o.name, "name", "", "job name (flags form; default: the script a launcher such as python3 runs, else the program)")
@@ -212,6 +217,7 @@ func absSources(d *market.Declaration, base string) error {
 	if a := d.Array; a != nil && a.ValuesFile != "" && !filepath.IsAbs(a.ValuesFile) {
 		a.ValuesFile = filepath.Join(base, a.ValuesFile)
 	}
+	absSecretFiles(d, base)
 	if d.Work.Image != "" {
 		ref, err := absImageRef(d.Work.Image, base)
 		if err != nil {
@@ -391,12 +397,16 @@ func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []st
 	if err := checkJob(o, g, &d, base); err != nil {
 		return err
 	}
+	secrets, err := jobSecrets(o.secrets, &d)
+	if err != nil {
+		return err
+	}
 	raw, err := json.Marshal(d)
 	if err != nil {
 		return err
 	}
 	bars := newProgress(g.stderr, o.json)
-	job, err := g.client().Submit(ctx, api.SubmitRequest{Declaration: raw}, bars.update)
+	job, err := g.client().Submit(ctx, api.SubmitRequest{Declaration: raw, Secrets: secrets}, bars.update)
 	bars.finish()
 	if err != nil {
 		return err
@@ -449,8 +459,11 @@ func checkJob(o submitOptions, g *globalOptions, d *market.Declaration, base str
 		b.WriteString("fix the declaration, or submit anyway with --force")
 		return errors.New(b.String())
 	}
-	for _, note := range slices.Concat(unstaged, readOnly, credentialNotes(*d)) {
+	for _, note := range slices.Concat(unstaged, readOnly) {
 		fmt.Fprintf(g.stderr, "e31: note: %s\n", note)
+	}
+	for _, w := range credentialNotes(*d) {
+		fmt.Fprintf(g.stderr, "e31: warning: %s\n", w)
 	}
 	return nil
 }

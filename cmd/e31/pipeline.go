@@ -56,6 +56,7 @@ func submitPipeline(ctx context.Context, o submitOptions, g *globalOptions, path
 		return err
 	}
 	names := map[string]bool{}
+	secrets := make([]map[string][]byte, len(p.Jobs))
 	for i := range p.Jobs {
 		d := &p.Jobs[i]
 		names[d.Name] = true
@@ -67,6 +68,9 @@ func submitPipeline(ctx context.Context, o submitOptions, g *globalOptions, path
 		}
 		d.Labels[pipelineLabel] = p.Name
 		if err := checkJob(o, g, d, base); err != nil {
+			return fmt.Errorf("jobs[%d] (%s): %w", i, d.Name, err)
+		}
+		if secrets[i], err = jobSecrets(o.secrets, d); err != nil {
 			return fmt.Errorf("jobs[%d] (%s): %w", i, d.Name, err)
 		}
 	}
@@ -106,7 +110,7 @@ func submitPipeline(ctx context.Context, o submitOptions, g *globalOptions, path
 			return undo(err)
 		}
 		bars := newProgress(g.stderr, o.json)
-		j, err := g.client().Submit(ctx, api.SubmitRequest{Declaration: raw}, bars.update)
+		j, err := g.client().Submit(ctx, api.SubmitRequest{Declaration: raw, Secrets: secrets[i]}, bars.update)
 		bars.finish()
 		if err != nil {
 			return undo(fmt.Errorf("jobs[%d] (%s): %w", i, d.Name, err))

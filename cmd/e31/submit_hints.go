@@ -174,15 +174,17 @@ func mountedAt(data []market.Input, p string) (string, bool) {
 var secretWords = []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "APIKEY", "KEY", "AUTH"}
 
 // secretValuePrefixes begin well-known credentials, whatever the
-// variable's name.
-var secretValuePrefixes = []string{"hf_", "sk-", "ghp_", "github_pat_", "glpat-", "xoxb-", "AKIA"}
+// variable's name: Hugging Face, OpenAI and Stripe, GitHub, GitLab, Slack,
+// AWS access key IDs, Google API keys and OAuth tokens, npm, PyPI.
+var secretValuePrefixes = []string{"hf_", "sk-", "sk_live_", "rk_live_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
+	"glpat-", "xoxb-", "xoxp-", "xapp-", "AKIA", "ASIA", "AIza", "ya29.", "npm_", "pypi-"}
 
 // credentialNotes finds the job's environment variables, and arguments of
 // its command, that look like credentials: a declaration, env and command
 // included, is signed and broadcast to every peer of the network in the
-// clear, while an input goes only to the providers chosen to run the job.
-// Each finding is a line for the user saying so and how to stage the value
-// as a file instead.
+// clear, while a secret's value goes only to the provider running the job.
+// Each finding is a warning for the user saying so and how to pass the
+// value as a secret instead, without repeating the value.
 func credentialNotes(d market.Declaration) []string {
 	var names []string
 	for name, value := range d.Work.Env {
@@ -193,32 +195,41 @@ func credentialNotes(d market.Declaration) []string {
 	slices.Sort(names)
 	var notes []string
 	for _, name := range names {
-		notes = append(notes, credentialNote("work.env "+name, strings.ToLower(name), ", or a data entry"))
+		notes = append(notes, credentialNote("work.env "+name, name))
 	}
 	for i, arg := range d.Work.Command {
 		_, value, _ := strings.Cut(arg, "=")
 		if looksSecret("", arg) || looksSecret("", value) {
-			notes = append(notes, credentialNote(fmt.Sprintf("argument %d of the command", i), "token", ""))
+			notes = append(notes, credentialNote(fmt.Sprintf("argument %d of the command", i), ""))
 		}
 	}
 	return notes
 }
 
-// credentialNote is the note on what, which looks like a credential: why
-// it should not be in a declaration, and how to stage it as the file
-// /run/secrets/FILE instead (or, as also says, otherwise).
-func credentialNote(what, file, also string) string {
+// credentialNote is the warning on what, which looks like a credential:
+// why it should not be in a declaration, and how to pass it as the secret
+// name instead (any name, when name cannot be one).
+func credentialNote(what, name string) string {
+	how := "--secret NAME, and have the job read $NAME or /run/secrets/NAME"
+	if market.ValidSecretName(name) {
+		how = "--secret " + name + " in place of --env, or secrets: [" + name + "] in place of work.env; the job reads $" + name + " as before"
+	}
 	return fmt.Sprintf("%s looks like a credential, and a declaration is broadcast to every peer of the network in the clear: "+
-		"stage it as a file instead, which goes only to the providers chosen to run the job (--input ./%s:/run/secrets/%s%s, and read it in the job)", what, file, file, also)
+		"pass it as a secret instead, which only the provider running the job sees (%s)", what, how)
 }
 
 // looksSecret reports whether an environment variable looks like it holds
-// a credential, by the words of its name or its value's prefix.
+// a credential, by the words of its name, its value's prefix, or its
+// value's shape: a long run of hex digits, or of base64 mixing upper and
+// lower case and digits.
 func looksSecret(name, value string) bool {
 	for _, p := range secretValuePrefixes {
 		if strings.HasPrefix(value, p) && len(value) > len(p)+8 {
 			return true
 		}
+	}
+	if longHex(value) || longBase64(value) {
+		return true
 	}
 	for _, w := range strings.FieldsFunc(strings.ToUpper(name), func(r rune) bool { return r == '_' || r == '-' || r == '.' }) {
 		if slices.Contains(secretWords, w) {
@@ -226,4 +237,50 @@ func looksSecret(name, value string) bool {
 		}
 	}
 	return false
+}
+
+// longHex reports whether v is 32 hex digits or more, of one case, with
+// both digits and letters: an API key (W&B's are 40), not a number.
+func longHex(v string) bool {
+	if len(v) < 32 {
+		return false
+	}
+	lower, upper, digit := false, false, false
+	for _, c := range v {
+		switch {
+		case c >= '0' && c <= '9':
+			digit = true
+		case c >= 'a' && c <= 'f':
+			lower = true
+		case c >= 'A' && c <= 'F':
+			upper = true
+		default:
+			return false
+		}
+	}
+	return digit && lower != upper
+}
+
+// longBase64 reports whether v is 32 characters or more of base64 (either
+// alphabet) with upper and lower case letters and digits, and no '/': a
+// token, not a path or a word.
+func longBase64(v string) bool {
+	if len(v) < 32 {
+		return false
+	}
+	lower, upper, digit := false, false, false
+	for _, c := range strings.TrimRight(v, "=") {
+		switch {
+		case c >= '0' && c <= '9':
+			digit = true
+		case c >= 'a' && c <= 'z':
+			lower = true
+		case c >= 'A' && c <= 'Z':
+			upper = true
+		case c == '+' || c == '-' || c == '_':
+		default:
+			return false
+		}
+	}
+	return lower && upper && digit
 }

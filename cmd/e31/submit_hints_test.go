@@ -108,10 +108,11 @@ func TestRefHint(t *testing.T) {
 }
 
 // TestSecretEnv: variables named or valued like credentials, and
-// arguments valued like them, are noted with how to stage them as a file,
-// without repeating the value; others are not.
+// arguments valued like them, are warned of with how to pass them as
+// secrets, without repeating the value; others are not.
 func TestSecretEnv(t *testing.T) {
-	d := market.Declaration{Work: market.Work{Command: []string{"python3", "train.py", "--token=hf_0123456789abcdef", "ghp_0123456789abcdefghij", "--seed=1"}, Env: map[string]string{
+	d := market.Declaration{Work: market.Work{Command: []string{"python3", "train.py", "--token=hf_0123456789abcdef", "ghp_0123456789abcdefghij", "--seed=1",
+		"--out=runs/experiment-42/learning-rate-3e-4", "bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi"}, Env: map[string]string{
 		"HF_TOKEN":               "x",
 		"WANDB_API_KEY":          "x",
 		"AWS_SECRET_ACCESS_KEY":  "x",
@@ -121,21 +122,29 @@ func TestSecretEnv(t *testing.T) {
 		"AUTHOR":                 "me",
 		"TOKENIZERS_PARALLELISM": "false",
 		"MODEL":                  "hf_internal", // a prefix, but too short to be a token
+		"WB":                     "0123456789abcdef0123456789abcdef01234567",
+		"S3":                     "wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY12",
+		"GOOGLE":                 "AIzaSyD-0123456789abcdefghij",
+		"RUN":                    "b3-resnet50-imagenet-baseline-v2",
+		"DIGITS":                 "12345678901234567890123456789012345",
 	}}}
 	notes := credentialNotes(d)
 	var got []string
 	for _, n := range notes {
 		got = append(got, strings.Fields(n)[1])
-		if !strings.Contains(n, "broadcast to every peer") || !strings.Contains(n, "--input ./") || strings.Contains(n, "hf_0123") || strings.Contains(n, "ghp_") {
-			t.Errorf("note %q does not say why and what to do", n)
+		if !strings.Contains(n, "broadcast to every peer") || !strings.Contains(n, "--secret ") || strings.Contains(n, "hf_0123") || strings.Contains(n, "ghp_") || strings.Contains(n, "0123456789abcdef") {
+			t.Errorf("warning %q does not say why and what to do, or repeats the value", n)
 		}
 	}
-	want := []string{"AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "OPENAI", "WANDB_API_KEY", "db-password", "2", "3"}
+	want := []string{"AWS_SECRET_ACCESS_KEY", "GOOGLE", "HF_TOKEN", "OPENAI", "S3", "WANDB_API_KEY", "WB", "db-password", "2", "3"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("noted %v, want %v", got, want)
+		t.Fatalf("warned of %v, want %v", got, want)
 	}
-	if !strings.Contains(notes[1], "--input ./hf_token:/run/secrets/hf_token") {
-		t.Errorf("HF_TOKEN note: %q", notes[1])
+	if !strings.Contains(notes[2], "--secret HF_TOKEN in place of --env") || !strings.Contains(notes[2], "secrets: [HF_TOKEN]") {
+		t.Errorf("HF_TOKEN warning: %q", notes[2])
+	}
+	if !strings.Contains(notes[7], "--secret NAME") {
+		t.Errorf("db-password warning: %q", notes[7])
 	}
 }
 
