@@ -23,6 +23,18 @@ type Client struct {
 	addr string
 	http *http.Client
 	base string
+	// token is sent as a bearer token on a TCP address; empty: none.
+	token string
+}
+
+// ClientOption sets up a Client (NewClient).
+type ClientOption func(*Client)
+
+// WithToken makes the client send token ("Authorization: Bearer"), which a
+// daemon asks of every request to a TCP API (TokenFile). It is never sent
+// over a unix socket, which needs none.
+func WithToken(token string) ClientOption {
+	return func(c *Client) { c.token = token }
 }
 
 // IsUnix reports whether an API address names a unix socket (a path) rather
@@ -32,11 +44,15 @@ func IsUnix(addr string) bool {
 }
 
 // NewClient returns a client for addr: a unix socket path (optionally
-// prefixed "unix:") or a TCP host:port.
-func NewClient(addr string) *Client {
+// prefixed "unix:") or a TCP host:port. Without options it sends no token.
+func NewClient(addr string, opts ...ClientOption) *Client {
 	c := &Client{addr: addr}
+	for _, o := range opts {
+		o(c)
+	}
 	tr := &http.Transport{}
 	if IsUnix(addr) {
+		c.token = ""
 		path := strings.TrimPrefix(addr, "unix:")
 		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -85,12 +101,9 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	req, err := c.newRequest(ctx, method, u, body, "application/json")
 	if err != nil {
 		return nil, err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -106,6 +119,26 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 		return nil, &StatusError{Code: resp.StatusCode, Msg: strings.TrimSpace(string(b))}
 	}
 	return resp, nil
+}
+
+// newRequest is a request to the daemon with what every request carries:
+// the token, on a TCP address, and the body's type on every method that
+// may change something, with a body or none, since the daemon refuses
+// such a request of any other type (a web page can send text/plain or a
+// form to any address without asking, application/json only after the
+// daemon's consent, which it never gives).
+func (c *Client) newRequest(ctx context.Context, method, url string, body io.Reader, contentType string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return nil, err
+	}
+	if method != http.MethodGet && method != http.MethodHead {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
 }
 
 // unreachable explains a request that reached no daemon.
@@ -163,11 +196,10 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest, onProgress func(
 	if err != nil {
 		return Job{}, err
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/jobs", bytes.NewReader(b))
+	hr, err := c.newRequest(ctx, http.MethodPost, c.base+"/v1/jobs", bytes.NewReader(b), "application/json")
 	if err != nil {
 		return Job{}, err
 	}
-	hr.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		return Job{}, c.unreachable(ctx, err)
@@ -341,11 +373,10 @@ func (c *Client) ImportImage(ctx context.Context, req ImageImportRequest, onProg
 	if err != nil {
 		return Image{}, err
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/images", bytes.NewReader(b))
+	hr, err := c.newRequest(ctx, http.MethodPost, c.base+"/v1/images", bytes.NewReader(b), "application/json")
 	if err != nil {
 		return Image{}, err
 	}
-	hr.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		return Image{}, c.unreachable(ctx, err)

@@ -14,17 +14,20 @@ type DebugCAR struct {
 	Roots []string `json:"roots"`
 }
 
+// CARType is the body type of POST /v1/debug/car, the one route that
+// takes a body other than JSON.
+const CARType = "application/vnd.ipld.car"
+
 // PutCAR posts a CAR (v1 or v2) to POST /v1/debug/car, which only a daemon
 // built with the byzantine tag and started with --misbehave raw-content
 // serves: every block is stored as it is (each must hash to its CID) and
 // every root pinned, complete or not. It is how tests play a hostile
 // submitter that puts arbitrary DAGs on the network.
 func (c *Client) PutCAR(ctx context.Context, car io.Reader) (DebugCAR, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/debug/car", car)
+	req, err := c.newRequest(ctx, http.MethodPost, c.base+"/v1/debug/car", car, CARType)
 	if err != nil {
 		return DebugCAR{}, err
 	}
-	req.Header.Set("Content-Type", "application/vnd.ipld.car")
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return DebugCAR{}, c.unreachable(ctx, err)
