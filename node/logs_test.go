@@ -95,7 +95,11 @@ func apiClient(t *testing.T, n *testNode) *api.Client {
 		b, err := os.ReadFile(filepath.Join(n.dir, RunFile))
 		return err == nil && json.Unmarshal(b, &info) == nil && info.API != ""
 	})
-	return api.NewClient(info.API)
+	tok, err := api.ReadToken(filepath.Join(n.dir, api.TokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api.NewClient(info.API, api.WithToken(tok))
 }
 
 // startLogPair starts a provider whose jobs write lines on demand and a

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/apiserver"
+	"github.com/e31network/e31/node/metrics"
 	"github.com/e31network/e31/node/rawcontent"
 	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
@@ -53,7 +56,14 @@ func (n *Node) Run(ctx context.Context) error {
 	for proto, fn := range n.handlers {
 		p2p.Serve(loopCtx, n.host, proto, n.handlerTimeout(proto), n.log, n.tracked(proto, fn), p2p.OnPanic(n.metrics.Panicked))
 	}
-	acfg := apiserver.Config{GetLimits: n.outputLimits(), Addr: n.cfg.API, Network: n, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Drainer: n.provider, Logs: n.submitter, Doctor: n.cfg.Doctor, Log: n.log, Panicked: n.metrics.Panicked}
+	// The token is made at the first start and kept, whatever the API
+	// listens on, so that one given out goes on working across restarts
+	// and a move of the API to TCP.
+	access, err := apiserver.LoadAccess(filepath.Join(n.cfg.DataDir, api.TokenFile))
+	if err != nil {
+		return err
+	}
+	acfg := apiserver.Config{GetLimits: n.outputLimits(), Addr: n.cfg.API, Network: n, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Drainer: n.provider, Logs: n.submitter, Doctor: n.cfg.Doctor, Log: n.log, Panicked: n.metrics.Panicked, Access: access}
 	if n.cfg.DebugPartition {
 		acfg.Block = n.block
 	}
@@ -62,9 +72,8 @@ func (n *Node) Run(ctx context.Context) error {
 			return rawcontent.PutCAR(ctx, n.store, n.log, car)
 		}
 	}
-	if srv, err = apiserver.Listen(loopCtx, acfg); err != nil {
-		return err
-	}
+	// The dashboard's own listener first: the API's one-time links
+	// (e31 ui) lead there.
 	if n.cfg.UI != "" {
 		ui, err := apiserver.ListenUI(loopCtx, n.cfg.UI, acfg)
 		if err != nil {
@@ -76,7 +85,11 @@ func (n *Node) Run(ctx context.Context) error {
 			defer cancel()
 			_ = ui.Shutdown(ctx)
 		}()
-		n.log.Info("dashboard", "url", "http://"+ui.Addr()+"/ui/")
+		acfg.Dashboard = "http://" + ui.Addr()
+		n.log.Info("dashboard", "url", "http://"+ui.Addr()+"/ui/", "open", "e31 ui")
+	}
+	if srv, err = apiserver.Listen(loopCtx, acfg); err != nil {
+		return err
 	}
 	if n.cfg.Metrics != "" {
 		stop, err := n.metrics.Serve(n.cfg.Metrics)
@@ -84,6 +97,9 @@ func (n *Node) Run(ctx context.Context) error {
 			return fmt.Errorf("metrics on %s: %w", n.cfg.Metrics, err)
 		}
 		defer stop()
+		if a, err := net.ResolveTCPAddr("tcp", n.cfg.Metrics); err == nil && !metrics.Profiled(a) {
+			n.log.Info("Go profiles are served on a loopback --metrics address only", "metrics", n.cfg.Metrics)
+		}
 	}
 
 	n.loops.Go(func() { n.shardMates.Run(loopCtx) })

@@ -40,7 +40,7 @@ func (s scriptedLogs) Logs(_ context.Context, id string, o api.LogOptions, w io.
 func listen(t *testing.T, ui bool, logs apiserver.Logs) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := apiserver.Config{Addr: "127.0.0.1:0", Jobs: jobs{}, Logs: logs, Log: slog.New(slog.DiscardHandler)}
+	cfg := apiserver.Config{Addr: "127.0.0.1:0", Jobs: jobs{}, Logs: logs, Log: slog.New(slog.DiscardHandler), Access: apiserver.NewAccess(testToken)}
 	var srv *apiserver.Server
 	var err error
 	if ui {
@@ -59,7 +59,7 @@ func listen(t *testing.T, ui bool, logs apiserver.Logs) string {
 // answers reads only.
 func TestDashboardServedReadOnly(t *testing.T) {
 	addr := listen(t, true, nil)
-	resp, err := http.Get("http://" + addr + "/")
+	resp, err := withToken.Get("http://" + addr + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +81,13 @@ func TestDashboardServedReadOnly(t *testing.T) {
 		t.Fatalf("CSP %q", csp)
 	}
 	for _, asset := range []string{"app.js", "style.css"} {
-		r, err := http.Get("http://" + addr + "/ui/" + asset)
+		r, err := withToken.Get("http://" + addr + "/ui/" + asset)
 		if err != nil || r.StatusCode != http.StatusOK {
 			t.Fatalf("%s: %v %v", asset, err, r.Status)
 		}
 		r.Body.Close()
 	}
-	r, err := http.Post("http://"+addr+"/v1/jobs", "application/json", strings.NewReader(`{}`))
+	r, err := withToken.Post("http://"+addr+"/v1/jobs", "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestLogsRouteErrors(t *testing.T) {
 		{"cut", scriptedLogs{pieces: []string{"a\n"}, err: fmt.Errorf("%w: provider p stopped answering", submitter.ErrLogLost)}, "a\n", api.ErrLogCut, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cl := api.NewClient(listen(t, false, tc.logs))
+			cl := api.NewClient(listen(t, false, tc.logs), api.WithToken(testToken))
 			var out strings.Builder
 			err := cl.Logs(ctx, "x", api.LogOptions{Follow: true}, &out)
 			if out.String() != tc.wantOut {

@@ -40,12 +40,13 @@ func TestDoctor(t *testing.T) {
 		t.Fatalf("a daemon without checks: %v, want an error pointing at e31d doctor", err)
 	}
 
+	cfg.Access = apiserver.NewAccess(testToken)
 	ui, err := apiserver.ListenUI(ctx, "127.0.0.1:0", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ui.Shutdown(ctx) })
-	resp, err := http.Get("http://" + ui.Addr() + "/v1/doctor")
+	resp, err := withToken.Get("http://" + ui.Addr() + "/v1/doctor")
 	if err != nil {
 		t.Fatal(err)
 	}

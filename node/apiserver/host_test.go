@@ -29,7 +29,7 @@ func TestOnlyLoopbackHostsAreServed(t *testing.T) {
 				t.Fatal(err)
 			}
 			req.Host = host
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := withToken.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

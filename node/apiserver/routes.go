@@ -62,6 +62,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 		}))
 	}
 	mux.HandleFunc("DELETE /v1/images/{cid}", handler(s.removeImage))
+	mux.HandleFunc("POST /v1/ui/link", handler(s.uiLink))
 	if s.cfg.Block != nil {
 		mux.HandleFunc("POST /v1/debug/block", handler(s.block))
 	}
@@ -116,6 +117,10 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		req.ResumeOf = j.ID
+	}
+	if err := checkPaths(r.Context(), func(pc *pathCheck) error { return pc.declaration(req.Declaration) }); err != nil {
+		writeError(w, err)
+		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	flusher, _ := w.(http.Flusher)
@@ -179,11 +184,26 @@ func (s *Server) get(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if entries, err := os.ReadDir(req.Dir); err == nil && len(entries) > 0 {
+	// For a caller of another uid, the folder is written where its links
+	// lead once checked, and given to the caller after.
+	dest, existed := req.Dir, false
+	pc, err := pathCheckFor(r.Context())
+	if err == nil && pc != nil {
+		dest, existed, err = pc.mayWriteIn(req.Dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("output dir %s: %w", req.Dir, err)
+	}
+	if entries, err := os.ReadDir(dest); err == nil && len(entries) > 0 {
 		return nil, badRequest(fmt.Errorf("output dir %s is not empty", req.Dir))
 	}
-	if err := s.cfg.Content.Export(r.Context(), c, req.Dir, content.ExportOptions{Limits: s.cfg.GetLimits}); err != nil {
+	if err := s.cfg.Content.Export(r.Context(), c, dest, content.ExportOptions{Limits: s.cfg.GetLimits}); err != nil {
 		return nil, fmt.Errorf("write %s to %s: %w", c, req.Dir, err)
+	}
+	if pc != nil {
+		if err := pc.give(dest, !existed); err != nil {
+			return nil, fmt.Errorf("give %s to uid %d: %w", req.Dir, pc.c.UID, err)
+		}
 	}
 	size, err := s.cfg.Content.Size(r.Context(), c)
 	if err != nil {
@@ -387,6 +407,10 @@ func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
 	var req api.ImageImportRequest
 	if err := decode(r, &req); err != nil {
 		writeError(w, badRequest(fmt.Errorf("image import request: %w", err)))
+		return
+	}
+	if err := checkPaths(r.Context(), func(pc *pathCheck) error { return pc.image(req.Ref) }); err != nil {
+		writeError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")

@@ -3,6 +3,12 @@
 // and nowhere else: the parts of the node return typed errors. A panic in
 // a request answers that request 500 and is logged and counted
 // (Config.Panicked); the server goes on.
+//
+// No web page may drive it (guard.go): a request from another origin is
+// refused, one that may change something must be JSON, and on TCP every
+// request needs the token (Access), or to read, the dashboard's cookie.
+// Over the unix socket the daemon knows its caller's uid, and touches a
+// local path for a caller only where that caller could (paths.go).
 package apiserver
 
 import (
@@ -15,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -109,9 +116,20 @@ type Config struct {
 	// Panicked, if set, is told of every panic recovered from a request
 	// (where PanicAPI); the node counts them. Each is also logged.
 	Panicked func(where string)
+	// Access, which Listen needs for a TCP address, asks every request
+	// over TCP for the token, or to read, the dashboard's cookie; it makes
+	// the dashboard's one-time links. Nil in Handler: nothing is asked.
+	Access *Access
+	// Dashboard is the address ("http://HOST:PORT") of the dashboard's
+	// own listener (ListenUI), where POST /v1/ui/link leads; empty: the
+	// API's own, where that is TCP.
+	Dashboard string
 
 	// readOnly serves only GET and HEAD (ListenUI).
 	readOnly bool
+	// peerCred learns who connected to the unix socket; nil: the kernel
+	// says (SO_PEERCRED). Tests play other users with it.
+	peerCred PeerCred
 }
 
 // Server is the running API.
@@ -119,6 +137,12 @@ type Server struct {
 	cfg  Config
 	srv  *http.Server
 	addr string
+	// unix: served on the unix socket, where no token is asked and the
+	// caller's uid is known.
+	unix bool
+	// cookie is the name of the dashboard's cookie on this listener.
+	cookie string
+	cop    *http.CrossOriginProtection
 }
 
 // maxRequestBody caps what a client may post.
@@ -126,25 +150,22 @@ const maxRequestBody = 1 << 20
 
 // Listen starts serving. A TCP address must be on loopback: the API can
 // submit jobs and spend the node's key, so it is never reachable from the
-// network. Requests' contexts end with ctx.
+// network; and it needs cfg.Access, since any local process, and any web
+// page the user visits, can connect to a loopback port. Requests'
+// contexts end with ctx.
 func Listen(ctx context.Context, cfg Config) (*Server, error) {
 	addr := cfg.Addr
 	var ln net.Listener
 	var err error
-	if api.IsUnix(addr) {
-		path := addr
-		if len(path) > 5 && path[:5] == "unix:" {
-			path = path[5:]
-		}
-		// A socket left by a crash would make Listen fail; nothing else
-		// can be listening on it because the data dir is ours alone.
-		_ = os.Remove(path)
-		ln, err = net.Listen("unix", path)
-		if err == nil {
-			err = os.Chmod(path, 0o600)
-		}
+	unix := api.IsUnix(addr)
+	if unix {
+		path := strings.TrimPrefix(addr, "unix:")
+		ln, err = listenUnix(path)
 		addr = path
 	} else {
+		if cfg.Access == nil {
+			return nil, fmt.Errorf("--api %q: a TCP API needs a token (Config.Access)", addr)
+		}
 		host, _, serr := net.SplitHostPort(addr)
 		if serr != nil {
 			return nil, fmt.Errorf("--api %q: %w", addr, serr)
@@ -161,9 +182,9 @@ func Listen(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.Addr, err)
 	}
-	s := &Server{cfg: cfg, addr: addr}
+	s := newServer(cfg, addr, unix)
 	h := s.handler()
-	if !api.IsUnix(cfg.Addr) {
+	if !unix {
 		h = loopbackHost(h)
 	}
 	s.srv = &http.Server{
@@ -174,6 +195,13 @@ func Listen(ctx context.Context, cfg Config) (*Server, error) {
 		IdleTimeout: 30 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
+	if unix {
+		cred := cfg.peerCred
+		if cred == nil {
+			cred = kernelPeerCred
+		}
+		s.srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context { return withCaller(ctx, c, cred) }
+	}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			cfg.Log.Error("api server", "err", err)
@@ -183,21 +211,66 @@ func Listen(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 // Handler serves the API of cfg (cfg.Addr unused) without listening: for
-// tests, and for a caller that serves it on a listener of its own.
+// tests, and for a caller that serves it on a listener of its own. It
+// refuses what web pages of other origins send and bodies that are not
+// JSON, as Listen's do; it asks for the token only where cfg.Access is
+// set.
 func Handler(cfg Config) http.Handler {
-	s := &Server{cfg: cfg}
-	return s.handler()
+	return newServer(cfg, "", false).handler()
+}
+
+func newServer(cfg Config, addr string, unix bool) *Server {
+	s := &Server{cfg: cfg, addr: addr, unix: unix, cop: http.NewCrossOriginProtection(), cookie: cookiePrefix + "api"}
+	if _, port, err := net.SplitHostPort(addr); err == nil && !unix {
+		s.cookie = cookiePrefix + port
+	}
+	return s
 }
 
 func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
 	s.routes(mux)
 	dashboard(mux)
+	mux.HandleFunc("GET "+loginPath, s.login)
 	var h http.Handler = mux
 	if s.cfg.readOnly {
 		h = readOnly(h)
 	}
-	return recovering(h, s.cfg.Log, s.cfg.Panicked)
+	return recovering(s.guard(h), s.cfg.Log, s.cfg.Panicked)
+}
+
+// listenUnix listens on a unix socket at path that no other user can
+// connect to, at any instant: it is made in a directory of its own, 0700,
+// beside path, made 0600 there, then renamed into place. (Listening at
+// path and chmodding it after leaves it, for a moment, as open as the
+// umask lets it be; a umask changed for the daemon's socket would change
+// it for every file the daemon's other goroutines make meanwhile.) A
+// socket left at path by a crash is replaced: nothing else can be
+// listening there, because the data dir is the daemon's alone.
+func listenUnix(path string) (net.Listener, error) {
+	// Short names: a socket's path has at most 107 bytes, and the one
+	// made apart is this much longer than path's folder.
+	dir, err := os.MkdirTemp(filepath.Dir(path), ".a")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, "s")
+	ln, err := net.Listen("unix", tmp)
+	if err != nil {
+		return nil, err
+	}
+	// The socket leaves tmp: Shutdown removes it where it ends up.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	err = os.Chmod(tmp, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
 }
 
 // PanicAPI is the where of a panic recovered from an API request
@@ -270,8 +343,17 @@ func (w *responseStarted) Unwrap() http.ResponseWriter { return w.ResponseWriter
 // Addr is where the server listens.
 func (s *Server) Addr() string { return s.addr }
 
-// Shutdown stops the server, waiting for requests in flight until ctx ends.
-func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+// Shutdown stops the server, waiting for requests in flight until ctx
+// ends, and removes its unix socket.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	if s.unix {
+		if rerr := os.Remove(s.addr); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
 
 // status maps an error to the HTTP status it answers with.
 func status(err error) int {
@@ -284,8 +366,14 @@ func status(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, submitter.ErrConflict):
 		return http.StatusConflict
-	case errors.Is(err, ErrNoDoctor):
+	case errors.Is(err, ErrNoDoctor), errors.Is(err, ErrNoDashboard):
 		return http.StatusNotImplemented
+	case errors.Is(err, ErrUnauthorized):
+		return http.StatusUnauthorized
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, ErrContentType):
+		return http.StatusUnsupportedMediaType
 	}
 	return http.StatusInternalServerError
 }
