@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -120,8 +119,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
+	if err := prepareDataDir(cfg.DataDir, cfg.Log); err != nil {
+		return nil, err
 	}
 	key, err := p2p.LoadOrCreateIdentity(cfg.DataDir)
 	if err != nil {
