@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"syscall"
 	"unicode/utf8"
 
@@ -27,12 +28,47 @@ import (
 
 // globalOptions are the flags every verb shares.
 type globalOptions struct {
-	api    string
-	stdout io.Writer
-	stderr io.Writer
+	api string
+	// tokenFile is --api-token-file: where the token of a TCP API is.
+	tokenFile string
+	stdout    io.Writer
+	stderr    io.Writer
+
+	tokenOnce sync.Once
+	token     string // read once, by apiToken
 }
 
-func (g *globalOptions) client() *api.Client { return api.NewClient(g.api) }
+// client talks to the daemon, with its token where the API is TCP.
+func (g *globalOptions) client() *api.Client {
+	if api.IsUnix(g.api) {
+		return api.NewClient(g.api)
+	}
+	return api.NewClient(g.api, api.WithToken(g.apiToken()))
+}
+
+// apiToken is the token of a TCP API: the file --api-token-file (or
+// $E31_API_TOKEN_FILE) names, else $E31_API_TOKEN, else the one in the
+// data dir e31 knows ($E31_DATA, else ~/.e31), the daemon's own when both
+// run as one user. A token that cannot be found is not sent, and the
+// daemon says what it wants; one named and unreadable is said at once.
+func (g *globalOptions) apiToken() string {
+	g.tokenOnce.Do(func() {
+		if g.tokenFile != "" {
+			tok, err := api.ReadToken(g.tokenFile)
+			if err != nil {
+				fmt.Fprintf(g.stderr, "e31: --api-token-file: %v\n", err)
+			}
+			g.token = tok
+			return
+		}
+		if tok := strings.TrimSpace(os.Getenv("E31_API_TOKEN")); tok != "" {
+			g.token = tok
+			return
+		}
+		g.token, _ = api.ReadToken(filepath.Join(defaultDataDir(), api.TokenFile))
+	})
+	return g.token
+}
 
 // printJSON writes v indented, for --json, with every rune a terminal
 // would obey escaped (escapeJSON).
@@ -103,15 +139,20 @@ func defaultAPI() string {
 	if a := os.Getenv("E31_API"); a != "" {
 		return a
 	}
-	data := os.Getenv("E31_DATA")
-	if data == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return ".e31/e31.sock"
-		}
-		data = filepath.Join(home, ".e31")
+	return filepath.Join(defaultDataDir(), "e31.sock")
+}
+
+// defaultDataDir is the daemon's data dir as e31 knows it: $E31_DATA, else
+// ~/.e31.
+func defaultDataDir() string {
+	if data := os.Getenv("E31_DATA"); data != "" {
+		return data
 	}
-	return filepath.Join(data, "e31.sock")
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".e31"
+	}
+	return filepath.Join(home, ".e31")
 }
 
 func newRootCommand(g *globalOptions) *cobra.Command {
@@ -122,11 +163,14 @@ func newRootCommand(g *globalOptions) *cobra.Command {
 its output in the morning; both sides keep signed receipts of the time held.
 
 The daemon is found at --api, else $E31_API, else $E31_DATA/e31.sock, else
-~/.e31/e31.sock.`,
+~/.e31/e31.sock. An API on a loopback host:port wants the daemon's token,
+which e31 reads from --api-token-file, else $E31_API_TOKEN, else
+$E31_DATA/api-token (~/.e31/api-token); the unix socket needs none.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&g.api, "api", defaultAPI(), "daemon API: unix socket path or loopback host:port (env E31_API)")
+	root.PersistentFlags().StringVar(&g.tokenFile, "api-token-file", os.Getenv("E31_API_TOKEN_FILE"), "file holding the token of an API on host:port, the daemon's DATA/api-token (env E31_API_TOKEN_FILE; default $E31_API_TOKEN, else $E31_DATA/api-token)")
 	root.AddCommand(
 		newIDCommand(g),
 		newDrainCommand(g),
@@ -146,6 +190,7 @@ The daemon is found at --api, else $E31_API, else $E31_DATA/e31.sock, else
 		newVerifyCommand(g),
 		newImageCommand(g),
 		newDoctorCommand(g),
+		newUICommand(g),
 	)
 	root.AddCommand(manpage.Command(root))
 	return root
