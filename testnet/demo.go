@@ -135,7 +135,7 @@ func runDemo(ctx context.Context, keep bool) error {
 	e31 := func(node int, args ...string) error {
 		fmt.Printf("$ e31 %s\n", strings.Join(args, " "))
 		cmd := exec.CommandContext(ctx, bin.E31, args...)
-		cmd.Env = append(os.Environ(), "E31_API="+c.Nodes[node].API)
+		cmd.Env = append(os.Environ(), "E31_API="+c.Nodes[node].API, "E31_API_TOKEN_FILE="+c.Nodes[node].TokenFile)
 		cmd.Dir = dir
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
 		return cmd.Run()

@@ -81,7 +81,8 @@ func runUp(ctx context.Context, o upOptions) error {
 		fmt.Println()
 	}
 	fmt.Printf("\nnodes: %s\n", filepath.Join(dir, cluster.NodesFile))
-	fmt.Printf("try:   E31_API=%s %s nodes\n", c.Nodes[0].API, bin.E31)
+	fmt.Printf("try:   export E31_API=%s E31_API_TOKEN_FILE=%s\n       %s nodes\n", c.Nodes[0].API, c.Nodes[0].TokenFile, bin.E31)
+	fmt.Printf("       %s ui   # a one-time link to node0's dashboard\n", bin.E31)
 	fmt.Printf("stop:  go run ./testnet down --dir %s\n", dir)
 	return nil
 }

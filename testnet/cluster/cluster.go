@@ -59,6 +59,11 @@ type Options struct {
 	// Detach starts the nodes in their own session so that they outlive the
 	// process that started them (the testnet command); tests leave it off.
 	Detach bool
+	// TokenFile, when set, names a file whose API token every node is
+	// given (copied into its data dir before it starts, where e31d keeps
+	// it), so that one token reaches them all: a test's e31 commands
+	// find it in $E31_API_TOKEN_FILE. Empty: each node makes its own.
+	TokenFile string
 }
 
 // Node is one started node, as written to nodes.json.
@@ -72,6 +77,9 @@ type Node struct {
 	Addrs []string `json:"addrs"`
 	// Metrics is the node's Prometheus address, when asked for.
 	Metrics string `json:"metrics,omitempty"`
+	// TokenFile holds the token the node's API asks of every request
+	// (e31 --api-token-file, E31_API_TOKEN_FILE).
+	TokenFile string `json:"api_token_file"`
 
 	args []string
 	// e31d is the daemon binary this node runs; empty: Options.Bin.E31d.
@@ -143,6 +151,15 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, err
 	}
+	if c.opts.TokenFile != "" {
+		tok, err := api.ReadToken(c.opts.TokenFile)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(data, api.TokenFile), []byte(tok+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+	}
 	args := []string{
 		"--data", data,
 		// TCP only: a killed node's TCP connections close at once, while a
@@ -173,7 +190,7 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 	if i < len(c.opts.ArgsByNode) {
 		args = append(args, c.opts.ArgsByNode[i]...)
 	}
-	n := &Node{Name: name, Data: data, args: args}
+	n := &Node{Name: name, Data: data, TokenFile: filepath.Join(data, api.TokenFile), args: args}
 	if i < len(c.opts.Misbehave) && c.opts.Misbehave[i] != "" {
 		if c.opts.Bin.E31dByzantine == "" {
 			return nil, fmt.Errorf("%s misbehaves, but no byzantine e31d was built (BuildByzantine)", name)
@@ -283,7 +300,14 @@ func (c *Cluster) simGPUs(i int) string {
 }
 
 // Client returns an API client for node i.
-func (c *Cluster) Client(i int) *api.Client { return api.NewClient(c.Nodes[i].API) }
+func (c *Cluster) Client(i int) *api.Client { return c.Nodes[i].Client() }
+
+// Client returns an API client for the node, with its token. A token it
+// cannot read is not sent, and the node's refusal says so.
+func (n *Node) Client() *api.Client {
+	tok, _ := api.ReadToken(n.TokenFile)
+	return api.NewClient(n.API, api.WithToken(tok))
+}
 
 // WriteNodesFile writes Dir/nodes.json.
 func (c *Cluster) WriteNodesFile() error {
@@ -305,7 +329,7 @@ func (c *Cluster) WaitConverged(ctx context.Context) error {
 		if !n.Alive() {
 			continue
 		}
-		id, err := api.NewClient(n.API).ID(ctx)
+		id, err := n.Client().ID(ctx)
 		if err != nil {
 			return fmt.Errorf("%s: %w", n.Name, err)
 		}
@@ -349,7 +373,7 @@ func waitViews(ctx context.Context, nodes []*Node, want map[string]int) error {
 		var last string
 	check:
 		for _, n := range nodes {
-			got, err := api.NewClient(n.API).Nodes(ctx)
+			got, err := n.Client().Nodes(ctx)
 			if err != nil {
 				ok, last = false, err.Error()
 				break

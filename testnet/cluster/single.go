@@ -3,8 +3,11 @@ package cluster
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/e31network/e31/node/api"
 )
 
 // StartNode starts one node outside any Cluster, for a test that lays out
@@ -16,7 +19,7 @@ func StartNode(ctx context.Context, bin Binaries, name, data string, prefix, arg
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, err
 	}
-	n := &Node{Name: name, Data: data, prefix: prefix, args: append([]string{"--data", data}, args...)}
+	n := &Node{Name: name, Data: data, TokenFile: filepath.Join(data, api.TokenFile), prefix: prefix, args: append([]string{"--data", data}, args...)}
 	if err := launch(ctx, bin.E31d, false, n); err != nil {
 		if n.Alive() {
 			_ = n.Kill()

@@ -257,7 +257,7 @@ func sampleViews(ctx context.Context, nodes []*cluster.Node, interval, total tim
 			if task.Sleep(sctx, offset) != nil {
 				return
 			}
-			cl := api.NewClient(n.API)
+			cl := n.Client()
 			t := time.NewTicker(interval)
 			defer t.Stop()
 			for {
@@ -500,7 +500,7 @@ func startObserver(ctx context.Context, n *cluster.Node) *observer {
 	o := &observer{cancel: cancel, done: make(chan struct{}), timeline: make(map[string][]gpuSample)}
 	go func() {
 		defer close(o.done)
-		cl := api.NewClient(n.API)
+		cl := n.Client()
 		t := time.NewTicker(observerPoll)
 		defer t.Stop()
 		for {

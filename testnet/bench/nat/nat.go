@@ -176,7 +176,7 @@ func runOne(ctx context.Context, bin cluster.Binaries, dir string, nat bool, rou
 	if err != nil {
 		return row, err
 	}
-	scl := api.NewClient(sub.API)
+	scl := sub.Client()
 	if !nat {
 		for _, a := range sub.Addrs {
 			provArgs = append(provArgs, "--bootstrap", a)

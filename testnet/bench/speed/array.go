@@ -107,7 +107,7 @@ func MeasureArray(ctx context.Context, e bench.Env, o ArrayOptions) (ArrayReport
 		return r, err
 	}
 	start := time.Now()
-	out, err := osexec.CommandContext(ctx, e.Bin.E31, "--api", sub.API, "submit", file).CombinedOutput()
+	out, err := osexec.CommandContext(ctx, e.Bin.E31, "--api", sub.API, "--api-token-file", sub.TokenFile, "submit", file).CombinedOutput()
 	if err != nil {
 		return r, fmt.Errorf("e31 submit of the array: %w\n%s", err, out)
 	}
@@ -134,7 +134,7 @@ func MeasureArray(ctx context.Context, e bench.Env, o ArrayOptions) (ArrayReport
 		return r, err
 	}
 	e.Logf("array: %.1f tasks/s, %.2f jobs-topic messages and %.0f bytes a task, submitter %.0f MiB", r.TasksPerS, r.MessagesPerTask, r.BytesPerTask, r.SubmitterMiB)
-	if r.Indices, r.GetS, err = checkIndices(ctx, e, sub.API, id, o.Tasks); err != nil {
+	if r.Indices, r.GetS, err = checkIndices(ctx, e, sub, id, o.Tasks); err != nil {
 		return r, err
 	}
 	e.Logf("array: e31 get wrote the %d indices, each once, in %.1fs", r.Indices, r.GetS)
@@ -204,10 +204,10 @@ func followArray(ctx context.Context, e bench.Env, cl *api.Client, id string) (a
 
 // checkIndices gets the array's output with e31 get and checks that task
 // i wrote i, for every task: each index exactly once.
-func checkIndices(ctx context.Context, e bench.Env, addr, id string, n int) (int, float64, error) {
+func checkIndices(ctx context.Context, e bench.Env, sub *cluster.Node, id string, n int) (int, float64, error) {
 	dir := filepath.Join(e.Dir, "array-out")
 	start := time.Now()
-	out, err := osexec.CommandContext(ctx, e.Bin.E31, "--api", addr, "get", id, "-o", dir).CombinedOutput()
+	out, err := osexec.CommandContext(ctx, e.Bin.E31, "--api", sub.API, "--api-token-file", sub.TokenFile, "get", id, "-o", dir).CombinedOutput()
 	if err != nil {
 		return 0, 0, fmt.Errorf("e31 get of the array: %w\n%s", err, out)
 	}

@@ -78,7 +78,7 @@ func MeasureIdle(ctx context.Context, e bench.Env, nodes, jobs int) (IdleReport,
 	var waits []float64
 	for i := range idleCLIRuns {
 		n := c.Nodes[i%nodes]
-		cmd := exec.CommandContext(ctx, e.Bin.E31, "--api", n.API, "submit", "--wait", "--gpus", "1", "--limit", "1m",
+		cmd := exec.CommandContext(ctx, e.Bin.E31, "--api", n.API, "--api-token-file", n.TokenFile, "submit", "--wait", "--gpus", "1", "--limit", "1m",
 			"-o", filepath.Join(e.Dir, "idle", fmt.Sprintf("cli-out-%d", i)), "--", "true")
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
