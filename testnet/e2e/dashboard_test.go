@@ -99,8 +99,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	url := "http://" + c.Nodes[0].API + "/ui/"
-	dom := string(chromium(t, ctx, exe, "--dump-dom", url))
+	dom := string(chromium(t, ctx, exe, "--dump-dom", uiLink(t, ctx, c.Nodes[0])))
 
 	for _, n := range c.Nodes[1:] {
 		if !strings.Contains(dom, fmt.Sprintf(`data-peer="%s"`, n.PeerID)) {
@@ -149,11 +148,24 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	shot := filepath.Join(artifacts(t), "dashboard.png")
-	chromium(t, ctx, exe, "--screenshot="+shot, "--window-size=1280,900", url)
+	chromium(t, ctx, exe, "--screenshot="+shot, "--window-size=1280,900", uiLink(t, ctx, c.Nodes[0]))
 	if st, err := os.Stat(shot); err != nil || st.Size() == 0 {
 		t.Fatalf("no screenshot at %s: %v", shot, err)
 	}
 	t.Logf("screenshot: %s", shot)
+}
+
+// uiLink is a one-time link to n's dashboard, as e31 ui prints it: opened
+// in a fresh browser, it logs that browser in and leads to the dashboard.
+// A fragment added to it (#page=2) is kept through the redirect.
+func uiLink(t *testing.T, ctx context.Context, n *cluster.Node) string {
+	t.Helper()
+	out, err := exec.CommandContext(ctx, bin.E31, "--api", n.API, "ui").Output()
+	link := strings.TrimSpace(string(out))
+	if err != nil || !strings.HasPrefix(link, "http://"+n.API+"/ui/login?once=") {
+		t.Fatalf("e31 ui: %v, %q", err, out)
+	}
+	return link
 }
 
 // jobRowRE finds the jobs table's rows, one a job, in a dumped DOM.
@@ -282,7 +294,7 @@ func TestDashboardManyJobs(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
 		for _, f := range []string{"", "app.js", "style.css"} {
-			b := httpGet(t, base+f)
+			b := httpGet(t, base+f, c.Nodes[0])
 			if f == "" {
 				f = "index.html"
 			}
@@ -351,7 +363,7 @@ func TestDashboardManyJobs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			dom := string(chromiumFor(t, ctx, exe, 3*time.Second, "--dump-dom", base+tc.hash))
+			dom := string(chromiumFor(t, ctx, exe, 3*time.Second, "--dump-dom", uiLink(t, ctx, c.Nodes[0])+tc.hash))
 			check(t, dom, tc.rows, tc.page)
 			// Drawn first from the snapshot, then refreshed from the API,
 			// the filter and page holding.
@@ -368,9 +380,19 @@ func TestDashboardManyJobs(t *testing.T) {
 	}
 }
 
-func httpGet(t *testing.T, url string) []byte {
+// httpGet reads url from n's API, with its token.
+func httpGet(t *testing.T, url string, n *cluster.Node) []byte {
 	t.Helper()
-	resp, err := http.Get(url)
+	tok, err := api.ReadToken(n.TokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

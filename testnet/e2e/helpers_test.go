@@ -18,11 +18,17 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/apiserver"
 	"github.com/e31network/e31/testnet/cluster"
 )
 
 // bin holds the commands, built once for the package.
 var bin cluster.Binaries
+
+// tokenFile holds the API token every cluster's nodes are given (start),
+// made once for the package; every e31 a test runs finds it through
+// $E31_API_TOKEN_FILE.
+var tokenFile string
 
 func TestMain(m *testing.M) {
 	var remove func()
@@ -31,8 +37,20 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	tokenDir, err := os.MkdirTemp("", "e31-e2e-token-")
+	if err != nil {
+		panic(err)
+	}
+	tokenFile = filepath.Join(tokenDir, api.TokenFile)
+	if _, err := apiserver.LoadOrCreateToken(tokenFile); err != nil {
+		panic(err)
+	}
+	if err := os.Setenv("E31_API_TOKEN_FILE", tokenFile); err != nil {
+		panic(err)
+	}
 	code := m.Run()
 	remove()
+	os.RemoveAll(tokenDir)
 	os.Exit(code)
 }
 
@@ -91,6 +109,7 @@ func start(t *testing.T, opts cluster.Options) *cluster.Cluster {
 	requireSandbox(t)
 	opts.Bin.E31d, opts.Bin.E31 = bin.E31d, bin.E31 // a byzantine e31d, if any, is the caller's
 	opts.Dir = t.TempDir()
+	opts.TokenFile = tokenFile
 	c, err := cluster.Start(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
