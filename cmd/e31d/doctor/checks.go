@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -197,6 +198,24 @@ func checkDisk(h Host, o Options) Result {
 			"data dir %s: %s free on %s, less than the layer cache may take (--image-cache-size %s)", o.DataDir, free, d.Mount, formatBytes(uint64(o.ImageCacheBytes)))
 	}
 	return result("disk", OK, "", "data dir %s: %s free of %s on %s; layer cache up to %s", o.DataDir, free, formatBytes(d.Size), d.Mount, formatBytes(uint64(o.ImageCacheBytes)))
+}
+
+// checkDataDirMode warns of a data dir other users may enter: they would
+// read every job's inputs, outputs and logs there, and the API's token.
+// e31d makes it 0700 at every start, so it is a warning, of what a
+// daemon already running since it was opened may have shown.
+func checkDataDirMode(h Host, o Options) Result {
+	mode, err := h.DataDirMode(o.DataDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return result("data dir", OK, "", "%s is not made yet: e31d makes it 0700", o.DataDir)
+	case err != nil:
+		return result("data dir", Warn, "name a data dir e31d can make or reach with --data", "%s: %v", o.DataDir, err)
+	case mode&0o077 != 0:
+		return result("data dir", Warn, "chmod 700 "+o.DataDir+" (e31d does so itself at every start)",
+			"%s is %04o: other users may read the jobs' inputs, outputs and logs there, and the API's token", o.DataDir, mode)
+	}
+	return result("data dir", OK, "", "%s is %04o: its owner's alone", o.DataDir, mode)
 }
 
 func checkListen(h Host, o Options) Result {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 
 	"github.com/e31network/e31/exec"
@@ -65,6 +66,9 @@ type Host interface {
 	CDISpecs(dirs []string) (CDISpecs, error)
 	// Disk measures the filesystem that holds path (or would, once made).
 	Disk(path string) (Disk, error)
+	// DataDirMode is the permission bits of the data dir at path; an
+	// error wrapping fs.ErrNotExist where it is not made yet.
+	DataDirMode(path string) (fs.FileMode, error)
 	// Bind tries to listen on a multiaddr and closes it again.
 	Bind(addr string) error
 	// RunningDaemon returns the listen addresses of an e31d running on
@@ -128,6 +132,7 @@ func Run(ctx context.Context, h Host, o Options) Report {
 		},
 		func(context.Context) Result { return checkCDI(h, o, gpus) },
 		func(context.Context) Result { return checkDisk(h, o) },
+		func(context.Context) Result { return checkDataDirMode(h, o) },
 		func(context.Context) Result { return checkListen(h, o) },
 		func(context.Context) Result { return checkClock(h) },
 		func(context.Context) Result { return checkCopyFail(h) },

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"testing"
 
@@ -29,6 +30,8 @@ type fakeHost struct {
 	cdi        CDISpecs
 	disk       Disk
 	diskErr    error
+	dataMode   fs.FileMode
+	dataErr    error
 	bindErr    map[string]error
 	running    []string
 	synced     bool
@@ -45,6 +48,7 @@ func healthy() *fakeHost {
 		driver:    nvidia.Driver{Version: "550.54.15", CUDA: "12.4", GPUs: []exec.GPU{{Index: 0, Model: "NVIDIA H200", MemoryBytes: 141 << 30}}},
 		cdi:       CDISpecs{Files: []string{"/etc/cdi/nvidia.yaml"}, Devices: []string{"nvidia.com/gpu=0", "nvidia.com/gpu=all"}},
 		disk:      Disk{Mount: "/var/lib", Free: 500 << 30, Size: 1 << 40},
+		dataMode:  0o700,
 		synced:    true, syncKnown: true,
 		aead: KernelAEAD{Release: "6.12.85-1-amd64", State: AEADLoadable},
 	}
@@ -62,6 +66,7 @@ func (f *fakeHost) GPUs(context.Context) (nvidia.Driver, error) { return f.drive
 func (f *fakeHost) CDISpecs([]string) (CDISpecs, error)         { return f.cdi, nil }
 func (f *fakeHost) Disk(string) (Disk, error)                   { return f.disk, f.diskErr }
 func (f *fakeHost) Bind(addr string) error                      { return f.bindErr[addr] }
+func (f *fakeHost) DataDirMode(string) (fs.FileMode, error)     { return f.dataMode, f.dataErr }
 func (f *fakeHost) RunningDaemon(string) []string               { return f.running }
 func (f *fakeHost) ClockSynced() (bool, bool)                   { return f.synced, f.syncKnown }
 func (f *fakeHost) KernelAEAD() KernelAEAD                      { return f.aead }
@@ -81,8 +86,8 @@ func find(t *testing.T, r Report, name string) Result {
 
 func TestHealthyMachinePasses(t *testing.T) {
 	r := Run(context.Background(), healthy(), opts)
-	if len(r.Checks) != 12 {
-		t.Errorf("%d checks, want 12", len(r.Checks))
+	if len(r.Checks) != 13 {
+		t.Errorf("%d checks, want 13", len(r.Checks))
 	}
 	for _, c := range r.Checks {
 		if c.Status != OK || c.Fix != "" {
@@ -145,6 +150,9 @@ func TestEachProblem(t *testing.T) {
 		{"disk full", func(f *fakeHost, _ *Options) { f.disk.Free = 100 << 20 }, "disk", Fail, "100.0 MiB free", "--data"},
 		{"disk below the layer cache", func(f *fakeHost, _ *Options) { f.disk.Free = 10 << 30 }, "disk", Warn, "less than the layer cache", "--image-cache-size"},
 		{"data dir unusable", func(f *fakeHost, _ *Options) { f.diskErr = errors.New("/var/lib/e31 is not a directory") }, "disk", Fail, "not a directory", "--data"},
+		{"data dir open to others", func(f *fakeHost, _ *Options) { f.dataMode = 0o755 }, "data dir", Warn, "is 0755", "chmod 700 /var/lib/e31"},
+		{"data dir open to its group", func(f *fakeHost, _ *Options) { f.dataMode = 0o750 }, "data dir", Warn, "API's token", "every start"},
+		{"data dir not made yet", func(f *fakeHost, _ *Options) { f.dataErr = fs.ErrNotExist }, "data dir", OK, "makes it 0700", ""},
 		{"port taken", func(f *fakeHost, _ *Options) {
 			f.bindErr = map[string]error{opts.Listen[0]: errors.New("address already in use")}
 		}, "listen", Fail, "already in use", "another --listen"},
@@ -200,7 +208,7 @@ func TestReportOutput(t *testing.T) {
 	h.diskErr = errors.New("permission denied")
 	h.synced = false
 	r := Run(context.Background(), h, opts)
-	if r.Count(Fail) != 1 || r.Count(Warn) != 1 || r.Count(OK) != 10 {
+	if r.Count(Fail) != 1 || r.Count(Warn) != 1 || r.Count(OK) != 11 {
 		t.Fatalf("counts ok %d warn %d fail %d", r.Count(OK), r.Count(Warn), r.Count(Fail))
 	}
 	var text bytes.Buffer
@@ -208,7 +216,7 @@ func TestReportOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := text.String()
-	for _, want := range []string{"fail  disk", "fix: create the data dir", "warn  clock", "10 ok, 1 warnings, 1 failed\n"} {
+	for _, want := range []string{"fail  disk", "fix: create the data dir", "warn  clock", "11 ok, 1 warnings, 1 failed\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
 		}
@@ -218,7 +226,7 @@ func TestReportOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back Report
-	if err := json.Unmarshal(b, &back); err != nil || len(back.Checks) != 12 || back.Checks[0].Name != "root" {
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Checks) != 13 || back.Checks[0].Name != "root" {
 		t.Errorf("JSON round trip: %v %+v", err, back)
 	}
 	if !strings.Contains(string(b), `"status":"fail"`) {

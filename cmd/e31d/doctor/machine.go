@@ -183,6 +183,18 @@ func (Machine) Disk(path string) (Disk, error) {
 	return Disk{Mount: p, Free: st.Bavail * uint64(st.Bsize), Size: st.Blocks * uint64(st.Bsize)}, nil
 }
 
+// DataDirMode stats the data dir.
+func (Machine) DataDirMode(path string) (fs.FileMode, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	if !st.IsDir() {
+		return 0, fmt.Errorf("%s is not a directory", path)
+	}
+	return st.Mode().Perm(), nil
+}
+
 // Bind listens on the IP and port of a TCP or UDP multiaddr (QUIC and
 // WebTransport listen on UDP) and closes it again.
 func (Machine) Bind(addr string) error {

@@ -2,6 +2,8 @@ package doctor
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,8 +22,8 @@ func TestThisMachine(t *testing.T) {
 	var text strings.Builder
 	_ = r.WriteText(&text)
 	t.Logf("this machine:\n%s", text.String())
-	if len(r.Checks) != 12 {
-		t.Fatalf("%d checks, want 12", len(r.Checks))
+	if len(r.Checks) != 13 {
+		t.Fatalf("%d checks, want 13", len(r.Checks))
 	}
 	for _, c := range r.Checks {
 		if c.Detail == "" {
@@ -98,3 +100,27 @@ func TestMachineRunningDaemon(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// The data dir's mode is read as it is on disk; one not made yet is said
+// to be so.
+func TestDataDirModeOnDisk(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if _, err := (Machine{}).DataDirMode(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a data dir not made: %v, want not there", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if c := checkDataDirMode(Machine{}, Options{DataDir: dir}); c.Status != Warn || !strings.Contains(c.Detail, "0755") {
+		t.Fatalf("a 0755 data dir: %+v", c)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if c := checkDataDirMode(Machine{}, Options{DataDir: dir}); c.Status != OK {
+		t.Fatalf("a 0700 data dir: %+v", c)
+	}
+}
