@@ -23,9 +23,11 @@ const Network = "rogue"
 // The timings of both networks. Every bound the submitter's defences use
 // derives from them (node/submitter, avoid.go): a lease with no receipt
 // countersigned is given up 2 receipt intervals and a proposal's lifetime
-// after it was signed; a silent provider is lost after 3s.
+// after it was signed; a silent provider is lost after 3s; an offer not
+// heard of for 3 heartbeats is no current offer, which a rogue's genuine
+// lease needs: a heartbeat of a second leaves room for a loaded machine.
 const (
-	heartbeat       = 500 * time.Millisecond
+	heartbeat       = time.Second
 	proposalTTL     = 1500 * time.Millisecond
 	receiptInterval = time.Second
 )

@@ -90,7 +90,9 @@ func (r *Rogue) SquatGangPart(ctx context.Context, gang string, rank int, o Squa
 // It returns the last refusal when it gets no lease.
 func (r *Rogue) takePart(ctx context.Context, j Job, every time.Duration) (l *Lease, placed string, last error) {
 	for {
-		if p, ok := r.LeasedTo(j.ID); ok && p != r.self.String() {
+		// Leased to another, whether or not it has run since: the gang
+		// went on without the rogue.
+		if p, _, ok := r.LeasedTo(j.ID); ok && p != r.self.String() {
 			return nil, p, last
 		}
 		l, err := r.Propose(ctx, j, Terms{})

@@ -183,19 +183,17 @@ func (r *Rogue) Released(lease string) (wire.ReleaseBody, bool) {
 	return b, ok
 }
 
-// LeasedTo returns the provider of job's latest lease announced, while
-// no release of it was seen.
-func (r *Rogue) LeasedTo(job string) (string, bool) {
+// LeasedTo returns the provider of job's latest lease announced, and
+// whether a release of that lease was seen since.
+func (r *Rogue) LeasedTo(job string) (provider string, released, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t, ok := r.seen.leases[job]
 	if !ok {
-		return "", false
+		return "", false, false
 	}
-	if _, released := r.seen.releases[t.ID]; released {
-		return "", false
-	}
-	return t.Provider, true
+	_, released = r.seen.releases[t.ID]
+	return t.Provider, released, true
 }
 
 // Avoided reports whether the latest requeue of job names provider in its
