@@ -43,9 +43,10 @@
 //     recent use, recomputed as the pass assigns, ties by H(seed ‖ submitter);
 //     a submitter's own jobs by SubmittedAt, then H(seed ‖ job).
 //  2. Feasibility (feasible.go). Filters, each a small type: reachable,
-//     draining, closed (outside its contribution hours), images,
-//     require_image, disk (request.disk above the offer's MaxJobDisk),
-//     gpu_model, gpu_memory, gpus (too few devices at all), window (its
+//     draining, closed (outside its contribution hours), no_disk (the
+//     offer lends no disk: NoDisk), images, require_image, cpu_jobs (a job
+//     without GPUs on an offer with NoCPUJobs), disk (request.disk above
+//     the offer's MaxJobDisk, what it can grant now), gpu_model, gpu_memory, gpus (too few devices at all), window (its
 //     contribution hours end before Now + the job's limit), busy (too few
 //     free now), cpus, memory. An offer turned away is counted under the
 //     first filter it fails, which is what Wait.Counts and Wait.Reason

@@ -12,9 +12,11 @@ const (
 	ReasonUnreachable = "unreachable"   // no peer can reach the provider (behind a NAT, no relay)
 	ReasonDraining    = "draining"      // the provider takes no new work (its owner drains it)
 	ReasonClosed      = "closed"        // the provider is outside its contribution hours
+	ReasonNoDisk      = "no_disk"       // the provider lends no disk now (Offer.NoDisk)
 	ReasonNoImages    = "images"        // the job brings an image the provider cannot run
 	ReasonNeedImage   = "require_image" // the provider takes only jobs with an image
-	ReasonDisk        = "disk"          // request.disk is above the provider's cap
+	ReasonCPUJobs     = "cpu_jobs"      // the job asks for no GPU, and the provider takes only jobs that do
+	ReasonDisk        = "disk"          // request.disk is above what the provider can grant now
 	ReasonGPUModel    = "gpu_model"     // no device of the requested model
 	ReasonGPUMemory   = "gpu_memory"    // no device of the model with enough memory
 	ReasonGPUs        = "gpus"          // too few such devices in all, free or not
@@ -53,7 +55,12 @@ type namedFilter struct {
 // the reason counted for an offer tells the submitter which of the two
 // applies. Whether the provider can be reached at all comes first, then
 // whether it takes work at all (draining, outside its hours), then whether
-// it runs images: no amount of room makes up for any of them. The window
+// it runs images: no amount of room makes up for any of them. A provider
+// that lends no disk (its disk is full, or it cannot bound a job's) takes no
+// work either, as one draining; one that takes only jobs with GPUs turns a
+// job without any away whatever it has free. The disk a provider can grant
+// shrinks and grows with its jobs' disks, so a job turned away for it may
+// find it there later. The window
 // comes after the devices and before what is busy: a provider whose hours
 // end too soon cannot take the job however much of it is free, but a
 // shorter limit or its next window can mend that, and one too small never.
@@ -62,8 +69,10 @@ func feasibility() [numFilters]namedFilter {
 		{ReasonUnreachable, reachableFilter{}},
 		{ReasonDraining, drainingFilter{}},
 		{ReasonClosed, closedFilter{}},
+		{ReasonNoDisk, noDiskFilter{}},
 		{ReasonNoImages, imagesFilter{}},
 		{ReasonNeedImage, requireImageFilter{}},
+		{ReasonCPUJobs, cpuJobsFilter{}},
 		{ReasonDisk, diskFilter{}},
 		{ReasonGPUModel, modelFilter{}},
 		{ReasonGPUMemory, gpuMemoryFilter{}},
@@ -86,7 +95,7 @@ func firstFailure(fs *[numFilters]namedFilter, d *demand, s *shape) string {
 }
 
 // numFilters is the length of the filter stack.
-const numFilters = 13
+const numFilters = 15
 
 type reachableFilter struct{}
 
@@ -99,6 +108,14 @@ func (drainingFilter) pass(_ *demand, s *shape) bool { return !s.static.draining
 type closedFilter struct{}
 
 func (closedFilter) pass(_ *demand, s *shape) bool { return !s.static.closed }
+
+type noDiskFilter struct{}
+
+func (noDiskFilter) pass(_ *demand, s *shape) bool { return !s.static.noDisk }
+
+type cpuJobsFilter struct{}
+
+func (cpuJobsFilter) pass(d *demand, s *shape) bool { return d.gpus > 0 || !s.static.noCPUJobs }
 
 type imagesFilter struct{}
 
@@ -189,6 +206,10 @@ type staticShape struct {
 	openUntil int64
 	// maxJobDisk caps request.disk; 0: no cap.
 	maxJobDisk uint64
+	// noDisk: the provider lends no disk now, so takes no job.
+	noDisk bool
+	// noCPUJobs: the provider takes only jobs that ask for GPUs.
+	noCPUJobs bool
 }
 
 // gpuType is a device model and memory size; devices of one type are
@@ -315,6 +336,7 @@ type staticKey struct {
 	closed               bool
 	openUntil            int64
 	maxJobDisk           uint64
+	noDisk, noCPUJobs    bool
 }
 
 type conKey struct {
@@ -368,13 +390,14 @@ func (in *interner) multiset(types []int32) *multiset {
 	return m
 }
 
-func (in *interner) static(gpus *multiset, cpus int64, mem uint64, images, requireImage, unreachable, draining, closed bool, openUntil int64, maxJobDisk uint64) *staticShape {
-	k := staticKey{gpus.id, cpus, mem, images, requireImage, unreachable, draining, closed, openUntil, maxJobDisk}
+func (in *interner) static(gpus *multiset, cpus int64, mem uint64, o *Offer) *staticShape {
+	k := staticKey{gpus.id, cpus, mem, o.Images, o.RequireImage, o.Unreachable, o.Draining, o.Closed, o.OpenUntil, o.MaxJobDisk,
+		o.NoDisk != "", o.NoCPUJobs}
 	if s, ok := in.statics[k]; ok {
 		return s
 	}
-	s := &staticShape{id: in.nStatics, gpus: gpus, cpus: cpus, mem: mem, images: images, requireImage: requireImage, unreachable: unreachable,
-		draining: draining, closed: closed, openUntil: openUntil, maxJobDisk: maxJobDisk}
+	s := &staticShape{id: in.nStatics, gpus: gpus, cpus: cpus, mem: mem, images: k.images, requireImage: k.requireImage, unreachable: k.unreachable,
+		draining: k.draining, closed: k.closed, openUntil: k.openUntil, maxJobDisk: k.maxJobDisk, noDisk: k.noDisk, noCPUJobs: k.noCPUJobs}
 	in.nStatics++
 	in.statics[k] = s
 	return s

@@ -365,8 +365,7 @@ func (m *matcher) buildProviders(n *normalized) {
 		for _, s := range p.slots {
 			types = append(types, s.typ)
 		}
-		p.static = m.in.static(m.in.multiset(types), int64(max(o.CPUs, 0)), o.MemoryBytes, o.Images, o.RequireImage, o.Unreachable, o.Draining,
-			o.Closed, o.OpenUntil, o.MaxJobDisk)
+		p.static = m.in.static(m.in.multiset(types), int64(max(o.CPUs, 0)), o.MemoryBytes, o)
 		p.shape.static = p.static
 		p.avail = make([]int32, 0, len(p.slots))
 		for s := range p.slots {

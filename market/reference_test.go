@@ -57,8 +57,12 @@ func refMatch(v View, o Options) Result {
 		reserved bool
 		from     int64
 		// images, requireImage, unreachable, draining and closed are the
-		// offer's flags of the same name.
+		// offer's flags of the same name; noDisk says the offer names a
+		// NoDisk, noCPUJobs is its NoCPUJobs.
 		images, requireImage, unreachable, draining, closed bool
+		noDisk, noCPUJobs                                   bool
+		// maxJobDisk is the offer's MaxJobDisk; 0: no cap.
+		maxJobDisk uint64
 		// openUntil is when the offer's contribution window ends; 0: never.
 		openUntil int64
 		// listed and bloom are what the offer holds.
@@ -73,6 +77,7 @@ func refMatch(v View, o Options) Result {
 		p.totCPUs, p.totMem = p.cpus, p.mem
 		p.images, p.requireImage, p.unreachable, p.draining = off.Images, off.RequireImage, off.Unreachable, off.Draining
 		p.closed, p.openUntil = off.Closed, off.OpenUntil
+		p.noDisk, p.noCPUJobs, p.maxJobDisk = off.NoDisk != "", off.NoCPUJobs, off.MaxJobDisk
 		p.listed = map[string]bool{}
 		for _, d := range off.Holdings.Roots {
 			p.listed[d.Root] = true
@@ -190,6 +195,10 @@ func refMatch(v View, o Options) Result {
 		return "" // it could take the job now
 	}
 
+	// imageReason is the first of the reasons that depend on the offer's
+	// flags alone, whatever is free on it: whether it takes work, runs the
+	// job's image (or its lack of one), takes a job without GPUs, and can
+	// grant its disk.
 	imageReason := func(p *rprov, j *Job) string {
 		switch {
 		case p.unreachable:
@@ -198,10 +207,16 @@ func refMatch(v View, o Options) Result {
 			return ReasonDraining
 		case p.closed:
 			return ReasonClosed
+		case p.noDisk:
+			return ReasonNoDisk
 		case j.Image && !p.images:
 			return ReasonNoImages
 		case !j.Image && p.requireImage:
 			return ReasonNeedImage
+		case j.Request.GPUs == 0 && p.noCPUJobs:
+			return ReasonCPUJobs
+		case p.maxJobDisk != 0 && j.Request.DiskBytes() > p.maxJobDisk:
+			return ReasonDisk
 		}
 		return ""
 	}
@@ -661,7 +676,7 @@ func refMatch(v View, o Options) Result {
 			counts[why]++
 		}
 		ds := &demandShape{demand: demand{gpus: r.GPUs, con: &constraint{minMem: uint64(r.GPUMemory)}, cpus: int64(r.CPUs), mem: uint64(r.Memory),
-			end: satAdd(now, int64(r.Limit))}, model: r.GPUModel, largest: largest, lastWindow: lastWindow}
+			disk: r.DiskBytes(), end: satAdd(now, int64(r.Limit))}, model: r.GPUModel, largest: largest, lastWindow: lastWindow}
 		text := describeWait(ds, counts)
 		if w.localUntil != 0 {
 			text, counts = "waiting for a provider that holds its data, until "+FormatInstant(w.localUntil), nil
@@ -706,6 +721,11 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 			Unreachable:  rapid.IntRange(0, 7).Draw(t, "unreachable") == 0,
 			Draining:     rapid.IntRange(0, 7).Draw(t, "draining") == 0,
 			Closed:       rapid.IntRange(0, 7).Draw(t, "closed") == 0,
+			NoCPUJobs:    rapid.IntRange(0, 5).Draw(t, "noCPUJobs") == 0,
+			MaxJobDisk:   uint64(rapid.SampledFrom([]Size{0, 0, 0, 8 * GiB, 10 * GiB, 100 * GiB}).Draw(t, "maxJobDisk")),
+		}
+		if rapid.IntRange(0, 7).Draw(t, "noDisk") == 0 {
+			o.NoDisk = rapid.SampledFrom([]string{DiskFull, DiskUnbounded}).Draw(t, "why")
 		}
 		// Windows end on the jobs' and leases' limits and between them, so
 		// that a limit meets its window's end exactly, and one has ended.
@@ -760,6 +780,7 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 				CPUs:      rapid.SampledFrom([]int{1, 2, 4, 8, 32}).Draw(t, "jobCPUs"),
 				Memory:    Size(rapid.SampledFrom([]int{1, 4, 16, 64}).Draw(t, "jobMem")) * GiB,
 				Limit:     rapid.SampledFrom([]Duration{10 * Minute, 30 * Minute, Hour, 2 * Hour, 4 * Hour}).Draw(t, "jobLimit"),
+				Disk:      rapid.SampledFrom([]Size{0, 0, 16 * MiB, 10 * GiB, 50 * GiB}).Draw(t, "jobDisk"),
 			},
 			Image: rapid.IntRange(0, 3).Draw(t, "jobImage") == 0,
 		})
@@ -900,6 +921,8 @@ func genGangView(t *rapid.T) (View, Options) {
 			Unreachable:  rapid.IntRange(0, 11).Draw(t, "unreachable") == 0,
 			Draining:     rapid.IntRange(0, 11).Draw(t, "draining") == 0,
 			Closed:       rapid.IntRange(0, 11).Draw(t, "closed") == 0,
+			NoDisk:       rapid.SampledFrom([]string{"", "", "", "", "", "", "", "", "", "", "", DiskFull}).Draw(t, "noDisk"),
+			MaxJobDisk:   uint64(rapid.SampledFrom([]Size{0, 0, 0, 10 * GiB, 100 * GiB}).Draw(t, "maxJobDisk")),
 		}
 		if rapid.IntRange(0, 3).Draw(t, "hasWindow") == 0 {
 			o.OpenUntil = now + int64(rapid.SampledFrom([]Duration{10 * Minute, 30 * Minute, Hour, 2 * Hour, 3 * Hour, 6 * Hour}).Draw(t, "openUntil"))

@@ -86,10 +86,12 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 
 	case "offer":
 		// offer p1 gpus=4xH100:80GiB,2xA100:40GiB cpus=64 memory=512GiB busy=0,1 images=yes require_image=yes
+		// max_job_disk=20GiB no_disk=full cpu_jobs=no
 		o := Offer{Provider: name, CPUs: mustInt(t, arg(d, "cpus", "64")), MemoryBytes: uint64(mustSize(t, arg(d, "memory", "512GiB"))),
 			Images: arg(d, "images", "no") == "yes", RequireImage: arg(d, "require_image", "no") == "yes",
 			Unreachable: arg(d, "unreachable", "no") == "yes", Draining: arg(d, "draining", "no") == "yes",
-			Closed: arg(d, "closed", "no") == "yes", MaxJobDisk: uint64(mustSize(t, arg(d, "max_job_disk", "0")))}
+			Closed: arg(d, "closed", "no") == "yes", MaxJobDisk: uint64(mustSize(t, arg(d, "max_job_disk", "0"))),
+			NoDisk: arg(d, "no_disk", ""), NoCPUJobs: arg(d, "cpu_jobs", "yes") == "no"}
 		// open_until=+2h: the provider's contribution window ends two hours
 		// from the scenario's now.
 		if u := arg(d, "open_until", ""); u != "" {
@@ -198,10 +200,12 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			o.StarvingAfter = mustDuration(t, st)
 		}
 		s.last = Match(s.v, o)
-		// Scenarios about locality, gangs and contribution hours are
-		// checked against the reference too.
-		checked := slices.ContainsFunc(s.v.Jobs, func(j Job) bool { return len(j.Data) > 0 || j.Request.Nodes != 0 }) ||
-			slices.ContainsFunc(s.v.Offers, func(o Offer) bool { return o.Closed || o.OpenUntil != 0 })
+		// Scenarios about locality, gangs, contribution hours, disk and
+		// jobs without GPUs are checked against the reference too.
+		checked := slices.ContainsFunc(s.v.Jobs, func(j Job) bool { return len(j.Data) > 0 || j.Request.Nodes != 0 || j.Request.Disk != 0 }) ||
+			slices.ContainsFunc(s.v.Offers, func(o Offer) bool {
+				return o.Closed || o.OpenUntil != 0 || o.MaxJobDisk != 0 || o.NoDisk != "" || o.NoCPUJobs
+			})
 		if want := refMatch(s.v, o); checked && !reflect.DeepEqual(s.last, want) {
 			t.Errorf("%s: Match differs from the reference matcher:\n%s\nreference:\n%s", d.Pos, s.format(s.last), s.format(want))
 		}

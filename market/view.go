@@ -50,13 +50,34 @@ type Offer struct {
 	// job there, or reserves the provider for it, only if the job's
 	// declared limit ends by then.
 	OpenUntil int64 `json:"open_until,omitempty"`
-	// MaxJobDisk is the most a job may write on this provider (its
-	// request.disk); 0 means no cap.
+	// MaxJobDisk is the largest request.disk the provider can grant now:
+	// its own cap, or less where its disk has less room to lend beside
+	// its running jobs (a provider publishes a change of it); 0 means no
+	// cap.
 	MaxJobDisk uint64 `json:"max_job_disk,omitempty"`
+	// NoDisk says why the provider lends no disk, and so takes no job:
+	// DiskFull (its free space is under the reserve it keeps) or
+	// DiskUnbounded (it cannot bound what a job writes); "" while it
+	// can. Match treats any value alike.
+	NoDisk string `json:"no_disk,omitempty"`
+	// NoCPUJobs says the provider takes only jobs that ask for GPUs: a
+	// job with request.gpus 0 would hold its CPUs and memory, which its
+	// GPUs' jobs need.
+	NoCPUJobs bool `json:"no_cpu_jobs,omitempty"`
 	// Holdings is the large content the provider has cached, which Match
 	// prefers to send jobs that read it to.
 	Holdings Holdings `json:"holdings,omitzero"`
 }
+
+// Why a provider lends no disk (Offer.NoDisk).
+const (
+	// DiskFull: the free space of the provider's data dir is under the
+	// reserve it keeps for its own records and its owner.
+	DiskFull = "full"
+	// DiskUnbounded: the provider cannot bound what a job writes (no loop
+	// devices or no mkfs.ext4), and its owner did not allow that.
+	DiskUnbounded = "unbounded"
+)
 
 // Job is an open declaration as the market sees it: only what decides where
 // and when it runs.
@@ -386,6 +407,17 @@ func appendOffer(b []byte, o *Offer, gpus []*GPU) []byte {
 	if o.OpenUntil != 0 {
 		b = append(b, 'W') // likewise, then the instant
 		b = appendInt(b, o.OpenUntil)
+	}
+	if o.MaxJobDisk != 0 {
+		b = append(b, 'K') // likewise, then the cap
+		b = appendUint(b, o.MaxJobDisk)
+	}
+	if o.NoDisk != "" {
+		b = append(b, 'F') // likewise, then why
+		b = appendString(b, o.NoDisk)
+	}
+	if o.NoCPUJobs {
+		b = append(b, 'P') // likewise
 	}
 	b = append(b, 'O')
 	b = appendString(b, o.Provider)

@@ -89,12 +89,16 @@ func describeWait(s *demandShape, counts map[string]int) string {
 		return "every offer is from a provider that is draining (its owner is taking it back)"
 	case counts[ReasonClosed] == total:
 		return "every offer is from a provider outside its contribution hours"
+	case counts[ReasonNoDisk] == total:
+		return "every offer is from a provider with no disk to lend (its disk is full, or it cannot bound what a job writes)"
 	case counts[ReasonNoImages] == total:
 		return "no offer can run jobs in their own image"
 	case counts[ReasonNeedImage] == total:
 		return "every offer requires a job to bring its own image (work.image)"
+	case counts[ReasonCPUJobs] == total:
+		return "every offer takes only jobs that ask for GPUs (request.gpus)"
 	case counts[ReasonDisk] == total:
-		return "no offer takes request.disk " + Size(s.disk).String()
+		return "no offer can grant request.disk " + Size(s.disk).String() + " now"
 	case counts[ReasonGPUModel] == total:
 		return "no offer has gpu_model " + s.model
 	case counts[ReasonGPUModel]+counts[ReasonGPUMemory] == total:
@@ -104,8 +108,9 @@ func describeWait(s *demandShape, counts map[string]int) string {
 			FormatInstant(s.lastWindow), FormatInstant(s.end))
 	}
 	// Failures no change of load can mend: every offer in view lacks
-	// what the job asks for, however long it waits.
-	never := counts[ReasonNoImages] + counts[ReasonNeedImage] + counts[ReasonDisk] +
+	// what the job asks for, however long it waits. The disk a provider
+	// can grant is not one of them: it comes back as its jobs end.
+	never := counts[ReasonNoImages] + counts[ReasonNeedImage] + counts[ReasonCPUJobs] +
 		counts[ReasonGPUModel] + counts[ReasonGPUMemory] + counts[ReasonGPUs]
 	if never == total {
 		most := ""
@@ -137,12 +142,16 @@ func describeCounts(s *demandShape, counts map[string]int) string {
 			if n != 1 {
 				phrase = "outside their hours"
 			}
+		case ReasonNoDisk:
+			phrase = "with no disk to lend"
 		case ReasonNoImages:
 			phrase = "cannot run images"
 		case ReasonNeedImage:
 			phrase = "requiring an image"
+		case ReasonCPUJobs:
+			phrase = "taking only jobs with GPUs"
 		case ReasonDisk:
-			phrase = "capping request.disk below " + Size(s.disk).String()
+			phrase = "unable to grant request.disk " + Size(s.disk).String()
 		case ReasonGPUModel:
 			phrase = "without gpu_model " + s.model
 		case ReasonGPUMemory:
@@ -181,8 +190,8 @@ func describeCounts(s *demandShape, counts map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-func reasonOrder() [17]string {
-	return [17]string{ReasonUnreachable, ReasonDraining, ReasonClosed, ReasonNoImages, ReasonNeedImage, ReasonDisk, ReasonGPUModel, ReasonGPUMemory,
+func reasonOrder() [19]string {
+	return [19]string{ReasonUnreachable, ReasonDraining, ReasonClosed, ReasonNoDisk, ReasonNoImages, ReasonNeedImage, ReasonCPUJobs, ReasonDisk, ReasonGPUModel, ReasonGPUMemory,
 		ReasonGPUs, ReasonWindow, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved, ReasonAvoided, ReasonOtherPart, ReasonFree}
 }
 
