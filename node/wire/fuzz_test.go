@@ -61,6 +61,9 @@ func FuzzOfferBody(f *testing.F) {
 	announcing.GossipP99Ms = 312
 	capped := wiretest.Offer(prov.ID)
 	capped.Offer.MaxJobDisk = 100 << 30
+	capped.Offer.NoCPUJobs = true
+	full := wiretest.Offer(prov.ID)
+	full.Offer.NoDisk = market.DiskFull
 	// A provider holding thousands of roots: the largest listed, the rest
 	// in a filter.
 	holding := wiretest.Offer(prov.ID)
@@ -73,7 +76,7 @@ func FuzzOfferBody(f *testing.F) {
 	// cleaned by DecodeOffer.
 	clipboard := wiretest.Offer(prov.ID)
 	clipboard.Offer.GPUs[0].Model = "NVIDIA H200\x1b]52;c;cHduZWQ=\a\u202e"
-	for _, b := range []wire.OfferBody{valid, cpuOnly, eight, announcing, capped, holding, clipboard} {
+	for _, b := range []wire.OfferBody{valid, cpuOnly, eight, announcing, capped, full, holding, clipboard} {
 		s := wiretest.OnWire(f, prov, wire.KindOffer, b)
 		if err := wire.ValidateOffer(s); err != nil {
 			f.Fatalf("valid seed refused: %v", err)
@@ -98,7 +101,9 @@ func FuzzOfferBody(f *testing.F) {
 	escUUID.Offer.GPUs[1].UUID += "\x1b[2J"
 	bidiAddr := wiretest.Offer(prov.ID)
 	bidiAddr.Addrs = append(bidiAddr.Addrs, "/dns4/\u202eexample.com/tcp/4001")
-	for _, b := range []wire.OfferBody{foreign, dupIndex, silent, slowest, backwards, badFilter, unsorted, escUUID, bidiAddr} {
+	escNoDisk := wiretest.Offer(prov.ID)
+	escNoDisk.Offer.NoDisk = "full\x1b[2J"
+	for _, b := range []wire.OfferBody{foreign, dupIndex, silent, slowest, backwards, badFilter, unsorted, escUUID, bidiAddr, escNoDisk} {
 		f.Add(sealedBody(f, prov, wire.KindOffer, b))
 	}
 	body := sealedBody(f, prov, wire.KindOffer, valid)
@@ -124,6 +129,9 @@ func FuzzOfferBody(f *testing.F) {
 		}
 		if len(b.Offer.GPUs) > wire.MaxOfferGPUs || len(b.Addrs) > wire.MaxOfferAddrs || b.Offer.CPUs < 0 {
 			t.Fatalf("accepted an offer out of bounds: %d GPUs, %d addrs, %d CPUs", len(b.Offer.GPUs), len(b.Addrs), b.Offer.CPUs)
+		}
+		if len(b.Offer.NoDisk) > 32 || strings.ContainsFunc(b.Offer.NoDisk, func(c rune) bool { return (c < 'a' || c > 'z') && c != '-' }) {
+			t.Fatalf("accepted no_disk %q", b.Offer.NoDisk)
 		}
 		hb := time.Duration(b.HeartbeatMs) * time.Millisecond
 		if hb < 50*time.Millisecond || hb > time.Hour {

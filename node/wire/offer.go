@@ -113,6 +113,9 @@ func (b OfferBody) Check(signer peer.ID) error {
 	if b.Offer.CPUs < 0 {
 		return errors.New("offer has negative CPUs")
 	}
+	if !noDiskWord(b.Offer.NoDisk) {
+		return fmt.Errorf("offer no_disk %q: want a word of at most %d lower-case letters and dashes", b.Offer.NoDisk, maxNoDiskLen)
+	}
 	if err := b.Offer.Holdings.Check(); err != nil {
 		return fmt.Errorf("offer holdings: %w", err)
 	}
@@ -139,4 +142,23 @@ func (b OfferBody) Check(signer peer.ID) error {
 		}
 	}
 	return nil
+}
+
+// maxNoDiskLen bounds the word an offer gives for lending no disk.
+const maxNoDiskLen = 32
+
+// noDiskWord reports whether s can be an offer's NoDisk: empty, or a short
+// word such as market.DiskFull. Match treats any word alike, so a provider
+// newer than this node may name a reason it does not know; e31 nodes shows
+// it, so it is kept to letters and dashes.
+func noDiskWord(s string) bool {
+	if len(s) > maxNoDiskLen {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && c != '-' {
+			return false
+		}
+	}
+	return true
 }
