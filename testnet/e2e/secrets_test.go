@@ -8,6 +8,8 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,6 +27,7 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/sys/unix"
 )
 
 // gossipTap is a bare libp2p host subscribed to a network's topics, as
@@ -244,12 +247,14 @@ stat -c %a /run/secrets/HF_TOKEN > /out/mode`
 				if i == 0 && strings.HasPrefix(p, subState+string(filepath.Separator)) {
 					return nil // read key by key below
 				}
-				b, err := os.ReadFile(p)
-				if err != nil {
-					return err
-				}
-				if how := leaks(b, value); how != "" {
-					t.Errorf("node %d: %s holds %s of %s", i, p, how, name)
+				for _, form := range [][]byte{value, []byte(base64.StdEncoding.EncodeToString(value))} {
+					found, err := fileHolds(p, form)
+					if err != nil {
+						return err
+					}
+					if found {
+						t.Errorf("node %d: %s holds the value of %s (%d bytes: raw, or in base64)", i, p, name, len(form))
+					}
 				}
 				return nil
 			})
@@ -259,6 +264,52 @@ stat -c %a /run/secrets/HF_TOKEN > /out/mode`
 		}
 	}
 	checkSecretsOnlyUnderTheirPrefix(t, filepath.Join(c.Nodes[0].Data, "state"), j.ID, token, creds)
+}
+
+// fileHolds reports whether the file at path holds needle, reading only
+// the parts of it that hold data: a job's disk and the disk templates are
+// sparse files of request.disk (10 GiB), nearly all holes, and the whole
+// file is never in memory, only a window of it.
+func fileHolds(path string, needle []byte) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	const window = 1 << 20
+	buf := make([]byte, window+len(needle))
+	for off := int64(0); off < st.Size(); {
+		start, err := f.Seek(off, unix.SEEK_DATA)
+		if err != nil {
+			if errors.Is(err, unix.ENXIO) {
+				return false, nil // only a hole from off on
+			}
+			return false, err
+		}
+		end, err := f.Seek(start, unix.SEEK_HOLE)
+		if err != nil {
+			return false, err
+		}
+		// One data extent, a window at a time; each window starts the
+		// needle's length before the last one ended, so that a needle
+		// across two windows is seen.
+		for at := start; at < end; at += window {
+			from := max(start, at-int64(len(needle)))
+			n, err := f.ReadAt(buf[:min(int64(len(buf)), end-from)], from)
+			if err != nil && !errors.Is(err, io.EOF) {
+				return false, err
+			}
+			if bytes.Contains(buf[:n], needle) {
+				return true, nil
+			}
+		}
+		off = end
+	}
+	return false, nil
 }
 
 // checkSecretsOnlyUnderTheirPrefix opens a stopped node's record store and
@@ -304,5 +355,42 @@ func checkSecretsOnlyUnderTheirPrefix(t *testing.T, dir, job string, values ...[
 		return err
 	}); err != badger.ErrKeyNotFound {
 		t.Errorf("%s%s after the job ended: %v, want it deleted", state.PrefixSecret, job, err)
+	}
+}
+
+// fileHolds finds a value in a sparse file wherever it lies: across two
+// of its windows, or after a hole, and not where it is not.
+func TestFileHolds(t *testing.T) {
+	needle := []byte("needle-in-a-sparse-file")
+	p := filepath.Join(t.TempDir(), "sparse")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(1 << 30); err != nil {
+		t.Fatal(err)
+	}
+	if found, err := fileHolds(p, needle); err != nil || found {
+		t.Fatalf("an empty sparse file: %v, %v", found, err)
+	}
+	// Three windows of data at the start, then a hole.
+	if _, err := f.WriteAt(bytes.Repeat([]byte{'x'}, 3<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	if found, err := fileHolds(p, needle); err != nil || found {
+		t.Fatalf("a file without the needle: %v, %v", found, err)
+	}
+	for _, at := range []int64{1<<20 - 5, 2<<20 + 7, 512 << 20, 1<<30 - int64(len(needle))} {
+		if _, err := f.WriteAt(needle, at); err != nil {
+			t.Fatal(err)
+		}
+		found, err := fileHolds(p, needle)
+		if err != nil || !found {
+			t.Fatalf("the needle at %d: %v, %v", at, found, err)
+		}
+		if _, err := f.WriteAt(bytes.Repeat([]byte{'x'}, len(needle)), at); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
