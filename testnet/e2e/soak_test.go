@@ -486,17 +486,21 @@ echo "start at $n"
 while [ "$n" -lt 8 ]; do n=$((n+1)); echo "$n" > /ckpt/count.tmp; mv /ckpt/count.tmp /ckpt/count; sleep 0.25; done
 echo "$n" > /out/final`
 
-// soakMaxResumes is the max_resumes of every soak job.
-const soakMaxResumes = 3
+// soakMaxResumes is the max_resumes of every soak job: the most a
+// declaration may ask, and the most kills the killer makes, so that
+// whatever providers the dice pick, no chain can run out of resumes: each
+// kill ends at most one lease of a chain.
+const soakMaxResumes = market.MaxResumesCap
 
 // soakJobs is the number of jobs TestSoak submits: E31_SOAK_JOBS, else 40
 // with -short, else 200.
 func soakJobs(t *testing.T) int { return jobCount(t, "E31_SOAK_JOBS", 40, 200) }
 
 // killer kills a random provider every interval and restarts it after
-// down, until stopped; the cadence is load, not synchronisation. One
-// goroutine does every kill and restart, so that the cluster is never
-// changed from two at once; several providers may be down together.
+// down, until stopped or it has killed most times; the cadence is load,
+// not synchronisation. One goroutine does every kill and restart, so that
+// the cluster is never changed from two at once; several providers may be
+// down together.
 type killer struct {
 	stop chan struct{}
 	done chan struct{}
@@ -506,7 +510,7 @@ type killer struct {
 	lastBack time.Time // when the last restart returned
 }
 
-func startKiller(c *cluster.Cluster, providers []int, every, down time.Duration) *killer {
+func startKiller(c *cluster.Cluster, providers []int, every, down time.Duration, most int) *killer {
 	k := &killer{stop: make(chan struct{}), done: make(chan struct{})}
 	type comeback struct {
 		node int
@@ -548,7 +552,7 @@ func startKiller(c *cluster.Cluster, providers []int, every, down time.Duration)
 						up = append(up, i)
 					}
 				}
-				if len(up) == 0 {
+				if len(up) == 0 || len(k.victims) >= most {
 					continue
 				}
 				i := up[rand.IntN(len(up))]
@@ -661,7 +665,7 @@ func TestSoak(t *testing.T) {
 	}
 	t.Logf("%d jobs submitted in %s", n, time.Since(began).Round(time.Millisecond))
 
-	k := startKiller(c, providers, 2*time.Second, 2*time.Second)
+	k := startKiller(c, providers, 2*time.Second, 2*time.Second, soakMaxResumes)
 	t.Cleanup(k.halt) // before the cluster stops
 	var stoppedKilling time.Duration
 
