@@ -57,9 +57,10 @@ func (t LeaseTerms) HeldWindow() (from, until time.Time, ok bool) {
 }
 
 // CheckHeld checks r against the lease terms t it claims to be under: the
-// lease, job, parties and GPU count they name, and, for bounded terms, the
-// held time they allow. It returns ErrOutsideLease, wrapped, for held time
-// outside the window, and ErrInvalidReceipt for terms of another lease.
+// lease, job, parties, GPU count, and the CPUs and memory where r names
+// them, and, for bounded terms, the held time they allow. It returns
+// ErrOutsideLease, wrapped, for held time outside the window, and
+// ErrInvalidReceipt for terms of another lease.
 func CheckHeld(r *Receipt, t LeaseTerms) error {
 	switch {
 	case t.ID != r.Lease:
@@ -70,6 +71,9 @@ func CheckHeld(r *Receipt, t LeaseTerms) error {
 		return fmt.Errorf("%w: lease evidence names other parties", ErrInvalidReceipt)
 	case t.GPUs != r.GPUs:
 		return fmt.Errorf("%w: lease evidence holds %d GPUs, the receipt %d", ErrInvalidReceipt, t.GPUs, r.GPUs)
+	}
+	if err := checkHeldTerms(r, t); err != nil {
+		return err
 	}
 	from, until, ok := t.HeldWindow()
 	if !ok {

@@ -74,6 +74,9 @@ type receiptJSON struct {
 	GPUsSeen     []GPUSeen     `json:"gpus_seen,omitempty"`
 	Relay        string        `json:"relay,omitempty"`
 	CheckpointAt string        `json:"checkpoint_at,omitempty"`
+	CPUs         int           `json:"cpus,omitempty"`
+	MemoryBytes  uint64        `json:"memory_bytes,omitempty"`
+	DiskBytes    uint64        `json:"disk_bytes,omitempty"`
 	Signer       string        `json:"signer,omitempty"`
 	Evidence     *evidenceJSON `json:"evidence,omitempty"`
 	ProviderSig  []byte        `json:"provider_sig"`
@@ -106,6 +109,9 @@ func (r *Receipt) wire(pc *peerText) receiptJSON {
 		GPUsSeen:     r.GPUsSeen,
 		Relay:        relayText(r.Relay),
 		CheckpointAt: checkpointAtText(r.CheckpointAt),
+		CPUs:         r.CPUs,
+		MemoryBytes:  r.MemoryBytes,
+		DiskBytes:    r.DiskBytes,
 		Signer:       string(r.Signer),
 		Evidence:     ev,
 		Lease:        r.Lease,
@@ -229,7 +235,7 @@ func receiptField(name string) (fieldSet, bool) {
 		return evidenceField, true
 	case "gpus_seen":
 		return gpuSeenField, true
-	case "gpu_model", "signer", "relay", "checkpoint_at",
+	case "gpu_model", "signer", "relay", "checkpoint_at", "cpus", "memory_bytes", "disk_bytes",
 		"lease", "job", "provider", "submitter", "gpus", "seq", "final", "held_from", "held_until",
 		"phase", "prev", "outcome", "attribution", "exit_code", "reason", "output", "checkpoint",
 		"output_wait", "provider_sig", "submitter_sig":
@@ -329,6 +335,9 @@ func (w *receiptJSON) receipt(pc *peerText) (Receipt, error) {
 		Output:       w.Output,
 		Checkpoint:   w.Checkpoint,
 		OutputWait:   w.OutputWait,
+		CPUs:         w.CPUs,
+		MemoryBytes:  w.MemoryBytes,
+		DiskBytes:    w.DiskBytes,
 		ProviderSig:  w.ProviderSig,
 		SubmitterSig: w.SubmitterSig,
 	}
@@ -496,6 +505,9 @@ func (r *Receipt) validate() error {
 		return err
 	}
 	if err := validateCheckpointAt(r); err != nil {
+		return err
+	}
+	if err := validateHeld(r); err != nil {
 		return err
 	}
 	return r.validateSigner()

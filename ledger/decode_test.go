@@ -147,8 +147,17 @@ func FuzzDecodeReceipt(f *testing.F) {
 	seenNoModel.GPUModel = ""
 	relayed := seenNoModel
 	relayed.Relay = newParty(f, 3).id
+	cpuOnly := final(interim("lease-1", "job-1", prov, sub, 2, hex.EncodeToString(make([]byte, 32))))
+	cpuOnly.GPUs, cpuOnly.CPUs, cpuOnly.MemoryBytes, cpuOnly.DiskBytes = 0, 8, 32<<30, 10<<30
+	heldInterim := interim("lease-1", "job-1", prov, sub, 0, "")
+	heldInterim.CPUs = 2
+	heldOneSided := interim("lease-1", "job-1", prov, sub, 0, "")
+	heldOneSided.MemoryBytes = 1 << 30
 	for _, r := range []Receipt{
 		sign(f, relayed, prov, sub),
+		sign(f, cpuOnly, prov, sub),
+		sign(f, heldInterim, prov, sub),
+		oneSided(f, heldOneSided, SignerProvider, prov, sub, OutcomeFailed, AttributionJob),
 		sign(f, withModel, prov, sub),
 		sign(f, withSeen, prov, sub),
 		sign(f, seenNoModel, prov, sub),

@@ -87,7 +87,10 @@
 // the driver reports them), appended after GPUModel on the same terms:
 // with both parties' signatures it proves what a job ran on, whatever the
 // offer said. And it may name the relay its lease's data moved through
-// where no hole was punched between the parties (Relay), appended last.
+// where no hole was punched between the parties (Relay), and when its last
+// checkpoint was taken (CheckpointAt). Any receipt may name the CPUs,
+// memory and disk its lease held beside its GPUs (held.go), appended last:
+// a third party checks the CPUs and memory against the lease's terms.
 //
 // # Export
 //
@@ -100,7 +103,9 @@
 //
 // Ledger.Usage sums GPU-hours held (GPUs × held time) per counterpart and
 // per GPU model, split by outcome and attribution, and marks what a Policy
-// makes owed. Each lease counts once, by one record: its two-sided final
+// makes owed; beside them CPU-hours, owed alike, and GiB-hours of memory
+// and disk, where receipts name them, so that a job without GPUs shows
+// what it held. Each lease counts once, by one record: its two-sided final
 // receipt; else, if disputed, this node's version; else its last one-sided
 // record; else its latest interim receipt. One-sided and disputed time is
 // reported apart, since it rests on one party's word.

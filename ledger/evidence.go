@@ -42,6 +42,9 @@ type LeaseTerms struct {
 	Provider  peer.ID
 	Submitter peer.ID
 	GPUs      int // how many GPUs the lease holds
+	// CPUs and MemoryBytes are what the lease holds beside its GPUs.
+	CPUs        int
+	MemoryBytes uint64
 	// Proposed is when the provider signed the proposal; Limit is the
 	// job's declared limit, counted from it.
 	Proposed time.Time
@@ -59,6 +62,8 @@ type termsJSON struct {
 	Provider  string          `json:"provider"`
 	Submitter string          `json:"submitter"`
 	GPUs      []string        `json:"gpus"`
+	CPUs      int             `json:"cpus"`
+	Memory    uint64          `json:"memory_bytes"`
 	Proposed  int64           `json:"proposed"`
 	Limit     market.Duration `json:"limit"`
 	Bound     int             `json:"bound"`
@@ -74,7 +79,7 @@ func (e *LeaseEvidence) Parse() (LeaseTerms, error) {
 	if err := json.Unmarshal(e.Terms, &w); err != nil {
 		return LeaseTerms{}, fmt.Errorf("%w: lease terms: %w", ErrInvalidReceipt, err)
 	}
-	t := LeaseTerms{ID: w.ID, Job: w.Job, GPUs: len(w.GPUs), Bound: w.Bound,
+	t := LeaseTerms{ID: w.ID, Job: w.Job, GPUs: len(w.GPUs), CPUs: w.CPUs, MemoryBytes: w.Memory, Bound: w.Bound,
 		Proposed: time.UnixMilli(w.Proposed).UTC(), Limit: time.Duration(w.Limit) * time.Millisecond}
 	if w.Limit < 0 || w.Limit > maxLimit {
 		return LeaseTerms{}, fmt.Errorf("%w: lease terms: limit %s out of range", ErrInvalidReceipt, w.Limit)

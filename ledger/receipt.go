@@ -196,6 +196,14 @@ type Receipt struct {
 	// kept, which the policy may charge for where the rest is not
 	// (a preempted lease). Zero where not known.
 	CheckpointAt time.Time
+	// CPUs, MemoryBytes and DiskBytes are what the lease held beside its
+	// GPUs: the CPUs and memory of its terms and the disk its job declared
+	// (request.disk). They are signed, so that what a job without GPUs
+	// held rests on both parties' word (held.go). Zero where the provider
+	// predates them.
+	CPUs        int
+	MemoryBytes uint64
+	DiskBytes   uint64
 
 	// Signer is "" on a receipt both parties sign. On a one-sided final
 	// record, stored where the other party vanished before it could
@@ -241,6 +249,12 @@ func (r *Receipt) GPUSeconds() float64 {
 	return r.Held().Seconds() * float64(r.GPUs)
 }
 
+// CPUSeconds is Held times the number of CPUs held; 0 where the receipt
+// does not say (held.go).
+func (r *Receipt) CPUSeconds() float64 {
+	return r.Held().Seconds() * float64(r.CPUs)
+}
+
 // SigningBytes is the canonical encoding both parties sign: every field but
 // the two signatures, in a fixed order, each string length-prefixed so that no
 // two different receipts encode alike. It is independent of JSON so that
@@ -252,10 +266,12 @@ func (r *Receipt) GPUSeconds() float64 {
 // (then appended even when empty, so that the two tails never read
 // alike). Relay, when set, comes after GPUModel and the count of
 // GPUsSeen, both then written even when empty; CheckpointAt, when set,
-// comes last, after all three, written even when empty. A one-sided record
-// is signed under recordDomain and also covers GPUModel, Signer and the
-// whole lease evidence, then GPUsSeen when set (and Relay and
-// CheckpointAt, on the same terms).
+// comes after all three, written even when empty. CPUs, MemoryBytes and
+// DiskBytes, when any is set, come last, after all four, then written even
+// when empty (held.go). A one-sided record is signed under recordDomain
+// and also covers GPUModel, Signer and the whole lease evidence, then
+// GPUsSeen when set (and Relay, CheckpointAt and the resources held, on
+// the same terms).
 func (r *Receipt) SigningBytes() []byte {
 	n := 256 + len(r.Lease) + len(r.Job) + len(r.Reason) + len(r.Output) + len(r.Checkpoint) + len(r.GPUModel)
 	if r.OneSided() {
@@ -273,7 +289,7 @@ func (r *Receipt) SigningBytes() []byte {
 		return appendTail(b, r)
 	}
 	b := r.appendBody(append(make([]byte, 0, n), signingDomain...))
-	if r.GPUModel != "" || len(r.GPUsSeen) > 0 || r.Relay != "" || !r.CheckpointAt.IsZero() {
+	if r.GPUModel != "" || len(r.GPUsSeen) > 0 || r.Relay != "" || !r.CheckpointAt.IsZero() || r.heldSet() {
 		b = appendString(b, r.GPUModel)
 	}
 	return appendTail(b, r)
@@ -284,6 +300,9 @@ func (r *Receipt) SigningBytes() []byte {
 // is written even when empty, so that no receipt without it encodes like
 // one with.
 func appendTail(b []byte, r *Receipt) []byte {
+	if r.heldSet() {
+		return appendHeldTail(b, r)
+	}
 	if r.CheckpointAt.IsZero() {
 		return appendSeenAndRelay(b, r.GPUsSeen, r.Relay)
 	}

@@ -146,6 +146,9 @@ func TestTamperAnyFieldBreaksVerify(t *testing.T) {
 		"Signer":       func(r *Receipt) { r.Signer = SignerProvider },
 		"Relay":        func(r *Receipt) { r.Relay = other.id },
 		"CheckpointAt": func(r *Receipt) { r.CheckpointAt = r.HeldFrom.Add(time.Second) },
+		"CPUs":         func(r *Receipt) { r.CPUs = 4 },
+		"MemoryBytes":  func(r *Receipt) { r.MemoryBytes = 8 << 30 },
+		"DiskBytes":    func(r *Receipt) { r.DiskBytes = 10 << 30 },
 	}
 	// Evidence is signed on one-sided records only, where
 	// TestOneSidedTamperBreaksVerify changes it.

@@ -78,6 +78,13 @@ type UsageRow struct {
 	// all of it but for endings owed up to their last checkpoint.
 	Owed         bool    `json:"owed"`
 	OwedGPUHours float64 `json:"owed_gpu_hours"`
+	// CPUHours, MemoryGiBHours and DiskGiBHours are what the leases held
+	// beside their GPUs, by the receipts that say (held.go), and
+	// OwedCPUHours the part of CPUHours owed, as for GPUs.
+	CPUHours       float64 `json:"cpu_hours"`
+	OwedCPUHours   float64 `json:"owed_cpu_hours"`
+	MemoryGiBHours float64 `json:"memory_gib_hours"`
+	DiskGiBHours   float64 `json:"disk_gib_hours"`
 }
 
 // UsageTotal sums rows for one counterpart in one role, or for one GPU
@@ -91,6 +98,12 @@ type UsageTotal struct {
 	// OneSided is the part of GPUHours that rests on one-sided records or
 	// disputed versions: one party's word.
 	OneSided float64 `json:"one_sided_gpu_hours"`
+	// CPUHours, OwedCPUHours, MemoryGiBHours and DiskGiBHours sum the
+	// rows' (UsageRow).
+	CPUHours       float64 `json:"cpu_hours"`
+	OwedCPUHours   float64 `json:"owed_cpu_hours"`
+	MemoryGiBHours float64 `json:"memory_gib_hours"`
+	DiskGiBHours   float64 `json:"disk_gib_hours"`
 }
 
 // UsageReport is what Usage returns. Rows are sorted by every key field.
@@ -102,7 +115,9 @@ type UsageReport struct {
 }
 
 // Usage sums the GPU-hours held under leases, per counterpart and GPU
-// model, split by how each lease ended, and what policy makes owed. Each
+// model, split by how each lease ended, and what policy makes owed; and
+// beside them the CPU-hours and the GiB-hours of memory and disk, where
+// receipts name them, so that a job without GPUs shows what it held. Each
 // lease counts once, by the record LeaseRecord.Counted names, so a
 // superseded one-sided record is never added to the receipt that settled
 // it. Options.Self is left out as a counterpart, but for its own jobs on
@@ -125,8 +140,9 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 		if r == nil || (f.Job != nil && !f.Job(r.Job)) {
 			continue
 		}
-		hours := heldSince(r, f.Since).Hours() * float64(r.GPUs)
-		owedHours := policy.owedHeld(r, f.Since).Hours() * float64(r.GPUs)
+		held, owedHeld := heldSince(r, f.Since).Hours(), policy.owedHeld(r, f.Since).Hours()
+		hours, owedHours := held*float64(r.GPUs), owedHeld*float64(r.GPUs)
+		cpuHours, owedCPUHours := held*float64(r.CPUs), owedHeld*float64(r.CPUs)
 		owed := policy.OpenOwed
 		if r.Final {
 			c := Cause{r.Outcome, r.Attribution}
@@ -140,7 +156,7 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 			// This node's own job on its own GPUs: held, owed by no one.
 			sides = sides[:1]
 			sides[0].role = RoleSelf
-			owed, owedHours = false, 0
+			owed, owedHours, owedCPUHours = false, 0, 0
 		}
 		for _, side := range sides {
 			if (side.id == l.self && side.role != RoleSelf) || (f.Peer != "" && side.id != f.Peer) {
@@ -159,6 +175,10 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 			row.Leases++
 			row.GPUHours += hours
 			row.OwedGPUHours += owedHours
+			row.CPUHours += cpuHours
+			row.OwedCPUHours += owedCPUHours
+			row.MemoryGiBHours += held * gib(r.MemoryBytes)
+			row.DiskGiBHours += held * gib(r.DiskBytes)
 		}
 	}
 	rep := UsageReport{Policy: policy, Rows: make([]UsageRow, 0, len(rows))}
@@ -191,6 +211,10 @@ func totals(rows []UsageRow, key func(*UsageRow) UsageTotal) []UsageTotal {
 		t := &out[j]
 		t.GPUHours += r.GPUHours
 		t.Owed += r.OwedGPUHours
+		t.CPUHours += r.CPUHours
+		t.OwedCPUHours += r.OwedCPUHours
+		t.MemoryGiBHours += r.MemoryGiBHours
+		t.DiskGiBHours += r.DiskGiBHours
 		if r.Basis == SettlementOneSided || r.Basis == SettlementDisputed {
 			t.OneSided += r.GPUHours
 		}
@@ -245,6 +269,10 @@ type JobHeld struct {
 	Owed float64 `json:"owed_gpu_hours"`
 	// OneSided is the part of GPUHours that rests on one party's word.
 	OneSided float64 `json:"one_sided_gpu_hours"`
+	// CPUHours is the CPUs held times the time, where receipts say, and
+	// OwedCPUHours the part policy makes owed.
+	CPUHours     float64 `json:"cpu_hours"`
+	OwedCPUHours float64 `json:"owed_cpu_hours"`
 }
 
 // HeldByJobs sums the held time of the leases of the given jobs, each
@@ -261,9 +289,12 @@ func (l *Ledger) HeldByJobs(ctx context.Context, policy Policy, jobs ...string) 
 			r := &ls[i].r
 			held := r.Held()
 			hours := held.Hours() * float64(r.GPUs)
+			owed := policy.owedHeld(r, time.Time{}).Hours()
 			out.Held += held
 			out.GPUHours += hours
-			out.Owed += policy.owedHeld(r, time.Time{}).Hours() * float64(r.GPUs)
+			out.Owed += owed * float64(r.GPUs)
+			out.CPUHours += held.Hours() * float64(r.CPUs)
+			out.OwedCPUHours += owed * float64(r.CPUs)
 			if ls[i].oneSided {
 				out.OneSided += hours
 			}

@@ -305,11 +305,13 @@ func (m *Memory) HeldByJobs(ctx context.Context, policy ledger.Policy, jobs ...s
 		if r == nil {
 			continue
 		}
-		hours := r.Held().Hours() * float64(r.GPUs)
+		hours, cpuHours := r.Held().Hours()*float64(r.GPUs), r.Held().Hours()*float64(r.CPUs)
 		out.Held += r.Held()
 		out.GPUHours += hours
+		out.CPUHours += cpuHours
 		if owed := policy.OpenOwed; (r.Final && policy.Owes(ledger.Cause{Outcome: r.Outcome, Attribution: r.Attribution})) || (!r.Final && owed) {
 			out.Owed += hours
+			out.OwedCPUHours += cpuHours
 		}
 		if lr.State == ledger.SettlementOneSided || lr.State == ledger.SettlementDisputed {
 			out.OneSided += hours
