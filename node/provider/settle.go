@@ -130,6 +130,7 @@ func (lr *leaseRunner) recordOneSided() {
 	r := ledger.Receipt{
 		Lease: rec.ID(), Job: rec.Lease.Terms.Job, Provider: lr.d.Self, Submitter: lr.submitter,
 		GPUs: len(rec.Lease.Terms.GPUs), GPUModel: lr.gpuModel(),
+		CPUs: rec.Lease.Terms.CPUs, MemoryBytes: rec.Lease.Terms.MemoryBytes, DiskBytes: rec.Declaration.Request.DiskBytes(),
 		Seq: rec.Seq, Prev: rec.Prev, Final: true,
 		HeldFrom: rec.Start, HeldUntil: end, Phase: rec.State.phase(),
 		Outcome: rec.Outcome, Attribution: rec.Attribution, ExitCode: rec.ExitCode, Reason: rec.Reason,
@@ -249,6 +250,11 @@ func (lr *leaseRunner) exchangeReceipt(ctx context.Context, final bool) error {
 		Phase:     rec.State.phase(),
 		Prev:      rec.Prev,
 		GPUModel:  lr.gpuModel(),
+		// What else the lease holds, signed, so that a job without GPUs
+		// is on record for what it held.
+		CPUs:        rec.Lease.Terms.CPUs,
+		MemoryBytes: rec.Lease.Terms.MemoryBytes,
+		DiskBytes:   rec.Declaration.Request.DiskBytes(),
 	}
 	if final {
 		rec.End = now

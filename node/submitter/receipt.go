@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
@@ -33,6 +34,9 @@ func (j *jobTracker) receipt(ctx context.Context, req wire.ReceiptRequest, r led
 	terms := lease.Terms
 	if r.GPUs != len(terms.GPUs) {
 		return nil, false, fmt.Errorf("receipt counts %d GPUs, the lease %d", r.GPUs, len(terms.GPUs))
+	}
+	if err := checkResources(r, terms, j.request()); err != nil {
+		return nil, false, err
 	}
 	if err := checkHeld(lease, &r, time.Now()); err != nil {
 		return nil, false, err
@@ -146,6 +150,22 @@ func (j *jobTracker) disputes(ctx context.Context, r ledger.Receipt) (ledger.Rec
 		return ledger.Receipt{}, false
 	}
 	return ours, true
+}
+
+// checkResources checks the CPUs, memory and disk a receipt says its lease
+// held, where it says any, against the lease's terms and the job's own
+// declaration: a provider bills for no more than both parties agreed to.
+// A receipt from a provider that predates them names none.
+func checkResources(r ledger.Receipt, t wire.LeaseTerms, req market.Request) error {
+	switch {
+	case r.CPUs != 0 && r.CPUs != t.CPUs:
+		return fmt.Errorf("receipt counts %d CPUs, the lease %d", r.CPUs, t.CPUs)
+	case r.MemoryBytes != 0 && r.MemoryBytes != t.MemoryBytes:
+		return fmt.Errorf("receipt counts %d bytes of memory, the lease %d", r.MemoryBytes, t.MemoryBytes)
+	case r.DiskBytes != 0 && r.DiskBytes != req.DiskBytes():
+		return fmt.Errorf("receipt counts %d bytes of disk, the job declared %d", r.DiskBytes, req.DiskBytes())
+	}
+	return nil
 }
 
 // ending is what a final receipt changed on a job's record, to be logged

@@ -179,6 +179,7 @@ func (j *jobTracker) recordOneSided(ctx context.Context, l wire.SignedLease, es 
 	}
 	r := ledger.Receipt{
 		Lease: t.ID, Job: t.Job, Provider: prov, Submitter: j.d.Self, GPUs: len(t.GPUs),
+		CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, DiskBytes: j.request().DiskBytes(),
 		Final: true, HeldFrom: from, HeldUntil: until, Phase: ledger.PhaseRun,
 		Outcome: e.Outcome, Attribution: e.Attribution, Reason: e.Reason, ExitCode: e.ExitCode,
 		Signer:   ledger.SignerSubmitter,
