@@ -138,6 +138,9 @@ func printJob(g *globalOptions, j api.Job) {
 		if h.OneSidedGPUHours > 0 {
 			line += fmt.Sprintf(" (%.3f on this node's word alone)", h.OneSidedGPUHours)
 		}
+		if h.CPUHours > 0 {
+			line += fmt.Sprintf("; %.3f CPU-h, owed %.3f", h.CPUHours, h.OwedCPUHours)
+		}
 		writef(tw, "held\t%s\n", line)
 	}
 	for _, s := range j.Steps {

@@ -26,10 +26,12 @@ func newUsageCommand(g *globalOptions) *cobra.Command {
 	var o usageOptions
 	cmd := &cobra.Command{
 		Use:   "usage [--since DURATION|RFC3339] [--peer PEER] [--job JOB] [--json]",
-		Short: "GPU-hours held with each counterpart and on each GPU model, and what is owed",
+		Short: "GPU-hours and CPU-hours held with each counterpart and on each GPU model, and what is owed",
 		Long: `usage sums the GPU-hours (GPUs × time held) of the leases in this node's
 ledger, per counterpart and per GPU model, split by how each lease ended and
-who caused it, and marks the part the default policy makes owed: what the job
+who caused it, and beside them the CPU-hours and the GiB-hours of memory and
+disk the leases held (where their receipts say: a job without GPUs holds
+these alone), and marks the part the default policy makes owed: what the job
 or its submitter caused is owed, what the provider or the network caused is
 not, and queued time is never owed (nothing is held). Hours that rest on one
 party's word (a one-sided record, or this node's version of a dispute) are
@@ -45,7 +47,7 @@ every task's, summed (each task keeps its own leases and receipts).`,
 	cmd.Flags().StringVar(&o.since, "since", "", "count only time held since then: a duration back from now (24h) or an RFC 3339 time")
 	cmd.Flags().StringVar(&o.peer, "peer", "", "only leases with this counterpart (peer ID)")
 	cmd.Flags().StringVar(&o.job, "job", "", "only this job's leases; for an array, all of its tasks' (an ID or a prefix)")
-	cmd.Flags().BoolVar(&o.json, "json", false, "print the report as JSON (policy, rows, by_peer, by_model)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the report as JSON (policy, rows, by_peer, by_model; gpu_hours, cpu_hours, memory_gib_hours, disk_gib_hours and what is owed of each)")
 	return cmd
 }
 
@@ -85,26 +87,28 @@ func printUsage(w io.Writer, rep ledger.UsageReport) error {
 		fmt.Fprintln(w, "no held time on record")
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "COUNTERPART\tTHEIR ROLE\tGPU-HOURS\tOWED\tONE-SIDED")
+		fmt.Fprintln(tw, "COUNTERPART\tTHEIR ROLE\tGPU-HOURS\tOWED\tONE-SIDED\tCPU-HOURS\tOWED\tMEMORY GiB-H\tDISK GiB-H")
 		own := false
 		for _, t := range rep.ByPeer {
 			role := t.Role
 			if role == ledger.RoleSelf {
 				role, own = ownMark, true
 			}
-			writef(tw, "%s\t%s\t%s\t%s\t%s\n", t.Peer, role, hours(t.GPUHours), hours(t.Owed), oneSided(t.OneSided))
+			writef(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Peer, role, hours(t.GPUHours), hours(t.Owed), oneSided(t.OneSided),
+				hours(t.CPUHours), hours(t.OwedCPUHours), hours(t.MemoryGiBHours), hours(t.DiskGiBHours))
 		}
 		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "GPU MODEL\t\tGPU-HOURS\tOWED\tONE-SIDED")
+		fmt.Fprintln(tw, "GPU MODEL\t\tGPU-HOURS\tOWED\tONE-SIDED\tCPU-HOURS\tOWED\tMEMORY GiB-H\tDISK GiB-H")
 		for _, t := range rep.ByModel {
-			writef(tw, "%s\t\t%s\t%s\t%s\n", orDash(t.GPUModel), hours(t.GPUHours), hours(t.Owed), oneSided(t.OneSided))
+			writef(tw, "%s\t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(t.GPUModel), hours(t.GPUHours), hours(t.Owed), oneSided(t.OneSided),
+				hours(t.CPUHours), hours(t.OwedCPUHours), hours(t.MemoryGiBHours), hours(t.DiskGiBHours))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "COUNTERPART\tGPU MODEL\tOUTCOME\tATTRIBUTION\tRECORD\tLEASES\tGPU-HOURS\tOWED")
+		fmt.Fprintln(tw, "COUNTERPART\tGPU MODEL\tOUTCOME\tATTRIBUTION\tRECORD\tLEASES\tGPU-HOURS\tOWED\tCPU-HOURS")
 		for _, r := range rep.Rows {
 			mark := ""
 			if r.Basis == ledger.SettlementOneSided || r.Basis == ledger.SettlementDisputed {
@@ -120,14 +124,15 @@ func printUsage(w io.Writer, rep ledger.UsageReport) error {
 			if r.Role == ledger.RoleSelf {
 				owed = "no (" + ownMark + ")"
 			}
-			writef(tw, "%s\t%s\t%s\t%s\t%s%s\t%d\t%s\t%s\n", r.Peer, orDash(r.GPUModel), orDash(r.Outcome), orDash(r.Attribution),
-				r.Basis, mark, r.Leases, hours(r.GPUHours), owed)
+			writef(tw, "%s\t%s\t%s\t%s\t%s%s\t%d\t%s\t%s\t%s\n", r.Peer, orDash(r.GPUModel), orDash(r.Outcome), orDash(r.Attribution),
+				r.Basis, mark, r.Leases, hours(r.GPUHours), owed, hours(r.CPUHours))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "\n%s one-sided or disputed: the hours rest on one party's signed word (this node's).\n", oneSidedMark)
 		fmt.Fprintln(w, "A counterpart in the provider role is owed by this node; one in the submitter role owes it.")
+		fmt.Fprintln(w, "CPU-hours and GiB-hours count the leases whose receipts name what they held beside GPUs.")
 		if own {
 			fmt.Fprintf(w, "%s: this node's own jobs on its own GPUs, held but owed by no one.\n", ownMark)
 		}

@@ -209,7 +209,7 @@ func TestUsageMarksOwnJobs(t *testing.T) {
 		Policy: ledger.DefaultPolicy(),
 		Rows: []ledger.UsageRow{{Peer: self, Role: ledger.RoleSelf, GPUModel: "H100", Outcome: ledger.OutcomeCompleted,
 			Attribution: ledger.AttributionJob, Basis: ledger.SettlementTwoSided, Leases: 2, GPUHours: 1.5}},
-		ByPeer:  []ledger.UsageTotal{{Peer: self, Role: ledger.RoleSelf, GPUHours: 1.5}},
+		ByPeer:  []ledger.UsageTotal{{Peer: self, Role: ledger.RoleSelf, GPUHours: 1.5, CPUHours: 12, MemoryGiBHours: 48, DiskGiBHours: 15}},
 		ByModel: []ledger.UsageTotal{{GPUModel: "H100", GPUHours: 1.5}},
 	}
 	var b strings.Builder
@@ -217,7 +217,8 @@ func TestUsageMarksOwnJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{self.String() + "  own jobs    1.500      0.000  -", "no (own jobs)", "own jobs: this node's own jobs on its own GPUs"} {
+	for _, want := range []string{self.String() + "  own jobs    1.500      0.000  -          12.000     0.000  48.000        15.000", "no (own jobs)",
+		"own jobs: this node's own jobs on its own GPUs"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("usage output lacks %q:\n%s", want, out)
 		}

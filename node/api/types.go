@@ -316,6 +316,10 @@ type Held struct {
 	// describes it).
 	OwedGPUHours     float64 `json:"owed_gpu_hours"`
 	OneSidedGPUHours float64 `json:"one_sided_gpu_hours,omitempty"`
+	// CPUHours is the CPUs held times the time, where receipts say, and
+	// OwedCPUHours the part owed: all a job without GPUs held.
+	CPUHours     float64 `json:"cpu_hours,omitempty"`
+	OwedCPUHours float64 `json:"owed_cpu_hours,omitempty"`
 }
 
 // GPUSeen is one GPU a run saw: its UUID and model as the driver names it.

@@ -282,7 +282,7 @@ func (s *Submitter) withHeld(ctx context.Context, j *api.Job) {
 		return
 	}
 	out := &api.Held{HeldMs: h.Held.Milliseconds(), Providers: make([]string, 0, len(h.Providers)),
-		GPUHours: h.GPUHours, OwedGPUHours: h.Owed, OneSidedGPUHours: h.OneSided}
+		GPUHours: h.GPUHours, OwedGPUHours: h.Owed, OneSidedGPUHours: h.OneSided, CPUHours: h.CPUHours, OwedCPUHours: h.OwedCPUHours}
 	for _, p := range h.Providers {
 		out.Providers = append(out.Providers, p.String())
 	}
