@@ -27,6 +27,10 @@ type StoreOptions struct {
 	Log *slog.Logger
 	// InMemory keeps everything in memory (dir is ignored); for tests.
 	InMemory bool
+	// Room, when set, is asked before each batch of blocks is written
+	// whether the disk has room for that many more bytes; an error stops
+	// the write with ErrNoRoom (room.go). Nil: always.
+	Room func(bytes int64) error
 }
 
 // Store is a content-addressed block store on Badger holding UnixFS DAGs,
@@ -54,6 +58,7 @@ type Store struct {
 	db    *badger.DB // immutable after Open
 	packs *packs     // immutable after Open; nil in memory
 	log   *slog.Logger
+	room  func(int64) error // StoreOptions.Room; immutable after Open
 	bufs  sync.Pool // of *[]byte, maxBlockSize each, for reads from packs
 
 	// gcMu orders GC against writers that end in a pin: Import, Fetch and
@@ -144,7 +149,7 @@ func Open(ctx context.Context, dir string, o StoreOptions) (*Store, error) {
 		}
 		return nil, fmt.Errorf("open store in %s: %w", dir, err)
 	}
-	return &Store{db: db, packs: p, log: log}, nil
+	return &Store{db: db, packs: p, log: log, room: o.Room}, nil
 }
 
 // Close closes the store. Only the first call does anything.
@@ -357,8 +362,17 @@ func (s *Store) getRef(txn *badger.Txn, ref blockRef) (blocks.Block, error) {
 }
 
 // putBlocks writes blocks the caller has already verified, skipping those
-// already held. It returns the number of blocks and bytes newly written.
+// already held, if the disk has room for them (makeRoom). It returns the
+// number of blocks and bytes newly written.
 func (s *Store) putBlocks(bs []blocks.Block) (int, int64, error) {
+	if err := s.makeRoom(bs); err != nil {
+		return 0, 0, err
+	}
+	return s.putBlocksChecked(bs)
+}
+
+// putBlocksChecked is putBlocks once the room for bs is known.
+func (s *Store) putBlocksChecked(bs []blocks.Block) (int, int64, error) {
 	txn := s.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	var n int
@@ -420,6 +434,9 @@ func (s *Store) putBlocksPacked(bs []blocks.Block, idx *packIndex, cache bool) (
 	if s.packs == nil {
 		return s.putBlocks(bs)
 	}
+	if err := s.makeRoom(bs); err != nil {
+		return 0, 0, err
+	}
 	var small []blocks.Block
 	var large [][]byte
 	var hashes []string
@@ -460,7 +477,7 @@ func (s *Store) putBlocksPacked(bs []blocks.Block, idx *packIndex, cache bool) (
 			written += int64(len(large[i]))
 		}
 	}
-	n, w, err := s.putBlocks(small)
+	n, w, err := s.putBlocksChecked(small)
 	return n + len(large), written + w, err
 }
 
