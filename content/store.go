@@ -58,8 +58,9 @@ type Store struct {
 	db    *badger.DB // immutable after Open
 	packs *packs     // immutable after Open; nil in memory
 	log   *slog.Logger
-	room  func(int64) error // StoreOptions.Room; immutable after Open
 	bufs  sync.Pool // of *[]byte, maxBlockSize each, for reads from packs
+	// room is StoreOptions.Room; immutable after Open.
+	room func(int64) error
 
 	// gcMu orders GC against writers that end in a pin: Import, Fetch and
 	// Pin hold it for reading from their first block write until their pin
