@@ -137,6 +137,15 @@ func (m DiskMaker) Mount(ctx context.Context, dir string, bytes uint64) (Disk, e
 	return d, nil
 }
 
+// DiskCost is the most the disk of a job given bytes can take on the
+// host's filesystem: its image is sparse, but a job that writes, deletes
+// and writes again can leave every block of it allocated.
+func DiskCost(bytes uint64) uint64 { return diskImageSize(bytes) }
+
+// DiskImage is the image file of the disk MountDisk makes under dir,
+// whose allocated blocks are what the disk takes on the host now.
+func DiskImage(dir string) string { return filepath.Join(dir, diskImage) }
+
 // diskImageSize is the size of the image of a disk of bytes. ext4 keeps
 // 1.6-3.2% for its own metadata and for delayed allocation; 1/16 more
 // covers that, and what is left over beyond bytes is taken by the pad
