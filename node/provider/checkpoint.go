@@ -77,6 +77,12 @@ func (lr *leaseRunner) takeCheckpoint(ctx context.Context, dir string, mode capt
 		lr.log.Warn("checkpoint left out", "lease", id, "err", namedCap(err))
 		return nil
 	}
+	if errors.Is(err, content.ErrNoRoom) {
+		// The disk's room is promised to jobs' disks and kept in
+		// reserve: the job goes on, and the next capture tries again.
+		lr.log.Warn("checkpoint left out: no room on the data dir's disk", "lease", id, "err", err)
+		return nil
+	}
 	if err != nil {
 		if mode != captureFinal && before.changed(dir) {
 			return fmt.Errorf("%w: %w", errChangedWhileRead, err) // a file went while it was read

@@ -10,6 +10,7 @@ import (
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/node/diskroom"
 	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
@@ -54,6 +55,17 @@ type (
 		Mount(ctx context.Context, dir string, bytes uint64) (exec.Disk, error)
 		Remove(dir string) error
 		Sweep(root string, keep func(id string) bool) error
+	}
+	// Room is the disk a provider lends its jobs (diskroom.Room).
+	Room interface {
+		Hold(key string, need diskroom.Need) error
+		Signed(key, lease, image string)
+		Drop(key string)
+		Staged(lease string)
+		Imported(lease string)
+		Release(lease string)
+		Offered() (maxJobDisk uint64, noDisk string)
+		Watch(ctx context.Context, short func())
 	}
 	// Ledger stores receipts (ledger.Ledger).
 	Ledger interface {
@@ -116,8 +128,11 @@ type Config struct {
 	ImagePull bool
 	// RequireImage takes only jobs that bring their own image.
 	RequireImage bool
-	// MaxJobDisk caps a job's request.disk; 0: no cap.
+	// MaxJobDisk caps a job's request.disk where there is no Deps.Room,
+	// which says what it can grant; 0: no cap.
 	MaxJobDisk uint64
+	// NoCPUJobs takes only jobs that ask for GPUs; the offer says so.
+	NoCPUJobs bool
 	// SingleSource stages inputs from the submitter alone, not also from
 	// the other providers that hold them.
 	SingleSource bool
@@ -142,7 +157,11 @@ type Deps struct {
 	Images Images
 	// Disks is nil where a job's writes cannot be bounded: it then
 	// writes on the lease directory's filesystem, bounded by nothing.
-	Disks    Disks
+	Disks Disks
+	// Room grants each job its disk out of the data dir's free space, and
+	// says what the offer can grant (room.go). Nil: disk is not counted,
+	// and Config.MaxJobDisk alone caps a job's.
+	Room     Room
 	Store    Store
 	Fetcher  Fetcher
 	Ledger   Ledger

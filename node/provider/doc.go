@@ -11,8 +11,14 @@
 // the output into it stays a rename. A job that fills it ends failed, the
 // job's doing, "wrote more than request.disk N". The disk goes before the
 // lease folder does (cleanup), and after a crash Resume sweeps every disk
-// left, mounted or not. Jobs asking more than Config.MaxJobDisk are not
-// proposed for; the offer says the cap, so Match does not assign them.
+// left, mounted or not. A job's disk is granted out of the data dir's
+// free space when its lease is proposed (Deps.Room, room.go): a job whose
+// disk, output and inputs the disk has no room for beside its reserve and
+// the other jobs' grants is not proposed for, and the offer says the
+// largest disk this node can grant now, so Match does not assign it
+// there. Under pressure on the disk, what settled leases keep only for
+// retention goes early (retention.go). A provider started with
+// --cpu-jobs=false proposes no job that asks for no GPU (Config.NoCPUJobs).
 //
 // Before each run the provider asks the driver again which GPUs it has
 // (Deps.SeeGPUs) and keeps the leased ones as it found them; the final

@@ -26,8 +26,8 @@ func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 	if oj.Body.Declaration.Request.Gang() && p.d.OpenGang == nil {
 		return // no gang network here to run a part in
 	}
-	if max := p.cfg.MaxJobDisk; max > 0 && oj.Body.Declaration.Request.DiskBytes() > max {
-		return
+	if oj.Body.Declaration.Request.GPUs == 0 && p.cfg.NoCPUJobs {
+		return // a view that has not yet heard this node takes no CPU jobs
 	}
 	if p.d.Misbehave != nil && !p.d.Misbehave.Propose(a.Job) {
 		return
@@ -66,29 +66,41 @@ func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 	}
 	p.proposing[a.Job] = true
 	p.mu.Unlock()
+	unhold := func() {
+		p.mu.Lock()
+		delete(p.proposing, a.Job)
+		for _, g := range a.GPUs {
+			if h := p.held[g]; h.lease == "" && h.job == a.Job {
+				delete(p.held, g)
+			}
+		}
+		p.mu.Unlock()
+	}
+	// The job's disk is held like its GPUs, after them and outside the
+	// lock: two proposals racing for the last free room take turns in the
+	// room, and the loser is never signed.
+	if !p.holdDisk(a.Job, oj.Body.Declaration) {
+		unhold()
+		return
+	}
 
 	started := p.tasks.Go(func() {
 		defer p.recoverPanic("proposal")
 		leased := p.proposeLease(a, oj, epoch, viewHash)
+		if !leased {
+			// A declined or lapsed proposal frees its GPUs and its disk
+			// at once.
+			unhold()
+			p.dropDisk(a.Job)
+			return
+		}
 		p.mu.Lock()
 		delete(p.proposing, a.Job)
-		if !leased {
-			// A declined or lapsed proposal frees its GPUs at once.
-			for _, g := range a.GPUs {
-				if h := p.held[g]; h.lease == "" && h.job == a.Job {
-					delete(p.held, g)
-				}
-			}
-		}
 		p.mu.Unlock()
 	})
 	if !started {
-		p.mu.Lock()
-		delete(p.proposing, a.Job)
-		for _, g := range a.GPUs {
-			delete(p.held, g)
-		}
-		p.mu.Unlock()
+		unhold()
+		p.dropDisk(a.Job)
 	}
 }
 
@@ -166,6 +178,7 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 	// verified against it.
 	r := p.newRunner(rec, oj.Submitter)
 	r.secrets = secrets
+	p.diskSigned(a.Job, terms.ID, r.dir())
 	// The submitter has countersigned: the lease exists whether or not this
 	// write succeeds, and a failed write is logged and counted.
 	r.change(func(*Record) {})

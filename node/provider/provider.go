@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/e31network/e31/market"
@@ -70,6 +71,10 @@ type Provider struct {
 
 	inputs layouts  // the inputs laid out for the runs (laidout.go)
 	src    sourcing // staging from many sources and before the lease
+
+	// sweeping is set while a retention sweep for room on the disk runs
+	// (room.go), so that a short disk starts one at a time.
+	sweeping atomic.Bool
 }
 
 // withdrawal is a job's withdrawal as this provider saw it.

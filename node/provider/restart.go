@@ -94,6 +94,7 @@ func (p *Provider) Recover(ctx context.Context) error {
 func (p *Provider) Resume() {
 	p.tasks.Go(func() { p.resume(p.ctx) })
 	p.tasks.Go(func() { p.retentionLoop(p.ctx) })
+	p.tasks.Go(p.watchDisk)
 	if p.cfg.Hours != nil {
 		p.tasks.Go(p.watchHours)
 	}

@@ -21,7 +21,7 @@ func (p *Provider) retentionLoop(ctx context.Context) {
 	t := time.NewTicker(retentionSweepEvery)
 	defer t.Stop()
 	for {
-		if n, err := p.sweepRetention(ctx, time.Now()); err != nil && ctx.Err() == nil {
+		if n, err := p.sweepRetention(ctx, time.Now(), false); err != nil && ctx.Err() == nil {
 			p.log.Warn("retention sweep", "err", err)
 		} else if n > 0 {
 			p.log.Info("retention: released the content of settled leases", "leases", n)
@@ -38,8 +38,11 @@ func (p *Provider) retentionLoop(ctx context.Context) {
 // lease released and settled more than Retention ago, forgets its record,
 // and collects the blocks nothing else holds. The ledger keeps the lease's
 // receipts, and with them the CIDs of its output and last checkpoint. It
-// returns how many leases it released.
-func (p *Provider) sweepRetention(ctx context.Context, now time.Time) (int, error) {
+// returns how many leases it released. With early, every settled lease
+// goes, however recent: the disk has no room for new work (room.go), and
+// what a submitter has fetched, checked and signed for is kept only as a
+// courtesy, which yields to the jobs to come.
+func (p *Provider) sweepRetention(ctx context.Context, now time.Time, early bool) (int, error) {
 	var expired []Record
 	err := p.d.Records.Each(state.PrefixLease, func(b []byte) error {
 		var r Record
@@ -47,7 +50,7 @@ func (p *Provider) sweepRetention(ctx context.Context, now time.Time) (int, erro
 			p.log.Warn("retention: unreadable lease record left as it is", "err", err)
 			return nil
 		}
-		if r.State == Released && r.FinalSigned && !r.End.IsZero() && now.Sub(r.End) > p.cfg.Retention {
+		if r.State == Released && r.FinalSigned && !r.End.IsZero() && (early || now.Sub(r.End) > p.cfg.Retention) {
 			expired = append(expired, r)
 		}
 		return nil

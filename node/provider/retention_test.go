@@ -62,7 +62,7 @@ func TestRetentionReleasesSettledLeases(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, err := p.sweepRetention(ctx, now)
+	n, err := p.sweepRetention(ctx, now, false)
 	if err != nil || n != 1 {
 		t.Fatalf("sweep released %d leases (%v), want 1", n, err)
 	}
@@ -86,5 +86,58 @@ func TestRetentionReleasesSettledLeases(t *testing.T) {
 	}
 	if len(left) != 2 || slices.ContainsFunc(left, func(s string) bool { return strings.Contains(s, old.rec.ID()) }) {
 		t.Fatalf("%d records left, the expired one among them: %t", len(left), slices.ContainsFunc(left, func(s string) bool { return strings.Contains(s, old.rec.ID()) }))
+	}
+}
+
+// A disk with no room for new work releases early what settled leases keep
+// for retention, however recent; an unsettled lease keeps its content.
+func TestRetentionYieldsToRoom(t *testing.T) {
+	ctx := context.Background()
+	store, err := content.Open(ctx, t.TempDir(), content.StoreOptions{Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	records, err := state.Open(t.TempDir(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer records.Close()
+	self := wiretest.FreshParty(t)
+	p := newTestProvider(t, self, Config{Retention: 7 * 24 * time.Hour}, &absent{}, store, records, &ledgertest.Memory{})
+	now := time.Now()
+	settled := releasedLease(t, p, self, now.Add(-time.Minute))
+	unsettled := releasedLease(t, p, self, now.Add(-time.Minute))
+	settled.rec.FinalSigned = true
+	roots := map[string]cid.Cid{}
+	for name, l := range map[string]*leaseRunner{"settled": settled, "unsettled": unsettled} {
+		l.rec.Lease.Terms.ID = "l" + name
+		dir := filepath.Join(t.TempDir(), name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "f"), []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, _, err := store.Import(ctx, dir, content.ImportOptions{Pin: pinOutput(l.rec.ID())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots[name] = c
+		if err := l.write(l.rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := p.sweepRetention(ctx, now, false); err != nil || n != 0 {
+		t.Fatalf("inside the retention window: released %d (%v)", n, err)
+	}
+	if n, err := p.sweepRetention(ctx, now, true); err != nil || n != 1 {
+		t.Fatalf("for room on the disk: released %d (%v), want the settled lease", n, err)
+	}
+	if has, _ := store.Has(ctx, roots["settled"]); has {
+		t.Fatal("the settled lease's output was kept")
+	}
+	if has, _ := store.Has(ctx, roots["unsettled"]); !has {
+		t.Fatal("the unsettled lease's output went")
 	}
 }

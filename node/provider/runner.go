@@ -149,7 +149,9 @@ func (lr *leaseRunner) run(ctx context.Context) {
 
 	var res exec.Result
 	ran := false
-	if lr.stage(ctx, &st) && lr.joinGang(ctx, join, &st) {
+	staged := lr.stage(ctx, &st)
+	lr.diskStaged()
+	if staged && lr.joinGang(ctx, join, &st) {
 		res, ran = lr.runJob(ctx, &st), true
 	}
 	lr.output(res, st.work, ran)
