@@ -241,7 +241,13 @@ func printEscapes(ctx context.Context, e31 string, victim *cluster.Node, cl *api
 	listed := slices.ContainsFunc(nodes, func(n api.Node) bool { return n.PeerID == r.ID().String() })
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	printed, err := exec.CommandContext(cctx, e31, "--api", victim.API, "--api-token-file", victim.TokenFile, "nodes").Output()
+	cmd := exec.CommandContext(cctx, e31, "--api", victim.API, "nodes")
+	// The token goes in the environment, which an e31 from before API
+	// tokens (rogue-bench --bin) ignores where it would refuse the flag.
+	if tok, err := api.ReadToken(victim.TokenFile); err == nil {
+		cmd.Env = append(os.Environ(), "E31_API_TOKEN="+tok)
+	}
+	printed, err := cmd.Output()
 	if err != nil {
 		return rogue.Result{Attack: rogue.AttackEscapes}, printed, fmt.Errorf("e31 nodes: %w", err)
 	}

@@ -13,11 +13,12 @@ import (
 type SquatOptions struct {
 	// Rounds bounds how many times the rogue takes its part; default 3.
 	Rounds int
-	// Within bounds each round: taking the part, then the submitter's
-	// giving the gang up; default 1m.
+	// Within bounds each round: from taking the part to taking it again
+	// (or seeing it leased to another); default 1m.
 	Within time.Duration
-	// Retry is how often a refused proposal is made again within a
-	// round; default 250ms.
+	// Retry is how often the part is proposed for while the rogue does not
+	// hold it; default 50ms, so that the rogue is first when it is queued
+	// again.
 	Retry time.Duration
 }
 
@@ -29,7 +30,7 @@ func (o SquatOptions) withDefaults() SquatOptions {
 		o.Within = time.Minute
 	}
 	if o.Retry <= 0 {
-		o.Retry = 250 * time.Millisecond
+		o.Retry = 50 * time.Millisecond
 	}
 	return o
 }
@@ -38,27 +39,51 @@ func (o SquatOptions) withDefaults() SquatOptions {
 // gives it to, and never signs the gang lease: the submitter's request for
 // its signature goes unanswered until the submitter gives up. Meanwhile
 // the rogue sends honest interim receipts, so that only the gang lease
-// is withheld. It takes the part again each time the gang is placed
-// anew, for o.Rounds rounds, and stops early once the gang's part is
-// leased to another provider (placed without it). Held is how long the
-// rogue held its part, over all rounds: the time every other part's
-// GPUs were held for nothing.
+// is withheld, and goes on proposing for the part, so that it is the
+// first to take it again once the gang is queued anew: for o.Rounds
+// rounds, or until the part is leased to another provider (placed without
+// it). Held is how long the rogue held its part, over all rounds: the
+// time every other part's GPUs were held for nothing.
 func (r *Rogue) SquatGangPart(ctx context.Context, gang string, rank int, o SquatOptions) (Result, error) {
 	o = o.withDefaults()
 	res := Result{Attack: AttackGangSquat}
 	part := market.TaskID(gang, rank)
+	what := fmt.Sprintf("part %d proposal", rank)
 	j, err := r.WaitJob(ctx, part)
 	if err != nil {
 		return res, err
 	}
+	var held *heldPart // the part's lease the rogue holds, if any
+	defer func() {
+		if held != nil {
+			held.stop()
+		}
+	}()
+	// end closes a round: the held lease is given up, its time counted,
+	// its GPU freed in every view at once, so that Match, which finds it
+	// the best fit, gives it the part again rather than another provider.
+	end := func() error {
+		if held == nil {
+			return nil
+		}
+		held.stop()
+		res.Held += held.time()
+		res.Steps = append(res.Steps, Step{What: "gang lease signature", Answer: NoAnswer, Err: fmt.Sprintf("withheld, asked for it %s", times(r.GangCalls(held.l.ID())))})
+		err := held.l.Release(ctx, ledger.OutcomeWithdrawn, ledger.AttributionSubmitter)
+		held = nil
+		return err
+	}
 	squatted := 0
-	for round := 1; round <= o.Rounds; round++ {
+	for squatted < o.Rounds {
 		rctx, cancel := context.WithTimeout(ctx, o.Within)
 		l, placed, lastErr := r.takePart(rctx, j, o.Retry)
+		cancel()
+		if err := end(); err != nil {
+			return res, err
+		}
 		if l == nil {
-			cancel()
 			if lastErr != nil {
-				res.Steps = append(res.Steps, stepOf(fmt.Sprintf("part %d proposal", rank), lastErr, Countersigned))
+				res.Steps = append(res.Steps, stepOf(what, lastErr, Countersigned))
 			}
 			if placed != "" {
 				res.note("the gang was placed again without the rogue (part %d on %s)", rank, short(placed))
@@ -66,15 +91,16 @@ func (r *Rogue) SquatGangPart(ctx context.Context, gang string, rank int, o Squa
 			break
 		}
 		squatted++
-		res.Steps = append(res.Steps, Step{What: fmt.Sprintf("part %d proposal", rank), Answer: Countersigned})
-		alive := make(chan error, 1)
-		go func() { alive <- l.KeepAlive(rctx, ledger.PhaseStaging) }()
-		// The lease's time ends when the submitter gives the gang up,
-		// which it says by refusing the next receipt.
-		<-alive
-		cancel()
-		res.Held += time.Since(l.Countersigned)
-		res.Steps = append(res.Steps, Step{What: "gang lease signature", Answer: NoAnswer, Err: fmt.Sprintf("withheld, asked for it %s", times(r.GangCalls(l.ID())))})
+		res.Steps = append(res.Steps, Step{What: what, Answer: Countersigned})
+		held = r.holdPart(ctx, l)
+	}
+	if held != nil {
+		// The last round: the lease lasts until the submitter gives the
+		// gang up, which it says by refusing the next receipt.
+		held.wait(o.Within)
+		if err := end(); err != nil {
+			return res, err
+		}
 	}
 	avoided := Step{What: "named in the requeue's avoid list", Answer: Counted, Err: "no"}
 	if r.Avoided(part, r.self) {
@@ -84,6 +110,45 @@ func (r *Rogue) SquatGangPart(ctx context.Context, gang string, rank int, o Squa
 	res.note("took the part %s, holding it %s in all", times(squatted), res.Held.Round(100*time.Millisecond))
 	return res, nil
 }
+
+// heldPart is a gang part's lease the rogue holds, with honest receipts
+// going every interval until the submitter refuses one or stop.
+type heldPart struct {
+	l      *Lease
+	cancel context.CancelFunc
+	done   chan struct{} // closed once the receipts stopped
+	// ended is when they did; written before done is closed.
+	ended time.Time
+}
+
+func (r *Rogue) holdPart(ctx context.Context, l *Lease) *heldPart {
+	kctx, cancel := context.WithCancel(ctx)
+	h := &heldPart{l: l, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		_ = l.KeepAlive(kctx, ledger.PhaseStaging)
+		h.ended = time.Now()
+	}()
+	return h
+}
+
+// wait waits, up to within, for the submitter to refuse a receipt.
+func (h *heldPart) wait(within time.Duration) {
+	select {
+	case <-h.done:
+	case <-time.After(within):
+	}
+}
+
+// stop ends the receipts and waits for them to end.
+func (h *heldPart) stop() {
+	h.cancel()
+	<-h.done
+}
+
+// time is how long the lease was held: until a receipt was refused, or
+// the receipts were stopped.
+func (h *heldPart) time() time.Duration { return h.ended.Sub(h.l.Countersigned) }
 
 // takePart proposes for a gang's part until the submitter countersigns,
 // ctx ends, or the part is leased to another provider (placed, its ID).

@@ -296,6 +296,20 @@ func (l *Lease) KeepAlive(ctx context.Context, phase ledger.Phase) error {
 	}
 }
 
+// Release announces on the jobs topic that the lease ended and its GPUs
+// are free, as its provider: every view gives them back to Match at
+// once, rather than when the submitter's own announcement comes.
+func (l *Lease) Release(ctx context.Context, outcome ledger.Outcome, by ledger.Attribution) error {
+	t := l.Signed.Terms
+	now := time.Now()
+	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
+		Outcome: string(outcome), Attribution: string(by), At: now.UnixMilli()}
+	if _, err := l.r.gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
+		return fmt.Errorf("rogue: announce the release of lease %s: %w", t.ID, err)
+	}
+	return nil
+}
+
 // Ended reports whether a final receipt of the lease was countersigned.
 func (l *Lease) Ended() bool {
 	l.mu.Lock()
