@@ -26,6 +26,12 @@ type Provider interface {
 	// Window says whether the node is outside its contribution hours at
 	// now, and else when its window ends (Unix ms, 0: never).
 	Window(now time.Time) (closed bool, openUntil int64)
+	// Disk is the largest request.disk the node can grant now, and why it
+	// lends no disk where it lends none (market.Offer.NoDisk); it does no
+	// I/O.
+	Disk() (maxJobDisk uint64, noDisk string)
+	// TakesCPUJobs says the node takes jobs that ask for no GPU.
+	TakesCPUJobs() bool
 }
 
 // Publisher publishes a node's offer. Its exported fields are set before
@@ -37,7 +43,9 @@ type Publisher struct {
 	CPUs         int
 	MemoryBytes  uint64
 	RequireImage bool
-	MaxJobDisk   uint64
+	// MaxJobDisk caps what the offer says a job's disk may be, beside
+	// what Provider.Disk says can be granted now; 0: no cap of its own.
+	MaxJobDisk uint64
 	// Heartbeat is how often the offer is published when nothing changes.
 	Heartbeat time.Duration
 	Provider  Provider
@@ -79,8 +87,14 @@ func (p *Publisher) Offer() (market.Offer, string) {
 	reach, unreachable := p.Reach()
 	o := market.Offer{Provider: p.Self, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, GPUs: p.Provider.GPUs(),
 		Images: p.Provider.Images(), RequireImage: p.RequireImage, Unreachable: unreachable,
-		MaxJobDisk: p.MaxJobDisk, Draining: p.Provider.Draining()}
+		Draining: p.Provider.Draining(), NoCPUJobs: !p.Provider.TakesCPUJobs()}
 	o.Closed, o.OpenUntil = p.Provider.Window(time.Now())
+	o.MaxJobDisk, o.NoDisk = p.Provider.Disk()
+	if o.NoDisk != "" {
+		o.MaxJobDisk = 0
+	} else if p.MaxJobDisk != 0 && (o.MaxJobDisk == 0 || p.MaxJobDisk < o.MaxJobDisk) {
+		o.MaxJobDisk = p.MaxJobDisk
+	}
 	return o, reach
 }
 

@@ -20,6 +20,12 @@ func TestOnlyTaken(t *testing.T) {
 	}
 	other := offer(true, true)
 	other.CPUs = 4
+	// A lease taking GPUs and disk: the disk the node can grant changes,
+	// which no lease's announcement says.
+	lessDisk := offer(false, true)
+	lessDisk.MaxJobDisk = 8 << 30
+	full := offer(true, true)
+	full.NoDisk = market.DiskFull
 	tests := []struct {
 		name           string
 		published, now market.Offer
@@ -32,6 +38,8 @@ func TestOnlyTaken(t *testing.T) {
 		{"one taken, one freed", offer(false, true), offer(true, false), false},
 		{"another field changed", offer(true, true), other, false},
 		{"a GPU gone", offer(true, true), offer(true), false},
+		{"a GPU and disk taken", offer(true, true), lessDisk, false},
+		{"the disk full", offer(true, true), full, false},
 	}
 	for _, tc := range tests {
 		if got := onlyTaken(tc.published, tc.now); got != tc.want {
