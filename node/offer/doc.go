@@ -12,4 +12,9 @@
 // release cost the network two messages, not four. A GPU that the last
 // published offer showed held and that is now free is published at once,
 // or peers would keep it out of Match until the next heartbeat.
+//
+// The offer also says the largest disk the node can grant a job now, or
+// that it lends none (node/diskroom): a lease's announcement does not say
+// what disk it took, so a change of that figure is published at once. It
+// is rounded so that it changes only when the change matters.
 package offer
