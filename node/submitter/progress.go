@@ -161,7 +161,9 @@ func (j *jobTracker) pullCap() int64 {
 }
 
 // logAllowance is what the logs beside an output may add to a pull: each
-// of stdout and stderr is kept at most twice exec's cap of 8 MiB.
+// of stdout and stderr is kept at most twice exec's cap of 8 MiB (32 MiB
+// in all), with as much again for the DAG around them and the output's
+// folders.
 const logAllowance = 64 << 20
 
 // pullCheckpoint fetches a checkpoint of the job's lease from its provider
