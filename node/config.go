@@ -166,8 +166,25 @@ type Config struct {
 	// own image; its offer says so.
 	RequireImage bool
 	// MaxJobDisk caps request.disk for jobs run here; the offer says so.
-	// 0: no cap.
+	// 0: a quarter of the data dir's filesystem (diskroom.DefaultMaxJobDisk).
 	MaxJobDisk uint64
+	// DiskReserve is the free space of the data dir's filesystem that no
+	// job's disk, input, output or checkpoint may take: the node's own
+	// records write into it, and the machine's owner keeps it. 0: a tenth
+	// of the filesystem and at least 20 GiB, at most a quarter of it
+	// (diskroom.DefaultReserve).
+	DiskReserve uint64
+	// UnboundedDisk lends disk to jobs where a job's disk cannot be
+	// bounded (no loop devices or mkfs.ext4): they then write on the data
+	// dir's filesystem, bounded by nothing. Off, such a node takes no job.
+	UnboundedDisk bool
+	// NoCPUJobs takes only jobs that ask for GPUs; the offer says so.
+	NoCPUJobs bool
+	// DebugDiskFree, when set, is counted as the data dir's filesystem's
+	// size and free space, whatever it holds: how a test network whose
+	// nodes share one filesystem grants its jobs' disks alike on every
+	// machine. Never set on a real node.
+	DebugDiskFree uint64
 	// View bounds the jobs and declaration bytes this node's view of the
 	// jobs topic holds, all submitters together (node/view, "Bounds");
 	// zero fields take view's defaults, negative ones lift the bound.

@@ -30,6 +30,12 @@ func (n *Node) ID() api.ID {
 	if d := n.provider.DrainStatus(); d.Mode != "" {
 		out.Drain = &d
 	}
+	if n.compute.Offers() {
+		st := n.disk.Status()
+		out.Disk = &api.Disk{Size: st.Size, Free: st.Free, Reserve: st.Reserve, Promised: st.Promised, Lendable: st.Lendable,
+			MaxJobDisk: st.MaxJobDisk, Cap: st.Cap, NoDisk: st.NoDisk, Why: st.Why, Jobs: st.Jobs}
+		out.NoCPUJobs = n.cfg.NoCPUJobs
+	}
 	if n.cfg.Hours != nil {
 		out.Hours = n.cfg.Hours.String()
 		var until int64
@@ -90,6 +96,9 @@ func (n *Node) Nodes() []api.Node {
 			Draining:    e.Offer.Draining,
 			Closed:      e.Offer.Closed,
 			OpenUntil:   msTime(e.Offer.OpenUntil),
+			MaxJobDisk:  e.Offer.MaxJobDisk,
+			NoDisk:      e.Offer.NoDisk,
+			NoCPUJobs:   e.Offer.NoCPUJobs,
 		}
 		for _, g := range e.Offer.GPUs {
 			an.GPUs = append(an.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free && !leased[e.Offer.Provider][g.UUID]})

@@ -11,6 +11,7 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/acl"
 	"github.com/e31network/e31/node/compute"
+	"github.com/e31network/e31/node/diskroom"
 	"github.com/e31network/e31/node/epoch"
 	"github.com/e31network/e31/node/gangnet"
 	"github.com/e31network/e31/node/images"
@@ -62,6 +63,7 @@ type Node struct {
 	gangs    *gangnet.Registry
 	guard    *p2p.Guard       // gossip peer scores and per-peer rate limits
 	compute  *compute.Machine // the GPUs and the sandbox jobs run in
+	disk     *diskroom.Room   // the data dir's disk, lent to jobs (disk.go)
 	started  time.Time
 	offers   *view.Offers
 	market   *view.Market
@@ -192,6 +194,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, n.compute.Close)
+	if err := n.openDisk(); err != nil {
+		return nil, err
+	}
 	if n.state, err = state.Open(filepath.Join(cfg.DataDir, "state"), n.log); err != nil {
 		return nil, err
 	}
@@ -200,7 +205,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, n.ledger.Close)
-	if n.store, err = content.Open(ctx, filepath.Join(cfg.DataDir, "blocks"), content.StoreOptions{Log: n.log}); err != nil {
+	if n.store, err = content.Open(ctx, filepath.Join(cfg.DataDir, "blocks"), content.StoreOptions{Log: n.log, Room: n.disk.ContentRoom}); err != nil {
 		return nil, err
 	}
 	closers = append(closers, n.store.Close)

@@ -35,6 +35,7 @@ func (n *Node) wireRoles() {
 		ImagePull:       n.cfg.ImagePull,
 		RequireImage:    n.cfg.RequireImage,
 		MaxJobDisk:      n.cfg.MaxJobDisk,
+		NoCPUJobs:       n.cfg.NoCPUJobs,
 		SingleSource:    n.cfg.SingleSource,
 		Prestage:        !n.cfg.NoPrestage,
 		Limits:          content.Limits{MaxBytes: n.cfg.MaxInputBytes, MaxEntries: n.cfg.MaxEntries, MaxDepth: n.cfg.MaxDepth},
@@ -43,7 +44,7 @@ func (n *Node) wireRoles() {
 		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: n.peers,
 		Metrics: n.metrics.Provider, Log: n.log, OfferChanged: n.signalOfferChanged, Rematch: n.signalWork, HeldElsewhere: n.heldElsewhere, Path: n.Path,
 		Runner: n.compute.Runner, Images: n.providerImages(), Misbehave: n.cfg.Misbehave,
-		Disks: n.compute.Disks(), SeeGPUs: n.compute.SeeGPUs(), OpenGang: n.openGang(),
+		Disks: n.compute.Disks(), Room: n.disk, SeeGPUs: n.compute.SeeGPUs(), OpenGang: n.openGang(),
 	})
 	n.submitter = submitter.New(submitter.Config{
 		ProposalTTL:       n.cfg.ProposalTTL,

@@ -35,6 +35,33 @@ type ID struct {
 	Hours     string     `json:"hours,omitempty"`
 	Closed    bool       `json:"closed,omitempty"`
 	OpenUntil *time.Time `json:"open_until,omitempty"`
+	// Disk is how the data dir's disk stands, and what of it this node
+	// lends its jobs; nil where it does not say.
+	Disk *Disk `json:"disk,omitempty"`
+	// NoCPUJobs says this node takes only jobs that ask for GPUs.
+	NoCPUJobs bool `json:"no_cpu_jobs,omitempty"`
+}
+
+// Disk is the data dir's disk as a provider lends it (node/diskroom).
+type Disk struct {
+	// Size and Free are the filesystem's, in bytes.
+	Size uint64 `json:"size"`
+	Free uint64 `json:"free"`
+	// Reserve is what no job may take; Promised what the jobs holding a
+	// grant may still take; Lendable what is left.
+	Reserve  uint64 `json:"reserve"`
+	Promised uint64 `json:"promised"`
+	Lendable uint64 `json:"lendable"`
+	// MaxJobDisk is the largest request.disk this node can grant now,
+	// within Cap, the largest it takes at all.
+	MaxJobDisk uint64 `json:"max_job_disk"`
+	Cap        uint64 `json:"cap"`
+	// NoDisk says why it lends none ("full", "unbounded"), Why in words;
+	// empty while it lends.
+	NoDisk string `json:"no_disk,omitempty"`
+	Why    string `json:"why,omitempty"`
+	// Jobs is how many jobs hold a grant of it.
+	Jobs int `json:"jobs"`
 }
 
 // Peer is a connected libp2p peer.
@@ -93,6 +120,14 @@ type Node struct {
 	// OpenUntil is when its open window ends, where it has hours.
 	Closed    bool       `json:"closed,omitempty"`
 	OpenUntil *time.Time `json:"open_until,omitempty"`
+	// MaxJobDisk is the largest request.disk the provider can grant now
+	// (0: it names no cap); NoDisk why it lends none ("full": its disk is
+	// under its reserve or promised to its jobs; "unbounded": it cannot
+	// bound a job's disk), and so takes no job. NoCPUJobs says it takes
+	// only jobs that ask for GPUs.
+	MaxJobDisk uint64 `json:"max_job_disk,omitempty"`
+	NoDisk     string `json:"no_disk,omitempty"`
+	NoCPUJobs  bool   `json:"no_cpu_jobs,omitempty"`
 	// Held are the largest roots the provider's offer says it holds, with
 	// their sizes in bytes; HeldFiltered says its filter holds more.
 	Held         []HeldRoot `json:"held,omitempty"`

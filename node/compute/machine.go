@@ -133,15 +133,22 @@ func (jobDisks) Sweep(root string, keep func(id string) bool) error {
 	return exec.SweepDisks(root, keep)
 }
 
-// Disks is nil, with a warning, where a job's writes cannot be bounded,
-// and where the runner is a stand-in for tests.
+// Disks is nil where a job's writes cannot be bounded (DiskQuotas says
+// why), and where the runner is a stand-in for tests.
 func (m *Machine) Disks() provider.Disks {
-	if _, real := m.Runner.(*exec.Runner); !real {
-		return nil
-	}
-	if err := exec.DiskSupport(); err != nil {
-		m.o.Log.Warn("jobs' disk use is not bounded on this node (request.disk is not enforced)", "err", err)
+	if _, real := m.Runner.(*exec.Runner); !real || m.DiskQuotas() != nil {
 		return nil
 	}
 	return jobDisks{maker: exec.DiskMaker{Templates: filepath.Join(m.o.DataDir, "disk-templates")}}
+}
+
+// DiskQuotas says why a job's disk cannot be bounded here (no loop
+// devices, no mkfs.ext4), or nil where it can, or where no real sandbox
+// runs jobs to bound: a node with no compute, or a stand-in runner that
+// writes nothing.
+func (m *Machine) DiskQuotas() error {
+	if _, real := m.Runner.(*exec.Runner); !real {
+		return nil
+	}
+	return exec.DiskSupport()
 }
