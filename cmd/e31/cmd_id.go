@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
 	"github.com/spf13/cobra"
 )
 
@@ -42,8 +44,27 @@ func runID(ctx context.Context, o idOptions, g *globalOptions) error {
 	if id.Hours != "" {
 		fmt.Fprintf(g.stdout, "hours     %s (%s)\n", id.Hours, describeWindow(id.Closed, id.OpenUntil))
 	}
+	if d := id.Disk; d != nil {
+		writef(g.stdout, "disk      %s\n", describeDisk(*d))
+	}
+	if id.NoCPUJobs {
+		fmt.Fprintf(g.stdout, "takes     only jobs that ask for GPUs (--cpu-jobs=false)\n")
+	}
 	for _, a := range id.Addrs {
 		fmt.Fprintf(g.stdout, "address   %s\n", a)
 	}
 	return nil
+}
+
+// describeDisk says how the data dir's disk stands and what of it the node
+// lends: "412GiB free of 1TiB, 102GiB kept in reserve, 40GiB promised to
+// 2 jobs; grants a job up to 256GiB", or "lends no disk, so takes no job:
+// …".
+func describeDisk(d api.Disk) string {
+	s := fmt.Sprintf("%s free of %s, %s kept in reserve, %s promised to %d jobs", market.Size(d.Free), market.Size(d.Size),
+		market.Size(d.Reserve), market.Size(d.Promised), d.Jobs)
+	if d.NoDisk != "" {
+		return "lends no disk, so takes no job: " + d.Why + " (" + s + ")"
+	}
+	return s + "; grants a job up to " + market.Size(d.MaxJobDisk).String()
 }

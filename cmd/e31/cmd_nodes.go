@@ -54,6 +54,18 @@ func runNodes(ctx context.Context, o nodesOptions, g *globalOptions) error {
 		if n.Draining {
 			name += " (draining)"
 		}
+		switch n.NoDisk {
+		case "":
+		case "full":
+			name += " (disk full)"
+		case "unbounded":
+			name += " (no disk quotas)"
+		default:
+			name += " (no disk: " + n.NoDisk + ")"
+		}
+		if n.NoCPUJobs {
+			name += " (GPU jobs only)"
+		}
 		if n.Closed || n.OpenUntil != nil {
 			name += " (" + describeWindow(n.Closed, n.OpenUntil) + ")"
 		}

@@ -46,9 +46,17 @@ The exit status is 1 when any check fails; warnings alone exit 0.`,
 			if err != nil {
 				return fmt.Errorf("--image-cache-size: %w", err)
 			}
+			var reserve market.Size
+			if o.file.DiskReserve != "" {
+				if reserve, err = market.ParseSize(o.file.DiskReserve); err != nil {
+					return fmt.Errorf("--disk-reserve: %w", err)
+				}
+			}
 			rep := doctor.Run(cmd.Context(), doctor.Machine{}, doctor.Options{
 				DataDir:         o.file.Data,
 				ImageCacheBytes: int64(cache),
+				DiskReserve:     uint64(reserve),
+				UnboundedDisk:   o.file.UnboundedDisk,
 				Listen:          o.file.Listen,
 				Runtime:         o.file.Runtime,
 			})
@@ -81,6 +89,8 @@ The exit status is 1 when any check fails; warnings alone exit 0.`,
 	f.StringArrayVar(&o.file.Listen, "listen", nil, "libp2p multiaddr the daemon will listen on, repeatable")
 	f.StringVar(&o.file.Runtime, "runtime", "", "OCI runtime binary (default: runc, else crun, whichever works)")
 	f.StringVar(&o.file.ImageCacheSize, "image-cache-size", "64GiB", "disk the layer cache may take under DATA/layers")
+	f.StringVar(&o.file.DiskReserve, "disk-reserve", "", "the daemon's --disk-reserve (default: a tenth of the data dir's filesystem and at least 20GiB, at most a quarter of it)")
+	f.BoolVar(&o.file.UnboundedDisk, "unbounded-disk", false, "the daemon's --unbounded-disk: jobs are taken where their disks cannot be bounded")
 	f.BoolVar(&asJSON, "json", false, "print the checks as JSON")
 	f.BoolVar(&gpuJob, "gpu-job", false, "also run a small CUDA job in the sandbox on each GPU, as a lease would")
 	return cmd

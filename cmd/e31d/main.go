@@ -74,6 +74,10 @@ type fileConfig struct {
 	ImagePull      bool   `toml:"image-pull"`
 	RequireImage   bool   `toml:"require-image"`
 	MaxJobDisk     string `toml:"max-job-disk"`
+	// The data dir's disk, lent to jobs.
+	DiskReserve   string `toml:"disk-reserve"`
+	UnboundedDisk bool   `toml:"unbounded-disk"`
+	CPUJobs       *bool  `toml:"cpu-jobs"`
 	// The view of the jobs topic, all submitters together.
 	ViewJobs  int    `toml:"view-jobs"`
 	ViewBytes string `toml:"view-bytes"`
@@ -115,6 +119,10 @@ type options struct {
 	// debugPartition serves the partition switch tests use; hidden.
 	debugPartition bool
 	file           fileConfig
+	// debugDiskFree counts this as the data dir's free space; hidden.
+	debugDiskFree string
+	// cpuJobs is --cpu-jobs, or the file's where the flag is not given.
+	cpuJobs bool
 	// misbehave reads --misbehave, which only a byzantine build has.
 	misbehave func() (misbehaviour, error)
 	// Durations parsed from flags, or from the file where no flag was given.
@@ -234,7 +242,10 @@ on the command line win.`,
 	f.StringVar(&o.file.ImageCacheSize, "image-cache-size", "64GiB", "disk kept for unpacked image layers under DATA/layers (least recently used go first)")
 	f.BoolVar(&o.file.ImagePull, "image-pull", false, "pull a job's image from its registry (work.image_ref) instead of fetching it from the submitter")
 	f.BoolVar(&o.file.RequireImage, "require-image", false, "take only jobs that bring their own image (the offer says so)")
-	f.StringVar(&o.file.MaxJobDisk, "max-job-disk", "", "largest request.disk a job run here may declare, e.g. 100GiB (the offer says so; default: no cap)")
+	f.StringVar(&o.file.MaxJobDisk, "max-job-disk", "", "largest request.disk a job run here may declare, e.g. 100GiB (the offer says so; default: a quarter of the data dir's filesystem)")
+	f.StringVar(&o.file.DiskReserve, "disk-reserve", "", "free space of the data dir's filesystem no job's disk, input or output may take, kept for this node's own records and the machine's owner; under it the node takes no job (default: a tenth of the filesystem and at least 20GiB, at most a quarter of it)")
+	f.BoolVar(&o.file.UnboundedDisk, "unbounded-disk", false, "take jobs where a job's disk cannot be bounded (no loop devices or mkfs.ext4): they then write on the data dir's filesystem, bounded by nothing (default: such a node takes no job)")
+	f.BoolVar(&o.cpuJobs, "cpu-jobs", true, "take jobs that ask for no GPU (request.gpus 0): they hold CPUs, memory and disk, metered as CPU-hours; false leaves the CPUs and memory to the GPUs' jobs (the offer says so)")
 	f.IntVar(&o.file.ViewJobs, "view-jobs", view.DefaultJobs, "the most jobs (array tasks and gang parts each one) this node's view of the network's queue holds, all submitters together; past it the newest and largest holders over their share are evicted; 0: no bound")
 	f.StringVar(&o.file.ViewBytes, "view-bytes", market.Size(view.DefaultDeclarationBytes).String(), "the most bytes of job declarations this node's view holds, all submitters together, likewise; 0: no bound")
 	f.BoolVar(&o.file.NoLocality, "no-locality", false, "jobs submitted here that say nothing of locality declare request.locality: off (placed by best fit, ignoring which provider holds their data)")
@@ -251,6 +262,8 @@ on the command line win.`,
 	f.StringVar(&o.file.LogFormat, "log-format", "text", "text or json")
 	f.BoolVar(&o.debugPartition, "debug-partition", false, "serve POST /v1/debug/block on the API, which cuts this node off from peers (for tests)")
 	_ = f.MarkHidden("debug-partition")
+	f.StringVar(&o.debugDiskFree, "debug-disk-free", "", "count this as the data dir's filesystem's size and free space, whatever it holds (for tests)")
+	_ = f.MarkHidden("debug-disk-free")
 	o.misbehave = misbehaveFlag(f)
 	cmd.AddCommand(newDoctorCommand(), newGPUProbeCommand(), manpage.Command(cmd))
 	return cmd
@@ -315,6 +328,13 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("image-pull", func() { o.file.ImagePull = o.file.ImagePull || fc.ImagePull })
 	set("require-image", func() { o.file.RequireImage = o.file.RequireImage || fc.RequireImage })
 	set("max-job-disk", func() { o.file.MaxJobDisk = or(fc.MaxJobDisk, o.file.MaxJobDisk) })
+	set("disk-reserve", func() { o.file.DiskReserve = or(fc.DiskReserve, o.file.DiskReserve) })
+	set("unbounded-disk", func() { o.file.UnboundedDisk = o.file.UnboundedDisk || fc.UnboundedDisk })
+	set("cpu-jobs", func() {
+		if fc.CPUJobs != nil {
+			o.cpuJobs = *fc.CPUJobs
+		}
+	})
 	set("view-jobs", func() { o.file.ViewJobs = cmp.Or(fc.ViewJobs, o.file.ViewJobs) })
 	set("view-bytes", func() { o.file.ViewBytes = or(fc.ViewBytes, o.file.ViewBytes) })
 	set("no-locality", func() { o.file.NoLocality = o.file.NoLocality || fc.NoLocality })
@@ -429,6 +449,17 @@ func run(cmd *cobra.Command, o *options) error {
 			return fmt.Errorf("--max-job-disk %q: want a size of at least %s, such as 100GiB", o.file.MaxJobDisk, market.Size(market.MinDisk))
 		}
 	}
+	var diskReserve, diskFree market.Size
+	if o.file.DiskReserve != "" {
+		if diskReserve, err = market.ParseSize(o.file.DiskReserve); err != nil || diskReserve == 0 {
+			return fmt.Errorf("--disk-reserve %q: want a size such as 20GiB", o.file.DiskReserve)
+		}
+	}
+	if o.debugDiskFree != "" {
+		if diskFree, err = market.ParseSize(o.debugDiskFree); err != nil {
+			return fmt.Errorf("--debug-disk-free: %w", err)
+		}
+	}
 	viewBytes, err := market.ParseSize(o.file.ViewBytes)
 	if err != nil || o.file.ViewJobs < 0 {
 		return fmt.Errorf("--view-jobs %d, --view-bytes %q: want a count and a size such as 16MiB, 0 for no bound", o.file.ViewJobs, o.file.ViewBytes)
@@ -471,6 +502,8 @@ func run(cmd *cobra.Command, o *options) error {
 		return doctor.Run(ctx, doctor.Machine{}, doctor.Options{
 			DataDir:         o.file.Data,
 			ImageCacheBytes: int64(imageCache),
+			DiskReserve:     uint64(diskReserve),
+			UnboundedDisk:   o.file.UnboundedDisk,
 			Listen:          o.file.Listen,
 			Runtime:         o.file.Runtime,
 		})
@@ -523,6 +556,10 @@ func run(cmd *cobra.Command, o *options) error {
 		ImagePull:         o.file.ImagePull,
 		RequireImage:      o.file.RequireImage,
 		MaxJobDisk:        uint64(maxJobDisk),
+		DiskReserve:       uint64(diskReserve),
+		UnboundedDisk:     o.file.UnboundedDisk,
+		NoCPUJobs:         !o.cpuJobs,
+		DebugDiskFree:     uint64(diskFree),
 		View:              view.Bounds{Jobs: noBound(o.file.ViewJobs), DeclarationBytes: int64(noBound(int(viewBytes)))},
 		NoLocality:        o.file.NoLocality,
 		LocalityWait:      o.localityWait,

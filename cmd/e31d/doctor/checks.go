@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/exec/nvidia"
+	"github.com/e31network/e31/node/diskroom"
 )
 
 // minFreeBytes is the free space below which the data dir fails: the
@@ -116,10 +118,15 @@ func checkOverlay(ctx context.Context, h Host) Result {
 	return result("overlay", OK, "", "a read-only overlay of two layers mounts")
 }
 
-func checkJobDisk(ctx context.Context, h Host) Result {
+func checkJobDisk(ctx context.Context, h Host, o Options) Result {
 	if err := h.JobDisk(ctx); err != nil {
-		return result("job disks", Warn, "install e2fsprogs (apt-get install e2fsprogs) and load the loop module (modprobe loop)",
-			"a job's disk cannot be made, so what jobs write is not bounded (request.disk): %v", err)
+		fix := "install e2fsprogs (apt-get install e2fsprogs) and load the loop module (modprobe loop)"
+		if o.UnboundedDisk {
+			return result("job disks", Warn, fix,
+				"a job's disk cannot be made, so what jobs write is not bounded (request.disk), as --unbounded-disk allows: %v", err)
+		}
+		return result("job disks", Fail, fix+"; or take jobs whose writes are not bounded with --unbounded-disk",
+			"a job's disk cannot be made, so e31d takes no job here (it cannot bound what jobs write: request.disk): %v", err)
 	}
 	return result("job disks", OK, "", "a job's disk of its own (ext4 on a loop device) mounts")
 }
@@ -189,15 +196,20 @@ func checkDisk(h Host, o Options) Result {
 		return result("disk", Fail, "create the data dir or name another with --data", "data dir %s: %v", o.DataDir, err)
 	}
 	free := formatBytes(d.Free)
+	reserve := cmp.Or(o.DiskReserve, diskroom.DefaultReserve(d.Size))
 	switch {
 	case d.Free < minFreeBytes:
 		return result("disk", Fail, "free space there, or name a data dir on a larger filesystem with --data",
 			"data dir %s: only %s free on %s", o.DataDir, free, d.Mount)
+	case d.Free < reserve:
+		return result("disk", Fail, "free space there, lower --disk-reserve, or name a data dir on a larger filesystem with --data",
+			"data dir %s: %s free on %s, under the %s e31d keeps in reserve: it takes no job until there is more", o.DataDir, free, d.Mount, formatBytes(reserve))
 	case o.ImageCacheBytes > 0 && d.Free < uint64(o.ImageCacheBytes):
 		return result("disk", Warn, fmt.Sprintf("lower --image-cache-size below %s, or free space", free),
 			"data dir %s: %s free on %s, less than the layer cache may take (--image-cache-size %s)", o.DataDir, free, d.Mount, formatBytes(uint64(o.ImageCacheBytes)))
 	}
-	return result("disk", OK, "", "data dir %s: %s free of %s on %s; layer cache up to %s", o.DataDir, free, formatBytes(d.Size), d.Mount, formatBytes(uint64(o.ImageCacheBytes)))
+	return result("disk", OK, "", "data dir %s: %s free of %s on %s, %s kept in reserve (jobs' disks, inputs and outputs get the rest); layer cache up to %s",
+		o.DataDir, free, formatBytes(d.Size), d.Mount, formatBytes(reserve), formatBytes(uint64(o.ImageCacheBytes)))
 }
 
 // checkDataDirMode warns of a data dir other users may enter: they would

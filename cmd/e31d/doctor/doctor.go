@@ -38,6 +38,12 @@ type Options struct {
 	// ImageCacheBytes is --image-cache-size: the disk the layer cache may
 	// take under DataDir.
 	ImageCacheBytes int64
+	// DiskReserve is --disk-reserve: the free space no job may take; 0:
+	// the daemon's default for the data dir's filesystem.
+	DiskReserve uint64
+	// UnboundedDisk is --unbounded-disk: jobs are taken where their disks
+	// cannot be bounded.
+	UnboundedDisk bool
 	// Listen are the --listen multiaddrs; none means e31d's default of
 	// free ports.
 	Listen []string
@@ -124,7 +130,7 @@ func Run(ctx context.Context, h Host, o Options) Report {
 		func(context.Context) Result { return checkCgroups(h) },
 		func(ctx context.Context) Result { return checkUserNS(ctx, h) },
 		func(ctx context.Context) Result { return checkOverlay(ctx, h) },
-		func(ctx context.Context) Result { return checkJobDisk(ctx, h) },
+		func(ctx context.Context) Result { return checkJobDisk(ctx, h, o) },
 		func(ctx context.Context) Result {
 			r, n := checkGPUs(ctx, h)
 			gpus = n

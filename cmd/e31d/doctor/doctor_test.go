@@ -134,7 +134,10 @@ func TestEachProblem(t *testing.T) {
 		{"userns off", func(f *fakeHost, _ *Options) { f.usernsMax = 0 }, "userns", Warn, "= 0", "max_user_namespaces"},
 		{"userns refused", func(f *fakeHost, _ *Options) { f.usernsErr = errors.New("operation not permitted") }, "userns", Warn, "not permitted", "unprivileged_userns_clone"},
 		{"no overlay", func(f *fakeHost, _ *Options) { f.overlayErr = errors.New("no such device") }, "overlay", Warn, "no such device", "modprobe overlay"},
-		{"no job disks", func(f *fakeHost, _ *Options) { f.jobDiskErr = errors.New("mkfs.ext4 not found") }, "job disks", Warn, "not bounded", "e2fsprogs"},
+		{"no job disks", func(f *fakeHost, _ *Options) { f.jobDiskErr = errors.New("mkfs.ext4 not found") }, "job disks", Fail, "takes no job", "--unbounded-disk"},
+		{"no job disks, unbounded", func(f *fakeHost, o *Options) {
+			f.jobDiskErr, o.UnboundedDisk = errors.New("mkfs.ext4 not found"), true
+		}, "job disks", Warn, "not bounded", "e2fsprogs"},
 		{"no driver", func(f *fakeHost, _ *Options) {
 			f.driverErr = fmt.Errorf("%w: libnvidia-ml.so.1 not found", nvidia.ErrNoDriver)
 			f.cdi = CDISpecs{}
@@ -148,7 +151,8 @@ func TestEachProblem(t *testing.T) {
 			f.cdi.Errors = []string{"/etc/cdi/nvidia.yaml: invalid device name"}
 		}, "cdi", Warn, "invalid device name", "regenerate"},
 		{"disk full", func(f *fakeHost, _ *Options) { f.disk.Free = 100 << 20 }, "disk", Fail, "100.0 MiB free", "--data"},
-		{"disk below the layer cache", func(f *fakeHost, _ *Options) { f.disk.Free = 10 << 30 }, "disk", Warn, "less than the layer cache", "--image-cache-size"},
+		{"disk under the reserve", func(f *fakeHost, _ *Options) { f.disk.Free = 50 << 30 }, "disk", Fail, "under the 102.4 GiB e31d keeps in reserve", "--disk-reserve"},
+		{"disk below the layer cache", func(f *fakeHost, o *Options) { f.disk.Free, o.DiskReserve = 10<<30, 5<<30 }, "disk", Warn, "less than the layer cache", "--image-cache-size"},
 		{"data dir unusable", func(f *fakeHost, _ *Options) { f.diskErr = errors.New("/var/lib/e31 is not a directory") }, "disk", Fail, "not a directory", "--data"},
 		{"data dir open to others", func(f *fakeHost, _ *Options) { f.dataMode = 0o755 }, "data dir", Warn, "is 0755", "chmod 700 /var/lib/e31"},
 		{"data dir open to its group", func(f *fakeHost, _ *Options) { f.dataMode = 0o750 }, "data dir", Warn, "API's token", "every start"},
