@@ -84,9 +84,9 @@ func NeedOf(disk, inputs uint64) Need {
 	return Need{Disk: disk, Output: disk + 2*uint64(exec.DefaultLogCap), Inputs: 2 * inputs}
 }
 
-// total is the most the need can take of the disk while none of it is
+// Total is the most the need can take of the disk while none of it is
 // written.
-func (n Need) total() uint64 {
+func (n Need) Total() uint64 {
 	return satAdd(satAdd(exec.DiskCost(n.Disk), n.Output), n.Inputs)
 }
 
@@ -275,13 +275,13 @@ func (r *Room) compute(s sample) Status {
 // when the change matters, and providers whose figures are close count
 // as the same shape for Match.
 func largestFor(lendable uint64) uint64 {
-	fixed := NeedOf(0, 0).total()
+	fixed := NeedOf(0, 0).Total()
 	if lendable <= fixed {
 		return 0
 	}
 	// The Need of q is about 2q + q/16 and the fixed part.
 	q := (lendable - fixed) / 33 * 16 / market.MiB
-	for q > 0 && NeedOf(q*market.MiB, 0).total() > lendable {
+	for q > 0 && NeedOf(q*market.MiB, 0).Total() > lendable {
 		q--
 	}
 	if n := bits.Len64(q); n > 3 {
@@ -325,9 +325,9 @@ func (r *Room) Hold(key string, need Need) error {
 	switch {
 	case st.NoDisk == market.DiskUnbounded:
 		err = fmt.Errorf("%w: %s", ErrNoRoom, st.Why)
-	case s.free < satAdd(satAdd(r.reserve, all), need.total()):
+	case s.free < satAdd(satAdd(r.reserve, all), need.Total()):
 		err = fmt.Errorf("%w: a job asking %s may take %s; %s free, %s kept in reserve, %s promised to other jobs",
-			ErrNoRoom, size(need.Disk), size(need.total()), size(s.free), size(r.reserve), size(all))
+			ErrNoRoom, size(need.Disk), size(need.Total()), size(s.free), size(r.reserve), size(all))
 	default:
 		r.grants[key] = &grant{need: need}
 	}

@@ -95,13 +95,13 @@ func TestHoldCountsEveryGrant(t *testing.T) {
 		t.Fatalf("the image takes %d bytes", alloc)
 	}
 	st := r.Refresh()
-	want := satSub(exec.DiskCost(10*gib), alloc) + need.Output + need.Inputs + need.total()
+	want := satSub(exec.DiskCost(10*gib), alloc) + need.Output + need.Inputs + need.Total()
 	if st.Promised != want {
 		t.Fatalf("promised %s, want %s (image holds %s)", size(st.Promised), size(want), size(alloc))
 	}
 	r.Staged("lease-1")
 	r.Imported("lease-1")
-	if st := r.Refresh(); st.Promised != satSub(exec.DiskCost(10*gib), alloc)+need.total() {
+	if st := r.Refresh(); st.Promised != satSub(exec.DiskCost(10*gib), alloc)+need.Total() {
 		t.Fatalf("after staging and import: promised %s", size(st.Promised))
 	}
 	r.Release("lease-1")
@@ -121,7 +121,7 @@ func TestHoldRacesTakeTurns(t *testing.T) {
 	d.free.Store(60 * gib)
 	r := openOn(t, d, Options{Reserve: 10 * gib})
 	need := NeedOf(10*gib, 0)
-	fit := int((50 * gib) / need.total())
+	fit := int((50 * gib) / need.Total())
 	var wg sync.WaitGroup
 	var granted atomic.Int32
 	for i := range 16 {
@@ -155,7 +155,7 @@ func TestOffered(t *testing.T) {
 	if q, why := r.Offered(); q != 14*gib || why != "" {
 		t.Fatalf("30 GiB to lend: %s %q, want 14GiB", size(q), why)
 	}
-	if NeedOf(14*gib, 0).total() > 30*gib || NeedOf(16*gib, 0).total() <= 30*gib {
+	if NeedOf(14*gib, 0).Total() > 30*gib || NeedOf(16*gib, 0).Total() <= 30*gib {
 		t.Fatal("14GiB is not the largest of the series that fits")
 	}
 	// A proposal in flight does not change the offer; its signed lease

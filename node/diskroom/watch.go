@@ -23,9 +23,11 @@ const (
 	// watchEvery is how often the disk is measured: a second is about
 	// what a disk written at full speed needs to lose a spare's worth.
 	watchEvery = time.Second
-	// shortEvery bounds how often Short is called while the disk stays
-	// short: what it frees takes a content store's collection.
-	shortEvery = 30 * time.Second
+	// shortEvery bounds how often short is called while the disk stays
+	// short: a call that finds nothing to free costs a read of the
+	// lease records, and one that frees something a content store's
+	// collection.
+	shortEvery = 5 * time.Second
 )
 
 // Start is what a daemon does with its disk before it opens its stores:
@@ -82,7 +84,7 @@ func (r *Room) short(st Status) bool {
 	if st.NoDisk == market.DiskUnbounded {
 		return false
 	}
-	return st.NoDisk != "" || st.Lendable < NeedOf(min(r.cap, defaultDisk), 0).total()
+	return st.NoDisk != "" || st.Lendable < NeedOf(min(r.cap, defaultDisk), 0).Total()
 }
 
 // giveUpSpare deletes the spare, if there is one, and says so.

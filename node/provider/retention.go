@@ -39,9 +39,10 @@ func (p *Provider) retentionLoop(ctx context.Context) {
 // and collects the blocks nothing else holds. The ledger keeps the lease's
 // receipts, and with them the CIDs of its output and last checkpoint. It
 // returns how many leases it released. With early, every settled lease
-// goes, however recent: the disk has no room for new work (room.go), and
-// what a submitter has fetched, checked and signed for is kept only as a
-// courtesy, which yields to the jobs to come.
+// whose output its submitter has fetched goes, however recent: the disk
+// has no room for new work (room.go), and what a submitter has fetched,
+// checked and signed for is kept only as a courtesy, which yields to the
+// jobs to come.
 func (p *Provider) sweepRetention(ctx context.Context, now time.Time, early bool) (int, error) {
 	var expired []Record
 	err := p.d.Records.Each(state.PrefixLease, func(b []byte) error {
@@ -50,7 +51,10 @@ func (p *Provider) sweepRetention(ctx context.Context, now time.Time, early bool
 			p.log.Warn("retention: unreadable lease record left as it is", "err", err)
 			return nil
 		}
-		if r.State == Released && r.FinalSigned && !r.End.IsZero() && (early || now.Sub(r.End) > p.cfg.Retention) {
+		// Early, only what the submitter already holds: its output
+		// fetched and checked (or none to fetch).
+		kept := r.Output == "" || !r.OutputAcked.IsZero()
+		if r.State == Released && r.FinalSigned && !r.End.IsZero() && (early && kept || now.Sub(r.End) > p.cfg.Retention) {
 			expired = append(expired, r)
 		}
 		return nil

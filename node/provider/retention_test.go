@@ -90,7 +90,9 @@ func TestRetentionReleasesSettledLeases(t *testing.T) {
 }
 
 // A disk with no room for new work releases early what settled leases keep
-// for retention, however recent; an unsettled lease keeps its content.
+// for retention, however recent, once their submitters hold their outputs;
+// an unsettled lease keeps its content, and so does one whose output its
+// submitter has not fetched.
 func TestRetentionYieldsToRoom(t *testing.T) {
 	ctx := context.Background()
 	store, err := content.Open(ctx, t.TempDir(), content.StoreOptions{Log: slog.New(slog.DiscardHandler)})
@@ -108,9 +110,11 @@ func TestRetentionYieldsToRoom(t *testing.T) {
 	now := time.Now()
 	settled := releasedLease(t, p, self, now.Add(-time.Minute))
 	unsettled := releasedLease(t, p, self, now.Add(-time.Minute))
-	settled.rec.FinalSigned = true
+	settled.rec.FinalSigned, settled.rec.OutputAcked = true, now
+	unfetched := releasedLease(t, p, self, now.Add(-time.Minute))
+	unfetched.rec.FinalSigned = true // its submitter was away: its output waits
 	roots := map[string]cid.Cid{}
-	for name, l := range map[string]*leaseRunner{"settled": settled, "unsettled": unsettled} {
+	for name, l := range map[string]*leaseRunner{"settled": settled, "unsettled": unsettled, "unfetched": unfetched} {
 		l.rec.Lease.Terms.ID = "l" + name
 		dir := filepath.Join(t.TempDir(), name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -137,7 +141,9 @@ func TestRetentionYieldsToRoom(t *testing.T) {
 	if has, _ := store.Has(ctx, roots["settled"]); has {
 		t.Fatal("the settled lease's output was kept")
 	}
-	if has, _ := store.Has(ctx, roots["unsettled"]); !has {
-		t.Fatal("the unsettled lease's output went")
+	for _, kept := range []string{"unsettled", "unfetched"} {
+		if has, _ := store.Has(ctx, roots[kept]); !has {
+			t.Fatalf("the %s lease's output went", kept)
+		}
 	}
 }
