@@ -59,12 +59,14 @@ type Options struct {
 	// Detach starts the nodes in their own session so that they outlive the
 	// process that started them (the testnet command); tests leave it off.
 	Detach bool
-	// RealDisk has every node measure its data dir's filesystem as it is.
-	// Off, each counts it as a free terabyte (e31d --debug-disk-free): the
-	// nodes of a test network share one filesystem of whatever size the
-	// machine has, and their jobs ask for disks (10 GiB by default) they
-	// never fill, so what they are granted must not depend on it.
-	RealDisk bool
+	// RealDiskByNode, when set, has node i measure its data dir's
+	// filesystem as it is where RealDiskByNode[i] (a test that mounts a
+	// small one there first). Every other node counts it as a free
+	// terabyte (e31d --debug-disk-free): the nodes of a test network share
+	// one filesystem of whatever size the machine has, and their jobs ask
+	// for disks (10 GiB by default) they never fill, so what they are
+	// granted must not depend on it.
+	RealDiskByNode []bool
 	// TokenFile, when set, names a file whose API token every node is
 	// given (copied into its data dir before it starts, where e31d keeps
 	// it), so that one token reaches them all: a test's e31 commands
@@ -183,7 +185,7 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 		"--memory", "256GiB",
 		"--debug-partition",
 	}
-	if !c.opts.RealDisk {
+	if i >= len(c.opts.RealDiskByNode) || !c.opts.RealDiskByNode[i] {
 		args = append(args, "--debug-disk-free", "1TiB")
 	}
 	if spec := c.simGPUs(i); spec != "" {

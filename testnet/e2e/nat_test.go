@@ -234,7 +234,7 @@ func startNATNet(t *testing.T, router netns.Router, relayData bool, homeArgs ...
 	for _, a := range nn.boot.Addrs {
 		home = append(home, "--bootstrap", a)
 	}
-	// A free terabyte, as a cluster's nodes count (cluster.Options.RealDisk).
+	// A free terabyte, as a cluster's nodes count (cluster.Options.RealDiskByNode).
 	nn.prov = start("provider", nn.net.HomeA, append(home, "--sim-gpus", "1xH100:80GiB", "--cpus", "64", "--memory", "256GiB", "--debug-disk-free", "1TiB")...)
 	nn.sub = start("submitter", nn.net.HomeB, home...)
 	return nn

@@ -187,7 +187,7 @@ func runOne(ctx context.Context, bin cluster.Binaries, dir string, nat bool, rou
 	// meter, so that the receipt's staging phase is the transfer over the
 	// path the lease found. Fetched before the proposal, it would be ~0.
 	// --debug-disk-free: what the job is granted does not depend on this
-	// machine's disk (cluster.Options.RealDisk).
+	// machine's disk (cluster.Options.RealDiskByNode).
 	prov, err := start("provider", provPrefix, append(provArgs, "--sim-gpus", "1xH100:80GiB", "--cpus", "64", "--memory", "256GiB", "--no-prestage",
 		"--debug-disk-free", "1TiB")...)
 	if err != nil {
