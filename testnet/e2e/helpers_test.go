@@ -108,7 +108,9 @@ func start(t *testing.T, opts cluster.Options) *cluster.Cluster {
 	t.Helper()
 	requireSandbox(t)
 	opts.Bin.E31d, opts.Bin.E31 = bin.E31d, bin.E31 // a byzantine e31d, if any, is the caller's
-	opts.Dir = t.TempDir()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir() // else the caller's, with what it laid out there (a data dir's own filesystem)
+	}
 	opts.TokenFile = tokenFile
 	c, err := cluster.Start(context.Background(), opts)
 	if err != nil {
