@@ -172,7 +172,8 @@ type Config struct {
 	// job's disk, input, output or checkpoint may take: the node's own
 	// records write into it, and the machine's owner keeps it. 0: a tenth
 	// of the filesystem and at least 20 GiB, at most a quarter of it
-	// (diskroom.DefaultReserve).
+	// (diskroom.DefaultReserve); on a node that runs no jobs, a GiB or a
+	// hundredth of it (diskroom.RecordsReserve).
 	DiskReserve uint64
 	// UnboundedDisk lends disk to jobs where a job's disk cannot be
 	// bounded (no loop devices or mkfs.ext4): they then write on the data

@@ -28,6 +28,7 @@ func (n *Node) openDisk() error {
 	room, err := diskroom.Open(diskroom.Options{
 		Dir:        n.cfg.DataDir,
 		Reserve:    n.cfg.DiskReserve,
+		NoJobs:     !n.compute.Offers(),
 		MaxJobDisk: n.cfg.MaxJobDisk,
 		NoQuotas:   quotas,
 		Unbounded:  n.cfg.UnboundedDisk,

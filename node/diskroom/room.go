@@ -29,8 +29,12 @@ type Options struct {
 	// Reserve is the free space no job's disk, input, output or
 	// checkpoint may take: the node's own records write into it, and the
 	// machine's owner keeps it. 0: DefaultReserve of the filesystem's
-	// size.
+	// size, or RecordsReserve where NoJobs.
 	Reserve uint64
+	// NoJobs says the node runs no jobs (it only submits): its reserve
+	// then need only keep its own records writable, not its owner's
+	// machine from strangers' jobs.
+	NoJobs bool
 	// MaxJobDisk is the largest request.disk a job may have here. 0:
 	// DefaultMaxJobDisk of the filesystem's size.
 	MaxJobDisk uint64
@@ -56,6 +60,14 @@ type Options struct {
 // quarter of it, so that a small disk still lends something.
 func DefaultReserve(size uint64) uint64 {
 	return min(max(size/10, 20*market.GiB), size/4)
+}
+
+// RecordsReserve is the reserve of a node that runs no jobs, on a
+// filesystem of size bytes: what its own records need, a GiB or a
+// hundredth of the filesystem, the larger, and never more than
+// DefaultReserve. Only its own fetches (its jobs' outputs) are held to it.
+func RecordsReserve(size uint64) uint64 {
+	return min(max(size/100, market.GiB), DefaultReserve(size))
 }
 
 // DefaultMaxJobDisk is the largest request.disk taken on a filesystem of
@@ -161,7 +173,14 @@ func (r *Room) init() error {
 		return fmt.Errorf("measure the data dir's disk: %w", err)
 	}
 	r.size = size
-	r.reserve = cmp.Or(r.o.Reserve, DefaultReserve(size))
+	r.reserve = r.o.Reserve
+	switch {
+	case r.reserve != 0:
+	case r.o.NoJobs:
+		r.reserve = RecordsReserve(size)
+	default:
+		r.reserve = DefaultReserve(size)
+	}
 	r.cap = cmp.Or(r.o.MaxJobDisk, DefaultMaxJobDisk(size))
 	r.spare = filepath.Join(r.o.Dir, spareName)
 	r.spareLen = min(spareMax, size/64)

@@ -51,6 +51,9 @@ func TestDefaults(t *testing.T) {
 		if got := DefaultReserve(tc.size); got != tc.reserve {
 			t.Errorf("reserve of %s: %s, want %s", size(tc.size), size(got), size(tc.reserve))
 		}
+		if got, want := RecordsReserve(tc.size), min(max(tc.size/100, gib), tc.reserve); got != want {
+			t.Errorf("reserve of a node that runs no jobs on %s: %s, want %s", size(tc.size), size(got), size(want))
+		}
 		if got := DefaultMaxJobDisk(tc.size); got != tc.maxJob {
 			t.Errorf("max job disk of %s: %s, want %s", size(tc.size), size(got), size(tc.maxJob))
 		}
