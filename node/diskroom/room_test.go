@@ -255,3 +255,29 @@ func TestSpare(t *testing.T) {
 		t.Fatalf("spare kept on a full disk: %v", err)
 	}
 }
+
+// BenchmarkContentRoom is what the content store pays before each batch
+// it writes (16 MiB): a statfs and a stat of each granted disk's image.
+func BenchmarkContentRoom(b *testing.B) {
+	dir := b.TempDir()
+	r, err := Open(Options{Dir: dir, Reserve: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 8 {
+		img := filepath.Join(dir, fmt.Sprint("disk", i, ".img"))
+		if err := os.WriteFile(img, make([]byte, 4096), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Hold(fmt.Sprint("j", i), NeedOf(market.MinDisk, 0)); err != nil {
+			b.Skipf("no room here for 8 small grants: %v", err)
+		}
+		r.Signed(fmt.Sprint("j", i), fmt.Sprint("l", i), img)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if err := r.ContentRoom(16 << 20); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
