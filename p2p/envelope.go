@@ -35,6 +35,10 @@ var (
 	ErrForged    = errors.New("forged payload")
 	ErrStale     = errors.New("stale payload")
 	ErrReplayed  = errors.New("replayed payload")
+	// ErrUnwanted is a body validator's word for a payload valid in
+	// itself that this peer will not take now (node/view's bounds would
+	// refuse it): ignored and not passed on, and no one penalised.
+	ErrUnwanted = errors.New("unwanted payload")
 )
 
 // Message is the signed content of every gossip payload and of every

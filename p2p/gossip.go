@@ -29,6 +29,14 @@ func TopicName(network, short string) string {
 	return "/e31/" + network + "/" + short + "/1"
 }
 
+// JobsValidations bounds the jobs topic's messages being validated at
+// once; past it pubsub drops what arrives (throttled) until one is done.
+// A requeue carries a hundred declarations or more, each a signature to
+// check, and holds a quarter of a MiB while it is checked: pubsub's own
+// bound, 1,024, let a flood of valid requeues from fresh identities hold
+// hundreds of MiB in validators waiting for a core (node/view, "Bounds").
+const JobsValidations = 64
+
 // Rejection reasons, as counted by Gossip.Rejections.
 const (
 	ReasonOversized = "oversized"
@@ -37,10 +45,11 @@ const (
 	ReasonForged    = "forged"
 	ReasonStale     = "stale"
 	ReasonReplayed  = "replayed"
+	ReasonUnwanted  = "unwanted"
 	ReasonInvalid   = "invalid"
 )
 
-var reasons = []string{ReasonOversized, ReasonMalformed, ReasonUnsigned, ReasonForged, ReasonStale, ReasonReplayed, ReasonInvalid}
+var reasons = []string{ReasonOversized, ReasonMalformed, ReasonUnsigned, ReasonForged, ReasonStale, ReasonReplayed, ReasonUnwanted, ReasonInvalid}
 
 // BodyValidator checks a message's body for one topic. Returning an error
 // wrapping ErrForged counts the message as forged (the body claims to come
@@ -159,7 +168,11 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 		if cfg.Accepted != nil {
 			v = telling(short, v, cfg.Accepted)
 		}
-		if err := ps.RegisterTopicValidator(name, g.recovering(short, v)); err != nil {
+		var opts []pubsub.ValidatorOpt
+		if short == TopicJobs {
+			opts = append(opts, pubsub.WithValidatorConcurrency(JobsValidations))
+		}
+		if err := ps.RegisterTopicValidator(name, g.recovering(short, v), opts...); err != nil {
 			return nil, fmt.Errorf("register validator for %s: %w", name, err)
 		}
 		t, err := ps.Join(name)
@@ -259,9 +272,9 @@ func (g *Gossip) validator(short string, bv BodyValidator) pubsub.ValidatorEx {
 		g.rejected[reason].Add(1)
 		g.log.Debug("gossip payload rejected", "topic", short, "reason", reason, "forwarder", from, "err", err)
 		switch reason {
-		case ReasonStale, ReasonReplayed:
+		case ReasonStale, ReasonReplayed, ReasonUnwanted:
 			// Not necessarily the forwarder's fault (clocks drift, paths
-			// differ): drop without penalising it.
+			// differ, views differ): drop without penalising it.
 			return pubsub.ValidationIgnore
 		}
 		return pubsub.ValidationReject
@@ -317,6 +330,8 @@ func reasonOf(err error) string {
 		return ReasonStale
 	case errors.Is(err, ErrReplayed):
 		return ReasonReplayed
+	case errors.Is(err, ErrUnwanted):
+		return ReasonUnwanted
 	case errors.Is(err, ErrMalformed):
 		return ReasonMalformed
 	}

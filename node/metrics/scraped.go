@@ -52,7 +52,7 @@ func (m *Registry) Register(s Sources) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "e31_image_layer_cache_hits_total", Help: "Image layers found already unpacked in the layer cache."}, func() float64 {
 		return float64(s.Images.Stats().Hits)
 	}))
-	for _, r := range []string{p2p.ReasonOversized, p2p.ReasonMalformed, p2p.ReasonUnsigned, p2p.ReasonForged, p2p.ReasonStale, p2p.ReasonReplayed, p2p.ReasonInvalid} {
+	for _, r := range []string{p2p.ReasonOversized, p2p.ReasonMalformed, p2p.ReasonUnsigned, p2p.ReasonForged, p2p.ReasonStale, p2p.ReasonReplayed, p2p.ReasonUnwanted, p2p.ReasonInvalid} {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "e31_gossip_rejected_total", Help: "Gossip payloads rejected, by reason.", ConstLabels: prometheus.Labels{"reason": r}}, func() float64 {
 			return float64(s.Gossip.Rejections()[r])
 		}))
