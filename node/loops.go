@@ -36,9 +36,6 @@ func (n *Node) applyOffer(ctx context.Context, s p2p.Signed, saved reach.Saved) 
 	}
 	now := time.Now()
 	n.observeDelay(s, now)
-	// A provider that has offered for a while is no new identity when it
-	// submits (view.Bounds).
-	n.market.SeenProvider(s.Signer, now)
 	// A changed offer may change who a pass between epochs assigns a
 	// waiting job to: the provider that holds devices it has not yet
 	// announced knows it cannot take the job before its peers do.

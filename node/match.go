@@ -99,9 +99,12 @@ func (n *Node) logEvictions() {
 		"submitters", len(e.Submitters), "most", subs)
 }
 
-// viewBounds is the view's bounds of cfg for a node that is self.
-func viewBounds(b view.Bounds, self peer.ID) view.Bounds {
+// viewBounds is the view's bounds of cfg for a node that is self, whose
+// offers view dates the providers: one that has offered for a while is no
+// new identity when it first submits.
+func viewBounds(b view.Bounds, self peer.ID, offers *view.Offers) view.Bounds {
 	b.Self = self
+	b.SeenSince = func(id peer.ID) (time.Time, bool) { return offers.FirstSeen(id.String()) }
 	return b
 }
 

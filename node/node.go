@@ -136,6 +136,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("identity key %s: %w", filepath.Join(cfg.DataDir, p2p.IdentityFile), err)
 	}
+	offers := view.NewOffers()
 	n = &Node{
 		cfg:      cfg,
 		log:      cfg.Log,
@@ -143,8 +144,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		self:     self,
 		shard:    p2p.ShardOf(self, cfg.Shards),
 		started:  time.Now(),
-		offers:   view.NewOffers(),
-		market:   view.NewBoundedMarket(viewBounds(cfg.View, self)),
+		offers:   offers,
+		market:   view.NewBoundedMarket(viewBounds(cfg.View, self, offers)),
 		access:   acl.New(),
 		metrics:  metrics.New(),
 		delays:   view.NewGossipDelays(view.DefaultDelayWindow),

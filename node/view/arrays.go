@@ -22,6 +22,10 @@ type arrayEntry struct {
 	// size is the signed declaration's length, and seq its declRef's.
 	size int
 	seq  uint64
+	// end is past the highest task the view may hold: the bounds evict
+	// an array's tasks from the last down (evictLocked), and the next
+	// eviction starts where the last stopped.
+	end int
 }
 
 // addArrayLocked adds a job for each task of the array a declares, which
@@ -38,7 +42,7 @@ func (v *Market) addArrayLocked(a *OpenJob) (bool, declRef) {
 		return false, declRef{}
 	}
 	v.seq++
-	e := &arrayEntry{submitter: a.Submitter, hash: a.Hash, tasks: n, size: a.Size, seq: v.seq}
+	e := &arrayEntry{submitter: a.Submitter, hash: a.Hash, tasks: n, size: a.Size, seq: v.seq, end: n}
 	if spec := a.Body.Declaration.Array; spec != nil {
 		e.parallel = spec.Parallel
 	}

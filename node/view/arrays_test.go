@@ -109,7 +109,7 @@ func TestArrayWithdrawnBeforeDeclared(t *testing.T) {
 // A submitter's open tasks are bounded: an array over the bound adds none.
 func TestArrayOverTheBoundAddsNone(t *testing.T) {
 	sub := wiretest.FreshParty(t)
-	v := NewMarket()
+	v := NewBoundedMarket(Bounds{Jobs: -1}) // the submitter's own bound alone
 	now := time.Now()
 	_, a := arrayOnWire(t, sub, market.MaxArrayTasks, 0, now)
 	if !v.AddJob(a) {

@@ -28,6 +28,11 @@ type Bounds struct {
 	// is a provider): new identities over their share are evicted before
 	// known ones. 0: DefaultNewFor.
 	NewFor time.Duration
+	// SeenSince, if set, tells when this node first saw an identity other
+	// than by its declarations (a provider's first offer): the earlier of
+	// that and its first declaration dates it. It is called with the
+	// Market's lock held (Offers.FirstSeen may be).
+	SeenSince func(peer.ID) (time.Time, bool)
 	// Self is this node's own identity: its jobs are never evicted from
 	// its own view, nor its declarations refused, since it must match its
 	// own jobs to lease them. They may take the view past the bounds by
@@ -38,17 +43,19 @@ type Bounds struct {
 
 // The default bounds, sized from BenchmarkViewMemory and
 // BenchmarkPassOverFlood (doc.go, "Bounds"): a view full to both holds
-// about 150 MiB of heap, 230 MiB with declarations a stranger shapes to
-// cost the most heap per byte, and a pass over it costs a quarter of a
-// second of CPU, most of it for the single jobs.
+// about 60 MiB of heap, 100 MiB with declarations a stranger shapes to
+// cost the most heap per byte, and a pass over it costs about 0.1 s of
+// CPU, most of it for the single jobs.
 const (
-	// DefaultJobs is room for the largest array (market.MaxArrayTasks)
-	// and half as many jobs again besides.
-	DefaultJobs = 150_000
-	// DefaultDeclarationBytes is room for 256 declarations of the largest
-	// size a gossip message carries, or some 20,000 of a usual size: two
-	// deep queues of single jobs.
-	DefaultDeclarationBytes = 16 << 20
+	// DefaultJobs is room for six arrays of 10,000 tasks, or an array of
+	// 50,000 and a deep queue of single jobs. An array larger than the
+	// bound is refused in every view (market.MaxArrayTasks is larger): a
+	// network that runs such arrays raises it (e31d --view-jobs).
+	DefaultJobs = 60_000
+	// DefaultDeclarationBytes is room for 128 declarations of the largest
+	// size a gossip message carries, or some 10,000 of a usual size: a
+	// submitter's deep queue of single jobs (maxOpenJobsPerSubmitter).
+	DefaultDeclarationBytes = 8 << 20
 	// DefaultNewFor is as long as the gossip's guard remembers a
 	// submitter it admitted (p2p's knownFor).
 	DefaultNewFor = time.Hour
@@ -101,9 +108,9 @@ func (d dimension) reason() string {
 // holder is an identity this view has seen, and what it holds in it.
 type holder struct {
 	id peer.ID
-	// first is when this view first saw the identity; last when it last
-	// declared, re-announced or offered: it is forgotten once it holds
-	// nothing and last is older than Prune's keep.
+	// first is when this view first saw the identity (Bounds.SeenSince);
+	// last when it last declared or re-announced: it is forgotten once it
+	// holds nothing and last is older than Prune's keep.
 	first, last time.Time
 	// held is what it holds: jobs (tasks and parts each one) and bytes
 	// of declarations, by dimension.
@@ -203,22 +210,13 @@ func newTier() tier {
 	return t
 }
 
-// maxIdentities bounds the identities a view remembers that hold nothing
-// (providers seen only by their offers, submitters whose jobs all left):
-// past it, such an identity is not remembered, and counts as new when it
-// next declares.
-const maxIdentities = 100_000
-
 // holderLocked returns the holder of id, seen at now, creating it. The
 // caller holds v.mu.
 func (v *Market) holderLocked(id peer.ID, now time.Time) *holder {
 	h, ok := v.holders[id]
 	if !ok {
-		h = &holder{id: id, first: now, last: now, idx: [slots]int{-1, -1, -1}}
+		h = &holder{id: id, first: v.firstSeenLocked(id, now), last: now, idx: [slots]int{-1, -1, -1}}
 		v.holders[id] = h
-	}
-	if now.Before(h.first) {
-		h.first = now
 	}
 	if now.After(h.last) {
 		h.last = now
@@ -226,17 +224,18 @@ func (v *Market) holderLocked(id peer.ID, now time.Time) *holder {
 	return h
 }
 
-// SeenProvider notes that provider id's offer arrived at now: an identity
-// is as old as the first thing this view saw of it, its offer included,
-// so a provider that has offered its GPUs for a while counts as known
-// when it first submits.
-func (v *Market) SeenProvider(id peer.ID, now time.Time) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if _, ok := v.holders[id]; !ok && len(v.holders) >= maxIdentities {
-		return
+// firstSeenLocked is when this view first saw id, which it sees at now:
+// now, or the first offer of a provider. The caller holds v.mu.
+func (v *Market) firstSeenLocked(id peer.ID, now time.Time) time.Time {
+	if h, ok := v.holders[id]; ok {
+		return h.first
 	}
-	v.holderLocked(id, now)
+	if v.bounds.SeenSince != nil {
+		if t, ok := v.bounds.SeenSince(id); ok && t.Before(now) {
+			return t
+		}
+	}
+	return now
 }
 
 // holdLocked counts a declaration that entered the view for h: jobs
@@ -359,11 +358,7 @@ func (v *Market) capOf(d dimension) int64 {
 // other holder is taken, new before known, and nil means only Self
 // holds anything. The caller holds v.mu.
 func (v *Market) victimLocked(d dimension) *holder {
-	n := int64(v.young[d].Len() + v.known[d].Len())
-	if self := v.holders[v.bounds.Self]; v.bounds.Self != "" && self != nil && self.live > 0 {
-		n++
-	}
-	over := func(h *holder) bool { return h != nil && h.held[d]*n > v.capOf(d) }
+	over := func(h *holder) bool { return h != nil && v.overShareLocked(h.held[d], d) }
 	young, known := v.young[d].top(), v.known[d].top()
 	switch {
 	case over(young):
@@ -374,6 +369,36 @@ func (v *Market) victimLocked(d dimension) *holder {
 		return young
 	}
 	return known
+}
+
+// holdersLocked is how many identities hold anything, Self included.
+// The caller holds v.mu.
+func (v *Market) holdersLocked() int64 {
+	n := int64(v.young[dimJobs].Len() + v.known[dimJobs].Len())
+	if self := v.holders[v.bounds.Self]; v.bounds.Self != "" && self != nil && self.live > 0 {
+		n++
+	}
+	return n
+}
+
+// overShareLocked reports whether holding held in d is over a holder's
+// fair share of its bound: more than the bound over the number of
+// holders. The caller holds v.mu.
+func (v *Market) overShareLocked(held int64, d dimension) bool {
+	return held*v.holdersLocked() > v.capOf(d)
+}
+
+// ahead reports whether holder t goes before holder h (holding held in d)
+// to make room: t is new and h known, or both are alike and t holds
+// strictly more. A tie goes against the one who would take the room: an
+// identity over its share cannot push out another that holds no more
+// than it would, which would only trade places with it at every
+// re-announcement.
+func ahead(t *holder, h *holder, held int64, d dimension) bool {
+	if t.young != h.young {
+		return t.young
+	}
+	return t.held[d] > held
 }
 
 // admitLocked keeps the view within its bounds after the declaration ref
@@ -392,11 +417,24 @@ func (v *Market) admitLocked(h *holder, ref declRef, now time.Time) bool {
 		if victim == nil {
 			return true // Self alone, within its own bound
 		}
+		if h.idx[d] >= 0 && victim != h && v.overShareLocked(h.held[d], d) && !ahead(victim, h, h.held[d], d) {
+			victim = h
+		}
 		r, ok := v.newestLocked(victim)
 		if !ok {
 			return true // cannot happen: a holder in the heaps holds something
 		}
-		jobs := v.evictLocked(r, victim.id, now)
+		// An array gives up only the tasks the bound on jobs needs (its
+		// last first); the declaration being admitted, and an array
+		// evicted for bytes (freed only with its last task), go whole.
+		need := int64(0)
+		if d == dimJobs && r != ref {
+			need = v.held[d] - v.capOf(d)
+		}
+		jobs := v.evictLocked(r, victim.id, now, need)
+		if jobs == 0 {
+			return r != ref // cannot happen: a declaration held holds a job; never loop on it
+		}
 		if r == ref {
 			v.refused[d.reason()]++
 			v.round.refused++
@@ -405,6 +443,76 @@ func (v *Market) admitLocked(h *holder, ref declRef, now time.Time) bool {
 		v.evicted[d.reason()] += uint64(jobs)
 		v.round.evicted[victim.id] += jobs
 	}
+}
+
+// Refuses reports whether a declaration by signer arriving at now would
+// be refused, however small: the view is at a bound, and one job (or
+// byte) more would make signer first in line to be evicted (admitLocked).
+// The gossip's validator asks it before it verifies what a requeue
+// carries: a flood's identities over their share, re-announcing what the
+// view refused, then cost a hash a declaration, not a signature check,
+// and are not passed on.
+func (v *Market) Refuses(signer peer.ID, now time.Time) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, refused := v.refusesLocked(signer, now, [dims]int64{1, 1})
+	return refused
+}
+
+// refusesLocked reports whether admitLocked would refuse, at its first
+// step, a declaration of delta (jobs, bytes) by signer arriving at now,
+// and for which bound: the first the view would pass, jobs first, and
+// signer over its share there and first in line. AddJob asks it before
+// it adds an array's tasks, which cost far more to add and take out
+// again than to refuse. The caller holds v.mu.
+func (v *Market) refusesLocked(signer peer.ID, now time.Time, delta [dims]int64) (dimension, bool) {
+	if signer == v.bounds.Self && signer != "" {
+		return 0, false
+	}
+	d := dimJobs
+	switch {
+	case v.capOf(dimJobs) >= 0 && v.held[dimJobs]+delta[dimJobs] > v.capOf(dimJobs):
+	case v.capOf(dimBytes) >= 0 && v.held[dimBytes]+delta[dimBytes] > v.capOf(dimBytes):
+		d = dimBytes
+	default:
+		return 0, false // room
+	}
+	v.retierLocked(now)
+	h := v.holders[signer]
+	me := &holder{id: signer, first: v.firstSeenLocked(signer, now)}
+	n := v.holdersLocked()
+	held := delta[d]
+	if h != nil && h.idx[dimJobs] >= 0 {
+		held += h.held[d]
+		me.young = h.young
+	} else {
+		n++
+		if h != nil {
+			held += h.held[d]
+		}
+		me.young = now.Sub(me.first) < v.bounds.NewFor
+	}
+	if held*n <= v.capOf(d) {
+		return 0, false // within its share
+	}
+	// Over its share: refused unless another holder over its own goes
+	// first (ahead).
+	for _, t := range []*holderHeap{v.young[d], v.known[d]} {
+		top := t.top()
+		if top == h && t.Len() > 1 {
+			// Its own place counts what it holds now: look past it.
+			top = t.s[1]
+			if t.Len() > 2 && t.less(t.s[2], top) {
+				top = t.s[2]
+			}
+		} else if top == h {
+			top = nil
+		}
+		if top != nil && top.held[d]*n > v.capOf(d) && ahead(top, me, held, d) {
+			return 0, false
+		}
+	}
+	return d, true
 }
 
 // newestLocked is the newest declaration h still holds. The caller holds
@@ -425,18 +533,28 @@ func (v *Market) newestLocked(h *holder) (declRef, bool) {
 // back, room permitting. A job or task already closed keeps what Prune
 // keeps of it, a mark, so that a late copy of the declaration does not
 // open it again; one closed by its submitter's refusal keeps nothing, as
-// it would open again. It returns how many jobs (tasks) left. The caller
-// holds v.mu.
-func (v *Market) evictLocked(r declRef, submitter peer.ID, now time.Time) int {
-	ids := []string{r.id}
-	if a, ok := v.arrays[r.id]; ok {
-		ids = make([]string, 0, a.held)
-		for i := range a.tasks {
-			ids = append(ids, market.TaskID(r.id, i))
-		}
+// it would open again. Of an array, need > 0 takes only that many tasks,
+// the highest first (the ones a pass would place last, capTasks), so that
+// making room for one job does not take ten thousand; the rest stay, and
+// the tasks taken come back when the array, once gone, is announced
+// again. It returns how many jobs (tasks) left. The caller holds v.mu.
+func (v *Market) evictLocked(r declRef, submitter peer.ID, now time.Time, need int64) int {
+	// One ID for a single job; an array's tasks, from the last it may
+	// still hold.
+	ids, a := 1, v.arrays[r.id]
+	if a != nil {
+		ids = a.end
 	}
 	n := 0
-	for _, id := range ids {
+	for i := ids - 1; i >= 0; i-- {
+		if need > 0 && int64(n) >= need {
+			break
+		}
+		id := r.id
+		if a != nil {
+			id = market.TaskID(r.id, i)
+			a.end = i
+		}
 		j, ok := v.jobs[id]
 		if !ok || j.Submitter != submitter {
 			continue

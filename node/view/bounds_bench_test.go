@@ -183,7 +183,7 @@ func fullDeclaration(tb testing.TB, sub wiretest.Party, shape string) market.Dec
 
 // BenchmarkPassOverFlood is one pass between epochs (Current, then Match)
 // over a view that 20 identities flooded, each declaring its own bound of
-// jobs (10,000 single jobs and an array of 100,000 tasks), with one honest
+// jobs (10 arrays of 10,000 tasks, then 10,000 single jobs), with one honest
 // job among them: on the default Bounds, which hold what the flood could
 // fit, and unbounded, which holds all of it. 3 providers of 4 GPUs.
 //
@@ -199,14 +199,19 @@ func BenchmarkPassOverFlood(b *testing.B) {
 	}{{"bounded", Bounds{}}, {"unbounded", Bounds{Jobs: -1, DeclarationBytes: -1}}} {
 		b.Run(c.name, func(b *testing.B) {
 			now := time.Now()
+			var m0, m1 runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&m0)
 			v := NewBoundedMarket(c.bounds)
 			honest := subs[20]
 			body := wire.DeclarationBody{Declaration: market.NewDeclaration("honest", []string{"true"}, 1, market.Duration(60_000), nil)}
 			v.AddJob(&OpenJob{ID: "honest", Submitter: honest.ID, Body: body, Seen: now.Add(-time.Hour), Signed: now.Add(-time.Hour), Size: 400})
 			for k, s := range subs[:20] {
 				arr := wire.DeclarationBody{Declaration: market.NewDeclaration("sybil", []string{"true"}, 1, market.Duration(60_000), nil)}
-				arr.Declaration.Array = &market.Array{Count: market.MaxArrayTasks}
-				v.AddJob(&OpenJob{ID: fmt.Sprint("array-", k), Submitter: s.ID, Body: arr, Seen: now, Signed: now, Size: 400})
+				arr.Declaration.Array = &market.Array{Count: market.MaxArrayTasks / 10}
+				for a := range 10 {
+					v.AddJob(&OpenJob{ID: fmt.Sprintf("array-%02d-%d", k, a), Submitter: s.ID, Body: arr, Seen: now, Signed: now, Size: 400})
+				}
 				for i := range maxOpenJobsPerSubmitter {
 					v.AddJob(&OpenJob{ID: fmt.Sprintf("sybil-%02d-%05d", k, i), Submitter: s.ID, Body: body, Seen: now, Signed: now, Size: 400})
 				}
@@ -214,6 +219,8 @@ func BenchmarkPassOverFlood(b *testing.B) {
 			if _, ok := v.Job("honest"); !ok {
 				b.Fatal("the honest job was evicted")
 			}
+			runtime.GC()
+			runtime.ReadMemStats(&m1)
 			var offers []SignedOffer
 			for p := range 3 {
 				o := market.Offer{Provider: fmt.Sprintf("p%d", p), CPUs: 64, MemoryBytes: 256 << 30}
@@ -233,6 +240,7 @@ func BenchmarkPassOverFlood(b *testing.B) {
 			}
 			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 			b.ReportMetric(float64(v.OpenCount()), "open-jobs")
+			b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/(1<<20), "view-MiB")
 		})
 	}
 }

@@ -90,6 +90,14 @@ func (v *Market) AddJob(j *OpenJob) bool {
 		v.round.refused++
 		return false
 	}
+	if d, refused := v.refusesLocked(j.Submitter, j.Seen, [dims]int64{int64(n), int64(j.Size)}); refused {
+		// As admitLocked would, once every task was added: refused
+		// before, for a hash lookup rather than thousands of tasks
+		// added and taken out again.
+		v.refused[d.reason()]++
+		v.round.refused++
+		return false
+	}
 	var opened bool
 	var ref declRef
 	if n > 1 {

@@ -26,6 +26,9 @@ type OfferEntry struct {
 	// GossipP99Ms is the p99 gossip delay the provider announced (0: none
 	// yet); see DelayRule.
 	GossipP99Ms int64
+	// FirstSeen is when its first offer arrived, since it last joined the
+	// view: how long this node has known it (Bounds.SeenSince).
+	FirstSeen time.Time
 	// past holds the offers this one replaced (and any older ones that
 	// arrived after it), oldest first, so that an
 	// epoch's view can take the offer as it stood at the epoch's cutoff even
@@ -75,7 +78,7 @@ func (v *Offers) Apply(b wire.OfferBody, signedAt int64, now time.Time) (isNew b
 		return false
 	}
 	if !ok {
-		e = &OfferEntry{}
+		e = &OfferEntry{FirstSeen: now}
 		v.byProvider[b.Offer.Provider] = e
 	}
 	if ok {
@@ -171,6 +174,19 @@ func (v *Offers) At(cutoff, start time.Time) []SignedOffer {
 	}
 	slices.SortFunc(out, func(a, b SignedOffer) int { return strings.Compare(a.Provider, b.Provider) })
 	return out
+}
+
+// FirstSeen is when provider's first offer arrived, if it is in the view:
+// the Market's Bounds.SeenSince. It takes only the Offers lock, so a
+// Market may call it with its own held.
+func (v *Offers) FirstSeen(provider string) (time.Time, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e, ok := v.byProvider[provider]
+	if !ok {
+		return time.Time{}, false
+	}
+	return e.FirstSeen, true
 }
 
 // Get returns one provider's entry.

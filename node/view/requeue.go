@@ -25,7 +25,18 @@ func (v *Market) KnownDeclaration(raw []byte, signer peer.ID) bool {
 	h := sha256.Sum256(raw)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	j, ok := v.jobs[wire.JobIDOf(h)]
+	return v.knownLocked(h, signer)
+}
+
+// knownLocked is KnownDeclaration for the declaration whose hash is h. An
+// array's (or gang's) declaration is known by its entry. The caller holds
+// v.mu.
+func (v *Market) knownLocked(h [32]byte, signer peer.ID) bool {
+	id := wire.JobIDOf(h)
+	if a, ok := v.arrays[id]; ok {
+		return a.hash == h && a.submitter == signer
+	}
+	j, ok := v.jobs[id]
 	return ok && j.Hash == h && j.Submitter == signer
 }
 

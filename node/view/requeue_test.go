@@ -96,3 +96,19 @@ func TestReannounced(t *testing.T) {
 		t.Fatalf("declined job not open again after its re-announcement (open %d)", v.OpenCount())
 	}
 }
+
+// An array held in the view is known by its declaration, as a single job
+// is: its requeues are not verified again, its tasks each a job though
+// they are.
+func TestRequeueOfAKnownArray(t *testing.T) {
+	sub, stranger := wiretest.FreshParty(t), wiretest.FreshParty(t)
+	v := NewMarket()
+	raw, a := arrayOnWire(t, sub, 5, 0, time.Now())
+	if v.KnownDeclaration(raw, sub.ID) {
+		t.Fatal("an array not yet in the view counts as known")
+	}
+	v.AddJob(a)
+	if !v.KnownDeclaration(raw, sub.ID) || v.KnownDeclaration(raw, stranger.ID) {
+		t.Fatal("the array in the view is not known as its submitter's alone")
+	}
+}

@@ -1,10 +1,13 @@
 package view
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"time"
 
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // ValidateJobMessage is the body validator of the jobs topic: the stateless
@@ -14,10 +17,17 @@ import (
 // and a lease must name its job's declarer as the submitter.
 func (v *Market) ValidateJobMessage(s p2p.Signed) error {
 	if s.Message.Kind == wire.KindRequeue {
+		known, err := v.unwanted(s)
+		if err != nil {
+			return err
+		}
 		// Declarations this node verified when they arrived are not
 		// verified again.
-		_, err := wire.CheckRequeueKnown(s, v.KnownDeclaration)
+		_, err = wire.CheckRequeueKnown(s, func(raw []byte, _ peer.ID) bool { return known[sha256.Sum256(raw)] })
 		return err
+	}
+	if s.Message.Kind == wire.KindDeclaration && v.Refuses(s.Signer, time.Now()) {
+		return fmt.Errorf("%w: the view is full and %s first in line to be evicted", p2p.ErrUnwanted, s.Signer)
 	}
 	if err := wire.ValidateJobMessage(s); err != nil {
 		return err
@@ -58,4 +68,36 @@ func (v *Market) ValidateJobMessage(s p2p.Signed) error {
 		}
 	}
 	return nil
+}
+
+// unwanted refuses a requeue that brings a declaration the view does not
+// hold from a signer its bounds would refuse anything more of (Refuses):
+// the flood of a Sybil over its share, re-announcing what was refused,
+// costs then a hash a declaration rather than a signature check, and goes
+// no further. A requeue of declarations all held passes: it only keeps
+// them from going stale. It returns the hashes of those the view holds,
+// as declared by the requeue's signer, looked up under one lock: a
+// flood's requeues are validated many at once, and a lock taken for each
+// declaration they carry would be held in turns by all of them.
+func (v *Market) unwanted(s p2p.Signed) (map[[32]byte]bool, error) {
+	var b wire.RequeueBody
+	if s.Decode(&b) != nil {
+		return nil, nil // CheckRequeueKnown says what is wrong with it
+	}
+	hashes := make([][32]byte, len(b.Declarations))
+	for i, raw := range b.Declarations {
+		hashes[i] = sha256.Sum256(raw)
+	}
+	known := make(map[[32]byte]bool, len(hashes))
+	v.mu.Lock()
+	for _, h := range hashes {
+		if v.knownLocked(h, s.Signer) {
+			known[h] = true
+		}
+	}
+	v.mu.Unlock()
+	if len(known) < len(hashes) && v.Refuses(s.Signer, time.Now()) {
+		return nil, fmt.Errorf("%w: the view is full and %s first in line to be evicted", p2p.ErrUnwanted, s.Signer)
+	}
+	return known, nil
 }
