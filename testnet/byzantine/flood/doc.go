@@ -17,4 +17,10 @@
 //
 // Sent counts what was published by kind; how much of it was accepted is
 // for the receivers to say (p2p.Guard, the daemons' metrics).
+//
+// Hoard is the flood of issue 51 that a view's bounds stand against
+// (node/view, "Bounds"): a few fresh identities, each declaring as much
+// as one submitter may hold in a view, single jobs (some of the largest
+// size, shaped to cost the most memory) and arrays, in requeue messages,
+// and re-announcing them.
 package flood

@@ -69,3 +69,67 @@ func TestMessagesMeetTheValidators(t *testing.T) {
 		t.Fatalf("oversized (%d bytes): %v", len(data), err)
 	}
 }
+
+// A hoard's messages are valid requeues, each signed by the identity
+// whose declarations it carries, within the gossip's size limit; one
+// round declares every identity's jobs and tasks, some of the largest
+// size a requeue carries.
+func TestHoardMessagesAreValid(t *testing.T) {
+	p, err := New(context.Background(), Config{Network: "test", Label: "hoard"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := HoardConfig{Identities: 3, Singles: 300, Big: 2, Tasks: 25_000}.withDefaults()
+	pad, err := bigPadding(p.label)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := Hoarded{Identities: c.Identities}
+	var hs []hoarder
+	for k := range c.Identities {
+		h, err := p.hoarder(c, k, pad, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	if out.Singles != 900 || out.Big != 6 || out.Tasks != 75_000 || out.Arrays != 9 {
+		t.Fatalf("hoarded %+v", out)
+	}
+	signers := map[peer.ID]bool{}
+	jobs, big := 0, 0
+	for _, h := range hs {
+		for _, b := range h.batches {
+			s, err := p2p.Seal(h.key, wire.KindRequeue, wire.RequeueBody{Declarations: b}, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := p2p.Open(s.Raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := wire.ValidateJobMessage(got); err != nil {
+				t.Fatalf("a hoard's requeue refused: %v", err)
+			}
+			signers[got.Signer] = true
+			for _, raw := range b {
+				d, err := p2p.Open(raw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var body wire.DeclarationBody
+				if err := d.Decode(&body); err != nil {
+					t.Fatal(err)
+				}
+				jobs += body.Declaration.Parts()
+				if len(raw) > wire.MaxDeclarationEnvelope/2 {
+					big++
+				}
+			}
+		}
+	}
+	if len(signers) != 3 || jobs != 900+75_000 || big != 6 {
+		t.Fatalf("%d signers, %d jobs, %d large declarations", len(signers), jobs, big)
+	}
+}
