@@ -71,7 +71,8 @@ func (j *jobTracker) awaitCheckpoint(ctx context.Context, c string, within time.
 // the latest one next. A checkpoint's number must be above every one the
 // lease announced before (CodeCheckpointOrder), which is checked before
 // any of its bytes move, and each pull is capped at what the job's disk
-// can hold (pullCap).
+// can hold (pullCap): a lease whose checkpoint was larger has no more
+// pulled (CodeCheckpointTooLarge).
 
 // checkpointPulls are the checkpoints of one lease being pulled and next to
 // pull. Guarded by the jobTracker's mu.
@@ -79,6 +80,11 @@ type checkpointPulls struct {
 	lease   string
 	running *checkpointEvent // nil: none is being pulled
 	next    *checkpointEvent // nil: none waits
+	// oversized is set once a checkpoint of the lease was larger than the
+	// job's disk can hold: its provider caps what it imports at the
+	// disk, so one that offers more lies, and none of its later
+	// checkpoints is pulled.
+	oversized bool
 }
 
 // checkpointEvent is a checkpoint its provider announced: its root, number
@@ -98,6 +104,9 @@ func (j *jobTracker) queueCheckpoint(lease string, ev checkpointEvent) (start bo
 	p := &j.pulls
 	if p.lease != lease {
 		*p = checkpointPulls{lease: lease}
+	}
+	if p.oversized {
+		return false, p2p.Refuse(wire.CodeCheckpointTooLarge, fmt.Errorf("checkpoint %d of lease %s: an earlier checkpoint of the lease was larger than the job's disk; no more are pulled", ev.n, lease))
 	}
 	last := 0
 	if j.rec.CheckpointLease == lease {
@@ -152,19 +161,26 @@ func (j *jobTracker) pullCheckpoints(ctx context.Context, from peer.ID, lease st
 
 // pullCap bounds a pull of a job's checkpoint or output: the bytes its
 // disk holds (the provider caps the job's files at it), with room for the
-// DAG's own structure and, beside an output, the two logs.
-func (j *jobTracker) pullCap() int64 {
+// DAG's own structure and its folders and, beside an output, the two logs.
+func (j *jobTracker) pullCap(output bool) int64 {
 	j.mu.Lock()
 	disk := j.rec.Declaration.Request.DiskBytes()
 	j.mu.Unlock()
-	return min(int64(min(disk+disk/64+logAllowance, 1<<62)), j.cfg.MaxOutputBytes)
+	extra := uint64(dagAllowance)
+	if output {
+		extra += logAllowance
+	}
+	return min(int64(min(disk+disk/64+extra, 1<<62)), j.cfg.MaxOutputBytes)
 }
 
-// logAllowance is what the logs beside an output may add to a pull: each
-// of stdout and stderr is kept at most twice exec's cap of 8 MiB (32 MiB
-// in all), with as much again for the DAG around them and the output's
-// folders.
-const logAllowance = 64 << 20
+// Allowances of a pull beyond the job's disk: the logs beside an output
+// (each of stdout and stderr is kept at most twice exec's cap of 8 MiB,
+// 32 MiB in all, with as much again for their DAG), and the folders of a
+// DAG of many small files, whose nodes the disk's bytes do not count.
+const (
+	logAllowance = 64 << 20
+	dagAllowance = 4 << 20
+)
 
 // pullCheckpoint fetches a checkpoint of the job's lease from its provider
 // and keeps it as the job's last, unless a newer one came first.
@@ -177,8 +193,15 @@ func (j *jobTracker) pullCheckpoint(ctx context.Context, from peer.ID, lease str
 		j.log.Warn("pull checkpoint", "job", id, "n", num, "err", err)
 		return
 	}
-	if _, err := j.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: reason, MaxBytes: j.pullCap(), Progress: j.d.Metrics.Returned}); err != nil {
+	if _, err := j.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: reason, MaxBytes: j.pullCap(false), Progress: j.d.Metrics.Returned}); err != nil {
 		j.log.Warn("pull checkpoint", "job", id, "n", num, "err", err)
+		if errors.Is(err, content.ErrTooLarge) {
+			j.mu.Lock()
+			if j.pulls.lease == lease {
+				j.pulls.oversized, j.pulls.next = true, nil
+			}
+			j.mu.Unlock()
+		}
 		return
 	}
 	var unpin []pinned
@@ -218,7 +241,7 @@ func (j *jobTracker) output(ctx context.Context, from peer.ID, c cid.Cid, req wi
 	if err := j.awaitDirect(ctx, from, "returning the output"); err != nil {
 		return nil, fmt.Errorf("fetch output %s: %w", c, err)
 	}
-	if _, err := j.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: pinOutput(req.Job), MaxBytes: j.pullCap(), Progress: j.d.Metrics.Returned}); err != nil {
+	if _, err := j.d.Fetcher.Fetch(ctx, from, c, content.FetchOptions{Pin: pinOutput(req.Job), MaxBytes: j.pullCap(true), Progress: j.d.Metrics.Returned}); err != nil {
 		return nil, fmt.Errorf("fetch output %s: %w", c, err)
 	}
 	// The fetch takes a while: the job is looked up again, in memory or

@@ -68,6 +68,10 @@ const (
 	// CodeCheckpointOrder: the submitter refuses a checkpoint event whose
 	// number is not above the last it pulled or is pulling for the lease.
 	CodeCheckpointOrder = "checkpoint-order"
+	// CodeCheckpointTooLarge: the submitter refuses a checkpoint event of
+	// a lease whose earlier checkpoint was larger than the job's disk can
+	// hold: an honest provider caps what it imports at the disk.
+	CodeCheckpointTooLarge = "checkpoint-too-large"
 	// CodeBusy: the submitter will not countersign yet a final receipt
 	// that names a checkpoint it was told of and is still pulling: the
 	// provider offers the receipt again later.

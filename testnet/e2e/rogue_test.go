@@ -235,7 +235,7 @@ func TestRogueProviders(t *testing.T) {
 			switch {
 			case s.Answer == rogue.Accepted:
 				pulls++
-			case s.Answer != rogue.Refused || (s.Code != wire.CodeCheckpointOrder && s.Code != wire.CodeBusy):
+			case s.Answer != rogue.Refused || (s.Code != wire.CodeCheckpointOrder && s.Code != wire.CodeCheckpointTooLarge):
 				t.Errorf("a checkpoint event was answered %s %q (%s)", s.Answer, s.Code, s.Err)
 			}
 		}
