@@ -104,9 +104,7 @@ func runFloodBench(ctx context.Context, o floodBenchOptions, stdout, stderr io.W
 func runCapsBench(ctx context.Context, dir string, logf func(string, ...any), o floodBenchOptions, stdout io.Writer) error {
 	c := o.caps
 	c.Nodes, c.GPUs, c.Jobs = o.flood.Nodes, o.flood.GPUs, o.flood.Jobs
-	if o.unbounded {
-		c.Args = []string{"--view-jobs", "0", "--view-bytes", "0"}
-	}
+	c.Unbounded = o.unbounded
 	r, err := flood.RunCaps(ctx, dir, logf, c)
 	if err != nil {
 		_ = r.WriteText(stdout)

@@ -42,9 +42,10 @@ type CapsOptions struct {
 	FullLimit time.Duration
 	// JobLimit bounds how long the honest jobs may take; default 3m.
 	JobLimit time.Duration
-	// Args are extra e31d flags, such as --view-jobs 0 --view-bytes 0 for
-	// views without bounds.
-	Args []string
+	// Unbounded runs the daemons' views without bounds (e31d --view-jobs 0
+	// --view-bytes 0), as they were before them: the honest jobs are then
+	// submitted once the flood's first round is out.
+	Unbounded bool
 }
 
 func (o CapsOptions) withDefaults() CapsOptions {
@@ -92,7 +93,7 @@ type Daemon struct {
 
 // CapsReport is what MeasureCaps measured.
 type CapsReport struct {
-	Args  []string        `json:"args,omitempty"`
+	Unbounded bool            `json:"unbounded,omitempty"`
 	Hoard flooder.Hoarded `json:"flood"`
 	WallS float64         `json:"wall_s"`
 	// Submitted and Completed count the honest jobs; Job is their submit
@@ -125,10 +126,14 @@ func RunCaps(ctx context.Context, dir string, log func(format string, args ...an
 // are an error.
 func MeasureCaps(ctx context.Context, e bench.Env, o CapsOptions) (CapsReport, error) {
 	o = o.withDefaults()
-	r := CapsReport{Args: o.Args}
+	r := CapsReport{Unbounded: o.Unbounded}
 	const network = "caps"
+	var args []string
+	if o.Unbounded {
+		args = []string{"--view-jobs", "0", "--view-bytes", "0"}
+	}
 	c, err := bench.StartNetwork(ctx, cluster.Options{N: o.Nodes, GPUs: o.GPUs, Dir: filepath.Join(e.Dir, "caps"), Bin: e.Bin,
-		Heartbeat: o.Heartbeat, Network: network, Metrics: true, Args: o.Args})
+		Heartbeat: o.Heartbeat, Network: network, Metrics: true, Args: args})
 	if err != nil {
 		return r, err
 	}
@@ -251,10 +256,34 @@ func MeasureCaps(ctx context.Context, e bench.Env, o CapsOptions) (CapsReport, e
 		}
 	}
 	e.Logf("flood-bench caps: fresh identities declaring their bounds against %d daemons", o.Nodes)
-	if err := waitFor(0, true, o.FullLimit); err != nil {
+	// finish reads what the daemons held at most and what the flood
+	// sent, whatever ends the run.
+	finish := func() {
+		for i, n := range c.Nodes {
+			d := &r.Daemons[i]
+			if kib, err := bench.ProcStatusKiB(n.PID, "VmHWM:"); err == nil {
+				d.PeakKiB = kib
+			}
+			if kib, err := bench.VmRSS(n.PID); err == nil {
+				d.EndKiB = kib
+			}
+			r.PeakKiB = max(r.PeakKiB, d.PeakKiB)
+		}
+		mu.Lock()
+		r.Hoard = hoarded
+		mu.Unlock()
+		r.WallS = time.Since(start).Seconds()
+	}
+	if o.Unbounded {
+		err = waitFor(1, false, time.Hour)
+	} else {
+		err = waitFor(0, true, o.FullLimit)
+	}
+	if err != nil {
+		finish()
 		return r, err
 	}
-	e.Logf("flood-bench caps: every view at a bound after %.0f s; %d honest jobs", time.Since(start).Seconds(), o.Jobs)
+	e.Logf("flood-bench caps: every view at a bound (or, unbounded, the first round out) after %.0f s; %d honest jobs", time.Since(start).Seconds(), o.Jobs)
 	decl, err := bench.TrivialJob()
 	if err != nil {
 		return r, err
@@ -266,6 +295,7 @@ func MeasureCaps(ctx context.Context, e bench.Env, o CapsOptions) (CapsReport, e
 	for i := range o.Jobs {
 		id, err := bench.Submit(ctx, c.Client(i%len(c.Nodes)), decl)
 		if err != nil {
+			finish()
 			return r, err
 		}
 		ws[i%len(c.Nodes)].Add(id)
@@ -283,6 +313,7 @@ func MeasureCaps(ctx context.Context, e bench.Env, o CapsOptions) (CapsReport, e
 		case <-jobsDone:
 			waiting = false
 		case <-ctx.Done():
+			finish()
 			return r, ctx.Err()
 		case <-time.After(time.Second):
 			if err := sample(false); err != nil {
@@ -291,27 +322,16 @@ func MeasureCaps(ctx context.Context, e bench.Env, o CapsOptions) (CapsReport, e
 		}
 	}
 	if err := waitFor(o.MinRounds, false, time.Hour); err != nil {
+		finish()
 		return r, err
 	}
-	if err := sample(true); err != nil {
-		return r, err
-	}
-	for i, n := range c.Nodes {
-		d := &r.Daemons[i]
-		if d.PeakKiB, err = bench.ProcStatusKiB(n.PID, "VmHWM:"); err != nil {
-			return r, fmt.Errorf("%s: %w", n.Name, err)
-		}
-		if d.EndKiB, err = bench.VmRSS(n.PID); err != nil {
-			return r, fmt.Errorf("%s: %w", n.Name, err)
-		}
-		r.PeakKiB = max(r.PeakKiB, d.PeakKiB)
-	}
+	sampled := sample(true)
+	finish()
 	stopFlood()
 	<-done
-	r.WallS = time.Since(start).Seconds()
-	mu.Lock()
-	r.Hoard = hoarded
-	mu.Unlock()
+	if sampled != nil {
+		return r, sampled
+	}
 	var took []float64
 	var why []string
 	if jobsErr != nil {
@@ -342,8 +362,8 @@ func MeasureCaps(ctx context.Context, e bench.Env, o CapsOptions) (CapsReport, e
 // WriteText prints the report for people.
 func (r CapsReport) WriteText(w io.Writer) error {
 	bounds := "the default bounds"
-	if len(r.Args) > 0 {
-		bounds = strings.Join(r.Args, " ")
+	if r.Unbounded {
+		bounds = "views without bounds (--view-jobs 0 --view-bytes 0)"
 	}
 	h := r.Hoard
 	if _, err := fmt.Fprintf(w, `flood-bench --mode caps: %d daemons, %s
