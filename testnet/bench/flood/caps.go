@@ -94,8 +94,8 @@ type Daemon struct {
 // CapsReport is what MeasureCaps measured.
 type CapsReport struct {
 	Unbounded bool            `json:"unbounded,omitempty"`
-	Hoard flooder.Hoarded `json:"flood"`
-	WallS float64         `json:"wall_s"`
+	Hoard     flooder.Hoarded `json:"flood"`
+	WallS     float64         `json:"wall_s"`
 	// Submitted and Completed count the honest jobs; Job is their submit
 	// to release, in ms.
 	Submitted int          `json:"submitted"`
