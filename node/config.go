@@ -124,6 +124,10 @@ type Config struct {
 	// Grace is the time between SIGTERM and SIGKILL when a job reaches its
 	// limit or is withdrawn; default 30s.
 	Grace time.Duration
+	// GangStartWithin bounds how long a staged gang part waits for its
+	// gang lease before it ends withdrawn, the submitter's doing; default
+	// provider.DefaultGangStartWithin.
+	GangStartWithin time.Duration
 	// OutputTimeout bounds handing the output to the submitter; default 10m.
 	OutputTimeout time.Duration
 	// Retention is how long a provider keeps a released lease's output,
@@ -401,6 +405,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxInputBytes == 0 {
 		c.MaxInputBytes = 64 << 30
+	}
+	if c.GangStartWithin < 0 {
+		return c, fmt.Errorf("gang start wait %s is negative", c.GangStartWithin)
 	}
 	if c.EpochDelay < 0 {
 		return c, fmt.Errorf("epoch delay %s is negative", c.EpochDelay)

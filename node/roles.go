@@ -28,6 +28,7 @@ func (n *Node) wireRoles() {
 		ProposalTTL:     n.cfg.ProposalTTL,
 		ReceiptInterval: n.cfg.ReceiptInterval,
 		Grace:           n.cfg.Grace,
+		GangStartWithin: n.cfg.GangStartWithin,
 		OutputTimeout:   n.cfg.OutputTimeout,
 		Retention:       n.cfg.Retention,
 		EventTimeout:    n.cfg.EventTimeout,

@@ -29,7 +29,7 @@ func (o *rogueBenchOptions) AddFlags(cmd *cobra.Command) {
 	f.Int64Var(&o.run.Flood.DAGBytes, "flood-bytes", 96<<20, "size of each of the flood's checkpoints")
 	f.StringVar(&o.disk, "disk", "64MiB", "request.disk of the flooded job")
 	f.IntVar(&o.run.SquatRounds, "squat-rounds", 3, "times the gang squatter takes its part at most")
-	f.IntVar(&o.run.GangRounds, "gang-rounds", 3, "times the rogue submitter's gang is leased and left to lapse at most (each lapse takes a provider's 2-minute gang wait)")
+	f.IntVar(&o.run.GangRounds, "gang-rounds", 3, "times the rogue submitter's gang is leased and left to lapse at most (each lapse takes the providers' 30-second gang wait, e31d --gang-start-within)")
 	f.StringVar(&o.bin, "bin", "", "folder holding e31d and e31 to attack, built from another commit (default: build this one)")
 	f.BoolVar(&o.run.Unbounded, "unbounded", false, "propose leases without the held-time rule, as daemons from before it (8ec50e8 and older) need")
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")

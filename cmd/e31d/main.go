@@ -95,6 +95,7 @@ type fileConfig struct {
 	EpochDelay      string `toml:"epoch-delay"`
 	ReceiptInterval string `toml:"receipt-interval"`
 	Grace           string `toml:"grace"`
+	GangStartWithin string `toml:"gang-start-within"`
 	OutputTimeout   string `toml:"output-timeout"`
 	ProposalTTL     string `toml:"proposal-ttl"`
 	StallTimeout    string `toml:"stall-timeout"`
@@ -126,7 +127,7 @@ type options struct {
 	// misbehave reads --misbehave, which only a byzantine build has.
 	misbehave func() (misbehaviour, error)
 	// Durations parsed from flags, or from the file where no flag was given.
-	heartbeat, epoch, epochDelay, receiptInterval, grace, outputTimeout, proposalTTL, stallTimeout, retention, providerLost time.Duration
+	heartbeat, epoch, epochDelay, receiptInterval, grace, gangStartWithin, outputTimeout, proposalTTL, stallTimeout, retention, providerLost time.Duration
 
 	// localityWait is --locality-wait and avoidFor --avoid-for, parsed
 	// like the durations above.
@@ -151,6 +152,7 @@ func (o *options) durationFlags(fc *fileConfig) []struct {
 		{"epoch-delay", &o.epochDelay, fc.EpochDelay},
 		{"receipt-interval", &o.receiptInterval, fc.ReceiptInterval},
 		{"grace", &o.grace, fc.Grace},
+		{"gang-start-within", &o.gangStartWithin, fc.GangStartWithin},
 		{"output-timeout", &o.outputTimeout, fc.OutputTimeout},
 		{"proposal-ttl", &o.proposalTTL, fc.ProposalTTL},
 		{"stall-timeout", &o.stallTimeout, fc.StallTimeout},
@@ -225,6 +227,7 @@ on the command line win.`,
 	f.DurationVar(&o.epochDelay, "epoch-delay", 0, "how long before an epoch's start a message must have been signed to count in its view; 0 (default) adapts it to the gossip delays providers announce, at most half the epoch; every peer of a network must use the same setting")
 	f.DurationVar(&o.receiptInterval, "receipt-interval", time.Minute, "how often an interim receipt is signed while compute is held")
 	f.DurationVar(&o.grace, "grace", 30*time.Second, "time between SIGTERM and SIGKILL at a job's limit or withdrawal (cut short once no process of the job handles SIGTERM)")
+	f.DurationVar(&o.gangStartWithin, "gang-start-within", provider.DefaultGangStartWithin, "how long a staged part of a gang waits for the gang lease its submitter signs; past it the part ends withdrawn, the submitter's doing, and a submitter that lets it lapse twice in a row is struck off")
 	f.DurationVar(&o.outputTimeout, "output-timeout", 10*time.Minute, "how long output waits to be handed to the submitter")
 	f.DurationVar(&o.proposalTTL, "proposal-ttl", 10*time.Second, "how long a lease proposal waits for an answer")
 	f.DurationVar(&o.stallTimeout, "stall-timeout", time.Minute, "a transfer with no block for this long fails")
@@ -545,6 +548,7 @@ func run(cmd *cobra.Command, o *options) error {
 		EpochDelay:        o.epochDelay,
 		ReceiptInterval:   o.receiptInterval,
 		Grace:             o.grace,
+		GangStartWithin:   o.gangStartWithin,
 		OutputTimeout:     o.outputTimeout,
 		ProposalTTL:       o.proposalTTL,
 		StallTimeout:      o.stallTimeout,

@@ -30,6 +30,10 @@ const (
 	heartbeat       = time.Second
 	proposalTTL     = 1500 * time.Millisecond
 	receiptInterval = time.Second
+	// gangStartWithin is how long SubmitterNet's providers wait for a
+	// gang lease (e31d --gang-start-within): each lapse of the rogue's
+	// gang costs that much, not a provider's default two minutes.
+	gangStartWithin = 30 * time.Second
 )
 
 func commonArgs(epoch time.Duration) []string {
@@ -71,7 +75,7 @@ func SubmitterNet() cluster.Options {
 	return cluster.Options{
 		N: 3, SimGPUsByNode: []string{"", "2xGANG:80GiB,1xSOLO:80GiB,1xPAIR:80GiB", "2xGANG:80GiB,1xPAIR:80GiB"},
 		Heartbeat: heartbeat, Network: Network, Metrics: true,
-		Args: commonArgs(250 * time.Millisecond),
+		Args: append(commonArgs(250*time.Millisecond), "--gang-start-within", gangStartWithin.String()),
 	}
 }
 

@@ -27,7 +27,7 @@ type Options struct {
 	// leased and left to lapse; default 1.
 	SquatRounds, GangRounds int
 	// GangWithin bounds each of those rounds' waits (rogue.WithholdOptions);
-	// default its own.
+	// default SubmitterNet's gang wait and a minute.
 	GangWithin time.Duration
 	// Unbounded has the rogues propose terms without the held-time rule,
 	// for daemons from before it (rogue.Config.Unbounded).
@@ -48,6 +48,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.GangRounds <= 0 {
 		o.GangRounds = 1
+	}
+	if o.GangWithin <= 0 {
+		o.GangWithin = gangStartWithin + time.Minute
 	}
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
