@@ -17,6 +17,7 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/testnet/cluster"
+	"github.com/e31network/e31/testnet/poll"
 )
 
 // ended reports whether a job has reached a state it never leaves.
@@ -401,7 +402,29 @@ func TestPartitionNoDoubleLease(t *testing.T) {
 			byID[j.ID] = j
 		}
 	}
+	// A provider stores the final receipt both signed when the
+	// countersignature comes back, which can be after the submitter has
+	// released the job: wait for every provider's copy (bounded; what is
+	// missing then is reported below).
+	finalsIn := func(rs []ledger.Receipt, id string) int {
+		n := 0
+		for _, r := range rs {
+			if r.Job == id && r.Final && r.Signer == "" {
+				n++
+			}
+		}
+		return n
+	}
 	all := allLedgers(t, c)
+	poll.Eventually(30*time.Second, 200*time.Millisecond, func() bool {
+		for _, id := range order {
+			if j := byID[id]; !unsettled[id] && j.Provider != "" && finalsIn(all[nodeIndex(t, c, j.Provider)], id) == 0 {
+				all = allLedgers(t, c)
+				return false
+			}
+		}
+		return true
+	})
 	leases := leasesOfJobs(c, all)
 	byGPU := map[string][]gpuHold{}
 	for _, id := range order {

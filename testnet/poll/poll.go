@@ -24,3 +24,17 @@ func Until(tb testing.TB, what string, within time.Duration, cond func() bool) {
 		time.Sleep(Every)
 	}
 }
+
+// Eventually asks cond, then again every every, until it holds or within
+// has passed, and says whether it held: for a wait whose failure the
+// caller reports itself, with what it found.
+func Eventually(within, every time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(every)
+	}
+	return true
+}
