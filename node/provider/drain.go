@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/e31network/e31/exec"
@@ -57,8 +58,35 @@ type drainRecord struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// drains are what drains the node, each nil when it does not; guarded by
-// Provider.mu.
+// drain is what drains the node, as the API shows it and the offer says
+// it. Its exported methods are the Provider's (it is embedded there).
+//
+// The owner's drain is kept in the record store as well as in memory, and
+// the two must end alike: a drain and an undrain that race must not leave
+// the store drained after the API answered undrained, or a restart would
+// drain the node again. So each change to the owner's drain is made in
+// memory and written under save, one change at a time, and what Drain and
+// Undrain answer is read before save is let go: the store ends as the last
+// answer said.
+type drain struct {
+	*env // immutable, shared with the role
+	// leases are the role's runners, which a quick drain stops and whose
+	// settlement a stop awaits; immutable, with a lock of its own, never
+	// taken under mu.
+	leases *registry
+
+	// save orders the writes of the owner's drain record. An ordering
+	// lock: it spans Records.Put and Delete on purpose; mu is taken under
+	// it, never the reverse, and nothing else is called under it.
+	save sync.Mutex
+	// mu guards drains. A state lock, memory only.
+	mu     sync.Mutex
+	drains drains
+}
+
+// drains are what drains the node, each nil when it does not; the
+// records are replaced, never changed in place, so that a pointer read
+// under drain.mu may be read after it.
 type drains struct {
 	owner, reclaim, stop *drainRecord
 	// gen counts the owner's drains, so that a graceful drain's deadline
@@ -83,8 +111,7 @@ func (d *drains) current() (*drainRecord, string) {
 // preempting is the cause a lease signed now is stopped with, where a
 // quick drain holds (the owner's quick or now, a reclaim, a stop past its
 // graceful time): a proposal in flight when the drain came may still be
-// countersigned after it stopped what ran. nil when none holds. The caller
-// holds Provider.mu.
+// countersigned after it stopped what ran. nil when none holds.
 func (d *drains) preempting(now time.Time) error {
 	switch {
 	case d.owner != nil && (d.owner.Mode == api.DrainQuick || d.owner.Mode == api.DrainNow || !d.owner.Deadline.IsZero() && now.After(d.owner.Deadline)):
@@ -97,55 +124,72 @@ func (d *drains) preempting(now time.Time) error {
 	return nil
 }
 
+// preempting is the cause a lease signed now is stopped with (drains.preempting).
+func (d *drain) preempting(now time.Time) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.drains.preempting(now)
+}
+
+// current is the drain the API shows now, and who made it (drains.current).
+func (d *drain) current() (*drainRecord, string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.drains.current()
+}
+
 // Drain drains this node in mode (a later call changes the mode: a
 // graceful drain made quick), quickly at deadline if one is given for a
 // graceful drain. It saves the drain, tells the offer, and stops the
 // runs a quick drain stops.
-func (p *Provider) Drain(mode api.DrainMode, deadline time.Time) (api.Drain, error) {
+func (d *drain) Drain(mode api.DrainMode, deadline time.Time) (api.Drain, error) {
 	switch mode {
 	case api.DrainGraceful, api.DrainQuick, api.DrainNow:
 	default:
 		return api.Drain{}, fmt.Errorf("drain mode %q: want graceful, quick or now", mode)
 	}
-	p.mu.Lock()
+	d.save.Lock()
+	d.mu.Lock()
 	rec := drainRecord{Mode: mode, Since: time.Now(), Deadline: deadline}
-	if p.drains.owner != nil {
-		rec.Since = p.drains.owner.Since
+	if d.drains.owner != nil {
+		rec.Since = d.drains.owner.Since
 	}
-	p.drains.owner = &rec
-	p.drains.gen++
-	gen := p.drains.gen
-	p.mu.Unlock()
-	if err := p.d.Records.Put(state.PrefixDrain, drainID, rec); err != nil {
-		p.log.Warn("drain not saved: a restart would take work again", "err", err)
+	d.drains.owner = &rec
+	d.drains.gen++
+	gen := d.drains.gen
+	d.mu.Unlock()
+	if err := d.d.Records.Put(state.PrefixDrain, drainID, rec); err != nil {
+		d.log.Warn("drain not saved: a restart would take work again", "err", err)
 	}
-	p.log.Info("draining", "mode", mode, "deadline", deadline)
-	p.d.OfferChanged()
+	shown, by := d.current()
+	d.save.Unlock()
+	d.log.Info("draining", "mode", mode, "deadline", deadline)
+	d.d.OfferChanged()
 	switch {
 	case mode != api.DrainGraceful:
-		p.preemptAll(mode)
+		d.leases.preempt(mode)
 	case !deadline.IsZero():
-		p.tasks.Go(func() { p.drainAt(gen, deadline) })
+		d.tasks.Go(func() { d.drainAt(gen, deadline) })
 	}
-	return p.DrainStatus(), nil
+	return d.status(shown, by), nil
 }
 
 // drainAt drains quickly at deadline whatever a graceful drain left
 // running, unless the drain changed since (gen) or the node stops first.
-func (p *Provider) drainAt(gen uint64, deadline time.Time) {
+func (d *drain) drainAt(gen uint64, deadline time.Time) {
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
-	case <-p.ctx.Done():
+	case <-d.ctx.Done():
 		return
 	case <-t.C:
 	}
-	p.mu.Lock()
-	same := p.drains.gen == gen && p.drains.owner != nil
-	p.mu.Unlock()
+	d.mu.Lock()
+	same := d.drains.gen == gen && d.drains.owner != nil
+	d.mu.Unlock()
 	if same {
-		p.log.Info("graceful drain's deadline: draining quickly what still runs")
-		p.preemptAll(api.DrainQuick)
+		d.log.Info("graceful drain's deadline: draining quickly what still runs")
+		d.leases.preempt(api.DrainQuick)
 	}
 }
 
@@ -157,103 +201,96 @@ func preemptCause(mode api.DrainMode) error {
 	return ErrPreempted
 }
 
-// preemptAll stops every lease of this node, each to end preempted.
-func (p *Provider) preemptAll(mode api.DrainMode) {
-	cause := preemptCause(mode)
-	// A lease's lock is never taken under p.mu (active copies first).
-	for _, r := range p.active() {
-		t, cancel := r.stopper()
-		if cancel != nil {
-			p.log.Info("drain: stopping lease", "lease", t.ID, "job", t.Job, "mode", mode)
-			cancel(cause)
-		}
-	}
-}
-
 // Undrain ends the owner's drain: the offer takes work again, unless the
 // reclaim watcher or a stop still drains the node.
-func (p *Provider) Undrain() api.Drain {
-	p.mu.Lock()
-	was := p.drains.owner != nil
-	p.drains.owner = nil
-	p.drains.gen++
-	p.mu.Unlock()
+func (d *drain) Undrain() api.Drain {
+	d.save.Lock()
+	d.mu.Lock()
+	was := d.drains.owner != nil
+	d.drains.owner = nil
+	d.drains.gen++
+	d.mu.Unlock()
 	if was {
-		if err := p.d.Records.Delete(state.PrefixDrain, drainID); err != nil {
-			p.log.Warn("undrain not saved: a restart would drain again", "err", err)
+		if err := d.d.Records.Delete(state.PrefixDrain, drainID); err != nil {
+			d.log.Warn("undrain not saved: a restart would drain again", "err", err)
 		}
-		p.log.Info("undrained by the owner")
-		p.d.OfferChanged()
 	}
-	return p.DrainStatus()
+	shown, by := d.current()
+	d.save.Unlock()
+	if was {
+		d.log.Info("undrained by the owner")
+		d.d.OfferChanged()
+	}
+	return d.status(shown, by)
 }
 
 // Reclaim drains the node quickly for its owner, who started using a GPU
 // (node/reclaim): what runs ends preempted and goes on elsewhere. It is
 // not saved, and only Return lifts it.
-func (p *Provider) Reclaim(reason string) {
-	p.mu.Lock()
-	first := p.drains.reclaim == nil
+func (d *drain) Reclaim(reason string) {
+	d.mu.Lock()
+	first := d.drains.reclaim == nil
 	if first {
-		p.drains.reclaim = &drainRecord{Mode: api.DrainQuick, Since: time.Now(), Reason: reason}
+		d.drains.reclaim = &drainRecord{Mode: api.DrainQuick, Since: time.Now(), Reason: reason}
 	}
-	p.mu.Unlock()
+	d.mu.Unlock()
 	if !first {
 		return
 	}
-	p.log.Info("reclaimed by the owner: draining quickly", "why", reason)
-	p.d.OfferChanged()
-	p.preemptAll(api.DrainQuick)
+	d.log.Info("reclaimed by the owner: draining quickly", "why", reason)
+	d.d.OfferChanged()
+	d.leases.preempt(api.DrainQuick)
 }
 
 // Return ends a Reclaim: the owner has left the GPUs alone. The node
 // takes work again unless its owner drained it too.
-func (p *Provider) Return() {
-	p.mu.Lock()
-	was := p.drains.reclaim != nil
-	p.drains.reclaim = nil
-	p.mu.Unlock()
+func (d *drain) Return() {
+	d.mu.Lock()
+	was := d.drains.reclaim != nil
+	d.drains.reclaim = nil
+	d.mu.Unlock()
 	if was {
-		p.log.Info("the owner left the GPUs alone: taking work again, unless drained")
-		p.d.OfferChanged()
+		d.log.Info("the owner left the GPUs alone: taking work again, unless drained")
+		d.d.OfferChanged()
 	}
 }
 
 // Draining reports whether the node is drained: its offer says so.
-func (p *Provider) Draining() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	d, _ := p.drains.current()
-	return d != nil
+func (d *drain) Draining() bool {
+	shown, _ := d.current()
+	return shown != nil
 }
 
 // DrainStatus is the drain as the API shows it.
-func (p *Provider) DrainStatus() api.Drain {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	d, by := p.drains.current()
-	if d == nil {
+func (d *drain) DrainStatus() api.Drain {
+	return d.status(d.current())
+}
+
+// status is the API's view of the drain shown, made by by, with the
+// leases not yet released.
+func (d *drain) status(shown *drainRecord, by string) api.Drain {
+	if shown == nil {
 		return api.Drain{}
 	}
-	out := api.Drain{Mode: d.Mode, Since: d.Since.UTC(), By: by, Reason: d.Reason, Leases: len(p.leases)}
-	if !d.Deadline.IsZero() {
-		dl := d.Deadline.UTC()
+	out := api.Drain{Mode: shown.Mode, Since: shown.Since.UTC(), By: by, Reason: shown.Reason, Leases: d.leases.count()}
+	if !shown.Deadline.IsZero() {
+		dl := shown.Deadline.UTC()
 		out.Deadline = &dl
 	}
 	return out
 }
 
-// recoverDrain loads a drain a previous run saved.
-func (p *Provider) recoverDrain() error {
-	return p.d.Records.Each(state.PrefixDrain, func(b []byte) error {
+// recover loads a drain a previous run saved.
+func (d *drain) recover() error {
+	return d.d.Records.Each(state.PrefixDrain, func(b []byte) error {
 		var rec drainRecord
 		if err := json.Unmarshal(b, &rec); err != nil {
 			return fmt.Errorf("drain record: %w", err)
 		}
-		p.mu.Lock()
-		p.drains.owner = &rec
-		p.mu.Unlock()
-		p.log.Info("still drained, as before the restart", "mode", rec.Mode, "since", rec.Since)
+		d.mu.Lock()
+		d.drains.owner = &rec
+		d.mu.Unlock()
+		d.log.Info("still drained, as before the restart", "mode", rec.Mode, "since", rec.Since)
 		return nil
 	})
 }
@@ -263,17 +300,15 @@ func (p *Provider) recoverDrain() error {
 // returns once every lease is settled (its final receipt signed, after its
 // submitter pulled the last checkpoint) or ctx ends. Unlike Drain it is
 // not saved: the node takes work again when it starts.
-func (p *Provider) DrainToStop(ctx context.Context, graceful time.Duration) {
-	p.mu.Lock()
-	p.drains.stop = &drainRecord{Mode: api.DrainGraceful, Since: time.Now(), Deadline: time.Now().Add(graceful), Reason: "the daemon is stopping"}
-	p.mu.Unlock()
-	p.d.OfferChanged()
+func (d *drain) DrainToStop(ctx context.Context, graceful time.Duration) {
+	d.mu.Lock()
+	d.drains.stop = &drainRecord{Mode: api.DrainGraceful, Since: time.Now(), Deadline: time.Now().Add(graceful), Reason: "the daemon is stopping"}
+	d.mu.Unlock()
+	d.d.OfferChanged()
 	quick := time.NewTimer(graceful)
 	defer quick.Stop()
 	for {
-		p.mu.Lock()
-		idle, settled := len(p.unsettled) == 0, p.settled
-		p.mu.Unlock()
+		idle, settled := d.leases.idle()
 		if idle {
 			return
 		}
@@ -281,8 +316,8 @@ func (p *Provider) DrainToStop(ctx context.Context, graceful time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-quick.C:
-			p.log.Info("stopping: draining quickly what still runs")
-			p.preemptAll(api.DrainQuick)
+			d.log.Info("stopping: draining quickly what still runs")
+			d.leases.preempt(api.DrainQuick)
 		case <-settled:
 		}
 	}

@@ -27,7 +27,7 @@ func TestDrain(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	l.cancel = cancel
-	p.leases[l.rec.Lease.Terms.ID] = l
+	p.leases.add(l)
 
 	if _, err := p.Drain("sometimes", time.Time{}); err == nil {
 		t.Fatal("a drain of no mode was taken")
@@ -40,7 +40,7 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("graceful: stopped %v, draining %v, %+v; want the lease running, the node draining", ctx.Err(), p.Draining(), d)
 	}
 	again := newTestProvider(t, prov, Config{}, nil, nil, recs, nil)
-	if err := again.recoverDrain(); err != nil || !again.Draining() {
+	if err := again.drain.recover(); err != nil || !again.Draining() {
 		t.Fatalf("after a restart: draining %v (%v), want still drained", again.Draining(), err)
 	}
 
@@ -85,7 +85,7 @@ func TestGracefulDrainDeadline(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	l.cancel = cancel
-	p.leases[l.rec.Lease.Terms.ID] = l
+	p.leases.add(l)
 	if _, err := p.Drain(api.DrainGraceful, time.Now().Add(50*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestReclaimBesideOwnerDrain(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	l.cancel = cancel
-	p.leases[l.rec.Lease.Terms.ID] = l
+	p.leases.add(l)
 
 	p.Reclaim("owner started using GPU 0 (pid 4242)")
 	if d := p.DrainStatus(); !p.Draining() || d.By != api.DrainByReclaim || d.Mode != api.DrainQuick || d.Reason == "" {
@@ -150,8 +150,7 @@ func TestDrainToStopWaitsForSettlement(t *testing.T) {
 	defer cancel(nil)
 	l.cancel = cancel
 	id := l.rec.Lease.Terms.ID
-	p.leases[id] = l
-	p.unsettled[id] = true
+	p.leases.add(l)
 
 	done := make(chan struct{})
 	go func() {
@@ -170,7 +169,7 @@ func TestDrainToStopWaitsForSettlement(t *testing.T) {
 	if d := p.DrainStatus(); d.By != api.DrainByStop {
 		t.Fatalf("during the stop: %+v, want a drain by the stop", d)
 	}
-	p.settledLease(id)
+	p.leases.settledLease(id)
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):

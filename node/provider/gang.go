@@ -77,9 +77,7 @@ func (p *Provider) HandleGang(_ context.Context, from peer.ID, raw json.RawMessa
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	p.mu.Lock()
-	lr := p.leases[req.Lease]
-	p.mu.Unlock()
+	lr := p.leases.lookup(req.Lease)
 	if lr == nil {
 		return nil, p2p.Refuse(wire.CodeUnknownJob, fmt.Errorf("no lease %s here", req.Lease))
 	}

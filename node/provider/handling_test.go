@@ -135,12 +135,8 @@ func runImageLease(t *testing.T, prepare func() (*exec.ImageRoot, func(), error)
 		sub := wiretest.FreshParty(t)
 		l := p.newRunner(&Record{Lease: wiretest.SignedLease(t, self, sub), Declaration: d, State: Held, Start: time.Now()}, sub.ID)
 		id := l.rec.ID()
-		p.mu.Lock()
-		for _, g := range l.rec.Lease.Terms.GPUs {
-			p.held[g] = hold{job: l.rec.Lease.Terms.Job, lease: id}
-		}
-		p.leases[id] = l
-		p.mu.Unlock()
+		p.holds.signed(l.rec.Lease.Terms)
+		p.leases.add(l)
 		p.start(l)
 		if err := p.tasks.Wait(context.Background()); err != nil {
 			t.Fatal(err)

@@ -73,7 +73,7 @@ func (p *Provider) watchHours() {
 		p.d.OfferChanged()
 		if open {
 			p.log.Info("contribution hours end: draining quickly what still runs", "reopens", h.Opens(time.Now()))
-			p.preemptAll(api.DrainQuick)
+			p.leases.preempt(api.DrainQuick)
 		} else {
 			p.log.Info("contribution hours begin: taking work", "until", h.Closes(time.Now()))
 		}

@@ -37,7 +37,7 @@ func TestHours(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		defer cancel(nil)
 		l.cancel = cancel
-		p.leases[l.rec.Lease.Terms.ID] = l
+		p.leases.add(l)
 		go p.watchHours()
 
 		time.Sleep(2*time.Hour + time.Second)

@@ -30,9 +30,7 @@ func (p *Provider) HandleLogs(ctx context.Context, from peer.ID, raw json.RawMes
 	if err != nil {
 		return nil, err
 	}
-	p.mu.Lock()
-	l := p.leases[req.Lease]
-	p.mu.Unlock()
+	l := p.leases.lookup(req.Lease)
 	if l == nil {
 		return nil, p2p.Refuse(wire.CodeLogsGone, fmt.Errorf("lease %s is not running here; its logs come back with its output", req.Lease))
 	}

@@ -61,8 +61,8 @@ func (p *Provider) Prestage(jobs []Reserved) {
 	}
 	// A job leased here keeps its fetch: the lease's staging waits for it
 	// rather than lose the blocks in flight. A lease's lock is never taken
-	// under p.mu (active copies the registry first).
-	for _, lr := range p.active() {
+	// under the registry's (active copies it first).
+	for _, lr := range p.leases.active() {
 		job := lr.snapshot().Lease.Terms.Job
 		if _, ok := want[job]; !ok {
 			want[job] = Reserved{}

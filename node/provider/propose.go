@@ -41,41 +41,10 @@ func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 	if p.src.stagingFirst(oj) {
 		return
 	}
-	p.mu.Lock()
-	if p.proposing[a.Job] {
-		p.mu.Unlock()
+	if !p.holds.claim(a.Job, a.GPUs) {
 		return
 	}
-	// A pass whose view does not yet hold this provider's own lease on
-	// the job (an epoch's cut, taken before a pass between epochs leased
-	// it) must not lease it twice.
-	for _, h := range p.held {
-		if h.job == a.Job {
-			p.mu.Unlock()
-			return
-		}
-	}
-	for _, g := range a.GPUs {
-		if _, taken := p.held[g]; taken {
-			p.mu.Unlock()
-			return
-		}
-	}
-	for _, g := range a.GPUs {
-		p.held[g] = hold{job: a.Job}
-	}
-	p.proposing[a.Job] = true
-	p.mu.Unlock()
-	unhold := func() {
-		p.mu.Lock()
-		delete(p.proposing, a.Job)
-		for _, g := range a.GPUs {
-			if h := p.held[g]; h.lease == "" && h.job == a.Job {
-				delete(p.held, g)
-			}
-		}
-		p.mu.Unlock()
-	}
+	unhold := func() { p.holds.unclaim(a.Job, a.GPUs) }
 	// The job's disk is held like its GPUs, after them and outside the
 	// lock: two proposals racing for the last free room take turns in the
 	// room, and the loser is never signed.
@@ -94,9 +63,7 @@ func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 			p.dropDisk(a.Job)
 			return
 		}
-		p.mu.Lock()
-		delete(p.proposing, a.Job)
-		p.mu.Unlock()
+		p.holds.proposed(a.Job)
 	})
 	if !started {
 		unhold()
@@ -182,13 +149,8 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 	// The submitter has countersigned: the lease exists whether or not this
 	// write succeeds, and a failed write is logged and counted.
 	r.change(func(*Record) {})
-	p.mu.Lock()
-	for _, g := range terms.GPUs {
-		p.held[g] = hold{job: terms.Job, lease: terms.ID}
-	}
-	p.leases[terms.ID] = r
-	p.unsettled[terms.ID] = true
-	p.mu.Unlock()
+	p.holds.signed(terms)
+	p.leases.add(r)
 	p.d.OfferChanged()
 	mb := p.d.Misbehave
 	if mb != nil && !mb.Announce(terms.ID) {
@@ -217,15 +179,11 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 func (p *Provider) start(r *leaseRunner) {
 	ctx, cancel := context.WithCancelCause(p.ctx)
 	t := r.arm(cancel)
-	p.mu.Lock()
-	for _, id := range []string{t.Job, taskOf(t.Job)} {
-		if w, ok := p.withdrawn[id]; ok && w.by == t.Submitter {
-			cancel(ErrWithdrawn) // withdrawn while the lease was being signed
-		}
+	if p.leases.withdrawnBy(t.Job, t.Submitter) {
+		cancel(ErrWithdrawn) // withdrawn while the lease was being signed
 	}
-	if cause := p.drains.preempting(time.Now()); cause != nil {
+	if cause := p.drain.preempting(time.Now()); cause != nil {
 		cancel(cause) // drained quickly while the lease was being signed
 	}
-	p.mu.Unlock()
 	r.start(ctx, cancel)
 }

@@ -3,9 +3,6 @@ package provider
 import (
 	"context"
 	"log/slog"
-	"maps"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,52 +32,37 @@ type env struct {
 	strikes *strikes
 }
 
-// hold is what holds a GPU: a proposal in flight (lease empty) or a signed
-// lease.
-type hold struct {
-	job   string
-	lease string
-}
-
 // Provider runs the leases this node provides, from proposal to settlement.
-// What is the role's lives here: which GPUs are held, the proposals in
-// flight, withdrawals, staging from many sources and before the lease, the
-// inputs laid out, restarts and retention. Each signed lease is carried
-// through its life by a leaseRunner of its own (runner.go), which the
-// Provider registers under the lease's ID and starts on its task group.
+// The role keeps its parts, each with its own state and lock: the GPUs
+// held and the proposals in flight (holds.go), the registry of lease
+// runners (registry.go), what drains the node (drain.go), staging from
+// many sources and before the lease (sources.go, prestage.go) and the
+// inputs laid out (laidout.go). Each signed lease is carried through its
+// life by a leaseRunner of its own (runner.go), which the Provider
+// registers under the lease's ID and starts on its task group.
+//
+// No part's lock is taken under another's, but for the drain's ordering
+// lock, under which the drain takes its own state lock only.
 type Provider struct {
 	*env // immutable after New
+	// drain is what drains the node; its exported methods (Drain,
+	// Undrain, DrainStatus, Draining, Reclaim, Return, DrainToStop) are
+	// the Provider's. Immutable pointer; its own locks.
+	*drain
 	// cancel ends env.ctx, hardStop env.hard.
 	cancel   context.CancelFunc
 	hardStop context.CancelFunc
 
-	// mu guards the fields below. It is a state lock, never held across
-	// I/O or a call into another part; no runner's lock is taken under it.
-	mu        sync.Mutex
-	held      map[string]hold         // GPU UUID -> what holds it
-	proposing map[string]bool         // jobs with a proposal of ours in flight
-	leases    map[string]*leaseRunner // the runners of the leases not yet released
-	withdrawn map[string]withdrawal
-	// unsettled are the leases whose runner has not yet settled them
-	// (final receipt signed, or given up): a drain for a stop waits for
-	// them, so that each submitter has its last checkpoint. settled is
-	// closed and replaced at each settlement.
-	unsettled map[string]bool
-	settled   chan struct{}
-	drains    drains // what drains the node (drain.go)
-
-	inputs layouts  // the inputs laid out for the runs (laidout.go)
-	src    sourcing // staging from many sources and before the lease
+	// The parts below are set in New and never replaced; each has a lock
+	// of its own.
+	holds  *holds    // the GPUs held and the proposals in flight
+	leases *registry // the runners of the leases not yet released
+	inputs layouts   // the inputs laid out for the runs (laidout.go)
+	src    sourcing  // staging from many sources and before the lease
 
 	// sweeping is set while a retention sweep for room on the disk runs
 	// (room.go), so that a short disk starts one at a time.
 	sweeping atomic.Bool
-}
-
-// withdrawal is a job's withdrawal as this provider saw it.
-type withdrawal struct {
-	by string
-	at time.Time
 }
 
 // New returns a provider; Recover loads what a previous run left.
@@ -91,14 +73,12 @@ func New(cfg Config, d Deps) *Provider {
 		d.OfferChanged = func() {}
 	}
 	e := &env{cfg: cfg, d: d, log: d.Log, ctx: ctx, hard: hard, tasks: &task.Group{}, strikes: &strikes{records: d.Records, log: d.Log}}
+	leases := newRegistry(d.Log)
 	p := &Provider{
 		env: e, cancel: cancel, hardStop: hardStop,
-		held:      make(map[string]hold),
-		proposing: make(map[string]bool),
-		leases:    make(map[string]*leaseRunner),
-		withdrawn: make(map[string]withdrawal),
-		unsettled: make(map[string]bool),
-		settled:   make(chan struct{}),
+		drain:  &drain{env: e, leases: leases},
+		holds:  newHolds(),
+		leases: leases,
 		inputs: layouts{
 			env:       e,
 			laidOut:   make(map[string]map[string]bool),
@@ -130,15 +110,14 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 // proposal in flight still shows free: only a signed lease changes the
 // offer, so that every peer's view changes once, with the lease.
 func (p *Provider) GPUs() []market.GPU {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	leased := p.holds.leased()
 	out := make([]market.GPU, 0, len(p.d.GPUs))
 	for _, g := range p.d.GPUs {
 		model := g.Model
 		if p.d.Misbehave != nil {
 			model = p.d.Misbehave.Model(model)
 		}
-		out = append(out, market.GPU{Index: g.Index, UUID: g.UUID, Model: model, MemoryBytes: g.MemoryBytes, Free: p.held[g.UUID].lease == ""})
+		out = append(out, market.GPU{Index: g.Index, UUID: g.UUID, Model: model, MemoryBytes: g.MemoryBytes, Free: !leased[g.UUID]})
 	}
 	return out
 }
@@ -151,15 +130,7 @@ type Counts struct {
 // Counts returns how many GPUs there are, how many signed leases hold, and
 // how many leases are active.
 func (p *Provider) Counts() Counts {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c := Counts{GPUs: len(p.d.GPUs), Leases: len(p.leases)}
-	for _, h := range p.held {
-		if h.lease != "" {
-			c.Held++
-		}
-	}
-	return c
+	return Counts{GPUs: len(p.d.GPUs), Held: len(p.holds.leased()), Leases: p.leases.count()}
 }
 
 // Images reports whether this provider runs jobs in their own image: the
@@ -181,68 +152,24 @@ func (p *Provider) Takes(w market.Work) bool {
 // nothing more (Deps.Misbehave).
 func (p *Provider) Silent() bool { return p.d.Misbehave != nil && p.d.Misbehave.Silent() }
 
-// active returns the runners of the leases not yet released.
-func (p *Provider) active() []*leaseRunner {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Collect(maps.Values(p.leases))
-}
-
 // released is a runner's word to its role that its lease is released: its
 // GPUs go back into the offer and the runner leaves the registry. It is
 // the one call a runner makes into the role (leaseRunner.onRelease).
 func (p *Provider) released(t wire.LeaseTerms) {
-	p.mu.Lock()
-	for _, g := range t.GPUs {
-		if p.held[g].lease == t.ID {
-			delete(p.held, g)
-		}
-	}
-	delete(p.leases, t.ID)
-	p.mu.Unlock()
+	p.holds.released(t)
+	p.leases.remove(t.ID)
 	p.d.OfferChanged()
 }
 
 // HeldGPUs are the UUIDs of the GPUs leases hold now, in a map of the
 // caller's own.
 func (p *Provider) HeldGPUs() map[string]bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make(map[string]bool, len(p.held))
-	for g := range p.held {
-		out[g] = true
-	}
-	return out
-}
-
-// settledLease notes that a lease's runner settled it (or gave up on it
-// for now), for whoever waits on unsettled.
-func (p *Provider) settledLease(id string) {
-	p.mu.Lock()
-	delete(p.unsettled, id)
-	close(p.settled)
-	p.settled = make(chan struct{})
-	p.mu.Unlock()
+	return p.holds.all()
 }
 
 // Withdraw stops the lease of a job this node provides, if any, on the
 // submitter's word.
-func (p *Provider) Withdraw(job string, by peer.ID) {
-	p.mu.Lock()
-	// Remembered too, for a lease whose run has not started yet: start
-	// checks it.
-	p.withdrawn[job] = withdrawal{by: by.String(), at: time.Now()}
-	leases := slices.Collect(maps.Values(p.leases))
-	p.mu.Unlock()
-	// A lease's lock is never taken under p.mu.
-	for _, r := range leases {
-		t, cancel := r.stopper()
-		if (t.Job == job || taskOf(t.Job) == job) && t.Submitter == by.String() && cancel != nil {
-			p.log.Info("withdrawal: stopping lease", "lease", t.ID, "job", job)
-			cancel(ErrWithdrawn)
-		}
-	}
-}
+func (p *Provider) Withdraw(job string, by peer.ID) { p.leases.withdraw(job, by) }
 
 // taskOf is the array a job is a task of, or "".
 func taskOf(job string) string {
@@ -251,23 +178,13 @@ func taskOf(job string) string {
 }
 
 // Prune forgets withdrawals older than keep.
-func (p *Provider) Prune(now time.Time, keep time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for job, w := range p.withdrawn {
-		if now.Sub(w.at) > keep {
-			delete(p.withdrawn, job)
-		}
-	}
-}
+func (p *Provider) Prune(now time.Time, keep time.Duration) { p.leases.prune(now, keep) }
 
 // StopLease stops a lease of this node whose submitter released it before
 // its run began (it gave up waiting and put the job back in the queue): the
 // work would be owed nothing and its output never fetched.
 func (p *Provider) StopLease(id string, by peer.ID) {
-	p.mu.Lock()
-	r := p.leases[id]
-	p.mu.Unlock()
+	r := p.leases.lookup(id)
 	if r == nil {
 		return
 	}

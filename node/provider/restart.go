@@ -16,7 +16,7 @@ import (
 // restart forgets nothing: their GPUs stay held until Resume settles them,
 // and their submitters may still fetch their outputs and checkpoints.
 func (p *Provider) Recover(ctx context.Context) error {
-	if err := p.recoverDrain(); err != nil {
+	if err := p.drain.recover(); err != nil {
 		return err
 	}
 	if err := p.recoverStrikes(); err != nil {
@@ -70,15 +70,10 @@ func (p *Provider) Recover(ctx context.Context) error {
 				continue
 			}
 		}
-		p.mu.Lock()
-		p.leases[rec.ID()] = p.newRunner(rec, sub)
-		p.unsettled[rec.ID()] = true
+		p.leases.add(p.newRunner(rec, sub))
 		if rec.State != Released {
-			for _, g := range rec.Lease.Terms.GPUs {
-				p.held[g] = hold{job: rec.Lease.Terms.Job, lease: rec.ID()}
-			}
+			p.holds.signed(rec.Lease.Terms)
 		}
-		p.mu.Unlock()
 	}
 	return nil
 }
@@ -101,7 +96,7 @@ func (p *Provider) Resume() {
 }
 
 func (p *Provider) resume(ctx context.Context) {
-	open := p.active()
+	open := p.leases.active()
 	if p.d.Runner != nil {
 		// No container of ours outlives a restart.
 		if err := p.d.Runner.Sweep(ctx, func(string) bool { return false }); err != nil {
@@ -130,12 +125,7 @@ func (p *Provider) resume(ctx context.Context) {
 		for _, lr := range open {
 			before[lr.snapshot().ID()] = true
 		}
-		live := func(id string) bool {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			_, ok := p.leases[id]
-			return ok && !before[id]
-		}
+		live := func(id string) bool { return p.leases.lookup(id) != nil && !before[id] }
 		if err := p.d.Disks.Sweep(filepath.Join(p.cfg.DataDir, "leases"), live); err != nil {
 			p.log.Warn("sweep leftover job disks", "err", err)
 		}
@@ -147,9 +137,7 @@ func (p *Provider) resume(ctx context.Context) {
 		p.log.Info("settling a lease left open by a restart", "lease", rec.ID())
 		if rec.State == Released {
 			// Only the output hand-over or the final receipt is missing.
-			p.mu.Lock()
-			delete(p.leases, rec.ID())
-			p.mu.Unlock()
+			p.leases.remove(rec.ID())
 		} else {
 			// The meter stops at the last moment the lease was seen held,
 			// not at this restart: the downtime is not the submitter's.

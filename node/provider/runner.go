@@ -74,10 +74,10 @@ type leaseRunner struct {
 // newRunner makes the runner of a lease this node provides, wired to this
 // role. sub is the submitter the lease's terms name, which the caller has
 // decoded (or named the terms after). The caller registers the runner in
-// p.leases.
+// p.leases (registry.add).
 func (p *Provider) newRunner(rec *Record, sub peer.ID) *leaseRunner {
 	return &leaseRunner{
-		env: p.env, src: &p.src, inputs: &p.inputs, onRelease: p.released, onSettled: p.settledLease,
+		env: p.env, src: &p.src, inputs: &p.inputs, onRelease: p.released, onSettled: p.leases.settledLease,
 		submitter: sub, rec: rec, receiptNow: make(chan struct{}, 1), gangStart: make(chan wire.SignedGangLease, 1),
 	}
 }

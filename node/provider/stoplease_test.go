@@ -22,7 +22,7 @@ func TestStopLeaseOnlyForItsSubmitter(t *testing.T) {
 	defer cancel(nil)
 	l.cancel = cancel
 	id := l.rec.Lease.Terms.ID
-	p.leases[id] = l
+	p.leases.add(l)
 
 	p.StopLease(id, wiretest.FreshParty(t).ID)
 	if ctx.Err() != nil {
