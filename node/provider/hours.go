@@ -15,6 +15,13 @@ import (
 // limit was declared to end by then, or it came from a view that had not
 // yet heard of the hours.
 
+// openHours are the node's hours as the provider keeps to them. Immutable.
+type openHours struct {
+	*env // immutable, shared with the role
+	// leases are the role's runners, drained quickly at a window's end.
+	leases *registry
+}
+
 // Hours is a contributor's weekly hours (node/hours.Schedule).
 type Hours interface {
 	Open(t time.Time) bool
@@ -25,11 +32,11 @@ type Hours interface {
 	Opens(t time.Time) time.Time
 }
 
-// Window is what the offer says of the hours at now: closed outside them,
+// window is what the offer says of the hours at now: closed outside them,
 // else when the open window ends (Unix ms; 0 when it never does, or the
 // node has no hours).
-func (p *Provider) Window(now time.Time) (closed bool, openUntil int64) {
-	h := p.cfg.Hours
+func (o openHours) window(now time.Time) (closed bool, openUntil int64) {
+	h := o.cfg.Hours
 	if h == nil {
 		return false, 0
 	}
@@ -44,15 +51,15 @@ func (p *Provider) Window(now time.Time) (closed bool, openUntil int64) {
 
 // inHours reports whether a job of this limit, leased now, ends inside
 // the node's hours.
-func (p *Provider) inHours(now time.Time, limit time.Duration) bool {
-	closed, until := p.Window(now)
+func (o openHours) inHours(now time.Time, limit time.Duration) bool {
+	closed, until := o.window(now)
 	return !closed && (until == 0 || now.Add(limit).UnixMilli() <= until)
 }
 
-// watchHours tells the offer of each window's opening and end, and drains
+// watch tells the offer of each window's opening and end, and drains
 // quickly at each end what still runs, until the provider stops.
-func (p *Provider) watchHours() {
-	h := p.cfg.Hours
+func (o openHours) watch() {
+	h := o.cfg.Hours
 	for {
 		now := time.Now()
 		open := h.Open(now)
@@ -65,17 +72,17 @@ func (p *Provider) watchHours() {
 		}
 		t := time.NewTimer(time.Until(next))
 		select {
-		case <-p.ctx.Done():
+		case <-o.ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		p.d.OfferChanged()
+		o.d.OfferChanged()
 		if open {
-			p.log.Info("contribution hours end: draining quickly what still runs", "reopens", h.Opens(time.Now()))
-			p.leases.preempt(api.DrainQuick)
+			o.log.Info("contribution hours end: draining quickly what still runs", "reopens", h.Opens(time.Now()))
+			o.leases.preempt(api.DrainQuick)
 		} else {
-			p.log.Info("contribution hours begin: taking work", "until", h.Closes(time.Now()))
+			o.log.Info("contribution hours begin: taking work", "until", h.Closes(time.Now()))
 		}
 	}
 }

@@ -29,7 +29,7 @@ func TestHours(t *testing.T) {
 		if closed || until != now.Add(2*time.Hour).UnixMilli() {
 			t.Fatalf("window at the start: closed %v, until %s; want open until 02:00", closed, time.UnixMilli(until).UTC())
 		}
-		if !p.inHours(now, time.Hour) || p.inHours(now, 3*time.Hour) {
+		if !p.hours.inHours(now, time.Hour) || p.hours.inHours(now, 3*time.Hour) {
 			t.Fatal("a 1h job must fit the window and a 3h one must not")
 		}
 
@@ -38,7 +38,7 @@ func TestHours(t *testing.T) {
 		defer cancel(nil)
 		l.cancel = cancel
 		p.leases.add(l)
-		go p.watchHours()
+		go p.hours.watch()
 
 		time.Sleep(2*time.Hour + time.Second)
 		synctest.Wait()
@@ -48,7 +48,7 @@ func TestHours(t *testing.T) {
 		if len(changed) == 0 {
 			t.Fatal("the offer was not told of the window's end")
 		}
-		if closed, _ := p.Window(time.Now()); !closed || p.inHours(time.Now(), time.Minute) {
+		if closed, _ := p.Window(time.Now()); !closed || p.hours.inHours(time.Now(), time.Minute) {
 			t.Fatal("after the window the node still takes work")
 		}
 		for len(changed) > 0 {

@@ -37,7 +37,7 @@ func (lr *leaseRunner) output(res exec.Result, work string, ran bool) {
 		return lr.importOutput(lr.hard, work, res, rec.Declaration.Request.DiskBytes())
 	})
 	slowImport.Stop()
-	lr.diskImported()
+	lr.disk.imported(t.ID)
 	if err != nil {
 		log.Warn("output not imported", "err", err)
 		lr.change(func(r *Record) {

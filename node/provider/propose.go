@@ -20,7 +20,7 @@ func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 	if !ok || p.d.Runner == nil || !p.Takes(oj.Body.Declaration.Work) || p.Draining() {
 		return // a view that has not yet heard of the drain
 	}
-	if !p.inHours(time.Now(), time.Duration(oj.Body.Declaration.Request.Limit)*time.Millisecond) {
+	if !p.hours.inHours(time.Now(), time.Duration(oj.Body.Declaration.Request.Limit)*time.Millisecond) {
 		return // a view that has not yet heard of the hours
 	}
 	if oj.Body.Declaration.Request.Gang() && p.d.OpenGang == nil {
@@ -48,7 +48,7 @@ func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 	// The job's disk is held like its GPUs, after them and outside the
 	// lock: two proposals racing for the last free room take turns in the
 	// room, and the loser is never signed.
-	if !p.holdDisk(a.Job, oj.Body.Declaration) {
+	if !p.disk.hold(a.Job, oj.Body.Declaration) {
 		unhold()
 		return
 	}
@@ -60,14 +60,14 @@ func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 			// A declined or lapsed proposal frees its GPUs and its disk
 			// at once.
 			unhold()
-			p.dropDisk(a.Job)
+			p.disk.drop(a.Job)
 			return
 		}
 		p.holds.proposed(a.Job)
 	})
 	if !started {
 		unhold()
-		p.dropDisk(a.Job)
+		p.disk.drop(a.Job)
 	}
 }
 
@@ -145,7 +145,7 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 	// verified against it.
 	r := p.newRunner(rec, oj.Submitter)
 	r.secrets = secrets
-	p.diskSigned(a.Job, terms.ID, r.dir())
+	p.disk.signed(a.Job, terms.ID, r.dir())
 	// The submitter has countersigned: the lease exists whether or not this
 	// write succeeds, and a failed write is logged and counted.
 	r.change(func(*Record) {})

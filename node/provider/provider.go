@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/e31network/e31/market"
@@ -30,6 +29,8 @@ type env struct {
 	// strikes are the submitters struck off (strikes.go); its lock is a
 	// leaf.
 	strikes *strikes
+	// disk tells the room of each job's disk (room.go).
+	disk diskGrants
 }
 
 // Provider runs the leases this node provides, from proposal to settlement.
@@ -60,9 +61,8 @@ type Provider struct {
 	inputs layouts   // the inputs laid out for the runs (laidout.go)
 	src    sourcing  // staging from many sources and before the lease
 
-	// sweeping is set while a retention sweep for room on the disk runs
-	// (room.go), so that a short disk starts one at a time.
-	sweeping atomic.Bool
+	retention *retention // what settled leases keep, released in time
+	hours     openHours  // the contributor's hours, kept to
 }
 
 // New returns a provider; Recover loads what a previous run left.
@@ -72,7 +72,8 @@ func New(cfg Config, d Deps) *Provider {
 	if d.OfferChanged == nil {
 		d.OfferChanged = func() {}
 	}
-	e := &env{cfg: cfg, d: d, log: d.Log, ctx: ctx, hard: hard, tasks: &task.Group{}, strikes: &strikes{records: d.Records, log: d.Log}}
+	e := &env{cfg: cfg, d: d, log: d.Log, ctx: ctx, hard: hard, tasks: &task.Group{}, strikes: &strikes{records: d.Records, log: d.Log},
+		disk: diskGrants{room: d.Room, maxJobDisk: cfg.MaxJobDisk, log: d.Log}}
 	leases := newRegistry(d.Log)
 	p := &Provider{
 		env: e, cancel: cancel, hardStop: hardStop,
@@ -86,6 +87,8 @@ func New(cfg Config, d Deps) *Provider {
 		},
 	}
 	p.src.env, p.src.inputs = e, &p.inputs
+	p.retention = &retention{env: e, inputs: &p.inputs}
+	p.hours = openHours{env: e, leases: leases}
 	// A lease's run recovers its own panics and releases (handling.go);
 	// this is for every other goroutine of the provider, a lease's release
 	// included.
@@ -147,6 +150,21 @@ func (p *Provider) Takes(w market.Work) bool {
 	}
 	return !p.cfg.RequireImage
 }
+
+// Window is what the offer says of the hours at now: closed outside them,
+// else when the open window ends (Unix ms; 0 when it never does, or the
+// node has no hours).
+func (p *Provider) Window(now time.Time) (closed bool, openUntil int64) {
+	return p.hours.window(now)
+}
+
+// Disk is what the offer says of the disk: the largest request.disk this
+// node can grant now, and why it lends none, if it does not.
+func (p *Provider) Disk() (maxJobDisk uint64, noDisk string) { return p.disk.offered() }
+
+// TakesCPUJobs reports whether this node takes jobs that ask for no GPU:
+// the offer says so.
+func (p *Provider) TakesCPUJobs() bool { return !p.cfg.NoCPUJobs }
 
 // Silent reports whether this provider, misbehaving on purpose, publishes
 // nothing more (Deps.Misbehave).

@@ -53,7 +53,7 @@ func (lr *leaseRunner) cleanup(ctx context.Context) {
 	if err := os.RemoveAll(dir); err != nil {
 		lr.log.Warn("remove lease dir", "lease", id, "err", err)
 	}
-	lr.diskReleased(id)
+	lr.disk.released(id)
 }
 
 // releaseImage gives back the image's unpacked layers (rel, nil if staging

@@ -19,7 +19,7 @@ func (p *Provider) Recover(ctx context.Context) error {
 	if err := p.drain.recover(); err != nil {
 		return err
 	}
-	if err := p.recoverStrikes(); err != nil {
+	if err := p.strikes.recover(); err != nil {
 		return err
 	}
 	var recs []*Record
@@ -88,10 +88,10 @@ func (p *Provider) Recover(ctx context.Context) error {
 // provider to stop that one too (endInterrupted).
 func (p *Provider) Resume() {
 	p.tasks.Go(func() { p.resume(p.ctx) })
-	p.tasks.Go(func() { p.retentionLoop(p.ctx) })
-	p.tasks.Go(p.watchDisk)
+	p.tasks.Go(func() { p.retention.loop(p.ctx) })
+	p.tasks.Go(p.retention.watchDisk)
 	if p.cfg.Hours != nil {
-		p.tasks.Go(p.watchHours)
+		p.tasks.Go(p.hours.watch)
 	}
 }
 

@@ -62,7 +62,7 @@ func TestRetentionReleasesSettledLeases(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, err := p.sweepRetention(ctx, now, false)
+	n, err := p.retention.sweep(ctx, now, false)
 	if err != nil || n != 1 {
 		t.Fatalf("sweep released %d leases (%v), want 1", n, err)
 	}
@@ -132,10 +132,10 @@ func TestRetentionYieldsToRoom(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := p.sweepRetention(ctx, now, false); err != nil || n != 0 {
+	if n, err := p.retention.sweep(ctx, now, false); err != nil || n != 0 {
 		t.Fatalf("inside the retention window: released %d (%v)", n, err)
 	}
-	if n, err := p.sweepRetention(ctx, now, true); err != nil || n != 1 {
+	if n, err := p.retention.sweep(ctx, now, true); err != nil || n != 1 {
 		t.Fatalf("for room on the disk: released %d (%v), want the settled lease", n, err)
 	}
 	if has, _ := store.Has(ctx, roots["settled"]); has {

@@ -1,7 +1,7 @@
 package provider
 
 import (
-	"time"
+	"log/slog"
 
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/market"
@@ -13,7 +13,19 @@ import (
 // for is not made, and what a proposal holds goes back when it comes to
 // nothing. Once the lease is signed, its grant follows it: its inputs are
 // no longer promised once staged, its output once imported, and the rest
-// once its disk is removed.
+// once its disk is removed. What settled leases keep only for retention
+// goes early while the disk is short (retention.watchDisk).
+
+// diskGrants are the grants of the data dir's disk to jobs, as the role
+// and each runner tell the room of them. Immutable; the room has its own
+// lock.
+type diskGrants struct {
+	// room grants the disks; nil where none is kept, and then maxJobDisk
+	// alone bounds a job's request.disk (0: no bound).
+	room       Room
+	maxJobDisk uint64
+	log        *slog.Logger
+}
 
 // needOf is what a job may take of the data dir's disk: its request.disk,
 // its output, and its inputs and image as its submitter measured them.
@@ -25,87 +37,59 @@ func needOf(d market.Declaration) diskroom.Need {
 	return diskroom.NeedOf(d.Request.DiskBytes(), inputs)
 }
 
-// holdDisk holds the disk of a job about to be proposed, and reports
-// whether it could.
-func (p *Provider) holdDisk(job string, d market.Declaration) bool {
-	if p.d.Room == nil {
-		return p.cfg.MaxJobDisk == 0 || d.Request.DiskBytes() <= p.cfg.MaxJobDisk
+// hold holds the disk of a job about to be proposed, and reports whether
+// it could.
+func (g diskGrants) hold(job string, d market.Declaration) bool {
+	if g.room == nil {
+		return g.maxJobDisk == 0 || d.Request.DiskBytes() <= g.maxJobDisk
 	}
-	if err := p.d.Room.Hold(job, needOf(d)); err != nil {
+	if err := g.room.Hold(job, needOf(d)); err != nil {
 		// Every pass whose view still has the old offer says so again.
-		p.log.Debug("no proposal: no room for the job's disk", "job", job, "err", err)
+		g.log.Debug("no proposal: no room for the job's disk", "job", job, "err", err)
 		return false
 	}
 	return true
 }
 
-// dropDisk gives back what a proposal that came to nothing held.
-func (p *Provider) dropDisk(job string) {
-	if p.d.Room != nil {
-		p.d.Room.Drop(job)
+// drop gives back what a proposal that came to nothing held.
+func (g diskGrants) drop(job string) {
+	if g.room != nil {
+		g.room.Drop(job)
 	}
 }
 
-// diskSigned moves a proposal's grant to its signed lease, whose disk
-// will be under dir.
-func (p *Provider) diskSigned(job, lease, dir string) {
-	if p.d.Room != nil {
-		p.d.Room.Signed(job, lease, exec.DiskImage(dir))
+// signed moves a proposal's grant to its signed lease, whose disk will be
+// under dir.
+func (g diskGrants) signed(job, lease, dir string) {
+	if g.room != nil {
+		g.room.Signed(job, lease, exec.DiskImage(dir))
 	}
 }
 
 // staged, imported and released tell the room how far the lease got.
-func (lr *leaseRunner) diskStaged() {
-	if lr.d.Room != nil {
-		lr.d.Room.Staged(lr.snapshot().ID())
+func (g diskGrants) staged(lease string) {
+	if g.room != nil {
+		g.room.Staged(lease)
 	}
 }
 
-func (lr *leaseRunner) diskImported() {
-	if lr.d.Room != nil {
-		lr.d.Room.Imported(lr.snapshot().ID())
+func (g diskGrants) imported(lease string) {
+	if g.room != nil {
+		g.room.Imported(lease)
 	}
 }
 
-func (lr *leaseRunner) diskReleased(id string) {
-	if lr.d.Room != nil {
-		lr.d.Room.Release(id)
+func (g diskGrants) released(lease string) {
+	if g.room != nil {
+		g.room.Release(lease)
 	}
 }
 
-// Disk is what the offer says of the disk: the largest request.disk this
-// node can grant now, and why it lends none, if it does not.
-func (p *Provider) Disk() (maxJobDisk uint64, noDisk string) {
-	if p.d.Room == nil {
-		return p.cfg.MaxJobDisk, ""
+// offered is what the offer says of the disk: the largest request.disk
+// this node can grant now, and why it lends none, if it does not.
+func (g diskGrants) offered() (maxJobDisk uint64, noDisk string) {
+	if g.room == nil {
+		return g.maxJobDisk, ""
 	}
-	return p.d.Room.Offered()
-}
-
-// TakesCPUJobs reports whether this node takes jobs that ask for no GPU:
-// the offer says so.
-func (p *Provider) TakesCPUJobs() bool { return !p.cfg.NoCPUJobs }
-
-// watchDisk measures the disk until ctx ends; while it is short, the
-// content that settled leases keep only for retention goes first.
-func (p *Provider) watchDisk() {
-	if p.d.Room == nil {
-		return
-	}
-	p.d.Room.Watch(p.ctx, func() {
-		if !p.sweeping.CompareAndSwap(false, true) {
-			return
-		}
-		if !p.tasks.Go(func() {
-			defer p.sweeping.Store(false)
-			n, err := p.sweepRetention(p.ctx, time.Now(), true)
-			if err != nil && p.ctx.Err() == nil {
-				p.log.Warn("retention sweep for room on the disk", "err", err)
-			} else if n > 0 {
-				p.log.Info("no room on the disk: released early the content of settled leases", "leases", n)
-			}
-		}) {
-			p.sweeping.Store(false)
-		}
-	})
+	return g.room.Offered()
 }

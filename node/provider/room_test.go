@@ -38,6 +38,7 @@ func TestProposalNeedsRoomForItsDisk(t *testing.T) {
 	calls := &proposals{moved: make(chan struct{}, 4)}
 	p, _ := sourcesProvider(t, Config{DataDir: t.TempDir(), ProposalTTL: time.Second, NoCPUJobs: true}, &sourceFetcher{}, calls, js)
 	p.d.Store, p.d.Runner, p.d.AddrBook, p.d.Room = &exports{}, idleRunner{}, noAddrs{}, room
+	p.disk.room = room
 
 	// Another proposal holds 7 GiB's room: with it, 22.5 GiB to lend
 	// leave too little for a second job of 7 GiB (each may take 14.5).

@@ -150,7 +150,7 @@ func (lr *leaseRunner) run(ctx context.Context) {
 	var res exec.Result
 	ran := false
 	staged := lr.stage(ctx, &st)
-	lr.diskStaged()
+	lr.disk.staged(lr.snapshot().ID())
 	if staged && lr.joinGang(ctx, join, &st) {
 		res, ran = lr.runJob(ctx, &st), true
 	}

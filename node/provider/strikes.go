@@ -234,14 +234,14 @@ func (p *Provider) Struck(sub string, now time.Time) (Strike, bool) {
 // first.
 func (p *Provider) Strikes() []Strike { return p.strikes.all() }
 
-// recoverStrikes loads the strikes a previous run kept.
-func (p *Provider) recoverStrikes() error {
-	return p.d.Records.Each(state.PrefixStrike, func(b []byte) error {
+// recover loads the strikes a previous run kept.
+func (s *strikes) recover() error {
+	return s.records.Each(state.PrefixStrike, func(b []byte) error {
 		var st Strike
 		if err := json.Unmarshal(b, &st); err != nil {
 			return fmt.Errorf("strike record: %w", err)
 		}
-		p.strikes.load(st)
+		s.load(st)
 		return nil
 	})
 }

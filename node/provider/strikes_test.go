@@ -86,7 +86,7 @@ func TestRefusedReceiptsStopTheLeaseAndStrike(t *testing.T) {
 			t.Fatalf("strike record %+v (%v %v)", kept, ok, err)
 		}
 		q := newTestProvider(t, self, Config{}, calls, &unpins{}, records, &ledgertest.Memory{})
-		if err := q.recoverStrikes(); err != nil {
+		if err := q.strikes.recover(); err != nil {
 			t.Fatal(err)
 		}
 		if _, struck := q.Struck(sub.ID.String(), time.Now()); !struck {
