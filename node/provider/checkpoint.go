@@ -70,7 +70,7 @@ func (lr *leaseRunner) takeCheckpoint(ctx context.Context, dir string, mode capt
 	}
 	num := rec.CheckpointN + 1
 	c, _, err := lr.d.Store.Import(ctx, dir, content.ImportOptions{Pin: pinCheckpoint(id, num), SkipUnsupported: true,
-		Limits: lr.outputLimits(rec.Declaration.Request.DiskBytes())})
+		Limits: outputLimits(lr.cfg.Limits, rec.Declaration.Request.DiskBytes())})
 	if errors.Is(err, content.ErrTooLarge) {
 		// Over a cap, it would be every time: the job goes on, and the
 		// last checkpoint taken stays the one to resume from.

@@ -120,13 +120,24 @@ func (lr *leaseRunner) startGang(g wire.SignedGangLease) {
 // gangJoin is a part's way into its gang, made while the part stages:
 // the gang lease, then the part's network, opened as soon as the lease
 // comes, so that the links between the parts come up while each stages
-// at its own pace. done is closed once net, or else end, is set.
+// at its own pace.
 type gangJoin struct {
+	*env // immutable, shared with the role
+	// lease is the part's lease state, shared with its runner.
+	lease *leaseState
+	// submitter is the gang's; start brings the gang lease, signed by
+	// every party (leaseRunner.startGang); gang and rank are the part's.
+	// Immutable.
+	submitter peer.ID
+	start     <-chan wire.SignedGangLease
+	gang      string
+	rank      int
+
+	// done is closed once net, or else end, is set, by the goroutine
+	// that awaits the gang (await); they are read only after done.
 	done chan struct{}
 	net  GangNet
 	end  *ledger.Ending
-	rank int
-	gang string
 }
 
 // openGang starts, for a gang's part, the wait for its gang lease signed
@@ -139,19 +150,20 @@ func (lr *leaseRunner) openGang(ctx context.Context) *gangJoin {
 	if !ok {
 		return nil
 	}
-	j := &gangJoin{done: make(chan struct{}), rank: rank, gang: gang}
+	j := &gangJoin{env: lr.env, lease: &lr.leaseState, submitter: lr.submitter, start: lr.gangStart,
+		gang: gang, rank: rank, done: make(chan struct{})}
 	go lr.guarded("gang", func() {
 		defer close(j.done)
-		j.net, j.end = lr.awaitGang(ctx, rec, gang, rank)
+		j.net, j.end = j.await(ctx, rec.Lease.Terms)
 	})
 	return j
 }
 
-// awaitGang waits for the gang lease and makes the part's network; it
+// await waits for the gang lease and makes the part's network; it
 // returns the network, or how the lease ends.
-func (lr *leaseRunner) awaitGang(ctx context.Context, rec Record, gang string, rank int) (GangNet, *ledger.Ending) {
-	t := rec.Lease.Terms
-	within := lr.cfg.GangStartWithin
+func (j *gangJoin) await(ctx context.Context, t wire.LeaseTerms) (GangNet, *ledger.Ending) {
+	gang, rank := j.gang, j.rank
+	within := j.cfg.GangStartWithin
 	if within <= 0 {
 		within = DefaultGangStartWithin
 	}
@@ -159,22 +171,22 @@ func (lr *leaseRunner) awaitGang(ctx context.Context, rec Record, gang string, r
 	defer wait.Stop()
 	var g wire.SignedGangLease
 	select {
-	case g = <-lr.gangStart:
+	case g = <-j.start:
 	case <-wait.C:
 		// The GPUs were held for the submitter's gang, which it never
 		// completed: the time is its own (it avoids a part's provider
 		// that would not sign), and a submitter whose gangs keep lapsing
 		// gets no more gang parts from here for a while (strikes.go).
-		lr.strikes.gangLapsed(lr.submitter, gang)
+		j.strikes.gangLapsed(j.submitter, gang)
 		return nil, &ledger.Ending{Outcome: ledger.OutcomeWithdrawn, Attribution: ledger.AttributionSubmitter,
 			Reason: fmt.Sprintf("gang %s never started: its gang lease did not come within %s", gang, within)}
 	case <-ctx.Done():
 		e := stoppedBeforeRun(ctx, "before its gang started")
 		return nil, &e
 	}
-	lr.change(func(r *Record) { r.Gang = &g })
-	lr.strikes.gangStartedBy(lr.submitter)
-	if lr.d.OpenGang == nil {
+	j.lease.change(func(r *Record) { r.Gang = &g })
+	j.strikes.gangStartedBy(j.submitter)
+	if j.d.OpenGang == nil {
 		return nil, &ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionProvider, Reason: "this provider cannot make a gang's network"}
 	}
 	cfg := gangnet.Config{Gang: gang, Lease: t.ID, Self: rank}
@@ -185,33 +197,33 @@ func (lr *leaseRunner) awaitGang(ctx context.Context, rec Record, gang string, r
 		}
 		cfg.Members = append(cfg.Members, gangnet.Member{Rank: part.Rank, Peer: id})
 	}
-	n, err := lr.d.OpenGang(ctx, cfg)
+	n, err := j.d.OpenGang(ctx, cfg)
 	if err != nil {
-		lr.log.Warn("gang network", "lease", t.ID, "err", err)
+		j.log.Warn("gang network", "lease", t.ID, "err", err)
 		return nil, &ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionProvider, Reason: "gang network: " + err.Error()}
 	}
 	return n, nil
 }
 
-// joinGang waits, once the part is staged, for its gang lease and network
+// join waits, once the part is staged, for its gang lease and network
 // (openGang), then for a link to every other part; the run then starts
 // inside that network (st.net). It reports whether the run may start;
 // when not, it has recorded how the lease ended. A job that is no gang's
 // part (j nil) starts at once.
-func (lr *leaseRunner) joinGang(ctx context.Context, j *gangJoin, st *staged) bool {
+func (j *gangJoin) join(ctx context.Context, st *staged) bool {
 	if j == nil {
 		return true
 	}
-	rec := lr.snapshot()
-	log := lr.log.With("lease", rec.ID(), "job", rec.Lease.Terms.Job)
+	rec := j.lease.snapshot()
+	log := j.log.With("lease", rec.ID(), "job", rec.Lease.Terms.Job)
 	select {
 	case <-j.done:
 	case <-ctx.Done():
-		lr.end(stoppedBeforeRun(ctx, "before its gang started"))
+		j.lease.end(stoppedBeforeRun(ctx, "before its gang started"))
 		return false
 	}
 	if j.end != nil {
-		lr.end(*j.end)
+		j.lease.end(*j.end)
 		return false
 	}
 	st.net = j.net
@@ -219,14 +231,14 @@ func (lr *leaseRunner) joinGang(ctx context.Context, j *gangJoin, st *staged) bo
 	defer cancel()
 	if err := j.net.Ready(rctx); err != nil {
 		if ctx.Err() != nil {
-			lr.end(stoppedBeforeRun(ctx, "before its gang's network was up"))
+			j.lease.end(stoppedBeforeRun(ctx, "before its gang's network was up"))
 			return false
 		}
-		lr.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionNetwork,
+		j.lease.end(ledger.Ending{Outcome: ledger.OutcomeFailed, Attribution: ledger.AttributionNetwork,
 			Reason: fmt.Sprintf("gang network: no link to every other part within %s of staging: %v", gangReadyWithin, err)})
 		return false
 	}
-	g := lr.snapshot().Gang
+	g := j.lease.snapshot().Gang
 	st.env = gangEnv(j.net, len(g.Terms.Parts), rec.Declaration.Work.Env)
 	log.Info("gang started", "gang", j.gang, "rank", j.rank, "parts", len(g.Terms.Parts), "addr", j.net.Addr(j.rank))
 	return true

@@ -145,8 +145,7 @@ func endInterrupted(r *Record) {
 // checkpoint folder: no more bytes than the disk it declared (a sparse
 // file counts as its size, so a 1 TiB hole does not pass), and this node's
 // caps on entries and depth.
-func (lr *leaseRunner) outputLimits(diskBytes uint64) content.Limits {
-	lim := lr.cfg.Limits
+func outputLimits(lim content.Limits, diskBytes uint64) content.Limits {
 	lim.MaxBytes = int64(min(diskBytes, 1<<62))
 	return lim
 }

@@ -78,7 +78,7 @@ func (lr *leaseRunner) deliverOutput(ctx context.Context, patience time.Duration
 	err := retry(ctx, firstRetry, maxRetryOutput, deadline, func() error {
 		cctx, cancel := context.WithDeadline(ctx, attemptEnd)
 		defer cancel()
-		return lr.d.Calls.Call(cctx, lr.submitter, wire.ProtoOutput, wire.OutputRequest{Lease: t.ID, Job: t.Job, Output: rec.Output, Skipped: rec.Skipped, KeptUntil: lr.keptUntil(rec), Steps: rec.steps()}, nil)
+		return lr.d.Calls.Call(cctx, lr.submitter, wire.ProtoOutput, wire.OutputRequest{Lease: t.ID, Job: t.Job, Output: rec.Output, Skipped: rec.Skipped, KeptUntil: keptUntil(rec, lr.cfg.Retention), Steps: rec.steps()}, nil)
 	})
 	if err != nil {
 		return fmt.Errorf("hand output %s to the submitter: %w", rec.Output, err)
@@ -102,12 +102,12 @@ func (lr *leaseRunner) noteRelay() {
 
 // keptUntil is when the provider will release a lease's content: the
 // retention window after release, or after now for a lease still running.
-func (lr *leaseRunner) keptUntil(rec Record) int64 {
+func keptUntil(rec Record, retention time.Duration) int64 {
 	end := rec.End
 	if end.IsZero() {
 		end = time.Now()
 	}
-	return end.Add(lr.cfg.Retention).UnixMilli()
+	return end.Add(retention).UnixMilli()
 }
 
 // outputEventAfter is how long an output import may take before the
@@ -186,7 +186,7 @@ func (lr *leaseRunner) importOutput(ctx context.Context, dir string, res exec.Re
 			skipped = append(skipped, content.ShowPath(path)+": "+reason)
 		}
 	}
-	c, _, err := lr.d.Store.Import(ctx, result, content.ImportOptions{Pin: pinOutput(id), SkipUnsupported: true, OnSkip: skip, Limits: lr.outputLimits(diskBytes)})
+	c, _, err := lr.d.Store.Import(ctx, result, content.ImportOptions{Pin: pinOutput(id), SkipUnsupported: true, OnSkip: skip, Limits: outputLimits(lr.cfg.Limits, diskBytes)})
 	if err != nil {
 		return fmt.Errorf("output: %w", namedCap(err))
 	}

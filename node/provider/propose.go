@@ -11,6 +11,7 @@ import (
 	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // Propose offers a lease for an assignment Match gave this node, unless the
@@ -186,4 +187,31 @@ func (p *Provider) start(r *leaseRunner) {
 		cancel(cause) // drained quickly while the lease was being signed
 	}
 	r.start(ctx, cancel)
+}
+
+// newRunner makes the runner of a lease this node provides, wired to this
+// role. sub is the submitter the lease's terms name, which the caller has
+// decoded (or named the terms after). The caller registers the runner
+// (registry.add).
+func (p *Provider) newRunner(rec *Record, sub peer.ID) *leaseRunner {
+	gpus := gpusByUUID(p.d.GPUs, rec.Lease.Terms.GPUs)
+	lr := &leaseRunner{
+		env: p.env, leaseState: leaseState{env: p.env, rec: rec},
+		src: &p.src, inputs: &p.inputs, onRelease: p.released, onSettled: p.leases.settledLease,
+		submitter: sub, gpus: gpus, gangStart: make(chan wire.SignedGangLease, 1),
+	}
+	lr.receipts = &receipts{env: p.env, lease: &lr.leaseState, submitter: sub, gpuModel: gpuModel(gpus), now: make(chan struct{}, 1)}
+	return lr
+}
+
+// start runs the lease's steps in the background, on the role's task
+// group: Shutdown awaits the runner there. ctx is the lease's, ended by
+// cancel with a cause.
+func (lr *leaseRunner) start(ctx context.Context, cancel context.CancelCauseFunc) {
+	if !lr.tasks.Go(func() {
+		defer cancel(nil)
+		lr.run(ctx)
+	}) {
+		cancel(nil)
+	}
 }

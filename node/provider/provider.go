@@ -11,8 +11,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// env is what the provider and each of its parts (the lease runners, the
-// sourcing, the layouts) share. Set in New, it never changes after: it is
+// env is what the provider and each of its parts (the drain, the lease
+// runners and their receipts and gang joins, the sourcing, the layouts,
+// retention and the hours) share. Set in New, it never changes after: it is
 // read without a lock.
 type env struct {
 	cfg Config

@@ -26,10 +26,7 @@ func (lr *leaseRunner) runJob(ctx context.Context, st *staged) exec.Result {
 	// The first receipt both sign comes as the run starts: from here on no
 	// more than one receipt interval rests on one side's word. It also
 	// tells the submitter that the run started (ReceiptRequest.Steps).
-	select {
-	case lr.receiptNow <- struct{}{}:
-	default:
-	}
+	lr.receipts.ask()
 	seen := lr.seeGPUs(ctx)
 	lr.change(func(r *Record) { r.GPUsSeen = seen })
 	spec := exec.Spec{
@@ -44,7 +41,7 @@ func (lr *leaseRunner) runJob(ctx context.Context, st *staged) exec.Result {
 		MemoryBytes: t.MemoryBytes,
 		Limit:       runLimit(t, now),
 		Grace:       lr.cfg.Grace,
-		GPUs:        lr.leasedGPUs(),
+		GPUs:        lr.gpus,
 		Image:       st.img,
 		Disk:        disk,
 		Secrets:     lr.runSecrets(),
@@ -127,15 +124,10 @@ func runEnding(ctx context.Context, spec exec.Spec, res exec.Result, err error) 
 	return e
 }
 
-// leasedGPUs are this node's GPUs that the lease holds.
-func (lr *leaseRunner) leasedGPUs() []exec.GPU {
-	return gpusByUUID(lr.d.GPUs, lr.snapshot().Lease.Terms.GPUs)
-}
-
-// gpuModel is the model of the leased GPUs, as receipts name it.
-func (lr *leaseRunner) gpuModel() string {
-	if gs := lr.leasedGPUs(); len(gs) > 0 {
-		return gs[0].Model
+// gpuModel is the model of a lease's GPUs, as receipts name it.
+func gpuModel(gpus []exec.GPU) string {
+	if len(gpus) > 0 {
+		return gpus[0].Model
 	}
 	return ""
 }

@@ -9,7 +9,7 @@ import (
 
 // A lease's secrets (market.Secret) come with the submitter's
 // countersignature, in the reply on the lease's own stream (propose.go).
-// They live in the runner's memory only, never in its Record, which is
+// They live in the lease state's memory only (leaseState), never in its Record, which is
 // written to the record store, and never in a log line: the run hands them
 // to the sandbox (runjob.go, exec.Spec.Secrets: variables, and files on a
 // tmpfs), and release drops them. A restart of this node loses them, as it
@@ -36,23 +36,23 @@ func declaredSecrets(declared []market.Secret, got wire.SecretValues) (wire.Secr
 
 // runSecrets are the values the run hands the sandbox, copied: the
 // sandbox may keep its map after release dropped the runner's.
-func (lr *leaseRunner) runSecrets() map[string][]byte {
-	lr.mu.Lock()
-	defer lr.mu.Unlock()
-	if len(lr.secrets) == 0 {
+func (s *leaseState) runSecrets() map[string][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.secrets) == 0 {
 		return nil
 	}
-	return maps.Clone(lr.secrets)
+	return maps.Clone(s.secrets)
 }
 
 // dropSecrets forgets the lease's secrets, at release: the bytes are
 // overwritten where they lie, so that they do not linger in the heap until
 // the collector reuses it.
-func (lr *leaseRunner) dropSecrets() {
-	lr.mu.Lock()
-	defer lr.mu.Unlock()
-	for _, v := range lr.secrets {
+func (s *leaseState) dropSecrets() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range s.secrets {
 		clear(v)
 	}
-	lr.secrets = nil
+	s.secrets = nil
 }

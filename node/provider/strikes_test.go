@@ -60,7 +60,7 @@ func TestRefusedReceiptsStopTheLeaseAndStrike(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		lr.arm(cancel)
 		done := make(chan struct{})
-		go func() { defer close(done); lr.interimReceipts(ctx) }()
+		go func() { defer close(done); lr.receipts.interim(ctx) }()
 		time.Sleep(time.Duration(maxRefusedReceipts)*time.Minute + time.Second)
 		synctest.Wait()
 		<-done
@@ -107,7 +107,7 @@ func TestRefusedReceiptsStopTheLeaseAndStrike(t *testing.T) {
 		ctx, cancel = context.WithCancelCause(context.Background())
 		lr.arm(cancel)
 		done = make(chan struct{})
-		go func() { defer close(done); lr.interimReceipts(ctx) }()
+		go func() { defer close(done); lr.receipts.interim(ctx) }()
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
 		if ctx.Err() != nil {
