@@ -4,6 +4,86 @@
 // while compute is held, releases, and settles what an absent submitter
 // left open; after a restart it ends and settles the leases it had.
 //
+// # The role and its parts
+//
+// The Provider is the role (provider.go). It proposes (propose.go) and
+// keeps its parts, each a type with its own state and lock, set up in New
+// and shared through env, which never changes after:
+//
+//   - holds (holds.go): the GPUs held, each for a proposal in flight or a
+//     signed lease, and the jobs with a proposal in flight. A GPU held for
+//     a proposal still shows free in the offer: only a signed lease changes
+//     it, so that every peer's view changes once.
+//   - registry (registry.go): the runners of the leases not yet released,
+//     by lease ID, which are not yet settled, and the withdrawals heard;
+//     withdrawal, a stop before the run, and the drains' preemption go
+//     through it.
+//   - drain (drain.go): what drains the node, its owner (saved), the
+//     reclaim watcher or a stop of the daemon; its methods are the
+//     Provider's. Its state lock guards memory and its ordering lock spans
+//     each change of the owner's drain and the write of its record, so
+//     that the store ends as the API last answered.
+//   - openHours (hours.go): the contributor's hours (Config.Hours), which
+//     the offer shows and the proposals keep to; at a window's end what
+//     runs is drained quickly.
+//   - retention (retention.go): what settled leases keep for their
+//     submitters, released once the retention window has passed, or early
+//     while the disk is short.
+//   - strikes (strikes.go): the submitters struck off for refusing
+//     receipts, disputing, or letting their gangs lapse; kept in the
+//     record store, so a restart does not forgive them.
+//   - diskGrants (room.go): each job's disk, granted out of the data dir's
+//     free space when its lease is proposed (Deps.Room), and given back as
+//     the lease goes.
+//   - sourcing (sources.go, prestage.go): staging from many sources, and
+//     before the lease; layouts (laidout.go): the inputs laid out for the
+//     runs.
+//
+// Recover and Resume (restart.go) load what a previous run left (the
+// leases, the owner's drain, the strikes), end and settle the leases left
+// open (a restart never re-adopts a container), and start the loops:
+// retention, the disk's watch, the hours' watch.
+//
+// # A lease's runner
+//
+// Each signed lease is carried through its life by a leaseRunner of its
+// own (runner.go), as nomad's task runner carries a task; it holds the
+// lease's state (leasestate.go: the record, its locks and persistence, the
+// job's secrets in memory only, secrets.go) and goes through one phase a
+// file:
+//
+//   - staging (stage.go): the job's disk, the inputs, the image, the
+//     checkpoint to resume from;
+//   - a gang part's join (gang.go): its gang lease, signed by every party,
+//     then its private network (node/gangnet) and a link to every other
+//     part, before its run starts inside that network;
+//   - the run (runjob.go), with its checkpoints (checkpoint.go,
+//     ckptfolder.go);
+//   - the output (output.go): import and hand-over;
+//   - release (release.go): the meter stops, the GPUs go back, the lease's
+//     folder goes;
+//   - settlement (settle.go): the final receipt and the output's
+//     hand-over, retried for the retention window; the receipts
+//     themselves, interim and final, are a type of their own with an
+//     ordering lock (receipts.go).
+//
+// A runner is started on the provider's task group, and Shutdown waits for
+// it there; it tells the role only that its lease is released and settled.
+// handling.go says how content the job brought is refused and how a panic
+// ends only its lease.
+//
+// # Locks
+//
+// A state lock guards memory and is never held across a disk write, a
+// network call or a call into another part: a change is made under it and
+// persisted after it. Some locks order I/O instead, and say so on their
+// field: a lease's save lock spans the write of its record, its receipts'
+// lock the submitter's answer and the ledger's write, the drain's save lock
+// the write of the owner's drain, and the layouts' lock a layout's Lstat
+// and removal. An ordering lock is never waited for under a state lock.
+//
+// # The job's disk
+//
 // Each job writes on a disk of its own of request.disk (exec.MountDisk),
 // mounted in the lease folder before staging, so that a resumed run's
 // checkpoint is laid out on it; the output, the checkpoints and the job's
@@ -11,13 +91,10 @@
 // the output into it stays a rename. A job that fills it ends failed, the
 // job's doing, "wrote more than request.disk N". The disk goes before the
 // lease folder does (cleanup), and after a crash Resume sweeps every disk
-// left, mounted or not. A job's disk is granted out of the data dir's
-// free space when its lease is proposed (Deps.Room, room.go): a job whose
-// disk, output and inputs the disk has no room for beside its reserve and
-// the other jobs' grants is not proposed for, and the offer says the
-// largest disk this node can grant now, so Match does not assign it
-// there. Under pressure on the disk, what settled leases keep only for
-// retention goes early (retention.go). A provider started with
+// left, mounted or not. A job whose disk, output and inputs the data dir
+// has no room for beside its reserve and the other jobs' grants is not
+// proposed for, and the offer says the largest disk this node can grant
+// now, so Match does not assign it there. A provider started with
 // --cpu-jobs=false proposes no job that asks for no GPU (Config.NoCPUJobs).
 //
 // Before each run the provider asks the driver again which GPUs it has
@@ -25,32 +102,7 @@
 // receipt, which both sides sign, carries them (ledger.GPUSeen), so what
 // the job ran on is provable from the record.
 //
-// Each signed lease is carried through its life by a leaseRunner of its
-// own (runner.go), as nomad's task runner carries a task: the runner owns
-// the lease's record, its locks and its persistence, and goes through one
-// phase a file: staging (stage.go: the job's disk, the inputs, the image,
-// the checkpoint to resume from), the run (runjob.go, with its checkpoints
-// in checkpoint.go), the output (output.go: import and hand-over), release
-// (release.go: the meter stops, the GPUs go back, the lease's folder goes)
-// and the receipts and settlement (settle.go); the job's secrets, which come
-// with the countersignature, live in the runner's memory from the lease to
-// its release (secrets.go); handling.go says how content
-// the job brought is refused and how a panic ends only its lease. The
-// Provider is the role: the GPUs held and the proposals (propose.go), the
-// registry of runners by lease ID, withdrawal, staging from many sources
-// and before the lease (sources.go, prestage.go), the inputs laid out
-// (laidout.go), Recover and Resume (restart.go), retention and the offer's
-// counts. A runner is started on the provider's task group, and Shutdown
-// waits for it there; it tells the role only that its lease is released.
-//
-// Each lease's record has its own lock, held only over memory: a change is
-// made under the lock and persisted after it (update), in the order the
-// changes were made. The provider's own lock guards which GPUs are held and
-// which leases are active. These state locks are never held across a disk
-// write, a network call or a call into another part of the node. Some locks
-// order I/O instead, and say so on their field: a lease's save lock spans
-// the write of its record, its receipts lock the submitter's answer and the
-// ledger's write, and the layouts' lock a layout's Lstat and removal.
+// # Staging before the lease
 //
 // A job that Match gives this node while its GPUs are free, but whose
 // inputs are not here and laid out, is staged before its lease is proposed
@@ -58,6 +110,8 @@
 // straight to running. The submitter lets any provider on offer do so for
 // a queued job (it could propose for it anyway), and does not take the
 // wait for squatting for wire.StageBeforeLeaseMax.
+//
+// # Hostile content
 //
 // Everything a job brings (image, inputs, the checkpoint it resumes from)
 // and everything it leaves (output, checkpoints) is parsed here and may be
