@@ -140,53 +140,6 @@ type HeldRoot struct {
 	Size uint64 `json:"size"`
 }
 
-// StepName names one of the five steps of a job.
-type StepName string
-
-// The five steps, in their order.
-const (
-	StepSubmit  StepName = "submit"
-	StepRent    StepName = "rent"
-	StepRun     StepName = "run"
-	StepOutput  StepName = "output"
-	StepRelease StepName = "release"
-)
-
-// Steps lists the five steps in their order.
-var Steps = [...]StepName{StepSubmit, StepRent, StepRun, StepOutput, StepRelease}
-
-// Order is the step's place among the five, or -1 for an unknown name.
-func (s StepName) Order() int {
-	for i, n := range Steps {
-		if n == s {
-			return i
-		}
-	}
-	return -1
-}
-
-// JobState is where a job stands, as its submitter sees it.
-type JobState string
-
-// Job states.
-const (
-	JobQueued    JobState = "queued"
-	JobRenting   JobState = "renting"
-	JobRunning   JobState = "running"
-	JobOutput    JobState = "output"
-	JobReleased  JobState = "released"
-	JobRejected  JobState = "rejected"
-	JobWithdrawn JobState = "withdrawn"
-)
-
-// JobStates lists every job state, for metrics and tests.
-var JobStates = [...]JobState{JobQueued, JobRenting, JobRunning, JobOutput, JobReleased, JobRejected, JobWithdrawn}
-
-// Terminal says whether a job in this state is over.
-func (s JobState) Terminal() bool {
-	return s == JobReleased || s == JobRejected || s == JobWithdrawn
-}
-
 // Step is one of the five steps of a job and when it was reached.
 type Step struct {
 	Step StepName  `json:"step"`

@@ -15,7 +15,7 @@ import (
 
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
-	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/jobstate"
 	"github.com/e31network/e31/p2p"
 	"github.com/e31network/e31/p2p/peertext"
 	"github.com/ipfs/go-cid"
@@ -350,11 +350,11 @@ func FuzzStreamRequests(f *testing.F) {
 	f.Add(mustMarshal(f, wire.ProposeRequest{Lease: proposal}))
 	f.Add(mustMarshal(f, wire.ProposeRequest{Lease: wiretest.SignedLease(f, prov, sub)}))
 	terms := wiretest.Terms(prov.ID, sub.ID)
-	f.Add(mustMarshal(f, wire.EventRequest{Lease: terms.ID, Job: terms.Job, Step: api.StepRun, At: terms.Proposed + 2000}))
+	f.Add(mustMarshal(f, wire.EventRequest{Lease: terms.ID, Job: terms.Job, Step: jobstate.StepRun, At: terms.Proposed + 2000}))
 	f.Add(mustMarshal(f, wire.EventRequest{Lease: terms.ID, Job: terms.Job, At: terms.Proposed + 600_000, Checkpoint: wiretest.CID(f, "checkpoint-1"), N: 1}))
 	f.Add(mustMarshal(f, wire.OutputRequest{Lease: terms.ID, Job: terms.Job, Output: wiretest.CID(f, "output")}))
 	f.Add(mustMarshal(f, wire.OutputRequest{Lease: terms.ID, Job: terms.Job, Output: wiretest.CID(f, "output"),
-		Steps: []wire.StepAt{{Step: api.StepRun, At: terms.Proposed + 2000}, {Step: api.StepOutput, At: terms.Proposed + 3000}}}))
+		Steps: []wire.StepAt{{Step: jobstate.StepRun, At: terms.Proposed + 2000}, {Step: jobstate.StepOutput, At: terms.Proposed + 3000}}}))
 	f.Add(mustMarshal(f, wire.WithdrawRequest{Lease: terms.ID, Job: terms.Job}))
 	r := ledger.Receipt{
 		Lease: terms.ID, Job: terms.Job, Provider: prov.ID, Submitter: sub.ID, GPUs: len(terms.GPUs),
@@ -364,7 +364,7 @@ func FuzzStreamRequests(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(mustMarshal(f, wire.ReceiptRequest{Receipt: mustMarshal(f, r)}))
-	f.Add(mustMarshal(f, wire.ReceiptRequest{Receipt: mustMarshal(f, r), Steps: []wire.StepAt{{Step: api.StepRun, At: terms.Proposed + 2000}}}))
+	f.Add(mustMarshal(f, wire.ReceiptRequest{Receipt: mustMarshal(f, r), Steps: []wire.StepAt{{Step: jobstate.StepRun, At: terms.Proposed + 2000}}}))
 	f.Add([]byte(`{"receipt":{},"steps":[{"step":"release","at":-1},{"step":"run"}]}`))
 	f.Add([]byte(`{"receipt": {"lease": "<l&>" , "seq" : 1.0}}`))
 	f.Add([]byte(`{"lease":"a","job":"b"} {"lease":"a"}`))

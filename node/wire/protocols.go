@@ -3,7 +3,7 @@ package wire
 import (
 	"encoding/json"
 
-	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/jobstate"
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
@@ -99,10 +99,10 @@ type ProposeReply struct {
 // EventRequest tells the submitter of a step reached or a checkpoint taken
 // (ProtoEvent).
 type EventRequest struct {
-	Lease string       `json:"lease"`
-	Job   string       `json:"job"`
-	Step  api.StepName `json:"step,omitempty"`
-	At    int64        `json:"at"`
+	Lease string        `json:"lease"`
+	Job   string        `json:"job"`
+	Step  jobstate.Step `json:"step,omitempty"`
+	At    int64         `json:"at"`
 	// Checkpoint, with N, announces checkpoint N; the submitter pulls it.
 	Checkpoint string `json:"checkpoint,omitempty"`
 	N          int    `json:"n,omitempty"`
@@ -111,8 +111,8 @@ type EventRequest struct {
 // StepAt is a step the provider reached (run or output) and when, in Unix
 // ms, told along with a request the lease needs anyway.
 type StepAt struct {
-	Step api.StepName `json:"step"`
-	At   int64        `json:"at"`
+	Step jobstate.Step `json:"step"`
+	At   int64         `json:"at"`
 }
 
 // OutputRequest hands the submitter the output's CID (ProtoOutput).
