@@ -162,7 +162,7 @@ func (r *Record) release() wire.ReleaseBody {
 	t := r.Lease.Terms
 	return wire.ReleaseBody{
 		Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
-		Outcome: string(r.Outcome), Attribution: string(r.Attribution),
+		Outcome: r.Outcome, Attribution: r.Attribution,
 		HeldMs: r.End.Sub(r.Start).Milliseconds(), At: r.End.UnixMilli(),
 	}
 }

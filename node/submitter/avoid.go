@@ -559,7 +559,7 @@ func (j *jobTracker) releaseUnrun(ctx context.Context, leaseID, reason string, n
 	// Released first, so that peers hold the job open to the announcement
 	// that follows (view.Market.ReleaseLease).
 	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
-		Outcome: string(lost.Outcome), Attribution: string(lost.Attribution), HeldMs: heldMs, At: now.UnixMilli(), Requeued: true}
+		Outcome: lost.Outcome, Attribution: lost.Attribution, HeldMs: heldMs, At: now.UnixMilli(), Requeued: true}
 	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
 		j.log.Warn("announce release of a lease never run", "lease", t.ID, "err", err)
 	}
@@ -612,7 +612,7 @@ func (j *jobTracker) endWithheld(ctx context.Context, leaseID, reason string, no
 		heldMs = es[len(es)-1].Receipt.Held().Milliseconds()
 	}
 	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
-		Outcome: string(withheld.Outcome), Attribution: string(withheld.Attribution), HeldMs: heldMs, At: now.UnixMilli()}
+		Outcome: withheld.Outcome, Attribution: withheld.Attribution, HeldMs: heldMs, At: now.UnixMilli()}
 	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
 		j.log.Warn("announce release of a lease with withheld receipts", "lease", t.ID, "err", err)
 	}

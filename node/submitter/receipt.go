@@ -122,7 +122,7 @@ func (j *jobTracker) receipt(ctx context.Context, req wire.ReceiptRequest, r led
 	if r.Final && isTask(r.Job) {
 		// A task's provider leaves its release to this node.
 		j.batch.release(wire.ReleaseBody{Lease: r.Lease, Job: r.Job, Provider: r.Provider.String(), Submitter: r.Submitter.String(), GPUs: gpus,
-			Outcome: string(r.Outcome), Attribution: string(r.Attribution),
+			Outcome: r.Outcome, Attribution: r.Attribution,
 			HeldMs: r.HeldUntil.Sub(r.HeldFrom).Milliseconds(), At: r.HeldUntil.UnixMilli()})
 	}
 	resume = r.Final && (r.Outcome == ledger.OutcomeProviderLost || r.Outcome == ledger.OutcomeFailed || r.Outcome == ledger.OutcomePreempted)

@@ -156,7 +156,7 @@ func (j *jobTracker) providerLost(ctx context.Context, now time.Time) (resume bo
 		heldMs = es[len(es)-1].Receipt.Held().Milliseconds()
 	}
 	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
-		Outcome: string(lost.Outcome), Attribution: string(lost.Attribution), HeldMs: heldMs, At: now.UnixMilli()}
+		Outcome: lost.Outcome, Attribution: lost.Attribution, HeldMs: heldMs, At: now.UnixMilli()}
 	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
 		j.log.Warn("announce provider-lost release", "lease", t.ID, "err", err)
 	}
@@ -318,7 +318,7 @@ func (j *jobTracker) requeueUnconfirmed(now time.Time) {
 		// Every view holds the lease this node announced: its release
 		// frees the GPUs and opens the task again.
 		j.batch.release(wire.ReleaseBody{Lease: terms.ID, Job: terms.Job, Provider: terms.Provider, Submitter: terms.Submitter, GPUs: terms.GPUs,
-			Outcome: string(ledger.OutcomeProviderLost), Attribution: string(ledger.AttributionProvider), At: now.UnixMilli(), Requeued: true})
+			Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, At: now.UnixMilli(), Requeued: true})
 	}
 }
 

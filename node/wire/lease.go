@@ -151,13 +151,16 @@ func (l *SignedLease) Market() market.Lease {
 
 // ReleaseBody announces that a lease ended and its GPUs are free.
 type ReleaseBody struct {
-	Lease       string   `json:"lease"`
-	Job         string   `json:"job"`
-	Provider    string   `json:"provider"`
-	Submitter   string   `json:"submitter"`
-	GPUs        []string `json:"gpus"`
-	Outcome     string   `json:"outcome"`
-	Attribution string   `json:"attribution"`
+	Lease     string   `json:"lease"`
+	Job       string   `json:"job"`
+	Provider  string   `json:"provider"`
+	Submitter string   `json:"submitter"`
+	GPUs      []string `json:"gpus"`
+	// Outcome and Attribution are how the lease ended, as its final
+	// receipt (or the one-sided record) says; a peer's values are not
+	// checked against the ledger's vocabulary and pass through unchanged.
+	Outcome     ledger.Outcome     `json:"outcome"`
+	Attribution ledger.Attribution `json:"attribution"`
 	// Held is the GPU time actually held, in ms: it refunds the charge made
 	// at the lease announcement.
 	HeldMs int64 `json:"held_ms"`

@@ -294,7 +294,7 @@ func (f *far) lease(ctx context.Context, i int, job string, sub crypto.PrivKey, 
 	}
 	f.publish(ctx, prov, wire.KindRelease, wire.ReleaseBody{
 		Lease: terms.ID, Job: job, Provider: id, Submitter: terms.Submitter, GPUs: terms.GPUs,
-		Outcome: string(ledger.OutcomeCompleted), Attribution: string(ledger.AttributionJob),
+		Outcome: ledger.OutcomeCompleted, Attribution: ledger.AttributionJob,
 		HeldMs: run.Milliseconds(), At: time.Now().UnixMilli(),
 	})
 }

@@ -303,7 +303,7 @@ func (l *Lease) Release(ctx context.Context, outcome ledger.Outcome, by ledger.A
 	t := l.Signed.Terms
 	now := time.Now()
 	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
-		Outcome: string(outcome), Attribution: string(by), At: now.UnixMilli()}
+		Outcome: outcome, Attribution: by, At: now.UnixMilli()}
 	if _, err := l.r.gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
 		return fmt.Errorf("rogue: announce the release of lease %s: %w", t.ID, err)
 	}

@@ -330,7 +330,7 @@ func (r *Rogue) handleReceipt(ctx context.Context, from peer.ID, raw json.RawMes
 		// announces a lease given up before its run.
 		r.wg.Go(func() {
 			r.announceTasks(wire.TaskBatchBody{Releases: []wire.ReleaseBody{{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter,
-				GPUs: t.GPUs, Outcome: string(rc.Outcome), Attribution: string(rc.Attribution), HeldMs: rc.Held().Milliseconds(),
+				GPUs: t.GPUs, Outcome: rc.Outcome, Attribution: rc.Attribution, HeldMs: rc.Held().Milliseconds(),
 				At: rc.HeldUntil.UnixMilli(), Requeued: rc.Phase != ledger.PhaseRun}}})
 		})
 	}
