@@ -1,0 +1,6 @@
+package api
+
+// Error is the body of every failed request.
+type Error struct {
+	Error string `json:"error"`
+}

@@ -1,0 +1,53 @@
+package api
+
+import "time"
+
+// GPU is one GPU of an offer, as `e31 nodes --json` prints it.
+type GPU struct {
+	Index       int    `json:"index"`
+	UUID        string `json:"uuid"`
+	Model       string `json:"model"`
+	MemoryBytes uint64 `json:"memory_bytes"`
+	Free        bool   `json:"free"`
+}
+
+// Node is one provider in this node's view of offers.
+type Node struct {
+	PeerID      string    `json:"peer_id"`
+	GPUs        []GPU     `json:"gpus"`
+	CPUs        int       `json:"cpus"`
+	MemoryBytes uint64    `json:"memory_bytes"`
+	LastSeen    time.Time `json:"last_seen"`
+	// SignedAt is when the provider signed the offer last seen; LastSeen
+	// minus SignedAt is how long gossip took to bring it here.
+	SignedAt time.Time `json:"signed_at"`
+	Self     bool      `json:"self,omitempty"`
+	// Reach is how peers reach the provider: public, relayed (through a
+	// relay until a hole is punched), private (no one can: offered no
+	// work), or empty when not known.
+	Reach string `json:"reach,omitempty"`
+	// Draining says the provider's owner drains it: it takes no new work.
+	Draining bool `json:"draining,omitempty"`
+	// Closed says the provider is outside its contribution hours;
+	// OpenUntil is when its open window ends, where it has hours.
+	Closed    bool       `json:"closed,omitempty"`
+	OpenUntil *time.Time `json:"open_until,omitempty"`
+	// MaxJobDisk is the largest request.disk the provider can grant now
+	// (0: it names no cap); NoDisk why it lends none ("full": its disk is
+	// under its reserve or promised to its jobs; "unbounded": it cannot
+	// bound a job's disk), and so takes no job. NoCPUJobs says it takes
+	// only jobs that ask for GPUs.
+	MaxJobDisk uint64 `json:"max_job_disk,omitempty"`
+	NoDisk     string `json:"no_disk,omitempty"`
+	NoCPUJobs  bool   `json:"no_cpu_jobs,omitempty"`
+	// Held are the largest roots the provider's offer says it holds, with
+	// their sizes in bytes; HeldFiltered says its filter holds more.
+	Held         []HeldRoot `json:"held,omitempty"`
+	HeldFiltered bool       `json:"held_filtered,omitempty"`
+}
+
+// HeldRoot is one root an offer says its provider holds.
+type HeldRoot struct {
+	Root string `json:"root"`
+	Size uint64 `json:"size"`
+}
