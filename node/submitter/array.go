@@ -128,6 +128,9 @@ func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl m
 	for _, r := range tasks {
 		s.jobs.add(newJobTracker(&s.parts, r))
 	}
+	if decl.Request.Gang() {
+		s.gangs.of(id) // its run follows the gang from here
+	}
 	if err := s.d.Gossip.PublishRaw(ctx, p2p.TopicJobs, sealed.Raw); err != nil {
 		s.log.Warn("announce array", "array", id, "err", err)
 	}
@@ -188,7 +191,7 @@ func (s *Submitter) arrayView(p *jobTracker, seen uint64, done bool) (api.Job, <
 		out.State = api.JobQueued
 	}
 	if parent.isGang() {
-		s.gangView(&out, parent)
+		s.gangs.view(&out, parent)
 	}
 	if out.State.Terminal() || done || out.Version != seen {
 		return out, nil

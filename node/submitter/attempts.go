@@ -201,7 +201,7 @@ func (s *Submitter) view(id string, seen uint64, done bool) (api.Job, <-chan str
 	j.view(func(r *Record) { root, array = r.Root, r.isArray() })
 	if array {
 		if root == "" && j.isGangTracker() {
-			out, changed := s.gangChainView(j, seen, done)
+			out, changed := s.gangs.chainView(j, seen, done)
 			return out, changed, nil
 		}
 		out, changed := s.arrayView(j, seen, done)

@@ -107,6 +107,16 @@ func gangOnRecord(t *testing.T, h *harness, provs []wiretest.Party) (string, mar
 	return gang, d
 }
 
+// checkGangs checks every gang not over once, as each gang's run does in
+// its loop.
+func checkGangs(ctx context.Context, s *Submitter, now time.Time) {
+	for id := range s.jobs.live() {
+		if r := s.gangs.of(id); r != nil {
+			r.check(ctx, now)
+		}
+	}
+}
+
 func gangHarness(t *testing.T) (*harness, *gangProviders, []wiretest.Party) {
 	h := newHarness(t, Config{ProviderLostAfter: time.Hour, RequeueEvery: time.Hour}, noOffers{})
 	provs := []wiretest.Party{wiretest.FreshParty(t), wiretest.FreshParty(t)}
@@ -124,7 +134,7 @@ func gangHarness(t *testing.T) (*harness, *gangProviders, []wiretest.Party) {
 func TestGangAssembly(t *testing.T) {
 	h, g, provs := gangHarness(t)
 	gang, _ := gangOnRecord(t, h, provs)
-	h.s.assembleGang(context.Background(), gang)
+	h.s.gangs.of(gang).assemble(context.Background())
 	if len(g.started) != 2 {
 		t.Fatalf("%d providers told to start, want 2", len(g.started))
 	}
@@ -155,7 +165,7 @@ func TestGangGivenUpWhenAProviderDeclines(t *testing.T) {
 	h, g, provs := gangHarness(t)
 	g.decline = provs[1].ID
 	gang, _ := gangOnRecord(t, h, provs)
-	h.s.assembleGang(context.Background(), gang)
+	h.s.gangs.of(gang).assemble(context.Background())
 	if len(g.started) != 0 {
 		t.Fatalf("%d providers told to start a gang one declined", len(g.started))
 	}
@@ -178,7 +188,7 @@ func TestGangGivenUpWhenAProviderDeclines(t *testing.T) {
 func TestGangEndsWithItsFailedPart(t *testing.T) {
 	h, g, provs := gangHarness(t)
 	gang, _ := gangOnRecord(t, h, provs)
-	h.s.assembleGang(context.Background(), gang)
+	h.s.gangs.of(gang).assemble(context.Background())
 	ctx := context.Background()
 	lost := h.s.jobs.get(market.TaskID(gang, 0))
 	if err := lost.update(func(r *Record) error {
@@ -187,7 +197,7 @@ func TestGangEndsWithItsFailedPart(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	h.s.checkGangs(ctx, time.Now())
+	checkGangs(ctx, h.s, time.Now())
 	poll.Until(t, "the running part's provider told to stop", 10*time.Second, func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -208,7 +218,7 @@ func TestGangEndsWithItsFailedPart(t *testing.T) {
 	if !j.State.Terminal() || j.Outcome != string(ledger.OutcomeProviderLost) || !strings.Contains(j.Reason, "part 0") {
 		t.Fatalf("gang %s %s (%s), want provider-lost naming part 0", j.State, j.Outcome, j.Reason)
 	}
-	h.s.checkGangs(ctx, time.Now())
+	checkGangs(ctx, h.s, time.Now())
 	j = h.job(t, gang)
 	if len(j.Attempts) != 2 || j.State != api.JobQueued || len(j.Parts) != 2 {
 		t.Fatalf("after the gang failed: %s, %d attempts, %d parts; want it going on whole as a second attempt", j.State, len(j.Attempts), len(j.Parts))
@@ -248,7 +258,7 @@ func TestGangRetries(t *testing.T) {
 	if j := h.job(t, gang); j.State != api.JobQueued || !strings.Contains(j.Reason, "going on whole") {
 		t.Fatalf("a gang failed with a retry left shows %s (%s), want queued, going on", j.State, j.Reason)
 	}
-	h.s.checkGangs(ctx, time.Now())
+	checkGangs(ctx, h.s, time.Now())
 	j := h.job(t, gang)
 	if len(j.Attempts) != 2 {
 		t.Fatalf("%d attempts after a failure with a retry left, want 2", len(j.Attempts))
@@ -259,7 +269,7 @@ func TestGangRetries(t *testing.T) {
 		t.Fatalf("the second attempt counts %d retries and %d resumes, want 1 and 0", second.Retries, second.Resumes)
 	}
 	fail(second.ID)
-	h.s.checkGangs(ctx, time.Now())
+	checkGangs(ctx, h.s, time.Now())
 	if j := h.job(t, gang); len(j.Attempts) != 2 || !j.State.Terminal() || j.Outcome != string(ledger.OutcomeFailed) {
 		t.Fatalf("retries used up: %s %s after %d attempts, want failed after 2", j.State, j.Outcome, len(j.Attempts))
 	}
@@ -284,13 +294,13 @@ func TestGangPartEndsWhileAnotherQueued(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	h.s.checkGangs(ctx, time.Now())
+	checkGangs(ctx, h.s, time.Now())
 	poll.Until(t, "the queued part to end", 10*time.Second, func() bool {
 		var st api.JobState
 		h.s.jobs.get(market.TaskID(gang, 1)).view(func(r *Record) { st = r.State })
 		return st.Terminal()
 	})
-	h.s.checkGangs(ctx, time.Now())
+	checkGangs(ctx, h.s, time.Now())
 	if j := h.job(t, gang); len(j.Attempts) != 2 {
 		t.Fatalf("%d attempts, want the gang going on whole as a second", len(j.Attempts))
 	}

@@ -68,15 +68,16 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 			return nil, err
 		}
 	}
-	gang, _, part := market.SplitTaskID(t.Job)
-	part = part && j.isGangPart()
-	if part && s.gangHasProvider(gang, t.Job, t.Provider) {
-		return nil, p2p.Refuse(wire.CodeDeclined, fmt.Errorf("declined: provider %s holds another part of gang %s", t.Provider, gang))
+	var run *gangRun
+	if gang, _, part := market.SplitTaskID(t.Job); part && j.isGangPart() {
+		run = s.gangs.of(gang)
+	}
+	if run != nil && run.holds(t.Job, t.Provider) {
+		return nil, p2p.Refuse(wire.CodeDeclined, fmt.Errorf("declined: provider %s holds another part of gang %s", t.Provider, run.id))
 	}
 	reply, err := j.propose(from, sl)
-	if err == nil && part {
-		// The last part's lease starts the gang.
-		s.tasks.Go(func() { s.assembleGang(s.ctx, gang) })
+	if err == nil && run != nil {
+		run.leased() // the last part's lease starts the gang
 	}
 	return reply, err
 }

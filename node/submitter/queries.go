@@ -31,7 +31,7 @@ func (s *Submitter) Jobs() []api.Job {
 			if t := s.jobs.get(first.rec.ID); t != nil {
 				j, _ := s.arrayView(t, 0, true)
 				if first.rec.isGang() {
-					j, _ = s.gangChainView(t, 0, true)
+					j, _ = s.gangs.chainView(t, 0, true)
 				}
 				out = append(out, j)
 			}

@@ -58,7 +58,7 @@ func (s *Submitter) resume(ctx context.Context, id string, fromStart, exact bool
 		// An array, or an array held for its upstreams and released.
 		if last := s.lastAttempt(a); last.isArrayTracker() {
 			if last.isGangTracker() {
-				return s.resumeGangByHand(ctx, last, fromStart)
+				return s.gangs.resume(ctx, last, fromStart)
 			}
 			return s.resumeArray(ctx, last, fromStart)
 		}
@@ -427,7 +427,7 @@ func (s *Submitter) Withdraw(ctx context.Context, id string) (api.Job, error) {
 	var array, gang bool
 	j.view(func(r *Record) { root, array, gang = r.Root, r.isArray(), r.isGang() })
 	if gang {
-		return s.withdrawGang(ctx, j, root == "")
+		return s.gangs.withdraw(ctx, j, root == "")
 	}
 	if array {
 		return s.withdrawArray(ctx, j)

@@ -256,7 +256,7 @@ type Submitter struct {
 	pass uint64
 
 	stage stageState // reservations and holders, for staging from many sources
-	gangs gangs      // the gangs being assembled (gang.go); has its own lock
+	gangs *gangs     // the runs of the gangs (gangs.go); has its own lock
 
 	// resuming orders the resumptions of jobs, so that an attempt is
 	// continued by one attempt at most. An ordering lock, held across a
@@ -284,6 +284,7 @@ func New(cfg Config, d Deps) *Submitter {
 			d.Metrics.Panics.Inc()
 		}
 	}
+	s.gangs = newGangs(ctx, &s.parts, s, s.jobs, &s.tasks, &s.resuming)
 	return s
 }
 
@@ -301,8 +302,8 @@ func (s *Submitter) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Start runs the submitter's loops (provider watch, requeue) until
-// Shutdown.
+// Start runs the submitter's loops (provider watch, requeue, each gang's
+// run) until Shutdown.
 func (s *Submitter) Start() {
 	s.tasks.Go(func() { s.watchProviders(s.ctx) })
 	s.tasks.Go(func() { s.requeueLoop(s.ctx) })
@@ -311,6 +312,7 @@ func (s *Submitter) Start() {
 	s.tasks.Go(func() { s.resumeDueAtStart(s.ctx) })
 	s.tasks.Go(func() { s.holdLoop(s.ctx) })
 	s.tasks.Go(func() { s.secretsLoop(s.ctx) })
+	s.gangs.start()
 }
 
 // Joined records that another provider's offer arrived: silence of a

@@ -53,7 +53,6 @@ func (s *Submitter) watchProviders(ctx context.Context) {
 				j.requeueUnconfirmed(now)
 			}
 			s.checkFailures(ctx, now)
-			s.checkGangs(ctx, now)
 		}
 	}
 }
