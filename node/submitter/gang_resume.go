@@ -114,16 +114,17 @@ func (g *gangs) resume(ctx context.Context, gang *jobTracker, fromStart bool) (a
 	defer g.resuming.Unlock()
 	// Under the lock: a resumption that came first is the last attempt.
 	gang = g.host.lastAttempt(gang)
-	view, _ := g.host.arrayView(gang, 0, true)
-	switch {
-	case !view.State.Terminal():
-		return api.Job{}, conflict(fmt.Errorf("gang %s is still %s: withdraw it first", view.ID, view.State))
-	case view.Outcome == string(ledger.OutcomeCompleted):
-		return api.Job{}, conflict(fmt.Errorf("gang %s completed: nothing to resume", view.ID))
+	rec := gang.snapshot()
+	switch e := g.ending(rec.ID, rec.Tasks); {
+	case !e.over:
+		view, _ := g.host.arrayView(gang, 0, true)
+		return api.Job{}, conflict(fmt.Errorf("gang %s is still %s: withdraw it first", rec.root(), view.State))
+	case e.outcome == ledger.OutcomeCompleted:
+		return api.Job{}, conflict(fmt.Errorf("gang %s completed: nothing to resume", rec.root()))
 	}
 	if err := gang.update(func(r *Record) error {
 		if r.Next != "" {
-			return conflict(fmt.Errorf("gang %s was resumed already, as %s", view.ID, r.Next))
+			return conflict(fmt.Errorf("gang %s was resumed already, as %s", rec.root(), r.Next))
 		}
 		r.Resumed = true
 		return nil

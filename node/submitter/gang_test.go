@@ -305,3 +305,37 @@ func TestGangPartEndsWhileAnotherQueued(t *testing.T) {
 		t.Fatalf("%d attempts, want the gang going on whole as a second", len(j.Attempts))
 	}
 }
+
+// A gang's ending is read from its parts' records, with their typed
+// outcomes, as its view counts them.
+func TestGangEnding(t *testing.T) {
+	at := time.Now()
+	part := func(st api.JobState, o ledger.Outcome, ended time.Duration) *Record {
+		r := &Record{State: st, Outcome: o}
+		r.step(api.StepRelease, at.Add(ended))
+		return r
+	}
+	done := part(api.JobReleased, ledger.OutcomeCompleted, 0)
+	lost := part(api.JobReleased, ledger.OutcomeProviderLost, 2*time.Second)
+	failed := part(api.JobReleased, ledger.OutcomeFailed, time.Second)
+	stopped := part(api.JobReleased, ledger.OutcomeWithdrawn, 0)
+	for _, c := range []struct {
+		name    string
+		parts   []*Record
+		over    bool
+		outcome ledger.Outcome
+		rank    int
+	}{
+		{"a part missing", []*Record{done, nil}, false, "", 0},
+		{"a part running", []*Record{done, {State: api.JobRunning}}, false, "", 0},
+		{"completed", []*Record{done, done}, true, ledger.OutcomeCompleted, 0},
+		{"the first to fail is the cause", []*Record{done, lost, failed, stopped}, true, ledger.OutcomeFailed, 2},
+		{"withdrawn after it ran", []*Record{done, stopped}, true, ledger.OutcomeFailed, 0},
+		{"withdrawn before it ran", []*Record{done, {State: api.JobWithdrawn}}, true, ledger.OutcomeWithdrawn, 0},
+	} {
+		e := endingOf(c.parts)
+		if e.over != c.over || e.outcome != c.outcome || (e.cause != nil && e.rank != c.rank) {
+			t.Errorf("%s: over %t, %q, cause at %d; want %t, %q, %d", c.name, e.over, e.outcome, e.rank, c.over, c.outcome, c.rank)
+		}
+	}
+}

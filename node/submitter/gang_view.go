@@ -8,19 +8,86 @@ import (
 	"github.com/e31network/e31/node/api"
 )
 
+// records are copies of a gang's parts' records, by rank; nil where one
+// is missing.
+func (g *gangs) records(gang string, n int) []*Record {
+	out := make([]*Record, n)
+	for r, t := range g.members(gang, n) {
+		if t != nil {
+			rec := t.snapshot()
+			out[r] = &rec
+		}
+	}
+	return out
+}
+
+// gangEnding is how a gang attempt stands, read from its parts' records
+// as its view counts them (arrayView, classOf): whether every part has
+// ended, and how the gang then ended.
+type gangEnding struct {
+	over bool
+	// outcome is the gang's: that of the part that ended it (cause), or
+	// else completed, failed where a part did not complete, withdrawn
+	// where a part was withdrawn before it ran. Set once over.
+	outcome ledger.Outcome
+	// cause is the part that ended the gang: of those that ended neither
+	// completed nor withdrawn, the first to end (the others were stopped
+	// because of it); nil when none did. rank is its rank.
+	cause *Record
+	rank  int
+}
+
+// endingOf reads a gang's ending from its parts' records, by rank.
+func endingOf(parts []*Record) gangEnding {
+	var e gangEnding
+	running, failed, withdrawn := 0, 0, 0
+	for rank, p := range parts {
+		switch {
+		case p == nil || !p.terminal():
+			running++
+		case p.State == api.JobWithdrawn:
+			withdrawn++
+		case p.State == api.JobReleased && p.Outcome == ledger.OutcomeCompleted:
+		default:
+			failed++
+		}
+		if p == nil || p.Outcome == "" || p.Outcome == ledger.OutcomeCompleted || p.Outcome == ledger.OutcomeWithdrawn {
+			continue
+		}
+		if p.endedBefore(e.cause) {
+			e.cause, e.rank = p, rank
+		}
+	}
+	if e.over = running == 0; !e.over {
+		return e
+	}
+	switch {
+	case e.cause != nil:
+		e.outcome = e.cause.Outcome
+	case failed > 0:
+		e.outcome = ledger.OutcomeFailed
+	case withdrawn > 0:
+		e.outcome = ledger.OutcomeWithdrawn
+	default:
+		e.outcome = ledger.OutcomeCompleted
+	}
+	return e
+}
+
+// ending reads how a gang attempt stands from its parts' records.
+func (g *gangs) ending(gang string, n int) gangEnding { return endingOf(g.records(gang, n)) }
+
 // partsOf lists a gang's parts for its view: each part's rank, provider
 // and state, by its record.
-func (g *gangs) partsOf(gang string, n int) []api.Part {
-	out := make([]api.Part, 0, n)
-	for r, t := range g.members(gang, n) {
+func partsOf(recs []*Record) []api.Part {
+	out := make([]api.Part, 0, len(recs))
+	for r, rec := range recs {
 		p := api.Part{Rank: r, State: api.JobQueued}
-		if t != nil {
-			t.view(func(rec *Record) {
-				p.ID, p.State, p.Outcome = rec.ID, rec.State, string(rec.Outcome)
-				if rec.Lease != nil {
-					p.Provider = rec.Lease.Terms.Provider
-				}
-			})
+		if rec != nil {
+			p.ID, p.State, p.Outcome = rec.ID, rec.State, string(rec.Outcome)
+			if rec.Lease != nil {
+				p.Provider = rec.Lease.Terms.Provider
+			}
 		}
 		out = append(out, p)
 	}
@@ -31,7 +98,8 @@ func (g *gangs) partsOf(gang string, n int) []api.Part {
 // ended short of completion, how: as the part that ended it did (the
 // others were stopped because of it), naming that part.
 func (g *gangs) view(out *api.Job, parent Record) {
-	out.Parts = g.partsOf(parent.ID, parent.Tasks)
+	recs := g.records(parent.ID, parent.Tasks)
+	out.Parts = partsOf(recs)
 	if out.State == api.JobQueued {
 		// Match says why of each part alike: the gang's reason.
 		if p0, _, err := g.host.view(market.TaskID(parent.ID, 0), 0, true); err == nil && p0.Reason != "" {
@@ -47,27 +115,12 @@ func (g *gangs) view(out *api.Job, parent Record) {
 			}
 		}
 	}
-	if !out.State.Terminal() || out.Outcome == string(ledger.OutcomeCompleted) {
+	if !out.State.Terminal() {
 		return
 	}
-	// The part that ended the gang: of those that failed, the first to
-	// end (the others were stopped because of it).
-	var cause *Record
-	var at api.Part
-	for _, p := range out.Parts {
-		if p.Outcome == "" || p.Outcome == string(ledger.OutcomeCompleted) || p.Outcome == string(ledger.OutcomeWithdrawn) {
-			continue
-		}
-		t := g.jobs.get(p.ID)
-		if t == nil {
-			continue
-		}
-		r := t.snapshot()
-		if r.endedBefore(cause) {
-			cause, at = &r, p
-		}
-	}
-	if cause != nil {
+	// A gang that completed has no part that ended it.
+	if e := endingOf(recs); e.cause != nil {
+		cause, at := e.cause, out.Parts[e.rank]
 		out.Outcome, out.Attribution = string(cause.Outcome), string(cause.Attribution)
 		out.Reason = fmt.Sprintf("part %d (on %s) ended %s: %s", at.Rank, at.Provider, cause.Outcome, cause.Reason)
 	}
@@ -92,8 +145,12 @@ func (g *gangs) chainView(first *jobTracker, seen uint64, done bool) (api.Job, <
 	last := chain[len(chain)-1]
 	out, changed := g.host.arrayView(last, seen, done)
 	lastRec := last.snapshot()
-	failed := Record{Outcome: ledger.Outcome(out.Outcome), Attribution: ledger.Attribution(out.Attribution)}
-	if out.State.Terminal() && out.Outcome != string(ledger.OutcomeCompleted) && out.Outcome != string(ledger.OutcomeWithdrawn) && lastRec.gangResumeDue(failed) {
+	e := g.ending(lastRec.ID, lastRec.Tasks)
+	failed := Record{Outcome: e.outcome, Attribution: lastRec.Attribution}
+	if e.cause != nil {
+		failed.Attribution = e.cause.Attribution
+	}
+	if out.State.Terminal() && failed.Outcome != ledger.OutcomeCompleted && failed.Outcome != ledger.OutcomeWithdrawn && lastRec.gangResumeDue(failed) {
 		out.State, out.Outcome, out.Attribution = api.JobQueued, "", ""
 		out.Reason = "going on whole, each part from its last checkpoint: " + out.Reason
 	}
