@@ -339,3 +339,37 @@ func TestGangEnding(t *testing.T) {
 		}
 	}
 }
+
+// Each gang has a run of its own, whose loop looks at the gang until it
+// is over: then it notes so on the gang's record and leaves the registry,
+// and the gang gets no run again.
+func TestGangRunLoopEndsWithTheGang(t *testing.T) {
+	h, _, provs := gangHarness(t)
+	h.s.cfg.ProviderLostAfter = 40 * time.Millisecond // its loop looks every 10ms
+	gang, _ := gangOnRecord(t, h, provs)
+	for r := range 2 {
+		if err := h.s.jobs.get(market.TaskID(gang, r)).update(func(x *Record) error {
+			x.State, x.Outcome = api.JobReleased, ledger.OutcomeCompleted
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.s.gangs.start()
+	poll.Until(t, "the gang's run to end", 10*time.Second, func() bool {
+		h.s.gangs.mu.Lock()
+		defer h.s.gangs.mu.Unlock()
+		return len(h.s.gangs.runs) == 0
+	})
+	var over bool
+	h.s.jobs.get(gang).view(func(r *Record) { over = r.GangOver })
+	if !over {
+		t.Fatal("the gang's run ended without noting the gang over")
+	}
+	if h.s.gangs.of(gang) != nil {
+		t.Fatal("a gang over got a run again")
+	}
+	if err := h.s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
