@@ -17,9 +17,11 @@ import (
 // lease once every part is leased (gangrun_assembly.go), gives the parts'
 // leases up when they are not all held in time, ends the parts still
 // running once one has failed, and has the whole gang go on, or notes it
-// over (check). Its loop looks at the parts every second at most, until
-// the gang is over or the Submitter shuts down; then it waits for the
-// calls it made and leaves the registry.
+// over (check). Its loop looks at the parts at the provider watch's pace
+// (each second, or a quarter of ProviderLostAfter where that is shorter)
+// until the gang is over or the Submitter shuts down; then it waits for
+// the calls it made and leaves the registry. No part's tracker knows the
+// run, nor its siblings.
 type gangRun struct {
 	// Immutable after newGangRun.
 	g  *gangs // the registry, and the parts of the node it acts through
@@ -29,7 +31,7 @@ type gangRun struct {
 	ctx context.Context
 	// tasks are the run's goroutines besides its loop: the assembly, the
 	// starts and the ends of parts, each a call to a provider. The loop
-	// waits for them as it ends.
+	// waits for them as it ends. It has its own lock.
 	tasks task.Group
 
 	// mu guards assembling and startedAt. A state lock: held over them
