@@ -3,7 +3,10 @@
 // Group refuses new work once it is closing, and Wait returns when what was
 // started has ended, or when the caller's patience runs out. Sleep is the
 // wait such a goroutine makes between rounds: one that ends with its
-// context.
+// context. Every and NowAndEvery are the loop that does a round every
+// interval until its context ends; Retry is the one that tries again,
+// backing off, until a call succeeds, a deadline passes or the context
+// ends.
 package task
 
 import (
