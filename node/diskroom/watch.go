@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/task"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,10 +54,8 @@ func (r *Room) Start() Status {
 // most every half minute) while the disk cannot lend what its largest
 // job, or the default one, would take.
 func (r *Room) Watch(ctx context.Context, short func()) {
-	t := time.NewTicker(watchEvery)
-	defer t.Stop()
 	var lastShort time.Time
-	for {
+	task.NowAndEvery(ctx, watchEvery, func(time.Time) {
 		st := r.Refresh()
 		if r.o.Free == 0 {
 			switch {
@@ -70,12 +69,7 @@ func (r *Room) Watch(ctx context.Context, short func()) {
 			lastShort = time.Now()
 			short()
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // short reports whether the disk cannot lend a job of the largest size

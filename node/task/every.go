@@ -25,12 +25,10 @@ func Every(ctx context.Context, d time.Duration, f func(now time.Time)) {
 
 // NowAndEvery is Every with a first call at once, with the time of the
 // call: the loops that must look at once when they start (a disk watch,
-// a sweep of what a previous run left) and then every d. An ended ctx
-// stops it before the first call too.
+// a sweep of what a previous run left) and then every d. The first call
+// is made whatever ctx's state: f sees ctx, and a round that does I/O
+// gives up there.
 func NowAndEvery(ctx context.Context, d time.Duration, f func(now time.Time)) {
-	if ctx.Err() != nil {
-		return
-	}
 	f(time.Now())
 	Every(ctx, d, f)
 }
