@@ -38,7 +38,7 @@ func (v *Market) addArrayLocked(a *OpenJob) (bool, declRef) {
 	// them together.
 	n := a.Body.Declaration.Parts()
 	if v.openTasks[a.Submitter]+n > maxOpenTasksPerSubmitter {
-		v.refused[BoundSubmitter]++
+		v.hold.refused[BoundSubmitter]++
 		return false, declRef{}
 	}
 	v.seq++
@@ -72,7 +72,7 @@ func (v *Market) addArrayLocked(a *OpenJob) (bool, declRef) {
 		e.held++
 	}
 	ref := declRef{id: a.ID, seq: e.seq}
-	v.holdLocked(v.holderLocked(a.Submitter, a.Seen), ref, e.held, int64(a.Size), a.Seen)
+	v.hold.hold(v.hold.holder(a.Submitter, a.Seen), ref, e.held, int64(a.Size), a.Seen)
 	return opened, ref
 }
 

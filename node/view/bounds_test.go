@@ -68,38 +68,38 @@ func checkHeld(t interface {
 		decls[e.submitter]++
 		total[dimBytes] += int64(e.size)
 	}
-	if total != v.held {
-		t.Fatalf("view holds %v, counted %v", total, v.held)
+	if total != v.hold.held {
+		t.Fatalf("view holds %v, counted %v", total, v.hold.held)
 	}
 	inHeaps := 0
-	for id, h := range v.holders {
+	for id, h := range v.hold.holders {
 		if h.held != [dims]int64{jobs[id], bytes[id]} || h.live != decls[id] {
 			t.Fatalf("holder %s counted %v (%d declarations), holds %d jobs, %d bytes (%d)", id, h.held, h.live, jobs[id], bytes[id], decls[id])
 		}
 		in := h.idx[dimJobs] >= 0
-		if want := h.live > 0 && id != v.bounds.Self; in != want {
+		if want := h.live > 0 && id != v.hold.bounds.Self; in != want {
 			t.Fatalf("holder %s in the heaps: %v, holding %d declarations", id, in, h.live)
 		}
 		if in {
 			inHeaps++
 			for d := range dims {
-				if hp := v.tierOf(h)[d]; hp.s[h.idx[d]] != h {
+				if hp := v.hold.tierOf(h)[d]; hp.s[h.idx[d]] != h {
 					t.Fatalf("holder %s misplaced in its heap", id)
 				}
 			}
-			if h.young != (h.idx[slotAge] >= 0) || h.young && v.byAge.s[h.idx[slotAge]] != h {
+			if h.young != (h.idx[slotAge] >= 0) || h.young && v.hold.byAge.s[h.idx[slotAge]] != h {
 				t.Fatalf("holder %s (new: %v) misplaced in the heap by age", id, h.young)
 			}
 		}
 	}
-	if v.byAge.Len() != v.young[dimJobs].Len() {
-		t.Fatalf("%d new holders by age, %d by holding", v.byAge.Len(), v.young[dimJobs].Len())
+	if v.hold.byAge.Len() != v.hold.young[dimJobs].Len() {
+		t.Fatalf("%d new holders by age, %d by holding", v.hold.byAge.Len(), v.hold.young[dimJobs].Len())
 	}
-	if n := v.young[dimJobs].Len() + v.known[dimJobs].Len(); n != inHeaps || v.young[dimBytes].Len()+v.known[dimBytes].Len() != inHeaps {
+	if n := v.hold.young[dimJobs].Len() + v.hold.known[dimJobs].Len(); n != inHeaps || v.hold.young[dimBytes].Len()+v.hold.known[dimBytes].Len() != inHeaps {
 		t.Fatalf("%d holders in the heaps, want %d", n, inHeaps)
 	}
 	for id := range jobs {
-		if _, ok := v.holders[id]; !ok {
+		if _, ok := v.hold.holders[id]; !ok {
 			t.Fatalf("jobs of %s held with no holder", id)
 		}
 	}
@@ -254,7 +254,7 @@ func TestBoundsEvictNewAndLargeFirst(t *testing.T) {
 					t.Fatalf("AddJob(%s) = %v, want %v", s.job.ID, got, s.want)
 				}
 				checkHeld(t, v)
-				if d, over := v.overLocked(); over && tc.bounds.Self == "" {
+				if d, over := v.hold.over(); over && tc.bounds.Self == "" {
 					t.Fatalf("over the bound of %s after %s", d.reason(), s.job.ID)
 				}
 			}
@@ -339,7 +339,7 @@ func TestNewIdentitiesGrowKnown(t *testing.T) {
 	}
 	v.Prune(later.Add(2*time.Minute), time.Hour, time.Hour)
 	v.mu.Lock()
-	young := v.young[dimJobs].Len()
+	young := v.hold.young[dimJobs].Len()
 	v.mu.Unlock()
 	if young != 0 {
 		t.Fatalf("%d identities still new %s after they were first seen", young, 2*time.Minute)
@@ -455,8 +455,8 @@ func TestBoundsProperty(t *testing.T) {
 			}
 			for _, v := range views {
 				checkHeld(rt, v)
-				if d, over := v.overLocked(); over {
-					rt.Fatalf("step %d: over the bound of %s: held %v, bounds %+v", i, d.reason(), v.held, bounds)
+				if d, over := v.hold.over(); over {
+					rt.Fatalf("step %d: over the bound of %s: held %v, bounds %+v", i, d.reason(), v.hold.held, bounds)
 				}
 				for _, id := range honestJobs {
 					if _, ok := v.jobs[id]; !ok {

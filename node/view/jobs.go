@@ -78,24 +78,22 @@ func (v *Market) AddJob(j *OpenJob) bool {
 	n := j.Body.Declaration.Parts()
 	if n > 1 {
 		if e, ok := v.arrays[j.ID]; ok {
-			v.touchLocked(j.Submitter, j.Seen)
+			v.hold.touch(j.Submitter, j.Seen)
 			return v.refreshArrayLocked(j.ID, e, j.Seen)
 		}
 	} else if old, ok := v.jobs[j.ID]; ok {
-		v.touchLocked(j.Submitter, j.Seen)
+		v.hold.touch(j.Submitter, j.Seen)
 		return v.refreshLocked(old, j.Seen)
 	}
-	if reason, ok := v.fitsLocked(n, j.Size); !ok {
-		v.refused[reason]++
-		v.round.refused++
+	if reason, ok := v.hold.fits(n, j.Size); !ok {
+		v.hold.countRefused(reason)
 		return false
 	}
-	if d, refused := v.refusesLocked(j.Submitter, j.Seen, [dims]int64{int64(n), int64(j.Size)}); refused {
+	if d, refused := v.hold.refuses(j.Submitter, j.Seen, [dims]int64{int64(n), int64(j.Size)}); refused {
 		// As admitLocked would, once every task was added: refused
 		// before, for a hash lookup rather than thousands of tasks
 		// added and taken out again.
-		v.refused[d.reason()]++
-		v.round.refused++
+		v.hold.countRefused(d.reason())
 		return false
 	}
 	var opened bool
@@ -108,31 +106,10 @@ func (v *Market) AddJob(j *OpenJob) bool {
 	if ref.id == "" {
 		return opened
 	}
-	if !v.admitLocked(v.holders[j.Submitter], ref, j.Seen) {
+	if !v.admitLocked(v.hold.holders[j.Submitter], ref, j.Seen) {
 		return false
 	}
 	return opened
-}
-
-// fitsLocked reports whether a declaration of n jobs and size bytes could
-// be held at all, and if not, which bound it passes alone. The caller
-// holds v.mu.
-func (v *Market) fitsLocked(n, size int) (string, bool) {
-	switch {
-	case v.bounds.Jobs >= 0 && n > v.bounds.Jobs:
-		return BoundJobs, false
-	case v.bounds.DeclarationBytes >= 0 && int64(size) > v.bounds.DeclarationBytes:
-		return BoundBytes, false
-	}
-	return "", true
-}
-
-// touchLocked notes that submitter announced again at now. The caller
-// holds v.mu.
-func (v *Market) touchLocked(submitter peer.ID, now time.Time) {
-	if h, ok := v.holders[submitter]; ok && now.After(h.last) {
-		h.last = now
-	}
 }
 
 // addJobLocked adds a job (or task) the view does not hold. It reports
@@ -147,7 +124,7 @@ func (v *Market) addJobLocked(j *OpenJob) (bool, declRef) {
 	}
 	if j.closed.IsZero() {
 		if j.Array == "" && v.open[j.Submitter] >= maxOpenJobsPerSubmitter {
-			v.refused[BoundSubmitter]++
+			v.hold.refused[BoundSubmitter]++
 			return false, declRef{}
 		}
 		v.addOpen(j)
@@ -159,7 +136,7 @@ func (v *Market) addJobLocked(j *OpenJob) (bool, declRef) {
 	v.seq++
 	j.seq = v.seq
 	ref := declRef{id: j.ID, seq: j.seq}
-	v.holdLocked(v.holderLocked(j.Submitter, j.Seen), ref, 1, int64(j.Size), j.Seen)
+	v.hold.hold(v.hold.holder(j.Submitter, j.Seen), ref, 1, int64(j.Size), j.Seen)
 	return j.closed.IsZero(), ref
 }
 

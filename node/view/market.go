@@ -52,25 +52,11 @@ type Market struct {
 	// as of the last Prune: their part in a view's Now.
 	slimmedNewest time.Time
 
-	// bounds are what the view holds at most, all submitters together
-	// (bounds.go); set by NewBoundedMarket, never changed after.
-	bounds Bounds
-	// holders holds every identity the view has seen declare or offer,
-	// with what it holds; young and known order those that hold anything
-	// (Self aside) for eviction, by tier, and byAge the young by when
-	// they grow known; held is what all hold.
-	holders map[peer.ID]*holder
-	young   tier
-	known   tier
-	byAge   *holderHeap
-	held    [dims]int64
+	// hold is what each identity holds against the view's bounds, and
+	// what the bounds did (holdings.go); its Bounds never change.
+	hold holdings
 	// seq numbers the declarations as they enter jobs (declRef).
 	seq uint64
-	// refused and evicted count what the bounds did, by reason; round is
-	// what they did since the last TakeEvictions.
-	refused map[string]uint64
-	evicted map[string]uint64
-	round   evictionRound
 }
 
 // closedBodyKeep is how long a job leased or withdrawn keeps its
@@ -99,14 +85,7 @@ func NewMarket() *Market { return NewBoundedMarket(Bounds{}) }
 // NewBoundedMarket returns an empty view held to b.
 func NewBoundedMarket(b Bounds) *Market {
 	return &Market{
-		bounds:  b.withDefaults(),
-		holders: make(map[peer.ID]*holder),
-		young:   newTier(),
-		known:   newTier(),
-		byAge:   ageHeap(),
-		refused: make(map[string]uint64),
-		evicted: make(map[string]uint64),
-		round:   evictionRound{evicted: make(map[peer.ID]int)},
+		hold: newHoldings(b),
 
 		jobs:   make(map[string]*OpenJob),
 		leases: make(map[string]*knownLease),

@@ -43,8 +43,8 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 			v.closed[id] = closedMark{at: j.closed, by: peer.ID(intern(string(j.Submitter))), declared: true}
 		}
 	}
-	v.retierLocked(now)
-	v.forgetHoldersLocked(now, keep)
+	v.hold.retier(now)
+	v.hold.forget(now, keep)
 	v.jobsPeak = max(v.jobsPeak, peakBefore)
 	if n := len(v.jobs); v.jobsPeak > shrinkAbove && n < v.jobsPeak/4 {
 		v.jobs, v.jobsPeak = maps.Clone(v.jobs), n

@@ -55,14 +55,14 @@ func (v *Market) Reannounced(raw []byte, signer peer.ID, now time.Time) (known, 
 		if a.hash != h || a.submitter != signer {
 			return false, false
 		}
-		v.touchLocked(signer, now)
+		v.hold.touch(signer, now)
 		return true, v.refreshArrayLocked(id, a, now)
 	}
 	old, ok := v.jobs[id]
 	if !ok || old.Hash != h || old.Submitter != signer {
 		return false, false
 	}
-	v.touchLocked(signer, now)
+	v.hold.touch(signer, now)
 	return true, v.refreshLocked(old, now)
 }
 
