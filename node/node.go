@@ -249,7 +249,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		Accepted: n.relayAccepted(),
 		Validators: map[string]p2p.BodyValidator{
 			p2p.TopicOffers: wire.ValidateOffer,
-			p2p.TopicJobs:   n.market.ValidateJobMessage,
+			p2p.TopicJobs:   view.NewJobChecks(n.market).Validate,
 		},
 	})
 	if err != nil {

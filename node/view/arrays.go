@@ -37,7 +37,7 @@ func (v *Market) addArrayLocked(a *OpenJob) (bool, declRef) {
 	// A gang's parts are tasks too (market.Request.Nodes): Match places
 	// them together.
 	n := a.Body.Declaration.Parts()
-	if v.openTasks[a.Submitter]+n > maxOpenTasksPerSubmitter {
+	if v.open.tasks[a.Submitter]+n > maxOpenTasksPerSubmitter {
 		v.hold.refused[BoundSubmitter]++
 		return false, declRef{}
 	}
@@ -88,15 +88,19 @@ func (v *Market) refreshArrayLocked(id string, e *arrayEntry, seen time.Time) bo
 	return opened
 }
 
-// forgetTaskLocked notes that a task has left jobs; its array's entry goes
-// with the last. The caller holds v.mu.
-func (v *Market) forgetTaskLocked(j *OpenJob) {
+// arrayBook holds the arrays (and gangs) whose tasks are in a view's
+// jobs, by array ID. Part of a Market, guarded by its mu.
+type arrayBook map[string]*arrayEntry
+
+// forgetTask notes that a task has left jobs; its array's entry goes with
+// the last.
+func (b arrayBook) forgetTask(j *OpenJob) {
 	if j.Array == "" {
 		return
 	}
-	if e, ok := v.arrays[j.Array]; ok {
+	if e, ok := b[j.Array]; ok {
 		if e.held--; e.held <= 0 {
-			delete(v.arrays, j.Array)
+			delete(b, j.Array)
 		}
 	}
 }
@@ -109,8 +113,8 @@ func (v *Market) forgetTaskLocked(j *OpenJob) {
 // an array's tasks than its offers hold, so the rest would only be
 // ordered, fitted and told to wait, on every pass, on every peer: an
 // array of 10,000 tasks on forty GPUs costs a pass forty. A gang's parts
-// are all kept: it is placed whole or not at all. The caller holds v.mu.
-func (v *Market) capTasks(jobs []*OpenJob, live []market.Lease, offers []market.Offer) []*OpenJob {
+// are all kept: it is placed whole or not at all.
+func (b arrayBook) capTasks(jobs []*OpenJob, live []market.Lease, offers []market.Offer) []*OpenJob {
 	capped, parallel := map[string]int{}, map[string]int{}
 	var gpus, cpus int
 	for _, o := range offers {
@@ -123,7 +127,7 @@ func (v *Market) capTasks(jobs []*OpenJob, live []market.Lease, offers []market.
 		if _, seen := capped[j.Array]; seen {
 			continue
 		}
-		e, ok := v.arrays[j.Array]
+		e, ok := b[j.Array]
 		r := j.Body.Declaration.Request
 		if !ok || r.Gang() {
 			continue

@@ -79,7 +79,7 @@ func TestArrayIsATaskEach(t *testing.T) {
 	if s, ok := v.SubmitterOf(aj.ID); !ok || s != sub.ID {
 		t.Fatalf("SubmitterOf(array) = %v, %v", s, ok)
 	}
-	if err := v.ValidateJobMessage(wiretest.OnWire(t, sub, wire.KindWithdrawal, wire.WithdrawalBody{Job: aj.ID})); err != nil {
+	if err := NewJobChecks(v).Validate(wiretest.OnWire(t, sub, wire.KindWithdrawal, wire.WithdrawalBody{Job: aj.ID})); err != nil {
 		t.Fatalf("the array's withdrawal by its submitter: %v", err)
 	}
 	v.CloseJob(aj.ID, sub.ID, Local(at))

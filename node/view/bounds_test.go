@@ -525,7 +525,7 @@ func TestRefusedIdentitiesUnwanted(t *testing.T) {
 		{"a requeue of what it holds", wiretest.OnWire(t, sybil, wire.KindRequeue, wire.RequeueBody{Declarations: held}), nil},
 		{"another submitter's, within its share", decl(honest, "h0"), nil},
 	} {
-		if err := v.ValidateJobMessage(c.msg); !errors.Is(err, c.want) || c.want == nil && err != nil {
+		if err := NewJobChecks(v).Validate(c.msg); !errors.Is(err, c.want) || c.want == nil && err != nil {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}

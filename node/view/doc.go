@@ -7,7 +7,7 @@
 // announces in its offers, and the rule that turns those announcements into
 // each epoch's delay (DelayRule); market/doc.go, "The epoch's view", states
 // the rule. And it holds the checks of incoming jobs messages that need
-// those facts (ValidateJobMessage).
+// those facts (JobChecks).
 //
 // # Bounds
 //

@@ -99,7 +99,7 @@ func (v *Market) evictLocked(r declRef, submitter peer.ID, now time.Time, need i
 		}
 		switch {
 		case j.closed.IsZero():
-			v.dropOpen(j)
+			v.open.drop(j)
 		case !j.declined:
 			v.closed[id] = closedMark{at: j.closed, by: peer.ID(intern(string(j.Submitter))), declared: true}
 		}
@@ -122,7 +122,7 @@ func (v *Market) removeJobLocked(id string, j *OpenJob, now time.Time) {
 			last, bytes = true, int64(e.size)
 		}
 	}
-	v.forgetTaskLocked(j)
+	v.arrays.forgetTask(j)
 	v.hold.unhold(j.Submitter, bytes, last, now, v.heldRefLocked)
 }
 

@@ -123,11 +123,11 @@ func (v *Market) addJobLocked(j *OpenJob) (bool, declRef) {
 		j.closed = m.at
 	}
 	if j.closed.IsZero() {
-		if j.Array == "" && v.open[j.Submitter] >= maxOpenJobsPerSubmitter {
+		if j.Array == "" && v.open.jobs[j.Submitter] >= maxOpenJobsPerSubmitter {
 			v.hold.refused[BoundSubmitter]++
 			return false, declRef{}
 		}
-		v.addOpen(j)
+		v.open.add(j)
 	}
 	v.jobs[j.ID] = j
 	if j.Array != "" {
@@ -144,14 +144,7 @@ func (v *Market) addJobLocked(j *OpenJob) (bool, declRef) {
 func (v *Market) OpenCount() int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	n := 0
-	for _, c := range v.open {
-		n += c
-	}
-	for _, c := range v.openTasks {
-		n += c
-	}
-	return n
+	return v.open.total()
 }
 
 // Job returns a job that is open now.
@@ -208,7 +201,7 @@ func (v *Market) closeJobLocked(id string, by peer.ID, at Stamp) {
 		switch {
 		case j.closed.IsZero():
 			j.closed = at
-			v.dropOpen(j)
+			v.open.drop(j)
 		case j.declined:
 			// Declined on a proposal that raced this lease or withdrawal:
 			// the signed close stands in for the refusal, and only a
@@ -222,25 +215,5 @@ func (v *Market) closeJobLocked(id string, by peer.ID, at Stamp) {
 	}
 	if _, ok := v.closed[id]; !ok {
 		v.closed[id] = closedMark{at: at, by: by}
-	}
-}
-
-// addOpen counts one open job (or task) of a submitter more, and dropOpen
-// one fewer. The caller holds v.mu.
-func (v *Market) addOpen(j *OpenJob) {
-	if j.Array != "" {
-		v.openTasks[j.Submitter]++
-	} else {
-		v.open[j.Submitter]++
-	}
-}
-
-func (v *Market) dropOpen(j *OpenJob) {
-	m := v.open
-	if j.Array != "" {
-		m = v.openTasks
-	}
-	if m[j.Submitter]--; m[j.Submitter] <= 0 {
-		delete(m, j.Submitter)
 	}
 }

@@ -28,13 +28,10 @@ type Market struct {
 	// of the declaration does not open them, unless the closer was not its
 	// submitter; and jobs long closed, in place of their entry in jobs.
 	closed map[string]closedMark
-	// open counts each submitter's open jobs, to bound them, and
-	// openTasks its arrays' open tasks. (What a submitter holds, open or
-	// closed, against the view's Bounds, is its holder's.)
-	open      map[peer.ID]int
-	openTasks map[peer.ID]int
+	// open counts each submitter's open jobs and tasks (open.go).
+	open openCounts
 	// arrays holds the arrays whose tasks are in jobs, by array ID.
-	arrays map[string]*arrayEntry
+	arrays arrayBook
 	// jobsPeak is the most entries jobs has held since it was last made
 	// anew: a Go map keeps the room it grew to, so once a burst's jobs are
 	// pruned to marks, Prune copies what is left into a new one.
@@ -90,10 +87,8 @@ func NewBoundedMarket(b Bounds) *Market {
 		jobs:   make(map[string]*OpenJob),
 		leases: make(map[string]*knownLease),
 		closed: make(map[string]closedMark),
-		open:   make(map[peer.ID]int),
-
-		openTasks: make(map[peer.ID]int),
-		arrays:    make(map[string]*arrayEntry),
+		open:   newOpenCounts(),
+		arrays: make(arrayBook),
 
 		recent:      make(map[string]*knownLease),
 		bySubmitter: make(map[string]map[string]*knownLease),

@@ -20,7 +20,7 @@ func TestJobMessagesCheckedAgainstTheView(t *testing.T) {
 	now := time.Now()
 
 	decl := wiretest.OnWire(t, sub, wire.KindDeclaration, wiretest.Declaration(t, wiretest.CID(t, "input")))
-	if err := v.ValidateJobMessage(decl); err != nil {
+	if err := NewJobChecks(v).Validate(decl); err != nil {
 		t.Fatal(err)
 	}
 	var db wire.DeclarationBody
@@ -31,10 +31,10 @@ func TestJobMessagesCheckedAgainstTheView(t *testing.T) {
 	v.AddJob(&OpenJob{ID: id, Submitter: sub.ID, Body: db, Seen: now})
 
 	forged := wiretest.OnWire(t, stranger, wire.KindWithdrawal, wire.WithdrawalBody{Job: id})
-	if err := v.ValidateJobMessage(forged); !errors.Is(err, p2p.ErrForged) {
+	if err := NewJobChecks(v).Validate(forged); !errors.Is(err, p2p.ErrForged) {
 		t.Fatalf("withdrawal by a stranger: %v, want forged", err)
 	}
-	if err := v.ValidateJobMessage(wiretest.OnWire(t, sub, wire.KindWithdrawal, wire.WithdrawalBody{Job: id})); err != nil {
+	if err := NewJobChecks(v).Validate(wiretest.OnWire(t, sub, wire.KindWithdrawal, wire.WithdrawalBody{Job: id})); err != nil {
 		t.Fatalf("withdrawal by the submitter: %v", err)
 	}
 
@@ -42,21 +42,21 @@ func TestJobMessagesCheckedAgainstTheView(t *testing.T) {
 	v.AddLease(l, Local(now))
 	r := wiretest.Release(prov.ID, sub.ID)
 	r.Lease = l.Terms.ID
-	if err := v.ValidateJobMessage(wiretest.OnWire(t, prov, wire.KindRelease, r)); err != nil {
+	if err := NewJobChecks(v).Validate(wiretest.OnWire(t, prov, wire.KindRelease, r)); err != nil {
 		t.Fatalf("release by the provider: %v", err)
 	}
 	// A stranger naming itself as the submitter of someone else's lease.
 	r2 := r
 	r2.Submitter = stranger.ID.String()
-	if err := v.ValidateJobMessage(wiretest.OnWire(t, stranger, wire.KindRelease, r2)); !errors.Is(err, p2p.ErrForged) {
+	if err := NewJobChecks(v).Validate(wiretest.OnWire(t, stranger, wire.KindRelease, r2)); !errors.Is(err, p2p.ErrForged) {
 		t.Fatalf("release by a stranger: %v, want forged", err)
 	}
 
 	// A requeue must carry only its signer's declarations.
-	if err := v.ValidateJobMessage(wiretest.OnWire(t, sub, wire.KindRequeue, wire.RequeueBody{Declarations: [][]byte{decl.Raw}})); err != nil {
+	if err := NewJobChecks(v).Validate(wiretest.OnWire(t, sub, wire.KindRequeue, wire.RequeueBody{Declarations: [][]byte{decl.Raw}})); err != nil {
 		t.Fatalf("requeue by the submitter: %v", err)
 	}
-	if err := v.ValidateJobMessage(wiretest.OnWire(t, stranger, wire.KindRequeue, wire.RequeueBody{Declarations: [][]byte{decl.Raw}})); !errors.Is(err, p2p.ErrForged) {
+	if err := NewJobChecks(v).Validate(wiretest.OnWire(t, stranger, wire.KindRequeue, wire.RequeueBody{Declarations: [][]byte{decl.Raw}})); !errors.Is(err, p2p.ErrForged) {
 		t.Fatalf("requeue of another's declaration: %v, want forged", err)
 	}
 }
@@ -96,7 +96,7 @@ func TestOpenJobsPerSubmitterBounded(t *testing.T) {
 		t.Fatal("closing a job did not free room")
 	}
 	v.Prune(now.Add(time.Hour), time.Hour, time.Minute)
-	if len(v.open) != 0 {
+	if len(v.open.jobs) != 0 {
 		t.Fatalf("expired jobs still counted: %v", v.open)
 	}
 }
@@ -128,8 +128,8 @@ func TestDeclinedJobReopensOnReannouncement(t *testing.T) {
 	if _, ok := v.Job("withdrawn"); ok {
 		t.Fatal("a re-announcement opened a withdrawn job")
 	}
-	if v.open[sub.ID] != 1 {
-		t.Fatalf("open count %d, want 1", v.open[sub.ID])
+	if v.open.jobs[sub.ID] != 1 {
+		t.Fatalf("open count %d, want 1", v.open.jobs[sub.ID])
 	}
 }
 

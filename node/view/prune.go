@@ -19,7 +19,7 @@ func (v *Market) Prune(now time.Time, keep, stale time.Duration) {
 	peakBefore := len(v.jobs)
 	for id, j := range v.jobs {
 		if j.closed.IsZero() && now.Sub(j.refreshed) > stale {
-			v.dropOpen(j)
+			v.open.drop(j)
 			v.removeJobLocked(id, j, now)
 		}
 	}

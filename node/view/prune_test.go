@@ -77,7 +77,7 @@ func TestPruneKeepsWhatLongEndedJobsAnswer(t *testing.T) {
 	if got, ok := v.SubmitterOf(id); !ok || got != sub.ID {
 		t.Fatalf("submitter of a long-closed job: %s %v", got, ok)
 	}
-	if err := v.ValidateJobMessage(wiretest.OnWire(t, stranger, wire.KindWithdrawal, wire.WithdrawalBody{Job: id})); !errors.Is(err, p2p.ErrForged) {
+	if err := NewJobChecks(v).Validate(wiretest.OnWire(t, stranger, wire.KindWithdrawal, wire.WithdrawalBody{Job: id})); !errors.Is(err, p2p.ErrForged) {
 		t.Fatalf("withdrawal of a long-closed job by a stranger: %v, want forged", err)
 	}
 

@@ -18,28 +18,6 @@ type avoidMark struct {
 	untilAt  time.Time
 }
 
-// KnownDeclaration reports whether raw is, byte for byte, the signed
-// declaration of a job in the view, declared by signer: bytes this node
-// verified when they first arrived.
-func (v *Market) KnownDeclaration(raw []byte, signer peer.ID) bool {
-	h := sha256.Sum256(raw)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.knownLocked(h, signer)
-}
-
-// knownLocked is KnownDeclaration for the declaration whose hash is h. An
-// array's (or gang's) declaration is known by its entry. The caller holds
-// v.mu.
-func (v *Market) knownLocked(h [32]byte, signer peer.ID) bool {
-	id := wire.JobIDOf(h)
-	if a, ok := v.arrays[id]; ok {
-		return a.hash == h && a.submitter == signer
-	}
-	j, ok := v.jobs[id]
-	return ok && j.Hash == h && j.Submitter == signer
-}
-
 // Reannounced marks as re-announced at now the job whose signed
 // declaration is raw, byte for byte, declared by signer, as AddJob would
 // with that declaration decoded; known is false when the view does not
@@ -73,7 +51,7 @@ func (v *Market) refreshLocked(old *OpenJob, seen time.Time) bool {
 	old.refreshed = seen
 	if old.declined && seen.After(old.closed.Arrived) {
 		old.closed, old.declined = Stamp{}, false
-		v.addOpen(old)
+		v.open.add(old)
 		return true
 	}
 	return false
@@ -87,7 +65,7 @@ func (v *Market) Decline(id string, by peer.ID, now time.Time) {
 	defer v.mu.Unlock()
 	if j, ok := v.jobs[id]; ok && j.Submitter == by && j.closed.IsZero() {
 		j.closed, j.declined = Local(now), true
-		v.dropOpen(j)
+		v.open.drop(j)
 	}
 }
 

@@ -21,19 +21,19 @@ func TestRequeueOfKnownDeclarations(t *testing.T) {
 	if err := decl.Decode(&db); err != nil {
 		t.Fatal(err)
 	}
-	if v.KnownDeclaration(decl.Raw, sub.ID) {
+	if NewJobChecks(v).KnownDeclaration(decl.Raw, sub.ID) {
 		t.Fatal("a declaration not yet in the view counts as known")
 	}
 	v.AddJob(&OpenJob{ID: wire.JobID(decl), Submitter: sub.ID, Body: db, Seen: time.Now(), Hash: decl.Hash()})
-	if !v.KnownDeclaration(decl.Raw, sub.ID) {
+	if !NewJobChecks(v).KnownDeclaration(decl.Raw, sub.ID) {
 		t.Fatal("the declaration in the view does not count as known")
 	}
-	if v.KnownDeclaration(decl.Raw, stranger.ID) {
+	if NewJobChecks(v).KnownDeclaration(decl.Raw, stranger.ID) {
 		t.Fatal("the declaration counts as known from a stranger")
 	}
 
 	requeue := func(by wiretest.Party, raws ...[]byte) error {
-		return v.ValidateJobMessage(wiretest.OnWire(t, by, wire.KindRequeue, wire.RequeueBody{Declarations: raws}))
+		return NewJobChecks(v).Validate(wiretest.OnWire(t, by, wire.KindRequeue, wire.RequeueBody{Declarations: raws}))
 	}
 	if err := requeue(sub, decl.Raw); err != nil {
 		t.Fatalf("requeue of a known declaration by its submitter: %v", err)
@@ -104,11 +104,11 @@ func TestRequeueOfAKnownArray(t *testing.T) {
 	sub, stranger := wiretest.FreshParty(t), wiretest.FreshParty(t)
 	v := NewMarket()
 	raw, a := arrayOnWire(t, sub, 5, 0, time.Now())
-	if v.KnownDeclaration(raw, sub.ID) {
+	if NewJobChecks(v).KnownDeclaration(raw, sub.ID) {
 		t.Fatal("an array not yet in the view counts as known")
 	}
 	v.AddJob(a)
-	if !v.KnownDeclaration(raw, sub.ID) || v.KnownDeclaration(raw, stranger.ID) {
+	if !NewJobChecks(v).KnownDeclaration(raw, sub.ID) || NewJobChecks(v).KnownDeclaration(raw, stranger.ID) {
 		t.Fatal("the array in the view is not known as its submitter's alone")
 	}
 }

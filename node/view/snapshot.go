@@ -116,7 +116,7 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 	}
 	// An array's cap on tasks leased at once, against the leases live in
 	// this view.
-	jobs = v.capTasks(jobs, mv.Leases, mv.Offers)
+	jobs = v.arrays.capTasks(jobs, mv.Leases, mv.Offers)
 	mv.Jobs = make([]market.Job, 0, len(jobs))
 	for _, j := range jobs {
 		submittedAt := j.submittedAt

@@ -10,14 +10,25 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// ValidateJobMessage is the body validator of the jobs topic: the stateless
-// checks of wire.ValidateJobMessage, plus those that need the view: a
-// withdrawal of a known job must be signed by that job's submitter, a
-// release of a known lease must name its parties (one of whom signed it),
-// and a lease must name its job's declarer as the submitter.
-func (v *Market) ValidateJobMessage(s p2p.Signed) error {
+// JobChecks are the checks of the jobs topic's messages that need what a
+// view holds. They keep no state of their own: each asks the Market, under
+// its lock, and the Market is all they hold (immutable).
+type JobChecks struct {
+	market *Market
+}
+
+// NewJobChecks returns the checks of the jobs topic against m.
+func NewJobChecks(m *Market) JobChecks { return JobChecks{market: m} }
+
+// Validate is the body validator of the jobs topic: the stateless checks
+// of wire.ValidateJobMessage, plus those that need the view: a withdrawal
+// of a known job must be signed by that job's submitter, a release of a
+// known lease must name its parties (one of whom signed it), and a lease
+// must name its job's declarer as the submitter.
+func (c JobChecks) Validate(s p2p.Signed) error {
+	v := c.market
 	if s.Message.Kind == wire.KindRequeue {
-		known, err := v.unwanted(s)
+		known, err := c.unwanted(s)
 		if err != nil {
 			return err
 		}
@@ -79,7 +90,8 @@ func (v *Market) ValidateJobMessage(s p2p.Signed) error {
 // as declared by the requeue's signer, looked up under one lock: a
 // flood's requeues are validated many at once, and a lock taken for each
 // declaration they carry would be held in turns by all of them.
-func (v *Market) unwanted(s p2p.Signed) (map[[32]byte]bool, error) {
+func (c JobChecks) unwanted(s p2p.Signed) (map[[32]byte]bool, error) {
+	v := c.market
 	var b wire.RequeueBody
 	if s.Decode(&b) != nil {
 		return nil, nil // CheckRequeueKnown says what is wrong with it
@@ -91,7 +103,7 @@ func (v *Market) unwanted(s p2p.Signed) (map[[32]byte]bool, error) {
 	known := make(map[[32]byte]bool, len(hashes))
 	v.mu.Lock()
 	for _, h := range hashes {
-		if v.knownLocked(h, s.Signer) {
+		if c.knownLocked(h, s.Signer) {
 			known[h] = true
 		}
 	}
@@ -100,4 +112,27 @@ func (v *Market) unwanted(s p2p.Signed) (map[[32]byte]bool, error) {
 		return nil, fmt.Errorf("%w: the view is full and %s first in line to be evicted", p2p.ErrUnwanted, s.Signer)
 	}
 	return known, nil
+}
+
+// KnownDeclaration reports whether raw is, byte for byte, the signed
+// declaration of a job in the view, declared by signer: bytes this node
+// verified when they first arrived.
+func (c JobChecks) KnownDeclaration(raw []byte, signer peer.ID) bool {
+	h := sha256.Sum256(raw)
+	c.market.mu.Lock()
+	defer c.market.mu.Unlock()
+	return c.knownLocked(h, signer)
+}
+
+// knownLocked is KnownDeclaration for the declaration whose hash is h. An
+// array's (or gang's) declaration is known by its entry. The caller holds
+// the Market's mu.
+func (c JobChecks) knownLocked(h [32]byte, signer peer.ID) bool {
+	v := c.market
+	id := wire.JobIDOf(h)
+	if a, ok := v.arrays[id]; ok {
+		return a.hash == h && a.submitter == signer
+	}
+	j, ok := v.jobs[id]
+	return ok && j.Hash == h && j.Submitter == signer
 }
