@@ -63,18 +63,18 @@ func TestEpochDelayAdaptsUnlessSet(t *testing.T) {
 func TestObserveDelayLeavesOutOwnAndHistory(t *testing.T) {
 	started := time.UnixMilli(1_700_000_000_000)
 	self, other := peer.ID("self"), peer.ID("other")
-	n := &Node{self: self, started: started, delays: view.NewGossipDelays(view.DefaultDelayWindow)}
+	f := &gossipFeed{self: self, started: started, delays: view.NewGossipDelays(view.DefaultDelayWindow)}
 	msg := func(from peer.ID, signed time.Time) p2p.Signed {
 		return p2p.Signed{Signer: from, Message: p2p.Message{Time: signed.UnixMilli()}}
 	}
 	settled := started.Add(joinHistory)
-	n.observeDelay(msg(other, started.Add(time.Second)), settled.Add(time.Second)) // history: 4s old
-	n.observeDelay(msg(self, settled.Add(time.Second)), settled.Add(time.Second+time.Millisecond))
-	if got := n.delays.Announced(); got != 0 {
+	f.observeDelay(msg(other, started.Add(time.Second)), settled.Add(time.Second)) // history: 4s old
+	f.observeDelay(msg(self, settled.Add(time.Second)), settled.Add(time.Second+time.Millisecond))
+	if got := f.delays.Announced(); got != 0 {
 		t.Fatalf("announced %dms from history and own messages, want no figure", got)
 	}
-	n.observeDelay(msg(other, settled), settled.Add(40*time.Millisecond))
-	if got := n.delays.Announced(); got != 40 {
+	f.observeDelay(msg(other, settled), settled.Add(40*time.Millisecond))
+	if got := f.delays.Announced(); got != 40 {
 		t.Fatalf("announced %dms, want 40", got)
 	}
 }

@@ -29,7 +29,7 @@ output: {path: /out}
 
 // fastAssigned returns the pass between epochs that assigned job.
 func fastAssigned(n *testNode, job string) (api.Match, bool) {
-	ms := n.Matches()
+	ms := n.net.Matches()
 	i := slices.IndexFunc(ms, func(m api.Match) bool {
 		return m.Fast && slices.ContainsFunc(m.Assignments, func(a market.Assignment) bool { return a.Job == job })
 	})
@@ -46,12 +46,12 @@ func TestFastPathLeasesBetweenEpochs(t *testing.T) {
 	prov := startNode(t, nodeOpts{gpus: "1xH100:80GiB", runner: runner, epoch: view.MaxEpoch})
 	poll.Until(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
 	sub := startNode(t, nodeOpts{boot: prov.Addrs()[:1], epoch: view.MaxEpoch})
-	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
+	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.net.Nodes()) == 1 })
 
 	id := submit(t, sub)
 	waitState(t, sub, id, api.JobReleased, 30*time.Second)
 	if _, ok := fastAssigned(prov, id); !ok {
-		t.Fatalf("no pass between epochs assigned %s: %+v", id, prov.Matches())
+		t.Fatalf("no pass between epochs assigned %s: %+v", id, prov.net.Matches())
 	}
 }
 
@@ -63,7 +63,7 @@ func TestFastPathKeepsReservation(t *testing.T) {
 	prov := startNode(t, nodeOpts{gpus: "4xH100:80GiB", runner: runner})
 	poll.Until(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
 	sub := startNode(t, nodeOpts{boot: prov.Addrs()[:1]})
-	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
+	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.net.Nodes()) == 1 })
 
 	// Two of the four GPUs held for up to an hour.
 	a := submitYAML(t, sub, 2, "1h")
@@ -73,13 +73,13 @@ func TestFastPathKeepsReservation(t *testing.T) {
 	// Wait until an epoch has fixed its age on the provider: a job declared
 	// in the same epoch would be as old, and Match would break the tie.
 	poll.Until(t, "an epoch pass on the provider that sees the 4-GPU job", 15*time.Second, func() bool {
-		return slices.ContainsFunc(prov.Matches(), func(m api.Match) bool { return !m.Fast && m.Jobs == 1 && len(m.Assignments) == 0 })
+		return slices.ContainsFunc(prov.net.Matches(), func(m api.Match) bool { return !m.Fast && m.Jobs == 1 && len(m.Assignments) == 0 })
 	})
 	// A 2-GPU job for two hours would fit the free GPUs now, but would still
 	// hold them when the reservation starts.
 	j := submitYAML(t, sub, 2, "2h")
 	poll.Until(t, "a pass between epochs that sees both waiting jobs", 15*time.Second, func() bool {
-		for _, m := range prov.Matches() {
+		for _, m := range prov.net.Matches() {
 			if m.Fast && m.Jobs == 2 {
 				return true
 			}
@@ -88,7 +88,7 @@ func TestFastPathKeepsReservation(t *testing.T) {
 	})
 	// And the epochs after it agree.
 	poll.Until(t, "an epoch pass that sees both waiting jobs", 15*time.Second, func() bool {
-		for _, m := range prov.Matches() {
+		for _, m := range prov.net.Matches() {
 			if !m.Fast && m.Jobs == 2 {
 				return true
 			}
@@ -115,20 +115,20 @@ func TestLeaseAnnouncementsCarryTheOffer(t *testing.T) {
 	prov := startNode(t, nodeOpts{gpus: "1xH100:80GiB", runner: runner, heartbeat: heartbeat})
 	poll.Until(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
 	sub := startNode(t, nodeOpts{boot: prov.Addrs()[:1], heartbeat: heartbeat})
-	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
-	first := sub.Nodes()[0].SignedAt
-	poll.Until(t, "a heartbeat", 3*heartbeat, func() bool { return sub.Nodes()[0].SignedAt.After(first) })
-	beat := sub.Nodes()[0].SignedAt
+	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.net.Nodes()) == 1 })
+	first := sub.net.Nodes()[0].SignedAt
+	poll.Until(t, "a heartbeat", 3*heartbeat, func() bool { return sub.net.Nodes()[0].SignedAt.After(first) })
+	beat := sub.net.Nodes()[0].SignedAt
 	// Any offer signed after beat but sooner than this was published for
 	// the lease or its release, not by the heartbeat.
 	soonest := beat.Add(heartbeat * 3 / 4)
 	checkOffer := func(when string) {
 		t.Helper()
-		if got := sub.Nodes()[0].SignedAt; got.After(beat) && got.Before(soonest) {
+		if got := sub.net.Nodes()[0].SignedAt; got.After(beat) && got.Before(soonest) {
 			t.Fatalf("%s: the provider published its offer %s after its heartbeat", when, got.Sub(beat))
 		}
 	}
-	gpuFree := func() bool { return sub.Nodes()[0].GPUs[0].Free }
+	gpuFree := func() bool { return sub.net.Nodes()[0].GPUs[0].Free }
 	if !gpuFree() {
 		t.Fatal("the GPU shows held before any job")
 	}

@@ -29,7 +29,7 @@ func gpusSeenPair(t *testing.T, see func([]exec.GPU) []exec.GPU) (prov, sub *tes
 	n = prov
 	poll.Until(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
 	sub = startNode(t, nodeOpts{boot: prov.Addrs()[:1]})
-	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
+	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.net.Nodes()) == 1 })
 	return prov, sub
 }
 

@@ -116,7 +116,7 @@ func startLogPairOf(t *testing.T, decl string) (prov, sub *testNode, runner *lin
 	prov = startNode(t, nodeOpts{gpus: "1xH100:80GiB", sandbox: runner})
 	poll.Until(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
 	sub = startNode(t, nodeOpts{boot: prov.Addrs()[:1]})
-	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
+	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.net.Nodes()) == 1 })
 	j, err := sub.submitter.Submit(context.Background(), api.SubmitRequest{Declaration: []byte(decl)}, nil)
 	if err != nil {
 		t.Fatalf("submit: %v", err)
@@ -215,7 +215,7 @@ func TestLogsRefusedToOthers(t *testing.T) {
 	prov, sub, runner, id := startLogPair(t)
 	defer close(runner.lines)
 	other := startNode(t, nodeOpts{boot: prov.Addrs()[:1]})
-	poll.Until(t, "the stranger to see the provider", 15*time.Second, func() bool { return len(other.Nodes()) == 1 })
+	poll.Until(t, "the stranger to see the provider", 15*time.Second, func() bool { return len(other.net.Nodes()) == 1 })
 	j := job(t, sub, id)
 	req := wire.LogsRequest{Lease: j.Lease, Job: j.ID, Stream: wire.StreamStdout}
 	err := caller{other.Node}.Call(context.Background(), prov.self, wire.ProtoLogs, req, nil)

@@ -21,7 +21,9 @@ func newClock(cfg Config, offers *view.Offers) epoch.Clock {
 
 // wireLoops builds the loops that feed the roles, on the roles wireRoles
 // built: the epoch's Match, the pass between epochs, both carrying out
-// what Match decides through matchActions, and the offer's publisher.
+// what Match decides through matchActions, the offer's publisher and the
+// gossip's feed; and the answers to the API's questions about the
+// network.
 func (n *Node) wireLoops() {
 	self := n.self.String()
 	act := matchActions{n}
@@ -34,6 +36,12 @@ func (n *Node) wireLoops() {
 		RequireImage: n.cfg.RequireImage, MaxJobDisk: n.cfg.MaxJobDisk, Heartbeat: n.cfg.Heartbeat,
 		Provider: n.provider, Reach: func() (string, bool) { return reach.Offered(n.host, n.natOn) },
 		Store: n.store, Gossip: n.gossip, Delays: n.delays, Addrs: n.Addrs, Log: n.log}
+	n.feed = &gossipFeed{log: n.log, self: n.self, started: n.started, shard: n.shard, heartbeat: n.cfg.Heartbeat,
+		offers: n.offers, market: n.market, delays: n.delays, peers: n.peers, provider: n.provider,
+		submitter: n.submitter, units: n.units, signalWork: n.signalWork}
+	n.net = &networkQueries{cfg: n.cfg, self: n.self, shard: n.shard, started: n.started, host: n.host,
+		punches: n.punches, compute: n.compute, disk: n.disk, provider: n.provider, offers: n.offers,
+		market: n.market, matches: &n.matches, addrs: n.Addrs}
 }
 
 // matchActions carry out a Match result on this node's roles and its
@@ -107,6 +115,3 @@ func viewBounds(b view.Bounds, self peer.ID, offers *view.Offers) view.Bounds {
 	b.SeenSince = func(id peer.ID) (time.Time, bool) { return offers.FirstSeen(id.String()) }
 	return b
 }
-
-// Matches returns the recent Match results, oldest first.
-func (n *Node) Matches() []api.Match { return n.matches.All() }

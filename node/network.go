@@ -6,56 +6,80 @@ import (
 	"time"
 
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/compute"
+	"github.com/e31network/e31/node/diskroom"
+	"github.com/e31network/e31/node/epoch"
+	"github.com/e31network/e31/node/provider"
+	"github.com/e31network/e31/node/reach"
+	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
+// networkQueries answer the API's questions about the network as this
+// node sees it (apiserver.Network): who it is, its peers, the providers
+// in view and the recent Match results. Every field is set by wireLoops
+// and never changed after; each part it reads locks itself.
+type networkQueries struct {
+	cfg      Config
+	self     peer.ID
+	shard    p2p.Shard
+	started  time.Time
+	host     host.Host
+	punches  *reach.Punches
+	compute  *compute.Machine
+	disk     *diskroom.Room
+	provider *provider.Provider
+	offers   *view.Offers
+	market   *view.Market
+	matches  *epoch.History
+	// addrs are the node's addresses (Node.Addrs).
+	addrs func() []string
+}
+
 // ID describes this node (GET /v1/id).
-func (n *Node) ID() api.ID {
+func (q *networkQueries) ID() api.ID {
 	out := api.ID{
-		PeerID:  n.self.String(),
-		Network: n.cfg.Network,
-		Shard:   n.shard.String(),
-		Addrs:   n.Addrs(),
+		PeerID:  q.self.String(),
+		Network: q.cfg.Network,
+		Shard:   q.shard.String(),
+		Addrs:   q.addrs(),
 		GPUs:    []api.GPU{},
-		Started: n.started.UTC(),
+		Started: q.started.UTC(),
 		Version: Version,
 	}
-	for _, g := range n.provider.GPUs() {
+	for _, g := range q.provider.GPUs() {
 		out.GPUs = append(out.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free})
 	}
-	if n.compute.Runner != nil {
-		out.Runtime = n.compute.Runtime
+	if q.compute.Runner != nil {
+		out.Runtime = q.compute.Runtime
 	}
-	if d := n.provider.DrainStatus(); d.Mode != "" {
+	if d := q.provider.DrainStatus(); d.Mode != "" {
 		out.Drain = &d
 	}
-	if n.compute.Offers() {
-		st := n.disk.Status()
+	if q.compute.Offers() {
+		st := q.disk.Status()
 		out.Disk = &api.Disk{Size: st.Size, Free: st.Free, Reserve: st.Reserve, Promised: st.Promised, Lendable: st.Lendable,
 			MaxJobDisk: st.MaxJobDisk, Cap: st.Cap, NoDisk: st.NoDisk, Why: st.Why, Jobs: st.Jobs}
-		out.NoCPUJobs = n.cfg.NoCPUJobs
+		out.NoCPUJobs = q.cfg.NoCPUJobs
 	}
-	if n.cfg.Hours != nil {
-		out.Hours = n.cfg.Hours.String()
+	if q.cfg.Hours != nil {
+		out.Hours = q.cfg.Hours.String()
 		var until int64
-		out.Closed, until = n.provider.Window(time.Now())
+		out.Closed, until = q.provider.Window(time.Now())
 		out.OpenUntil = msTime(until)
 	}
 	return out
 }
 
-// Path says how this node is connected to p, and, when only through a
-// relay, what the last hole punch with p said.
-func (n *Node) Path(p peer.ID) (p2p.Path, string) { return n.punches.Path(n.host, p) }
-
 // Peers lists the connected peers (GET /v1/peers).
-func (n *Node) Peers() []api.Peer {
+func (q *networkQueries) Peers() []api.Peer {
 	out := []api.Peer{}
-	for _, p := range n.host.Network().Peers() {
-		path, why := n.Path(p)
+	for _, p := range q.host.Network().Peers() {
+		path, why := q.punches.Path(q.host, p)
 		ap := api.Peer{PeerID: p.String(), Path: path.String(), PathReason: why}
-		for _, c := range n.host.Network().ConnsToPeer(p) {
+		for _, c := range q.host.Network().ConnsToPeer(p) {
 			ap.Addrs = append(ap.Addrs, c.RemoteMultiaddr().String())
 		}
 		out = append(out, ap)
@@ -63,7 +87,7 @@ func (n *Node) Peers() []api.Peer {
 	// Submitters the provider struck off, connected or not, while their
 	// strike is in force.
 	now := time.Now()
-	for _, st := range n.provider.Strikes() {
+	for _, st := range q.provider.Strikes() {
 		if !now.Before(st.Until) {
 			continue
 		}
@@ -79,10 +103,10 @@ func (n *Node) Peers() []api.Peer {
 }
 
 // Nodes lists the providers in view (GET /v1/nodes).
-func (n *Node) Nodes() []api.Node {
+func (q *networkQueries) Nodes() []api.Node {
 	out := []api.Node{}
-	offers := n.offers.Snapshot()
-	leased := n.market.Leased(offers)
+	offers := q.offers.Snapshot()
+	leased := q.market.Leased(offers)
 	for _, e := range offers {
 		an := api.Node{
 			PeerID:      e.Offer.Provider,
@@ -91,7 +115,7 @@ func (n *Node) Nodes() []api.Node {
 			MemoryBytes: e.Offer.MemoryBytes,
 			LastSeen:    e.LastSeen.UTC(),
 			SignedAt:    time.UnixMilli(e.SignedAt).UTC(),
-			Self:        e.Offer.Provider == n.self.String(),
+			Self:        e.Offer.Provider == q.self.String(),
 			Reach:       e.Reach,
 			Draining:    e.Offer.Draining,
 			Closed:      e.Offer.Closed,
@@ -111,6 +135,9 @@ func (n *Node) Nodes() []api.Node {
 	}
 	return out
 }
+
+// Matches returns the recent Match results, oldest first.
+func (q *networkQueries) Matches() []api.Match { return q.matches.All() }
 
 // msTime is a time in Unix ms, as offers carry it, for the API: nil for 0.
 func msTime(ms int64) *time.Time {

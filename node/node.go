@@ -112,6 +112,14 @@ type Node struct {
 
 	loops    task.Group // the node's own loops and short tasks
 	inflight task.Group // stream handlers being answered
+	// units runs the node's units of work on what peers sent, and its
+	// short tasks, in loops; set in New, immutable after.
+	units units
+	// feed applies the gossip to the views and roles; net answers the
+	// API's questions about the network. Both built by wireLoops,
+	// immutable after.
+	feed *gossipFeed
+	net  *networkQueries
 }
 
 // New opens the data dir and starts the host, gossip and stores; Run serves.
@@ -154,6 +162,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		punches:  reach.NewPunches(cfg.PunchWait),
 		guard:    p2p.NewGuard(p2p.GuardConfig{Declarations: []string{wire.KindDeclaration, wire.KindRequeue}}),
 	}
+	n.units = units{log: n.log, metrics: n.metrics, loops: &n.loops}
 	n.clock = newClock(cfg, n.offers)
 	if n.boot, err = p2p.ParseBootstrap(cfg.Bootstrap); err != nil {
 		return nil, err
@@ -223,7 +232,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	closers = append(closers, n.host.Close)
-	n.peers = &reach.Book{Host: n.host, Self: self, Records: n.state, ConnectTimeout: cfg.ConnectTimeout, Log: n.log, Go: n.goTask}
+	n.peers = &reach.Book{Host: n.host, Self: self, Records: n.state, ConnectTimeout: cfg.ConnectTimeout, Log: n.log, Go: n.units.goTask}
 	if n.natOn {
 		n.peers.Relays = n.boot
 	}
@@ -246,7 +255,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		Log:      n.log,
 		Guard:    n.guard,
 		Panicked: n.metrics.Panicked,
-		Accepted: n.relayAccepted(),
+		Accepted: n.relayPeers.hook(),
 		Validators: map[string]p2p.BodyValidator{
 			p2p.TopicOffers: wire.ValidateOffer,
 			p2p.TopicJobs:   view.NewJobChecks(n.market).Validate,

@@ -3,9 +3,12 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/e31network/e31/exec"
+	"github.com/e31network/e31/node/compute"
+	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/reclaim"
 )
 
@@ -22,30 +25,31 @@ type GPUUse interface {
 // does.
 const SimGPUUse = "sim-gpu-use"
 
-// reclaimer builds the reclaim watcher of --reclaim-on-use and what to
-// close once it has stopped; nil when the node does not watch.
-func (n *Node) reclaimer(ctx context.Context) (*reclaim.Watcher, func(), error) {
-	if !n.cfg.ReclaimOnUse || !n.compute.Offers() {
+// reclaimer builds the reclaim watcher of --reclaim-on-use, of cfg's
+// node with machine m and provider p, and what to close once it has
+// stopped; nil when the node does not watch.
+func reclaimer(ctx context.Context, cfg Config, m *compute.Machine, p *provider.Provider, log *slog.Logger) (*reclaim.Watcher, func(), error) {
+	if !cfg.ReclaimOnUse || !m.Offers() {
 		return nil, nil, nil
 	}
 	var src reclaim.Source
 	closeSrc := func() {}
 	switch {
-	case n.cfg.SimGPUs != "":
-		sim, err := exec.NewSimUse(filepath.Join(n.cfg.DataDir, SimGPUUse), n.compute.GPUs)
+	case cfg.SimGPUs != "":
+		sim, err := exec.NewSimUse(filepath.Join(cfg.DataDir, SimGPUUse), m.GPUs)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--reclaim-on-use: %w", err)
 		}
 		src = sim
-	case n.cfg.OpenGPUUse != nil:
-		use := n.cfg.OpenGPUUse(ctx, n.log)
+	case cfg.OpenGPUUse != nil:
+		use := cfg.OpenGPUUse(ctx, log)
 		src, closeSrc = use, func() { _ = use.Close() }
 	default:
 		return nil, nil, fmt.Errorf("--reclaim-on-use: this build cannot read the GPUs' use")
 	}
 	w, err := reclaim.New(reclaim.Options{
-		Source: src, Provider: n.provider, Leased: n.provider.HeldGPUs, IdleFor: n.cfg.ReclaimIdle,
-		Log: n.log.With("part", "reclaim"),
+		Source: src, Provider: p, Leased: p.HeldGPUs, IdleFor: cfg.ReclaimIdle,
+		Log: log.With("part", "reclaim"),
 	})
 	if err != nil {
 		closeSrc()

@@ -341,11 +341,11 @@ func relayBudget(set, def int64) int64 {
 	return set
 }
 
-// relayAccepted is the gossip's hook that feeds the relay's view of the
-// network; nil on a node that relays nothing.
-func (n *Node) relayAccepted() func(string, p2p.Signed) {
-	if n.relayPeers == nil {
+// hook is the gossip's hook that feeds the relay's view of the network;
+// nil on a node that relays nothing (r is nil).
+func (r *relayPeers) hook() func(string, p2p.Signed) {
+	if r == nil {
 		return nil
 	}
-	return n.relayPeers.accepted
+	return r.accepted
 }

@@ -22,6 +22,9 @@ import (
 // that reach them.
 func (n *Node) wireRoles() {
 	calls := caller{n}
+	// How this node is connected to a peer, and, when only through a
+	// relay, what the last hole punch with it said.
+	path := func(p peer.ID) (p2p.Path, string) { return n.punches.Path(n.host, p) }
 	n.provider = provider.New(provider.Config{
 		DataDir:         n.cfg.DataDir,
 		Hours:           n.providerHours(),
@@ -43,7 +46,7 @@ func (n *Node) wireRoles() {
 	}, provider.Deps{
 		Key: n.key, Self: n.self, GPUs: n.compute.GPUs, Store: n.store, Fetcher: n.exchange, Ledger: n.ledger,
 		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: n.peers,
-		Metrics: n.metrics.Provider, Log: n.log, OfferChanged: n.signalOfferChanged, Rematch: n.signalWork, HeldElsewhere: n.heldElsewhere, Path: n.Path,
+		Metrics: n.metrics.Provider, Log: n.log, OfferChanged: n.signalOfferChanged, Rematch: n.signalWork, HeldElsewhere: n.heldElsewhere, Path: path,
 		Runner: n.compute.Runner, Images: n.providerImages(), Misbehave: n.cfg.Misbehave,
 		Disks: n.compute.Disks(), Room: n.disk, SeeGPUs: n.compute.SeeGPUs(), OpenGang: n.openGang(),
 	})
@@ -66,7 +69,7 @@ func (n *Node) wireRoles() {
 		RunWithin:   2*n.cfg.ReceiptInterval + n.cfg.ProposalTTL,
 		ReceiptsDue: 2*n.cfg.ReceiptInterval + n.cfg.ReceiptTimeout,
 	}, submitter.Deps{
-		Key: n.key, Self: n.self, Store: n.submitterStore(), Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: n.Path,
+		Key: n.key, Self: n.self, Store: n.submitterStore(), Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: path,
 		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,
 		Metrics: n.metrics.Submitter, Log: n.log, Addrs: n.Addrs, Images: n.submitterImages(), Reach: n.peers.Reach,
 		Placement: n.placement(),

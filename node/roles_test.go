@@ -191,7 +191,7 @@ func pair(t *testing.T, runner *fakeRunner, subLose func(protocol.ID, peer.ID) b
 	prov = startNode(t, nodeOpts{gpus: "1xH100:80GiB", runner: runner})
 	poll.Until(t, "provider ready", 10*time.Second, func() bool { return len(prov.Addrs()) > 0 })
 	sub = startNode(t, nodeOpts{boot: prov.Addrs()[:1], loseReply: subLose})
-	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.Nodes()) == 1 })
+	poll.Until(t, "the submitter to see the provider's offer", 15*time.Second, func() bool { return len(sub.net.Nodes()) == 1 })
 	return prov, sub
 }
 
@@ -456,7 +456,7 @@ func TestRolesProviderLostAndResumed(t *testing.T) {
 		t.Fatal("the run never started")
 	}
 	other := startNode(t, nodeOpts{gpus: "1xA100:40GiB", runner: newFakeRunner(true), boot: sub.Addrs()[:1]})
-	poll.Until(t, "the submitter to see both providers", 15*time.Second, func() bool { return len(sub.Nodes()) == 2 })
+	poll.Until(t, "the submitter to see both providers", 15*time.Second, func() bool { return len(sub.net.Nodes()) == 2 })
 	prov.stop(t) // silent from now on
 	// Followed under the ID it was submitted with, the job is queued, not
 	// ended, while it is resumed, and ends as its resumption does.

@@ -63,7 +63,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	acfg := apiserver.Config{GetLimits: n.outputLimits(), Addr: n.cfg.API, Network: n, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Drainer: n.provider, Logs: n.submitter, Doctor: n.cfg.Doctor, Log: n.log, Panicked: n.metrics.Panicked, Access: access}
+	acfg := apiserver.Config{GetLimits: n.outputLimits(), Addr: n.cfg.API, Network: n.net, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Drainer: n.provider, Logs: n.submitter, Doctor: n.cfg.Doctor, Log: n.log, Panicked: n.metrics.Panicked, Access: access}
 	if n.cfg.DebugPartition {
 		acfg.Block = n.block
 	}
@@ -103,9 +103,9 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 
 	n.loops.Go(func() { n.shardMates.Run(loopCtx) })
-	n.loops.Go(func() { n.receiveOffers(loopCtx, offersSub) })
-	n.loops.Go(func() { n.expireOffers(loopCtx) })
-	n.loops.Go(func() { n.receiveJobs(loopCtx, jobsSub) })
+	n.loops.Go(func() { n.feed.receiveOffers(loopCtx, offersSub) })
+	n.loops.Go(func() { n.feed.expireOffers(loopCtx) })
+	n.loops.Go(func() { n.feed.receiveJobs(loopCtx, jobsSub) })
 	n.loops.Go(func() { n.epochs.Run(loopCtx) })
 	// A node with no GPUs, or no runtime to run jobs in, offers nothing,
 	// and has nothing to lease between epochs.
@@ -117,7 +117,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	n.submitter.Start()
 	n.provider.Resume()
-	watcher, closeUse, err := n.reclaimer(loopCtx)
+	watcher, closeUse, err := reclaimer(loopCtx, n.cfg, n.compute, n.provider, n.log)
 	if err != nil {
 		return err
 	}
