@@ -244,7 +244,8 @@ type Config struct {
 	// input or checkpoint, that such a CAR brought, without checking that
 	// it is an image or a whole DAG. How tests put arbitrary DAGs on the
 	// network (node/rawcontent). Set only by the byzantine build (e31d
-	// --misbehave raw-content); off in every default daemon.
+	// --misbehave raw-content); a default build has not the code, and New
+	// refuses it.
 	RawContent bool
 	// Doctor, when set, runs e31d doctor's checks of this machine with the
 	// daemon's own configuration, for GET /v1/doctor (e31 doctor).
@@ -304,6 +305,9 @@ const DefaultHeartbeat = 10 * time.Second
 func (c Config) withDefaults() (Config, error) {
 	if c.DataDir == "" {
 		return c, errors.New("no data dir")
+	}
+	if c.RawContent && !rawContentBuilt {
+		return c, errors.New("raw content needs a build with the byzantine tag")
 	}
 	abs, err := filepath.Abs(c.DataDir)
 	if err != nil {

@@ -25,12 +25,13 @@
 //   - node/apiserver: the local HTTP API, errors mapped to statuses there;
 //   - node/images: the library of job images in the content store;
 //   - node/joblog: a job's stdout or stderr, read as it is written;
-//   - node/rawcontent: a hostile submitter, for tests (Config.RawContent);
+//   - node/rawcontent: a hostile submitter, for tests (Config.RawContent),
+//     built only with the byzantine tag;
 //   - node/task: goroutines that stop, with a bound, when their owner does.
 //
 // This package only wires them (New, roles.go, match.go), runs them (Run,
 // then shutdown, run.go) and applies what gossip brings to the views and
-// the roles (loops.go). Its state is a node's data dir (see the README for
+// the roles (feed.go, feed_jobs.go). Its state is a node's data dir (see the README for
 // the layout), so a restart picks up where it left off.
 //
 // # Panics

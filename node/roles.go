@@ -10,7 +10,6 @@ import (
 	"github.com/e31network/e31/node/epoch"
 	"github.com/e31network/e31/node/metrics"
 	"github.com/e31network/e31/node/provider"
-	"github.com/e31network/e31/node/rawcontent"
 	"github.com/e31network/e31/node/submitter"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
@@ -139,26 +138,6 @@ func (n *Node) providerImages() provider.Images {
 		return nil
 	}
 	return n.images
-}
-
-// submitterStore is the store the submitter works through: the node's own,
-// or with RawContent one that pins a debug CAR's root for a job even when
-// its DAG is incomplete (node/rawcontent).
-func (n *Node) submitterStore() submitter.Store {
-	if !n.cfg.RawContent {
-		return n.store
-	}
-	return rawcontent.Store(n.store)
-}
-
-// submitterImages is the image library the submitter imports work.image
-// with: the node's own, or with RawContent one that takes a debug CAR's
-// root as an image without loading it.
-func (n *Node) submitterImages() submitter.Images {
-	if !n.cfg.RawContent {
-		return n.images
-	}
-	return rawcontent.Images(n.images, n.store)
 }
 
 // heldElsewhere reports whether another provider's offer, as this node

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,9 +13,7 @@ import (
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/apiserver"
 	"github.com/e31network/e31/node/metrics"
-	"github.com/e31network/e31/node/rawcontent"
 	"github.com/e31network/e31/p2p"
-	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
@@ -67,11 +64,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.cfg.DebugPartition {
 		acfg.Block = n.block
 	}
-	if n.cfg.RawContent {
-		acfg.PutCAR = func(ctx context.Context, car io.Reader) ([]cid.Cid, error) {
-			return rawcontent.PutCAR(ctx, n.store, n.log, car)
-		}
-	}
+	acfg.PutCAR = n.debugCAR()
 	// The dashboard's own listener first: the API's one-time links
 	// (e31 ui) lead there.
 	if n.cfg.UI != "" {

@@ -1,3 +1,5 @@
+//go:build byzantine
+
 package apiserver
 
 import (
@@ -8,6 +10,14 @@ import (
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/node/api"
 )
+
+// debugCARRoute serves POST /v1/debug/car where Config.PutCAR is set. Only
+// a build with the byzantine tag has the route (debugcar_off.go).
+func (s *Server) debugCARRoute(mux *http.ServeMux) {
+	if s.cfg.PutCAR != nil {
+		mux.HandleFunc("POST /v1/debug/car", s.putCAR)
+	}
+}
 
 // maxDebugCAR caps the CAR a test may post to POST /v1/debug/car.
 const maxDebugCAR = 1 << 30

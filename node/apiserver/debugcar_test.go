@@ -1,3 +1,5 @@
+//go:build byzantine
+
 package apiserver_test
 
 import (

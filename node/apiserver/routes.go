@@ -66,9 +66,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	if s.cfg.Block != nil {
 		mux.HandleFunc("POST /v1/debug/block", handler(s.block))
 	}
-	if s.cfg.PutCAR != nil {
-		mux.HandleFunc("POST /v1/debug/car", s.putCAR)
-	}
+	s.debugCARRoute(mux)
 }
 
 // maxJobWait caps how long GET /v1/jobs/{id}?wait= holds a request.

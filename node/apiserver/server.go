@@ -106,7 +106,8 @@ type Config struct {
 	Block func(peers []peer.ID)
 	// PutCAR, when set, serves POST /v1/debug/car: store the posted CAR's
 	// blocks as they are and pin its roots, complete or not. Set only by a
-	// daemon playing a hostile submitter for tests (node.Config.RawContent).
+	// daemon playing a hostile submitter for tests (node.Config.RawContent),
+	// and served only by a build with the byzantine tag.
 	PutCAR func(ctx context.Context, car io.Reader) ([]cid.Cid, error)
 	// Doctor, when set, serves GET /v1/doctor: the daemon's checks of its
 	// machine (e31d doctor), with its own configuration. Never on the

@@ -1,3 +1,5 @@
+//go:build byzantine
+
 // Package rawcontent makes a node a hostile submitter, for tests
 // (node.Config.RawContent).
 //
@@ -11,4 +13,8 @@
 // is named in the declaration as it is. The submitter's own code is
 // unchanged; only what it is wired to differs, and only for roots that came
 // in through the debug CAR, so the rest of the node behaves.
+//
+// The package builds only with the byzantine tag, as the daemons of
+// testnet/cluster are built: a default build has neither the route nor
+// this code.
 package rawcontent

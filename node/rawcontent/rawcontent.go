@@ -1,3 +1,5 @@
+//go:build byzantine
+
 package rawcontent
 
 import (
