@@ -118,6 +118,4 @@
 //   - attribution provider or network (provider-lost, output-lost, a
 //     failure of the provider or of staging) are not owed;
 //   - a lease still open is owed up to its latest countersigned receipt.
-//
-// Totals, which predates Usage, counts two-sided receipts only.
 package ledger

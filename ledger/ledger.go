@@ -36,8 +36,9 @@ type Options struct {
 	Log *slog.Logger
 	// InMemory keeps everything in memory and ignores dir; for tests.
 	InMemory bool
-	// Self is this node's peer ID. Totals leaves it out, so that it lists
-	// only counterparts. Empty lists both parties of every lease.
+	// Self is this node's peer ID. Usage leaves it out as a counterpart
+	// and counts its own jobs on its own GPUs apart (RoleSelf). Empty
+	// lists both parties of every lease.
 	Self peer.ID
 }
 

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -67,20 +65,6 @@ func (l *Ledger) ByLease(ctx context.Context, lease string) ([]Entry, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("receipts of lease %s: %w", lease, err)
-	}
-	return es, nil
-}
-
-// Range returns the entries whose receipt's HeldUntil falls in [from, to),
-// ordered by HeldUntil. A receipt is signed as its HeldUntil passes, so this
-// is what was signed in the period.
-func (l *Ledger) Range(ctx context.Context, from, to time.Time) ([]Entry, error) {
-	lo, hi := timeKey(clampTime(from), 0), timeKey(clampTime(to), 0)
-	es, err := l.scanIndex(ctx, []byte(prefixTime), lo, hi, func(e *Entry) bool {
-		return !e.Receipt.HeldUntil.Before(msTime(from)) && e.Receipt.HeldUntil.Before(msTime(to))
-	})
-	if err != nil {
-		return nil, fmt.Errorf("receipts from %v to %v: %w", from, to, err)
 	}
 	return es, nil
 }
@@ -317,17 +301,7 @@ func (l *Ledger) Lease(ctx context.Context, lease string) (LeaseRecord, error) {
 	return lr, nil
 }
 
-func clampTime(t time.Time) time.Time {
-	switch ms := t.UnixMilli(); {
-	case ms < 0:
-		return time.UnixMilli(0)
-	case ms > maxUnixMilli:
-		return time.UnixMilli(maxUnixMilli + 1)
-	}
-	return t
-}
-
-// Roles a counterpart can have played in Totals.
+// Roles a counterpart can have played in Usage.
 const (
 	RoleProvider  = "provider"  // the peer provided GPUs
 	RoleSubmitter = "submitter" // the peer submitted the job
@@ -335,118 +309,3 @@ const (
 	// held time, but owed by no one.
 	RoleSelf = "self"
 )
-
-// Total is the compute held between this node and one counterpart in one
-// role.
-type Total struct {
-	Peer       peer.ID `json:"peer"`
-	Role       string  `json:"role"`        // the role Peer played: RoleProvider or RoleSubmitter
-	GPUSeconds float64 `json:"gpu_seconds"` // held time × GPUs, summed over leases
-	Leases     int     `json:"leases"`      // leases counted
-	Receipts   int     `json:"receipts"`    // receipts stored for those leases, interim and final
-}
-
-// Totals sums held GPU-seconds per counterpart and role. Receipts of a lease
-// are cumulative, so each lease counts once: by its final receipt, or by its
-// latest interim one while it has no final. Rows are sorted by peer, then
-// role; Options.Self is left out.
-func (l *Ledger) Totals(ctx context.Context) ([]Total, error) {
-	type key struct {
-		peer peer.ID
-		role string
-	}
-	sums := map[key]*Total{}
-	add := func(p peer.ID, role string, gpuSeconds float64, receipts int) {
-		if p == l.self {
-			return
-		}
-		k := key{p, role}
-		t := sums[k]
-		if t == nil {
-			t = &Total{Peer: p, Role: role}
-			sums[k] = t
-		}
-		t.GPUSeconds += gpuSeconds
-		t.Leases++
-		t.Receipts += receipts
-	}
-	err := l.view(ctx, func(txn *badger.Txn) error {
-		// Keys of one lease are adjacent and in seq order, so the last key
-		// before the lease changes is its latest receipt.
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefixLease)})
-		defer it.Close()
-		var (
-			lease    []byte
-			latest   uint64
-			receipts int
-		)
-		flush := func() error {
-			if lease == nil {
-				return nil
-			}
-			e, err := loadEntry(txn, latest)
-			if err != nil {
-				return err
-			}
-			r := &e.Receipt
-			add(r.Provider, RoleProvider, r.GPUSeconds(), receipts)
-			if r.Submitter != r.Provider {
-				add(r.Submitter, RoleSubmitter, r.GPUSeconds(), receipts)
-			}
-			return nil
-		}
-		n := 0
-		for it.Rewind(); it.Valid(); it.Next() {
-			if n++; n%ctxCheckEvery == 0 {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-			}
-			k := it.Item().Key()
-			name, ok := leaseFromKey(k)
-			if !ok {
-				return fmt.Errorf("%w: malformed lease key %x", ErrCorrupt, k)
-			}
-			if !bytes.Equal(name, lease) {
-				if err := flush(); err != nil {
-					return err
-				}
-				lease, receipts = bytes.Clone(name), 0
-			}
-			receipts++
-			err := it.Item().Value(func(v []byte) error {
-				s, err := decodeLeaseState(v)
-				if err != nil {
-					return fmt.Errorf("%w: %w", ErrCorrupt, err)
-				}
-				latest = s.index
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		return flush()
-	})
-	if err != nil {
-		return nil, fmt.Errorf("receipt totals: %w", err)
-	}
-	out := make([]Total, 0, len(sums))
-	for _, t := range sums {
-		out = append(out, *t)
-	}
-	slices.SortFunc(out, func(a, b Total) int {
-		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Role, b.Role))
-	})
-	return out, nil
-}
-
-// leaseFromKey returns the lease ID inside an l/ key.
-func leaseFromKey(k []byte) ([]byte, bool) {
-	rest := k[len(prefixLease):]
-	n, w := binary.Uvarint(rest)
-	if w <= 0 || uint64(len(rest)-w) != n+8 {
-		return nil, false
-	}
-	return rest[w : w+int(n)], true
-}

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"crypto/sha256"
 	"errors"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
 	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // A requeue may skip verifying declarations this node already holds, byte
@@ -21,14 +23,14 @@ func TestRequeueOfKnownDeclarations(t *testing.T) {
 	if err := decl.Decode(&db); err != nil {
 		t.Fatal(err)
 	}
-	if NewJobChecks(v).KnownDeclaration(decl.Raw, sub.ID) {
+	if knownDeclaration(v, decl.Raw, sub.ID) {
 		t.Fatal("a declaration not yet in the view counts as known")
 	}
 	v.AddJob(&OpenJob{ID: wire.JobID(decl), Submitter: sub.ID, Body: db, Seen: time.Now(), Hash: decl.Hash()})
-	if !NewJobChecks(v).KnownDeclaration(decl.Raw, sub.ID) {
+	if !knownDeclaration(v, decl.Raw, sub.ID) {
 		t.Fatal("the declaration in the view does not count as known")
 	}
-	if NewJobChecks(v).KnownDeclaration(decl.Raw, stranger.ID) {
+	if knownDeclaration(v, decl.Raw, stranger.ID) {
 		t.Fatal("the declaration counts as known from a stranger")
 	}
 
@@ -104,11 +106,20 @@ func TestRequeueOfAKnownArray(t *testing.T) {
 	sub, stranger := wiretest.FreshParty(t), wiretest.FreshParty(t)
 	v := NewMarket()
 	raw, a := arrayOnWire(t, sub, 5, 0, time.Now())
-	if NewJobChecks(v).KnownDeclaration(raw, sub.ID) {
+	if knownDeclaration(v, raw, sub.ID) {
 		t.Fatal("an array not yet in the view counts as known")
 	}
 	v.AddJob(a)
-	if !NewJobChecks(v).KnownDeclaration(raw, sub.ID) || NewJobChecks(v).KnownDeclaration(raw, stranger.ID) {
+	if !knownDeclaration(v, raw, sub.ID) || knownDeclaration(v, raw, stranger.ID) {
 		t.Fatal("the array in the view is not known as its submitter's alone")
 	}
+}
+
+// knownDeclaration reports whether v holds raw, byte for byte, as a
+// declaration by signer (JobChecks.knownLocked).
+func knownDeclaration(v *Market, raw []byte, signer peer.ID) bool {
+	h := sha256.Sum256(raw)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return NewJobChecks(v).knownLocked(h, signer)
 }

@@ -114,18 +114,10 @@ func (c JobChecks) unwanted(s p2p.Signed) (map[[32]byte]bool, error) {
 	return known, nil
 }
 
-// KnownDeclaration reports whether raw is, byte for byte, the signed
-// declaration of a job in the view, declared by signer: bytes this node
-// verified when they first arrived.
-func (c JobChecks) KnownDeclaration(raw []byte, signer peer.ID) bool {
-	h := sha256.Sum256(raw)
-	c.market.mu.Lock()
-	defer c.market.mu.Unlock()
-	return c.knownLocked(h, signer)
-}
-
-// knownLocked is KnownDeclaration for the declaration whose hash is h. An
-// array's (or gang's) declaration is known by its entry. The caller holds
+// knownLocked reports whether the declaration whose hash is h is, byte
+// for byte, the signed declaration of a job in the view, declared by
+// signer: bytes this node verified when they first arrived. An array's (or
+// gang's) declaration is known by its entry. The caller holds
 // the Market's mu.
 func (c JobChecks) knownLocked(h [32]byte, signer peer.ID) bool {
 	v := c.market

@@ -27,15 +27,6 @@ const (
 	Oversized Kind = "oversized"
 )
 
-// ParseKind reads a Kind by name.
-func ParseKind(s string) (Kind, error) {
-	switch k := Kind(s); k {
-	case Sybil, Invalid, Oversized:
-		return k, nil
-	}
-	return "", fmt.Errorf("unknown flood kind %q (want sybil, invalid or oversized)", s)
-}
-
 // Config configures New.
 type Config struct {
 	// Network names the E31 network to flood.
