@@ -7,7 +7,7 @@ import (
 
 // Every calls f with the tick's time every d until ctx ends, the first
 // time d after it is called; it returns once ctx has ended, never while f
-// runs. A tick that comes while f is still running is dropped, as with a
+// runs, and does not call f again once ctx has ended. A tick that comes while f is still running is dropped, as with a
 // time.Ticker: a slow round delays the next, it does not queue more. d
 // must be positive, as for time.NewTicker.
 func Every(ctx context.Context, d time.Duration, f func(now time.Time)) {
@@ -18,6 +18,10 @@ func Every(ctx context.Context, d time.Duration, f func(now time.Time)) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
+			// A tick and the end may both be ready: the end wins.
+			if ctx.Err() != nil {
+				return
+			}
 			f(now)
 		}
 	}

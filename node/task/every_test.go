@@ -59,7 +59,8 @@ func TestEverySkipsTicksWhileBusy(t *testing.T) {
 			calls++
 			time.Sleep(3500 * time.Millisecond)
 		})
-		// Calls at 1s, 5s (the tick of 4s waited), 9s.
+		// Calls at 1s, 4.5s and 8s (a tick waited for each), none at
+		// 11.5s: the context ended at 10s.
 		if calls != 3 {
 			t.Fatalf("%d calls in 10s of 3.5s rounds every 1s, want 3", calls)
 		}

@@ -33,13 +33,9 @@ type Group struct {
 // Go runs fn in a goroutine unless the group is closing; it reports whether
 // fn was started.
 func (g *Group) Go(fn func()) bool {
-	g.mu.Lock()
-	if g.closing {
-		g.mu.Unlock()
+	if !g.enter() {
 		return false
 	}
-	g.wg.Add(1)
-	g.mu.Unlock()
 	go func() {
 		defer g.wg.Done()
 		if g.OnPanic != nil {
@@ -51,6 +47,19 @@ func (g *Group) Go(fn func()) bool {
 		}
 		fn()
 	}()
+	return true
+}
+
+// enter counts one piece of work more for Wait unless the group is
+// closing; it reports whether it did, and the caller then calls wg.Done
+// once the work has ended.
+func (g *Group) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closing {
+		return false
+	}
+	g.wg.Add(1)
 	return true
 }
 
@@ -81,13 +90,9 @@ func (g *Group) Wait(ctx context.Context) error {
 // Do runs fn in the calling goroutine unless the group is closing, and
 // counts it among the work Wait waits for; it reports whether fn ran.
 func (g *Group) Do(fn func()) bool {
-	g.mu.Lock()
-	if g.closing {
-		g.mu.Unlock()
+	if !g.enter() {
 		return false
 	}
-	g.wg.Add(1)
-	g.mu.Unlock()
 	defer g.wg.Done()
 	fn()
 	return true
