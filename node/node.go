@@ -72,6 +72,9 @@ type Node struct {
 	store    *content.Store
 	exchange *content.Exchange
 	images   *images.Library
+	// raw wires the hostile submitter of Config.RawContent, in a build
+	// that has it (rawhooks.go).
+	raw rawHooks
 	// imagesRun says image jobs can run here: a sandbox that supports
 	// them, so the provider takes them and the offer says so.
 	imagesRun bool
@@ -274,6 +277,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		n.gangs = gangnet.NewRegistry(n.host, n.log)
 		closers = append(closers, n.gangs.Close)
 	}
+	n.raw = rawHooks{on: cfg.RawContent, store: n.store, images: n.images, log: n.log}
 	n.wireRoles()
 	n.wireLoops()
 	n.metrics.Register(metrics.Sources{Provider: n.provider, Submitter: n.submitter, Images: n.images, Gossip: n.gossip, Guard: n.guard, View: n.market})

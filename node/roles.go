@@ -68,9 +68,9 @@ func (n *Node) wireRoles() {
 		RunWithin:   2*n.cfg.ReceiptInterval + n.cfg.ProposalTTL,
 		ReceiptsDue: 2*n.cfg.ReceiptInterval + n.cfg.ReceiptTimeout,
 	}, submitter.Deps{
-		Key: n.key, Self: n.self, Store: n.submitterStore(), Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: path,
+		Key: n.key, Self: n.self, Store: n.raw.submitterStore(), Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: path,
 		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,
-		Metrics: n.metrics.Submitter, Log: n.log, Addrs: n.Addrs, Images: n.submitterImages(), Reach: n.peers.Reach,
+		Metrics: n.metrics.Submitter, Log: n.log, Addrs: n.Addrs, Images: n.raw.submitterImages(), Reach: n.peers.Reach,
 		Placement: n.placement(),
 	})
 	n.handlers[wire.ProtoLease] = n.submitter.HandleProposal

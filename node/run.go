@@ -64,7 +64,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.cfg.DebugPartition {
 		acfg.Block = n.block
 	}
-	acfg.PutCAR = n.debugCAR()
+	acfg.PutCAR = n.raw.debugCAR()
 	// The dashboard's own listener first: the API's one-time links
 	// (e31 ui) lead there.
 	if n.cfg.UI != "" {

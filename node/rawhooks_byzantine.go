@@ -18,30 +18,30 @@ const rawContentBuilt = true
 // submitterStore is the store the submitter works through: the node's own,
 // or with RawContent one that pins a debug CAR's root for a job even when
 // its DAG is incomplete (node/rawcontent).
-func (n *Node) submitterStore() submitter.Store {
-	if !n.cfg.RawContent {
-		return n.store
+func (r rawHooks) submitterStore() submitter.Store {
+	if !r.on {
+		return r.store
 	}
-	return rawcontent.Store(n.store)
+	return rawcontent.Store(r.store)
 }
 
 // submitterImages is the image library the submitter imports work.image
 // with: the node's own, or with RawContent one that takes a debug CAR's
 // root as an image without loading it.
-func (n *Node) submitterImages() submitter.Images {
-	if !n.cfg.RawContent {
-		return n.images
+func (r rawHooks) submitterImages() submitter.Images {
+	if !r.on {
+		return r.images
 	}
-	return rawcontent.Images(n.images, n.store)
+	return rawcontent.Images(r.images, r.store)
 }
 
 // debugCAR is what serves POST /v1/debug/car (apiserver.Config.PutCAR)
 // with RawContent: the CAR's blocks stored as they are; nil without.
-func (n *Node) debugCAR() func(ctx context.Context, car io.Reader) ([]cid.Cid, error) {
-	if !n.cfg.RawContent {
+func (r rawHooks) debugCAR() func(ctx context.Context, car io.Reader) ([]cid.Cid, error) {
+	if !r.on {
 		return nil
 	}
 	return func(ctx context.Context, car io.Reader) ([]cid.Cid, error) {
-		return rawcontent.PutCAR(ctx, n.store, n.log, car)
+		return rawcontent.PutCAR(ctx, r.store, r.log, car)
 	}
 }

@@ -11,17 +11,17 @@ import (
 )
 
 // rawContentBuilt: a default build cannot play a hostile submitter;
-// Config.RawContent needs the byzantine tag (rawcontent_on.go).
+// Config.RawContent needs the byzantine tag (rawhooks_byzantine.go).
 const rawContentBuilt = false
 
 // submitterStore is the store the submitter works through: the node's own.
-func (n *Node) submitterStore() submitter.Store { return n.store }
+func (r rawHooks) submitterStore() submitter.Store { return r.store }
 
 // submitterImages is the image library the submitter imports work.image
 // with: the node's own.
-func (n *Node) submitterImages() submitter.Images { return n.images }
+func (r rawHooks) submitterImages() submitter.Images { return r.images }
 
 // debugCAR is nil: a default build serves no POST /v1/debug/car.
-func (n *Node) debugCAR() func(ctx context.Context, car io.Reader) ([]cid.Cid, error) {
+func (rawHooks) debugCAR() func(ctx context.Context, car io.Reader) ([]cid.Cid, error) {
 	return nil
 }
