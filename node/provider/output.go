@@ -11,6 +11,7 @@ import (
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 )
@@ -75,7 +76,7 @@ func (lr *leaseRunner) deliverOutput(ctx context.Context, patience time.Duration
 	if patience == 0 {
 		attemptEnd = time.Now().Add(lr.cfg.OutputTimeout)
 	}
-	err := retry(ctx, firstRetry, maxRetryOutput, deadline, func() error {
+	err := task.Retry(ctx, task.Backoff{First: firstRetry, Most: maxRetryOutput}, deadline, func() error {
 		cctx, cancel := context.WithDeadline(ctx, attemptEnd)
 		defer cancel()
 		return lr.d.Calls.Call(cctx, lr.submitter, wire.ProtoOutput, wire.OutputRequest{Lease: t.ID, Job: t.Job, Output: rec.Output, Skipped: rec.Skipped, KeptUntil: keptUntil(rec, lr.cfg.Retention), Steps: rec.steps()}, nil)
@@ -135,7 +136,7 @@ func (lr *leaseRunner) sendEvent(ev wire.EventRequest) {
 func (lr *leaseRunner) confirmTask(t wire.LeaseTerms) {
 	ev := wire.EventRequest{Lease: t.ID, Job: t.Job, Step: api.StepRent, At: time.Now().UnixMilli()}
 	lr.tasks.Go(func() {
-		err := retry(lr.ctx, firstRetry, maxRetryOutput, time.Now().Add(lr.cfg.ProposalTTL), func() error {
+		err := task.Retry(lr.ctx, task.Backoff{First: firstRetry, Most: maxRetryOutput}, time.Now().Add(lr.cfg.ProposalTTL), func() error {
 			ctx, cancel := context.WithTimeout(lr.ctx, lr.cfg.EventTimeout)
 			defer cancel()
 			return lr.d.Calls.Call(ctx, lr.submitter, wire.ProtoEvent, ev, nil)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/task"
 )
 
 // retentionSweepEvery is how often the provider looks for settled leases
@@ -32,20 +33,13 @@ type retention struct {
 // loop releases, every retentionSweepEvery, what settled leases
 // keep pinned once the retention window after their release has passed.
 func (r *retention) loop(ctx context.Context) {
-	t := time.NewTicker(retentionSweepEvery)
-	defer t.Stop()
-	for {
-		if n, err := r.sweep(ctx, time.Now(), false); err != nil && ctx.Err() == nil {
+	task.NowAndEvery(ctx, retentionSweepEvery, func(now time.Time) {
+		if n, err := r.sweep(ctx, now, false); err != nil && ctx.Err() == nil {
 			r.log.Warn("retention sweep", "err", err)
 		} else if n > 0 {
 			r.log.Info("retention: released the content of settled leases", "leases", n)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // sweep unpins the output, checkpoints, inputs and image of every

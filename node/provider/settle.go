@@ -1,10 +1,10 @@
 package provider
 
 import (
-	"context"
 	"errors"
 	"time"
 
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
@@ -21,30 +21,6 @@ const (
 	maxRetrySettle = time.Minute      // after release, for the retention window
 )
 
-// retry calls fn until it succeeds, ctx ends, or the next try would start
-// after deadline; the wait between tries doubles from first up to most.
-// It returns fn's last error.
-func retry(ctx context.Context, first, most time.Duration, deadline time.Time, fn func() error) error {
-	wait := first
-	for {
-		err := fn()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil || !time.Now().Add(wait).Before(deadline) {
-			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		wait = min(wait*2, most)
-	}
-}
-
 // settle finishes what release leaves when the submitter is away: handing
 // over the output and the final receipt. It retries, with backoff, for the
 // retention window; past it the output is unpinned and the lease closed
@@ -54,13 +30,13 @@ func (lr *leaseRunner) settle() {
 	id := rec.ID()
 	defer lr.onSettled(id)
 	until := rec.End.Add(lr.cfg.Retention)
-	task := taskOf(rec.Lease.Terms.Job) != ""
+	ofTask := taskOf(rec.Lease.Terms.Job) != ""
 	tries := 0
-	err := retry(lr.ctx, firstRetry, maxRetrySettle, until, func() error {
+	err := task.Retry(lr.ctx, task.Backoff{First: firstRetry, Most: maxRetrySettle}, until, func() error {
 		// A task's submitter announces its release on the final receipt;
 		// one that did not take it at the first try may be gone, and the
 		// release goes out from here.
-		if r := lr.snapshot(); !r.ReleaseAnnounced && (!task || tries > 0) {
+		if r := lr.snapshot(); !r.ReleaseAnnounced && (!ofTask || tries > 0) {
 			lr.announceRelease(r.release())
 		}
 		tries++
@@ -70,7 +46,7 @@ func (lr *leaseRunner) settle() {
 				err = nil
 			}
 		}
-		if err == nil && task {
+		if err == nil && ofTask {
 			lr.change(func(r *Record) { r.ReleaseAnnounced = true })
 		}
 		if err != nil {
