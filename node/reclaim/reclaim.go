@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/exec"
+	"github.com/e31network/e31/node/task"
 )
 
 // Source samples what uses the machine's GPUs: one exec.GPUUse per GPU.
@@ -115,16 +116,7 @@ func (w *Watcher) Run(ctx context.Context) {
 	s := state{reclaimed: w.o.Reclaimed, quietSince: time.Now()}
 	w.o.Log.InfoContext(ctx, "watching the GPUs for their owner's use", "interval", w.o.Interval,
 		"idle_for", w.o.IdleFor, "threshold_percent", w.o.Threshold)
-	tick := time.NewTicker(w.o.Interval)
-	defer tick.Stop()
-	for {
-		w.step(ctx, &s)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+	task.NowAndEvery(ctx, w.o.Interval, func(time.Time) { w.step(ctx, &s) })
 }
 
 // state is what Run remembers between samples.
