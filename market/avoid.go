@@ -103,12 +103,7 @@ func (m *matcher) processAvoiding(j *jobState, rank int, avoid []int32) bool {
 		m.assign(j, p, rank)
 		return true
 	}
-	if m.holds < m.k {
-		if p := m.reserve(j); p != nil {
-			m.holds++
-			m.res.Reservations = append(m.res.Reservations, Reservation{Job: j.id, Provider: p.id, From: p.res.from})
-		}
-	}
+	m.holdFor(j)
 	s.indexDead, s.noReserve = indexDead, noReserve
 	m.waiting = append(m.waiting, waitNote{id: j.id, shape: j.shape, res: j.res, avoid: j.avoid})
 	return false

@@ -360,12 +360,7 @@ func (dc *decoder) array(n *yaml.Node, field string) *Array {
 }
 
 func (dc *decoder) strings(n *yaml.Node, field string) []string {
-	n = dc.resolve(n, field)
-	if isNull(n) {
-		return nil
-	}
-	if n.Kind != yaml.SequenceNode {
-		dc.fail(field, "must be a list of strings, such as [python3, train.py], not %s", kindName(n))
+	if n = dc.expect(n, field, yaml.SequenceNode, "", "a list of strings, such as [python3, train.py]"); n == nil {
 		return nil
 	}
 	out := make([]string, 0, len(n.Content))
@@ -406,12 +401,7 @@ func (dc *decoder) stringMap(n *yaml.Node, field, want string, fieldOf func(key 
 // secrets decodes the list of a job's secrets: each a mapping with name
 // and from, or only its name (secrets: [HF_TOKEN]).
 func (dc *decoder) secrets(n *yaml.Node, field string) []Secret {
-	n = dc.resolve(n, field)
-	if isNull(n) {
-		return nil
-	}
-	if n.Kind != yaml.SequenceNode {
-		dc.fail(field, "must be a list of secrets, such as [{name: HF_TOKEN}], not %s", kindName(n))
+	if n = dc.expect(n, field, yaml.SequenceNode, "", "a list of secrets, such as [{name: HF_TOKEN}]"); n == nil {
 		return nil
 	}
 	if len(n.Content) > MaxSecrets {
@@ -447,12 +437,7 @@ func (dc *decoder) secrets(n *yaml.Node, field string) []Secret {
 }
 
 func (dc *decoder) data(n *yaml.Node, field string) []Input {
-	n = dc.resolve(n, field)
-	if isNull(n) {
-		return nil
-	}
-	if n.Kind != yaml.SequenceNode {
-		dc.fail(field, "must be a list of inputs, each with source and mount, not %s", kindName(n))
+	if n = dc.expect(n, field, yaml.SequenceNode, "", "a list of inputs, each with source and mount"); n == nil {
 		return nil
 	}
 	var out []Input
@@ -568,27 +553,34 @@ func (dc *decoder) checkpoints(n *yaml.Node, field string) *Checkpoints {
 	return &c
 }
 
+// expect resolves n and returns it when it is of kind and, where tag is
+// not "", has that tag. It returns nil when n is null, which is no
+// problem, and when n is something else, reported as "must be " + want.
+func (dc *decoder) expect(n *yaml.Node, field string, kind yaml.Kind, tag, want string) *yaml.Node {
+	n = dc.resolve(n, field)
+	if isNull(n) {
+		return nil
+	}
+	if n.Kind != kind || tag != "" && n.Tag != tag {
+		dc.fail(field, "must be %s, not %s", want, kindName(n))
+		return nil
+	}
+	return n
+}
+
 // str reads a scalar as text. Numbers are accepted as their text, so that
 // env: {SEED: 1} means "1", as a person writing YAML expects.
 func (dc *decoder) str(n *yaml.Node, field string) (string, bool) {
-	n = dc.resolve(n, field)
-	if isNull(n) {
-		return "", false
-	}
-	if n.Kind != yaml.ScalarNode {
-		dc.fail(field, "must be a string, not %s", kindName(n))
+	n = dc.expect(n, field, yaml.ScalarNode, "", "a string")
+	if n == nil {
 		return "", false
 	}
 	return n.Value, true
 }
 
 func (dc *decoder) int(n *yaml.Node, field string) (int, bool) {
-	n = dc.resolve(n, field)
-	if isNull(n) {
-		return 0, false
-	}
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-		dc.fail(field, "must be a whole number, not %s", kindName(n))
+	n = dc.expect(n, field, yaml.ScalarNode, "!!int", "a whole number")
+	if n == nil {
 		return 0, false
 	}
 	var v int
@@ -600,35 +592,26 @@ func (dc *decoder) int(n *yaml.Node, field string) (int, bool) {
 }
 
 func (dc *decoder) size(n *yaml.Node, field string) (Size, bool) {
-	n = dc.resolve(n, field)
-	if isNull(n) {
-		return 0, false
-	}
-	if n.Kind != yaml.ScalarNode {
-		dc.fail(field, "must be a size such as 40GiB, not %s", kindName(n))
-		return 0, false
-	}
-	v, err := ParseSize(n.Value)
-	if err != nil {
-		dc.fail(field, "must be a size such as 40GiB or 512MiB: %v", err)
-		return 0, false
-	}
-	return v, true
+	return parsed(dc, n, field, "a size such as 40GiB", " or 512MiB", ParseSize)
 }
 
 func (dc *decoder) duration(n *yaml.Node, field string) (Duration, bool) {
-	n = dc.resolve(n, field)
-	if isNull(n) {
-		return 0, false
+	return parsed(dc, n, field, "a duration such as 8h", " or 1h30m", ParseDuration)
+}
+
+// parsed reads a scalar with parse. A value that is not a scalar is
+// reported as "must be " + want, one that parse refuses as
+// "must be " + want + more, with parse's reason.
+func parsed[T any](dc *decoder, n *yaml.Node, field, want, more string, parse func(string) (T, error)) (T, bool) {
+	var zero T
+	n = dc.expect(n, field, yaml.ScalarNode, "", want)
+	if n == nil {
+		return zero, false
 	}
-	if n.Kind != yaml.ScalarNode {
-		dc.fail(field, "must be a duration such as 8h, not %s", kindName(n))
-		return 0, false
-	}
-	v, err := ParseDuration(n.Value)
+	v, err := parse(n.Value)
 	if err != nil {
-		dc.fail(field, "must be a duration such as 8h or 1h30m: %v", err)
-		return 0, false
+		dc.fail(field, "must be %s%s: %v", want, more, err)
+		return zero, false
 	}
 	return v, true
 }

@@ -190,6 +190,13 @@ type staticShape struct {
 	gpus *multiset
 	cpus int64
 	mem  uint64
+	offerTerms
+}
+
+// offerTerms are the conditions an offer puts on the jobs it takes, beside
+// its resources; offers with the same resources and terms share a
+// staticShape.
+type offerTerms struct {
 	// What the provider runs: jobs in their own image (images), and only
 	// those (requireImage).
 	images, requireImage bool
@@ -327,16 +334,10 @@ type gpuTypeKey struct {
 }
 
 type staticKey struct {
-	gpus                 int32
-	cpus                 int64
-	mem                  uint64
-	images, requireImage bool
-	unreachable          bool
-	draining             bool
-	closed               bool
-	openUntil            int64
-	maxJobDisk           uint64
-	noDisk, noCPUJobs    bool
+	gpus int32
+	cpus int64
+	mem  uint64
+	offerTerms
 }
 
 type conKey struct {
@@ -391,13 +392,12 @@ func (in *interner) multiset(types []int32) *multiset {
 }
 
 func (in *interner) static(gpus *multiset, cpus int64, mem uint64, o *Offer) *staticShape {
-	k := staticKey{gpus.id, cpus, mem, o.Images, o.RequireImage, o.Unreachable, o.Draining, o.Closed, o.OpenUntil, o.MaxJobDisk,
-		o.NoDisk != "", o.NoCPUJobs}
+	k := staticKey{gpus.id, cpus, mem, offerTerms{images: o.Images, requireImage: o.RequireImage, unreachable: o.Unreachable,
+		draining: o.Draining, closed: o.Closed, openUntil: o.OpenUntil, maxJobDisk: o.MaxJobDisk, noDisk: o.NoDisk != "", noCPUJobs: o.NoCPUJobs}}
 	if s, ok := in.statics[k]; ok {
 		return s
 	}
-	s := &staticShape{id: in.nStatics, gpus: gpus, cpus: cpus, mem: mem, images: k.images, requireImage: k.requireImage, unreachable: k.unreachable,
-		draining: k.draining, closed: k.closed, openUntil: k.openUntil, maxJobDisk: k.maxJobDisk, noDisk: k.noDisk, noCPUJobs: k.noCPUJobs}
+	s := &staticShape{id: in.nStatics, gpus: gpus, cpus: cpus, mem: mem, offerTerms: k.offerTerms}
 	in.nStatics++
 	in.statics[k] = s
 	return s

@@ -585,12 +585,7 @@ func (m *matcher) process(j *jobState, rank int) bool {
 		m.assign(j, p, rank)
 		return true
 	}
-	if m.holds < m.k {
-		if p := m.reserve(j); p != nil {
-			m.holds++
-			m.res.Reservations = append(m.res.Reservations, Reservation{Job: j.id, Provider: p.id, From: p.res.from})
-		}
-	}
+	m.holdFor(j)
 	m.waiting = append(m.waiting, waitNote{id: j.id, shape: j.shape, res: j.res})
 	return false
 }

@@ -24,6 +24,18 @@ import (
 // earlier, and the job, being ahead of those that could take the provider
 // otherwise, reserves it (or a better one) again.
 
+// holdFor reserves a provider for j, which found no room now, while fewer
+// than K jobs and gangs hold one, and records the reservation.
+func (m *matcher) holdFor(j *jobState) {
+	if m.holds >= m.k {
+		return
+	}
+	if p := m.reserve(j); p != nil {
+		m.holds++
+		m.res.Reservations = append(m.res.Reservations, Reservation{Job: j.id, Provider: p.id, From: p.res.from})
+	}
+}
+
 // reserve picks and marks the provider to reserve for j, or returns nil
 // when no provider will ever have room for it.
 func (m *matcher) reserve(j *jobState) *provider {
