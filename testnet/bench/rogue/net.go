@@ -11,6 +11,7 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/testnet/bench"
 	"github.com/e31network/e31/testnet/byzantine/rogue"
 	"github.com/e31network/e31/testnet/cluster"
@@ -141,7 +142,7 @@ func waitListed(ctx context.Context, cl *api.Client, ids ...peer.ID) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s's view never listed rogue %s (%v)", cl.Addr(), missing, err)
 		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+		if err := task.Sleep(ctx, 20*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -196,15 +197,4 @@ func storeDir(dir, name string) string {
 		return ""
 	}
 	return filepath.Join(dir, "rogue-"+name)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -12,14 +12,10 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
-	"github.com/e31network/e31/testnet/bench"
 	"github.com/e31network/e31/testnet/byzantine/rogue"
 	"github.com/e31network/e31/testnet/cluster"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
-
-// honestJobs is how many honest jobs run beside each network's attacks.
-const honestJobs = 3
 
 // ProviderAttacks plays the rogue providers' attacks on c, a ProviderNet,
 // whose node 0 is the victim: the honest submitter. An error says the run
@@ -34,13 +30,9 @@ func ProviderAttacks(ctx context.Context, c *cluster.Cluster, o Options) (Outcom
 	defer rs.close()
 	cfg := func(name string) rogue.Config { return rogueConfig(storeDir(o.Dir, name), providerEpoch, o) }
 
-	var honest []string
-	for i := range honestJobs {
-		id, err := submit(ctx, sub, declaration(fmt.Sprintf("honest-%d", i), "sleep 2; echo done > /out/result", 1, "H100", 5*time.Minute))
-		if err != nil {
-			return out, err
-		}
-		honest = append(honest, id)
+	honest, err := submitHonest(ctx, sub, 1, "H100")
+	if err != nil {
+		return out, err
 	}
 
 	// One rogue for each attack that needs an offer of its own (a model
@@ -186,11 +178,7 @@ func ProviderAttacks(ctx context.Context, c *cluster.Cluster, o Options) (Outcom
 
 	// The honest jobs complete, whatever the rogues did.
 	for _, id := range honest {
-		j, err := bench.WaitJob(ctx, sub, id, 2*time.Minute, func(j api.Job) (bool, error) { return j.State == api.JobReleased, nil })
-		if err != nil {
-			o.Log("honest job %s: %v", id, err)
-		}
-		out.Honest = append(out.Honest, j)
+		out.Honest = append(out.Honest, waitHonest(ctx, o, sub, id))
 	}
 	if out.Refused[victim.Name], err = refused(ctx, victim); err != nil {
 		return out, err

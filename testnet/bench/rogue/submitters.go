@@ -11,7 +11,6 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
-	"github.com/e31network/e31/testnet/bench"
 	"github.com/e31network/e31/testnet/byzantine/rogue"
 	"github.com/e31network/e31/testnet/cluster"
 )
@@ -31,15 +30,11 @@ func SubmitterAttacks(ctx context.Context, c *cluster.Cluster, o Options) (Outco
 		return rogueConfig(storeDir(o.Dir, name), 250*time.Millisecond, o)
 	}
 
-	var honest []string
-	for i := range honestJobs {
-		// Two GPUs each: more than the squatter offers, so that none is
-		// ever assigned to it.
-		id, err := submit(ctx, sub, declaration(fmt.Sprintf("honest-%d", i), "sleep 2; echo done > /out/result", 2, "GANG", 5*time.Minute))
-		if err != nil {
-			return out, err
-		}
-		honest = append(honest, id)
+	// Two GPUs each: more than the squatter offers, so that none is ever
+	// assigned to it.
+	honest, err := submitHonest(ctx, sub, 2, "GANG")
+	if err != nil {
+		return out, err
 	}
 
 	squatter, err := rs.join(ctx, c, cfg("squatter"))
@@ -155,10 +150,7 @@ func SubmitterAttacks(ctx context.Context, c *cluster.Cluster, o Options) (Outco
 	}
 
 	for _, id := range honest {
-		j, err := bench.WaitJob(ctx, sub, id, 2*time.Minute, func(j api.Job) (bool, error) { return j.State == api.JobReleased, nil })
-		if err != nil {
-			o.Log("honest job %s: %v", id, err)
-		}
+		j := waitHonest(ctx, o, sub, id)
 		out.Honest = append(out.Honest, j)
 		if id == gang {
 			part, err := sub.Job(ctx, market.TaskID(gang, 0))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/node/wire"
 	"github.com/ipfs/go-cid"
 )
@@ -328,7 +329,7 @@ func (r *Rogue) peakPulls(ctx context.Context, l *Lease) int {
 	most := 0
 	for ctx.Err() == nil {
 		most = max(most, r.bulkStreams(l))
-		_ = sleep(ctx, 5*time.Millisecond)
+		_ = task.Sleep(ctx, 5*time.Millisecond)
 	}
 	return most
 }
@@ -348,7 +349,7 @@ func (r *Rogue) awaitQuiet(ctx context.Context, l *Lease, within time.Duration) 
 		if time.Now().After(deadline) {
 			return fmt.Errorf("rogue: the submitter still pulls checkpoints %s after the flood", within)
 		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+		if err := task.Sleep(ctx, 20*time.Millisecond); err != nil {
 			return err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/task"
 )
 
 // SquatOptions shape SquatGangPart.
@@ -168,7 +169,7 @@ func (r *Rogue) takePart(ctx context.Context, j Job, every time.Duration) (l *Le
 			return nil, "", last
 		}
 		last = err
-		if sleep(ctx, every) != nil {
+		if task.Sleep(ctx, every) != nil {
 			return nil, "", last
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/content"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
@@ -205,7 +206,7 @@ func (r *Rogue) Joined(ctx context.Context) error {
 		if len(r.gossip.TopicPeers(p2p.TopicJobs)) > 0 && len(r.gossip.TopicPeers(p2p.TopicOffers)) > 0 {
 			return nil
 		}
-		if err := sleep(ctx, 10*time.Millisecond); err != nil {
+		if err := task.Sleep(ctx, 10*time.Millisecond); err != nil {
 			return fmt.Errorf("rogue: no gossip peers: %w", err)
 		}
 	}
@@ -289,16 +290,4 @@ func (r *Rogue) serveProvider() {
 		}
 		s.Reset()
 	})
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/task"
 )
 
 // The attacks of a rogue submitter on honest providers.
@@ -83,7 +84,7 @@ func (r *Rogue) NeverCountersign(ctx context.Context, o NoCountersignOptions) (R
 		if end, how, ok = ended(); ok {
 			break
 		}
-		if err := sleep(ectx, 20*time.Millisecond); err != nil {
+		if err := task.Sleep(ectx, 20*time.Millisecond); err != nil {
 			return res, fmt.Errorf("rogue: lease %s of job %s still held %s after it was signed", lease.Lease.Terms.ID, j.ID, o.Within)
 		}
 	}
@@ -98,7 +99,7 @@ func (r *Rogue) NeverCountersign(ctx context.Context, o NoCountersignOptions) (R
 	if err != nil {
 		return res, err
 	}
-	_ = sleep(ctx, o.ProbeFor)
+	_ = task.Sleep(ctx, o.ProbeFor)
 	n := r.Proposals(p.ID)
 	res.Steps = append(res.Steps, Step{What: "proposals for its next job", Answer: Counted, Count: n, Err: fmt.Sprintf("%d in %s", n, o.ProbeFor)})
 	if err := r.Withdraw(ctx, p.ID); err != nil {
