@@ -313,6 +313,15 @@ func (c *Cluster) simGPUs(i int) string {
 // Client returns an API client for node i.
 func (c *Cluster) Client(i int) *api.Client { return c.Nodes[i].Client() }
 
+// Addrs is every node's listen addresses, node by node.
+func (c *Cluster) Addrs() []string {
+	var addrs []string
+	for _, n := range c.Nodes {
+		addrs = append(addrs, n.Addrs...)
+	}
+	return addrs
+}
+
 // Client returns an API client for the node, with its token. A token it
 // cannot read is not sent, and the node's refusal says so.
 func (n *Node) Client() *api.Client {

@@ -145,10 +145,7 @@ func MeasureCaps(ctx context.Context, e bench.Env, o CapsOptions) (CapsReport, e
 			return r, fmt.Errorf("%s: %w", n.Name, err)
 		}
 	}
-	var addrs []string
-	for _, n := range c.Nodes {
-		addrs = append(addrs, n.Addrs...)
-	}
+	addrs := c.Addrs()
 	f, err := startFlooder(ctx, network, "hoard", addrs)
 	if err != nil {
 		return r, err
@@ -284,22 +281,11 @@ func MeasureCaps(ctx context.Context, e bench.Env, o CapsOptions) (CapsReport, e
 		return r, err
 	}
 	e.Logf("flood-bench caps: every view at a bound (or, unbounded, the first round out) after %.0f s; %d honest jobs", time.Since(start).Seconds(), o.Jobs)
-	decl, err := bench.TrivialJob()
+	ws, submitted, err := submitHonest(ctx, c, o.Jobs)
+	r.Submitted = submitted
 	if err != nil {
+		finish()
 		return r, err
-	}
-	ws := make([]*bench.JobWaiter, len(c.Nodes))
-	for i := range ws {
-		ws[i] = bench.NewJobWaiter(c.Client(i))
-	}
-	for i := range o.Jobs {
-		id, err := bench.Submit(ctx, c.Client(i%len(c.Nodes)), decl)
-		if err != nil {
-			finish()
-			return r, err
-		}
-		ws[i%len(c.Nodes)].Add(id)
-		r.Submitted++
 	}
 	jobsDone := make(chan struct{})
 	var es []bench.Ended
@@ -332,27 +318,12 @@ func MeasureCaps(ctx context.Context, e bench.Env, o CapsOptions) (CapsReport, e
 	if sampled != nil {
 		return r, sampled
 	}
-	var took []float64
 	var why []string
 	if jobsErr != nil {
-		why = append(why, jobsErr.Error())
-		for _, w := range ws {
-			for _, id := range w.Pending() {
-				if j, err := w.Client().Job(ctx, id); err == nil {
-					why = append(why, fmt.Sprintf("job %s %s: %s", id, j.State, j.Reason))
-				}
-			}
-		}
+		why = append([]string{jobsErr.Error()}, pending(ctx, ws)...)
 	}
-	for _, e := range es {
-		if err := e.Completed(); err != nil {
-			why = append(why, err.Error())
-			continue
-		}
-		r.Completed++
-		took = append(took, bench.Ms(e.Released.Sub(e.Submit)))
-	}
-	r.Job = bench.SpreadOf(took)
+	completed, job, failed := tally(es)
+	r.Completed, r.Job, why = completed, job, append(why, failed...)
 	if len(why) > 0 {
 		return r, fmt.Errorf("%d of %d honest jobs did not complete: %s", r.Submitted-r.Completed, r.Submitted, strings.Join(why, "; "))
 	}

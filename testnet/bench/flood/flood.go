@@ -138,10 +138,7 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 		return r, err
 	}
 	defer c.Stop()
-	var addrs []string
-	for _, n := range c.Nodes {
-		addrs = append(addrs, n.Addrs...)
-	}
+	addrs := c.Addrs()
 	obs, err := startObserver(ctx, network, addrs)
 	if err != nil {
 		return r, err
@@ -222,35 +219,20 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 // called when the phase's measurement ends.
 func floodPhase(ctx context.Context, c *cluster.Cluster, o Options, ended func()) (Phase, error) {
 	var p Phase
-	decl, err := bench.TrivialJob()
-	if err != nil {
-		return p, err
-	}
 	start := time.Now()
 	cpu0, err := daemonsCPU(c)
 	if err != nil {
 		return p, err
 	}
-	ws := make([]*bench.JobWaiter, len(c.Nodes))
-	for i := range ws {
-		ws[i] = bench.NewJobWaiter(c.Client(i))
-	}
-	for i := range o.Jobs {
-		id, err := bench.Submit(ctx, c.Client(i%len(c.Nodes)), decl)
-		if err != nil {
-			return p, err
-		}
-		ws[i%len(c.Nodes)].Add(id)
-		p.Submitted++
+	ws, submitted, err := submitHonest(ctx, c, o.Jobs)
+	p.Submitted = submitted
+	if err != nil {
+		return p, err
 	}
 	es, err := bench.WaitAll(ctx, ws, 100*time.Millisecond, o.JobLimit)
 	if err != nil {
-		for _, w := range ws {
-			for _, id := range w.Pending() {
-				if j, jerr := w.Client().Job(ctx, id); jerr == nil {
-					err = fmt.Errorf("%w; job %s %s: %s", err, id, j.State, j.Reason)
-				}
-			}
+		for _, s := range pending(ctx, ws) {
+			err = fmt.Errorf("%w; %s", err, s)
 		}
 		return p, err
 	}
@@ -268,17 +250,8 @@ func floodPhase(ctx context.Context, c *cluster.Cluster, o Options, ended func()
 	}
 	p.WallS = time.Since(start).Seconds()
 	p.DaemonCPUMs = bench.Ms(cpu1 - cpu0)
-	var took []float64
 	var why []string
-	for _, e := range es {
-		if err := e.Completed(); err != nil {
-			why = append(why, err.Error())
-			continue
-		}
-		p.Completed++
-		took = append(took, bench.Ms(e.Released.Sub(e.Submit)))
-	}
-	p.Job = bench.SpreadOf(took)
+	p.Completed, p.Job, why = tally(es)
 	if len(why) > 0 {
 		return p, fmt.Errorf("%d of %d honest jobs did not complete: %s", len(why), p.Submitted, strings.Join(why, "; "))
 	}

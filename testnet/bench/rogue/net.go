@@ -91,10 +91,7 @@ func join(ctx context.Context, c *cluster.Cluster, cfg rogue.Config) (*rogue.Rog
 	if err != nil {
 		return nil, err
 	}
-	var addrs []string
-	for _, n := range c.Nodes {
-		addrs = append(addrs, n.Addrs...)
-	}
+	addrs := c.Addrs()
 	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := r.Connect(jctx, addrs...); err != nil {

@@ -196,10 +196,7 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 	}
 	defer c.Stop()
 	d := c.Nodes[0]
-	var addrs []string
-	for _, n := range c.Nodes {
-		addrs = append(addrs, n.Addrs...)
-	}
+	addrs := c.Addrs()
 
 	var g task.Group
 	dctx, stop := context.WithCancel(ctx)
