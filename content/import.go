@@ -424,12 +424,8 @@ func (imp *importer) entry(ctx context.Context, path string, fi fs.FileInfo) (ip
 // symlink stores a link's target text as a UnixFS symlink node. Links
 // carry no mode: Linux ignores a symlink's permission bits.
 func (imp *importer) symlink(ctx context.Context, target string) (ipld.Node, error) {
-	data, err := ft.SymlinkData(target)
+	pn, err := protoNode(ft.SymlinkData(target))
 	if err != nil {
-		return nil, err
-	}
-	pn := dag.NodeWithData(data)
-	if err := pn.SetCidBuilder(cidPrefix()); err != nil {
 		return nil, err
 	}
 	return pn, imp.dag.Add(ctx, pn)
@@ -527,12 +523,8 @@ func (imp *importer) emptyFile(ctx context.Context, mode fs.FileMode) (ipld.Node
 	if mode != defaultFileMode {
 		fsn.SetMode(mode)
 	}
-	data, err := fsn.GetBytes()
+	pn, err := protoNode(fsn.GetBytes())
 	if err != nil {
-		return nil, err
-	}
-	pn := dag.NodeWithData(data)
-	if err := pn.SetCidBuilder(cidPrefix()); err != nil {
 		return nil, err
 	}
 	return pn, imp.dag.Add(ctx, pn)
@@ -542,7 +534,19 @@ func (imp *importer) wrapRaw(ctx context.Context, raw *dag.RawNode, mode fs.File
 	fsn := ft.NewFSNode(ft.TFile)
 	fsn.AddBlockSize(uint64(len(raw.RawData())))
 	fsn.SetMode(mode)
-	data, err := fsn.GetBytes()
+	pn, err := protoNode(fsn.GetBytes())
+	if err != nil {
+		return nil, err
+	}
+	if err := pn.AddNodeLink("", raw); err != nil {
+		return nil, err
+	}
+	return pn, imp.dag.Add(ctx, pn)
+}
+
+// protoNode is a dag-pb node holding data, with this importer's CIDs; err
+// is the error of encoding data, returned as it is.
+func protoNode(data []byte, err error) (*dag.ProtoNode, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -550,10 +554,7 @@ func (imp *importer) wrapRaw(ctx context.Context, raw *dag.RawNode, mode fs.File
 	if err := pn.SetCidBuilder(cidPrefix()); err != nil {
 		return nil, err
 	}
-	if err := pn.AddNodeLink("", raw); err != nil {
-		return nil, err
-	}
-	return pn, imp.dag.Add(ctx, pn)
+	return pn, nil
 }
 
 // fileReader counts what is read for progress and refuses to read past the

@@ -171,27 +171,21 @@ func detectIO(c cgroupLayout) ioSupport {
 		return ""
 	}
 	var io ioSupport
-	if c.unified {
-		root := c.v2()
-		io.throttle = has(root, "io.max") != ""
-		switch has(root, "io.bfq.weight", "io.weight") {
-		case "io.bfq.weight":
-			io.weight = 50
-		case "io.weight":
-			io.weight = 15
+	// Each version's file that says the host can throttle, its BFQ weight
+	// file and its plain weight file with the weight that halves a share.
+	root, throttle, bfq, plain, plainWeight := c.v2(), "io.max", "io.bfq.weight", "io.weight", uint16(15)
+	if !c.unified {
+		root, throttle, bfq, plain, plainWeight = c.v1("blkio"), "blkio.throttle.write_bps_device", "blkio.bfq.weight", "blkio.weight", 250
+		if root == "" {
+			return io
 		}
-		return io
 	}
-	root := c.v1("blkio")
-	if root == "" {
-		return io
-	}
-	io.throttle = has(root, "blkio.throttle.write_bps_device") != ""
-	switch has(root, "blkio.bfq.weight", "blkio.weight") {
-	case "blkio.bfq.weight":
+	io.throttle = has(root, throttle) != ""
+	switch has(root, bfq, plain) {
+	case bfq:
 		io.weight = 50
-	case "blkio.weight":
-		io.weight = 250
+	case plain:
+		io.weight = plainWeight
 	}
 	return io
 }
