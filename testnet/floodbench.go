@@ -94,10 +94,7 @@ func runFloodBench(ctx context.Context, o floodBenchOptions, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	if o.json {
-		return jsonOut(stdout, r)
-	}
-	return r.WriteText(stdout)
+	return printReport(stdout, o.json, r, r.WriteText)
 }
 
 // runCapsBench is flood-bench --mode caps.
@@ -110,8 +107,5 @@ func runCapsBench(ctx context.Context, dir string, logf func(string, ...any), o 
 		_ = r.WriteText(stdout)
 		return err
 	}
-	if o.json {
-		return jsonOut(stdout, r)
-	}
-	return r.WriteText(stdout)
+	return printReport(stdout, o.json, r, r.WriteText)
 }

@@ -95,8 +95,5 @@ func runGravityBench(ctx context.Context, o gravityBenchOptions, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	if o.json {
-		return jsonOut(stdout, rep)
-	}
-	return rep.WriteText(stdout)
+	return printReport(stdout, o.json, rep, rep.WriteText)
 }

@@ -87,8 +87,5 @@ func runImageBench(ctx context.Context, o imageBenchOptions, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	if o.json {
-		return jsonOut(stdout, rep)
-	}
-	return rep.WriteText(stdout)
+	return printReport(stdout, o.json, rep, rep.WriteText)
 }

@@ -75,8 +75,5 @@ func runMeasure(ctx context.Context, o measureOptions, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	if o.json {
-		return jsonOut(stdout, rep)
-	}
-	return rep.WriteText(stdout)
+	return printReport(stdout, o.json, rep, rep.WriteText)
 }

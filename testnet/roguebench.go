@@ -89,8 +89,5 @@ func runRogueBench(ctx context.Context, o rogueBenchOptions, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	if o.json {
-		return jsonOut(stdout, rep)
-	}
-	return rep.WriteMarkdown(stdout)
+	return printReport(stdout, o.json, rep, rep.WriteMarkdown)
 }

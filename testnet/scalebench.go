@@ -78,10 +78,7 @@ func runScaleBench(ctx context.Context, o scaleBenchOptions, stdout, stderr io.W
 		if err != nil {
 			return err
 		}
-		if o.json {
-			return jsonOut(stdout, r)
-		}
-		return r.WriteText(stdout)
+		return printReport(stdout, o.json, r, r.WriteText)
 	}
 	dir, done, err := workDir("", "e31-scale-bench-", o.keep, stderr)
 	if err != nil {
@@ -92,8 +89,5 @@ func runScaleBench(ctx context.Context, o scaleBenchOptions, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	if o.json {
-		return jsonOut(stdout, r)
-	}
-	return r.WriteText(stdout)
+	return printReport(stdout, o.json, r, r.WriteText)
 }

@@ -42,3 +42,12 @@ func jsonOut(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// printReport prints a bench's report v: as JSON for --json, else with
+// text, its way of printing itself for people.
+func printReport(w io.Writer, asJSON bool, v any, text func(io.Writer) error) error {
+	if asJSON {
+		return jsonOut(w, v)
+	}
+	return text(w)
+}

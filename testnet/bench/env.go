@@ -55,3 +55,15 @@ func BuildEnv(ctx context.Context, dir string, log func(format string, args ...a
 	e.Bin = bin
 	return e, nil
 }
+
+// BuildAndMeasure builds e31d and e31 into dir/bin and runs measure on
+// them with o, in dir, logging to log (nil: nowhere).
+func BuildAndMeasure[O, R any](ctx context.Context, dir string, log func(format string, args ...any), o O,
+	measure func(context.Context, Env, O) (R, error)) (R, error) {
+	e, err := BuildEnv(ctx, dir, log)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return measure(ctx, e, o)
+}

@@ -109,11 +109,7 @@ type CapsReport struct {
 // RunCaps builds e31d and e31 into dir/bin and runs MeasureCaps on them,
 // in dir; log, if not nil, receives progress lines.
 func RunCaps(ctx context.Context, dir string, log func(format string, args ...any), o CapsOptions) (CapsReport, error) {
-	e, err := bench.BuildEnv(ctx, dir, log)
-	if err != nil {
-		return CapsReport{}, err
-	}
-	return MeasureCaps(ctx, e, o)
+	return bench.BuildAndMeasure(ctx, dir, log, o, MeasureCaps)
 }
 
 // MeasureCaps runs a flood of the views' bounds against a network of

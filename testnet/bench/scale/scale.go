@@ -151,11 +151,7 @@ type Report struct {
 // Run builds e31d and e31 into dir/bin and runs Measure there; log, if
 // not nil, receives progress lines.
 func Run(ctx context.Context, dir string, log func(format string, args ...any), o Options) (Report, error) {
-	e, err := bench.BuildEnv(ctx, dir, log)
-	if err != nil {
-		return Report{}, err
-	}
-	return Measure(ctx, e, o)
+	return bench.BuildAndMeasure(ctx, dir, log, o, Measure)
 }
 
 // Measure starts one real e31d (an observer: no GPUs), connects it to
