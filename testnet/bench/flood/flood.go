@@ -20,7 +20,6 @@ import (
 	"github.com/e31network/e31/testnet/cluster"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // Options configure Measure; zero values take the defaults noted.
@@ -317,16 +316,9 @@ func startObserver(ctx context.Context, network string, addrs []string) (*observ
 		o.close()
 		return nil, err
 	}
-	for _, a := range addrs {
-		ai, err := peer.AddrInfoFromString(a)
-		if err != nil {
-			o.close()
-			return nil, err
-		}
-		if err := h.Connect(ctx, *ai); err != nil {
-			o.close()
-			return nil, fmt.Errorf("observer: connect %s: %w", ai.ID, err)
-		}
+	if err := p2p.Dial(ctx, h, addrs...); err != nil {
+		o.close()
+		return nil, fmt.Errorf("observer: %w", err)
 	}
 	go func() {
 		defer close(o.done)

@@ -82,14 +82,8 @@ func (n *neighbour) drain(ctx context.Context, g *task.Group) {
 }
 
 func (n *neighbour) connect(ctx context.Context, addrs []string) error {
-	for _, a := range addrs {
-		ai, err := peer.AddrInfoFromString(a)
-		if err != nil {
-			return fmt.Errorf("scale: %q: %w", a, err)
-		}
-		if err := n.h.Connect(ctx, *ai); err != nil {
-			return fmt.Errorf("scale: connect %s: %w", ai.ID, err)
-		}
+	if err := p2p.Dial(ctx, n.h, addrs...); err != nil {
+		return fmt.Errorf("scale: %w", err)
 	}
 	return nil
 }

@@ -101,14 +101,8 @@ func (p *Peer) ID() peer.ID { return p.h.ID() }
 
 // Connect dials peers given as multiaddrs ending in /p2p/ID.
 func (p *Peer) Connect(ctx context.Context, addrs ...string) error {
-	for _, a := range addrs {
-		ai, err := peer.AddrInfoFromString(a)
-		if err != nil {
-			return fmt.Errorf("flood: %q: %w", a, err)
-		}
-		if err := p.h.Connect(ctx, *ai); err != nil {
-			return fmt.Errorf("flood: connect %s: %w", ai.ID, err)
-		}
+	if err := p2p.Dial(ctx, p.h, addrs...); err != nil {
+		return fmt.Errorf("flood: %w", err)
 	}
 	return nil
 }

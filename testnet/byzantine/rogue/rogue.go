@@ -187,14 +187,8 @@ func (r *Rogue) Addrs() []string {
 // of the network, so that a submitter's calls and pulls find the rogue
 // connected, as they would find any provider in their view.
 func (r *Rogue) Connect(ctx context.Context, addrs ...string) error {
-	for _, a := range addrs {
-		ai, err := peer.AddrInfoFromString(a)
-		if err != nil {
-			return fmt.Errorf("rogue: %q: %w", a, err)
-		}
-		if err := r.h.Connect(ctx, *ai); err != nil {
-			return fmt.Errorf("rogue: connect %s: %w", ai.ID, err)
-		}
+	if err := p2p.Dial(ctx, r.h, addrs...); err != nil {
+		return fmt.Errorf("rogue: %w", err)
 	}
 	return nil
 }
