@@ -398,21 +398,10 @@ func (r *Rogue) Proposals(job string) int {
 // waitSubmitting waits until cond, asked under mu, holds of the rogue's
 // state as a submitter, or ctx ends.
 func (r *Rogue) waitSubmitting(ctx context.Context, cond func(*submitting) bool) error {
-	for {
-		r.mu.Lock()
+	return r.waitUnder(ctx, func() (bool, chan struct{}) {
 		s := r.sub
-		ok := cond(s)
-		changed := s.changed
-		r.mu.Unlock()
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-changed:
-		}
-	}
+		return cond(s), s.changed
+	})
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -212,10 +212,18 @@ func (r *Rogue) Avoided(job string, provider peer.ID) bool {
 // waitSeen waits until cond, asked under mu, holds of what the jobs topic
 // said, or ctx ends.
 func (r *Rogue) waitSeen(ctx context.Context, cond func(*jobsSeen) bool) error {
+	return r.waitUnder(ctx, func() (bool, chan struct{}) {
+		ok := cond(&r.seen)
+		return ok, r.seen.changed
+	})
+}
+
+// waitUnder asks check, under mu, until it holds or ctx ends; check
+// returns too the channel closed at the next change of what it reads.
+func (r *Rogue) waitUnder(ctx context.Context, check func() (bool, chan struct{})) error {
 	for {
 		r.mu.Lock()
-		ok := cond(&r.seen)
-		changed := r.seen.changed
+		ok, changed := check()
 		r.mu.Unlock()
 		if ok {
 			return nil
