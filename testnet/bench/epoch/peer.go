@@ -158,8 +158,9 @@ func (sp *simPeer) stamp(s p2p.Signed, now time.Time) view.Stamp {
 	return view.Local(now)
 }
 
-func (sp *simPeer) receiveOffers(ctx context.Context) {
-	sub := sp.offersSub
+// receive hands each message of sub, once observed, to handle with the
+// time it arrived, until ctx ends; then it cancels sub.
+func (sp *simPeer) receive(ctx context.Context, sub *p2p.Subscription, handle func(s p2p.Signed, now time.Time)) {
 	defer sub.Cancel()
 	for {
 		s, err := sub.Next(ctx)
@@ -168,28 +169,26 @@ func (sp *simPeer) receiveOffers(ctx context.Context) {
 		}
 		now := time.Now()
 		sp.observe(s, now)
+		handle(s, now)
+	}
+}
+
+func (sp *simPeer) receiveOffers(ctx context.Context) {
+	sp.receive(ctx, sp.offersSub, func(s p2p.Signed, now time.Time) {
 		var b wire.OfferBody
 		if s.Decode(&b) != nil {
-			continue
+			return
 		}
 		signedAt := s.Message.Time
 		if !sp.p.Mode.signedCut() {
 			signedAt = now.UnixMilli() // the arrival cut, for offers too
 		}
 		sp.offers.Apply(b, signedAt, now)
-	}
+	})
 }
 
 func (sp *simPeer) receiveJobs(ctx context.Context) {
-	sub := sp.jobsSub
-	defer sub.Cancel()
-	for {
-		s, err := sub.Next(ctx)
-		if err != nil {
-			return
-		}
-		now := time.Now()
-		sp.observe(s, now)
+	sp.receive(ctx, sp.jobsSub, func(s p2p.Signed, now time.Time) {
 		at := sp.stamp(s, now)
 		switch s.Message.Kind {
 		case wire.KindDeclaration:
@@ -203,7 +202,7 @@ func (sp *simPeer) receiveJobs(ctx context.Context) {
 				sp.market.AddLease(l, at)
 			}
 		}
-	}
+	})
 }
 
 func (sp *simPeer) declare(ctx context.Context, i int) error {
