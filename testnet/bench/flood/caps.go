@@ -49,27 +49,13 @@ type CapsOptions struct {
 }
 
 func (o CapsOptions) withDefaults() CapsOptions {
-	if o.Nodes <= 0 {
-		o.Nodes = 3
-	}
-	if o.GPUs <= 0 {
-		o.GPUs = 2
-	}
-	if o.MinRounds <= 0 {
-		o.MinRounds = 1
-	}
-	if o.Heartbeat <= 0 {
-		o.Heartbeat = 10 * time.Second
-	}
-	if o.Jobs <= 0 {
-		o.Jobs = 3
-	}
-	if o.JobLimit <= 0 {
-		o.JobLimit = 3 * time.Minute
-	}
-	if o.FullLimit <= 0 {
-		o.FullLimit = 3 * time.Minute
-	}
+	bench.Default(&o.Nodes, 3)
+	bench.Default(&o.GPUs, 2)
+	bench.Default(&o.MinRounds, 1)
+	bench.Default(&o.Heartbeat, 10*time.Second)
+	bench.Default(&o.Jobs, 3)
+	bench.Default(&o.JobLimit, 3*time.Minute)
+	bench.Default(&o.FullLimit, 3*time.Minute)
 	return o
 }
 

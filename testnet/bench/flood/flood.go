@@ -44,27 +44,13 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Nodes <= 0 {
-		o.Nodes = 4
-	}
-	if o.GPUs <= 0 {
-		o.GPUs = 2
-	}
-	if o.Jobs <= 0 {
-		o.Jobs = 8
-	}
-	if o.Window <= 0 {
-		o.Window = 20 * time.Second
-	}
-	if o.SybilRate <= 0 {
-		o.SybilRate = 400
-	}
-	if o.MixedRate <= 0 {
-		o.MixedRate = 100
-	}
-	if o.JobLimit <= 0 {
-		o.JobLimit = 3 * time.Minute
-	}
+	bench.Default(&o.Nodes, 4)
+	bench.Default(&o.GPUs, 2)
+	bench.Default(&o.Jobs, 8)
+	bench.Default(&o.Window, 20*time.Second)
+	bench.Default(&o.SybilRate, 400)
+	bench.Default(&o.MixedRate, 100)
+	bench.Default(&o.JobLimit, 3*time.Minute)
 	return o
 }
 

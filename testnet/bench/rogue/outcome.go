@@ -5,6 +5,7 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/testnet/bench"
 	"github.com/e31network/e31/testnet/byzantine/rogue"
 )
 
@@ -37,21 +38,11 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Disk <= 0 {
-		o.Disk = 64 * market.MiB
-	}
-	if o.InputBytes <= 0 {
-		o.InputBytes = 4 << 20
-	}
-	if o.SquatRounds <= 0 {
-		o.SquatRounds = 3
-	}
-	if o.GangRounds <= 0 {
-		o.GangRounds = 1
-	}
-	if o.GangWithin <= 0 {
-		o.GangWithin = gangStartWithin + time.Minute
-	}
+	bench.Default(&o.Disk, 64*market.MiB)
+	bench.Default(&o.InputBytes, 4<<20)
+	bench.Default(&o.SquatRounds, 3)
+	bench.Default(&o.GangRounds, 1)
+	bench.Default(&o.GangWithin, gangStartWithin+time.Minute)
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}

@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -29,21 +30,11 @@ type MeshOptions struct {
 }
 
 func (o MeshOptions) withDefaults() MeshOptions {
-	if o.Hosts == 0 {
-		o.Hosts = 200
-	}
-	if o.Dial == 0 {
-		o.Dial = 8
-	}
-	if o.Rate == 0 {
-		o.Rate = 20
-	}
-	if o.Size == 0 {
-		o.Size = 1800
-	}
-	if o.Window == 0 {
-		o.Window = 30 * time.Second
-	}
+	o.Hosts = cmp.Or(o.Hosts, 200)
+	o.Dial = cmp.Or(o.Dial, 8)
+	o.Rate = cmp.Or(o.Rate, 20)
+	o.Size = cmp.Or(o.Size, 1800)
+	o.Window = cmp.Or(o.Window, 30*time.Second)
 	return o
 }
 

@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,27 +58,13 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Neighbours == 0 {
-		o.Neighbours = 6
-	}
-	if o.Window == 0 {
-		o.Window = time.Minute
-	}
-	if o.Heartbeat == 0 {
-		o.Heartbeat = 10 * time.Second
-	}
-	if o.Submitters == 0 {
-		o.Submitters = 100
-	}
-	if o.QueueWait == 0 {
-		o.QueueWait = 30 * time.Second
-	}
-	if o.Run == 0 {
-		o.Run = time.Minute
-	}
-	if o.ProbeEvery == 0 {
-		o.ProbeEvery = 2 * time.Second
-	}
+	o.Neighbours = cmp.Or(o.Neighbours, 6)
+	o.Window = cmp.Or(o.Window, time.Minute)
+	o.Heartbeat = cmp.Or(o.Heartbeat, 10*time.Second)
+	o.Submitters = cmp.Or(o.Submitters, 100)
+	o.QueueWait = cmp.Or(o.QueueWait, 30*time.Second)
+	o.Run = cmp.Or(o.Run, time.Minute)
+	o.ProbeEvery = cmp.Or(o.ProbeEvery, 2*time.Second)
 	return o
 }
 

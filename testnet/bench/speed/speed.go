@@ -83,30 +83,23 @@ func Selected(only []string) (map[string]bool, error) {
 }
 
 func (o Options) withDefaults() Options {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&o.IdleNodes, 5)
-	def(&o.IdleJobs, 30)
-	def(&o.Throughput.Nodes, 10)
-	def(&o.Throughput.Submitters, 10)
-	def(&o.Throughput.Jobs, 200)
-	def(&o.RSS.Jobs, 2000)
-	def(&o.RSS.ShortJobs, 200)
-	def(&o.SandboxRuns, 40)
-	def(&o.Array.Nodes, 10)
-	def(&o.Array.Tasks, 10_000)
-	def(&o.Micro.StagingMiB, 1024)
-	def(&o.Micro.StagingRuns, 3)
-	def(&o.Micro.MatchRuns, 10)
+	bench.Default(&o.IdleNodes, 5)
+	bench.Default(&o.IdleJobs, 30)
+	bench.Default(&o.Throughput.Nodes, 10)
+	bench.Default(&o.Throughput.Submitters, 10)
+	bench.Default(&o.Throughput.Jobs, 200)
+	bench.Default(&o.RSS.Jobs, 2000)
+	bench.Default(&o.RSS.ShortJobs, 200)
+	bench.Default(&o.SandboxRuns, 40)
+	bench.Default(&o.Array.Nodes, 10)
+	bench.Default(&o.Array.Tasks, 10_000)
+	bench.Default(&o.Micro.StagingMiB, 1024)
+	bench.Default(&o.Micro.StagingRuns, 3)
+	bench.Default(&o.Micro.MatchRuns, 10)
 	if o.Throughput.ProfileDir != "" && o.Throughput.ProfileFor <= 0 {
 		o.Throughput.ProfileFor = 20 * time.Second
 	}
-	if o.RSS.IdleFor <= 0 {
-		o.RSS.IdleFor = 5 * time.Second
-	}
+	bench.Default(&o.RSS.IdleFor, 5*time.Second)
 	return o
 }
 

@@ -235,21 +235,11 @@ type FloodOptions struct {
 }
 
 func (o FloodOptions) withDefaults() FloodOptions {
-	if o.Events <= 0 {
-		o.Events = 100
-	}
-	if o.DAGs <= 0 {
-		o.DAGs = 4
-	}
-	if o.DAGBytes <= 0 {
-		o.DAGBytes = 96 << 20
-	}
-	if o.Burst <= 0 {
-		o.Burst = 32
-	}
-	if o.Settle <= 0 {
-		o.Settle = 2 * time.Minute
-	}
+	orDefault(&o.Events, 100)
+	orDefault(&o.DAGs, 4)
+	orDefault(&o.DAGBytes, 96<<20)
+	orDefault(&o.Burst, 32)
+	orDefault(&o.Settle, 2*time.Minute)
 	return o
 }
 

@@ -24,15 +24,9 @@ type SquatOptions struct {
 }
 
 func (o SquatOptions) withDefaults() SquatOptions {
-	if o.Rounds <= 0 {
-		o.Rounds = 3
-	}
-	if o.Within <= 0 {
-		o.Within = time.Minute
-	}
-	if o.Retry <= 0 {
-		o.Retry = 50 * time.Millisecond
-	}
+	orDefault(&o.Rounds, 3)
+	orDefault(&o.Within, time.Minute)
+	orDefault(&o.Retry, 50*time.Millisecond)
 	return o
 }
 

@@ -33,12 +33,8 @@ func (o NoCountersignOptions) withDefaults() NoCountersignOptions {
 	if o.Policy == Countersign {
 		o.Policy = Refuse
 	}
-	if o.Within <= 0 {
-		o.Within = 2 * time.Minute
-	}
-	if o.ProbeFor <= 0 {
-		o.ProbeFor = 5 * time.Second
-	}
+	orDefault(&o.Within, 2*time.Minute)
+	orDefault(&o.ProbeFor, 5*time.Second)
 	return o
 }
 
@@ -126,15 +122,9 @@ type WithholdOptions struct {
 }
 
 func (o WithholdOptions) withDefaults() WithholdOptions {
-	if o.Rounds <= 0 {
-		o.Rounds = 1
-	}
-	if o.Within <= 0 {
-		o.Within = 150 * time.Second
-	}
-	if o.ProbeFor <= 0 {
-		o.ProbeFor = 10 * time.Second
-	}
+	orDefault(&o.Rounds, 1)
+	orDefault(&o.Within, 150*time.Second)
+	orDefault(&o.ProbeFor, 10*time.Second)
 	return o
 }
 
