@@ -267,19 +267,25 @@ func (l layoutSource) manifest(ctx context.Context, d v1.Descriptor) ([]byte, er
 
 const refNameAnnotation = "org.opencontainers.image.ref.name"
 
+// readSmall reads the file name of fsys whole. A file that cannot be
+// opened is an error headed by onOpen; one over limit bytes is invalid,
+// named what in the error.
+func readSmall(fsys files, name string, limit int64, what, onOpen string) ([]byte, error) {
+	rc, size, err := fsys.open(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", onOpen, err)
+	}
+	defer rc.Close()
+	if size > limit {
+		return nil, fmt.Errorf("%w: %s is %d bytes", ErrInvalid, what, size)
+	}
+	return io.ReadAll(rc)
+}
+
 // planLayout resolves the image that tag names in the layout (the only one
 // when tag is empty) to one manifest for want.
 func planLayout(ctx context.Context, fsys files, tag string, want v1.Platform) (*plan, error) {
-	rc, size, err := fsys.open("index.json")
-	if err != nil {
-		return nil, fmt.Errorf("not an OCI layout: %w", err)
-	}
-	if size > maxIndexBytes {
-		rc.Close()
-		return nil, fmt.Errorf("%w: index.json is %d bytes", ErrInvalid, size)
-	}
-	raw, err := io.ReadAll(rc)
-	rc.Close()
+	raw, err := readSmall(fsys, "index.json", maxIndexBytes, "index.json", "not an OCI layout")
 	if err != nil {
 		return nil, err
 	}
@@ -365,16 +371,7 @@ type dockerManifestEntry struct {
 // it is imported; a compressed layer, which older tools wrote, is hashed
 // first. The layers are kept as they are in the archive.
 func planDockerArchive(ctx context.Context, t *tarFiles, tag string, want v1.Platform) (*plan, error) {
-	rc, size, err := t.open("manifest.json")
-	if err != nil {
-		return nil, fmt.Errorf("not a docker archive: %w", err)
-	}
-	if size > maxIndexBytes {
-		rc.Close()
-		return nil, fmt.Errorf("%w: manifest.json is %d bytes", ErrInvalid, size)
-	}
-	raw, err := io.ReadAll(rc)
-	rc.Close()
+	raw, err := readSmall(t, "manifest.json", maxIndexBytes, "manifest.json", "not a docker archive")
 	if err != nil {
 		return nil, err
 	}
@@ -398,16 +395,7 @@ func planDockerArchive(ctx context.Context, t *tarFiles, tag string, want v1.Pla
 	}
 
 	src := &dockerArchiveSource{fs: t, blobs: map[v1.Hash]string{}}
-	crc, csize, err := t.open(e.Config)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if csize > maxConfigBytes {
-		crc.Close()
-		return nil, fmt.Errorf("%w: config is %d bytes", ErrInvalid, csize)
-	}
-	config, err := io.ReadAll(crc)
-	crc.Close()
+	config, err := readSmall(t, e.Config, maxConfigBytes, "config", "config")
 	if err != nil {
 		return nil, err
 	}
