@@ -60,6 +60,19 @@ func (e Ended) Completed() error {
 	return nil
 }
 
+// ReleasedMs is each job's submit to release, in ms, where every job
+// completed; else the first that did not is the error (Completed).
+func ReleasedMs(es []Ended) ([]float64, error) {
+	ms := make([]float64, 0, len(es))
+	for _, e := range es {
+		if err := e.Completed(); err != nil {
+			return nil, err
+		}
+		ms = append(ms, Ms(e.Released.Sub(e.Submit)))
+	}
+	return ms, nil
+}
+
 // JobWaiter follows jobs submitted to one daemon until they end. Jobs end
 // roughly in the order they were submitted, so each round asks about the
 // oldest unfinished jobs only, and stops at the first still running: a

@@ -188,12 +188,9 @@ func MeasureRSS(ctx context.Context, e bench.Env, o RSSOptions) (RSSReport, erro
 	if len(errs) > 0 {
 		return r, errs[0]
 	}
-	var rel []float64
-	for _, j := range short {
-		if err := j.Completed(); err != nil {
-			return r, err
-		}
-		rel = append(rel, bench.Ms(j.Released.Sub(j.Submit)))
+	rel, err := bench.ReleasedMs(short)
+	if err != nil {
+		return r, err
 	}
 	_, r.ShortJobsPerS = bench.Window(short)
 	if err := finish(shortProf, short, &r.ShortProfile); err != nil {
@@ -221,12 +218,8 @@ func MeasureRSS(ctx context.Context, e bench.Env, o RSSOptions) (RSSReport, erro
 	if err != nil {
 		return r, err
 	}
-	rel = rel[:0]
-	for _, j := range deep {
-		if err := j.Completed(); err != nil {
-			return r, err
-		}
-		rel = append(rel, bench.Ms(j.Released.Sub(j.Submit)))
+	if rel, err = bench.ReleasedMs(deep); err != nil {
+		return r, err
 	}
 	_, r.DeepJobsPerS = bench.Window(deep)
 	if err := finish(deepProf, deep, &r.DeepProfile); err != nil {

@@ -135,12 +135,9 @@ func MeasureThroughput(ctx context.Context, e bench.Env, o ThroughputOptions) (T
 			es = append(es, e...)
 		}
 	}
-	var released []float64
-	for _, j := range es {
-		if err := j.Completed(); err != nil {
-			return r, err
-		}
-		released = append(released, bench.Ms(j.Released.Sub(j.Submit)))
+	released, err := bench.ReleasedMs(es)
+	if err != nil {
+		return r, err
 	}
 	d, rate := bench.Window(es)
 	r.WindowS, r.JobsPerS, r.ReleasedMs = d.Seconds(), rate, bench.SpreadOf(released)
