@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/e31network/e31/node/task"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,17 +29,10 @@ const returnMemoryEvery = 10 * time.Second
 
 // returnMemory runs until ctx ends.
 func returnMemory(ctx context.Context) {
-	t := time.NewTicker(returnMemoryEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			debug.FreeOSMemory()
-			_ = pageOutTables() // a hint: nothing to do if it fails
-		}
-	}
+	task.Every(ctx, returnMemoryEvery, func(time.Time) {
+		debug.FreeOSMemory()
+		_ = pageOutTables() // a hint: nothing to do if it fails
+	})
 }
 
 // pageOutTables asks the kernel to reclaim the pages of the stores'

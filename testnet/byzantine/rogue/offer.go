@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 )
@@ -64,18 +65,11 @@ func (r *Rogue) setOffer(ctx context.Context, o market.Offer) error {
 		return err
 	}
 	r.wg.Go(func() {
-		t := time.NewTicker(r.cfg.Heartbeat)
-		defer t.Stop()
-		for {
-			select {
-			case <-lctx.Done():
-				return
-			case <-t.C:
-			}
+		task.Every(lctx, r.cfg.Heartbeat, func(time.Time) {
 			if err := r.publishOffer(lctx, o); err != nil && lctx.Err() == nil {
 				r.cfg.Log.Warn("rogue: publish offer", "err", err)
 			}
-		}
+		})
 	})
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -168,14 +169,7 @@ func (d *declared) parts() []string {
 // requeueLoop re-announces, every heartbeat, the declared jobs with a job
 // or part that no live lease holds, until Close.
 func (r *Rogue) requeueLoop() {
-	t := time.NewTicker(r.cfg.Heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.ctx.Done():
-			return
-		case <-t.C:
-		}
+	task.Every(r.ctx, r.cfg.Heartbeat, func(time.Time) {
 		var envs [][]byte
 		r.mu.Lock()
 		for _, d := range r.sub.declared {
@@ -185,12 +179,12 @@ func (r *Rogue) requeueLoop() {
 		}
 		r.mu.Unlock()
 		if len(envs) == 0 {
-			continue
+			return
 		}
 		if _, err := r.gossip.Publish(r.ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueBody{Declarations: envs}); err != nil && r.ctx.Err() == nil {
 			r.cfg.Log.Warn("rogue: requeue", "err", err)
 		}
-	}
+	})
 }
 
 // unleasedLocked reports whether some job or part of d has no live lease:
