@@ -20,6 +20,8 @@
 // the submitter's own included, assigns the job to it. As a submitter it
 // declares jobs (Declare) and answers the providers that take them as a
 // SubmitterPolicy says: countersign or not, send the gang lease or not.
+// With Config.Relays it reserves relay slots, opens circuits and pushes
+// bytes through them (AbuseRelay), beside a stranger that never joined.
 //
 // Each attack is a method that carries the attack out and returns a
 // Result: what each request was answered (countersigned, refused and with

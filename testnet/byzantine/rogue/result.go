@@ -24,16 +24,18 @@ const (
 	AttackNoCountersign   = "submitter never countersigns"
 	AttackGangSquat       = "squatting a gang part"
 	AttackGangWithheld    = "gang lease never sent"
+	AttackRelay           = "relay abuse"
 	AttackEscapes         = "offer with terminal escapes"
 )
 
 // Step is one request of an attack and how it was answered.
 type Step struct {
 	What string `json:"what"`
-	// Answer is "countersigned", "accepted", "disputed", "refused" or
-	// "no answer".
+	// Answer is "countersigned", "accepted", "disputed", "refused", "no
+	// answer", "counted" or "cut".
 	Answer string `json:"answer"`
-	// Code is a refusal's code (node/wire), "" for none.
+	// Code is a refusal's code (node/wire), or a relay's status (circuit
+	// relay v2, as PERMISSION_DENIED); "" for none.
 	Code string `json:"code,omitempty"`
 	// Err is a refusal's text, or why no answer came; for a step that
 	// names something else (an ending), what it names.
@@ -51,6 +53,9 @@ const (
 	NoAnswer      = "no answer"
 	// Counted: the step counted something (Count), asked nothing.
 	Counted = "counted"
+	// Cut: what the step sent was cut off under it (a relay reset its
+	// circuit).
+	Cut = "cut"
 )
 
 // stepOf names how a request that returned err was answered; ok names

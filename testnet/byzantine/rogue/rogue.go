@@ -49,6 +49,11 @@ type Config struct {
 	// before the rule refuse terms that carry it, those after it terms
 	// that do not.
 	Unbounded bool
+	// Relays are the relays the rogue may reserve slots on and open
+	// circuits through (circuit relay v2), as multiaddrs ending in
+	// /p2p/ID; none: the relay transport is off, as on the testnet's
+	// daemons.
+	Relays []string
 	// Log receives what the rogue does; nil discards it.
 	Log *slog.Logger
 }
@@ -114,6 +119,10 @@ type Rogue struct {
 	withdrawn map[string]bool
 	// served counts the bytes served over the bulk protocol, by peer.
 	served map[peer.ID]int64
+	// sunk counts the bytes read on the sink protocol, by peer (relay.go).
+	sunk map[peer.ID]int64
+	// sinks counts the sink streams still open.
+	sinks int
 }
 
 // New starts a rogue peer, subscribed to the network's topics but
@@ -128,13 +137,17 @@ func New(ctx context.Context, cfg Config) (*Rogue, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := p2p.NewHost(p2p.HostConfig{Key: key, Listen: []string{cfg.Listen}, UserAgent: "e31-rogue"})
+	reach, err := relayClient(cfg.Relays)
+	if err != nil {
+		return nil, err
+	}
+	h, err := p2p.NewHost(p2p.HostConfig{Key: key, Listen: []string{cfg.Listen}, UserAgent: "e31-rogue", Reachability: reach})
 	if err != nil {
 		return nil, err
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	r := &Rogue{cfg: cfg, key: key, self: self, h: h, ctx: rctx, cancel: cancel,
-		seen: newJobsSeen(), gangCalls: map[string]int{}, withdrawn: map[string]bool{}, served: map[peer.ID]int64{}}
+		seen: newJobsSeen(), gangCalls: map[string]int{}, withdrawn: map[string]bool{}, served: map[peer.ID]int64{}, sunk: map[peer.ID]int64{}}
 	fail := func(err error) (*Rogue, error) {
 		r.Close()
 		return nil, err
@@ -167,6 +180,7 @@ func New(ctx context.Context, cfg Config) (*Rogue, error) {
 		})
 	}
 	r.serveProvider()
+	r.serveSink()
 	return r, nil
 }
 
