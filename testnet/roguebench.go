@@ -30,6 +30,9 @@ func (o *rogueBenchOptions) AddFlags(cmd *cobra.Command) {
 	f.StringVar(&o.disk, "disk", "64MiB", "request.disk of the flooded job")
 	f.IntVar(&o.run.SquatRounds, "squat-rounds", 3, "times the gang squatter takes its part at most")
 	f.IntVar(&o.run.GangRounds, "gang-rounds", 3, "times the rogue submitter's gang is leased and left to lapse at most (each lapse takes the providers' 30-second gang wait, e31d --gang-start-within)")
+	f.Int64Var(&o.run.RelayPush, "relay-push", 4<<20, "bytes the relay abuse pushes between two members with no lease")
+	f.Int64Var(&o.run.RelayBudget, "relay-budget", rogue.DefaultRelayBudget, "the relay's byte budget a peer (e31d --relay-budget-peer), which the relay abuse pushes a lease's circuit past")
+	f.StringSliceVar(&o.run.Networks, "only", nil, "run only these networks: providers, submitters, relay (default all)")
 	f.StringVar(&o.bin, "bin", "", "folder holding e31d and e31 to attack, built from another commit (default: build this one)")
 	f.BoolVar(&o.run.Unbounded, "unbounded", false, "propose leases without the held-time rule, as daemons from before it (8ec50e8 and older) need")
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
@@ -48,7 +51,10 @@ as providers, backdated and unassigned proposals, receipts past the limit
 and after the final one, staging a job it was not reserved, false
 completed and checkpoint_at, a checkpoint flood and an offer with terminal
 escapes; as submitters, never countersigning and never sending a gang
-lease; and squatting a gang's part. It prints the table "attack | what
+lease; and squatting a gang's part. A third network, one daemon serving
+as a relay that carries data (--relay-service --relay-data), meets relay
+abuse: a stranger's slot and circuit, and bytes pushed between members
+with no lease and past a byte budget. --only runs some networks. It prints the table "attack | what
 happened": each request's answer with its refusal code, and what the
 rogue won (GPU-hours countersigned, bytes obtained, time GPUs were held).
 --bin attacks daemons built elsewhere, such as from a commit before the

@@ -4,7 +4,8 @@
 // victims e31d processes on 127.0.0.1 (testnet/cluster).
 //
 // Two networks, each an honest submitter and two honest providers, hold
-// the attacks between them, with honest jobs running beside:
+// most attacks between them, with honest jobs running beside, and a
+// third the relay's:
 //
 //   - ProviderNet, where rogues play providers against the honest
 //     submitter (ProviderAttacks): backdated and unassigned proposals,
@@ -14,7 +15,11 @@
 //   - SubmitterNet, where rogues play submitters against the honest
 //     providers, and one a provider that squats on an honest gang's part
 //     (SubmitterAttacks): a submitter that never countersigns, a gang
-//     part squatted, a gang lease never sent.
+//     part squatted, a gang lease never sent;
+//   - RelayNet, one daemon serving as a relay that carries data, where a
+//     stranger and two rogue members abuse it (RelayAttacks): a
+//     stranger's slot and circuit, bytes pushed between members with no
+//     lease, and past a byte budget under a lease.
 //
 // Each rogue that needs a genuine lease is the only provider whose offer
 // fits the job it goes after (a GPU model of its own), so that every
@@ -22,6 +27,6 @@
 // what the victims counted (e31_refused_total, e31_bytes_returned_total)
 // and printed, and the honest jobs, for testnet/e2e's TestRogue tests to
 // check; Report makes the table "attack | what happened". The view flood
-// from many identities and relay abuse are measured elsewhere
-// (testnet/byzantine/flood, p2p): their rows say so.
+// from many identities is measured elsewhere (testnet/byzantine/flood):
+// its row says so.
 package rogue

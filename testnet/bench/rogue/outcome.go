@@ -30,9 +30,17 @@ type Options struct {
 	// GangWithin bounds each of those rounds' waits (rogue.WithholdOptions);
 	// default SubmitterNet's gang wait and a minute.
 	GangWithin time.Duration
+	// RelayPush is how many bytes the relay abuse pushes between two
+	// members with no lease; default 4 MiB. RelayBudget is the relay's
+	// byte budget a peer (RelayNet), which the lease's circuit is pushed
+	// past; default DefaultRelayBudget.
+	RelayPush, RelayBudget int64
 	// Unbounded has the rogues propose terms without the held-time rule,
 	// for daemons from before it (rogue.Config.Unbounded).
 	Unbounded bool
+	// Networks names the networks Measure runs (NetProviders,
+	// NetSubmitters, NetRelay); none: all.
+	Networks []string
 	// Log receives progress lines; nil: none.
 	Log func(format string, args ...any)
 }
@@ -43,6 +51,8 @@ func (o Options) withDefaults() Options {
 	bench.Default(&o.SquatRounds, 3)
 	bench.Default(&o.GangRounds, 1)
 	bench.Default(&o.GangWithin, gangStartWithin+time.Minute)
+	bench.Default(&o.RelayPush, 4<<20)
+	bench.Default(&o.RelayBudget, DefaultRelayBudget)
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
@@ -73,6 +83,9 @@ type Outcome struct {
 	Returned float64 `json:"returned,omitempty"`
 	// Printed is what `e31 nodes` printed on the escape attack's victim.
 	Printed string `json:"printed,omitempty"`
+	// Relay is, on the relay abuse's relay, its e31_relay_* series at
+	// the end, by series, those above 0.
+	Relay map[string]float64 `json:"relay,omitempty"`
 	// Strikes is, for the submitter that never countersigns, GET
 	// /v1/peers on the provider that took its job.
 	Strikes string `json:"strikes,omitempty"`

@@ -21,19 +21,26 @@ type Row struct {
 	What   string `json:"what"`
 }
 
-// Report is every attack's row, in the order of issue 51, and the two
+// Report is every attack's row, in the order of issue 51, and the
 // networks' outcomes in full.
 type Report struct {
 	Rows       []Row   `json:"rows"`
 	Providers  Outcome `json:"providers"`
 	Submitters Outcome `json:"submitters"`
+	Relay      Outcome `json:"relay"`
 }
+
+// The networks Measure runs, by name (Options.Networks).
+const (
+	NetProviders  = "providers"
+	NetSubmitters = "submitters"
+	NetRelay      = "relay"
+)
 
 // elsewhere are the attacks of issue 51 that other harnesses play, with
 // where.
 var elsewhere = []Row{
 	{"view flood from 20 identities", "not played here: testnet/byzantine/flood"},
-	{"relay abuse", "not played here: p2p's relay tests"},
 }
 
 // order is the attacks in the order of issue 51, with those played
@@ -41,7 +48,7 @@ var elsewhere = []Row{
 var order = []string{
 	rogue.AttackBackdated, rogue.AttackNoOffer, rogue.AttackNotAssigned, rogue.AttackPastLimit, rogue.AttackAfterFinal,
 	rogue.AttackStage, rogue.AttackFalseCompleted, rogue.AttackFalseCheckpoint, rogue.AttackCheckpointFlood,
-	rogue.AttackNoCountersign, rogue.AttackGangSquat, rogue.AttackGangWithheld, elsewhere[0].Attack, elsewhere[1].Attack,
+	rogue.AttackNoCountersign, rogue.AttackGangSquat, rogue.AttackGangWithheld, elsewhere[0].Attack, rogue.AttackRelay,
 	rogue.AttackEscapes,
 }
 
@@ -68,8 +75,8 @@ func rows(outs ...Outcome) []Row {
 	return out
 }
 
-// Measure runs both networks of e, one after the other, and plays every
-// attack on them.
+// Measure runs the networks of e, one after the other (those
+// o.Networks names, or all), and plays every attack on them.
 func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 	var rep Report
 	if o.E31 == "" {
@@ -94,14 +101,24 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 		}
 		return out, err
 	}
+	wanted := func(name string) bool { return len(o.Networks) == 0 || slices.Contains(o.Networks, name) }
 	var err error
-	if rep.Providers, err = run("providers", ProviderNet(), ProviderAttacks); err != nil {
-		return rep, fmt.Errorf("rogue providers: %w", err)
+	if wanted(NetProviders) {
+		if rep.Providers, err = run(NetProviders, ProviderNet(), ProviderAttacks); err != nil {
+			return rep, fmt.Errorf("rogue providers: %w", err)
+		}
 	}
-	if rep.Submitters, err = run("submitters", SubmitterNet(), SubmitterAttacks); err != nil {
-		return rep, fmt.Errorf("rogue submitters: %w", err)
+	if wanted(NetSubmitters) {
+		if rep.Submitters, err = run(NetSubmitters, SubmitterNet(), SubmitterAttacks); err != nil {
+			return rep, fmt.Errorf("rogue submitters: %w", err)
+		}
 	}
-	rep.Rows = rows(rep.Providers, rep.Submitters)
+	if wanted(NetRelay) {
+		if rep.Relay, err = run(NetRelay, RelayNet(o.withDefaults().RelayBudget), RelayAttacks); err != nil {
+			return rep, fmt.Errorf("rogue relay: %w", err)
+		}
+	}
+	rep.Rows = rows(rep.Providers, rep.Submitters, rep.Relay)
 	return rep, nil
 }
 
@@ -129,7 +146,10 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 	for _, o := range []struct {
 		name string
 		out  Outcome
-	}{{"providers", r.Providers}, {"submitters", r.Submitters}} {
+	}{{NetProviders, r.Providers}, {NetSubmitters, r.Submitters}, {NetRelay, r.Relay}} {
+		if len(o.out.Results) == 0 {
+			continue // not run
+		}
 		fmt.Fprintf(&b, "\n%s network: honest jobs", o.name)
 		for _, j := range o.out.Honest {
 			fmt.Fprintf(&b, " %s %s/%s;", j.Name, j.State, j.Outcome)
@@ -146,6 +166,9 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 				fmt.Fprintf(&b, " %s=%v", k, codes[k])
 			}
 			b.WriteString("\n")
+		}
+		for _, k := range slices.Sorted(maps.Keys(o.out.Relay)) {
+			fmt.Fprintf(&b, "relay %s %v\n", k, o.out.Relay[k])
 		}
 	}
 	fmt.Fprintf(&b, "\nmeasured %s\n", time.Now().UTC().Format(time.RFC3339))
