@@ -371,3 +371,88 @@ func TestStruckReadsPeers(t *testing.T) {
 		}
 	}
 }
+
+// relayAllowance is what a relay that carries data lets a circuit carry
+// each way between members with no live lease together: a limited
+// circuit's (p2p.RelayLimits.Data's default).
+const relayAllowance = 128 << 10
+
+// relayCharge is the most a data circuit may carry past a spent byte
+// budget: the relay charges its budgets every 64 KiB a circuit carries,
+// twice that for room.
+const relayCharge = 2 * 64 << 10
+
+// TestRogueRelay: a daemon serving as a relay that carries data (e31d
+// --relay-service --relay-data) serves the network only. A stranger, a
+// host that never published on the network's topics, gets no slot and no
+// circuit to a member. A member gets a slot, and its circuit to another
+// member with whom it holds no lease carries no more than a limited
+// circuit's allowance before the relay cuts it; once the two hold a lease,
+// their circuit carries their data until the byte budget a peer is spent,
+// and no further. The relay counts each refusal and cut in its
+// e31_relay_* series and names it in its log.
+func TestRogueRelay(t *testing.T) {
+	o := rogueOptions(t)
+	o.RelayBudget, o.RelayPush = benchrogue.DefaultRelayBudget, 1<<20
+	c := start(t, benchrogue.RelayNet(o.RelayBudget))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := benchrogue.RelayAttacks(ctx, c, o)
+	logOutcome(t, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := attack(t, out, rogue.AttackRelay)
+	series := func(name, label, value string) float64 {
+		return out.Relay[fmt.Sprintf("%s{%s=%q}", name, label, value)]
+	}
+
+	t.Run("stranger", func(t *testing.T) {
+		wantRefused(t, r, rogue.StepStrangerSlot, "PERMISSION_DENIED")
+		wantRefused(t, r, rogue.StepStrangerCircuit, "PERMISSION_DENIED")
+		if n := series("e31_relay_reservations_refused_total", "reason", "stranger"); n < 1 {
+			t.Errorf("the relay counted %v slots refused to strangers: %v", n, out.Relay)
+		}
+		if n := series("e31_relay_circuits_refused_total", "reason", "stranger"); n < 1 {
+			t.Errorf("the relay counted %v circuits refused to strangers: %v", n, out.Relay)
+		}
+	})
+	t.Run("no lease", func(t *testing.T) {
+		wantAnswer(t, r, rogue.StepMemberSlot, rogue.Accepted)
+		wantAnswer(t, r, rogue.StepUnleased, rogue.Accepted)
+		wantAnswer(t, r, rogue.StepUnleasedPush, rogue.Cut)
+		if r.Bytes > relayAllowance {
+			t.Errorf("%d bytes went between members with no lease, over the %d a limited circuit carries", r.Bytes, relayAllowance)
+		}
+		if n := series("e31_relay_circuits_ended_total", "reason", "allowance"); n < 1 {
+			t.Errorf("the relay counted %v circuits cut past their allowance: %v", n, out.Relay)
+		}
+	})
+	t.Run("budget", func(t *testing.T) {
+		wantAnswer(t, r, rogue.StepLease, rogue.Countersigned)
+		wantAnswer(t, r, rogue.StepLeasePush, rogue.Cut)
+		s, _ := r.Step(rogue.StepLeasePush)
+		if int64(s.Count) > o.RelayBudget+relayCharge {
+			t.Errorf("%d bytes went under the lease, past the budget of %d a peer", s.Count, o.RelayBudget)
+		}
+		// Over the allowance, the relay carried them as the lease's data:
+		// it must have counted the budget that ended them.
+		if s.Count > relayAllowance && (series("e31_relay_budgets_spent_total", "budget", "peer") < 1 ||
+			series("e31_relay_circuits_ended_total", "reason", "budget") < 1) {
+			t.Errorf("%d bytes went under the lease and were cut, but the relay counted no budget spent: %v", s.Count, out.Relay)
+		}
+	})
+	log, err := os.ReadFile(filepath.Join(c.Nodes[0].Data, "e31d.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, words := range [][]string{
+		{"relay slot refused", "reason=stranger"},
+		{"relay circuit refused", "reason=stranger"},
+		{"relay cut a circuit", "reason=allowance"},
+	} {
+		if !benchrogue.LogNames(string(log), words...) {
+			t.Errorf("the relay's log has no line with %q", words)
+		}
+	}
+}
