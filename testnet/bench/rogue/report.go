@@ -150,7 +150,10 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 		if len(o.out.Results) == 0 {
 			continue // not run
 		}
-		fmt.Fprintf(&b, "\n%s network: honest jobs", o.name)
+		fmt.Fprintf(&b, "\n%s network:", o.name)
+		if len(o.out.Honest) > 0 {
+			b.WriteString(" honest jobs")
+		}
 		for _, j := range o.out.Honest {
 			fmt.Fprintf(&b, " %s %s/%s;", j.Name, j.State, j.Outcome)
 		}
