@@ -89,7 +89,7 @@ func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl m
 	id := wire.JobID(sealed)
 	now := time.Now()
 	n := decl.Parts()
-	parent := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, State: api.JobQueued, Submitted: now, Tasks: n}
+	parent := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, State: api.JobQueued, Submitted: now, RecordArray: RecordArray{Tasks: n}}
 	if held != nil {
 		parent.Root = held.root()
 	}
@@ -114,7 +114,7 @@ func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl m
 	items = append(items, state.Item{ID: id, Value: parent})
 	for i := range n {
 		r := &Record{ID: market.TaskID(id, i), Envelope: sealed.Raw, Declaration: decl.Task(i), Labels: labels, Sources: sources,
-			State: api.JobQueued, Submitted: now, Array: id, Index: i}
+			State: api.JobQueued, Submitted: now, RecordArray: RecordArray{Array: id, Index: i}}
 		r.step(api.StepSubmit, now)
 		tasks[i] = r
 		items = append(items, state.Item{ID: r.ID, Value: r})

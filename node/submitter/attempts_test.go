@@ -162,8 +162,8 @@ func TestResumeByHandKeepsTheJob(t *testing.T) {
 // its job.
 func TestLinkAttempts(t *testing.T) {
 	first := &Record{ID: "a"}
-	second := &Record{ID: "b", ResumeOf: "a"}
-	third := &Record{ID: "c", ResumeOf: "b", Root: "a"}
+	second := &Record{ID: "b", RecordChain: RecordChain{ResumeOf: "a"}}
+	third := &Record{ID: "c", RecordChain: RecordChain{ResumeOf: "b", Root: "a"}}
 	other := &Record{ID: "x"}
 	changed := linkAttempts([]*Record{third, other, second, first})
 	if first.Next != "b" || second.Next != "c" || second.Root != "a" || third.Next != "" {

@@ -22,8 +22,7 @@ func (h *harness) endedJob(t *testing.T, id string, d market.Declaration, checkp
 		t.Fatal(err)
 	}
 	now := time.Now()
-	r := &Record{ID: id, Declaration: d, State: api.JobReleased, Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider,
-		Checkpoint: checkpoint, Submitted: now}
+	r := &Record{ID: id, Declaration: d, State: api.JobReleased, Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, RecordOutput: RecordOutput{Checkpoint: checkpoint}, Submitted: now}
 	r.step(api.StepSubmit, now)
 	if err := h.records.Put(state.PrefixJob, r.ID, r); err != nil {
 		t.Fatal(err)

@@ -78,7 +78,7 @@ func gangOnRecord(t *testing.T, h *harness, provs []wiretest.Party) (string, mar
 	if err := d.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	parent := &Record{ID: gang, Declaration: d, State: api.JobQueued, Submitted: now, Tasks: 2}
+	parent := &Record{ID: gang, Declaration: d, State: api.JobQueued, Submitted: now, RecordArray: RecordArray{Tasks: 2}}
 	parent.step(api.StepSubmit, now)
 	recs := []*Record{parent}
 	for r, p := range provs {
@@ -91,7 +91,7 @@ func gangOnRecord(t *testing.T, h *harness, provs []wiretest.Party) (string, mar
 		if err := l.Countersign(h.sub.SK); err != nil {
 			t.Fatal(err)
 		}
-		part := &Record{ID: l.Terms.Job, Declaration: d.Task(r), State: api.JobRunning, Lease: &l, Submitted: now, Array: gang, Index: r}
+		part := &Record{ID: l.Terms.Job, Declaration: d.Task(r), State: api.JobRunning, Lease: &l, Submitted: now, RecordArray: RecordArray{Array: gang, Index: r}}
 		part.step(api.StepSubmit, now)
 		part.step(api.StepRent, now)
 		recs = append(recs, part)

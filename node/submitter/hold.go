@@ -137,7 +137,7 @@ func (s *Submitter) submitHeld(ctx context.Context, decl market.Declaration, pro
 	}
 	at := time.Now()
 	rec := &Record{ID: wire.JobIDOf(h), Declaration: decl, Labels: labels, Sources: sources, State: api.JobQueued,
-		Submitted: at, Hold: hold}
+		Submitted: at, RecordHold: RecordHold{Hold: hold}}
 	rec.Wait = s.holdReason(hold)
 	rec.step(api.StepSubmit, at)
 	// The hold is the job's first record: its attempts read the values

@@ -13,6 +13,13 @@ import (
 )
 
 // Record is a job this node submitted, persisted under state.PrefixJob.
+// Its core says what the job is and how far its current attempt has come;
+// the parts embedded in it (RecordChain, RecordOutput, RecordRetries,
+// RecordHold, RecordSeen, RecordAvoid, RecordGang, RecordArray) hold what
+// only some records need, each read and set through the record as if it
+// were its own field. The parts are embedded as values, in the order their
+// fields always had, so that the record's JSON is flat and byte for byte
+// what it was (testdata/record_full.json).
 type Record struct {
 	ID          string             `json:"id"`
 	Envelope    []byte             `json:"envelope"` // the signed declaration
@@ -21,8 +28,34 @@ type Record struct {
 	// labels, taken out of what is broadcast).
 	Labels map[string]string `json:"labels,omitempty"`
 	// Sources are the declaration's data sources as the user gave them.
-	Sources  []string `json:"sources,omitempty"`
-	ResumeOf string   `json:"resume_of,omitempty"`
+	Sources []string `json:"sources,omitempty"`
+	RecordChain
+	State       api.JobState       `json:"state"`
+	Outcome     ledger.Outcome     `json:"outcome,omitempty"`
+	Attribution ledger.Attribution `json:"attribution,omitempty"`
+	Reason      string             `json:"reason,omitempty"`
+	ExitCode    *int               `json:"exit_code,omitempty"`
+	Lease       *wire.SignedLease  `json:"lease,omitempty"`
+	Steps       []api.Step         `json:"steps"`
+	RecordOutput
+	Submitted   time.Time `json:"submitted"`
+	Wait        string    `json:"wait,omitempty"` // why it waits, from the last Match
+	LastReceipt time.Time `json:"last_receipt,omitempty"`
+	Withdrawn   bool      `json:"withdrawn,omitempty"` // asked to withdraw while leased
+	RecordRetries
+	RecordHold
+	// Resumed is set once a resumption of this job was submitted
+	// automatically, so that it happens once.
+	Resumed bool `json:"resumed,omitempty"`
+	RecordSeen
+	RecordAvoid
+	RecordGang
+	RecordArray
+}
+
+// RecordChain links an attempt into its job's chain (attempts.go).
+type RecordChain struct {
+	ResumeOf string `json:"resume_of,omitempty"`
 	// Root is the job as its user submitted it, for an attempt that
 	// resumes it (attempts.go); empty for the job as submitted. Next is
 	// the attempt that continues this one, once submitted.
@@ -30,16 +63,14 @@ type Record struct {
 	Next string `json:"next,omitempty"`
 	// ResumeFailed says why an automatic resumption due to this attempt
 	// could not be submitted: the job ends with this attempt.
-	ResumeFailed string             `json:"resume_failed,omitempty"`
-	State        api.JobState       `json:"state"`
-	Outcome      ledger.Outcome     `json:"outcome,omitempty"`
-	Attribution  ledger.Attribution `json:"attribution,omitempty"`
-	Reason       string             `json:"reason,omitempty"`
-	ExitCode     *int               `json:"exit_code,omitempty"`
-	Lease        *wire.SignedLease  `json:"lease,omitempty"`
-	Steps        []api.Step         `json:"steps"`
-	Output       string             `json:"output,omitempty"`
-	Skipped      []string           `json:"skipped,omitempty"` // left out of the output, and why
+	ResumeFailed string `json:"resume_failed,omitempty"`
+}
+
+// RecordOutput is what the attempt's run left: its output and its last
+// checkpoint.
+type RecordOutput struct {
+	Output  string   `json:"output,omitempty"`
+	Skipped []string `json:"skipped,omitempty"` // left out of the output, and why
 	// ProviderKeeps is when the provider releases its copy of the output
 	// and checkpoints; this node keeps its own until they are removed.
 	ProviderKeeps time.Time `json:"provider_keeps,omitzero"`
@@ -51,10 +82,10 @@ type Record struct {
 	// checkpoint from elsewhere (an earlier attempt's).
 	CheckpointLease string    `json:"checkpoint_lease,omitempty"`
 	CheckpointAt    time.Time `json:"checkpoint_at,omitzero"`
-	Submitted       time.Time `json:"submitted"`
-	Wait            string    `json:"wait,omitempty"` // why it waits, from the last Match
-	LastReceipt     time.Time `json:"last_receipt,omitempty"`
-	Withdrawn       bool      `json:"withdrawn,omitempty"` // asked to withdraw while leased
+}
+
+// RecordRetries counts the attempts that lead to this one (attempts.go).
+type RecordRetries struct {
 	// Resumes counts how many resumptions lead to this job (0 for an
 	// original); Retries how many runs again after a failure of the
 	// job's own (request.retries), which Resumes leaves out.
@@ -64,13 +95,18 @@ type Record struct {
 	// in Resumes.
 	Preemptions int `json:"preemptions,omitempty"`
 	Retries     int `json:"retries,omitempty"`
+}
+
+// RecordHold is set on the record of a held job (hold.go).
+type RecordHold struct {
 	// Hold is set on the record of a job held for its upstreams (after,
 	// after_any; hold.go). It is never changed in place: a change sets a
 	// new Hold, so a copy taken under the lock stays as it was.
 	Hold *Hold `json:"hold,omitempty"`
-	// Resumed is set once a resumption of this job was submitted
-	// automatically, so that it happens once.
-	Resumed bool `json:"resumed,omitempty"`
+}
+
+// RecordSeen is what the final receipt says the run saw.
+type RecordSeen struct {
 	// GPUsSeen are the GPUs the final receipt says the run saw;
 	// GPUMismatch says how they differ from what was leased and declared.
 	GPUsSeen []ledger.GPUSeen `json:"gpus_seen,omitempty"`
@@ -78,6 +114,10 @@ type Record struct {
 	// through; "" where it moved directly.
 	Relay       string `json:"relay,omitempty"`
 	GPUMismatch string `json:"gpu_mismatch,omitempty"`
+}
+
+// RecordAvoid names the providers that failed the job (avoid.go).
+type RecordAvoid struct {
 	// Avoid lists the providers that failed this job, oldest first: its
 	// re-announcements name them so that no peer's Match places it there
 	// again (avoid.go).
@@ -87,6 +127,10 @@ type Record struct {
 	// the one before (avoid.go).
 	AvoidUntil map[string]time.Time `json:"avoid_until,omitempty"`
 	Avoided    map[string]int       `json:"avoided,omitempty"`
+}
+
+// RecordGang is set on a gang's record (gang.go).
+type RecordGang struct {
 	// RetryNext and PreemptNext, on a gang's record, say its next
 	// attempt is a retry (request.retries) or goes on after a preemption,
 	// rather than a resumption: each is counted apart.
@@ -98,6 +142,10 @@ type Record struct {
 	// GangLease, on a gang's record, is the gang lease every part's
 	// provider and this node signed, once they did (gang.go).
 	GangLease *wire.SignedGangLease `json:"gang_lease,omitempty"`
+}
+
+// RecordArray is set on an array's record and on its tasks' (array.go).
+type RecordArray struct {
 	// Tasks, on an array's record, is how many tasks it has (array.go);
 	// Array and Index, on a task's, are its array's ID and its place.
 	Tasks int    `json:"tasks,omitempty"`

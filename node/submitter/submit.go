@@ -173,7 +173,7 @@ func (s *Submitter) submit(ctx context.Context, decl market.Declaration, parent 
 		return s.announceArray(ctx, sealed, decl, labels, sources, parent)
 	}
 	now := time.Now()
-	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, ResumeOf: resumeOf, State: api.JobQueued, Submitted: now}
+	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, RecordChain: RecordChain{ResumeOf: resumeOf}, State: api.JobQueued, Submitted: now}
 	rec.step(api.StepSubmit, now)
 	// Every DAG the provider will fetch stays pinned for the job.
 	if err := s.pinContent(ctx, rec); err != nil {
