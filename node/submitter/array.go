@@ -27,7 +27,17 @@ import (
 // a record for the array, the handle its user follows, and one for each
 // task, a job like any other from the proposal on: each task has its own
 // lease, receipts, output and attempts. The array's record is never
-// announced or leased; its view counts its tasks (arrayView).
+// announced or leased; its view counts its tasks (arrayRun.view).
+
+// arrayRun is the handle of an array's record: its tasks, each a chain of
+// its own, counted (tally.go), withdrawn, run again and their outputs
+// gathered together. Its state is its record and its tasks'; its tally
+// has its own lock (tallies), and their leases and releases are announced
+// in batches (taskbatch.go).
+type arrayRun struct {
+	k *kit
+	p *jobTracker // the array's record
+}
 
 // isArray reports whether the record is an array's, not a job's.
 func (r *Record) isArray() bool { return r.Tasks > 0 }
@@ -82,7 +92,7 @@ func readValuesFile(a *market.Array) error {
 // broadcasts the declaration once.
 // held, when not nil, is the record of the array held for its upstreams
 // (hold.go), whose handle the user keeps.
-func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl market.Declaration, labels map[string]string, sources []string, held *Record) (api.Job, error) {
+func (s *intake) announceArray(ctx context.Context, sealed p2p.Signed, decl market.Declaration, labels map[string]string, sources []string, held *Record) (api.Job, error) {
 	if held != nil && !held.placeholder() && !held.isGang() {
 		return api.Job{}, invalid(errors.New("an array is not resumed as a whole: resume its failed tasks (e31 resume ARRAY)"))
 	}
@@ -124,9 +134,9 @@ func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl m
 		s.d.Metrics.PersistErrors.Inc()
 		return api.Job{}, fmt.Errorf("persist array %s: %w", id, err)
 	}
-	s.jobs.add(newJobTracker(&s.parts, parent))
+	s.jobs.add(newJobTracker(s.parts, parent))
 	for _, r := range tasks {
-		s.jobs.add(newJobTracker(&s.parts, r))
+		s.jobs.add(newJobTracker(s.parts, r))
 	}
 	if decl.Request.Gang() {
 		s.gangs.of(id) // its run follows the gang from here
@@ -144,19 +154,20 @@ func (s *Submitter) announceArray(ctx context.Context, sealed p2p.Signed, decl m
 		}
 	}
 	s.log.Info("array submitted", "array", id, "name", decl.Name, "tasks", n, "gpus", decl.Request.GPUs, "gang", decl.Request.Gang())
-	out, _ := s.arrayView(s.jobs.get(id), 0, true)
+	out, _ := (arrayRun{s.kit, s.jobs.get(id)}).view(0, true)
 	// Under its own ID: a held array's release links its hold to it.
 	out.ID = id
 	return out, nil
 }
 
-// arrayView is the view of an array's record: its tasks counted, each by
+// view is the view of an array's record: its tasks counted, each by
 // its last attempt (tallies keeps the counts, reading only the tasks that
 // changed), and the array released once every task has ended. Like next,
 // it returns the view alone when its version is not seen or done is set,
 // and else with a channel closed at a task's next change.
-func (s *Submitter) arrayView(p *jobTracker, seen uint64, done bool) (api.Job, <-chan struct{}) {
-	parent := p.snapshot()
+func (a arrayRun) view(seen uint64, done bool) (api.Job, <-chan struct{}) {
+	s := a.k
+	parent := a.p.snapshot()
 	out := parent.API()
 	tally := s.tallies.of(parent.ID, parent.Tasks)
 	for _, i := range tally.take() {
@@ -199,26 +210,26 @@ func (s *Submitter) arrayView(p *jobTracker, seen uint64, done bool) (api.Job, <
 	return out, wake
 }
 
-// resumeArray runs again each task of an array that failed (its last
+// resume runs again each task of the array that failed (its last
 // attempt ended neither completed nor withdrawn): from its last
 // checkpoint, or from the beginning with fromStart or where it declares
 // none. An array with no failed task is a conflict.
-func (s *Submitter) resumeArray(ctx context.Context, p *jobTracker, fromStart bool) (api.Job, error) {
+func (a arrayRun) resume(ctx context.Context, fromStart bool) (api.Job, error) {
 	var n int
 	var id string
-	p.view(func(r *Record) { n, id = r.Tasks, r.ID })
+	a.p.view(func(r *Record) { n, id = r.Tasks, r.ID })
 	resumed := 0
 	for i := range n {
 		tid := market.TaskID(id, i)
-		t, _, err := s.view(tid, 0, true)
-		if err != nil || !t.State.Terminal() || t.State == api.JobWithdrawn || t.Outcome == string(ledger.OutcomeCompleted) {
+		t, ok := a.lastOfTask(tid)
+		if !ok || !t.terminal() || t.resumeDue() || t.State == api.JobWithdrawn || t.Outcome == ledger.OutcomeCompleted {
 			continue
 		}
 		first := fromStart
-		if tj := s.jobs.get(tid); tj != nil {
+		if tj := a.k.jobs.get(tid); tj != nil {
 			tj.view(func(r *Record) { first = first || r.Declaration.Output.Checkpoints == nil })
 		}
-		if _, err := s.resume(ctx, tid, first, false); err != nil {
+		if _, err := a.k.resumeChain(ctx, tid, first, false); err != nil {
 			return api.Job{}, fmt.Errorf("task %d: %w", i, err)
 		}
 		resumed++
@@ -226,69 +237,87 @@ func (s *Submitter) resumeArray(ctx context.Context, p *jobTracker, fromStart bo
 	if resumed == 0 {
 		return api.Job{}, conflict(fmt.Errorf("array %s has no failed task to run again", id))
 	}
-	s.log.Info("array's failed tasks run again", "array", id, "tasks", resumed)
-	out, _ := s.arrayView(p, 0, true)
+	a.k.log.Info("array's failed tasks run again", "array", id, "tasks", resumed)
+	out, _ := a.view(0, true)
 	return out, nil
 }
 
-// arrayOutput is an array's output as a job:ARRAY/out source reads it: a
+// lastOfTask is the record of a task's last attempt; ok is false for a
+// task this node does not hold (a stop during submit).
+func (a arrayRun) lastOfTask(task string) (Record, bool) {
+	t := a.k.jobs.get(task)
+	if t == nil {
+		return Record{}, false
+	}
+	return a.k.lastAttempt(t).snapshot(), true
+}
+
+// output is the array's output as a job:ARRAY/out source reads it: a
 // DAG whose out folder holds one <index> folder a completed task, that
 // task's own out folder, linked, not copied, and pinned for the array
 // (the same tasks make the same CID, so a second downstream pins it
 // again). An array of which no task completed has none.
-func (s *Submitter) arrayOutput(ctx context.Context, j api.Job) (cid.Cid, error) {
-	id := j.ID
-	if j.Tasks.ID != "" {
-		id = j.Tasks.ID
-	}
+func (a arrayRun) output(ctx context.Context) (string, error) { return a.outputAs(ctx, a) }
+
+// outputAs is output, for the array shown by shown (a gang's, or an
+// array held for its upstreams, is shown under another ID).
+func (a arrayRun) outputAs(ctx context.Context, shown handle) (string, error) {
+	var n int
+	var id string
+	a.p.view(func(r *Record) { n, id = r.Tasks, r.ID })
 	var entries []content.FolderEntry
-	im := importer{&s.parts}
-	for i := range j.Tasks.Total {
-		t, _, err := s.view(market.TaskID(id, i), 0, true)
-		if err != nil || t.State != api.JobReleased || t.Outcome != string(ledger.OutcomeCompleted) || t.Output == "" {
+	im := importer{a.k.parts}
+	for i := range n {
+		t, ok := a.lastOfTask(market.TaskID(id, i))
+		if !ok || t.State != api.JobReleased || t.Outcome != ledger.OutcomeCompleted || t.Output == "" {
 			continue
 		}
 		root, err := cid.Decode(t.Output)
 		if err != nil {
-			return cid.Undef, fmt.Errorf("task %d's output %q: %w", i, t.Output, err)
+			return "", fmt.Errorf("task %d's output %q: %w", i, t.Output, err)
 		}
 		out, err := im.resolveInDAG(ctx, root, "out")
 		if err != nil {
-			return cid.Undef, fmt.Errorf("task %d's output: %w", i, err)
+			return "", fmt.Errorf("task %d's output: %w", i, err)
 		}
 		entries = append(entries, content.FolderEntry{Name: strconv.Itoa(i), Root: out})
 	}
 	if len(entries) == 0 {
-		return cid.Undef, fmt.Errorf("array %s has no completed task, so no output (it is %s%s)", j.ID, j.State, outcomeSuffix(j))
+		j, _ := shown.view(0, true)
+		return "", fmt.Errorf("array %s has no completed task, so no output (it is %s%s)", j.ID, j.State, outcomeSuffix(j.Outcome))
 	}
 	reason := pinArrayOutput(id)
-	folder, err := s.d.Store.Folder(ctx, entries, reason)
+	folder, err := a.k.d.Store.Folder(ctx, entries, reason)
 	if err != nil {
-		return cid.Undef, err
+		return "", err
 	}
-	return s.d.Store.Folder(ctx, []content.FolderEntry{{Name: "out", Root: folder}}, reason)
+	c, err := a.k.d.Store.Folder(ctx, []content.FolderEntry{{Name: "out", Root: folder}}, reason)
+	if err != nil {
+		return "", err
+	}
+	return c.String(), nil
 }
 
 func pinArrayOutput(array string) string { return "outputs of array " + array }
 
-// withdrawArray withdraws every task of an array that has not ended, and
+// withdraw withdraws every task of the array that has not ended, and
 // announces one withdrawal for them all.
-func (s *Submitter) withdrawArray(ctx context.Context, p *jobTracker) (api.Job, error) {
+func (a arrayRun) withdraw(ctx context.Context) (api.Job, error) {
 	var n int
 	var id string
-	p.view(func(r *Record) { n, id = r.Tasks, r.ID })
+	a.p.view(func(r *Record) { n, id = r.Tasks, r.ID })
 	for i := range n {
-		t := s.jobs.get(market.TaskID(id, i))
+		t := a.k.jobs.get(market.TaskID(id, i))
 		if t == nil {
 			continue
 		}
-		if err := s.withdrawLast(ctx, t, false); err != nil && !errors.Is(err, ErrConflict) {
+		if err := a.k.withdrawLast(ctx, t, false); err != nil && !errors.Is(err, ErrConflict) {
 			return api.Job{}, err
 		}
 	}
-	if _, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindWithdrawal, wire.WithdrawalBody{Job: id}); err != nil {
-		s.log.Warn("announce withdrawal", "array", id, "err", err)
+	if _, err := a.k.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindWithdrawal, wire.WithdrawalBody{Job: id}); err != nil {
+		a.k.log.Warn("announce withdrawal", "array", id, "err", err)
 	}
-	out, _ := s.arrayView(p, 0, true)
+	out, _ := a.view(0, true)
 	return out, nil
 }

@@ -150,74 +150,31 @@ func merged(chain []Record) api.Job {
 // every attempt added.
 func mergedVersion(v uint64, n int) uint64 { return v + uint64(n-1)<<32 }
 
-// attempts returns the trackers of a job's attempts, first to last, from
-// the tracker of its first.
-func (s *Submitter) attempts(first *jobTracker) []*jobTracker {
-	out := []*jobTracker{first}
-	seen := map[string]bool{first.id: true}
-	for cur := first; len(out) < maxAttempts; {
-		var next string
-		cur.view(func(r *Record) { next = r.Next })
-		if next == "" || seen[next] {
-			break
-		}
-		n := s.jobs.get(next)
-		if n == nil {
-			break
-		}
-		seen[next] = true
-		out = append(out, n)
-		cur = n
-	}
-	return out
+// chain is the handle of a job run as a chain of attempts: a job
+// submitted alone, each resumption or retry of it an attempt more. whole:
+// the job under the ID it was submitted with (j its first attempt), shown
+// as its last attempt with the list of them all; else the attempt j alone,
+// under its own ID. Its state is its attempts' records; its lock each
+// attempt's tracker's, and the kit's resuming for what continues it.
+type chain struct {
+	k     *kit
+	j     *jobTracker
+	whole bool
 }
 
-// lastAttempt returns the tracker of the last attempt of the job j belongs
-// to.
-func (s *Submitter) lastAttempt(j *jobTracker) *jobTracker {
-	var root string
-	j.view(func(r *Record) { root = r.root() })
-	first := j
-	if root != j.id {
-		if f := s.jobs.get(root); f != nil {
-			first = f
-		}
-	}
-	chain := s.attempts(first)
-	return chain[len(chain)-1]
-}
-
-// view returns a job as the API shows it (an attempt's own ID: that
-// attempt; the ID it was submitted under: the whole job, merged) when it
-// is at another version than seen, has ended, or done is set; otherwise a
-// channel closed at its next change.
-func (s *Submitter) view(id string, seen uint64, done bool) (api.Job, <-chan struct{}, error) {
-	j, err := s.jobs.find(id)
-	if err != nil {
-		return api.Job{}, nil, err
-	}
-	var root string
-	var array bool
-	j.view(func(r *Record) { root, array = r.Root, r.isArray() })
-	if array {
-		if root == "" && j.isGangTracker() {
-			out, changed := s.gangs.chainView(j, seen, done)
-			return out, changed, nil
-		}
-		out, changed := s.arrayView(j, seen, done)
-		return out, changed, nil
-	}
-	if root != "" {
-		out, changed := j.next(seen, done)
+func (c chain) view(seen uint64, done bool) (api.Job, <-chan struct{}) {
+	if !c.whole {
+		var root string
+		c.j.view(func(r *Record) { root = r.Root })
+		out, changed := c.j.next(seen, done)
 		out.Root = root
-		return out, changed, nil
+		return out, changed
 	}
 	for tries := 0; ; tries++ {
-		chain := s.attempts(j)
+		chain := c.k.attempts(c.j)
 		if last := chain[len(chain)-1]; len(chain) > 1 && last.isArrayTracker() {
 			// A held array, released: its handle follows the array.
-			out, changed := s.arrayView(last, seen, done)
-			return out, changed, nil
+			return c.k.handleOf(last).view(seen, done)
 		}
 		recs := make([]Record, 0, len(chain))
 		for _, a := range chain[:len(chain)-1] {
@@ -227,9 +184,54 @@ func (s *Submitter) view(id string, seen uint64, done bool) (api.Job, <-chan str
 		// few times at most; then the chain as read stands).
 		out, changed, ok := chain[len(chain)-1].nextMerged(recs, seen, done || tries >= 3)
 		if ok {
-			return out, changed, nil
+			return out, changed
 		}
 	}
+}
+
+// withdraw withdraws the job as its last attempt; an attempt named by its
+// own ID is that one.
+func (c chain) withdraw(ctx context.Context) (api.Job, error) {
+	if last := c.k.lastAttempt(c.j); last != c.j && last.isArrayTracker() {
+		return c.k.withdrawArray(ctx, last) // an array held for its upstreams, released
+	}
+	if !c.whole {
+		return c.j.withdraw(ctx, true)
+	}
+	if err := c.k.withdrawLast(ctx, c.j, true); err != nil {
+		return api.Job{}, err
+	}
+	out, _ := c.view(0, true)
+	return out, nil
+}
+
+// resume submits the next attempt of the job, after its last.
+func (c chain) resume(ctx context.Context, fromStart bool) (api.Job, error) {
+	if last := c.k.lastAttempt(c.j); last.isArrayTracker() {
+		// An array held for its upstreams and released.
+		return c.k.handleOf(last).resume(ctx, fromStart)
+	}
+	return c.k.resumeChain(ctx, c.j.id, fromStart, false)
+}
+
+// output is the output of the job's last attempt, or of the attempt named.
+func (c chain) output(ctx context.Context) (string, error) {
+	at := c.j
+	if c.whole {
+		at = c.k.lastAttempt(c.j)
+		if at != c.j && at.isArrayTracker() {
+			return c.k.handleOf(at).output(ctx)
+		}
+	}
+	r := at.snapshot()
+	if r.Output != "" {
+		return r.Output, nil
+	}
+	state, outcome := r.State, r.Outcome
+	if c.whole && r.resumeDue() {
+		state, outcome = api.JobQueued, "" // shown queued: it goes on
+	}
+	return "", fmt.Errorf("job %s has no output (it is %s%s)", c.j.id, state, outcomeSuffix(string(outcome)))
 }
 
 // nextMerged is next for the last of a job's attempts, whose earlier ones
@@ -261,7 +263,7 @@ func (j *jobTracker) nextMerged(before []Record, seen uint64, done bool) (api.Jo
 
 // withHeld adds to a job what the leases of its attempts held, from the
 // ledger.
-func (s *Submitter) withHeld(ctx context.Context, j *api.Job) {
+func (k *kit) withHeld(ctx context.Context, j *api.Job) {
 	ids := []string{j.ID}
 	if len(j.Attempts) > 0 {
 		ids = ids[:0]
@@ -273,12 +275,12 @@ func (s *Submitter) withHeld(ctx context.Context, j *api.Job) {
 		// An array sums its tasks', every attempt of each.
 		ids = ids[:0]
 		for i := range j.Tasks.Total {
-			ids = s.appendAttemptIDs(ids, market.TaskID(j.Tasks.ID, i))
+			ids = k.appendAttemptIDs(ids, market.TaskID(j.Tasks.ID, i))
 		}
 	}
-	h, err := s.d.Ledger.HeldByJobs(ctx, ledger.DefaultPolicy(), ids...)
+	h, err := k.d.Ledger.HeldByJobs(ctx, ledger.DefaultPolicy(), ids...)
 	if err != nil {
-		s.log.Warn("held time of a job", "job", j.ID, "err", err)
+		k.log.Warn("held time of a job", "job", j.ID, "err", err)
 		return
 	}
 	out := &api.Held{HeldMs: h.Held.Milliseconds(), Providers: make([]string, 0, len(h.Providers)),
@@ -293,12 +295,12 @@ func (s *Submitter) withHeld(ctx context.Context, j *api.Job) {
 // id, first to last, or nothing for a job this node does not hold. It reads
 // only the chain, not the job, so that summing an array of 10,000 tasks
 // does not build 10,000 views.
-func (s *Submitter) appendAttemptIDs(ids []string, id string) []string {
-	j := s.jobs.get(id)
+func (k *kit) appendAttemptIDs(ids []string, id string) []string {
+	j := k.jobs.get(id)
 	if j == nil {
 		return ids
 	}
-	for _, a := range s.attempts(j) {
+	for _, a := range k.attempts(j) {
 		ids = append(ids, a.id)
 	}
 	return ids
@@ -339,21 +341,4 @@ func linkAttempts(recs []*Record) []*Record {
 		}
 	}
 	return slices.Collect(maps.Values(changed))
-}
-
-// resumeDueAtStart submits the automatic resumptions that a previous run
-// owed and did not submit: it stopped between an attempt's loss and its
-// resumption (linkAttempts found no attempt that continues it).
-func (s *Submitter) resumeDueAtStart(ctx context.Context) {
-	for id, j := range s.jobs.live() {
-		var due, claimed bool
-		j.view(func(r *Record) { due, claimed = r.resumeDue(), r.Resumed })
-		switch {
-		case !due:
-		case claimed:
-			s.resumeAttempt(ctx, id)
-		default:
-			s.autoResume(ctx, id)
-		}
-	}
 }

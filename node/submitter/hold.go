@@ -24,6 +24,13 @@ import (
 // making, the one its user follows; released, the job it becomes is
 // announced as its first attempt (Next), as a resumption continues a job.
 
+// heldJob is the handle of a held job's record: before its release the
+// job, after it the chain it became (its first attempt and those after),
+// which it is shown, withdrawn and resumed as. Its state is its record's
+// Hold; its lock its tracker's, and the kit's resuming across a release,
+// which orders it with the resumptions.
+type heldJob struct{ chain }
+
 // Hold is what a held job waits for: its upstreams by full ID. Released is
 // set once the job was announced, or ended because an upstream did not
 // complete.
@@ -59,7 +66,7 @@ func (r *Record) holding() bool { return r.Hold != nil && !r.Hold.Released && !r
 // submitHeld checks a declaration that names upstreams and keeps it on
 // this node until they have ended, or, when they all have already,
 // submits it at once.
-func (s *Submitter) submitHeld(ctx context.Context, decl market.Declaration, progress content.Progress, secrets map[string][]byte) (api.Job, error) {
+func (s *intake) submitHeld(ctx context.Context, decl market.Declaration, progress content.Progress, secrets map[string][]byte) (api.Job, error) {
 	hold := &Hold{}
 	for _, list := range []struct {
 		field string
@@ -67,7 +74,7 @@ func (s *Submitter) submitHeld(ctx context.Context, decl market.Declaration, pro
 		to    *[]string
 	}{{"after", decl.After, &hold.After}, {"after_any", decl.AfterAny, &hold.AfterAny}} {
 		for i, id := range list.ids {
-			up, err := s.Job(id)
+			up, _, err := s.view(id, 0, true)
 			if err != nil {
 				return api.Job{}, invalid(fmt.Errorf("%s[%d] %s: %w", list.field, i, id, err))
 			}
@@ -109,7 +116,7 @@ func (s *Submitter) submitHeld(ctx context.Context, decl market.Declaration, pro
 			now.Data = append(now.Data, in)
 		}
 	}
-	if err := s.resolveJobSources(now); err != nil {
+	if err := s.resolveJobSources(ctx, now); err != nil {
 		s.d.Metrics.Rejected.Inc()
 		return api.Job{}, invalid(err)
 	}
@@ -117,7 +124,7 @@ func (s *Submitter) submitHeld(ctx context.Context, decl market.Declaration, pro
 		s.d.Metrics.Rejected.Inc()
 		return api.Job{}, invalid(err)
 	}
-	sources, err := importer{&s.parts}.exact(ctx, now, progress)
+	sources, err := importer{s.parts}.exact(ctx, now, progress)
 	if err != nil {
 		return api.Job{}, err
 	}
@@ -151,7 +158,7 @@ func (s *Submitter) submitHeld(ctx context.Context, decl market.Declaration, pro
 	if err := s.pinContent(ctx, rec); err != nil {
 		return api.Job{}, err
 	}
-	j := newJobTracker(&s.parts, rec)
+	j := newJobTracker(s.parts, rec)
 	snap := j.snapshot()
 	if err := j.write(&snap); err != nil {
 		return api.Job{}, err
@@ -174,7 +181,7 @@ const (
 // upstreams says how a held job's upstreams stand and, for one that
 // failed it, which and how. It reads the records only (view), not the
 // ledger: the hold loop asks every second.
-func (s *Submitter) upstreams(h *Hold) (int, api.Job) {
+func (s *kit) upstreams(h *Hold) (int, api.Job) {
 	verdict := upstreamsDone
 	for _, id := range h.After {
 		up, _, err := s.view(id, 0, true)
@@ -183,7 +190,7 @@ func (s *Submitter) upstreams(h *Hold) (int, api.Job) {
 			return upstreamsFailed, api.Job{ID: id, State: api.JobReleased, Reason: err.Error()}
 		case !up.State.Terminal():
 			verdict = upstreamsWaiting
-		case up.Outcome != string(ledger.OutcomeCompleted):
+		case ledger.Outcome(up.Outcome) != ledger.OutcomeCompleted:
 			return upstreamsFailed, up
 		case up.Output == "" && up.Tasks == nil:
 			// Completed, its output still on the way from a provider that
@@ -202,7 +209,7 @@ func (s *Submitter) upstreams(h *Hold) (int, api.Job) {
 
 // holdReason says what a held job waits for: "after 3ab… (running),
 // 7cd… (queued)".
-func (s *Submitter) holdReason(h *Hold) string {
+func (s *kit) holdReason(h *Hold) string {
 	var parts []string
 	for _, id := range slices.Concat(h.After, h.AfterAny) {
 		st := "gone"
@@ -219,7 +226,7 @@ func (s *Submitter) holdReason(h *Hold) string {
 
 // holdLoop releases held jobs as their upstreams end: every second, and at
 // start for those a previous run left held.
-func (s *Submitter) holdLoop(ctx context.Context) {
+func (s *kit) holdLoop(ctx context.Context) {
 	every := time.Second
 	if s.cfg.Heartbeat > 0 && s.cfg.Heartbeat < every {
 		every = s.cfg.Heartbeat
@@ -235,10 +242,10 @@ func (s *Submitter) holdLoop(ctx context.Context) {
 			})
 			switch {
 			case held:
-				s.releaseHeld(ctx, j)
+				s.held(j).release(ctx)
 			case claimed:
 				s.resuming.Lock()
-				s.finishRelease(ctx, j)
+				s.held(j).finishRelease(ctx)
 				s.resuming.Unlock()
 			}
 		}
@@ -250,10 +257,11 @@ func (s *Submitter) holdLoop(ctx context.Context) {
 	}
 }
 
-// releaseHeld announces a held job whose upstreams have ended as it asks,
+// release announces a held job whose upstreams have ended as it asks,
 // as its first attempt, or ends it failed when an after upstream did not
 // complete; otherwise it brings the job's reason up to date.
-func (s *Submitter) releaseHeld(ctx context.Context, j *jobTracker) {
+func (h heldJob) release(ctx context.Context) {
+	s, j := h.k, h.j
 	s.resuming.Lock()
 	defer s.resuming.Unlock()
 	var rec Record
@@ -312,14 +320,15 @@ func (s *Submitter) releaseHeld(ctx context.Context, j *jobTracker) {
 		}
 		return
 	}
-	s.finishRelease(ctx, j)
+	h.finishRelease(ctx)
 }
 
 // finishRelease announces a held job that was claimed for release, unless
 // its first attempt is there already (a previous run announced it and
 // stopped before it wrote the link, which linkAttempts mended), and marks
-// the held record as ended into it. The caller holds s.resuming.
-func (s *Submitter) finishRelease(ctx context.Context, j *jobTracker) {
+// the held record as ended into it. The caller holds the kit's resuming.
+func (h heldJob) finishRelease(ctx context.Context) {
+	s, j := h.k, h.j
 	var rec Record
 	j.view(func(r *Record) { rec = r.copy() })
 	if rec.Hold == nil || !rec.Hold.Released || rec.terminal() {
@@ -366,7 +375,7 @@ func (s *Submitter) finishRelease(ctx context.Context, j *jobTracker) {
 	if n := s.jobs.get(next); withdrawn && n != nil {
 		// Withdrawn while it was being announced: so is what it became.
 		if n.isArrayTracker() {
-			if _, err := s.withdrawArray(ctx, n); err != nil {
+			if _, err := (arrayRun{s, n}).withdraw(ctx); err != nil {
 				s.log.Warn("withdraw a held array", "job", j.id, "as", next, "err", err)
 			}
 			return
@@ -378,3 +387,6 @@ func (s *Submitter) finishRelease(ctx context.Context, j *jobTracker) {
 	}
 	s.log.Info("held job released", "job", j.id, "as", next)
 }
+
+// held is the handle of a held job's record, j.
+func (k *kit) held(j *jobTracker) heldJob { return heldJob{chain{k, j, true}} }

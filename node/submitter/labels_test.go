@@ -77,7 +77,7 @@ func TestResolveJobSources(t *testing.T) {
 	}
 	d := market.NewDeclaration("next", []string{"true"}, 1, market.Hour, []market.Input{
 		{Source: "job:withoutput/out/model.pt", Mount: "/prev/model.pt"}, {Source: "/data", Mount: "/data"}})
-	if err := h.s.resolveJobSources(&d); err != nil {
+	if err := h.s.in.resolveJobSources(context.Background(), &d); err != nil {
 		t.Fatal(err)
 	}
 	if d.Data[0].Source != out+"/out/model.pt" || d.Data[1].Source != "/data" {
@@ -89,7 +89,7 @@ func TestResolveJobSources(t *testing.T) {
 		"job:withoutput":  "want job:JOB/out",
 	} {
 		d := market.NewDeclaration("next", []string{"true"}, 1, market.Hour, []market.Input{{Source: src, Mount: "/prev"}})
-		if err := h.s.resolveJobSources(&d); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "data[0].source") {
+		if err := h.s.in.resolveJobSources(context.Background(), &d); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "data[0].source") {
 			t.Errorf("%s: %v, want an error on data[0].source saying %q", src, err, want)
 		}
 	}

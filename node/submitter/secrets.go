@@ -199,7 +199,7 @@ func secretsGiven(decl market.Declaration, values map[string][]byte) (market.Dec
 // at once. For an attempt that continues parent's job, nothing is given:
 // the job's values must still be kept. The caller of a new job's submit
 // drops the values should the job not be registered (forgetUnregistered).
-func (s *Submitter) keepSecrets(id string, decl market.Declaration, parent *Record, values map[string][]byte) error {
+func (s *intake) keepSecrets(id string, decl market.Declaration, parent *Record, values map[string][]byte) error {
 	if len(decl.Secrets) == 0 {
 		return nil
 	}
@@ -215,7 +215,7 @@ func (s *Submitter) keepSecrets(id string, decl market.Declaration, parent *Reco
 
 // forgetUnregistered drops the values kept for a job whose submit failed
 // before its record was registered.
-func (s *Submitter) forgetUnregistered(id string) {
+func (s *intake) forgetUnregistered(id string) {
 	if s.jobs.get(id) != nil {
 		return
 	}
@@ -227,7 +227,7 @@ func (s *Submitter) forgetUnregistered(id string) {
 // resumeSecrets keeps the values given with e31 resume --secret for the
 // job that id is an attempt of, in place of any kept: checked against its
 // declaration, whose secrets the resumption keeps.
-func (s *Submitter) resumeSecrets(id string, values map[string][]byte) error {
+func (s *intake) resumeSecrets(id string, values map[string][]byte) error {
 	j, err := s.jobs.find(id)
 	if err != nil {
 		return err
@@ -289,7 +289,7 @@ func (s *Submitter) secretsLoop(ctx context.Context) {
 // is judged under s.resuming, which every attempt that continues a job is
 // submitted under, so that none starts between the judgement and the
 // deletion.
-func (s *Submitter) dropEndedSecrets() {
+func (s *kit) dropEndedSecrets() {
 	for job, k := range s.secrets.kept() {
 		s.resuming.Lock()
 		over := false

@@ -246,7 +246,11 @@ type Submitter struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	tasks  task.Group
-	jobs   *registry // the jobs, by ID; see registry for its lock
+	// kit holds the registry of jobs (jobs) and the resuming lock, and
+	// makes the handle of each job (chain, arrayRun, heldJob, gang); in
+	// submits new jobs. Both immutable after New.
+	*kit
+	in *intake
 
 	// mu guards joined and pass. A state lock: never held across I/O, nor
 	// while taking another lock.
@@ -256,12 +260,6 @@ type Submitter struct {
 	pass uint64
 
 	stage stageState // reservations and holders, for staging from many sources
-	gangs *gangs     // the runs of the gangs (gangs.go); has its own lock
-
-	// resuming orders the resumptions of jobs, so that an attempt is
-	// continued by one attempt at most. An ordering lock, held across a
-	// resumption's submit.
-	resuming sync.Mutex
 }
 
 // New returns a submitter; Recover loads what a previous run left.
@@ -273,7 +271,9 @@ func New(cfg Config, d Deps) *Submitter {
 	s := &Submitter{parts: parts{cfg: cfg, d: d, log: d.Log, versionBase: uint64(time.Now().UnixMilli()) << 20, batch: &taskAnnouncer{}, tallies: &tallies{}, served: &servedRate{},
 		secrets: &secretStore{records: d.Records}},
 		ctx: ctx, cancel: cancel}
-	s.jobs = newRegistry(&s.parts)
+	s.kit = &kit{parts: &s.parts, jobs: newRegistry(&s.parts)}
+	s.in = &intake{s.kit}
+	s.kit.in = s.in
 	s.reload = s.jobs.get
 	s.stage.parts = &s.parts
 	// A goroutine of the submitter's (a checkpoint's pull from a provider,
@@ -284,7 +284,7 @@ func New(cfg Config, d Deps) *Submitter {
 			d.Metrics.Panics.Inc()
 		}
 	}
-	s.gangs = newGangs(ctx, &s.parts, s, s.jobs, &s.tasks, &s.resuming)
+	s.gangs = newGangs(ctx, &s.parts, s.kit, s.jobs, &s.tasks, &s.resuming)
 	return s
 }
 

@@ -3,7 +3,6 @@ package submitter
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -206,49 +205,6 @@ func (j *jobTracker) recordOneSided(ctx context.Context, l wire.SignedLease, es 
 
 // errSkip tells update that there is nothing to change.
 var errSkip = fmt.Errorf("nothing to change")
-
-// autoResume resubmits a job lost with its provider, or failed by its own
-// fault, from its last checkpoint (or from the start, if none was taken),
-// when its declaration asks for it (resume: auto, request.retries) and
-// those are not used up.
-func (s *Submitter) autoResume(ctx context.Context, id string) {
-	j := s.jobs.get(id)
-	if j == nil || !j.claimResume() {
-		return
-	}
-	s.resumeAttempt(ctx, id)
-}
-
-// resumeAttempt submits the automatic resumption of an attempt whose claim
-// is on disk, unless it was resumed already. A resumption that cannot be
-// submitted is recorded on the attempt: the job ends there, and the reason
-// says so.
-func (s *Submitter) resumeAttempt(ctx context.Context, id string) {
-	// A retry of a job that declares no checkpoints runs it again from
-	// the beginning.
-	fromStart := false
-	if j := s.jobs.get(id); j != nil {
-		j.view(func(r *Record) { fromStart = r.Declaration.Output.Checkpoints == nil })
-	}
-	r, err := s.resume(ctx, id, fromStart, true)
-	switch {
-	case errors.Is(err, errNotResumable):
-		return
-	case err != nil:
-		s.log.Warn("automatic resume", "job", id, "err", err)
-		if j := s.jobs.get(id); j != nil {
-			j.change(func(r *Record) error {
-				r.ResumeFailed = err.Error()
-				r.Reason += "; not resumed: " + err.Error()
-				return nil
-			})
-		}
-		return
-	}
-	if n := len(r.Attempts); n >= 2 {
-		s.log.Info("went on by itself", "job", r.ID, "after", r.Attempts[n-2].Outcome, "attempt", n, "as", r.Attempts[n-1].ID)
-	}
-}
 
 // claimResume records, once, that the job lost with its provider is
 // resumed, when its declaration asks for it and its resumes are not used
