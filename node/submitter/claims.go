@@ -56,6 +56,17 @@ type Placement interface {
 	Assigns(job, provider string, now time.Time) bool
 }
 
+// claimCheck checks a proposal's claims against this node's view, its
+// Match and its reservations (see above). Immutable after New; what it
+// reads is guarded by the Submitter's mu (pass), the stage's and each
+// tracker's.
+type claimCheck struct {
+	*parts
+	stage *stageState
+	// pass is the number of this node's last Match pass.
+	pass func() uint64
+}
+
 // checkProposalTime checks that a proposal's terms are bounded and dated
 // now.
 func checkProposalTime(t wire.LeaseTerms, now time.Time) error {
@@ -78,7 +89,7 @@ func checkProposalTime(t wire.LeaseTerms, now time.Time) error {
 
 // checkOffer checks that the provider's offer, as this node holds it,
 // fits the job's request with the GPUs the terms name.
-func (s *Submitter) checkOffer(t wire.LeaseTerms, req market.Request, now time.Time) error {
+func (s claimCheck) checkOffer(t wire.LeaseTerms, req market.Request, now time.Time) error {
 	e, ok := s.d.Offers.Get(t.Provider)
 	if !ok || (e.Heartbeat > 0 && now.Sub(e.LastSeen) > view.MissedHeartbeats*e.Heartbeat) {
 		return p2p.Refuse(wire.CodeNoOffer, fmt.Errorf("declined: no current offer of provider %s in this node's view", t.Provider))
@@ -121,10 +132,8 @@ func offered(o market.Offer, u string) (market.GPU, bool) {
 // of its last assignedFor epoch passes assigned the job to it, the last
 // reserved it for it, or a pass on the view as it stands assigns or
 // reserves it.
-func (s *Submitter) assignedTo(j *jobTracker, provider string, now time.Time) bool {
-	s.mu.Lock()
-	pass := s.pass
-	s.mu.Unlock()
+func (s claimCheck) assignedTo(j *jobTracker, provider string, now time.Time) bool {
+	pass := s.pass()
 	j.mu.Lock()
 	as := j.assigned[provider]
 	recent := as != nil && as.last != 0 && pass-as.last < assignedFor
@@ -142,21 +151,20 @@ func (s *Submitter) assignedTo(j *jobTracker, provider string, now time.Time) bo
 }
 
 // checkClaims checks a proposal for the queued job j against this node's
-// view and Match (see above), and avoids a provider whose refusals call
-// for it.
-func (s *Submitter) checkClaims(j *jobTracker, from peer.ID, t wire.LeaseTerms, now time.Time) error {
-	err := s.checkOffer(t, j.request(), now)
+// view and Match (see above); avoid, when set, says why the provider's
+// refusals call for it to be avoided for the job.
+func (s claimCheck) check(j *jobTracker, from peer.ID, t wire.LeaseTerms, now time.Time) (avoid string, err error) {
+	err = s.checkOffer(t, j.request(), now)
 	if err == nil && !s.assignedTo(j, t.Provider, now) {
 		err = p2p.Refuse(wire.CodeNotAssigned, fmt.Errorf("declined: no Match of this node gave job %s to provider %s", t.Job, t.Provider))
 	}
 	if err == nil {
-		return nil
+		return "", nil
 	}
 	if j.misproposed(from, p2p.RefusalCode(err)) {
-		reason := fmt.Sprintf("proposed a lease this node's Match did not give it (%s)", p2p.RefusalCode(err))
-		s.tasks.Go(func() { j.avoid(s.ctx, from.String(), "", reason) })
+		avoid = fmt.Sprintf("proposed a lease this node's Match did not give it (%s)", p2p.RefusalCode(err))
 	}
-	return err
+	return avoid, err
 }
 
 // misproposed counts a refused proposal of provider for the job, and

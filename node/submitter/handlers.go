@@ -64,7 +64,11 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 		// A job leased or ended meanwhile is declined by propose, with
 		// the code that closes it in the provider's view. This node's
 		// own provider proposes only what this node's Match gave it.
-		if err := s.checkClaims(j, from, t, now); err != nil {
+		avoid, err := s.claims.check(j, from, t, now)
+		if avoid != "" {
+			s.tasks.Go(func() { j.avoid(s.ctx, from.String(), "", avoid) })
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

@@ -71,6 +71,7 @@ func (s *Submitter) Logs(ctx context.Context, id string, o api.LogOptions, w io.
 	if err != nil {
 		return err
 	}
+	lr := logReader{s.kit}
 	var root string
 	var auto bool
 	j.view(func(r *Record) {
@@ -79,9 +80,9 @@ func (s *Submitter) Logs(ctx context.Context, id string, o api.LogOptions, w io.
 		auto = cp != nil && cp.Resume == market.ResumeAuto
 	})
 	if root != "" {
-		return s.attemptLogs(ctx, j.id, stream, o, false, w)
+		return lr.attemptLogs(ctx, j.id, stream, o, false, w)
 	}
-	runs, err := s.runs(ctx, j, o.Follow)
+	runs, err := lr.runs(ctx, j, o.Follow)
 	if err != nil {
 		return err
 	}
@@ -92,11 +93,11 @@ func (s *Submitter) Logs(ctx context.Context, id string, o api.LogOptions, w io.
 	n := len(runs) - len(chain) + 1
 	cur := chain[0]
 	for {
-		err := s.attemptLogs(ctx, cur.id, stream, o, o.Follow && auto, w)
+		err := lr.attemptLogs(ctx, cur.id, stream, o, o.Follow && auto, w)
 		if err != nil && !errors.Is(err, ErrLogLost) && !errors.Is(err, ErrConflict) {
 			return err
 		}
-		next, nerr := s.nextAttempt(ctx, cur, o.Follow)
+		next, nerr := lr.nextAttempt(ctx, cur, o.Follow)
 		if nerr != nil {
 			return nerr
 		}
@@ -130,10 +131,15 @@ func (s *Submitter) Logs(ctx context.Context, id string, o api.LogOptions, w io.
 	}
 }
 
+// logReader reads the logs of a job's attempts, from their providers
+// while they run and from their outputs once returned. It keeps no state
+// of its own.
+type logReader struct{ *kit }
+
 // runs returns the attempts of the job whose first record is j, first to
 // last, without a held job's record, which never runs; with follow it
 // waits for a held job to be released.
-func (s *Submitter) runs(ctx context.Context, j *jobTracker, follow bool) ([]*jobTracker, error) {
+func (s logReader) runs(ctx context.Context, j *jobTracker, follow bool) ([]*jobTracker, error) {
 	for {
 		chain := s.attempts(j)
 		var held, waiting bool
@@ -164,7 +170,7 @@ func (s *Submitter) runs(ctx context.Context, j *jobTracker, follow bool) ([]*jo
 
 // nextAttempt returns the attempt that continues j, or nil when there is
 // none; with follow it waits for one that is due (resumeDue).
-func (s *Submitter) nextAttempt(ctx context.Context, j *jobTracker, follow bool) (*jobTracker, error) {
+func (s logReader) nextAttempt(ctx context.Context, j *jobTracker, follow bool) (*jobTracker, error) {
 	for {
 		var next string
 		var due bool
@@ -184,7 +190,7 @@ func (s *Submitter) nextAttempt(ctx context.Context, j *jobTracker, follow bool)
 // attemptLogs is Logs for one attempt. patient, a follower waits out a
 // provider that stops answering until the attempt ends (its job is resumed
 // when the provider is lost) instead of giving up after logRetries.
-func (s *Submitter) attemptLogs(ctx context.Context, id, stream string, o api.LogOptions, patient bool, w io.Writer) error {
+func (s logReader) attemptLogs(ctx context.Context, id, stream string, o api.LogOptions, patient bool, w io.Writer) error {
 	var cur joblog.Cursor
 	failures := 0
 	for {

@@ -97,7 +97,7 @@ func (s *Submitter) HandleStage(ctx context.Context, from peer.ID, raw json.RawM
 	now := time.Now()
 	assigned := false
 	if req.Lease == "" && !reserved && j.state() == api.JobQueued {
-		assigned = s.assignedTo(j, from.String(), now)
+		assigned = s.claims.assignedTo(j, from.String(), now)
 	}
 	roots, allowed := j.stageAsk(req.Lease, from, reserved, assigned, now)
 	jobs := s.jobs.live()

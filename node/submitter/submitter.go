@@ -260,6 +260,8 @@ type Submitter struct {
 	pass uint64
 
 	stage stageState // reservations and holders, for staging from many sources
+	// claims checks proposals (claims.go); immutable after New.
+	claims claimCheck
 }
 
 // New returns a submitter; Recover loads what a previous run left.
@@ -276,6 +278,11 @@ func New(cfg Config, d Deps) *Submitter {
 	s.kit.in = s.in
 	s.reload = s.jobs.get
 	s.stage.parts = &s.parts
+	s.claims = claimCheck{parts: &s.parts, stage: &s.stage, pass: func() uint64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.pass
+	}}
 	// A goroutine of the submitter's (a checkpoint's pull from a provider,
 	// a loop) that panics loses its work, not the daemon.
 	s.tasks.OnPanic = func(v any, stack []byte) {
