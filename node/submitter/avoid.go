@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
-	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
-	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -146,7 +143,7 @@ func (s *Submitter) RecordWaits(res market.Result) {
 	now := time.Now()
 	lost := 0
 	for j, n := range byJob {
-		if j.notePass(pass, n.waits, n.assigned, n.matched, now) {
+		if (failureWatch{j}).notePass(pass, n.waits, n.assigned, n.matched, now) {
 			lost++
 		}
 	}
@@ -166,7 +163,7 @@ func matchedWait(provider string) string {
 // is a change a follower hears of), the providers it assigned the job to,
 // and whether it assigned it at all (matched). It reports whether the
 // previous pass had assigned the job too: that round was lost.
-func (j *jobTracker) notePass(pass uint64, waits, assigned []string, matched bool, now time.Time) (lost bool) {
+func (j failureWatch) notePass(pass uint64, waits, assigned []string, matched bool, now time.Time) (lost bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.rec.State != api.JobQueued {
@@ -208,7 +205,7 @@ func (as *assignment) squatting(j *jobTracker) bool {
 
 // assignmentOf returns what is known of provider's hold on j, recording it
 // as first seen at first if nothing is. The caller holds j.mu.
-func (j *jobTracker) assignmentOf(provider string, first time.Time) *assignment {
+func (j failureWatch) assignmentOf(provider string, first time.Time) *assignment {
 	if j.assigned == nil {
 		j.assigned = make(map[string]*assignment)
 	}
@@ -222,7 +219,7 @@ func (j *jobTracker) assignmentOf(provider string, first time.Time) *assignment 
 
 // noteProposal records that a provider proposed for the job: whatever
 // comes of the proposal, the provider does not squat on it.
-func (j *jobTracker) noteProposal(from peer.ID) {
+func (j failureWatch) noteProposal(from peer.ID) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	as := j.assignmentOf(from.String(), time.Time{})
@@ -232,7 +229,7 @@ func (j *jobTracker) noteProposal(from peer.ID) {
 
 // noteStaging records that a provider asked to stage the queued job's
 // inputs before proposing its lease. The caller holds j.mu.
-func (j *jobTracker) noteStaging(from peer.ID, now time.Time) {
+func (j failureWatch) noteStaging(from peer.ID, now time.Time) {
 	j.assignmentOf(from.String(), now).staging = now
 }
 
@@ -249,8 +246,8 @@ type failure struct {
 func (s *Submitter) checkFailures(ctx context.Context, now time.Time) {
 	var fs []failure
 	for _, j := range s.jobs.live() {
-		j.liftAvoids(ctx, now)
-		fs = append(fs, j.failures(now)...)
+		(failureWatch{j}).liftAvoids(ctx, now)
+		fs = append(fs, (failureWatch{j}).failures(now)...)
 	}
 	for _, f := range fs {
 		switch {
@@ -258,15 +255,15 @@ func (s *Submitter) checkFailures(ctx context.Context, now time.Time) {
 			if s.notSquatting(ctx, f) {
 				continue
 			}
-			f.j.avoid(ctx, f.provider, "", f.reason)
+			(failureWatch{f.j}).avoid(ctx, f.provider, "", f.reason)
 		case f.withheld:
-			f.j.endWithheld(ctx, f.lease, f.reason, now)
+			(failureWatch{f.j}).endWithheld(ctx, f.lease, f.reason, now)
 		default:
 			// A lease the network never heard of is requeueUnconfirmed's:
 			// its countersignature may have been lost on the way, an honest
 			// fault, and the job goes back without avoiding anyone.
 			if _, _, ok := s.d.Leases.LeaseParties(f.lease); ok {
-				f.j.giveUpLease(ctx, f.lease, f.reason, now)
+				(failureWatch{f.j}).giveUpLease(ctx, f.lease, f.reason, now)
 			}
 		}
 	}
@@ -293,13 +290,13 @@ func (s *Submitter) notSquatting(ctx context.Context, f failure) bool {
 		return true
 	}
 	if err != nil {
-		f.j.waitFor(f.provider, fmt.Sprintf("matched to provider %s, which has not proposed, and which this node cannot reach either (%v): "+
+		(failureWatch{f.j}).waitFor(f.provider, fmt.Sprintf("matched to provider %s, which has not proposed, and which this node cannot reach either (%v): "+
 			"not avoided; waiting for a path between them", f.provider, err))
 		s.log.Info("provider not proposing is unreachable: not avoided", "job", f.j.id, "provider", f.provider, "err", err)
 		return true
 	}
-	if f.j.reachedFirst(f.provider) {
-		f.j.waitFor(f.provider, fmt.Sprintf("matched to provider %s, which had not proposed; reached it, waiting for its proposal", f.provider))
+	if (failureWatch{f.j}).reachedFirst(f.provider) {
+		(failureWatch{f.j}).waitFor(f.provider, fmt.Sprintf("matched to provider %s, which had not proposed; reached it, waiting for its proposal", f.provider))
 		s.log.Info("reached a provider that had not proposed: waiting for its proposal", "job", f.j.id, "provider", f.provider)
 		return true
 	}
@@ -308,7 +305,7 @@ func (s *Submitter) notSquatting(ctx context.Context, f failure) bool {
 
 // waitFor sets what a queued job waits on, matched to provider: in place
 // of matchedWait in each later pass too, until the provider proposes.
-func (j *jobTracker) waitFor(provider, why string) {
+func (j failureWatch) waitFor(provider, why string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.notes == nil {
@@ -323,7 +320,7 @@ func (j *jobTracker) waitFor(provider, why string) {
 
 // reachedFirst records that this node reached provider for the job, and
 // reports whether it is the first time.
-func (j *jobTracker) reachedFirst(provider string) bool {
+func (j failureWatch) reachedFirst(provider string) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.reached[provider] {
@@ -338,7 +335,7 @@ func (j *jobTracker) reachedFirst(provider string) bool {
 
 // failures finds the providers failing the job now, for checkFailures to
 // act on, forgetting those that squat on it as it names them.
-func (j *jobTracker) failures(now time.Time) []failure {
+func (j failureWatch) failures(now time.Time) []failure {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var fs []failure
@@ -350,270 +347,23 @@ func (j *jobTracker) failures(now time.Time) []failure {
 	case j.cfg.AvoidAfter > 0 && r.State == api.JobQueued && j.assigned != nil:
 		for _, p := range slices.Sorted(maps.Keys(j.assigned)) {
 			as := j.assigned[p]
-			if as.proposed || !as.squatting(j) || now.Sub(as.first) <= j.cfg.AvoidAfter || slices.Contains(r.Avoid, p) ||
+			if as.proposed || !as.squatting(j.jobTracker) || now.Sub(as.first) <= j.cfg.AvoidAfter || slices.Contains(r.Avoid, p) ||
 				(!as.staging.IsZero() && now.Sub(as.staging) <= wire.StageBeforeLeaseMax) {
 				continue
 			}
-			fs = append(fs, failure{j: j, provider: p,
+			fs = append(fs, failure{j: j.jobTracker, provider: p,
 				reason: fmt.Sprintf("provider %s was assigned the job in %d of %d passes and did not propose within %s", p, as.passes, j.passes-as.from, j.cfg.AvoidAfter)})
 			delete(j.assigned, p)
 		}
 	case r.Lease == nil || r.terminal() || r.Withdrawn:
 	case j.cfg.RunWithin > 0 && r.State == api.JobRenting && r.LastReceipt.IsZero() &&
 		now.Sub(r.stepAt(api.StepRent)) > j.cfg.RunWithin:
-		fs = append(fs, failure{j: j, provider: r.Lease.Terms.Provider, lease: r.Lease.Terms.ID,
+		fs = append(fs, failure{j: j.jobTracker, provider: r.Lease.Terms.Provider, lease: r.Lease.Terms.ID,
 			reason: fmt.Sprintf("provider %s signed a lease and neither started the run nor offered a receipt within %s", r.Lease.Terms.Provider, j.cfg.RunWithin)})
 	case j.cfg.ReceiptsDue > 0 && !r.stepAt(api.StepRun).IsZero() &&
 		now.Sub(latest(r.LastReceipt, r.stepAt(api.StepRun))) > j.cfg.ReceiptsDue:
-		fs = append(fs, failure{j: j, provider: r.Lease.Terms.Provider, lease: r.Lease.Terms.ID, withheld: true,
+		fs = append(fs, failure{j: j.jobTracker, provider: r.Lease.Terms.Provider, lease: r.Lease.Terms.ID, withheld: true,
 			reason: fmt.Sprintf("provider %s offered no receipt for %s while the job ran", r.Lease.Terms.Provider, j.cfg.ReceiptsDue)})
 	}
 	return fs
-}
-
-// avoid adds provider to the queued job's avoid list, with reason as what
-// the job waits on, and re-announces the job at once. lease, when set,
-// must still be the job's lease: the job then goes back to the queue.
-func (j *jobTracker) avoid(ctx context.Context, provider, lease, reason string) bool {
-	return j.requeue(ctx, provider, lease, reason, true)
-}
-
-// requeue is avoid, avoiding the provider only when avoid is set: a gang
-// given up whole puts back parts whose providers did nothing wrong.
-func (j *jobTracker) requeue(ctx context.Context, provider, lease, reason string, avoidIt bool) bool {
-	self := j.d.Self.String()
-	now := time.Now()
-	var env []byte
-	var avoid []wire.Avoided
-	err := j.apply(func(cur *jobTracker) error {
-		r := cur.rec
-		switch {
-		case lease != "":
-			if r.Lease == nil || r.Lease.Terms.ID != lease || r.terminal() {
-				return errSkip
-			}
-			r.State, r.Lease, r.LastReceipt = api.JobQueued, nil, time.Time{}
-			r.Steps = slices.DeleteFunc(r.Steps, func(st api.Step) bool { return st.Step != api.StepSubmit })
-		case r.State != api.JobQueued:
-			return errSkip
-		}
-		r.Wait = reason + "; back in the queue"
-		if avoidIt && provider != self {
-			if !slices.Contains(r.Avoid, provider) {
-				r.Avoid = append(r.Avoid, provider)
-			}
-			if r.Avoided == nil {
-				r.Avoided = map[string]int{}
-			}
-			if r.AvoidUntil == nil {
-				r.AvoidUntil = map[string]time.Time{}
-			}
-			delete(cur.notes, provider)
-			r.Avoided[provider]++
-			until := now.Add(j.cfg.avoidFor(r.Avoided[provider]))
-			r.AvoidUntil[provider] = until
-			r.Wait += fmt.Sprintf(", avoiding it until %s", until.Format(time.TimeOnly))
-		}
-		env, avoid = r.Envelope, r.avoiding(now, j.cfg.avoidFor(1))
-		return nil
-	})
-	if err == errSkip {
-		return false
-	}
-	if err != nil {
-		j.log.Warn("avoid provider: record not saved", "job", j.id, "provider", provider, "err", err)
-	}
-	switch {
-	case !avoidIt:
-		j.log.Info("back in the queue", "job", j.id, "provider", provider, "reason", reason)
-	case provider == self:
-		j.log.Warn("this node's own provider failed the job: back in the queue", "job", j.id, "reason", reason)
-	default:
-		j.log.Warn("provider failed the job: avoiding it", "job", j.id, "provider", provider, "reason", reason)
-	}
-	announceAvoiding(ctx, j.parts, j.id, env, avoid)
-	return true
-}
-
-// avoiding is the record's avoid list, each with the time it lifts; one
-// saved without (by an older version) lifts first after now.
-func (r *Record) avoiding(now time.Time, first time.Duration) []wire.Avoided {
-	out := make([]wire.Avoided, 0, len(r.Avoid))
-	for _, p := range r.Avoid {
-		until, ok := r.AvoidUntil[p]
-		if !ok {
-			until = now.Add(first)
-		}
-		out = append(out, wire.Avoided{Provider: p, Until: until})
-	}
-	return out
-}
-
-// liftAvoids ends the job's avoids whose time has come (and gives one
-// saved without a time its first), and, where one ended on a queued job,
-// re-announces it with what is left: every peer's Match may place it on
-// that provider again.
-func (j *jobTracker) liftAvoids(ctx context.Context, now time.Time) {
-	var env []byte
-	var avoid []wire.Avoided
-	var lifted []string
-	queued := false
-	err := j.update(func(r *Record) error {
-		if len(r.Avoid) == 0 || r.terminal() {
-			return errSkip
-		}
-		changed := false
-		keep := r.Avoid[:0]
-		for _, p := range r.Avoid {
-			until, ok := r.AvoidUntil[p]
-			switch {
-			case !ok:
-				if r.AvoidUntil == nil {
-					r.AvoidUntil = map[string]time.Time{}
-				}
-				r.AvoidUntil[p], changed = now.Add(j.cfg.avoidFor(1)), true
-			case !now.Before(until):
-				delete(r.AvoidUntil, p)
-				lifted, changed = append(lifted, p), true
-				continue
-			}
-			keep = append(keep, p)
-		}
-		if !changed {
-			return errSkip
-		}
-		r.Avoid = slices.Clip(keep)
-		if len(r.Avoid) == 0 {
-			r.Avoid = nil
-		}
-		queued = r.State == api.JobQueued && !r.placeholder() && !r.isArray()
-		if len(lifted) > 0 && queued {
-			r.Wait = fmt.Sprintf("the avoid of %s lifted; back in the queue for it", strings.Join(lifted, ", "))
-		}
-		env, avoid = r.Envelope, r.avoiding(now, j.cfg.avoidFor(1))
-		return nil
-	})
-	if err == errSkip {
-		return
-	}
-	if err != nil {
-		j.log.Warn("lift avoids: record not saved", "job", j.id, "err", err)
-	}
-	if len(lifted) == 0 {
-		return
-	}
-	j.log.Info("avoid lifted", "job", j.id, "providers", lifted)
-	if queued {
-		announceAvoiding(ctx, j.parts, j.id, env, avoid)
-	}
-}
-
-// announceAvoiding re-announces one queued job with its avoid list. Should
-// peers refuse the list, the job is announced without it: a job not
-// re-announced leaves every view, and would wait for nothing.
-func announceAvoiding(ctx context.Context, p *parts, job string, env []byte, avoid []wire.Avoided) {
-	// A record saved by a version that could name this node keeps its
-	// name; peers refuse a list naming the signer.
-	avoid = slices.DeleteFunc(avoid, func(q wire.Avoided) bool { return q.Provider == p.d.Self.String() })
-	_, err := p.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueAvoiding(job, env, avoid))
-	if err == nil || ctx.Err() != nil {
-		return
-	}
-	p.log.Warn("re-announce job with its avoid list: announcing it without", "err", err)
-	if _, err := p.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueBody{Declarations: [][]byte{env}}); err != nil && ctx.Err() == nil {
-		p.log.Warn("re-announce job", "err", err)
-	}
-}
-
-// giveUpLease releases a lease of the job that never reached its run, as
-// never run, and puts the job back in the queue avoiding its provider. This
-// side's one-sided record holds what was countersigned (nothing, since no
-// receipt came), with the lease as evidence.
-func (j *jobTracker) giveUpLease(ctx context.Context, leaseID, reason string, now time.Time) {
-	j.releaseUnrun(ctx, leaseID, reason, now, true)
-}
-
-// releaseUnrun is giveUpLease, avoiding the provider only when avoid is
-// set.
-func (j *jobTracker) releaseUnrun(ctx context.Context, leaseID, reason string, now time.Time, avoid bool) {
-	j.mu.Lock()
-	r := j.rec
-	if r.Lease == nil || r.Lease.Terms.ID != leaseID || r.terminal() {
-		j.mu.Unlock()
-		return
-	}
-	lease := *r.Lease
-	rent := r.stepAt(api.StepRent)
-	j.mu.Unlock()
-	t := lease.Terms
-	es, err := j.d.Ledger.ByLease(ctx, t.ID)
-	if err != nil {
-		j.log.Warn("receipts of a lease never run", "lease", t.ID, "err", err)
-	}
-	lost := ledger.Ending{Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, Reason: reason}
-	j.recordOneSided(ctx, lease, es, rent, rent, lost)
-	var heldMs int64
-	if len(es) > 0 {
-		heldMs = es[len(es)-1].Receipt.Held().Milliseconds()
-	}
-	// Released first, so that peers hold the job open to the announcement
-	// that follows (view.Market.ReleaseLease).
-	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
-		Outcome: lost.Outcome, Attribution: lost.Attribution, HeldMs: heldMs, At: now.UnixMilli(), Requeued: true}
-	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
-		j.log.Warn("announce release of a lease never run", "lease", t.ID, "err", err)
-	}
-	j.requeue(ctx, t.Provider, t.ID, reason, avoid)
-}
-
-// endWithheld ends, on this side, a lease of the job whose provider
-// withholds its receipts. This side's record holds only what it
-// countersigned. A job whose output came back is complete; one without goes
-// back to the queue avoiding the provider.
-func (j *jobTracker) endWithheld(ctx context.Context, leaseID, reason string, now time.Time) {
-	j.mu.Lock()
-	r := j.rec
-	if r.Lease == nil || r.Lease.Terms.ID != leaseID || r.terminal() {
-		j.mu.Unlock()
-		return
-	}
-	lease, output := *r.Lease, r.Output
-	from := r.stepAt(api.StepRent)
-	j.mu.Unlock()
-	if output == "" {
-		j.giveUpLease(ctx, leaseID, reason, now)
-		return
-	}
-	t := lease.Terms
-	es, err := j.d.Ledger.ByLease(ctx, t.ID)
-	if err != nil {
-		j.log.Warn("receipts of a lease whose receipts are withheld", "lease", t.ID, "err", err)
-	}
-	// Until the start: the one-sided record claims no time beyond the last
-	// receipt both signed (recordOneSided takes that one's end).
-	j.recordOneSided(ctx, lease, es, from, from, ledger.Ending{Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, Reason: reason})
-	withheld := ledger.Ending{Outcome: ledger.OutcomeCompleted, Attribution: ledger.AttributionProvider,
-		Reason: reason + "; the output came back, and only countersigned time is on record"}
-	err = j.update(func(r *Record) error {
-		if r.terminal() || r.Lease == nil || r.Lease.Terms.ID != t.ID {
-			return errSkip
-		}
-		r.State = api.JobReleased
-		r.setEnding(withheld)
-		r.step(api.StepRelease, now)
-		return nil
-	})
-	if err == errSkip {
-		return
-	}
-	j.log.Warn("provider withholds receipts: lease ended on this side", "job", t.Job, "lease", t.ID, "provider", t.Provider)
-	var heldMs int64
-	if len(es) > 0 {
-		heldMs = es[len(es)-1].Receipt.Held().Milliseconds()
-	}
-	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
-		Outcome: withheld.Outcome, Attribution: withheld.Attribution, HeldMs: heldMs, At: now.UnixMilli()}
-	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
-		j.log.Warn("announce release of a lease with withheld receipts", "lease", t.ID, "err", err)
-	}
 }

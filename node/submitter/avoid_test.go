@@ -70,7 +70,7 @@ func TestSquatterAvoided(t *testing.T) {
 			h.s.RecordWaits(res)
 		}
 		assign(squat.String(), honest.String(), once.String())
-		j.noteProposal(honest)
+		(failureWatch{j}).noteProposal(honest)
 		time.Sleep(time.Second)
 		assign(squat.String(), honest.String())
 		time.Sleep(time.Second)
@@ -217,7 +217,7 @@ func TestStagingBeforeTheLeaseIsNotSquatting(t *testing.T) {
 		}
 		assign()
 		j.mu.Lock()
-		j.noteStaging(stager, time.Now())
+		(failureWatch{j}).noteStaging(stager, time.Now())
 		j.mu.Unlock()
 		time.Sleep(time.Second)
 		assign()

@@ -179,7 +179,7 @@ func (j *jobTracker) misproposed(provider peer.ID, code string) bool {
 	case wire.CodeUnfit, wire.CodeStale:
 		return true
 	case wire.CodeNotAssigned:
-		as := j.assignmentOf(provider.String(), time.Time{})
+		as := (failureWatch{j}).assignmentOf(provider.String(), time.Time{})
 		as.refused++
 		return as.refused == maxUnassigned
 	}
@@ -232,7 +232,7 @@ const checkpointAtTolerance = time.Second
 // (disputed true, the reply carrying this node's version). A checkpoint
 // announced and still being pulled is refused for now with CodeBusy: the
 // provider offers the receipt again.
-func (j *jobTracker) checkOutcome(ctx context.Context, lease wire.SignedLease, r ledger.Receipt) (reply any, disputed bool, err error) {
+func (j receiptPhase) checkOutcome(ctx context.Context, lease wire.SignedLease, r ledger.Receipt) (reply any, disputed bool, err error) {
 	j.mu.Lock()
 	rec := j.rec
 	output, ckpt, ckptLease, ckptAt := rec.Output, rec.Checkpoint, rec.CheckpointLease, rec.CheckpointAt
@@ -246,7 +246,7 @@ func (j *jobTracker) checkOutcome(ctx context.Context, lease wire.SignedLease, r
 	if !r.CheckpointAt.IsZero() {
 		held := r.Checkpoint == ckpt && ckptLease == r.Lease
 		switch {
-		case !held && j.pulling(r.Lease, r.Checkpoint):
+		case !held && (runPhase{j.jobTracker}).pulling(r.Lease, r.Checkpoint):
 			return nil, false, p2p.Refuse(wire.CodeBusy, fmt.Errorf("checkpoint %s of lease %s is still being pulled; offer the final receipt again", r.Checkpoint, r.Lease))
 		case !held:
 			why = fmt.Sprintf("the receipt says checkpoint %s was taken at %s, but its provider never announced it to this node",

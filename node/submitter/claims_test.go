@@ -341,7 +341,7 @@ func stillPulling(t *testing.T) {
 	c, _ := cid.Decode(wiretest.CID(t, "checkpoint"))
 	j := h.s.jobs.get(r.ID)
 	at := proposed.Add(19 * time.Minute).Truncate(time.Millisecond)
-	if start, err := j.queueCheckpoint(r.Lease.Terms.ID, checkpointEvent{root: c, n: 1, at: at}); err != nil || !start {
+	if start, err := (runPhase{j}).queueCheckpoint(r.Lease.Terms.ID, checkpointEvent{root: c, n: 1, at: at}); err != nil || !start {
 		t.Fatalf("queue: %v %v", start, err)
 	}
 	raw, _ := h.receiptOf(t, r, 0, "", proposed, proposed.Add(20*time.Minute), func(f *ledger.Receipt) {
@@ -405,16 +405,16 @@ func TestCheckpointEventsInOrder(t *testing.T) {
 		c, _ := cid.Decode(wiretest.CID(t, fmt.Sprint("checkpoint ", n)))
 		return checkpointEvent{root: c, n: n, at: time.Now()}
 	}
-	if start, err := j.queueCheckpoint(lease, ev(1)); err != nil || !start {
+	if start, err := (runPhase{j}).queueCheckpoint(lease, ev(1)); err != nil || !start {
 		t.Fatalf("first: start %v, %v", start, err)
 	}
 	for n := 2; n <= 100; n++ {
-		if start, err := j.queueCheckpoint(lease, ev(n)); err != nil || start {
+		if start, err := (runPhase{j}).queueCheckpoint(lease, ev(n)); err != nil || start {
 			t.Fatalf("checkpoint %d while one pulls: start %v, %v; want queued", n, start, err)
 		}
 	}
 	for _, n := range []int{100, 50, 1, 0, -3} {
-		if _, err := j.queueCheckpoint(lease, ev(n)); p2p.RefusalCode(err) != wire.CodeCheckpointOrder {
+		if _, err := (runPhase{j}).queueCheckpoint(lease, ev(n)); p2p.RefusalCode(err) != wire.CodeCheckpointOrder {
 			t.Fatalf("checkpoint %d after 100: %v, want %s", n, err, wire.CodeCheckpointOrder)
 		}
 	}
@@ -424,11 +424,11 @@ func TestCheckpointEventsInOrder(t *testing.T) {
 	if running != 1 || next != 100 {
 		t.Fatalf("pulling %d, next %d; want 1 then the latest, 100", running, next)
 	}
-	if !j.pulling(lease, ev(100).root.String()) || j.pulling(lease, ev(50).root.String()) {
+	if !(runPhase{j}).pulling(lease, ev(100).root.String()) || (runPhase{j}).pulling(lease, ev(50).root.String()) {
 		t.Fatal("pulling reports other checkpoints than the one pulled and the one next")
 	}
 	// Another lease of the job starts its numbers afresh.
-	if start, err := j.queueCheckpoint("another-lease", ev(1)); err != nil || !start {
+	if start, err := (runPhase{j}).queueCheckpoint("another-lease", ev(1)); err != nil || !start {
 		t.Fatalf("another lease's first: %v %v", start, err)
 	}
 }

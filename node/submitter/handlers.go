@@ -56,7 +56,7 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 	now := time.Now()
 	if err := checkProposalTime(t, now); err != nil {
 		if _, onOffer := s.d.Offers.Get(t.Provider); onOffer && j.misproposed(from, p2p.RefusalCode(err)) {
-			s.tasks.Go(func() { j.avoid(s.ctx, from.String(), "", "proposed a lease dated away from now") })
+			s.tasks.Go(func() { (failureWatch{j}).avoid(s.ctx, from.String(), "", "proposed a lease dated away from now") })
 		}
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 		// own provider proposes only what this node's Match gave it.
 		avoid, err := s.claims.check(j, from, t, now)
 		if avoid != "" {
-			s.tasks.Go(func() { j.avoid(s.ctx, from.String(), "", avoid) })
+			s.tasks.Go(func() { (failureWatch{j}).avoid(s.ctx, from.String(), "", avoid) })
 		}
 		if err != nil {
 			return nil, err
@@ -102,7 +102,7 @@ func (s *Submitter) HandleEvent(ctx context.Context, from peer.ID, raw json.RawM
 			return nil, fmt.Errorf("checkpoint: %w", err)
 		}
 	}
-	if err := j.event(ev); err != nil {
+	if err := (runPhase{j}).event(ev); err != nil {
 		return nil, err
 	}
 	if c.Defined() {
@@ -111,14 +111,14 @@ func (s *Submitter) HandleEvent(ctx context.Context, from peer.ID, raw json.RawM
 		if d := at.Sub(now); d > maxClockSkew || d < -maxClockSkew {
 			at = now // a time off by more than the skew allowed is not believed
 		}
-		start, err := j.queueCheckpoint(ev.Lease, checkpointEvent{root: c, n: ev.N, at: at})
+		start, err := (runPhase{j}).queueCheckpoint(ev.Lease, checkpointEvent{root: c, n: ev.N, at: at})
 		if err != nil {
 			return nil, err
 		}
 		if start {
 			// Pull it now, so that a provider that vanishes does not take
 			// the last checkpoint with it.
-			s.tasks.Go(func() { j.pullCheckpoints(s.ctx, from, ev.Lease) })
+			s.tasks.Go(func() { (runPhase{j}).pullCheckpoints(s.ctx, from, ev.Lease) })
 		}
 	}
 	return struct{}{}, nil
@@ -138,7 +138,7 @@ func (s *Submitter) HandleOutput(ctx context.Context, from peer.ID, raw json.Raw
 	if err != nil {
 		return nil, err
 	}
-	return j.output(ctx, from, c, req)
+	return (runPhase{j}).output(ctx, from, c, req)
 }
 
 // HandleReceipt countersigns a receipt the provider signed, after checking
@@ -162,21 +162,21 @@ func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.Ra
 	if err != nil {
 		return nil, err
 	}
-	if r.Final && r.Checkpoint != "" && (r.Outcome == ledger.OutcomePreempted || j.isGangPart()) && j.pulling(r.Lease, r.Checkpoint) {
+	if r.Final && r.Checkpoint != "" && (r.Outcome == ledger.OutcomePreempted || j.isGangPart()) && (runPhase{j}).pulling(r.Lease, r.Checkpoint) {
 		// The provider is being taken back, and may stop once this
 		// receipt is countersigned, or the part's gang goes on, each part
 		// from its own: the last checkpoint it took, which the job goes
 		// on from, is pulled first while the provider still serves it.
-		j.awaitCheckpoint(ctx, r.Checkpoint, preemptedCheckpointWait)
+		(runPhase{j}).awaitCheckpoint(ctx, r.Checkpoint, preemptedCheckpointWait)
 	}
-	reply, resume, err := j.receipt(ctx, req, r)
+	reply, resume, err := (receiptPhase{j}).receipt(ctx, req, r)
 	if resume {
 		// A provider that restarted mid-run ends the lease itself; a job
 		// that failed may have retries left; a preempted one goes on from
 		// the last checkpoint its provider took, once pulled.
 		s.tasks.Go(func() {
-			if r.Outcome == ledger.OutcomePreempted && r.Checkpoint != "" && j.pulling(r.Lease, r.Checkpoint) {
-				j.awaitCheckpoint(s.ctx, r.Checkpoint, s.cfg.OutputTimeout)
+			if r.Outcome == ledger.OutcomePreempted && r.Checkpoint != "" && (runPhase{j}).pulling(r.Lease, r.Checkpoint) {
+				(runPhase{j}).awaitCheckpoint(s.ctx, r.Checkpoint, s.cfg.OutputTimeout)
 			}
 			s.autoResume(s.ctx, r.Job)
 		})

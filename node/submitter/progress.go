@@ -22,7 +22,7 @@ import (
 const maxSkipped = 20
 
 // event records a step the provider reached (HandleEvent).
-func (j *jobTracker) event(ev wire.EventRequest) error {
+func (j runPhase) event(ev wire.EventRequest) error {
 	now := time.Now()
 	return j.apply(func(cur *jobTracker) error {
 		cur.lastContact = now
@@ -39,7 +39,7 @@ func (j *jobTracker) event(ev wire.EventRequest) error {
 // receipt names, the last the run took) is the job's last pulled one: a
 // job that goes on from it must not start from an older one while the pull
 // is under way.
-func (j *jobTracker) awaitCheckpoint(ctx context.Context, c string, within time.Duration) {
+func (j runPhase) awaitCheckpoint(ctx context.Context, c string, within time.Duration) {
 	deadline := time.NewTimer(within)
 	defer deadline.Stop()
 	for {
@@ -98,7 +98,7 @@ type checkpointEvent struct {
 // queueCheckpoint takes checkpoint ev of the lease for pulling, and
 // reports whether a pull is to start (none was running), or refuses it
 // with CodeCheckpointOrder: its number is not above the lease's last.
-func (j *jobTracker) queueCheckpoint(lease string, ev checkpointEvent) (start bool, err error) {
+func (j runPhase) queueCheckpoint(lease string, ev checkpointEvent) (start bool, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	p := &j.pulls
@@ -130,7 +130,7 @@ func (j *jobTracker) queueCheckpoint(lease string, ev checkpointEvent) (start bo
 
 // pulling reports whether checkpoint c of the lease was announced and is
 // being pulled or waits to be.
-func (j *jobTracker) pulling(lease, c string) bool {
+func (j runPhase) pulling(lease, c string) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	p := &j.pulls
@@ -139,7 +139,7 @@ func (j *jobTracker) pulling(lease, c string) bool {
 
 // pullCheckpoints pulls the lease's announced checkpoints, one at a time,
 // until none waits; ctx is the Submitter's, which ends at Shutdown.
-func (j *jobTracker) pullCheckpoints(ctx context.Context, from peer.ID, lease string) {
+func (j runPhase) pullCheckpoints(ctx context.Context, from peer.ID, lease string) {
 	for {
 		j.mu.Lock()
 		ev := j.pulls.running
@@ -162,7 +162,7 @@ func (j *jobTracker) pullCheckpoints(ctx context.Context, from peer.ID, lease st
 // pullCap bounds a pull of a job's checkpoint or output: the bytes its
 // disk holds (the provider caps the job's files at it), with room for the
 // DAG's own structure and its folders and, beside an output, the two logs.
-func (j *jobTracker) pullCap(output bool) int64 {
+func (j runPhase) pullCap(output bool) int64 {
 	j.mu.Lock()
 	disk := j.rec.Declaration.Request.DiskBytes()
 	j.mu.Unlock()
@@ -184,7 +184,7 @@ const (
 
 // pullCheckpoint fetches a checkpoint of the job's lease from its provider
 // and keeps it as the job's last, unless a newer one came first.
-func (j *jobTracker) pullCheckpoint(ctx context.Context, from peer.ID, lease string, ev checkpointEvent) {
+func (j runPhase) pullCheckpoint(ctx context.Context, from peer.ID, lease string, ev checkpointEvent) {
 	ctx, cancel := context.WithTimeout(ctx, j.cfg.OutputTimeout)
 	defer cancel()
 	id, c, num := j.id, ev.root, ev.n
@@ -237,7 +237,7 @@ type pinned struct {
 
 // output fetches and checks the whole output DAG of the job's lease, then
 // records it (HandleOutput).
-func (j *jobTracker) output(ctx context.Context, from peer.ID, c cid.Cid, req wire.OutputRequest) (any, error) {
+func (j runPhase) output(ctx context.Context, from peer.ID, c cid.Cid, req wire.OutputRequest) (any, error) {
 	if err := j.awaitDirect(ctx, from, "returning the output"); err != nil {
 		return nil, fmt.Errorf("fetch output %s: %w", c, err)
 	}
@@ -275,7 +275,7 @@ func (j *jobTracker) output(ctx context.Context, from peer.ID, c cid.Cid, req wi
 // carries a lease's messages but, by design, not its data), saying so in
 // the job's status while it waits and why when it gives up, rather than
 // stalling in silence.
-func (j *jobTracker) awaitDirect(ctx context.Context, from peer.ID, what string) error {
+func (j runPhase) awaitDirect(ctx context.Context, from peer.ID, what string) error {
 	if j.d.Path == nil {
 		return nil
 	}

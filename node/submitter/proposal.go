@@ -20,7 +20,7 @@ import (
 // acceptance is on disk before the countersignature is returned.
 func (j *jobTracker) propose(from peer.ID, sl wire.SignedLease) (any, error) {
 	t := sl.Terms
-	j.noteProposal(from)
+	(failureWatch{j}).noteProposal(from)
 	// Read before the lease is accepted: a lease whose run would miss them
 	// is not countersigned.
 	secrets, err := j.leaseSecrets()

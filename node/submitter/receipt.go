@@ -24,7 +24,7 @@ const disputeMargin = time.Minute
 // the lease and continues the chain, and stores it. It also reports whether
 // the job is to be resumed: its provider restarted mid-run and ended the
 // lease itself, provider-lost.
-func (j *jobTracker) receipt(ctx context.Context, req wire.ReceiptRequest, r ledger.Receipt) (reply any, resume bool, err error) {
+func (j receiptPhase) receipt(ctx context.Context, req wire.ReceiptRequest, r ledger.Receipt) (reply any, resume bool, err error) {
 	// One receipt of a lease at a time: each continues the last.
 	j.receipts.Lock()
 	defer j.receipts.Unlock()
@@ -134,7 +134,7 @@ func (j *jobTracker) receipt(ctx context.Context, req wire.ReceiptRequest, r led
 // side's own record, and the job's output, the proof that the provider went
 // on working, never reached this node. It returns this side's record when
 // it disputes.
-func (j *jobTracker) disputes(ctx context.Context, r ledger.Receipt) (ledger.Receipt, bool) {
+func (j receiptPhase) disputes(ctx context.Context, r ledger.Receipt) (ledger.Receipt, bool) {
 	lr, err := j.d.Ledger.Lease(ctx, r.Lease)
 	if err != nil || len(lr.OneSided) == 0 {
 		return ledger.Receipt{}, false

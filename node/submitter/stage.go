@@ -142,7 +142,7 @@ func (j *jobTracker) stageAsk(lease string, from peer.ID, reserved, assigned boo
 			reserved = assigned && !slices.Contains(r.Avoid, from.String())
 		}
 		if reserved {
-			j.noteStaging(from, now)
+			(failureWatch{j}).noteStaging(from, now)
 		}
 	}
 	return r.contentRoots(), leased || (queued && reserved)

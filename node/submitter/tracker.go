@@ -17,10 +17,11 @@ import (
 // version that followers of the job wait on, and its persistence (every
 // change goes through update, which writes the record after it). It
 // handles what the job's provider sends once the Submitter has routed it
-// here: a proposal (proposal.go), the steps, checkpoints and output of the
-// run (progress.go) and its receipts (receipt.go); it is also where the
-// provider watch (watch.go) and the failure checks (avoid.go) act on the
-// job.
+// here: a proposal (proposal.go), and, through its phase types
+// (phases.go), the steps, checkpoints and output of the run (runPhase,
+// progress.go) and its receipts (receiptPhase, receipt.go); the provider
+// watch (lossWatch, watch.go) and the failure checks (failureWatch,
+// avoid.go and requeue.go) act on the job through them too.
 //
 // Lock order: receipts, save, then the registry's mu or the stage's mu,
 // then mu. mu is the innermost but for the tallies' leaf locks, which

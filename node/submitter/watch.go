@@ -38,13 +38,13 @@ func (s *Submitter) watchProviders(ctx context.Context) {
 			var lost []*jobTracker
 			if !joined.IsZero() {
 				for _, j := range s.jobs.live() {
-					if j.silent(now, joined) {
+					if (lossWatch{j}).silent(now, joined) {
 						lost = append(lost, j)
 					}
 				}
 			}
 			for _, j := range lost {
-				if j.providerLost(ctx, now) {
+				if (lossWatch{j}).providerLost(ctx, now) {
 					s.autoResume(ctx, j.id)
 				}
 			}
@@ -59,7 +59,7 @@ func (s *Submitter) watchProviders(ctx context.Context) {
 // silent reports whether the provider of the job's lease has not been
 // heard from for ProviderLostAfter, counting from joined at the earliest,
 // and otherwise notes when it last was.
-func (j *jobTracker) silent(now, joined time.Time) bool {
+func (j lossWatch) silent(now, joined time.Time) bool {
 	j.mu.Lock()
 	if j.rec.Lease == nil || j.rec.terminal() {
 		j.mu.Unlock()
@@ -99,7 +99,7 @@ func latest(a, b time.Time) time.Time {
 
 // providerLost ends the job's lease on the submitter's side, and reports
 // whether the job is then to be resumed (autoResume).
-func (j *jobTracker) providerLost(ctx context.Context, now time.Time) (resume bool) {
+func (j lossWatch) providerLost(ctx context.Context, now time.Time) (resume bool) {
 	id := j.id
 	j.mu.Lock()
 	r := j.rec
@@ -114,7 +114,7 @@ func (j *jobTracker) providerLost(ctx context.Context, now time.Time) (resume bo
 	if unstarted {
 		// Nothing was held for the job: it goes back to the queue rather
 		// than ending with its provider.
-		j.giveUpLease(ctx, t.ID, fmt.Sprintf("provider %s went silent before the run started", t.Provider), now)
+		(failureWatch{j.jobTracker}).giveUpLease(ctx, t.ID, fmt.Sprintf("provider %s went silent before the run started", t.Provider), now)
 		return false
 	}
 	silent := now.Sub(lastHeard).Round(time.Second)
@@ -163,7 +163,7 @@ func (j *jobTracker) providerLost(ctx context.Context, now time.Time) (resume bo
 
 // recordOneSided stores this side's final record of a lease whose provider
 // vanished, ended as e says.
-func (j *jobTracker) recordOneSided(ctx context.Context, l wire.SignedLease, es []ledger.Entry, from, until time.Time, e ledger.Ending) {
+func (j lossWatch) recordOneSided(ctx context.Context, l wire.SignedLease, es []ledger.Entry, from, until time.Time, e ledger.Ending) {
 	t := l.Terms
 	prov, err := peer.Decode(t.Provider)
 	if err != nil {
