@@ -39,20 +39,6 @@ type arrayRun struct {
 	p *jobTracker // the array's record
 }
 
-// isArray reports whether the record is an array's, not a job's.
-func (r *Record) isArray() bool { return r.Tasks > 0 }
-
-// isArrayTracker reports whether the job is an array's record.
-func (j *jobTracker) isArrayTracker() bool {
-	var array bool
-	j.view(func(r *Record) { array = r.isArray() })
-	return array
-}
-
-// ofTask reports whether the record is an attempt of a task: the task's
-// own, or one that resumes it.
-func (r *Record) ofTask() bool { return r.Array != "" || isTask(r.ID) || isTask(r.Root) }
-
 // readValuesFile reads an array's values_file into its values, one a
 // line: they are signed with the declaration, so the file may be no
 // larger than a signed declaration.

@@ -6,8 +6,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/e31network/e31/ledger"
-	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 )
 
@@ -20,66 +18,6 @@ import (
 // attempt that continues it (Next). Asked for by the ID it was submitted
 // under, a job is shown as its last attempt, with the list of them all
 // (merged); asked for by an attempt's own ID, that attempt alone.
-
-// maxAttempts bounds a walk of a chain, against a damaged store that
-// links one in a loop; a declaration's max_resumes is far below it.
-const maxAttempts = 1 << 10
-
-// root is the ID of the job this attempt belongs to, as its user
-// submitted it.
-func (r *Record) root() string {
-	if r.Root != "" {
-		return r.Root
-	}
-	return r.ID
-}
-
-// resumeDue reports whether this attempt ended in a way its declaration
-// asks to go on from automatically (autoContinues), and has not been
-// resumed yet: the job it belongs to goes on.
-func (r *Record) resumeDue() bool {
-	return r.terminal() && r.Next == "" && r.ResumeFailed == "" && r.autoContinues()
-}
-
-// autoContinues reports whether the attempt ended in a way its declaration
-// asks the submitter to go on from by itself: lost with its provider and
-// declared resume: auto, with resumes left; or failed by its own fault
-// with request.retries left. A job preempted (its provider's owner took
-// the machine back, e31 drain) goes on whatever it declared, from its last
-// checkpoint or from the start, up to maxPreemptions times: no fault of
-// the job's, and no loss of its own. A task of an array lost with its provider
-// goes on whatever it declared, up to market.DefaultMaxResumes times: an
-// array is done when every index is, not when a provider left.
-func (r *Record) autoContinues() bool {
-	if r.gangPart() {
-		return false // a gang goes on whole, or not at all (gang.go)
-	}
-	cp := r.Declaration.Output.Checkpoints
-	switch {
-	case r.placeholder():
-		return false // a held job never ran: its ending is its upstream's
-	case r.Outcome == ledger.OutcomeProviderLost && r.ofTask() && (cp == nil || cp.Resume != market.ResumeAuto):
-		return r.Resumes < market.DefaultMaxResumes
-	case r.Outcome == ledger.OutcomeProviderLost:
-		return cp != nil && cp.Resume == market.ResumeAuto && r.Resumes < cp.MaxResumes
-	case r.retried():
-		return !r.Withdrawn && r.Retries < r.Declaration.Request.Retries
-	case r.Outcome == ledger.OutcomePreempted:
-		return !r.Withdrawn && r.Preemptions < maxPreemptions
-	}
-	return false
-}
-
-// maxPreemptions bounds how often one job is moved off providers taking
-// their machines back: enough for a week of nights on home machines, and a
-// stop to a loop.
-const maxPreemptions = 32
-
-// retried reports whether the attempt ended as request.retries counts: it
-// failed by its own fault.
-func (r *Record) retried() bool {
-	return r.Outcome == ledger.OutcomeFailed && r.Attribution == ledger.AttributionJob
-}
 
 // attempt renders the record as attempt n of its job.
 func (r *Record) attempt(n int) api.Attempt {
@@ -193,7 +131,7 @@ func (c chain) view(seen uint64, done bool) (api.Job, <-chan struct{}) {
 // own ID is that one.
 func (c chain) withdraw(ctx context.Context) (api.Job, error) {
 	if last := c.k.lastAttempt(c.j); last != c.j && last.isArrayTracker() {
-		return c.k.withdrawArray(ctx, last) // an array held for its upstreams, released
+		return (arrayRun{c.k, last}).withdraw(ctx) // an array held for its upstreams, released
 	}
 	if !c.whole {
 		return c.j.withdraw(ctx, true)
@@ -259,51 +197,6 @@ func (j *jobTracker) nextMerged(before []Record, seen uint64, done bool) (api.Jo
 		j.changed = make(chan struct{})
 	}
 	return api.Job{}, j.changed, true
-}
-
-// withHeld adds to a job what the leases of its attempts held, from the
-// ledger.
-func (k *kit) withHeld(ctx context.Context, j *api.Job) {
-	ids := []string{j.ID}
-	if len(j.Attempts) > 0 {
-		ids = ids[:0]
-		for _, a := range j.Attempts {
-			ids = append(ids, a.ID)
-		}
-	}
-	if j.Tasks != nil {
-		// An array sums its tasks', every attempt of each.
-		ids = ids[:0]
-		for i := range j.Tasks.Total {
-			ids = k.appendAttemptIDs(ids, market.TaskID(j.Tasks.ID, i))
-		}
-	}
-	h, err := k.d.Ledger.HeldByJobs(ctx, ledger.DefaultPolicy(), ids...)
-	if err != nil {
-		k.log.Warn("held time of a job", "job", j.ID, "err", err)
-		return
-	}
-	out := &api.Held{HeldMs: h.Held.Milliseconds(), Providers: make([]string, 0, len(h.Providers)),
-		GPUHours: h.GPUHours, OwedGPUHours: h.Owed, OneSidedGPUHours: h.OneSided, CPUHours: h.CPUHours, OwedCPUHours: h.OwedCPUHours}
-	for _, p := range h.Providers {
-		out.Providers = append(out.Providers, p.String())
-	}
-	j.Held = out
-}
-
-// appendAttemptIDs appends the IDs of the attempts of the job submitted as
-// id, first to last, or nothing for a job this node does not hold. It reads
-// only the chain, not the job, so that summing an array of 10,000 tasks
-// does not build 10,000 views.
-func (k *kit) appendAttemptIDs(ids []string, id string) []string {
-	j := k.jobs.get(id)
-	if j == nil {
-		return ids
-	}
-	for _, a := range k.attempts(j) {
-		ids = append(ids, a.id)
-	}
-	return ids
 }
 
 // linkAttempts mends the chains of attempts among the records a previous

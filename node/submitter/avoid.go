@@ -367,3 +367,11 @@ func (j failureWatch) failures(now time.Time) []failure {
 	}
 	return fs
 }
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -24,28 +24,30 @@ type handle interface {
 	output(ctx context.Context) (string, error)
 }
 
-// gangHandle is the handle of a gang's record, over the gangs (gangs.go).
-type gangHandle struct {
-	k     *kit
-	g     *jobTracker
-	whole bool // the gang under the ID it was submitted with
-}
-
-func (h gangHandle) view(seen uint64, done bool) (api.Job, <-chan struct{}) {
-	if h.whole {
-		return h.k.gangs.chainView(h.g, seen, done)
+// handleOf returns the handle of the job whose tracker is j: j's record
+// says which kind of job it is, and whether it is named as a whole (the
+// ID it was submitted under) or as one of its attempts.
+func (k *kit) handleOf(j *jobTracker) handle {
+	var root string
+	var array, gang, held bool
+	j.view(func(r *Record) { root, array, gang, held = r.Root, r.isArray(), r.isGang(), r.placeholder() })
+	whole := root == ""
+	switch {
+	case gang:
+		return gangHandle{k, j, whole}
+	case array:
+		return arrayRun{k, j}
+	case held:
+		return heldJob{chain{k, j, whole}}
 	}
-	return h.k.arrayView(h.g, seen, done)
+	return chain{k, j, whole}
 }
 
-func (h gangHandle) withdraw(ctx context.Context) (api.Job, error) {
-	return h.k.gangs.withdraw(ctx, h.g, h.whole)
-}
-
-func (h gangHandle) resume(ctx context.Context, fromStart bool) (api.Job, error) {
-	return h.k.gangs.resume(ctx, h.k.lastAttempt(h.g), fromStart)
-}
-
-func (h gangHandle) output(ctx context.Context) (string, error) {
-	return arrayRun{h.k, h.k.lastAttempt(h.g)}.outputAs(ctx, h)
+// find returns the handle of a job by its ID or a unique prefix of it.
+func (k *kit) find(id string) (handle, error) {
+	j, err := k.jobs.find(id)
+	if err != nil {
+		return nil, err
+	}
+	return k.handleOf(j), nil
 }

@@ -190,14 +190,6 @@ func (s *Submitter) HandleReceipt(ctx context.Context, from peer.ID, raw json.Ra
 // that a large checkpoint still pulling costs the exchange no retry.
 const preemptedCheckpointWait = 10 * time.Second
 
-// leased checks that r is under this lease from this provider.
-func leased(r *Record, lease string, provider peer.ID) error {
-	if r.Lease == nil || r.Lease.Terms.ID != lease || r.Lease.Terms.Provider != provider.String() {
-		return p2p.Refuse(wire.CodeUnknownJob, fmt.Errorf("job %s is not leased as %s from %s", r.ID, lease, provider))
-	}
-	return nil
-}
-
 // maxClockSkew is how far a provider's clock may be from this node's before
 // its times are not believed: a step is recorded at this node's time
 // instead, and a receipt claiming time outside the lease is refused.
@@ -212,12 +204,4 @@ func distinct(s []string) bool {
 		seen[v] = true
 	}
 	return true
-}
-
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // only fixed, marshalable types reach here
-	}
-	return b
 }

@@ -56,13 +56,6 @@ func (r *Record) endHeld(e ledger.Ending) {
 	r.step(api.StepRelease, time.Now())
 }
 
-// placeholder reports whether the record is a held job's, which never
-// runs: it is not one of the job's attempts.
-func (r *Record) placeholder() bool { return r.Hold != nil }
-
-// holding reports whether the record is a held job still waiting.
-func (r *Record) holding() bool { return r.Hold != nil && !r.Hold.Released && !r.terminal() }
-
 // submitHeld checks a declaration that names upstreams and keeps it on
 // this node until they have ended, or, when they all have already,
 // submits it at once.
@@ -338,7 +331,7 @@ func (h heldJob) finishRelease(ctx context.Context) {
 	if next == "" {
 		decl := rec.Declaration
 		decl.Data = slices.Clone(decl.Data)
-		job, err := s.submit(ctx, decl, &rec, nil, nil)
+		job, err := s.in.submit(ctx, decl, &rec, nil, nil)
 		switch {
 		case err != nil && ctx.Err() == nil && errors.Is(err, ErrInvalid):
 			// The declaration cannot be submitted as it stands (an

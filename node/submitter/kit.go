@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"github.com/e31network/e31/content"
-	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 )
 
@@ -28,34 +26,6 @@ type kit struct {
 	// ordering lock, held across a resumption's submit; never waited for
 	// under a state lock.
 	resuming sync.Mutex
-}
-
-// handleOf returns the handle of the job whose tracker is j: j's record
-// says which kind of job it is, and whether it is named as a whole (the
-// ID it was submitted under) or as one of its attempts.
-func (k *kit) handleOf(j *jobTracker) handle {
-	var root string
-	var array, gang, held bool
-	j.view(func(r *Record) { root, array, gang, held = r.Root, r.isArray(), r.isGang(), r.placeholder() })
-	whole := root == ""
-	switch {
-	case gang:
-		return gangHandle{k, j, whole}
-	case array:
-		return arrayRun{k, j}
-	case held:
-		return heldJob{chain{k, j, whole}}
-	}
-	return chain{k, j, whole}
-}
-
-// find returns the handle of a job by its ID or a unique prefix of it.
-func (k *kit) find(id string) (handle, error) {
-	j, err := k.jobs.find(id)
-	if err != nil {
-		return nil, err
-	}
-	return k.handleOf(j), nil
 }
 
 // view returns a job as the API shows it (an attempt's own ID: that
@@ -117,19 +87,4 @@ func (k *kit) lastAttempt(j *jobTracker) *jobTracker {
 	}
 	chain := k.attempts(first)
 	return chain[len(chain)-1]
-}
-
-// submit is the intake's, for the runners that submit a next attempt.
-func (k *kit) submit(ctx context.Context, decl market.Declaration, parent *Record, progress content.Progress, secrets map[string][]byte) (api.Job, error) {
-	return k.in.submit(ctx, decl, parent, progress, secrets)
-}
-
-// arrayView and withdrawArray are an array's view and withdrawal, for the
-// gang's code, which acts on a gang as on the array it is.
-func (k *kit) arrayView(p *jobTracker, seen uint64, done bool) (api.Job, <-chan struct{}) {
-	return arrayRun{k, p}.view(seen, done)
-}
-
-func (k *kit) withdrawArray(ctx context.Context, p *jobTracker) (api.Job, error) {
-	return arrayRun{k, p}.withdraw(ctx)
 }

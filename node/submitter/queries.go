@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/ipfs/go-cid"
 )
@@ -29,10 +31,7 @@ func (s *Submitter) Jobs() []api.Job {
 		}
 		if first.rec.isArray() {
 			if t := s.jobs.get(first.rec.ID); t != nil {
-				j, _ := s.arrayView(t, 0, true)
-				if first.rec.isGang() {
-					j, _ = s.gangs.chainView(t, 0, true)
-				}
+				j, _ := s.handleOf(t).view(0, true) // an array, or a gang
 				out = append(out, j)
 			}
 			continue
@@ -50,7 +49,7 @@ func (s *Submitter) Jobs() []api.Job {
 		if last.rec.isArray() {
 			// A held array, released: listed as the array, under its handle.
 			if t := s.jobs.get(last.rec.ID); t != nil {
-				j, _ := s.arrayView(t, 0, true)
+				j, _ := s.handleOf(t).view(0, true)
 				out = append(out, j)
 			}
 			continue
@@ -187,4 +186,49 @@ func (s *Submitter) Output(id string, checkpoint bool, attempt int) (jobID strin
 // FullID resolves a job ID prefix; an unknown one is returned as given.
 func (s *Submitter) FullID(id string) string {
 	return s.jobs.fullID(id)
+}
+
+// withHeld adds to a job what the leases of its attempts held, from the
+// ledger.
+func (k *kit) withHeld(ctx context.Context, j *api.Job) {
+	ids := []string{j.ID}
+	if len(j.Attempts) > 0 {
+		ids = ids[:0]
+		for _, a := range j.Attempts {
+			ids = append(ids, a.ID)
+		}
+	}
+	if j.Tasks != nil {
+		// An array sums its tasks', every attempt of each.
+		ids = ids[:0]
+		for i := range j.Tasks.Total {
+			ids = k.appendAttemptIDs(ids, market.TaskID(j.Tasks.ID, i))
+		}
+	}
+	h, err := k.d.Ledger.HeldByJobs(ctx, ledger.DefaultPolicy(), ids...)
+	if err != nil {
+		k.log.Warn("held time of a job", "job", j.ID, "err", err)
+		return
+	}
+	out := &api.Held{HeldMs: h.Held.Milliseconds(), Providers: make([]string, 0, len(h.Providers)),
+		GPUHours: h.GPUHours, OwedGPUHours: h.Owed, OneSidedGPUHours: h.OneSided, CPUHours: h.CPUHours, OwedCPUHours: h.OwedCPUHours}
+	for _, p := range h.Providers {
+		out.Providers = append(out.Providers, p.String())
+	}
+	j.Held = out
+}
+
+// appendAttemptIDs appends the IDs of the attempts of the job submitted as
+// id, first to last, or nothing for a job this node does not hold. It reads
+// only the chain, not the job, so that summing an array of 10,000 tasks
+// does not build 10,000 views.
+func (k *kit) appendAttemptIDs(ids []string, id string) []string {
+	j := k.jobs.get(id)
+	if j == nil {
+		return ids
+	}
+	for _, a := range k.attempts(j) {
+		ids = append(ids, a.id)
+	}
+	return ids
 }

@@ -2,6 +2,7 @@ package submitter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // disputeMargin is how much later than this side's own record a provider's
@@ -216,4 +218,55 @@ func (e ending) log(l *slog.Logger) {
 // ended reports whether a lease's chain of receipts ends in a final one.
 func ended(chain []ledger.Entry) bool {
 	return len(chain) > 0 && chain[len(chain)-1].Receipt.Final
+}
+
+// recordOneSided stores this side's final record of a lease whose provider
+// vanished, ended as e says.
+func (j lossWatch) recordOneSided(ctx context.Context, l wire.SignedLease, es []ledger.Entry, from, until time.Time, e ledger.Ending) {
+	t := l.Terms
+	prov, err := peer.Decode(t.Provider)
+	if err != nil {
+		// Checked when the lease was accepted: the record was damaged since.
+		j.log.Error("one-sided record: the lease names a bad provider", "lease", t.ID, "err", err)
+		return
+	}
+	terms, err := json.Marshal(t)
+	if err != nil {
+		return
+	}
+	r := ledger.Receipt{
+		Lease: t.ID, Job: t.Job, Provider: prov, Submitter: j.d.Self, GPUs: len(t.GPUs),
+		CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, DiskBytes: j.request().DiskBytes(),
+		Final: true, HeldFrom: from, HeldUntil: until, Phase: ledger.PhaseRun,
+		Outcome: e.Outcome, Attribution: e.Attribution, Reason: e.Reason, ExitCode: e.ExitCode,
+		Signer:   ledger.SignerSubmitter,
+		Evidence: &ledger.LeaseEvidence{Terms: terms, ProviderSig: l.ProviderSig, SubmitterSig: l.SubmitterSig},
+	}
+	if n := len(es); n > 0 {
+		last := es[n-1].Receipt
+		r.Seq, r.Prev = uint64(n), last.Digest()
+		r.HeldFrom, r.GPUModel, r.Phase = last.HeldFrom, last.GPUModel, last.Phase
+		r.HeldUntil = latest(r.HeldUntil, last.HeldUntil)
+	}
+	if r.HeldUntil.Before(r.HeldFrom) {
+		r.HeldUntil = r.HeldFrom
+	}
+	if err := r.SignOneSided(j.d.Key); err != nil {
+		j.log.Error("sign one-sided record", "lease", t.ID, "err", err)
+		return
+	}
+	if _, err := j.d.Ledger.AppendOneSided(context.WithoutCancel(ctx), r); err != nil {
+		j.log.Error("store one-sided record", "lease", t.ID, "err", err)
+		return
+	}
+	j.d.Metrics.Receipts.Inc()
+}
+
+// mustJSON marshals one of the fixed types of a reply.
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only fixed, marshalable types reach here
+	}
+	return b
 }

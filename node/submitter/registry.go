@@ -1,7 +1,6 @@
 package submitter
 
 import (
-	"encoding/json"
 	"fmt"
 	"iter"
 	"maps"
@@ -10,10 +9,8 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
-	"github.com/e31network/e31/node/state"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
-	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -193,54 +190,4 @@ func (reg *registry) restore(recs []*Record) {
 		}
 		reg.jobs[r.ID] = newJobTracker(reg.parts, r)
 	}
-}
-
-// Recover loads this node's jobs from the record store, so that a restart
-// forgets nothing: submitted jobs are listed again and go on waiting for
-// their provider, which may fetch their inputs again.
-func (s *Submitter) Recover() error {
-	var recs []*Record
-	err := s.d.Records.Each(state.PrefixJob, func(b []byte) error {
-		var r Record
-		if err := json.Unmarshal(b, &r); err != nil {
-			return fmt.Errorf("job record: %w", err)
-		}
-		recs = append(recs, &r)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	// What each leased job's provider may fetch, worked out before the
-	// records go to their trackers, and granted after the registry's lock
-	// (the access list is another part).
-	type grant struct {
-		to    peer.ID
-		roots []cid.Cid
-	}
-	var grants []grant
-	for _, r := range recs {
-		if r.terminal() || r.Lease == nil {
-			continue
-		}
-		if p, err := peer.Decode(r.Lease.Terms.Provider); err == nil {
-			grants = append(grants, grant{p, r.contentRoots()})
-		}
-	}
-	// Chains of attempts left half-linked are mended first, on disk too.
-	for _, r := range linkAttempts(recs) {
-		if err := s.d.Records.Put(state.PrefixJob, r.ID, r); err != nil {
-			return fmt.Errorf("link the attempts of job %s: %w", r.root(), err)
-		}
-	}
-	s.jobs.restore(recs)
-	if err := s.secrets.recover(); err != nil {
-		return err
-	}
-	for _, g := range grants {
-		for _, c := range g.roots {
-			s.d.Access.Allow(g.to, c)
-		}
-	}
-	return nil
 }

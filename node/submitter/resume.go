@@ -49,7 +49,7 @@ func (k *kit) resumeChain(ctx context.Context, id string, fromStart, exact bool)
 		return api.Job{}, err
 	}
 	parent := of.snapshot()
-	next, err := k.submit(ctx, decl, &parent, nil, nil)
+	next, err := k.in.submit(ctx, decl, &parent, nil, nil)
 	if err != nil {
 		return api.Job{}, err
 	}
@@ -212,4 +212,32 @@ func fromTheStart(d market.Declaration) market.Declaration {
 		}
 	}
 	return d
+}
+
+// claimResume records, once, that the job lost with its provider is
+// resumed, when its declaration asks for it and its resumes are not used
+// up, and reports whether the caller is to submit the resumption: only
+// once the claim is on disk, since resuming before could resume twice
+// after a restart.
+func (j *jobTracker) claimResume() bool {
+	err := j.update(func(r *Record) error {
+		if !r.terminal() || r.Resumed || !r.autoContinues() {
+			return errSkip
+		}
+		r.Resumed = true
+		return nil
+	})
+	if err == errSkip {
+		return false
+	}
+	if err != nil {
+		// Not on disk: resuming now could resume twice after a restart.
+		j.log.Warn("automatic resume not recorded; not resuming", "job", j.id, "err", err)
+		j.change(func(r *Record) error {
+			r.ResumeFailed = "the resumption could not be recorded: " + err.Error()
+			return nil
+		})
+		return false
+	}
+	return true
 }

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 )
@@ -23,12 +22,6 @@ type taskAnnouncer struct {
 // DefaultTaskBatchEvery is TaskBatchEvery when unset: at an array's
 // pace of a few tasks a second, a message carries several.
 const DefaultTaskBatchEvery = time.Second
-
-// isTask reports whether a job ID is a task's.
-func isTask(job string) bool {
-	_, _, ok := market.SplitTaskID(job)
-	return ok
-}
 
 func (a *taskAnnouncer) lease(l wire.SignedLease) {
 	a.mu.Lock()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -260,4 +261,12 @@ func (j *jobTracker) checkLease(lease string, provider peer.ID) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return leased(j.rec, lease, provider)
+}
+
+// leased checks that r is under this lease from this provider.
+func leased(r *Record, lease string, provider peer.ID) error {
+	if r.Lease == nil || r.Lease.Terms.ID != lease || r.Lease.Terms.Provider != provider.String() {
+		return p2p.Refuse(wire.CodeUnknownJob, fmt.Errorf("job %s is not leased as %s from %s", r.ID, lease, provider))
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package submitter
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
-	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // watchProviders ends, as provider-lost, the leases of this node's jobs
@@ -90,13 +88,6 @@ func (j lossWatch) silent(now, joined time.Time) bool {
 	return false
 }
 
-func latest(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
 // providerLost ends the job's lease on the submitter's side, and reports
 // whether the job is then to be resumed (autoResume).
 func (j lossWatch) providerLost(ctx context.Context, now time.Time) (resume bool) {
@@ -161,78 +152,8 @@ func (j lossWatch) providerLost(ctx context.Context, now time.Time) (resume bool
 	return true
 }
 
-// recordOneSided stores this side's final record of a lease whose provider
-// vanished, ended as e says.
-func (j lossWatch) recordOneSided(ctx context.Context, l wire.SignedLease, es []ledger.Entry, from, until time.Time, e ledger.Ending) {
-	t := l.Terms
-	prov, err := peer.Decode(t.Provider)
-	if err != nil {
-		// Checked when the lease was accepted: the record was damaged since.
-		j.log.Error("one-sided record: the lease names a bad provider", "lease", t.ID, "err", err)
-		return
-	}
-	terms, err := json.Marshal(t)
-	if err != nil {
-		return
-	}
-	r := ledger.Receipt{
-		Lease: t.ID, Job: t.Job, Provider: prov, Submitter: j.d.Self, GPUs: len(t.GPUs),
-		CPUs: t.CPUs, MemoryBytes: t.MemoryBytes, DiskBytes: j.request().DiskBytes(),
-		Final: true, HeldFrom: from, HeldUntil: until, Phase: ledger.PhaseRun,
-		Outcome: e.Outcome, Attribution: e.Attribution, Reason: e.Reason, ExitCode: e.ExitCode,
-		Signer:   ledger.SignerSubmitter,
-		Evidence: &ledger.LeaseEvidence{Terms: terms, ProviderSig: l.ProviderSig, SubmitterSig: l.SubmitterSig},
-	}
-	if n := len(es); n > 0 {
-		last := es[n-1].Receipt
-		r.Seq, r.Prev = uint64(n), last.Digest()
-		r.HeldFrom, r.GPUModel, r.Phase = last.HeldFrom, last.GPUModel, last.Phase
-		r.HeldUntil = latest(r.HeldUntil, last.HeldUntil)
-	}
-	if r.HeldUntil.Before(r.HeldFrom) {
-		r.HeldUntil = r.HeldFrom
-	}
-	if err := r.SignOneSided(j.d.Key); err != nil {
-		j.log.Error("sign one-sided record", "lease", t.ID, "err", err)
-		return
-	}
-	if _, err := j.d.Ledger.AppendOneSided(context.WithoutCancel(ctx), r); err != nil {
-		j.log.Error("store one-sided record", "lease", t.ID, "err", err)
-		return
-	}
-	j.d.Metrics.Receipts.Inc()
-}
-
 // errSkip tells update that there is nothing to change.
 var errSkip = fmt.Errorf("nothing to change")
-
-// claimResume records, once, that the job lost with its provider is
-// resumed, when its declaration asks for it and its resumes are not used
-// up, and reports whether the caller is to submit the resumption: only
-// once the claim is on disk, since resuming before could resume twice
-// after a restart.
-func (j *jobTracker) claimResume() bool {
-	err := j.update(func(r *Record) error {
-		if !r.terminal() || r.Resumed || !r.autoContinues() {
-			return errSkip
-		}
-		r.Resumed = true
-		return nil
-	})
-	if err == errSkip {
-		return false
-	}
-	if err != nil {
-		// Not on disk: resuming now could resume twice after a restart.
-		j.log.Warn("automatic resume not recorded; not resuming", "job", j.id, "err", err)
-		j.change(func(r *Record) error {
-			r.ResumeFailed = "the resumption could not be recorded: " + err.Error()
-			return nil
-		})
-		return false
-	}
-	return true
-}
 
 // requeueUnconfirmed puts back in the queue a job whose lease this node
 // countersigned but that its provider never announced: the countersignature
