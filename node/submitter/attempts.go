@@ -130,9 +130,6 @@ func (c chain) view(seen uint64, done bool) (api.Job, <-chan struct{}) {
 // withdraw withdraws the job as its last attempt; an attempt named by its
 // own ID is that one.
 func (c chain) withdraw(ctx context.Context) (api.Job, error) {
-	if last := c.k.lastAttempt(c.j); last != c.j && last.isArrayTracker() {
-		return (arrayRun{c.k, last}).withdraw(ctx) // an array held for its upstreams, released
-	}
 	if !c.whole {
 		return c.j.withdraw(ctx, true)
 	}
@@ -145,10 +142,6 @@ func (c chain) withdraw(ctx context.Context) (api.Job, error) {
 
 // resume submits the next attempt of the job, after its last.
 func (c chain) resume(ctx context.Context, fromStart bool) (api.Job, error) {
-	if last := c.k.lastAttempt(c.j); last.isArrayTracker() {
-		// An array held for its upstreams and released.
-		return c.k.handleOf(last).resume(ctx, fromStart)
-	}
 	return c.k.resumeChain(ctx, c.j.id, fromStart, false)
 }
 
@@ -157,9 +150,6 @@ func (c chain) output(ctx context.Context) (string, error) {
 	at := c.j
 	if c.whole {
 		at = c.k.lastAttempt(c.j)
-		if at != c.j && at.isArrayTracker() {
-			return c.k.handleOf(at).output(ctx)
-		}
 	}
 	r := at.snapshot()
 	if r.Output != "" {

@@ -31,6 +31,36 @@ import (
 // which orders it with the resumptions.
 type heldJob struct{ chain }
 
+// became is the tracker of the array (or gang) a held array became once
+// released; nil for a held job that is not an array, or not released yet.
+func (h heldJob) became() *jobTracker {
+	if last := h.k.lastAttempt(h.j); last != h.j && last.isArrayTracker() {
+		return last
+	}
+	return nil
+}
+
+func (h heldJob) withdraw(ctx context.Context) (api.Job, error) {
+	if a := h.became(); a != nil {
+		return (arrayRun{h.k, a}).withdraw(ctx) // a gang too: its parts are tasks
+	}
+	return h.chain.withdraw(ctx)
+}
+
+func (h heldJob) resume(ctx context.Context, fromStart bool) (api.Job, error) {
+	if a := h.became(); a != nil {
+		return h.k.handleOf(a).resume(ctx, fromStart)
+	}
+	return h.chain.resume(ctx, fromStart)
+}
+
+func (h heldJob) output(ctx context.Context) (string, error) {
+	if a := h.became(); a != nil {
+		return h.k.handleOf(a).output(ctx)
+	}
+	return h.chain.output(ctx)
+}
+
 // Hold is what a held job waits for: its upstreams by full ID. Released is
 // set once the job was announced, or ended because an upstream did not
 // complete.

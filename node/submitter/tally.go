@@ -197,7 +197,7 @@ func classOf(t api.Job) taskClass {
 	switch {
 	case t.State == api.JobWithdrawn:
 		return taskWithdrawn
-	case t.State == api.JobReleased && t.Outcome == string(ledger.OutcomeCompleted):
+	case t.State == api.JobReleased && ledger.Outcome(t.Outcome) == ledger.OutcomeCompleted:
 		return taskCompleted
 	case t.State.Terminal():
 		return taskFailed
