@@ -37,11 +37,14 @@ type parts struct {
 }
 
 // Submitter follows the jobs this node submitted through their five steps.
-// Each job has its jobTracker (tracker.go), which holds the job's record
-// and handles what its provider sends; the Submitter keeps the registry of
-// them (registry.go), the loops over all of them (the provider watch, the
-// requeue, the eviction), Submit, Recover and the queries, and routes each
-// provider's stream to the job's tracker (handlers.go).
+// Each attempt of a job has its jobTracker (tracker.go), which holds its
+// record and handles what its provider sends; each job has a handle of its
+// kind (handle.go: a chain of attempts, an array, a held job, a gang),
+// made by the kit from the registry, which answers what the user asks of
+// the job. The Submitter keeps the kit and the intake, the loops over all
+// jobs (the provider watch, the requeue, the eviction, the hold loop),
+// Submit, Withdraw, Recover and the queries, and routes each provider's
+// stream to the job's tracker (handlers.go).
 type Submitter struct {
 	// Immutable after New.
 	parts
