@@ -45,8 +45,12 @@
 //     (after, after_any) end, released as its first attempt, then shown as
 //     the chain (or array) it became; the hold loop releases it.
 //   - gangs (gang.go): an array whose parts run together, assembled under
-//     one gang lease, ended whole and resumed whole; gangkit.go is what
-//     the gang's code reaches through the kit, and its handle.
+//     one gang lease, ended whole and resumed whole. Each gang attempt not
+//     over has a gangRun with its own loop (gangrun.go,
+//     gangrun_assembly.go), held by the gangs registry (gangs.go), which
+//     also shows (gang_view.go), resumes and withdraws a gang whole
+//     (gang_resume.go); gangHandle and what the gangs reach through the
+//     kit are in gangkit.go.
 //
 // The kit (kit.go) is what these share: the registry of trackers
 // (registry.go; memory.go moves ended jobs out to the record store and
