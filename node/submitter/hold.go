@@ -13,6 +13,7 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/node/wire"
 )
 
@@ -254,9 +255,7 @@ func (s *kit) holdLoop(ctx context.Context) {
 	if s.cfg.Heartbeat > 0 && s.cfg.Heartbeat < every {
 		every = s.cfg.Heartbeat
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
+	task.NowAndEvery(ctx, every, func(time.Time) {
 		for _, j := range s.jobs.live() {
 			var held, claimed bool
 			j.view(func(r *Record) {
@@ -272,12 +271,7 @@ func (s *kit) holdLoop(ctx context.Context) {
 				s.resuming.Unlock()
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 // release announces a held job whose upstreams have ended as it asks,

@@ -11,6 +11,7 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/joblog"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
@@ -162,7 +163,7 @@ func (s logReader) runs(ctx context.Context, j *jobTracker, follow bool) ([]*job
 		case !follow:
 			return nil, conflict(fmt.Errorf("job %s is %s: it has no logs yet", j.id, reason))
 		}
-		if err := pause(ctx, logPause); err != nil {
+		if err := task.Sleep(ctx, logPause); err != nil {
 			return nil, err
 		}
 	}
@@ -181,7 +182,7 @@ func (s logReader) nextAttempt(ctx context.Context, j *jobTracker, follow bool) 
 		if !due || !follow {
 			return nil, nil
 		}
-		if err := pause(ctx, logPause); err != nil {
+		if err := task.Sleep(ctx, logPause); err != nil {
 			return nil, err
 		}
 	}
@@ -217,7 +218,7 @@ func (s logReader) attemptLogs(ctx context.Context, id, stream string, o api.Log
 		case lease == "" && !o.Follow:
 			return conflict(fmt.Errorf("job %s is %s: it has no logs yet", jobID, state))
 		case lease == "":
-			if err := pause(ctx, logPause); err != nil {
+			if err := task.Sleep(ctx, logPause); err != nil {
 				return err
 			}
 			continue
@@ -248,7 +249,7 @@ func (s logReader) attemptLogs(ctx context.Context, id, stream string, o api.Log
 			if !o.Follow {
 				return conflict(fmt.Errorf("the run of job %s is over and its logs are not here yet; they come back with its output", jobID))
 			}
-			if err := pause(ctx, logPause); err != nil {
+			if err := task.Sleep(ctx, logPause); err != nil {
 				return err
 			}
 			continue
@@ -263,7 +264,7 @@ func (s logReader) attemptLogs(ctx context.Context, id, stream string, o api.Log
 					return werr
 				}
 			}
-			if err := pause(ctx, logPause); err != nil {
+			if err := task.Sleep(ctx, logPause); err != nil {
 				return err
 			}
 			continue
@@ -279,7 +280,7 @@ func (s logReader) attemptLogs(ctx context.Context, id, stream string, o api.Log
 		if len(rep.Data) == 0 && !rep.Dropped {
 			// A provider answers an idle log after the wait; one that
 			// answers at once with nothing must not be asked in a spin.
-			if err := pause(ctx, logIdlePause); err != nil {
+			if err := task.Sleep(ctx, logIdlePause); err != nil {
 				return err
 			}
 		}
@@ -355,16 +356,4 @@ func (s *seekReaderAt) ReadAt(p []byte, off int64) (int, error) {
 		err = io.EOF // as io.ReaderAt says of a short read at the end
 	}
 	return n, err
-}
-
-// pause waits for d or ctx.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/task"
 )
 
 // A submitter keeps in memory only the jobs it acts on: the live ones, and
@@ -29,16 +30,9 @@ const endedKeep = 20 * time.Second
 const evictEvery = 5 * time.Second
 
 func (s *Submitter) evictLoop(ctx context.Context) {
-	t := time.NewTicker(evictEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			s.jobs.evict(now.Add(-endedKeep))
-		}
-	}
+	task.Every(ctx, evictEvery, func(now time.Time) {
+		s.jobs.evict(now.Add(-endedKeep))
+	})
 }
 
 // evict moves out of memory the jobs that ended before cutoff.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 )
@@ -269,16 +270,9 @@ func (j *jobTracker) leaseSecrets() (wire.SecretValues, error) {
 
 // secretsLoop deletes the values of the jobs that have ended for good.
 func (s *Submitter) secretsLoop(ctx context.Context) {
-	t := time.NewTicker(evictEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.dropEndedSecrets()
-		}
-	}
+	task.Every(ctx, evictEvery, func(time.Time) {
+		s.dropEndedSecrets()
+	})
 }
 
 // dropEndedSecrets deletes the values of each job that has ended for good:

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 )
@@ -47,14 +48,7 @@ func (a *taskAnnouncer) take() ([]wire.SignedLease, []wire.ReleaseBody) {
 // taskBatchLoop announces the tasks' leases and releases gathered, every
 // TaskBatchEvery.
 func (s *Submitter) taskBatchLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.TaskBatchEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	task.Every(ctx, s.cfg.TaskBatchEvery, func(time.Time) {
 		leases, releases := s.batch.take()
 		for _, b := range wire.TaskBatches(leases, releases) {
 			if _, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindTaskBatch, b); err != nil && ctx.Err() == nil {
@@ -64,5 +58,5 @@ func (s *Submitter) taskBatchLoop(ctx context.Context) {
 				s.log.Warn("announce tasks' leases and releases", "leases", len(b.Leases), "releases", len(b.Releases), "err", err)
 			}
 		}
-	}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 )
@@ -19,39 +20,32 @@ import (
 // signed; the job keeps the last checkpoint it pulled, and a declaration
 // that asks for it is resumed from there at once.
 func (s *Submitter) watchProviders(ctx context.Context) {
-	tick := time.NewTicker(min(s.cfg.ProviderLostAfter/4, time.Second))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			s.mu.Lock()
-			joined := s.joined
-			s.mu.Unlock()
-			// This node's leased jobs whose provider has not been heard
-			// from for ProviderLostAfter; each of the others notes when
-			// it was. A node that has heard no provider since it started
-			// is the one cut off, not the providers.
-			var lost []*jobTracker
-			if !joined.IsZero() {
-				for _, j := range s.jobs.live() {
-					if (lossWatch{j}).silent(now, joined) {
-						lost = append(lost, j)
-					}
-				}
-			}
-			for _, j := range lost {
-				if (lossWatch{j}).providerLost(ctx, now) {
-					s.autoResume(ctx, j.id)
-				}
-			}
+	task.Every(ctx, min(s.cfg.ProviderLostAfter/4, time.Second), func(now time.Time) {
+		s.mu.Lock()
+		joined := s.joined
+		s.mu.Unlock()
+		// This node's leased jobs whose provider has not been heard
+		// from for ProviderLostAfter; each of the others notes when
+		// it was. A node that has heard no provider since it started
+		// is the one cut off, not the providers.
+		var lost []*jobTracker
+		if !joined.IsZero() {
 			for _, j := range s.jobs.live() {
-				j.requeueUnconfirmed(now)
+				if (lossWatch{j}).silent(now, joined) {
+					lost = append(lost, j)
+				}
 			}
-			s.checkFailures(ctx, now)
 		}
-	}
+		for _, j := range lost {
+			if (lossWatch{j}).providerLost(ctx, now) {
+				s.autoResume(ctx, j.id)
+			}
+		}
+		for _, j := range s.jobs.live() {
+			j.requeueUnconfirmed(now)
+		}
+		s.checkFailures(ctx, now)
+	})
 }
 
 // silent reports whether the provider of the job's lease has not been
@@ -200,14 +194,7 @@ func (j *jobTracker) requeueUnconfirmed(now time.Time) {
 
 // requeueLoop re-announces this node's queued jobs every RequeueEvery.
 func (s *Submitter) requeueLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.RequeueEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	task.Every(ctx, s.cfg.RequeueEvery, func(time.Time) {
 		// Re-announce the queued jobs now.
 		var envs [][]byte
 		// The tasks of an array share its one declaration, announced
@@ -240,7 +227,7 @@ func (s *Submitter) requeueLoop(ctx context.Context) {
 				s.log.Warn("re-announce queued jobs", "err", err)
 			}
 		}
-	}
+	})
 }
 
 // announcement is what re-announces the job while it is queued: its signed
