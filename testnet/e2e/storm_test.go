@@ -357,17 +357,29 @@ func TestStorm(t *testing.T) {
 
 	// The submitter holds one final receipt per job, of the job's lease.
 	// (Nodes 0..4 also provide, so their ledgers hold the receipts of
-	// other submitters' jobs too.)
+	// other submitters' jobs too.) A side's own record of a lease, kept
+	// while the other side was away, is superseded by the receipt both
+	// signed: on a job that ran on its submitter's own GPUs the provider's
+	// record lands in the same ledger when its own submitter's append of
+	// an interim receipt was cut short by the end of the run.
 	type subJob struct {
 		sub int
 		job string
 	}
-	finals := map[subJob][]ledger.Receipt{}
+	finals, ownRecords := map[subJob][]ledger.Receipt{}, map[subJob][]ledger.Receipt{}
 	for s := range submitters {
 		for _, r := range all[s] {
-			if r.Final {
+			switch {
+			case r.Final && r.Signer == "":
 				finals[subJob{s, r.Job}] = append(finals[subJob{s, r.Job}], r)
+			case r.Final:
+				ownRecords[subJob{s, r.Job}] = append(ownRecords[subJob{s, r.Job}], r)
 			}
+		}
+	}
+	for sj, rs := range ownRecords {
+		if len(finals[sj]) == 0 {
+			finals[sj] = rs
 		}
 	}
 	type held struct {
