@@ -255,13 +255,7 @@ func (j failureWatch) endWithheld(ctx context.Context, leaseID, reason string, n
 		return
 	}
 	j.log.Warn("provider withholds receipts: lease ended on this side", "job", t.Job, "lease", t.ID, "provider", t.Provider)
-	var heldMs int64
-	if len(es) > 0 {
-		heldMs = es[len(es)-1].Receipt.Held().Milliseconds()
-	}
-	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
-		Outcome: withheld.Outcome, Attribution: withheld.Attribution, HeldMs: heldMs, At: now.UnixMilli()}
-	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
+	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, releaseOnThisSide(t, es, withheld, now)); err != nil {
 		j.log.Warn("announce release of a lease with withheld receipts", "lease", t.ID, "err", err)
 	}
 }

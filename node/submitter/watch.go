@@ -48,6 +48,18 @@ func (s *Submitter) watchProviders(ctx context.Context) {
 	})
 }
 
+// releaseOnThisSide is the release this node announces for a lease it
+// ended without its provider's final receipt: the held time the network
+// charges is that of the last receipt both signed, es's last.
+func releaseOnThisSide(t wire.LeaseTerms, es []ledger.Entry, e ledger.Ending, now time.Time) wire.ReleaseBody {
+	var heldMs int64
+	if len(es) > 0 {
+		heldMs = es[len(es)-1].Receipt.Held().Milliseconds()
+	}
+	return wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
+		Outcome: e.Outcome, Attribution: e.Attribution, HeldMs: heldMs, At: now.UnixMilli()}
+}
+
 // silent reports whether the provider of the job's lease has not been
 // heard from for ProviderLostAfter, counting from joined at the earliest,
 // and otherwise notes when it last was.
@@ -134,13 +146,7 @@ func (j lossWatch) providerLost(ctx context.Context, now time.Time) (resume bool
 	// Everyone's view frees the lease, as it would on the provider's own
 	// release; the held time the network charges is the last countersigned
 	// receipt.
-	var heldMs int64
-	if len(es) > 0 {
-		heldMs = es[len(es)-1].Receipt.Held().Milliseconds()
-	}
-	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
-		Outcome: lost.Outcome, Attribution: lost.Attribution, HeldMs: heldMs, At: now.UnixMilli()}
-	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
+	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, releaseOnThisSide(t, es, lost, now)); err != nil {
 		j.log.Warn("announce provider-lost release", "lease", t.ID, "err", err)
 	}
 	return true

@@ -252,7 +252,7 @@ func (r *Rogue) AbuseRelay(ctx context.Context, o RelayOptions) (Result, error) 
 		}
 		res.Steps = append(res.Steps, s)
 		res.Bytes = got
-		res.note("%s of %s arrived with no lease", size(got), size(o.Push))
+		res.note("%s of %s arrived with no lease", bytesText(got), bytesText(o.Push))
 	}
 
 	if o.Budget > 0 {
@@ -270,7 +270,7 @@ func (r *Rogue) AbuseRelay(ctx context.Context, o RelayOptions) (Result, error) 
 				return res, err
 			}
 			res.Steps = append(res.Steps, s)
-			res.note("%s of %s arrived under the lease, against a budget of %s a peer", size(got), size(push), size(o.Budget))
+			res.note("%s of %s arrived under the lease, against a budget of %s a peer", bytesText(got), bytesText(push), bytesText(o.Budget))
 		}
 	}
 
@@ -383,15 +383,4 @@ func relayStatus(err error) string {
 // isReset reports whether err says a stream was reset under its writer.
 func isReset(err error) bool {
 	return errors.Is(err, network.ErrReset) || strings.Contains(err.Error(), "reset")
-}
-
-// size writes n bytes in the largest unit that keeps it above 1.
-func size(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
