@@ -111,10 +111,11 @@ func memStreams() (a, b *memStream) {
 	return &memStream{Reader: ar, Writer: aw, close: closeAll}, &memStream{Reader: br, Writer: bw, close: closeAll}
 }
 
-// eventually polls cond until it holds or a few seconds pass.
+// eventually polls cond until it holds, failing after 30 s: long enough
+// for a machine whose cores are all busy with other tests.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
