@@ -23,22 +23,7 @@ func TestPackageDocs(t *testing.T) {
 		testOnly    bool
 	}
 	pkgs := map[string]*pkg{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			// What the go command ignores: testdata, and names starting
-			// with a dot or an underscore.
-			n := d.Name()
-			if path != root && (n == "testdata" || strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
-		}
+	err := walkGoFiles(root, func(path string) error {
 		// Build tags are not applied: a package doc in a file that only
 		// one build compiles would be missing from the others.
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.PackageClauseOnly|parser.ParseComments)
@@ -115,4 +100,26 @@ func moduleRoot(t *testing.T) string {
 		}
 		dir = up
 	}
+}
+
+// walkGoFiles calls fn with the path of every Go file of the module below
+// root, as the go command sees the tree: testdata and names starting with
+// a dot or an underscore are skipped.
+func walkGoFiles(root string, fn func(path string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			n := d.Name()
+			if path != root && (n == "testdata" || strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		return fn(path)
+	})
 }
