@@ -93,3 +93,21 @@ func Pinned(t testing.TB, path string, got []byte, update bool) {
 		t.Errorf("the encoding differs from %s:\n%s", path, got)
 	}
 }
+
+// PinnedTypes fills each of values (pointers to values of distinct types,
+// FillAll) and compares its indented JSON with dir/TypeName.json, as
+// Pinned does: the encoding of every field of every type, pinned.
+func PinnedTypes(t *testing.T, dir string, values []any, update bool) {
+	t.Helper()
+	for _, v := range values {
+		name := reflect.TypeOf(v).Elem().Name()
+		t.Run(name, func(t *testing.T) {
+			FillAll(v)
+			got, err := json.MarshalIndent(v, "", " ")
+			if err != nil {
+				t.Fatalf("encode %s: %v", name, err)
+			}
+			Pinned(t, filepath.Join(dir, name+".json"), append(got, '\n'), update)
+		})
+	}
+}

@@ -1,10 +1,8 @@
 package api
 
 import (
-	"encoding/json"
 	"flag"
 	"path/filepath"
-	"reflect"
 	"testing"
 
 	"github.com/e31network/e31/ledger/ledgertest"
@@ -24,15 +22,5 @@ func TestTypesEncodeAsPinned(t *testing.T) {
 		&Verify{}, &Match{}, &Block{}, &Image{}, &ImageImportRequest{}, &ImageEvent{},
 		&DrainRequest{}, &Drain{},
 	}
-	for _, v := range types {
-		name := reflect.TypeOf(v).Elem().Name()
-		t.Run(name, func(t *testing.T) {
-			ledgertest.FillAll(v)
-			got, err := json.MarshalIndent(v, "", " ")
-			if err != nil {
-				t.Fatalf("encode %s: %v", name, err)
-			}
-			ledgertest.Pinned(t, filepath.Join("testdata", "golden", name+".json"), append(got, '\n'), *updateGolden)
-		})
-	}
+	ledgertest.PinnedTypes(t, filepath.Join("testdata", "golden"), types, *updateGolden)
 }

@@ -1,10 +1,8 @@
 package wire
 
 import (
-	"encoding/json"
 	"flag"
 	"path/filepath"
-	"reflect"
 	"testing"
 
 	"github.com/e31network/e31/ledger/ledgertest"
@@ -25,15 +23,5 @@ func TestBodiesEncodeAsPinned(t *testing.T) {
 		&ShardPeersReply{}, &ShardPeer{}, &StageRequest{}, &StageReply{}, &RootSources{},
 		&RelayRequest{}, &TaskBatchBody{},
 	}
-	for _, b := range bodies {
-		name := reflect.TypeOf(b).Elem().Name()
-		t.Run(name, func(t *testing.T) {
-			ledgertest.FillAll(b)
-			got, err := json.MarshalIndent(b, "", " ")
-			if err != nil {
-				t.Fatalf("encode %s: %v", name, err)
-			}
-			ledgertest.Pinned(t, filepath.Join("testdata", "golden", name+".json"), append(got, '\n'), *updateGolden)
-		})
-	}
+	ledgertest.PinnedTypes(t, filepath.Join("testdata", "golden"), bodies, *updateGolden)
 }
