@@ -96,9 +96,6 @@ type assignment struct {
 	// provider, 0 if none did: a proposal within assignedFor passes of it
 	// was Match's choice (claims.go).
 	last uint64
-	// refused counts the provider's proposals for the job refused in a
-	// row for want of an assignment (claims.go).
-	refused int
 }
 
 // RecordWaits keeps, for this node's queued jobs, the reason Match gave,
@@ -223,7 +220,7 @@ func (j failureWatch) noteProposal(from peer.ID) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	as := j.assignmentOf(from.String(), time.Time{})
-	as.proposed, as.refused = true, 0
+	as.proposed = true
 	delete(j.notes, from.String())
 }
 
