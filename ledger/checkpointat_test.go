@@ -100,7 +100,7 @@ func TestPreemptedOwedToCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if held.GPUHours != 4 || held.Owed != 0.5 {
+	if held.GPUHours != 4 || held.OwedGPUHours != 0.5 {
 		t.Fatalf("held by the jobs %+v, want 4 GPU-hours, 0.5 owed", held)
 	}
 	since, err := l.Usage(ctx, UsageFilter{Since: t0.Add(10 * time.Minute)}, DefaultPolicy())

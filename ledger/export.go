@@ -29,7 +29,10 @@ var ErrBadExport = errors.New("export file does not verify")
 // ExportFilter selects what Export writes. The zero value writes every
 // entry; set fields must all match.
 type ExportFilter struct {
-	Job   string
+	Job string
+	// Jobs, when not nil, keeps the entries of the jobs it accepts: every
+	// attempt and task of what a user submitted, which has many job IDs.
+	Jobs  func(job string) bool
 	Lease string
 	Peer  peer.ID   // provider or submitter
 	Since time.Time // entries whose held time ends at or after it
@@ -37,7 +40,7 @@ type ExportFilter struct {
 
 func (f *ExportFilter) match(e *Entry) bool {
 	r := e.subject()
-	return (f.Job == "" || r.Job == f.Job) &&
+	return (f.Job == "" || r.Job == f.Job) && (f.Jobs == nil || f.Jobs(r.Job)) &&
 		(f.Lease == "" || r.Lease == f.Lease) &&
 		(f.Peer == "" || r.Provider == f.Peer || r.Submitter == f.Peer) &&
 		(f.Since.IsZero() || !msTime(r.HeldUntil).Before(msTime(f.Since)))
@@ -160,6 +163,11 @@ type ExportReport struct {
 	// without it).
 	Leases    int `json:"leases"`
 	Unbounded int `json:"unbounded"`
+	// Held sums what the file's leases held and what of it DefaultPolicy
+	// makes owed, each lease counted once as the ledger counts it
+	// (SumEntries): the totals the signatures just checked vouch for. Set
+	// only for a file that verifies.
+	Held HeldSum `json:"held"`
 }
 
 // exportBounds checks the receipts of an export file against their
@@ -232,6 +240,7 @@ func verifyExport(r io.Reader, workers int) (ExportReport, error) {
 
 	var (
 		seen     []exportSeen
+		entries  []Entry // the receipts and disputes, for the sum of held time
 		keys     = map[peer.ID]*pubKey{}
 		oneSided = map[string]int{}
 		settled  = map[string]bool{}
@@ -295,6 +304,7 @@ func verifyExport(r io.Reader, workers int) (ExportReport, error) {
 			settled[r.Lease] = true
 		}
 		seen = append(seen, exportSeen{index: e.Index, kind: kind})
+		entries = append(entries, e)
 		sigs.check(job)
 	}
 	if failAt == math.MaxUint64 {
@@ -335,6 +345,7 @@ func verifyExport(r io.Reader, workers int) (ExportReport, error) {
 		return rep, fmt.Errorf("%w: %s", ErrBadExport, failMsg)
 	}
 	rep.Unbounded = len(bounded.unbounded)
+	rep.Held = SumEntries(entries, DefaultPolicy(), nil)
 	for lease, n := range oneSided {
 		if settled[lease] {
 			rep.Superseded += n

@@ -29,12 +29,12 @@ func TestHeldByJobsFollowsWrites(t *testing.T) {
 	if h := held("job-1"); h.Held != 2*time.Minute {
 		t.Fatalf("after two interim receipts: held %v, want 2m", h.Held)
 	}
-	if h := held("job-2"); h.Held != time.Minute || h.Owed != h.GPUHours {
+	if h := held("job-2"); h.Held != time.Minute || h.OwedGPUHours != h.GPUHours {
 		t.Fatalf("job-2: %+v, want 1m held, all owed", h)
 	}
 
 	mustAppend(t, l, chain[2])
-	if h := held("job-1"); h.Held != 3*time.Minute || h.OneSided != 0 {
+	if h := held("job-1"); h.Held != 3*time.Minute || h.OneSidedGPUHours != 0 {
 		t.Fatalf("after the third receipt: %+v, want 3m held, none one-sided", h)
 	}
 
@@ -43,13 +43,13 @@ func TestHeldByJobsFollowsWrites(t *testing.T) {
 	if _, err := l.AppendOneSided(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	if h := held("job-1"); h.Held != 4*time.Minute || h.OneSided != h.GPUHours || h.Owed != 0 {
+	if h := held("job-1"); h.Held != 4*time.Minute || h.OneSidedGPUHours != h.GPUHours || h.OwedGPUHours != 0 {
 		t.Fatalf("after a one-sided provider-lost record: %+v, want 4m held, all one-sided, none owed", h)
 	}
 
 	fin := sign(t, final(interim("lease-1", "job-1", prov, sub, 3, chain[2].Digest())), prov, sub)
 	mustAppend(t, l, fin)
-	if h := held("job-1"); h.OneSided != 0 || h.Owed != h.GPUHours || len(h.Providers) != 1 {
+	if h := held("job-1"); h.OneSidedGPUHours != 0 || h.OwedGPUHours != h.GPUHours || len(h.Providers) != 1 {
 		t.Fatalf("after the two-sided final: %+v, want none one-sided, all owed", h)
 	}
 	both, err := l.HeldByJobs(ctx, DefaultPolicy(), "job-1", "job-2")

@@ -391,6 +391,10 @@ func TestExportVerifyOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ExportReport{Entries: 7, TwoSided: 5, OneSided: 1, Disputes: 1, Unbounded: 2}
+	if rep.Held.Leases != 2 {
+		t.Fatalf("held sum of %d leases, want 2", rep.Held.Leases)
+	}
+	want.Held = rep.Held
 	if rep != want {
 		t.Fatalf("report %+v, want %+v", rep, want)
 	}

@@ -95,6 +95,8 @@ type UsageTotal struct {
 	GPUModel string  `json:"gpu_model,omitempty"`
 	GPUHours float64 `json:"gpu_hours"`
 	Owed     float64 `json:"owed_gpu_hours"`
+	// NotOwed is GPUHours less Owed.
+	NotOwed float64 `json:"not_owed_gpu_hours"`
 	// OneSided is the part of GPUHours that rests on one-sided records or
 	// disputed versions: one party's word.
 	OneSided float64 `json:"one_sided_gpu_hours"`
@@ -112,6 +114,9 @@ type UsageReport struct {
 	Rows    []UsageRow   `json:"rows"`
 	ByPeer  []UsageTotal `json:"by_peer"`  // sorted by peer, then role
 	ByModel []UsageTotal `json:"by_model"` // sorted by model
+	// Total sums every lease the report counts, each once whatever rows
+	// it is on: held, owed and not owed (Policy.Bill).
+	Total HeldSum `json:"total"`
 }
 
 // Usage sums the GPU-hours held under leases, per counterpart and GPU
@@ -135,28 +140,23 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 		basis       Settlement
 	}
 	rows := map[key]*UsageRow{}
+	rep := UsageReport{Policy: policy}
 	for _, lr := range settledLeases(es) {
 		r := lr.Counted()
 		if r == nil || (f.Job != nil && !f.Job(r.Job)) {
 			continue
 		}
-		held, owedHeld := heldSince(r, f.Since).Hours(), policy.owedHeld(r, f.Since).Hours()
-		hours, owedHours := held*float64(r.GPUs), owedHeld*float64(r.GPUs)
-		cpuHours, owedCPUHours := held*float64(r.CPUs), owedHeld*float64(r.CPUs)
-		owed := policy.OpenOwed
-		if r.Final {
-			c := Cause{r.Outcome, r.Attribution}
-			owed = policy.Owes(c) || policy.owesToCheckpoint(c)
-		}
+		b := policy.Bill(r, f.Since)
+		counted := false
 		sides := []struct {
 			id   peer.ID
 			role string
 		}{{r.Provider, RoleProvider}, {r.Submitter, RoleSubmitter}}
-		if l.self != "" && r.Provider == l.self && r.Submitter == l.self {
-			// This node's own job on its own GPUs: held, owed by no one.
+		if b.Own && r.Provider == l.self {
+			// This node's own job on its own GPUs: held, owed by no one
+			// (Policy.Bill).
 			sides = sides[:1]
 			sides[0].role = RoleSelf
-			owed, owedHours, owedCPUHours = false, 0, 0
 		}
 		for _, side := range sides {
 			if (side.id == l.self && side.role != RoleSelf) || (f.Peer != "" && side.id != f.Peer) {
@@ -169,19 +169,23 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 			row := rows[k]
 			if row == nil {
 				row = &UsageRow{Peer: k.peer, Role: k.role, GPUModel: k.model, Outcome: k.outcome,
-					Attribution: k.attribution, Basis: k.basis, Owed: owed}
+					Attribution: k.attribution, Basis: k.basis, Owed: b.Owed}
 				rows[k] = row
 			}
+			counted = true
 			row.Leases++
-			row.GPUHours += hours
-			row.OwedGPUHours += owedHours
-			row.CPUHours += cpuHours
-			row.OwedCPUHours += owedCPUHours
-			row.MemoryGiBHours += held * gib(r.MemoryBytes)
-			row.DiskGiBHours += held * gib(r.DiskBytes)
+			row.GPUHours += b.GPUHours
+			row.OwedGPUHours += b.OwedGPUHours
+			row.CPUHours += b.CPUHours
+			row.OwedCPUHours += b.OwedCPUHours
+			row.MemoryGiBHours += b.MemoryGiBHours
+			row.DiskGiBHours += b.DiskGiBHours
+		}
+		if counted {
+			rep.Total.Add(b, lr.State == SettlementOneSided || lr.State == SettlementDisputed)
 		}
 	}
-	rep := UsageReport{Policy: policy, Rows: make([]UsageRow, 0, len(rows))}
+	rep.Rows = make([]UsageRow, 0, len(rows))
 	for _, r := range rows {
 		rep.Rows = append(rep.Rows, *r)
 	}
@@ -211,6 +215,7 @@ func totals(rows []UsageRow, key func(*UsageRow) UsageTotal) []UsageTotal {
 		t := &out[j]
 		t.GPUHours += r.GPUHours
 		t.Owed += r.OwedGPUHours
+		t.NotOwed += r.GPUHours - r.OwedGPUHours
 		t.CPUHours += r.CPUHours
 		t.OwedCPUHours += r.OwedCPUHours
 		t.MemoryGiBHours += r.MemoryGiBHours
@@ -261,23 +266,13 @@ func settledLeases(es []Entry) []*LeaseRecord {
 // JobHeld is what the leases of a set of jobs held: the attempts of one
 // job as its submitter sees it.
 type JobHeld struct {
-	// Held is the time the leases held their GPUs, summed.
-	Held      time.Duration `json:"held"`
-	Providers []peer.ID     `json:"providers"` // in first-held order
-	GPUHours  float64       `json:"gpu_hours"`
-	// Owed is the part of GPUHours that policy makes owed.
-	Owed float64 `json:"owed_gpu_hours"`
-	// OneSided is the part of GPUHours that rests on one party's word.
-	OneSided float64 `json:"one_sided_gpu_hours"`
-	// CPUHours is the CPUs held times the time, where receipts say, and
-	// OwedCPUHours the part policy makes owed.
-	CPUHours     float64 `json:"cpu_hours"`
-	OwedCPUHours float64 `json:"owed_cpu_hours"`
+	HeldSum
+	Providers []peer.ID `json:"providers"` // in first-held order
 }
 
 // HeldByJobs sums the held time of the leases of the given jobs, each
-// lease counted once by the record LeaseRecord.Counted names, as Usage
-// counts it.
+// lease counted once by the record LeaseRecord.Counted names and billed by
+// Policy.Bill, as Usage counts it.
 func (l *Ledger) HeldByJobs(ctx context.Context, policy Policy, jobs ...string) (JobHeld, error) {
 	var out JobHeld
 	for _, job := range jobs {
@@ -287,17 +282,7 @@ func (l *Ledger) HeldByJobs(ctx context.Context, policy Policy, jobs ...string) 
 		}
 		for i := range ls {
 			r := &ls[i].r
-			held := r.Held()
-			hours := held.Hours() * float64(r.GPUs)
-			owed := policy.owedHeld(r, time.Time{}).Hours()
-			out.Held += held
-			out.GPUHours += hours
-			out.Owed += owed * float64(r.GPUs)
-			out.CPUHours += held.Hours() * float64(r.CPUs)
-			out.OwedCPUHours += owed * float64(r.CPUs)
-			if ls[i].oneSided {
-				out.OneSided += hours
-			}
+			out.Add(policy.Bill(r, time.Time{}), ls[i].oneSided)
 			if !slices.Contains(out.Providers, r.Provider) {
 				out.Providers = append(out.Providers, r.Provider)
 			}

@@ -1,6 +1,8 @@
 package ledgertest
 
 import (
+	"time"
+
 	"bytes"
 	"cmp"
 	"context"
@@ -281,7 +283,8 @@ func copyEntry(e ledger.Entry) ledger.Entry {
 }
 
 // HeldByJobs sums the held time of the jobs' leases as ledger.Ledger
-// does, each lease by the record LeaseRecord.Counted names.
+// does, each lease by the record LeaseRecord.Counted names, billed by
+// Policy.Bill.
 func (m *Memory) HeldByJobs(ctx context.Context, policy ledger.Policy, jobs ...string) (ledger.JobHeld, error) {
 	var leases []string
 	m.mu.Lock()
@@ -305,17 +308,7 @@ func (m *Memory) HeldByJobs(ctx context.Context, policy ledger.Policy, jobs ...s
 		if r == nil {
 			continue
 		}
-		hours, cpuHours := r.Held().Hours()*float64(r.GPUs), r.Held().Hours()*float64(r.CPUs)
-		out.Held += r.Held()
-		out.GPUHours += hours
-		out.CPUHours += cpuHours
-		if owed := policy.OpenOwed; (r.Final && policy.Owes(ledger.Cause{Outcome: r.Outcome, Attribution: r.Attribution})) || (!r.Final && owed) {
-			out.Owed += hours
-			out.OwedCPUHours += cpuHours
-		}
-		if lr.State == ledger.SettlementOneSided || lr.State == ledger.SettlementDisputed {
-			out.OneSided += hours
-		}
+		out.Add(policy.Bill(r, time.Time{}), lr.State == ledger.SettlementOneSided || lr.State == ledger.SettlementDisputed)
 		if !slices.Contains(out.Providers, r.Provider) {
 			out.Providers = append(out.Providers, r.Provider)
 		}
