@@ -117,5 +117,13 @@
 //     submitter (withdrawn) are owed;
 //   - attribution provider or network (provider-lost, output-lost, a
 //     failure of the provider or of staging) are not owed;
-//   - a lease still open is owed up to its latest countersigned receipt.
+//   - a lease still open is owed up to its latest countersigned receipt;
+//   - a lease whose provider is its submitter (a node's own job on its own
+//     GPUs) is held and owed by no one, whatever its ending: no one else
+//     lent anything.
+//
+// Policy.Bill applies these rules to one lease, and is the only place they
+// are applied: Usage, HeldByJobs (what a job's status shows), SumEntries
+// and VerifyExport all add up its LeaseBills, so held, owed and not owed
+// agree wherever they are shown.
 package ledger
