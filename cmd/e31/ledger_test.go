@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/e31network/e31/ledger/ledgertest"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/apiserver"
+	"github.com/e31network/e31/node/submitter"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -90,6 +92,12 @@ type (
 )
 
 func (fullIDs) FullID(id string) string { return id }
+
+// LedgerJobs knows no job of this node: the ledger routes count a job by
+// its ID, and an array's by its tasks'.
+func (fullIDs) LedgerJobs(id string) (api.JobIDs, error) {
+	return api.JobIDs{}, fmt.Errorf("job %s: %w", id, submitter.ErrNotFound)
+}
 
 const wantSummary = "11 entries: 8 two-sided, 1 one-sided, 1 superseded, 1 disputes; every signature verifies"
 

@@ -308,10 +308,14 @@ type UsageQuery struct {
 	Since time.Time // count only time held since then
 	Peer  string    // only leases with this counterpart
 	Job   string    // only this job's leases, or every task's of an array (an ID or prefix)
+	// Tasks, with Job, asks for the job's held and owed time per task
+	// (an api.JobUsage) instead of per counterpart.
+	Tasks bool
 }
 
 // Usage returns the GPU-hours held per counterpart and GPU model, and what
-// the daemon's policy makes owed: a ledger.UsageReport as JSON.
+// the daemon's policy makes owed: a ledger.UsageReport as JSON; with
+// Tasks, a JobUsage as JSON.
 func (c *Client) Usage(ctx context.Context, uq UsageQuery) (json.RawMessage, error) {
 	q := url.Values{}
 	if !uq.Since.IsZero() {
@@ -322,6 +326,9 @@ func (c *Client) Usage(ctx context.Context, uq UsageQuery) (json.RawMessage, err
 	}
 	if uq.Job != "" {
 		q.Set("job", uq.Job)
+	}
+	if uq.Tasks {
+		q.Set("tasks", "1")
 	}
 	var out json.RawMessage
 	return out, c.Do(ctx, http.MethodGet, "/v1/usage", q, nil, &out)

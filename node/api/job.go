@@ -119,14 +119,19 @@ type Part struct {
 	Outcome  string   `json:"outcome,omitempty"`
 }
 
-// Held is what a job's leases held, summed over its attempts.
+// Held is what a job's leases held, summed over its attempts (and an
+// array's over its tasks) by the ledger's one sum (ledger.Policy.Bill).
 type Held struct {
 	HeldMs    int64    `json:"held_ms"`
 	Providers []string `json:"providers"`
 	GPUHours  float64  `json:"gpu_hours"`
 	// OwedGPUHours is the part the default policy makes owed (e31 usage
 	// describes it).
-	OwedGPUHours     float64 `json:"owed_gpu_hours"`
+	OwedGPUHours float64 `json:"owed_gpu_hours"`
+	// NotOwedGPUHours is GPUHours less OwedGPUHours; Leases counts the
+	// leases summed.
+	NotOwedGPUHours  float64 `json:"not_owed_gpu_hours"`
+	Leases           int     `json:"leases,omitempty"`
 	OneSidedGPUHours float64 `json:"one_sided_gpu_hours,omitempty"`
 	// CPUHours is the CPUs held times the time, where receipts say, and
 	// OwedCPUHours the part owed: all a job without GPUs held.

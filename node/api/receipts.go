@@ -13,7 +13,10 @@ type Receipts struct {
 	Superseded []int `json:"superseded,omitempty"`
 	// Disputes are the ledger's disputes, in ledger order.
 	Disputes []Dispute `json:"disputes,omitempty"`
-	Verify   *Verify   `json:"verify,omitempty"`
+	// Held sums, for the receipts of one job, what its leases held and
+	// what is owed: the figures status and usage show.
+	Held   *Held   `json:"held,omitempty"`
+	Verify *Verify `json:"verify,omitempty"`
 }
 
 // Dispute is a lease whose parties signed different ends, both kept.

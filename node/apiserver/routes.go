@@ -1,24 +1,19 @@
 package apiserver
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/content/image"
-	"github.com/e31network/e31/ledger"
-	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -208,165 +203,6 @@ func (s *Server) get(r *http.Request) (any, error) {
 		return nil, fmt.Errorf("size of %s: %w", c, err)
 	}
 	return api.GetResult{CID: c.String(), Dir: req.Dir, Bytes: size}, nil
-}
-
-// receipts lists ledger receipts, optionally of one job, and verifies the
-// whole ledger when asked.
-func (s *Server) receipts(r *http.Request) (any, error) {
-	ctx := r.Context()
-	var entries []ledger.Entry
-	var err error
-	if job := r.URL.Query().Get("job"); job != "" {
-		entries, err = s.jobReceipts(ctx, job)
-	} else {
-		entries, err = s.cfg.Ledger.All(ctx)
-	}
-	if err != nil {
-		return nil, err
-	}
-	out, err := receiptsAnswer(entries)
-	if err != nil {
-		return nil, err
-	}
-	if r.URL.Query().Get("verify") != "" {
-		rep, err := s.cfg.Ledger.Verify(ctx)
-		if err != nil {
-			return nil, err
-		}
-		v := &api.Verify{Entries: rep.Entries, OneSided: rep.OneSided, Disputed: rep.Disputed, Unbounded: rep.Unbounded, OK: rep.OK}
-		if rep.FirstBad != nil {
-			v.Problem = fmt.Sprintf("entry %d (lease %s, receipt %d): %s", rep.FirstBad.Index, rep.FirstBad.Lease, rep.FirstBad.Seq, rep.FirstBad.Problem)
-		}
-		out.Verify = v
-	}
-	return out, nil
-}
-
-// jobReceipts are the ledger entries of a job, in ledger order: of each
-// of its attempts when it is named by the ID it was submitted with.
-func (s *Server) jobReceipts(ctx context.Context, job string) ([]ledger.Entry, error) {
-	ids := []string{s.cfg.Jobs.FullID(job)}
-	if j, err := s.cfg.Jobs.Job(job); err == nil && len(j.Attempts) > 0 {
-		ids = ids[:0]
-		for _, a := range j.Attempts {
-			ids = append(ids, a.ID)
-		}
-	}
-	var out []ledger.Entry
-	for _, id := range ids {
-		es, err := s.cfg.Ledger.ByJob(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, es...)
-	}
-	slices.SortFunc(out, func(a, b ledger.Entry) int { return cmp.Compare(a.Index, b.Index) })
-	return out, nil
-}
-
-// receiptsAnswer splits ledger entries into receipts and disputes: a
-// dispute entry's Receipt is zero, its content is in Dispute.
-func receiptsAnswer(entries []ledger.Entry) (api.Receipts, error) {
-	var out api.Receipts
-	rs := make([]ledger.Receipt, 0, len(entries))
-	for _, e := range entries {
-		if e.Dispute != nil {
-			ours, err := json.Marshal(e.Dispute.Ours)
-			if err != nil {
-				return out, err
-			}
-			theirs, err := json.Marshal(e.Dispute.Theirs)
-			if err != nil {
-				return out, err
-			}
-			out.Disputes = append(out.Disputes, api.Dispute{Index: e.Index, Lease: e.Dispute.Lease,
-				Ours: ours, Theirs: theirs, Superseded: e.Superseded})
-			continue
-		}
-		if e.Superseded {
-			out.Superseded = append(out.Superseded, len(rs))
-		}
-		rs = append(rs, e.Receipt)
-	}
-	b, err := json.Marshal(rs)
-	if err != nil {
-		return out, err
-	}
-	out.Receipts = b
-	return out, nil
-}
-
-// usage sums held GPU-hours under the default policy.
-func (s *Server) usage(r *http.Request) (any, error) {
-	q := r.URL.Query()
-	var f ledger.UsageFilter
-	var err error
-	if f.Since, err = api.ParseSince(q.Get("since"), time.Now()); err != nil {
-		return nil, badRequest(err)
-	}
-	if f.Peer, err = parsePeer(q.Get("peer")); err != nil {
-		return nil, err
-	}
-	if job := q.Get("job"); job != "" {
-		f.Job = jobOrTasks(s.cfg.Jobs.FullID(job))
-	}
-	return s.cfg.Ledger.Usage(r.Context(), f, ledger.DefaultPolicy())
-}
-
-// jobOrTasks accepts the job id and, where id is an array, each of its
-// tasks: an array's usage is the sum of its tasks' leases.
-func jobOrTasks(id string) func(string) bool {
-	return func(job string) bool {
-		if job == id {
-			return true
-		}
-		array, _, ok := market.SplitTaskID(job)
-		return ok && array == id
-	}
-}
-
-// exportReceipts streams the export file of the entries the query selects
-// (job, lease, peer, since; all when none is set).
-func (s *Server) exportReceipts(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	f := ledger.ExportFilter{Lease: q.Get("lease")}
-	if job := q.Get("job"); job != "" {
-		f.Job = s.cfg.Jobs.FullID(job)
-	}
-	var err error
-	if f.Since, err = api.ParseSince(q.Get("since"), time.Now()); err != nil {
-		writeError(w, badRequest(err))
-		return
-	}
-	if f.Peer, err = parsePeer(q.Get("peer")); err != nil {
-		writeError(w, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	cw := &countingWriter{w: w}
-	if _, err := s.cfg.Ledger.Export(r.Context(), cw, f); err != nil {
-		if cw.n == 0 {
-			w.Header().Del("Content-Type")
-			writeError(w, err)
-			return
-		}
-		// The status is sent: abort the stream so that the client sees
-		// a broken reply rather than a short file that looks whole.
-		s.cfg.Log.Warn("receipts export failed", "err", err)
-		panic(http.ErrAbortHandler)
-	}
-}
-
-// countingWriter tells whether anything reached the client yet.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 func parsePeer(v string) (peer.ID, error) {

@@ -54,6 +54,9 @@ type (
 		Withdraw(ctx context.Context, id string) (api.Job, error)
 		Output(id string, checkpoint bool, attempt int) (string, cid.Cid, error)
 		FullID(id string) string
+		// LedgerJobs is every job ID the ledger holds leases of the job
+		// under: each attempt and task (submitter.Submitter.LedgerJobs).
+		LedgerJobs(id string) (api.JobIDs, error)
 	}
 	// Content writes DAGs out of the local store (content.Store).
 	Content interface {
@@ -79,6 +82,7 @@ type (
 		All(ctx context.Context) ([]ledger.Entry, error)
 		Verify(ctx context.Context) (ledger.VerifyReport, error)
 		Usage(ctx context.Context, f ledger.UsageFilter, p ledger.Policy) (ledger.UsageReport, error)
+		HeldByJobs(ctx context.Context, p ledger.Policy, jobs ...string) (ledger.JobHeld, error)
 		Export(ctx context.Context, w io.Writer, f ledger.ExportFilter) (int, error)
 	}
 )

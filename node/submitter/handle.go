@@ -43,9 +43,10 @@ func (k *kit) handleOf(j *jobTracker) handle {
 	return chain{k, j, whole}
 }
 
-// find returns the handle of a job by its ID or a unique prefix of it.
+// find returns the handle of a job by its ID or a unique prefix of it, or
+// by a task ID.N of a held array (findShown).
 func (k *kit) find(id string) (handle, error) {
-	j, err := k.jobs.find(id)
+	j, err := k.findShown(id)
 	if err != nil {
 		return nil, err
 	}

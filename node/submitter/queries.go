@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/e31network/e31/ledger"
-	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/ipfs/go-cid"
 )
@@ -183,39 +182,41 @@ func (s *Submitter) Output(id string, checkpoint bool, attempt int) (jobID strin
 	return j.ID, c, nil
 }
 
-// FullID resolves a job ID prefix; an unknown one is returned as given.
+// FullID resolves a job ID prefix, or a task ID.N of a held array to the
+// task's own ID; an unknown one is returned as given.
 func (s *Submitter) FullID(id string) string {
-	return s.jobs.fullID(id)
+	if j, err := s.findShown(id); err == nil {
+		return j.id
+	}
+	return id
 }
 
 // withHeld adds to a job what the leases of its attempts held, from the
-// ledger.
+// ledger: every attempt of the job, every task of an array and each of
+// its attempts (ledgerJobsOf), summed by the ledger's one sum.
 func (k *kit) withHeld(ctx context.Context, j *api.Job) {
-	ids := []string{j.ID}
-	if len(j.Attempts) > 0 {
-		ids = ids[:0]
-		for _, a := range j.Attempts {
-			ids = append(ids, a.ID)
-		}
+	t, err := k.findShown(j.ID)
+	if err != nil {
+		return
 	}
-	if j.Tasks != nil {
-		// An array sums its tasks', every attempt of each.
-		ids = ids[:0]
-		for i := range j.Tasks.Total {
-			ids = k.appendAttemptIDs(ids, market.TaskID(j.Tasks.ID, i))
-		}
-	}
+	ids := k.ledgerJobsOf(t, false).IDs
 	h, err := k.d.Ledger.HeldByJobs(ctx, ledger.DefaultPolicy(), ids...)
 	if err != nil {
 		k.log.Warn("held time of a job", "job", j.ID, "err", err)
 		return
 	}
+	j.Held = HeldOf(h)
+}
+
+// HeldOf is a sum of held time as the API shows it.
+func HeldOf(h ledger.JobHeld) *api.Held {
 	out := &api.Held{HeldMs: h.Held.Milliseconds(), Providers: make([]string, 0, len(h.Providers)),
-		GPUHours: h.GPUHours, OwedGPUHours: h.Owed, OneSidedGPUHours: h.OneSided, CPUHours: h.CPUHours, OwedCPUHours: h.OwedCPUHours}
+		GPUHours: h.GPUHours, OwedGPUHours: h.OwedGPUHours, NotOwedGPUHours: h.NotOwedGPUHours, Leases: h.Leases,
+		OneSidedGPUHours: h.OneSidedGPUHours, CPUHours: h.CPUHours, OwedCPUHours: h.OwedCPUHours}
 	for _, p := range h.Providers {
 		out.Providers = append(out.Providers, p.String())
 	}
-	j.Held = out
+	return out
 }
 
 // appendAttemptIDs appends the IDs of the attempts of the job submitted as
