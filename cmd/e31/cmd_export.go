@@ -25,13 +25,19 @@ one-sided records with their lease evidence, and its disputes, as one JSON
 file (format "e31-receipts/1") to FILE or to stdout. Every entry carries its
 signatures and the peer IDs that embed the signers' public keys, so anyone
 can check the file with "e31 verify FILE", with no daemon and no network.
-The file proves what each party signed, not that the ledger is whole.`,
+The file proves what each party signed, not that the ledger is whole.
+
+--job takes the ID submit printed (or a prefix) and writes every entry of
+the job's attempts, and of an array or a pipeline's stage every entry of
+its tasks and their attempts. With -o, the file is verified before it
+replaces FILE, and what it holds is printed: its entries and what its
+leases held and owe, the figures "e31 verify FILE" prints.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runReceiptsExport(cmd.Context(), o, g)
 		},
 	}
-	cmd.Flags().StringVar(&o.job, "job", "", "only the entries of this job")
+	cmd.Flags().StringVar(&o.job, "job", "", "only the entries of this job: every attempt's, and every task's of an array")
 	cmd.Flags().StringVarP(&o.out, "output", "o", "", "write to FILE (replaced only once the whole file is written and verifies) instead of stdout")
 	return cmd
 }
@@ -75,5 +81,10 @@ func runReceiptsExport(ctx context.Context, o exportOptions, g *globalOptions) e
 		return fmt.Errorf("export: %w", err)
 	}
 	fmt.Fprintf(g.stderr, "%s: %s\n", o.out, exportSummary(rep))
+	if rep.Entries == 0 {
+		fmt.Fprintf(g.stderr, "%s: no entries matched: the file proves nothing, and e31 verify refuses it\n", o.out)
+		return nil
+	}
+	fmt.Fprintf(g.stderr, "%s: %d leases; %s\n", o.out, rep.Held.Leases, heldOwed(rep.Held.GPUHours, rep.Held.OwedGPUHours))
 	return nil
 }

@@ -37,13 +37,18 @@ names the first bad entry: a forged signature, an edited field or a removed
 entry. It exits non-zero when verification fails, and counts the one-sided
 records and disputed leases not settled since.
 
+--job takes the ID submit printed (or a prefix): the receipts of every
+attempt of the job, and of an array or a pipeline's stage every task's and
+each of their attempts', followed by what they held and what is owed, the
+same sum as status and usage show.
+
 "e31 receipts export" writes them to a file that "e31 verify" checks anywhere.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runReceipts(cmd.Context(), o, g)
 		},
 	}
-	cmd.Flags().StringVar(&o.job, "job", "", "only the receipts of this job")
+	cmd.Flags().StringVar(&o.job, "job", "", "only the receipts of this job: every attempt's, and every task's of an array")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "verify signatures and the hash chain")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the receipts as a JSON array, in ledger order; a superseded one-sided record has \"superseded\": true, and each disputed lease adds both versions, each with \"dispute\": {index, version, settled}")
 	cmd.AddCommand(newReceiptsExportCommand(g))
@@ -99,6 +104,9 @@ func runReceipts(ctx context.Context, o receiptsOptions, g *globalOptions) error
 		}
 	} else {
 		printReceipts(g, out)
+		if h := res.Held; h != nil {
+			writef(g.stdout, "\njob %s: %d leases; %s\n", o.job, h.Leases, heldOwed(h.GPUHours, h.OwedGPUHours))
+		}
 	}
 	if v := res.Verify; v != nil {
 		if !v.OK {

@@ -134,7 +134,8 @@ func printJob(g *globalOptions, j api.Job) {
 	}
 	if h := j.Held; h != nil && len(h.Providers) > 0 {
 		held := time.Duration(h.HeldMs) * time.Millisecond
-		line := fmt.Sprintf("%s on %d provider%s, %.3f GPU-h, owed %.3f", held.Round(time.Second), len(h.Providers), plural(len(h.Providers)), h.GPUHours, h.OwedGPUHours)
+		line := fmt.Sprintf("%s on %d provider%s, %.3f GPU-h, owed %.3f, not owed %.3f", held.Round(time.Second), len(h.Providers), plural(len(h.Providers)),
+			h.GPUHours, h.OwedGPUHours, h.GPUHours-h.OwedGPUHours)
 		if h.OneSidedGPUHours > 0 {
 			line += fmt.Sprintf(" (%.3f on this node's word alone)", h.OneSidedGPUHours)
 		}

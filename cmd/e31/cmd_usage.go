@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -19,13 +20,14 @@ type usageOptions struct {
 	since string
 	peer  string
 	job   string
+	tasks bool
 	json  bool
 }
 
 func newUsageCommand(g *globalOptions) *cobra.Command {
 	var o usageOptions
 	cmd := &cobra.Command{
-		Use:   "usage [--since DURATION|RFC3339] [--peer PEER] [--job JOB] [--json]",
+		Use:   "usage [--since DURATION|RFC3339] [--peer PEER] [--job JOB [--tasks]] [--json]",
 		Short: "GPU-hours and CPU-hours held with each counterpart and on each GPU model, and what is owed",
 		Long: `usage sums the GPU-hours (GPUs × time held) of the leases in this node's
 ledger, per counterpart and per GPU model, split by how each lease ended and
@@ -37,8 +39,17 @@ not, and queued time is never owed (nothing is held). Hours that rest on one
 party's word (a one-sided record, or this node's version of a dispute) are
 marked. This node's own jobs on its own GPUs are counted under its own ID,
 marked "own jobs", and owed by no one. --since takes a duration back from
-now (24h) or an RFC 3339 time. --job counts one job's leases; for an array,
-every task's, summed (each task keeps its own leases and receipts).`,
+now (24h) or an RFC 3339 time.
+
+--job counts one job's leases, by the ID submit printed (or a prefix): every
+attempt's (a resumption, a retry, a run again after a preemption runs under
+an ID of its own), and for an array, a gang or a pipeline's stage every
+task's and each of their attempts'. It prints the job's total first: held,
+owed and not owed GPU-hours, the same sum that status and "receipts --job"
+show and that "verify" of the job's export checks. --tasks, with --job,
+prints one row per task instead, as sacct -j does: its index, GPU-hours held,
+owed and not owed over all its attempts, how many attempts it took and how
+its last one ended.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runUsage(cmd.Context(), o, g, time.Now())
@@ -47,7 +58,8 @@ every task's, summed (each task keeps its own leases and receipts).`,
 	cmd.Flags().StringVar(&o.since, "since", "", "count only time held since then: a duration back from now (24h) or an RFC 3339 time")
 	cmd.Flags().StringVar(&o.peer, "peer", "", "only leases with this counterpart (peer ID)")
 	cmd.Flags().StringVar(&o.job, "job", "", "only this job's leases; for an array, all of its tasks' (an ID or a prefix)")
-	cmd.Flags().BoolVar(&o.json, "json", false, "print the report as JSON (policy, rows, by_peer, by_model; gpu_hours, cpu_hours, memory_gib_hours, disk_gib_hours and what is owed of each)")
+	cmd.Flags().BoolVar(&o.tasks, "tasks", false, "with --job: one row per task (index, GPU-hours held, owed and not owed, attempts, how its last attempt ended)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the report as JSON (policy, rows, by_peer, by_model, total; gpu_hours, cpu_hours, memory_gib_hours, disk_gib_hours and what is owed of each); with --tasks, {id, tasks, total}, each with index, attempts, leases, state, outcome, gpu_hours, owed_gpu_hours, not_owed_gpu_hours")
 	return cmd
 }
 
@@ -56,9 +68,27 @@ func runUsage(ctx context.Context, o usageOptions, g *globalOptions, now time.Ti
 	if err != nil {
 		return fmt.Errorf("--%w", err)
 	}
-	raw, err := g.client().Usage(ctx, api.UsageQuery{Since: since, Peer: o.peer, Job: o.job})
+	if o.tasks {
+		if o.job == "" {
+			return errors.New("--tasks lists the tasks of one job: e31 usage --job ARRAY --tasks")
+		}
+		if o.since != "" || o.peer != "" {
+			return errors.New("--tasks sums whole tasks: it takes neither --since nor --peer")
+		}
+	}
+	raw, err := g.client().Usage(ctx, api.UsageQuery{Since: since, Peer: o.peer, Job: o.job, Tasks: o.tasks})
 	if err != nil {
 		return err
+	}
+	if o.tasks {
+		var ju api.JobUsage
+		if err := json.Unmarshal(raw, &ju); err != nil {
+			return fmt.Errorf("decode task usage: %w", err)
+		}
+		if o.json {
+			return g.printJSON(ju)
+		}
+		return printTaskUsage(g.stdout, ju)
 	}
 	var rep ledger.UsageReport
 	if err := json.Unmarshal(raw, &rep); err != nil {
@@ -71,7 +101,7 @@ func runUsage(ctx context.Context, o usageOptions, g *globalOptions, now time.Ti
 		fmt.Fprintf(g.stdout, "since %s\n\n", since.Local().Format(time.RFC3339))
 	}
 	if o.job != "" {
-		fmt.Fprintf(g.stdout, "job %s: %d leases\n\n", o.job, leaseCount(rep))
+		fmt.Fprintf(g.stdout, "job %s: %d leases; %s\n\n", o.job, rep.Total.Leases, heldOwed(rep.Total.GPUHours, rep.Total.OwedGPUHours))
 	}
 	return printUsage(g.stdout, rep)
 }
@@ -141,14 +171,33 @@ func printUsage(w io.Writer, rep ledger.UsageReport) error {
 	return err
 }
 
-// leaseCount is how many leases the report counts, each once: a lease is
-// on one row per counterpart side, and this node is one of the two.
-func leaseCount(rep ledger.UsageReport) int {
-	n := 0
-	for _, r := range rep.Rows {
-		n += r.Leases
+// heldOwed is the line every command prints of a sum of held time: held,
+// owed and not owed GPU-hours under the default policy.
+func heldOwed(held, owed float64) string {
+	return fmt.Sprintf("held %s GPU-h, owed %s, not owed %s", hours(held), hours(owed), hours(held-owed))
+}
+
+// printTaskUsage prints e31 usage --job ID --tasks: a row a task, as sacct
+// -j does, then the job's total.
+func printTaskUsage(w io.Writer, ju api.JobUsage) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INDEX\tGPU-HOURS\tOWED\tNOT OWED\tATTEMPTS\tLEASES\tSTATE\tOUTCOME")
+	for _, t := range ju.Tasks {
+		outcome := orDash(t.Outcome)
+		if t.Attribution != "" {
+			outcome += " (" + t.Attribution + ")"
+		}
+		writef(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", t.Index, hours(t.GPUHours), hours(t.OwedGPUHours), hours(t.NotOwedGPUHours),
+			t.Attempts, t.Leases, t.State, outcome)
 	}
-	return n
+	tot := ju.Total
+	writef(tw, "total\t%s\t%s\t%s\t%d\t%d\t\t\n", hours(tot.GPUHours), hours(tot.OwedGPUHours), hours(tot.NotOwedGPUHours), tot.Attempts, tot.Leases)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\njob %s: %d tasks, %d leases; %s\n%s\n", ju.ID, len(ju.Tasks), tot.Leases,
+		heldOwed(tot.GPUHours, tot.OwedGPUHours), describePolicy(ledger.DefaultPolicy()))
+	return err
 }
 
 func hours(h float64) string { return fmt.Sprintf("%.3f", h) }
@@ -177,7 +226,8 @@ func describePolicy(p ledger.Policy) string {
 		b.WriteString("policy: default\n" +
 			"  owed:        what the job caused (attribution job: completed, failed, limit) or its submitter (withdrawn)\n" +
 			"  not owed:    what the provider or the network caused (provider-lost, output-lost, their failures)\n" +
-			"  preempted:   owed up to the last checkpoint the job goes on from, not after it (none without one)\n")
+			"  preempted:   owed up to the last checkpoint the job goes on from, not after it (none without one)\n" +
+			"  own GPUs:    a node's own job on its own GPUs is held, owed by no one\n")
 	} else {
 		b.WriteString("policy: custom\n  owed:        outcome/attribution")
 		for i, c := range p.Owed {

@@ -23,19 +23,25 @@ held time of every receipt and record against the terms of its lease, which
 the file carries: nothing before the proposal, nothing past its limit and
 the allowances for grace and output. It needs no daemon and no network. It
 prints how many entries are two-sided, one-sided, superseded or disputes,
-and exits non-zero naming the first entry that fails. FILE "-" reads stdin.`,
+and the totals the signatures vouch for: GPU-hours held, owed and not owed
+under the default policy (each lease counted once, as "e31 usage" counts
+it). It exits non-zero naming the first entry that fails, and for a file
+with no entries at all, which proves nothing. FILE "-" reads stdin.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return runVerify(o, g, args[0])
 		},
 	}
-	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON (file, ok, entries, two_sided, one_sided, superseded, disputes, leases, unbounded, problem)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON (file, ok, entries, two_sided, one_sided, superseded, disputes, leases, unbounded, held: {leases, gpu_hours, owed_gpu_hours, not_owed_gpu_hours, ...}, problem)")
 	return cmd
 }
 
 // errBadExport marks an export file that failed verification, after its
 // problem was printed.
 var errBadExport = errors.New("export file does not verify")
+
+// errEmptyExport marks an export file with no entries, after it was said.
+var errEmptyExport = errors.New("export file holds no entries")
 
 // verifyResult is what `e31 verify --json` prints.
 type verifyResult struct {
@@ -62,8 +68,12 @@ func runVerify(o verifyOptions, g *globalOptions, path string) error {
 		return fmt.Errorf("verify %s: %w", path, err)
 	}
 	res := verifyResult{File: path, OK: err == nil, ExportReport: rep}
-	if err != nil {
+	switch {
+	case err != nil:
 		res.Problem = err.Error()
+	case rep.Entries == 0:
+		res.OK = false
+		res.Problem = "the file holds no entries: nothing was exported (was it exported with a --job or --since that matched nothing?)"
 	}
 	if o.json {
 		if perr := g.printJSON(res); perr != nil {
@@ -71,8 +81,14 @@ func runVerify(o verifyOptions, g *globalOptions, path string) error {
 		}
 	} else if res.OK {
 		fmt.Fprintf(g.stdout, "%s: %s\n", path, exportSummary(rep))
+		fmt.Fprintf(g.stdout, "%s: %d leases; %s\n", path, rep.Held.Leases, heldOwed(rep.Held.GPUHours, rep.Held.OwedGPUHours))
+	} else if err == nil {
+		writef(g.stdout, "%s: NOTHING TO VERIFY: %s\n", path, res.Problem)
 	} else {
 		writef(g.stdout, "%s: FIRST BAD: %s\n", path, res.Problem)
+	}
+	if !res.OK && err == nil {
+		return errEmptyExport
 	}
 	if !res.OK {
 		return errBadExport

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -131,6 +132,35 @@ func TestVerifyWithoutDaemon(t *testing.T) {
 	}
 	if !res.OK || res.Entries != m.Entries || res.OneSided != 1 || res.Superseded != 1 || res.Disputes != 1 || res.TwoSided != 8 {
 		t.Fatalf("--json: %+v", res)
+	}
+	// The totals verify prints are the ledger's own sum of the same
+	// leases.
+	rep, err := l.Usage(context.Background(), ledger.UsageFilter{}, ledger.DefaultPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Held.Leases != rep.Total.Leases || math.Abs(res.Held.GPUHours-rep.Total.GPUHours) > 1e-9 ||
+		math.Abs(res.Held.OwedGPUHours-rep.Total.OwedGPUHours) > 1e-9 || res.Held.Leases == 0 {
+		t.Fatalf("verify's held %+v, usage's %+v", res.Held, rep.Total)
+	}
+	if want := heldOwed(rep.Total.GPUHours, rep.Total.OwedGPUHours); !strings.Contains(out, want) {
+		t.Fatalf("verify does not print %q:\n%s", want, out)
+	}
+
+	// A file with no entries proves nothing: said so, and non-zero.
+	empty := filepath.Join(dir, "empty.json")
+	var none bytes.Buffer
+	if _, err := l.Export(context.Background(), &none, ledger.ExportFilter{Job: "no-such-job"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(empty, none.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := e31Exit(t, "--api", nowhere, "verify", empty); code == 0 || !strings.Contains(out, "NOTHING TO VERIFY") {
+		t.Fatalf("empty export: exit %d:\n%s", code, out)
+	}
+	if stdout, _, err := e31(t, "verify", "--json", empty); !errors.Is(err, errEmptyExport) || !strings.Contains(stdout, `"ok": false`) {
+		t.Fatalf("empty export --json: %v\n%s", err, stdout)
 	}
 
 	// One more hour held on the lost lease's one-sided record (the export
