@@ -111,7 +111,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		}
 		req.ResumeOf = j.ID
 	}
-	if err := checkPaths(r.Context(), func(pc *pathCheck) error { return pc.declaration(req.Declaration) }); err != nil {
+	if err := checkPaths(r.Context(), func(pc *pathCheck) error { return pc.submitRequest(req) }); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -25,6 +25,12 @@ var errNotResumable = errors.New("not to be resumed")
 // continued from its last checkpoint or, with fromStart, run again. It
 // returns the job, under the ID it was submitted with.
 func (k *kit) resumeChain(ctx context.Context, id string, fromStart, exact bool) (api.Job, error) {
+	return k.continueChain(ctx, id, exact, func(of *jobTracker) (market.Declaration, error) { return of.resumption(fromStart) })
+}
+
+// continueChain submits the next attempt of a job, as resumeChain, with
+// the declaration next builds from the attempt it continues.
+func (k *kit) continueChain(ctx context.Context, id string, exact bool, next func(of *jobTracker) (market.Declaration, error)) (api.Job, error) {
 	k.resuming.Lock()
 	defer k.resuming.Unlock()
 	of := k.jobs.get(id)
@@ -44,18 +50,18 @@ func (k *kit) resumeChain(ctx context.Context, id string, fromStart, exact bool)
 		}
 		of = last
 	}
-	decl, err := of.resumption(fromStart)
+	decl, err := next(of)
 	if err != nil {
 		return api.Job{}, err
 	}
 	parent := of.snapshot()
-	next, err := k.in.submit(ctx, decl, &parent, nil, nil)
+	attempt, err := k.in.submit(ctx, decl, &parent, nil, nil)
 	if err != nil {
 		return api.Job{}, err
 	}
 	// The new attempt is on disk (submit writes it before it broadcasts);
 	// a stop before this link is mended at the next start (linkAttempts).
-	of.change(func(r *Record) error { r.Next = next.ID; return nil })
+	of.change(func(r *Record) error { r.Next = attempt.ID; return nil })
 	out, _, err := k.view(parent.root(), 0, true)
 	return out, err
 }

@@ -17,7 +17,8 @@ import (
 )
 
 // Submit validates a declaration (or, with req.ResumeOf, builds the one
-// that resumes that job, or runs it again with req.FromStart), imports its
+// that resumes that job, or runs it again with req.FromStart, or with
+// changed work or chosen tasks: rework.go), imports its
 // local inputs, signs it and broadcasts it. Nothing is broadcast for a
 // declaration that fails any check.
 func (s *Submitter) Submit(ctx context.Context, req api.SubmitRequest, progress content.Progress) (api.Job, error) {
@@ -26,6 +27,9 @@ func (s *Submitter) Submit(ctx context.Context, req api.SubmitRequest, progress 
 			if err := s.in.resumeSecrets(req.ResumeOf, req.Secrets); err != nil {
 				return api.Job{}, err
 			}
+		}
+		if reworkAsked(req) {
+			return s.kit.rerun(ctx, req, progress)
 		}
 		j := s.jobs.get(req.ResumeOf)
 		if j == nil {
