@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/p2p/peertext"
 	"github.com/spf13/cobra"
 )
 
@@ -118,22 +121,53 @@ func runGet(ctx context.Context, o getOptions, g *globalOptions, id string) erro
 }
 
 // getArray writes each task's output of an array at DIR/<index>/out, a
-// few tasks at a time, and says which tasks had none.
+// few tasks at a time; it notes the tasks withdrawn on purpose, which it
+// skips, and fails naming those that failed or whose output is missing.
 func getArray(ctx context.Context, o getOptions, g *globalOptions, j api.Job) error {
+	w, err := writeArray(ctx, o, g, j)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		if err := g.printJSON(w.results); err != nil {
+			return err
+		}
+	} else {
+		writef(g.stdout, "%s\n", w.summary())
+	}
+	w.noteWithdrawn(g.stderr)
+	return w.err()
+}
+
+// arrayWritten is what writeArray wrote of an array's tasks' outputs.
+type arrayWritten struct {
+	dir       string
+	total     int
+	results   []api.GetResult // by index; zero for a task not written
+	bytes     int64
+	withdrawn []string // "INDEX (why)": withdrawn on purpose, skipped
+	missing   []string // "INDEX (why)": failed, or no output to write
+}
+
+// writeArray writes each task's output of the array j at DIR/<index>/out
+// (DIR default ./<array>-out), a few tasks at a time, with a bar on a
+// terminal unless o.json; a task it could not write is asked how it
+// ended, to tell one withdrawn on purpose from one that failed.
+func writeArray(ctx context.Context, o getOptions, g *globalOptions, j api.Job) (arrayWritten, error) {
 	dir := o.dir
 	if dir == "" {
 		dir = j.ID + "-out"
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return err
+		return arrayWritten{}, err
 	}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
-		return fmt.Errorf("-o %s: %w", dir, err)
+		return arrayWritten{}, fmt.Errorf("-o %s: %w", dir, err)
 	}
 	cl := g.client()
 	n := j.Tasks.Total
-	results := make([]api.GetResult, n)
+	w := arrayWritten{dir: abs, total: n, results: make([]api.GetResult, n)}
 	errs := make([]error, n)
 	bar := newTaskBar(g.stderr, n, o.json)
 	var next atomic.Int64
@@ -142,7 +176,7 @@ func getArray(ctx context.Context, o getOptions, g *globalOptions, j api.Job) er
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < n && ctx.Err() == nil; i = int(next.Add(1) - 1) {
 				id := market.TaskID(arrayID(j), i)
-				results[i], errs[i] = cl.Get(ctx, id, api.GetRequest{Dir: filepath.Join(abs, strconv.Itoa(i)), Checkpoint: o.checkpoint, Attempt: o.attempt})
+				w.results[i], errs[i] = cl.Get(ctx, id, api.GetRequest{Dir: filepath.Join(abs, strconv.Itoa(i)), Checkpoint: o.checkpoint, Attempt: o.attempt})
 				bar.add()
 			}
 		})
@@ -150,90 +184,100 @@ func getArray(ctx context.Context, o getOptions, g *globalOptions, j api.Job) er
 	wg.Wait()
 	bar.finish()
 	if err := ctx.Err(); err != nil {
-		return err
+		return arrayWritten{}, err
 	}
-	var bytes int64
-	var missing []string
 	for i, err := range errs {
-		if err != nil {
-			missing = append(missing, fmt.Sprintf("%d (%v)", i, firstLine(err.Error())))
+		if err == nil {
+			w.bytes += w.results[i].Bytes
 			continue
 		}
-		bytes += results[i].Bytes
-	}
-	if o.json {
-		if err := g.printJSON(results); err != nil {
-			return err
+		t, terr := cl.Job(ctx, market.TaskID(arrayID(j), i))
+		if terr == nil && withdrawnOnPurpose(t) {
+			w.withdrawn = append(w.withdrawn, fmt.Sprintf("%d (%s)", i, withdrawnWhy(t)))
+			continue
 		}
-	} else {
-		fmt.Fprintf(g.stdout, "wrote %d of %d tasks (%s) to %s/<index>\n", n-len(missing), n, humanBytes(uint64(bytes)), abs)
+		w.missing = append(w.missing, fmt.Sprintf("%d (%v)", i, firstLine(err.Error())))
 	}
-	if count := len(missing); count > 0 {
-		const show = 10
-		more := ""
-		if count > show {
-			more = fmt.Sprintf(" and %d more", count-show)
-			missing = missing[:show]
-		}
-		return fmt.Errorf("%d tasks not written: %s%s", count, strings.Join(missing, "; "), more)
-	}
-	return nil
+	return w, nil
 }
 
-type resumeOptions struct {
-	wait      bool
-	json      bool
-	outDir    string
-	fromStart bool
-	secrets   []string
+// withdrawnOnPurpose reports whether a task was withdrawn (by its
+// submitter, or its array's), not failed: it has nothing to write, and
+// nothing is wrong.
+func withdrawnOnPurpose(t api.Job) bool {
+	return t.State == api.JobWithdrawn || t.Outcome == "withdrawn"
 }
 
-func newResumeCommand(g *globalOptions) *cobra.Command {
-	var o resumeOptions
-	cmd := &cobra.Command{
-		Use:   "resume JOB [--wait] [--from-start]",
-		Short: "Run JOB again from its last checkpoint, as its next attempt",
-		Long: `resume submits JOB's next attempt: its declaration again, with its last
-checkpoint laid out at its checkpoint path, writable, as the job left it, and
-E31_RESUME_FROM naming that path, so the work picks up where the checkpoint
-left it, on whichever provider is free. The job keeps its ID: e31 status JOB
-lists its attempts, and e31 wait, logs -f and get follow the last.
-
-With --from-start, it submits JOB's declaration as it was first submitted, to
-run again from the beginning: a job that declares no checkpoints, or ended
-before its first, after its provider was lost, say.
-
-A job's secrets are kept by the daemon until the job has ended for good, so
-an automatic resumption or retry gets them; resuming by hand after that,
-give each again with --secret.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			secrets, err := resumeSecrets(o.secrets)
-			if err != nil {
-				return err
-			}
-			job, err := g.client().Submit(ctx, api.SubmitRequest{ResumeOf: args[0], FromStart: o.fromStart, Secrets: secrets}, nil)
-			if err != nil {
-				return err
-			}
-			if o.wait {
-				return followJob(ctx, g, job.ID, followOptions{json: o.json, outDir: o.outDir, poll: defaultPoll})
-			}
-			if o.json {
-				return g.printJSON(job)
-			}
-			writef(g.stdout, "%s\n", job.ID)
-			if n := len(job.Attempts); n > 1 {
-				writef(g.stderr, "attempt %d (%s) from %s\n", n, job.Attempts[n-1].ID, startedFrom(job.Attempts[n-1]))
-			}
-			return nil
-		},
+// withdrawnWhy says why a task was withdrawn, as far as its job says.
+func withdrawnWhy(t api.Job) string {
+	switch {
+	case t.Reason != "":
+		return firstLine(peertext.Escape(t.Reason))
+	case t.Attribution != "":
+		return "withdrawn, attributed to " + t.Attribution
 	}
-	cmd.Flags().BoolVar(&o.wait, "wait", false, "follow the job to its end")
-	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON (at least id)")
-	cmd.Flags().StringVarP(&o.outDir, "output", "o", "", "with --wait: where to write the output")
-	cmd.Flags().BoolVar(&o.fromStart, "from-start", false, "run JOB again from the beginning, not from its last checkpoint")
-	cmd.Flags().StringArrayVar(&o.secrets, "secret", nil, "NAME[=env:VAR|file:PATH]: the value of JOB's secret NAME, given again; the daemon drops a job's once it has ended (repeatable)")
-	return cmd
+	return "withdrawn"
+}
+
+// summary is the line that says what was written.
+func (w arrayWritten) summary() string {
+	s := fmt.Sprintf("wrote %d of %d tasks (%s) to %s/<index>", w.total-len(w.missing)-len(w.withdrawn), w.total, humanBytes(uint64(w.bytes)), w.dir)
+	if n := len(w.withdrawn); n > 0 {
+		s += fmt.Sprintf("; %d withdrawn, skipped", n)
+	}
+	return s
+}
+
+// noteWithdrawn names the tasks skipped as withdrawn, and why.
+func (w arrayWritten) noteWithdrawn(out io.Writer) {
+	if len(w.withdrawn) > 0 {
+		writef(out, "skipped %d tasks withdrawn on purpose: %s\n", len(w.withdrawn), listSome(w.withdrawn))
+	}
+}
+
+// err names the tasks that failed or whose output is missing; nil if
+// none.
+func (w arrayWritten) err() error {
+	if len(w.missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d tasks not written: %s", len(w.missing), listSome(w.missing))
+}
+
+// listSome is the first ten of items, and how many more.
+func listSome(items []string) string {
+	const show = 10
+	if len(items) <= show {
+		return strings.Join(items, "; ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:show], "; "), len(items)-show)
+}
+
+// followAndGet follows a job to its end (followJob), and of an array,
+// writes its tasks' outputs as e31 get does, where followJob writes a
+// job's: at o.outDir, default ./<array>-out. The array's ending, when it
+// did not complete, is the error; the tasks not written are noted.
+func followAndGet(ctx context.Context, g *globalOptions, id string, o followOptions) error {
+	ferr := followJob(ctx, g, id, o)
+	if ctx.Err() != nil {
+		return ferr
+	}
+	j, err := g.client().Job(ctx, id)
+	if err != nil || j.Tasks == nil || !j.State.Terminal() || j.Tasks.Completed == 0 {
+		return ferr
+	}
+	w, err := writeArray(ctx, getOptions{dir: o.outDir, json: o.json}, g, j)
+	if err != nil {
+		return errors.Join(ferr, err)
+	}
+	if !o.json {
+		writef(g.stderr, "%s\n", w.summary())
+	}
+	w.noteWithdrawn(g.stderr)
+	werr := w.err()
+	if ferr != nil && werr != nil {
+		writef(g.stderr, "e31: %v\n", werr)
+		return ferr
+	}
+	return errors.Join(ferr, werr)
 }

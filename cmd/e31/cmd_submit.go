@@ -102,7 +102,7 @@ already submitted, several at once.`,
 	f.StringArrayVar(&o.labels, "label", nil, "KEY=VALUE, a label of this node's own to select the job by (e31 list --label); repeatable, over a declaration's labels")
 	f.StringArrayVar(&o.secrets, "secret", nil, "NAME[=env:VAR|file:PATH]: a value only the job's provider sees, as $NAME and /run/secrets/NAME (an API token): read here, from your variable NAME by default; repeatable, over a declaration's secrets")
 	f.BoolVar(&o.force, "force", false, "submit even when the job will not find a file its command names, or would write where its sandbox is read-only (refused otherwise)")
-	f.StringVarP(&o.outDir, "output", "o", "", "with --wait: where to write the output (default ./<job>-out)")
+	f.StringVarP(&o.outDir, "output", "o", "", "with --wait: where to write the output (default ./<job>-out); of an array, each task's at DIR/<index>/out, as e31 get writes them")
 	f.StringVar(&o.name, "name", "", "job name (flags form; default: the script a launcher such as python3 runs, else the program)")
 	f.IntVar(&o.gpus, "gpus", 1, "GPUs to hold (flags form)")
 	f.StringVar(&o.gpuModel, "gpu-model", "", "GPU model the job needs, e.g. H100 (flags form)")
@@ -412,7 +412,7 @@ func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []st
 		return err
 	}
 	if o.wait {
-		return followJob(ctx, g, job.ID, followOptions{json: o.json, outDir: o.outDir, poll: o.pollEvery, timeout: o.waitTimeout})
+		return followAndGet(ctx, g, job.ID, followOptions{json: o.json, outDir: o.outDir, poll: o.pollEvery, timeout: o.waitTimeout})
 	}
 	if o.json {
 		return g.printJSON(job)

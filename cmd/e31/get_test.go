@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/e31network/e31/node/api"
@@ -44,6 +47,104 @@ func TestGetNamesWhatTheOutputLeftOut(t *testing.T) {
 			if got := strings.Contains(errOut.String(), "left out of output: "+s); got == checkpoint {
 				t.Errorf("checkpoint %v: stderr %q names %q: %v", checkpoint, errOut.String(), s, got)
 			}
+		}
+	}
+}
+
+// arrayDaemon answers for an array arr of three tasks as a daemon would:
+// task 0 completed, task 1 withdrawn on purpose, task 2 as ends says
+// ("completed" or "failed"); gets records the folders written.
+func arrayDaemon(t *testing.T, ends string, gets *[]string) *httptest.Server {
+	t.Helper()
+	tasks := map[string]api.Job{
+		"arr.0": {ID: "arr.0", State: api.JobReleased, Outcome: "completed", Output: "bafy0"},
+		"arr.1": {ID: "arr.1", State: api.JobWithdrawn, Outcome: "withdrawn", Attribution: "submitter"},
+		"arr.2": {ID: "arr.2", State: api.JobReleased, Outcome: ends, Output: map[bool]string{true: "bafy2"}[ends == "completed"]},
+	}
+	outcome := map[string]string{"completed": "withdrawn", "failed": "failed"}[ends]
+	arr := api.Job{ID: "arr", State: api.JobReleased, Outcome: outcome, Tasks: &api.TaskCounts{ID: "arr", Total: 3, Completed: 1, Withdrawn: 1}}
+	if ends == "completed" {
+		arr.Tasks.Completed++
+	} else {
+		arr.Tasks.Failed++
+	}
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/jobs/"), "/get")
+		switch {
+		case r.URL.Path == "/v1/receipts":
+			_ = json.NewEncoder(w).Encode(api.Receipts{})
+		case id == "arr":
+			_ = json.NewEncoder(w).Encode(arr)
+		case r.Method == http.MethodPost && tasks[id].Output != "":
+			var req api.GetRequest
+			_ = json.NewDecoder(r.Body).Decode(&req)
+			mu.Lock()
+			*gets = append(*gets, req.Dir)
+			mu.Unlock()
+			_ = json.NewEncoder(w).Encode(api.GetResult{CID: tasks[id].Output, Dir: req.Dir, Bytes: 3})
+		case r.Method == http.MethodPost:
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(api.Error{Error: "job " + id + " has no output (it is " + string(tasks[id].State) + ")"})
+		case tasks[id].ID != "":
+			_ = json.NewEncoder(w).Encode(tasks[id])
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestGetArraySkipsWithdrawnTasks: e31 get ARRAY skips a task withdrawn
+// on purpose with a note naming it and why, and exits 0; a failed task is
+// still an error that names it, and not the withdrawn one.
+func TestGetArraySkipsWithdrawnTasks(t *testing.T) {
+	for _, ends := range []string{"completed", "failed"} {
+		var gets []string
+		srv := arrayDaemon(t, ends, &gets)
+		var out, errOut bytes.Buffer
+		g := &globalOptions{api: strings.TrimPrefix(srv.URL, "http://"), stdout: &out, stderr: &errOut}
+		dir := t.TempDir()
+		err := runGet(context.Background(), getOptions{dir: dir}, g, "arr")
+		if !strings.Contains(errOut.String(), "skipped 1 tasks withdrawn on purpose: 1 (withdrawn, attributed to submitter)") {
+			t.Errorf("%s: stderr %q names no withdrawn task", ends, errOut.String())
+		}
+		switch ends {
+		case "completed":
+			if err != nil || !strings.Contains(out.String(), "wrote 2 of 3 tasks") || !strings.Contains(out.String(), "1 withdrawn, skipped") {
+				t.Errorf("completed but one withdrawn: %v, stdout %q", err, out.String())
+			}
+		case "failed":
+			if err == nil || !strings.Contains(err.Error(), "1 tasks not written: 2 (") || strings.Contains(err.Error(), "1 (") {
+				t.Errorf("one failed, one withdrawn: %v", err)
+			}
+		}
+	}
+}
+
+// TestSubmitWaitWritesAnArraysOutputs: submit --wait -o DIR of an array
+// writes each task's output at DIR/<index>, as e31 get does, and says so;
+// the array's ending is still the error when a task failed.
+func TestSubmitWaitWritesAnArraysOutputs(t *testing.T) {
+	for _, ends := range []string{"completed", "failed"} {
+		var gets []string
+		srv := arrayDaemon(t, ends, &gets)
+		var out, errOut bytes.Buffer
+		g := &globalOptions{api: strings.TrimPrefix(srv.URL, "http://"), stdout: &out, stderr: &errOut}
+		dir := t.TempDir()
+		err := followAndGet(context.Background(), g, "arr", followOptions{outDir: dir})
+		slices.Sort(gets)
+		want := []string{filepath.Join(dir, "0")}
+		if ends == "completed" {
+			want = append(want, filepath.Join(dir, "2"))
+		}
+		if !slices.Equal(gets, want) || !strings.Contains(errOut.String(), "to "+dir+"/<index>") {
+			t.Errorf("%s: wrote %v, want %v; stderr %q", ends, gets, want, errOut.String())
+		}
+		if ends == "failed" && (err == nil || !strings.Contains(err.Error(), "ended failed")) {
+			t.Errorf("%s: %v", ends, err)
 		}
 	}
 }
