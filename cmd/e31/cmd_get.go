@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,7 +123,8 @@ func runGet(ctx context.Context, o getOptions, g *globalOptions, id string) erro
 
 // getArray writes each task's output of an array at DIR/<index>/out, a
 // few tasks at a time; it notes the tasks withdrawn on purpose, which it
-// skips, and fails naming those that failed or whose output is missing.
+// skips, and fails naming those that failed (whose output and logs it
+// writes all the same, where they have some) or whose output is missing.
 func getArray(ctx context.Context, o getOptions, g *globalOptions, j api.Job) error {
 	w, err := writeArray(ctx, o, g, j)
 	if err != nil {
@@ -147,6 +149,7 @@ type arrayWritten struct {
 	bytes     int64
 	withdrawn []string // "INDEX (why)": withdrawn on purpose, skipped
 	missing   []string // "INDEX (why)": failed, or no output to write
+	failed    []int    // written, but failed
 }
 
 // writeArray writes each task's output of the array j at DIR/<index>/out
@@ -189,6 +192,9 @@ func writeArray(ctx context.Context, o getOptions, g *globalOptions, j api.Job) 
 	for i, err := range errs {
 		if err == nil {
 			w.bytes += w.results[i].Bytes
+			if slices.Contains(j.Tasks.FailedIndices, i) {
+				w.failed = append(w.failed, i)
+			}
 			continue
 		}
 		t, terr := cl.Job(ctx, market.TaskID(arrayID(j), i))
@@ -238,10 +244,17 @@ func (w arrayWritten) noteWithdrawn(out io.Writer) {
 // err names the tasks that failed or whose output is missing; nil if
 // none.
 func (w arrayWritten) err() error {
-	if len(w.missing) == 0 {
+	var errs []string
+	if len(w.missing) > 0 {
+		errs = append(errs, fmt.Sprintf("%d tasks not written: %s", len(w.missing), listSome(w.missing)))
+	}
+	if len(w.failed) > 0 {
+		errs = append(errs, fmt.Sprintf("tasks %s failed (what they returned is written all the same, logs included)", indexRanges(w.failed)))
+	}
+	if len(errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%d tasks not written: %s", len(w.missing), listSome(w.missing))
+	return errors.New(strings.Join(errs, "; "))
 }
 
 // listSome is the first ten of items, and how many more.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/e31network/e31/market"
@@ -117,7 +116,7 @@ func runResume(ctx context.Context, o resumeOptions, g *globalOptions, id string
 	writef(g.stdout, "%s\n", job.ID)
 	switch n := len(job.Attempts); {
 	case job.Tasks != nil && len(chosen) > 0:
-		writef(g.stderr, "tasks %s of array %s run again, each as its next attempt%s\n", joinIndices(chosen), arrayID(job), workSaid(o))
+		writef(g.stderr, "tasks %s of array %s run again, each as its next attempt%s\n", indexRanges(chosen), arrayID(job), workSaid(o))
 	case job.Tasks != nil:
 		writef(g.stderr, "tasks of array %s run again%s\n", arrayID(job), workSaid(o))
 	case n > 1:
@@ -180,21 +179,6 @@ func resumeRequest(o resumeOptions, id string) (api.SubmitRequest, error) {
 	}
 	req.Image, req.Data = d.Work.Image, d.Data
 	return req, nil
-}
-
-// joinIndices is indices as a list: "2, 4"; past 20 of them, the first 20
-// and how many more.
-func joinIndices(ns []int) string {
-	const show = 20
-	s := make([]string, 0, min(len(ns), show))
-	for _, n := range ns[:min(len(ns), show)] {
-		s = append(s, strconv.Itoa(n))
-	}
-	out := strings.Join(s, ", ")
-	if len(ns) > show {
-		out += fmt.Sprintf(" and %d more", len(ns)-show)
-	}
-	return out
 }
 
 // workSaid says what work the new attempts run, where it changed.

@@ -53,20 +53,21 @@ func TestGetNamesWhatTheOutputLeftOut(t *testing.T) {
 
 // arrayDaemon answers for an array arr of three tasks as a daemon would:
 // task 0 completed, task 1 withdrawn on purpose, task 2 as ends says
-// ("completed" or "failed"); gets records the folders written.
+// ("completed", "failed", or "failed with output": failed, its output and
+// logs there to write); gets records the folders written.
 func arrayDaemon(t *testing.T, ends string, gets *[]string) *httptest.Server {
 	t.Helper()
 	tasks := map[string]api.Job{
 		"arr.0": {ID: "arr.0", State: api.JobReleased, Outcome: "completed", Output: "bafy0"},
 		"arr.1": {ID: "arr.1", State: api.JobWithdrawn, Outcome: "withdrawn", Attribution: "submitter"},
-		"arr.2": {ID: "arr.2", State: api.JobReleased, Outcome: ends, Output: map[bool]string{true: "bafy2"}[ends == "completed"]},
+		"arr.2": {ID: "arr.2", State: api.JobReleased, Outcome: strings.TrimSuffix(ends, " with output"), Output: map[bool]string{true: "bafy2"}[ends != "failed"]},
 	}
-	outcome := map[string]string{"completed": "withdrawn", "failed": "failed"}[ends]
+	outcome := map[bool]string{true: "withdrawn", false: "failed"}[ends == "completed"]
 	arr := api.Job{ID: "arr", State: api.JobReleased, Outcome: outcome, Tasks: &api.TaskCounts{ID: "arr", Total: 3, Completed: 1, Withdrawn: 1}}
 	if ends == "completed" {
 		arr.Tasks.Completed++
 	} else {
-		arr.Tasks.Failed++
+		arr.Tasks.Failed, arr.Tasks.FailedIndices = 1, []int{2}
 	}
 	var mu sync.Mutex
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -99,9 +100,10 @@ func arrayDaemon(t *testing.T, ends string, gets *[]string) *httptest.Server {
 
 // TestGetArraySkipsWithdrawnTasks: e31 get ARRAY skips a task withdrawn
 // on purpose with a note naming it and why, and exits 0; a failed task is
-// still an error that names it, and not the withdrawn one.
+// still an error that names it, and not the withdrawn one, even where
+// what it returned is written.
 func TestGetArraySkipsWithdrawnTasks(t *testing.T) {
-	for _, ends := range []string{"completed", "failed"} {
+	for _, ends := range []string{"completed", "failed", "failed with output"} {
 		var gets []string
 		srv := arrayDaemon(t, ends, &gets)
 		var out, errOut bytes.Buffer
@@ -119,6 +121,10 @@ func TestGetArraySkipsWithdrawnTasks(t *testing.T) {
 		case "failed":
 			if err == nil || !strings.Contains(err.Error(), "1 tasks not written: 2 (") || strings.Contains(err.Error(), "1 (") {
 				t.Errorf("one failed, one withdrawn: %v", err)
+			}
+		case "failed with output":
+			if err == nil || !strings.Contains(err.Error(), "tasks 2 failed") || strings.Contains(err.Error(), "not written") || !strings.Contains(out.String(), "wrote 2 of 3 tasks") {
+				t.Errorf("one failed with its output, one withdrawn: %v, stdout %q", err, out.String())
 			}
 		}
 	}
