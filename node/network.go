@@ -108,29 +108,48 @@ func (q *networkQueries) Nodes() []api.Node {
 	offers := q.offers.Snapshot()
 	leased := q.market.Leased(offers)
 	for _, e := range offers {
-		an := api.Node{
-			PeerID:      e.Offer.Provider,
-			GPUs:        []api.GPU{},
-			CPUs:        e.Offer.CPUs,
-			MemoryBytes: e.Offer.MemoryBytes,
-			LastSeen:    e.LastSeen.UTC(),
-			SignedAt:    time.UnixMilli(e.SignedAt).UTC(),
-			Self:        e.Offer.Provider == q.self.String(),
-			Reach:       e.Reach,
-			Draining:    e.Offer.Draining,
-			Closed:      e.Offer.Closed,
-			OpenUntil:   msTime(e.Offer.OpenUntil),
-			MaxJobDisk:  e.Offer.MaxJobDisk,
-			NoDisk:      e.Offer.NoDisk,
-			NoCPUJobs:   e.Offer.NoCPUJobs,
-		}
-		for _, g := range e.Offer.GPUs {
-			an.GPUs = append(an.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free && !leased[e.Offer.Provider][g.UUID]})
-		}
-		for _, d := range e.Offer.Holdings.Roots {
-			an.Held = append(an.Held, api.HeldRoot{Root: d.Root, Size: d.Size})
-		}
-		an.HeldFiltered = len(e.Offer.Holdings.Bloom) > 0
+		out = append(out, q.apiNode(e, leased[e.Offer.Provider]))
+	}
+	return out
+}
+
+// apiNode is a provider's entry in the view as the API gives it, its GPUs
+// in leased counted held whatever the offer says.
+func (q *networkQueries) apiNode(e view.OfferEntry, leased map[string]bool) api.Node {
+	an := api.Node{
+		PeerID:      e.Offer.Provider,
+		GPUs:        []api.GPU{},
+		CPUs:        e.Offer.CPUs,
+		MemoryBytes: e.Offer.MemoryBytes,
+		LastSeen:    e.LastSeen.UTC(),
+		SignedAt:    time.UnixMilli(e.SignedAt).UTC(),
+		Self:        e.Offer.Provider == q.self.String(),
+		Reach:       e.Reach,
+		Draining:    e.Offer.Draining,
+		Closed:      e.Offer.Closed,
+		OpenUntil:   msTime(e.Offer.OpenUntil),
+		MaxJobDisk:  e.Offer.MaxJobDisk,
+		NoDisk:      e.Offer.NoDisk,
+		NoCPUJobs:   e.Offer.NoCPUJobs,
+	}
+	for _, g := range e.Offer.GPUs {
+		an.GPUs = append(an.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free && !leased[g.UUID]})
+	}
+	for _, d := range e.Offer.Holdings.Roots {
+		an.Held = append(an.Held, api.HeldRoot{Root: d.Root, Size: d.Size})
+	}
+	an.HeldFiltered = len(e.Offer.Holdings.Bloom) > 0
+	return an
+}
+
+// LostNodes lists the providers that left the view lately for missed
+// heartbeats (GET /v1/nodes?lost=1), as their last offer stood.
+func (q *networkQueries) LostNodes() []api.Node {
+	out := []api.Node{}
+	for _, l := range q.offers.Lost(time.Now()) {
+		an := q.apiNode(l.OfferEntry, nil)
+		at := l.LostAt.UTC()
+		an.LostAt = &at
 		out = append(out, an)
 	}
 	return out

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-type nodesOptions struct{ json bool }
+type nodesOptions struct{ json, lost bool }
 
 func newNodesCommand(g *globalOptions) *cobra.Command {
 	var o nodesOptions
@@ -20,18 +21,27 @@ func newNodesCommand(g *globalOptions) *cobra.Command {
 		Short: "List the providers in this node's view and their GPUs",
 		Long: `nodes lists every provider whose offer this node holds: its GPUs (free or
 held), CPUs and memory, and when its last heartbeat arrived. A provider that
-misses three heartbeats leaves the list.`,
+misses three heartbeats leaves the list; with --lost, those that left it in
+the last hour follow, marked lost, as their last offer stood.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runNodes(cmd.Context(), o, g)
 		},
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON: [{peer_id, gpus: [{index, uuid, model, memory_bytes, free}], last_seen}]")
+	cmd.Flags().BoolVar(&o.lost, "lost", false, "also list the providers lost in the last hour (missed heartbeats), with lost_at in JSON")
 	return cmd
 }
 
 func runNodes(ctx context.Context, o nodesOptions, g *globalOptions) error {
-	nodes, err := g.client().Nodes(ctx)
+	var nodes []api.Node
+	var err error
+	if o.lost {
+		// The providers lost lately follow those in view.
+		err = g.client().Do(ctx, http.MethodGet, "/v1/nodes?lost=1", nil, nil, &nodes)
+	} else {
+		nodes, err = g.client().Nodes(ctx)
+	}
 	if err != nil {
 		return err
 	}
@@ -65,6 +75,9 @@ func runNodes(ctx context.Context, o nodesOptions, g *globalOptions) error {
 		}
 		if n.NoCPUJobs {
 			name += " (GPU jobs only)"
+		}
+		if n.LostAt != nil {
+			name += fmt.Sprintf(" (lost %s ago)", time.Since(*n.LostAt).Round(time.Second))
 		}
 		if n.Closed || n.OpenUntil != nil {
 			name += " (" + describeWindow(n.Closed, n.OpenUntil) + ")"

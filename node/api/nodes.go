@@ -44,6 +44,11 @@ type Node struct {
 	// their sizes in bytes; HeldFiltered says its filter holds more.
 	Held         []HeldRoot `json:"held,omitempty"`
 	HeldFiltered bool       `json:"held_filtered,omitempty"`
+	// LostAt, set only in the list GET /v1/nodes?lost=1 gives, says the
+	// provider left this node's view then, having missed its heartbeats;
+	// the rest is its last offer (its GPUs as they stood, LastSeen its
+	// last heartbeat). It is listed for an hour, or until it comes back.
+	LostAt *time.Time `json:"lost_at,omitempty"`
 }
 
 // HeldRoot is one root an offer says its provider holds.

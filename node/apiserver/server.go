@@ -44,6 +44,12 @@ type (
 		Nodes() []api.Node
 		Matches() []api.Match
 	}
+	// LostNodes is a Network that also remembers the providers that left
+	// its view for missed heartbeats, for GET /v1/nodes?lost=1; a Network
+	// without it lists none.
+	LostNodes interface {
+		LostNodes() []api.Node
+	}
 	// Jobs are this node's jobs (submitter.Submitter).
 	Jobs interface {
 		Submit(ctx context.Context, req api.SubmitRequest, p content.Progress) (api.Job, error)

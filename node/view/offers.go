@@ -57,8 +57,9 @@ func stamp(signedAt int64, seen time.Time) Stamp {
 
 // Offers is this node's view of every provider's latest offer.
 type Offers struct {
-	mu         sync.Mutex // guards byProvider; a state lock, held only over memory
+	mu         sync.Mutex // guards byProvider and lost; a state lock, held only over memory
 	byProvider map[string]*OfferEntry
+	lost       lostBook // the providers Expire dropped, for a while
 }
 
 // NewOffers returns an empty view.
@@ -80,6 +81,7 @@ func (v *Offers) Apply(b wire.OfferBody, signedAt int64, now time.Time) (isNew b
 	if !ok {
 		e = &OfferEntry{FirstSeen: now}
 		v.byProvider[b.Offer.Provider] = e
+		v.lost.drop(b.Offer.Provider)
 	}
 	if ok {
 		e.keep(offerVersion{e.Offer, e.SignedAt, e.LastSeen, e.GossipP99Ms})
@@ -105,7 +107,7 @@ func (e *OfferEntry) keep(o offerVersion) {
 }
 
 // Expire drops providers silent for MissedHeartbeats of their heartbeats and
-// returns them.
+// returns them; Lost lists them for a while.
 func (v *Offers) Expire(now time.Time) []string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -113,6 +115,7 @@ func (v *Offers) Expire(now time.Time) []string {
 	for id, e := range v.byProvider {
 		if now.Sub(e.LastSeen) > MissedHeartbeats*e.Heartbeat {
 			delete(v.byProvider, id)
+			v.lost.add(*e, now)
 			gone = append(gone, id)
 		}
 	}
