@@ -48,7 +48,7 @@ const snapshotElement = `<script id="snapshot" type="application/json">`
 // names it reads them by from the snapshot (app.js, firstData).
 var snapshotParts = []struct{ name, path string }{
 	{"id", "/v1/id"},
-	{"nodes", "/v1/nodes"},
+	{"nodes", "/v1/nodes?lost=1"},
 	{"jobs", "/v1/jobs"},
 	{"receipts", "/v1/receipts"},
 	{"usage", "/v1/usage"},

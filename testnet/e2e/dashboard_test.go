@@ -477,14 +477,14 @@ func TestDashboardAttemptsInBrowser(t *testing.T) {
 	if got := jobRows(dom); !slices.Equal(got, []string{"bafyreiarrayjob", "bafyreihostilejob", a[0]}) {
 		t.Errorf("rows %v, want the array, the queued job, then the resumed one, once", got)
 	}
-	if !regexp.MustCompile(`data-job="bafyreiarrayjob">.*?<td class="state-running">running<br><progress class="tasks" max="12" value="7"></progress><span class="tasks-done"> 7/12 tasks, 1 failed</span></td>`).MatchString(dom) {
-		t.Error("the array's row does not show its tasks done")
+	if !regexp.MustCompile(`data-job="bafyreiarrayjob">.*?<td class="state-running">running<br><span class="taskbar"[^>]*>.*?</span><span class="tasks-ended"> 7/12 tasks ended</span>.*?<span class="failed-indices"[^>]*>failed: 4</span></td>`).MatchString(dom) {
+		t.Error("the array's row does not show its tasks ended and failed")
 	}
-	// The plot of tasks done: a step from 0 at submit through each point.
+	// The plot of tasks completed: a step from 0 at submit through each point.
 	fig := regexp.MustCompile(`<figure id="tasks-figure">.*?</figure>`).FindString(dom)
 	path := regexp.MustCompile(`<path d="([^"]*)"[^>]*data-series="sweep \(6/12\)"`).FindStringSubmatch(fig)
 	if path == nil || strings.Count(path[1], " V") != 3 {
-		t.Errorf("the tasks-done plot does not draw the array's curve: %s", fig)
+		t.Errorf("the tasks-completed plot does not draw the array's curve: %s", fig)
 	}
 	if !strings.Contains(dom, `<tr class="job chosen" data-job="`+a[0]+`">`) {
 		t.Error("the job whose attempt is chosen is not marked")

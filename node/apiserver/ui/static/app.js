@@ -71,17 +71,25 @@ function fill(tbody, rows) {
   tbody.replaceChildren(...rows);
 }
 
+// drawNetwork lists the providers in view, then those lost lately (they
+// missed their heartbeats and left the view), each marked lost.
 function drawNetwork(nodes) {
   const rows = nodes.map((n) => {
     const gpus = n.gpus || [];
     const free = gpus.filter((g) => g.free).length;
-    const boxes = el("span", {});
-    for (const g of gpus) boxes.append(el("span", { class: "gpu " + (g.free ? "free" : "held"), title: g.uuid + (g.free ? " free" : " held") }));
     const models = [...new Set(gpus.map((g) => g.model + " " + bytes(g.memory_bytes)))].join(", ");
-    return el("tr", { class: "provider", "data-peer": n.peer_id },
-      el("td", {}, peer(n.peer_id), n.self ? el("span", { class: "muted" }, " (this node)") : ""),
+    let held;
+    if (n.lost_at) {
+      held = el("span", { class: "lost-note", title: "left the view at " + n.lost_at + ", having missed its heartbeats" }, "lost " + ago(n.lost_at));
+    } else {
+      const boxes = el("span", {});
+      for (const g of gpus) boxes.append(el("span", { class: "gpu " + (g.free ? "free" : "held"), title: g.uuid + (g.free ? " free" : " held") }));
+      held = el("span", {}, boxes, " " + free + " free / " + (gpus.length - free) + " held");
+    }
+    return el("tr", { class: "provider" + (n.lost_at ? " lost" : ""), "data-peer": n.peer_id },
+      el("td", {}, peer(n.peer_id), n.self ? el("span", { class: "muted" }, " (this node)") : "", n.lost_at ? el("span", { class: "lost-note" }, " (lost)") : ""),
       el("td", {}, gpus.length + " × " + models),
-      el("td", {}, boxes, " " + free + " free / " + (gpus.length - free) + " held"),
+      el("td", {}, held),
       el("td", {}, n.cpus), el("td", {}, bytes(n.memory_bytes)),
       el("td", { title: n.last_seen }, ago(n.last_seen)));
   });
@@ -179,7 +187,7 @@ function jobRow(j) {
   const tr = el("tr", { class: "job" + (chosen ? " chosen" : ""), "data-job": j.id },
     el("td", { title: j.id }, el("code", {}, short(j.id))),
     el("td", { class: "name" }, j.name),
-    el("td", { class: "state-" + j.state }, j.state, ...tasksDone(j)),
+    el("td", stateAttrs(j), j.state, ...tasksCell(j)),
     el("td", {}, timeline(j)),
     el("td", { class: "provider" }, peer(j.provider)),
     el("td", {}, j.outcome ? j.outcome + (j.exit_code != null ? " (exit " + j.exit_code + ")" : "") : ""),
@@ -189,14 +197,60 @@ function jobRow(j) {
   return tr;
 }
 
-// tasksDone is an array's progress, for its state cell: a bar and "7/12
-// tasks"; nothing for a job.
-function tasksDone(j) {
+// stateAttrs colours a job's state cell by how it ended where it has: an
+// array whose every task failed is released, and red.
+function stateAttrs(j) {
+  const cls = "state-" + j.state + (j.outcome ? " outcome-" + j.outcome : "");
+  return j.outcome ? { class: cls, title: j.state + ", " + j.outcome } : { class: cls };
+}
+
+// TASK_PARTS are the parts of an array's bar, in their order, each a
+// count of api.TaskCounts: ended (completed, failed, withdrawn), then not.
+const TASK_PARTS = ["completed", "failed", "withdrawn", "running", "queued"];
+// MAX_RANGES bounds the failed indices shown on a row.
+const MAX_RANGES = 8;
+
+// indexRanges writes sorted indices as ranges, "3,7,10-14", at most max
+// of them, then "… (+N more)" counting the indices left out.
+function indexRanges(idx, max) {
+  const out = [];
+  let i = 0;
+  while (i < idx.length && out.length < max) {
+    let k = i;
+    while (k + 1 < idx.length && idx[k + 1] === idx[k] + 1) k++;
+    out.push(k > i ? idx[i] + "-" + idx[k] : String(idx[i]));
+    i = k + 1;
+  }
+  const left = idx.length - i;
+  return out.join(",") + (left > 0 ? " … (+" + left + " more)" : "");
+}
+
+// tasksCell is an array's tasks, for its state cell: a bar split into
+// completed, failed, withdrawn, running and queued tasks, a legend with
+// their counts, and the failed indices; nothing for a job.
+function tasksCell(j) {
   const t = j.tasks;
   if (!t) return [];
-  const done = t.completed + t.failed + t.withdrawn;
-  return [el("br", {}), el("progress", { class: "tasks", max: t.total, value: done }),
-    el("span", { class: "tasks-done" }, " " + done + "/" + t.total + " tasks" + (t.failed ? ", " + t.failed + " failed" : ""))];
+  const ended = t.completed + t.failed + t.withdrawn;
+  const parts = TASK_PARTS.filter((p) => t[p] > 0);
+  const words = parts.map((p) => t[p] + " " + p).join(", ");
+  const bar = el("span", { class: "taskbar", role: "img", "aria-label": words, title: words });
+  const legend = el("span", { class: "tasks-legend" });
+  for (const p of parts) {
+    const seg = el("span", { class: "seg seg-" + p, "data-n": t[p] });
+    // Through the CSSOM: the page's CSP refuses inline style attributes.
+    seg.style.width = (100 * t[p] / Math.max(1, t.total)).toFixed(2) + "%";
+    bar.append(seg);
+    legend.append(el("span", { class: "part part-" + p }, el("i", { class: "swatch seg-" + p }), t[p] + " " + p));
+  }
+  const cell = [el("br", {}), bar,
+    el("span", { class: "tasks-ended" }, " " + ended + "/" + t.total + " tasks ended"), legend];
+  const failed = t.failed_indices || [];
+  if (failed.length) {
+    cell.push(el("span", { class: "failed-indices", title: "failed tasks: " + indexRanges(failed, Infinity) },
+      "failed: " + indexRanges(failed, MAX_RANGES)));
+  }
+  return cell;
 }
 
 // attemptsRow lists a resumed job's attempts under its row, each linked
@@ -380,17 +434,17 @@ function drawPlots(jobs, receipts) {
   }
   plot("plot-wait", { x0, x1, kind: "dots", yLabel: "seconds waited", series: [{ name: "wait (hollow: still queued)", color: "#3a78c9", points: wpts }] });
 
-  drawTasksDone(jobs, now);
+  drawTasksCompleted(jobs, now);
 }
 
-// ARRAY_COLORS tell apart the arrays on the tasks-done plot.
+// ARRAY_COLORS tell apart the arrays on the tasks-completed plot.
 const ARRAY_COLORS = ["#2f9e5b", "#3a78c9", "#d99a1e", "#8a63c9", "#d0473c", "#6b7480"];
 
-// drawTasksDone plots, for the newest arrays, how many of their tasks had
+// drawTasksCompleted plots, for the newest arrays, how many of their tasks had
 // completed over time, from submit: each array's tasks.done curve (at most
 // 64 points, from the node). The figure is shown only when there is an
 // array.
-function drawTasksDone(jobs, now) {
+function drawTasksCompleted(jobs, now) {
   const arrays = newestFirst(jobs.filter((j) => j.tasks)).slice(0, ARRAY_COLORS.length);
   const fig = document.getElementById("tasks-figure");
   fig.hidden = arrays.length === 0;
@@ -445,7 +499,7 @@ function firstData() {
 
 async function fetchAll() {
   const [id, nodes, jobs, receipts, usage] = await Promise.all([
-    getJSON("/v1/id"), getJSON("/v1/nodes"), getJSON("/v1/jobs"),
+    getJSON("/v1/id"), getJSON("/v1/nodes?lost=1"), getJSON("/v1/jobs"),
     getJSON("/v1/receipts"), getJSON("/v1/usage").catch(() => null),
   ]);
   return { id, nodes, jobs, receipts, usage };
