@@ -268,7 +268,7 @@ func newListCommand(g *globalOptions) *cobra.Command {
 			for _, j := range jobs {
 				state := string(j.State)
 				if t := j.Tasks; t != nil {
-					state += fmt.Sprintf(" (%d/%d tasks done)", t.Completed+t.Failed+t.Withdrawn, t.Total)
+					state += " (" + tasksEnded(t) + ")"
 				}
 				writef(tw, "%s\t%s\t%s\t%s\t%s\n", j.ID, j.Name, state, j.Outcome, j.Submitted.Local().Format(time.DateTime))
 			}

@@ -55,7 +55,7 @@ func TestArrayRunsEachTaskOnce(t *testing.T) {
 		t.Fatalf("e31 status of the array: exit %d\n%s", code, status)
 	}
 	list, _ := e31("list")
-	if strings.Count(list, "sweep") != 1 || !strings.Contains(list, "released (12/12 tasks done)") {
+	if strings.Count(list, "sweep") != 1 || !strings.Contains(list, "released (12/12 tasks ended)") {
 		t.Fatalf("e31 list shows the array as %d rows:\n%s", strings.Count(list, "sweep"), list)
 	}
 	dir := filepath.Join(t.TempDir(), "sweep")
