@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/apiserver"
 	"github.com/e31network/e31/node/compute"
 	"github.com/e31network/e31/node/diskroom"
 	"github.com/e31network/e31/node/epoch"
@@ -141,6 +142,8 @@ func (q *networkQueries) apiNode(e view.OfferEntry, leased map[string]bool) api.
 	an.HeldFiltered = len(e.Offer.Holdings.Bloom) > 0
 	return an
 }
+
+var _ apiserver.LostNodes = (*networkQueries)(nil)
 
 // LostNodes lists the providers that left the view lately for missed
 // heartbeats (GET /v1/nodes?lost=1), as their last offer stood.

@@ -411,8 +411,8 @@ func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []st
 	if err != nil {
 		return err
 	}
-	if never := warnNeverHeld(ctx, g, d, job.ID); never != "" && o.wait {
-		return waitsForever(g, job, never, o.json)
+	if err := sayNeverHeld(ctx, g, d, job, o.wait, o.json); err != nil {
+		return err
 	}
 	if o.wait {
 		return followAndGet(ctx, g, job.ID, followOptions{json: o.json, outDir: o.outDir, poll: o.pollEvery, timeout: o.waitTimeout})

@@ -38,25 +38,24 @@ func offersOf(nodes []api.Node) []market.Offer {
 	return out
 }
 
-// warnNeverHeld prints to stderr, for job id just submitted, why no
-// provider in view could ever hold it, and returns that reason ("" where
-// one could). The job is accepted: a peer-to-peer network may grow.
-func warnNeverHeld(ctx context.Context, g *globalOptions, d market.Declaration, id string) string {
+// sayNeverHeld tells, of job just submitted from d, why no provider in
+// view could ever hold it, where none could. The job is accepted, since a
+// peer-to-peer network may grow: without wait the reason is a warning on
+// stderr; with wait it is the error submit ends with, exit status
+// waitNeverHeld, rather than following a job that would wait forever
+// (with asJSON the job is printed first).
+func sayNeverHeld(ctx context.Context, g *globalOptions, d market.Declaration, job api.Job, wait, asJSON bool) error {
 	why := neverHeld(ctx, g, d)
-	if why != "" {
-		fmt.Fprintf(g.stderr, "warning: %s; job %s is accepted and waits in case a provider that can hold it joins (e31 withdraw %s stops it)\n", why, id, id)
-	}
-	return why
-}
-
-// waitsForever is how submit --wait ends for a job that no offer in view
-// could ever hold: with that reason, the job left queued, and exit status
-// waitNeverHeld; with --json the job is printed first.
-func waitsForever(g *globalOptions, job api.Job, why string, asJSON bool) error {
-	if asJSON {
+	switch {
+	case why == "":
+		return nil
+	case !wait:
+		fmt.Fprintf(g.stderr, "warning: %s; job %s is accepted and waits in case a provider that can hold it joins (e31 withdraw %s stops it)\n", why, job.ID, job.ID)
+		return nil
+	case asJSON:
 		if err := g.printJSON(job); err != nil {
 			return err
 		}
 	}
-	return &waitError{code: waitNeverHeld, msg: fmt.Sprintf("job %s will wait as long as the network stays as it is: %s; not following it (it stays queued: e31 status %s, e31 withdraw %s)", job.ID, why, job.ID, job.ID)}
+	return &waitError{code: waitNeverHeld, msg: fmt.Sprintf("job %s is accepted but will wait as long as the network stays as it is: %s; not following it (it stays queued: e31 status %s, e31 withdraw %s)", job.ID, why, job.ID, job.ID)}
 }

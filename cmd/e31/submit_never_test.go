@@ -35,8 +35,8 @@ func (f *neverDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // A job that no offer in view could ever hold is accepted with a warning
-// naming why; submit --wait then ends at once with that reason and exit
-// status 7, not following a job that would wait forever. A job that fits
+// naming why; submit --wait ends at once with that reason and exit status
+// 7 instead, not following a job that would wait forever. A job that fits
 // gets no warning.
 func TestSubmitNeverHeld(t *testing.T) {
 	f := &neverDaemon{}
