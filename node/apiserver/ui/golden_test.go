@@ -87,7 +87,8 @@ func indices(from, to, step int) []int {
 // withdrawn part apart; a completed one is green; a running one with
 // scattered failures lists the first ranges and counts the rest. The
 // network table lists a lost provider as lost. Run with -update to
-// rewrite the file after a deliberate change, and read the diff.
+// rewrite the file after a deliberate change, and read the diff; with
+// $E31_ARTIFACTS set, a screenshot of the page is left there.
 func TestArrayRowsGolden(t *testing.T) {
 	exe := browser(t)
 	at := func(s int) time.Time {
@@ -137,6 +138,16 @@ func TestArrayRowsGolden(t *testing.T) {
 		t.Fatalf("chromium: %v\n%s", err, stderr.String())
 	}
 	dom := string(out)
+	if dir := os.Getenv("E31_ARTIFACTS"); dir != "" {
+		// For a person to look at: the same page, drawn.
+		shot := exec.CommandContext(ctx, exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+			"--user-data-dir="+t.TempDir(), "--virtual-time-budget=3000", "--lang=en-US", "--window-size=1400,1400",
+			"--screenshot="+filepath.Join(dir, "dashboard-arrays.png"), srv.URL+"/ui/#job=none")
+		shot.Env = cmd.Env
+		if b, err := shot.CombinedOutput(); err != nil {
+			t.Errorf("screenshot: %v\n%s", err, b)
+		}
+	}
 
 	var got strings.Builder
 	for _, j := range jobs {
