@@ -3,27 +3,47 @@ package market
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
 
 // An Array makes one declaration many tasks: the same work run Count
-// times, or once for each of Values. Task i runs the declaration with
-// E31_TASK_INDEX=i, E31_TASK_COUNT and, with values, E31_TASK_VALUE set
-// (Declaration.Task); the submitter signs and broadcasts the declaration
-// once, and every peer's view holds a job for each task, under TaskID.
+// times, or once for each of Values, or once for each of Indices. The
+// task of index i runs the declaration with E31_TASK_INDEX=i,
+// E31_TASK_COUNT (how many tasks the array has, as Slurm's
+// SLURM_ARRAY_TASK_COUNT) and, with values, E31_TASK_VALUE set to value
+// i (Declaration.Task); the submitter signs and broadcasts the
+// declaration once, and every peer's view holds a job for each task,
+// under TaskID.
 type Array struct {
-	// Count is how many tasks, when there are no Values.
+	// Count is how many tasks, indexed 0 to Count-1, when there are
+	// neither Values nor Indices.
 	Count int `json:"count,omitempty" yaml:"count,omitempty"`
-	// Values are the tasks' values, one task each.
+	// Values are the tasks' values: without Indices, one task each,
+	// indexed by place; with them, the values the listed tasks take by
+	// their index (the values of a sweep, of which some tasks run again).
 	Values []string `json:"values,omitempty" yaml:"values,omitempty"`
+	// Indices, when set, are the indices of the array's tasks, lowest
+	// first, each once (Slurm's --array 7,40,73): one task each, which
+	// keeps its index. A peer of a version before them refuses such a
+	// declaration; an array of 0 to N-1 is sent as Count, which every
+	// version reads.
+	Indices []int `json:"indices,omitempty" yaml:"indices,omitempty"`
 	// ValuesFile is a local file of values, one a line, that the
 	// submitter reads into Values at submit; a broadcast declaration
 	// never carries it.
 	ValuesFile string `json:"values_file,omitempty" yaml:"values_file,omitempty"`
 	// Parallel caps how many of the tasks are leased at once (Slurm's
 	// --array 0-99%10); 0 leaves them uncapped.
+	// Above the number of tasks it caps nothing, as Slurm's.
 	Parallel int `json:"parallel,omitempty" yaml:"parallel,omitempty"`
+	// MaxFailures, when above 0, stops the array at its MaxFailures-th
+	// failed task: its submitter withdraws the tasks still queued, lets
+	// those running end, and the array ends failed. It is the
+	// submitter's alone: kept on its record, never signed or broadcast,
+	// so that peers of every version read the array.
+	MaxFailures int `json:"max_failures,omitempty" yaml:"max_failures,omitempty"`
 }
 
 // Limits of an array.
@@ -46,10 +66,33 @@ func (a *Array) Tasks() int {
 	if a == nil {
 		return 0
 	}
+	if len(a.Indices) > 0 {
+		return len(a.Indices)
+	}
 	if len(a.Values) > 0 {
 		return len(a.Values)
 	}
 	return a.Count
+}
+
+// Index is the index of the array's k-th task, lowest first: k itself
+// unless the array lists its indices. A nil array (a gang's parts) has
+// the identity too.
+func (a *Array) Index(k int) int {
+	if a == nil || len(a.Indices) == 0 {
+		return k
+	}
+	return a.Indices[k]
+}
+
+// Place is where the task of index i comes in the array, lowest first,
+// and whether the array has such a task.
+func (a *Array) Place(i int) (int, bool) {
+	if a == nil || len(a.Indices) == 0 {
+		return i, i >= 0 && i < a.Tasks()
+	}
+	k, found := slices.BinarySearch(a.Indices, i)
+	return k, found
 }
 
 // The variables each part of a gang sees: its rank and the gang's size,
@@ -65,8 +108,9 @@ const (
 	EnvRank      = "RANK"
 )
 
-// Task returns the declaration task i of an array runs: the array's own,
-// with no array, and the task's variables in its environment. For a gang
+// Task returns the declaration the task of index i of an array runs:
+// the array's own, with no array, and the task's variables in its
+// environment. For a gang
 // it is the declaration part i runs: the gang's own, request.nodes
 // included, with the part's rank and the gang's size in its environment.
 // It copies what it changes, so the declaration is left as it is.
@@ -107,6 +151,14 @@ func (d Declaration) Parts() int {
 	return 1
 }
 
+// Split reports whether the declaration's jobs are under TaskID: those
+// of an array of more than one task or of listed indices (whose one task
+// keeps its index), and a gang's parts. An array of one task by count is
+// one job under the declaration's own ID, as it always was.
+func (d Declaration) Split() bool {
+	return d.Parts() > 1 || (d.Array != nil && len(d.Array.Indices) > 0)
+}
+
 // TaskID is the ID of task i of the array whose ID is array, and of part
 // i of a gang.
 func TaskID(array string, i int) string { return array + "." + strconv.Itoa(i) }
@@ -131,46 +183,15 @@ func SplitTaskID(id string) (array string, index int, ok bool) {
 	return array, n, true
 }
 
-// ParseArrayRange reads the flag form of an array, Slurm's: "0-9999"
-// (count 10,000), "100" (count 100) or either with "%P", the cap on tasks
-// running at once. A range must start at 0: a task's index is its place
-// in the array.
-func ParseArrayRange(s string) (Array, error) {
-	spec, par, capped := strings.Cut(s, "%")
-	var a Array
-	if capped {
-		p, err := strconv.Atoi(par)
-		if err != nil || p < 1 {
-			return Array{}, fmt.Errorf("array %q: %%%s must be a number of tasks at once, at least 1", s, par)
-		}
-		a.Parallel = p
-	}
-	lo, hi, isRange := strings.Cut(spec, "-")
-	if !isRange {
-		n, err := strconv.Atoi(spec)
-		if err != nil || n < 1 {
-			return Array{}, fmt.Errorf("array %q: want a task count or a range such as 0-99", s)
-		}
-		a.Count = n
-		return a, nil
-	}
-	first, err1 := strconv.Atoi(lo)
-	last, err2 := strconv.Atoi(hi)
-	switch {
-	case err1 != nil || err2 != nil:
-		return Array{}, fmt.Errorf("array %q: want a range such as 0-99", s)
-	case first != 0:
-		return Array{}, fmt.Errorf("array %q: a range starts at 0 (a task's index is its place in the array)", s)
-	case last < first:
-		return Array{}, fmt.Errorf("array %q: the range ends before it starts", s)
-	}
-	a.Count = last + 1
-	return a, nil
-}
-
 func validateArray(a *Array, env map[string]string, ps *problems) {
 	if a == nil {
 		return
+	}
+	switch {
+	case len(a.Indices) > 0 && a.Count != 0:
+		ps.add("array", "takes count or indices, not both (indices: [7, 40, 73] runs those three tasks)")
+	case len(a.Indices) > 0:
+		validateIndices(a, ps)
 	}
 	switch {
 	case a.Count != 0 && (len(a.Values) > 0 || a.ValuesFile != ""):
@@ -179,7 +200,7 @@ func validateArray(a *Array, env map[string]string, ps *problems) {
 		ps.add("array", "takes values or values_file, not both")
 	case a.ValuesFile != "":
 		validateText("array.values_file", a.ValuesFile, ps)
-	case len(a.Values) == 0 && (a.Count < 1 || a.Count > MaxArrayTasks):
+	case len(a.Values) == 0 && len(a.Indices) == 0 && (a.Count < 1 || a.Count > MaxArrayTasks):
 		ps.add("array.count", "must be between 1 and %d", MaxArrayTasks)
 	case len(a.Values) > MaxArrayTasks:
 		ps.add("array.values", "must list at most %d values", MaxArrayTasks)
@@ -193,8 +214,11 @@ func validateArray(a *Array, env map[string]string, ps *problems) {
 			ps.add(f, "is %d bytes; a task's value may be at most %d (put larger ones in a file the job reads)", len(v), MaxTaskValue)
 		}
 	}
-	if a.Parallel < 0 || (a.Tasks() > 0 && a.Parallel > a.Tasks()) {
-		ps.add("array.parallel", "must be between 0 (no cap) and the number of tasks")
+	if a.Parallel < 0 {
+		ps.add("array.parallel", "must be 0 (no cap) or more")
+	}
+	if a.MaxFailures < 0 {
+		ps.add("array.max_failures", "must be 0 (no bound) or more")
 	}
 	for _, k := range []string{EnvTaskIndex, EnvTaskCount, EnvTaskValue} {
 		if _, ok := env[k]; ok {

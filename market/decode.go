@@ -338,10 +338,14 @@ func (dc *decoder) work(n *yaml.Node, field string) Work {
 
 func (dc *decoder) array(n *yaml.Node, field string) *Array {
 	var a Array
-	dc.fields(n, field, "a mapping with count, values, values_file and parallel", func(key, f string, v *yaml.Node) {
+	dc.fields(n, field, "a mapping with count, indices, values, values_file, parallel and max_failures", func(key, f string, v *yaml.Node) {
 		switch key {
 		case "count":
 			a.Count, _ = dc.int(v, f)
+		case "indices":
+			a.Indices = dc.indices(v, f)
+		case "max_failures":
+			a.MaxFailures, _ = dc.int(v, f)
 		case "values":
 			if v := dc.resolve(v, f); v != nil && v.Kind == yaml.SequenceNode && len(v.Content) > MaxArrayTasks {
 				dc.fail(f, "must list at most %d values", MaxArrayTasks)
@@ -353,10 +357,40 @@ func (dc *decoder) array(n *yaml.Node, field string) *Array {
 		case "parallel":
 			a.Parallel, _ = dc.int(v, f)
 		default:
-			dc.unknown(f, "count, values, values_file, parallel")
+			dc.unknown(f, "count, indices, values, values_file, parallel, max_failures")
 		}
 	})
 	return &a
+}
+
+// indices decodes an array's task indices: a list of whole numbers, or
+// the flag's text of indices and ranges ("0-9,40,73", sorted here).
+func (dc *decoder) indices(n *yaml.Node, field string) []int {
+	n = dc.resolve(n, field)
+	if n != nil && n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+		idx, err := ParseIndexList(n.Value)
+		if err != nil {
+			dc.fail(field, "%v", err)
+		}
+		return idx
+	}
+	if n = dc.expect(n, field, yaml.SequenceNode, "", "a list of task indices such as [7, 40, 73], or text such as \"0-9,40,73\""); n == nil {
+		return nil
+	}
+	if len(n.Content) > MaxArrayTasks {
+		dc.fail(field, "must list at most %d indices", MaxArrayTasks)
+		return nil
+	}
+	out := make([]int, 0, len(n.Content))
+	for i, c := range n.Content {
+		if v, ok := dc.int(c, fmt.Sprintf("%s[%d]", field, i)); ok {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return nil // as absent: count or values give the tasks
+	}
+	return out
 }
 
 func (dc *decoder) strings(n *yaml.Node, field string) []string {

@@ -206,6 +206,10 @@ func FuzzJobMessage(f *testing.F) {
 	sized := wiretest.Declaration(f, wiretest.CID(f, "shard-0"))
 	sized.Declaration.Data[0].Size = 100 << 30
 	sized.Declaration.Request.LocalityWait = 30 * market.Second
+	indexed := wiretest.Declaration(f)
+	indexed.Declaration.Array = &market.Array{Indices: []int{7, 40, 73}, Parallel: 5}
+	badIndices := wiretest.Declaration(f)
+	badIndices.Declaration.Array = &market.Array{Indices: []int{40, 7, 7}}
 	release := wiretest.Release(prov.ID, sub.ID)
 
 	for _, s := range []struct {
@@ -218,6 +222,8 @@ func FuzzJobMessage(f *testing.F) {
 		{wire.KindDeclaration, 1, bare, true},
 		{wire.KindDeclaration, 1, resumed, true},
 		{wire.KindDeclaration, 1, sized, true},
+		{wire.KindDeclaration, 1, indexed, true},
+		{wire.KindDeclaration, 1, badIndices, false},
 		{wire.KindWithdrawal, 1, wire.WithdrawalBody{Job: "q3v7kz2mxa4bnc6dpe8f"}, true},
 		{wire.KindLease, 0, lease, true},
 		{wire.KindRelease, 0, release, true},
