@@ -22,6 +22,18 @@ type TaskCounts struct {
 	// had completed by each time, at most MaxDonePoints points, the last
 	// at the latest completion.
 	Done []DonePoint `json:"done,omitempty"`
+	// Indices are the tasks' indices, lowest first, when the array lists
+	// them (array.indices, --array 7,40,73); absent, they are 0 to
+	// Total-1.
+	Indices []int `json:"indices,omitempty"`
+}
+
+// Index is the index of the array's k-th task, lowest first.
+func (c *TaskCounts) Index(k int) int {
+	if len(c.Indices) > 0 {
+		return c.Indices[k]
+	}
+	return k
 }
 
 // MaxDonePoints bounds TaskCounts.Done, whatever the array's size.

@@ -73,19 +73,29 @@ func readValuesFile(a *market.Array) error {
 	return nil
 }
 
+// arrayOwn is what an array's record keeps that its signed declaration
+// does not: its labels, its sources as the user named them, and its
+// array.max_failures.
+type arrayOwn struct {
+	labels      map[string]string
+	sources     []string
+	maxFailures int
+}
+
 // announceArray keeps the records of an array whose declaration is
 // sealed, one for the array and one for each task, all in one write, and
 // broadcasts the declaration once.
 // held, when not nil, is the record of the array held for its upstreams
 // (hold.go), whose handle the user keeps.
-func (s *intake) announceArray(ctx context.Context, sealed p2p.Signed, decl market.Declaration, labels map[string]string, sources []string, held *Record) (api.Job, error) {
+func (s *intake) announceArray(ctx context.Context, sealed p2p.Signed, decl market.Declaration, own arrayOwn, held *Record) (api.Job, error) {
+	labels, sources := own.labels, own.sources
 	if held != nil && !held.placeholder() && !held.isGang() {
 		return api.Job{}, invalid(errors.New("an array is not resumed as a whole: resume its failed tasks (e31 resume ARRAY)"))
 	}
 	id := wire.JobID(sealed)
 	now := time.Now()
 	n := decl.Parts()
-	parent := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, State: api.JobQueued, Submitted: now, RecordArray: RecordArray{Tasks: n}}
+	parent := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, State: api.JobQueued, Submitted: now, RecordArray: RecordArray{Tasks: n, MaxFailures: own.maxFailures}}
 	if held != nil {
 		parent.Root = held.root()
 	}
@@ -108,11 +118,12 @@ func (s *intake) announceArray(ctx context.Context, sealed p2p.Signed, decl mark
 	tasks := make([]*Record, n)
 	items := make([]state.Item, 0, n+1)
 	items = append(items, state.Item{ID: id, Value: parent})
-	for i := range n {
+	for k := range n {
+		i := decl.Array.Index(k)
 		r := &Record{ID: market.TaskID(id, i), Envelope: sealed.Raw, Declaration: decl.Task(i), Labels: labels, Sources: sources,
 			State: api.JobQueued, Submitted: now, RecordArray: RecordArray{Array: id, Index: i}}
 		r.step(api.StepSubmit, now)
-		tasks[i] = r
+		tasks[k] = r
 		items = append(items, state.Item{ID: r.ID, Value: r})
 	}
 	// Saved before it is broadcast: a proposal may arrive at once.
@@ -155,13 +166,13 @@ func (a arrayRun) view(seen uint64, done bool) (api.Job, <-chan struct{}) {
 	s := a.k
 	parent := a.p.snapshot()
 	out := parent.API()
-	tally := s.tallies.of(parent.ID, parent.Tasks)
-	for _, i := range tally.take() {
-		t, _, err := s.view(market.TaskID(parent.ID, i), 0, true)
+	tally := s.tallies.of(parent.ID, parent.Tasks, parent.taskIndices())
+	for _, k := range tally.take() {
+		t, _, err := s.view(market.TaskID(parent.ID, tally.index(k)), 0, true)
 		if err != nil {
 			continue // not on disk: a stop during submit; counted queued
 		}
-		tally.set(i, classOf(t), endedAt(t))
+		tally.set(k, classOf(t), endedAt(t))
 	}
 	counts, version, wake := tally.read()
 	counts.ID = parent.ID
@@ -179,6 +190,9 @@ func (a arrayRun) view(seen uint64, done bool) (api.Job, <-chan struct{}) {
 		if counts.Failed > 0 {
 			out.Outcome = string(ledger.OutcomeFailed)
 			out.Reason = fmt.Sprintf("%d of %d tasks failed", counts.Failed, counts.Total)
+			if parent.Stopped > 0 {
+				out.Reason = stoppedReason(parent, counts)
+			}
 		} else if counts.Withdrawn > 0 {
 			out.Outcome = string(ledger.OutcomeWithdrawn)
 		}
@@ -201,12 +215,11 @@ func (a arrayRun) view(seen uint64, done bool) (api.Job, <-chan struct{}) {
 // checkpoint, or from the beginning with fromStart or where it declares
 // none. An array with no failed task is a conflict.
 func (a arrayRun) resume(ctx context.Context, fromStart bool) (api.Job, error) {
-	var n int
-	var id string
-	a.p.view(func(r *Record) { n, id = r.Tasks, r.ID })
+	tids := a.taskIDs()
+	id := a.p.id
 	resumed := 0
-	for i := range n {
-		tid := market.TaskID(id, i)
+	for _, tid := range tids {
+		_, i, _ := market.SplitTaskID(tid)
 		t, ok := a.lastOfTask(tid)
 		if !ok || !t.terminal() || t.resumeDue() || t.State == api.JobWithdrawn || t.Outcome == ledger.OutcomeCompleted {
 			continue
@@ -226,6 +239,30 @@ func (a arrayRun) resume(ctx context.Context, fromStart bool) (api.Job, error) {
 	a.k.log.Info("array's failed tasks run again", "array", id, "tasks", resumed)
 	out, _ := a.view(0, true)
 	return out, nil
+}
+
+// taskIDs are the IDs of the array's tasks, lowest index first.
+func (a arrayRun) taskIDs() []string {
+	var ids []string
+	a.p.view(func(r *Record) {
+		ids = make([]string, r.Tasks)
+		for k := range ids {
+			ids[k] = market.TaskID(r.ID, r.taskIndex(k))
+		}
+	})
+	return ids
+}
+
+// taskIndex is the index of the k-th task of an array's record, lowest
+// first, and taskIndices its tasks' indices when it lists them (else
+// nil). A gang's parts are indexed by place.
+func (r *Record) taskIndex(k int) int { return r.Declaration.Array.Index(k) }
+
+func (r *Record) taskIndices() []int {
+	if r.Declaration.Array == nil {
+		return nil
+	}
+	return r.Declaration.Array.Indices
 }
 
 // lastOfTask is the record of a task's last attempt; ok is false for a
@@ -248,13 +285,12 @@ func (a arrayRun) output(ctx context.Context) (string, error) { return a.outputA
 // outputAs is output, for the array shown by shown (a gang's, or an
 // array held for its upstreams, is shown under another ID).
 func (a arrayRun) outputAs(ctx context.Context, shown handle) (string, error) {
-	var n int
-	var id string
-	a.p.view(func(r *Record) { n, id = r.Tasks, r.ID })
+	id := a.p.id
 	var entries []content.FolderEntry
 	im := importer{a.k.parts}
-	for i := range n {
-		t, ok := a.lastOfTask(market.TaskID(id, i))
+	for _, tid := range a.taskIDs() {
+		_, i, _ := market.SplitTaskID(tid)
+		t, ok := a.lastOfTask(tid)
 		if !ok || t.State != api.JobReleased || t.Outcome != ledger.OutcomeCompleted || t.Output == "" {
 			continue
 		}
@@ -289,11 +325,9 @@ func pinArrayOutput(array string) string { return "outputs of array " + array }
 // withdraw withdraws every task of the array that has not ended, and
 // announces one withdrawal for them all.
 func (a arrayRun) withdraw(ctx context.Context) (api.Job, error) {
-	var n int
-	var id string
-	a.p.view(func(r *Record) { n, id = r.Tasks, r.ID })
-	for i := range n {
-		t := a.k.jobs.get(market.TaskID(id, i))
+	id := a.p.id
+	for _, tid := range a.taskIDs() {
+		t := a.k.jobs.get(tid)
 		if t == nil {
 			continue
 		}

@@ -82,14 +82,19 @@ func (k *kit) ledgerJobsOf(j *jobTracker, tasks bool) api.JobIDs {
 		var id string
 		var n int
 		var placeholder bool
-		a.view(func(r *Record) { id, n, placeholder = r.ID, r.Tasks, r.placeholder() })
+		var indices []int // the tasks' indices where the array lists them
+		a.view(func(r *Record) { id, n, placeholder, indices = r.ID, r.Tasks, r.placeholder(), r.taskIndices() })
 		switch {
 		case n > 0:
 			// An array, a gang's attempt, or the array a held job became:
 			// each task, each of its attempts. A gang's later attempts
 			// are new arrays whose part N is the same task N.
 			add(id)
-			for i := range n {
+			for place := range n {
+				i := place
+				if indices != nil {
+					i = indices[place]
+				}
 				t := k.jobs.get(market.TaskID(id, i))
 				if t == nil {
 					continue // not on disk: a stop during submit

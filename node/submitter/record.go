@@ -147,10 +147,17 @@ type RecordGang struct {
 // RecordArray is set on an array's record and on its tasks' (array.go).
 type RecordArray struct {
 	// Tasks, on an array's record, is how many tasks it has (array.go);
-	// Array and Index, on a task's, are its array's ID and its place.
+	// Array and Index, on a task's, are its array's ID and its index
+	// (market.Array.Index).
 	Tasks int    `json:"tasks,omitempty"`
 	Array string `json:"array,omitempty"`
 	Index int    `json:"index,omitempty"`
+	// MaxFailures, on an array's record, is its array.max_failures, which
+	// is not broadcast; Stopped is set once that many tasks failed and
+	// the queued ones were withdrawn (array_stop.go), to the failures
+	// counted then.
+	MaxFailures int `json:"max_failures,omitempty"`
+	Stopped     int `json:"stopped,omitempty"`
 	// Confirmed says the provider of a task's lease reported that it
 	// recorded the lease: a task's lease is announced by this node, so
 	// the view cannot tell.

@@ -99,12 +99,16 @@ func (s *intake) submit(ctx context.Context, decl market.Declaration, parent *Re
 	if err != nil {
 		return api.Job{}, err
 	}
+	maxFailures := 0
 	if decl.Array != nil {
 		a := *decl.Array
 		if err := readValuesFile(&a); err != nil {
 			s.d.Metrics.Rejected.Inc()
 			return api.Job{}, invalid(err)
 		}
+		// This node's alone, kept on the array's record (array_stop.go):
+		// peers need not read it.
+		maxFailures, a.MaxFailures = a.MaxFailures, 0
 		decl.Array = &a
 	}
 	body := wire.DeclarationBody{Declaration: decl, Addrs: s.d.Addrs(), ResumeOf: announcedOf}
@@ -125,8 +129,8 @@ func (s *intake) submit(ctx context.Context, decl market.Declaration, parent *Re
 	if parent == nil && len(decl.Secrets) > 0 {
 		defer s.forgetUnregistered(id)
 	}
-	if decl.Parts() > 1 {
-		return s.announceArray(ctx, sealed, decl, labels, sources, parent)
+	if decl.Split() {
+		return s.announceArray(ctx, sealed, decl, arrayOwn{labels, sources, maxFailures}, parent)
 	}
 	now := time.Now()
 	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, RecordChain: RecordChain{ResumeOf: resumeOf}, State: api.JobQueued, Submitted: now}

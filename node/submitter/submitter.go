@@ -124,6 +124,7 @@ func (s *Submitter) Start() {
 	s.tasks.Go(func() { s.evictLoop(s.ctx) })
 	s.tasks.Go(func() { s.resumeDueAtStart(s.ctx) })
 	s.tasks.Go(func() { s.holdLoop(s.ctx) })
+	s.tasks.Go(func() { s.stopLoop(s.ctx) })
 	s.tasks.Go(func() { s.secretsLoop(s.ctx) })
 	s.gangs.start()
 }

@@ -32,14 +32,19 @@ const (
 	taskWithdrawn
 )
 
-// arrayTally is one array's.
+// arrayTally is one array's: its slices are by the tasks' places, lowest
+// index first. indices is immutable; mu guards the rest.
 type arrayTally struct {
-	mu    sync.Mutex
-	class []taskClass
+	// indices are the tasks' indices when the array lists them
+	// (market.Array.Indices); nil: each task's index is its place.
+	indices []int
+	mu      sync.Mutex
+	class   []taskClass
 	// ended is when each task ended (its release step); zero while it
 	// runs or waits.
 	ended []time.Time
-	// dirty holds the tasks changed since they were last classified;
+	// dirty holds the places of the tasks changed since they were last
+	// classified;
 	// all of them until the first view.
 	dirty   map[int]bool
 	built   bool
@@ -47,13 +52,14 @@ type arrayTally struct {
 	changed chan struct{}
 }
 
-// of returns the tally of an array of n tasks, made on first use.
-func (t *tallies) of(array string, n int) *arrayTally {
+// of returns the tally of an array of n tasks, made on first use;
+// indices are the tasks' when the array lists them, else nil.
+func (t *tallies) of(array string, n int, indices []int) *arrayTally {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	a := t.m[array]
 	if a == nil {
-		a = &arrayTally{class: make([]taskClass, n), ended: make([]time.Time, n), dirty: map[int]bool{}, version: 1}
+		a = &arrayTally{indices: indices, class: make([]taskClass, n), ended: make([]time.Time, n), dirty: map[int]bool{}, version: 1}
 		if t.m == nil {
 			t.m = map[string]*arrayTally{}
 		}
@@ -62,8 +68,8 @@ func (t *tallies) of(array string, n int) *arrayTally {
 	return a
 }
 
-// note marks task i of an array changed, for an array already tallied
-// (the first view classifies every task anyway).
+// note marks the task of index i of an array changed, for an array
+// already tallied (the first view classifies every task anyway).
 func (t *tallies) note(array string, i int) {
 	if t == nil {
 		return
@@ -74,10 +80,11 @@ func (t *tallies) note(array string, i int) {
 	if a == nil {
 		return
 	}
+	k, ok := a.place(i)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if i >= 0 && i < len(a.class) {
-		a.dirty[i] = true
+	if ok && k < len(a.class) {
+		a.dirty[k] = true
 	}
 	a.version++
 	if a.changed != nil {
@@ -95,8 +102,24 @@ func taskKey(r *Record) (array string, index int, ok bool) {
 	return market.SplitTaskID(r.Root)
 }
 
-// take returns the tasks to classify: every one the first time, then
-// those changed since.
+// place is where the task of index i comes in the array.
+func (a *arrayTally) place(i int) (int, bool) {
+	if a.indices == nil {
+		return i, i >= 0
+	}
+	return slices.BinarySearch(a.indices, i)
+}
+
+// index is the index of the task at place k.
+func (a *arrayTally) index(k int) int {
+	if a.indices == nil {
+		return k
+	}
+	return a.indices[k]
+}
+
+// take returns the places of the tasks to classify: every one the first
+// time, then those changed since.
 func (a *arrayTally) take() []int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -129,7 +152,7 @@ func (a *arrayTally) set(i int, c taskClass, ended time.Time) {
 func (a *arrayTally) read() (*api.TaskCounts, uint64, <-chan struct{}) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	c := &api.TaskCounts{Total: len(a.class)}
+	c := &api.TaskCounts{Total: len(a.class), Indices: slices.Clone(a.indices)}
 	var done []time.Time
 	for i, k := range a.class {
 		switch k {
@@ -144,7 +167,7 @@ func (a *arrayTally) read() (*api.TaskCounts, uint64, <-chan struct{}) {
 			}
 		case taskFailed:
 			c.Failed++
-			c.FailedIndices = append(c.FailedIndices, i)
+			c.FailedIndices = append(c.FailedIndices, a.index(i))
 		case taskWithdrawn:
 			c.Withdrawn++
 		}

@@ -17,15 +17,26 @@ type arrayEntry struct {
 	tasks     int
 	// parallel caps the tasks leased at once (market.Array.Parallel).
 	parallel int
+	// indices are the tasks' indices when the array lists them
+	// (market.Array.Indices); nil: 0 to tasks-1.
+	indices []int
 	// held counts the tasks still in jobs; the entry goes with the last.
 	held int
 	// size is the signed declaration's length, and seq its declRef's.
 	size int
 	seq  uint64
-	// end is past the highest task the view may hold: the bounds evict
-	// an array's tasks from the last down (evictLocked), and the next
-	// eviction starts where the last stopped.
+	// end is past the place of the highest task the view may hold: the
+	// bounds evict an array's tasks from the last down (evictLocked), and
+	// the next eviction starts where the last stopped.
 	end int
+}
+
+// taskID is the ID of the array's k-th task, lowest index first.
+func (e *arrayEntry) taskID(array string, k int) string {
+	if e.indices != nil {
+		return market.TaskID(array, e.indices[k])
+	}
+	return market.TaskID(array, k)
 }
 
 // addArrayLocked adds a job for each task of the array a declares, which
@@ -44,7 +55,7 @@ func (v *Market) addArrayLocked(a *OpenJob) (bool, declRef) {
 	v.seq++
 	e := &arrayEntry{submitter: a.Submitter, hash: a.Hash, tasks: n, size: a.Size, seq: v.seq, end: n}
 	if spec := a.Body.Declaration.Array; spec != nil {
-		e.parallel = spec.Parallel
+		e.parallel, e.indices = spec.Parallel, spec.Indices
 	}
 	v.arrays[a.ID] = e
 	// Withdrawn before its declaration arrived: every task is born
@@ -55,8 +66,9 @@ func (v *Market) addArrayLocked(a *OpenJob) (bool, declRef) {
 		delete(v.closed, a.ID)
 	}
 	opened := false
-	for i := range n {
+	for k := range n {
 		t := *a
+		i := a.Body.Declaration.Array.Index(k)
 		t.ID, t.Array, t.Index = market.TaskID(a.ID, i), a.ID, i
 		if _, known := v.jobs[t.ID]; known {
 			continue
@@ -80,8 +92,8 @@ func (v *Market) addArrayLocked(a *OpenJob) (bool, declRef) {
 // it reports whether that opened any. The caller holds v.mu.
 func (v *Market) refreshArrayLocked(id string, e *arrayEntry, seen time.Time) bool {
 	opened := false
-	for i := range e.tasks {
-		if j, ok := v.jobs[market.TaskID(id, i)]; ok && v.refreshLocked(j, seen) {
+	for k := range e.tasks {
+		if j, ok := v.jobs[e.taskID(id, k)]; ok && v.refreshLocked(j, seen) {
 			opened = true
 		}
 	}

@@ -3,7 +3,6 @@ package view
 import (
 	"time"
 
-	"github.com/e31network/e31/market"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -90,7 +89,7 @@ func (v *Market) evictLocked(r declRef, submitter peer.ID, now time.Time, need i
 		}
 		id := r.id
 		if a != nil {
-			id = market.TaskID(r.id, i)
+			id = a.taskID(r.id, i)
 			a.end = i
 		}
 		j, ok := v.jobs[id]

@@ -43,7 +43,7 @@ type OpenJob struct {
 	// pay it for every job.
 	submitter string
 	// Array is the ID of the array this job is a task of, and Index its
-	// place in it; "" for a job declared on its own. A task shares its
+	// index in it (market.Array.Index); "" for a job declared on its own. A task shares its
 	// array's Body, Hash and stamps: Declaration gives its own.
 	Array string
 	Index int
@@ -75,8 +75,8 @@ const (
 func (v *Market) AddJob(j *OpenJob) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	n := j.Body.Declaration.Parts()
-	if n > 1 {
+	n, split := j.Body.Declaration.Parts(), j.Body.Declaration.Split()
+	if split {
 		if e, ok := v.arrays[j.ID]; ok {
 			v.hold.touch(j.Submitter, j.Seen)
 			return v.refreshArrayLocked(j.ID, e, j.Seen)
@@ -98,7 +98,7 @@ func (v *Market) AddJob(j *OpenJob) bool {
 	}
 	var opened bool
 	var ref declRef
-	if n > 1 {
+	if split {
 		opened, ref = v.addArrayLocked(j)
 	} else {
 		opened, ref = v.addJobLocked(j)
@@ -188,8 +188,8 @@ func (v *Market) closeJobLocked(id string, by peer.ID, at Stamp) {
 	if a, ok := v.arrays[id]; ok {
 		// An array withdrawn: every task of it.
 		if a.submitter == by {
-			for i := range a.tasks {
-				v.closeJobLocked(market.TaskID(id, i), by, at)
+			for k := range a.tasks {
+				v.closeJobLocked(a.taskID(id, k), by, at)
 			}
 		}
 		return
