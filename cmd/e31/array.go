@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"slices"
 	"strings"
 
 	"github.com/e31network/e31/market"
@@ -21,7 +21,7 @@ func taskIDs(ctx context.Context, g *globalOptions, array, spec string) ([]strin
 	if j.Tasks == nil {
 		return nil, fmt.Errorf("job %s is no array: --task and --tasks name an array's tasks", j.ID)
 	}
-	idx, err := parseIndices(spec, j.Tasks.Total)
+	idx, err := parseIndices(spec, j.Tasks)
 	if err != nil {
 		return nil, err
 	}
@@ -32,33 +32,22 @@ func taskIDs(ctx context.Context, g *globalOptions, array, spec string) ([]strin
 	return ids, nil
 }
 
-// parseIndices reads "1,3,10-12" as indices below n, each once, in order.
-func parseIndices(spec string, n int) ([]int, error) {
-	var out []int
-	seen := map[int]bool{}
-	for part := range strings.SplitSeq(spec, ",") {
-		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
-		first, err1 := strconv.Atoi(lo)
-		last, err2 := first, error(nil)
-		if isRange {
-			last, err2 = strconv.Atoi(hi)
-		}
+// parseIndices reads "1,3,10-12" as indices of the array's tasks, each
+// once, lowest first.
+func parseIndices(spec string, tasks *api.TaskCounts) ([]int, error) {
+	idx, err := market.ParseIndexList(spec)
+	if err != nil {
+		return nil, fmt.Errorf("tasks %q: %w", spec, err)
+	}
+	for _, i := range idx {
 		switch {
-		case err1 != nil || err2 != nil || first < 0:
-			return nil, fmt.Errorf("tasks %q: want indices such as 7, 5-9 or 1,3,10-12", spec)
-		case last < first:
-			return nil, fmt.Errorf("tasks %q: %s ends before it starts", spec, part)
-		case last >= n:
-			return nil, fmt.Errorf("tasks %q: the array has tasks 0 to %d", spec, n-1)
-		}
-		for i := first; i <= last; i++ {
-			if !seen[i] {
-				seen[i] = true
-				out = append(out, i)
-			}
+		case len(tasks.Indices) == 0 && i >= tasks.Total:
+			return nil, fmt.Errorf("tasks %q: the array has tasks 0 to %d", spec, tasks.Total-1)
+		case len(tasks.Indices) > 0 && !slices.Contains(tasks.Indices, i):
+			return nil, fmt.Errorf("tasks %q: the array has no task %d; its tasks are %s", spec, i, market.FormatIndexList(tasks.Indices))
 		}
 	}
-	return out, nil
+	return idx, nil
 }
 
 // arrayID is the ID an array's tasks are named under: its own, which is
@@ -68,4 +57,18 @@ func arrayID(j api.Job) string {
 		return j.Tasks.ID
 	}
 	return j.ID
+}
+
+// endingDetail is what follows a job's outcome in the line that says how
+// it ended: " (attributed to job, exit code 3)". An array's ending has no
+// single attribution (each task has its own), so it may be bare.
+func endingDetail(attribution, exit string) string {
+	detail := strings.TrimPrefix(exit, ", ")
+	if attribution != "" {
+		detail = "attributed to " + attribution + exit
+	}
+	if detail == "" {
+		return ""
+	}
+	return " (" + detail + ")"
 }

@@ -178,8 +178,8 @@ func writeArray(ctx context.Context, o getOptions, g *globalOptions, j api.Job) 
 	for range min(n, 8) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < n && ctx.Err() == nil; i = int(next.Add(1) - 1) {
-				id := market.TaskID(arrayID(j), i)
-				w.results[i], errs[i] = cl.Get(ctx, id, api.GetRequest{Dir: filepath.Join(abs, strconv.Itoa(i)), Checkpoint: o.checkpoint, Attempt: o.attempt})
+				id := market.TaskID(arrayID(j), j.Tasks.Index(i))
+				w.results[i], errs[i] = cl.Get(ctx, id, api.GetRequest{Dir: filepath.Join(abs, strconv.Itoa(j.Tasks.Index(i))), Checkpoint: o.checkpoint, Attempt: o.attempt})
 				bar.add()
 			}
 		})
@@ -190,19 +190,20 @@ func writeArray(ctx context.Context, o getOptions, g *globalOptions, j api.Job) 
 		return arrayWritten{}, err
 	}
 	for i, err := range errs {
+		index := j.Tasks.Index(i)
 		if err == nil {
 			w.bytes += w.results[i].Bytes
-			if slices.Contains(j.Tasks.FailedIndices, i) {
-				w.failed = append(w.failed, i)
+			if slices.Contains(j.Tasks.FailedIndices, index) {
+				w.failed = append(w.failed, index)
 			}
 			continue
 		}
-		t, terr := cl.Job(ctx, market.TaskID(arrayID(j), i))
+		t, terr := cl.Job(ctx, market.TaskID(arrayID(j), index))
 		if terr == nil && withdrawnOnPurpose(t) {
-			w.withdrawn = append(w.withdrawn, fmt.Sprintf("%d (%s)", i, withdrawnWhy(t)))
+			w.withdrawn = append(w.withdrawn, fmt.Sprintf("%d (%s)", index, withdrawnWhy(t)))
 			continue
 		}
-		w.missing = append(w.missing, fmt.Sprintf("%d (%v)", i, firstLine(err.Error())))
+		w.missing = append(w.missing, fmt.Sprintf("%d (%v)", index, firstLine(err.Error())))
 	}
 	return w, nil
 }

@@ -138,7 +138,7 @@ func resumeRequest(o resumeOptions, id string) (api.SubmitRequest, error) {
 	}
 	if o.indices != "" {
 		// Checked against the array's size by the daemon, which names it.
-		if req.Tasks, err = parseIndices(o.indices, market.MaxArrayTasks); err != nil {
+		if req.Tasks, err = market.ParseIndexList(o.indices); err != nil {
 			return req, fmt.Errorf("--indices: %w", err)
 		}
 		slices.Sort(req.Tasks)
