@@ -48,6 +48,9 @@ type submitOptions struct {
 	retries     int
 	nodes       int
 	array       string
+	values      string
+	valuesFile  string
+	maxFailures int
 	after       []string
 	afterAny    []string
 	pollEvery   time.Duration
@@ -124,7 +127,10 @@ already submitted, several at once.`,
 	f.StringArrayVar(&o.afterAny, "after-any", nil, "JOB: hold this job until JOB has ended, however it ends; repeatable (flags form; a declaration's after_any)")
 	f.IntVar(&o.nodes, "nodes", 0, "run the job as a gang of N parts on N providers at once, --gpus, --cpus and --memory each, with a private network between them (E31_NODE_RANK, MASTER_ADDR, ...; flags form; request.nodes)")
 	f.IntVar(&o.retries, "retries", 0, "run the job again up to N times when it fails by its own fault (exit status, memory), from its last checkpoint if it took one (flags form; request.retries)")
-	f.StringVar(&o.array, "array", "", "run the command as an array of tasks: N, or 0-LAST, with %P to run at most P at once (0-9999%200); each task sees E31_TASK_INDEX and E31_TASK_COUNT (flags form; a declaration's array)")
+	f.StringVar(&o.array, "array", "", "run the command as an array of tasks: N (tasks 0 to N-1), a range 0-LAST, or indices and ranges 7,40,73 or 0-9,40,73 (each task keeps its index), any with %P to run at most P at once (0-9999%200); each task sees E31_TASK_INDEX, its index, and E31_TASK_COUNT, how many tasks (flags form; a declaration's array)")
+	f.StringVar(&o.values, "values", "", "A,B,C: run the command once per value, which its task sees as $E31_TASK_VALUE (no value may hold a comma: use --values-file); with --array 7,40 only those indices run, each with the value of its index (flags form; array.values)")
+	f.StringVar(&o.valuesFile, "values-file", "", "FILE: as --values, one value a line (flags form; array.values_file)")
+	f.IntVar(&o.maxFailures, "max-failures", 0, "stop an array at its Nth failed task: the queued tasks are withdrawn (nothing owed), the running ones end as they will, and the array ends failed (flags form; array.max_failures)")
 	f.DurationVar(&o.pollEvery, "poll", defaultPoll, "with --wait: how often to ask a daemon that cannot answer on each change of the job (an older version)")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up following after this long (0: never)")
 	return cmd
@@ -148,7 +154,7 @@ func fileArg(file string, args []string, dash int) ([]string, error) {
 // with a declaration FILE they would be ignored.
 func flagsFormFlags() []string {
 	return []string{"name", "gpus", "gpu-model", "gpu-memory", "image", "cpus", "memory", "disk", "limit",
-		"input", "output-path", "env", "workdir", "checkpoint-path", "checkpoint-every", "resume", "max-resumes", "retries", "after", "after-any", "array", "nodes"}
+		"input", "output-path", "env", "workdir", "checkpoint-path", "checkpoint-every", "resume", "max-resumes", "retries", "after", "after-any", "array", "values", "values-file", "max-failures", "nodes"}
 }
 
 // noFlagsFormFlags refuses, naming them, flags of the flags form given with
@@ -326,13 +332,11 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 	d.Request.Retries = o.retries
 	d.Request.Nodes = o.nodes
 	d.After, d.AfterAny = o.after, o.afterAny
-	if o.array != "" {
-		a, err := market.ParseArrayRange(o.array)
-		if err != nil {
-			return market.Declaration{}, fmt.Errorf("--array: %w", err)
-		}
-		d.Array = &a
+	a, err := arrayFromFlags(o)
+	if err != nil {
+		return market.Declaration{}, err
 	}
+	d.Array = a
 	d.Output.Path = cleanJobPath(o.outputPath)
 	d.Work.Workdir = cleanJobPath(o.workdir)
 	for _, kv := range o.env {
@@ -465,7 +469,7 @@ func checkJob(o submitOptions, g *globalOptions, d *market.Declaration, base str
 	for _, note := range slices.Concat(unstaged, readOnly) {
 		fmt.Fprintf(g.stderr, "e31: note: %s\n", note)
 	}
-	for _, w := range credentialNotes(*d) {
+	for _, w := range slices.Concat(credentialNotes(*d), shellVarNotes(*d)) {
 		fmt.Fprintf(g.stderr, "e31: warning: %s\n", w)
 	}
 	return nil
