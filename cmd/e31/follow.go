@@ -147,7 +147,7 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 		if outDir != "" && !o.json {
 			printTail(g.stderr, filepath.Join(outDir, "stderr.log"), stderrTailLines)
 		}
-		return fmt.Errorf("job %s ended %s (attributed to %s%s)%s", j.ID, j.Outcome, j.Attribution, exit, why)
+		return fmt.Errorf("job %s ended %s%s%s", j.ID, j.Outcome, endingDetail(j.Attribution, exit), why)
 	}
 	return nil
 }
