@@ -98,24 +98,26 @@ func TestArrayStopsAtMaxFailures(t *testing.T) {
 	a := arrayRun{h.s.kit, h.s.jobs.get(id)}
 	setTask(t, h, id, 1, api.JobReleased, ledger.OutcomeFailed)
 	setTask(t, h, id, 5, api.JobRunning, "")
-	if err := a.stopIfFailing(ctx); err != nil {
+	setTask(t, h, id, 8, api.JobRenting, "")
+	if _, err := a.stopIfFailing(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if j := h.job(t, id); j.Tasks.Withdrawn != 0 || j.Tasks.Queued != 3 {
+	if j := h.job(t, id); j.Tasks.Withdrawn != 0 || j.Tasks.Queued != 3 || j.Tasks.Running != 1 {
 		t.Fatalf("below the bound: %+v", j.Tasks)
 	}
 	withdrawals := h.gossip.count(wire.KindWithdrawal)
 	setTask(t, h, id, 2, api.JobReleased, ledger.OutcomeFailed)
-	if err := a.stopIfFailing(ctx); err != nil {
+	if _, err := a.stopIfFailing(ctx); err != nil {
 		t.Fatal(err)
 	}
 	j := h.job(t, id)
-	if j.Tasks.Withdrawn != 2 || j.Tasks.Running != 1 || j.Tasks.Failed != 2 || j.State != api.JobRunning {
+	if j.Tasks.Withdrawn != 1 || j.Tasks.Running != 1 || j.Tasks.Queued != 1 || j.Tasks.Failed != 2 || j.State != api.JobRunning {
 		t.Fatalf("at the bound: %s %+v", j.State, j.Tasks)
 	}
-	for _, i := range []int{8, 9} {
-		if task := h.job(t, market.TaskID(id, i)); task.State != api.JobWithdrawn {
-			t.Fatalf("task %d: %s", i, task.State)
+	// The task being leased is left to run, as the running one is.
+	for i, want := range map[int]api.JobState{5: api.JobRunning, 8: api.JobRenting, 9: api.JobWithdrawn} {
+		if task := h.job(t, market.TaskID(id, i)); task.State != want {
+			t.Fatalf("task %d: %s, want %s", i, task.State, want)
 		}
 	}
 	if n := h.gossip.count(wire.KindWithdrawal); n != withdrawals+1 {
@@ -123,7 +125,7 @@ func TestArrayStopsAtMaxFailures(t *testing.T) {
 	}
 	// Once: a task run again later is left to run.
 	setTask(t, h, id, 1, api.JobQueued, "")
-	if err := a.stopIfFailing(ctx); err != nil {
+	if _, err := a.stopIfFailing(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if task := h.job(t, market.TaskID(id, 1)); task.State != api.JobQueued {
@@ -131,9 +133,54 @@ func TestArrayStopsAtMaxFailures(t *testing.T) {
 	}
 	setTask(t, h, id, 1, api.JobReleased, ledger.OutcomeFailed)
 	setTask(t, h, id, 5, api.JobReleased, ledger.OutcomeFailed)
+	setTask(t, h, id, 8, api.JobReleased, ledger.OutcomeCompleted)
 	j = h.job(t, id)
-	want := "stopped after 2 failed tasks (max_failures 2): 3 of 5 tasks failed, 2 withdrawn"
+	want := "stopped at its max_failures, 2 failed tasks: 3 of 5 tasks failed, 1 withdrawn"
 	if j.State != api.JobReleased || j.Outcome != string(ledger.OutcomeFailed) || j.Reason != want || !slices.Equal(j.Tasks.FailedIndices, []int{1, 2, 5}) {
 		t.Fatalf("ended: %s %s %q, failed %v; want reason %q", j.State, j.Outcome, j.Reason, j.Tasks.FailedIndices, want)
+	}
+}
+
+// The watcher of an array stops it as the failure that reaches its bound
+// is recorded, with no tick to wait for, and then goes.
+func TestArrayWatchStopsAtTheFailure(t *testing.T) {
+	h := newHarness(t, Config{ProviderLostAfter: time.Hour, RequeueEvery: time.Hour}, noOffers{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	id := submitArray(t, h, 6, nil, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		arrayRun{h.s.kit, h.s.jobs.get(id)}.watchFailures(ctx)
+	}()
+	setTask(t, h, id, 4, api.JobReleased, ledger.OutcomeFailed)
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the watcher did not stop the array at its first failure")
+	}
+	if j := h.job(t, id); j.Tasks.Withdrawn != 5 || j.Tasks.Failed != 1 || j.Outcome != string(ledger.OutcomeFailed) {
+		t.Fatalf("after the watcher: %s %+v", j.Outcome, j.Tasks)
+	}
+}
+
+// A stop cut short by a restart, marked but not done, is finished: the
+// queued tasks are withdrawn then, though no task has failed since.
+func TestArrayStopFinishedAfterARestart(t *testing.T) {
+	h := newHarness(t, Config{ProviderLostAfter: time.Hour, RequeueEvery: time.Hour}, noOffers{})
+	id := submitArray(t, h, 3, nil, 1)
+	if err := h.s.jobs.get(id).update(func(r *Record) error { r.Stopped = 1; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	stopped, err := arrayRun{h.s.kit, h.s.jobs.get(id)}.stopIfFailing(context.Background())
+	if err != nil || !stopped {
+		t.Fatalf("stopIfFailing: %v, %v", stopped, err)
+	}
+	var r Record
+	if ok, err := h.records.Get(state.PrefixJob, id, &r); !ok || err != nil || !r.StopDone {
+		t.Fatalf("record of %s: done %v, %v %v", id, r.StopDone, ok, err)
+	}
+	if j := h.job(t, id); j.Tasks.Withdrawn != 3 {
+		t.Fatalf("after the stop was finished: %+v", j.Tasks)
 	}
 }

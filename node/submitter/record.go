@@ -153,11 +153,12 @@ type RecordArray struct {
 	Array string `json:"array,omitempty"`
 	Index int    `json:"index,omitempty"`
 	// MaxFailures, on an array's record, is its array.max_failures, which
-	// is not broadcast; Stopped is set once that many tasks failed and
-	// the queued ones were withdrawn (array_stop.go), to the failures
-	// counted then.
-	MaxFailures int `json:"max_failures,omitempty"`
-	Stopped     int `json:"stopped,omitempty"`
+	// is not broadcast; Stopped is set once that many tasks failed, to
+	// the failures counted then, and StopDone once the queued tasks were
+	// withdrawn (array_stop.go).
+	MaxFailures int  `json:"max_failures,omitempty"`
+	Stopped     int  `json:"stopped,omitempty"`
+	StopDone    bool `json:"stop_done,omitempty"`
 	// Confirmed says the provider of a task's lease reported that it
 	// recorded the lease: a task's lease is announced by this node, so
 	// the view cannot tell.
