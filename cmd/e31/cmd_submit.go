@@ -72,7 +72,13 @@ waits, unmetered, until a provider can hold what it asks for.
 With FILE (or -f FILE), the declaration is read from a YAML (or JSON) file;
 relative data sources are taken from the file's folder. Without FILE, flags
 build one around the command given after --; with --image and no command, the
-image's own Entrypoint and Cmd run.
+image's own Entrypoint and Cmd run. The command runs with no shell: a $VAR in
+it is passed as written, and submit warns of it (use sh -c '...' to expand it).
+
+--array, --values and --values-file make the command an array of tasks, each
+with $E31_TASK_INDEX (its index), $E31_TASK_COUNT (how many tasks) and, with
+values, $E31_TASK_VALUE; --array 7,40,73 runs only those indices, keeping
+them, and --max-failures N stops the array at its Nth failed task.
 
 With --wait, submit follows the job through its five steps, writes the output
 to -o DIR (default ./<job>-out) and ends with one line: the outcome, the run
@@ -84,7 +90,9 @@ already submitted, several at once.`,
   e31 submit --gpus 1 --limit 1h --input .:/code --workdir /code -- python3 train.py
   e31 submit --image docker-archive:./img.tar.gz --limit 2h -- python3 /app/train.py
   e31 submit --secret HF_TOKEN --gpus 1 --limit 1h --input ./train.py:/code/train.py -- python3 /code/train.py
-  e31 submit --gpus 2 --limit 10m --json -- sh -c 'nvidia-smi > /out/smi.txt'`,
+  e31 submit --gpus 2 --limit 10m --json -- sh -c 'nvidia-smi > /out/smi.txt'
+  e31 submit --array 0-499%50 --max-failures 5 --gpus 1 --limit 30m --input .:/code -- sh -c 'python3 /code/sim.py --seed "$E31_TASK_INDEX"'
+  e31 submit --values-file lrs.txt --array 7,40,73 --gpus 1 --limit 1h --input .:/code -- sh -c 'python3 /code/train.py --lr "$E31_TASK_VALUE"'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			args, err := fileArg(o.file, args, cmd.ArgsLenAtDash())
 			if err != nil {
