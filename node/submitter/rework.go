@@ -113,7 +113,7 @@ func (k *kit) rerunJob(ctx context.Context, first *jobTracker, w rework, progres
 func (a arrayRun) rerun(ctx context.Context, w rework, progress content.Progress) (api.Job, error) {
 	var rec Record
 	a.p.view(func(r *Record) { rec = r.copy() })
-	indices, err := a.chosen(rec.ID, rec.Tasks, w.tasks)
+	indices, err := a.chosen(rec.ID, rec.Tasks, rec.Declaration.Array, w.tasks)
 	if err != nil {
 		return api.Job{}, err
 	}
@@ -147,12 +147,14 @@ func (a arrayRun) rerun(ctx context.Context, w rework, progress content.Progress
 }
 
 // chosen are the indices of the tasks a rerun runs again: those asked for,
-// each of which must be in the array and have ended, and not be about to
-// go on by itself; or, with none asked for, every task that failed.
-func (a arrayRun) chosen(id string, n int, asked []int) ([]int, error) {
+// each of which must be in the array (of n tasks, arr's indices) and have
+// ended, and not be about to go on by itself; or, with none asked for,
+// every task that failed.
+func (a arrayRun) chosen(id string, n int, arr *market.Array, asked []int) ([]int, error) {
 	if len(asked) == 0 {
 		var failed []int
-		for i := range n {
+		for place := range n {
+			i := arr.Index(place)
 			t, ok := a.lastOfTask(market.TaskID(id, i))
 			if ok && classOf(t.API()) == taskFailed && !t.resumeDue() {
 				failed = append(failed, i)
@@ -166,7 +168,10 @@ func (a arrayRun) chosen(id string, n int, asked []int) ([]int, error) {
 	seen := map[int]bool{}
 	var out []int
 	for _, i := range asked {
-		if i < 0 || i >= n {
+		if _, ok := arr.Place(i); (arr != nil && !ok) || (arr == nil && (i < 0 || i >= n)) {
+			if arr != nil && len(arr.Indices) > 0 {
+				return nil, invalid(fmt.Errorf("--indices: array %s has tasks %s, no task %d", id, market.FormatIndexList(arr.Indices), i))
+			}
 			return nil, invalid(fmt.Errorf("--indices: array %s has tasks 0 to %d, no task %d", id, n-1, i))
 		}
 		if seen[i] {
