@@ -157,6 +157,16 @@ type StatusError struct {
 
 func (e *StatusError) Error() string { return e.Msg }
 
+// Unwrap makes a 503 (the daemon is stopping: a request in flight when it
+// began to) an ErrNoDaemon: what is asked of a daemon on its way down is
+// asked again of the one that starts next.
+func (e *StatusError) Unwrap() error {
+	if e.Code == http.StatusServiceUnavailable {
+		return ErrNoDaemon
+	}
+	return nil
+}
+
 // ID asks the daemon who it is.
 func (c *Client) ID(ctx context.Context) (ID, error) {
 	var out ID

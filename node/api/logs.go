@@ -27,6 +27,11 @@ type LogOptions struct {
 // when the log ended because it was complete.
 const LogErrorTrailer = "E31-Log-Error"
 
+// LogStopTrailer is the HTTP trailer, "1" when set, by which the daemon says
+// that a log it had begun to send ended because the daemon is stopping: a
+// follower asks again once it is back (Client.Logs wraps ErrNoDaemon then).
+const LogStopTrailer = "E31-Log-Stop"
+
 // ErrLogCut means the daemon began sending a log and could not finish it.
 var ErrLogCut = errors.New("log cut short")
 
@@ -46,7 +51,8 @@ func (o LogOptions) Query() url.Values {
 }
 
 // Logs copies a job's log to w as the daemon sends it. A log the daemon
-// could not finish is an error wrapping ErrLogCut, with its reason.
+// could not finish is an error wrapping ErrLogCut, with its reason; one cut
+// because the daemon stopped (or went away) wraps ErrNoDaemon too.
 func (c *Client) Logs(ctx context.Context, id string, o LogOptions, w io.Writer) error {
 	resp, err := c.send(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/logs", o.Query(), nil)
 	if err != nil {
@@ -68,8 +74,11 @@ func (c *Client) Logs(ctx context.Context, id string, o LogOptions, w io.Writer)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("%w: the daemon stopped sending: %v", ErrLogCut, rerr)
+			return fmt.Errorf("%w: %w: the daemon stopped sending: %v", ErrLogCut, ErrNoDaemon, rerr)
 		}
+	}
+	if resp.Trailer.Get(LogStopTrailer) != "" {
+		return fmt.Errorf("%w: %w at %s: it is stopping", ErrLogCut, ErrNoDaemon, c.addr)
 	}
 	if msg := resp.Trailer.Get(LogErrorTrailer); msg != "" {
 		return fmt.Errorf("%w: %s", ErrLogCut, msg)

@@ -41,7 +41,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		}
 		o.TailLines = n
 	}
-	w.Header().Set("Trailer", api.LogErrorTrailer)
+	w.Header().Set("Trailer", api.LogErrorTrailer+", "+api.LogStopTrailer)
 	fw := &flushWriter{w: w}
 	err := s.cfg.Logs.Logs(r.Context(), r.PathValue("id"), o, fw)
 	switch {
@@ -51,7 +51,12 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		}
 	case !fw.started:
 		writeError(w, err)
-	case r.Context().Err() == nil:
+	case r.Context().Err() != nil:
+		// The daemon is stopping (or the reader left, and reads nothing
+		// more): a follower asks again once the daemon is back.
+		w.Header().Set(api.LogErrorTrailer, errStopping.Error())
+		w.Header().Set(api.LogStopTrailer, "1")
+	default:
 		w.Header().Set(api.LogErrorTrailer, err.Error())
 	}
 }

@@ -377,6 +377,10 @@ func status(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, submitter.ErrConflict):
 		return http.StatusConflict
+	case errors.Is(err, context.Canceled):
+		// A request's context ends with the daemon's stop (or with the
+		// client, who reads no answer): the client asks again later.
+		return http.StatusServiceUnavailable
 	case errors.Is(err, ErrNoDoctor), errors.Is(err, ErrNoDashboard):
 		return http.StatusNotImplemented
 	case errors.Is(err, ErrUnauthorized):
@@ -388,6 +392,9 @@ func status(err error) int {
 	}
 	return http.StatusInternalServerError
 }
+
+// errStopping is what a log cut by the daemon's stop says.
+var errStopping = errors.New("the daemon is stopping")
 
 // ErrNoDoctor answers GET /v1/doctor on a server given no Doctor.
 var ErrNoDoctor = errors.New("this daemon does not check its machine over the API: run e31d doctor")
