@@ -108,7 +108,7 @@ func runResume(ctx context.Context, o resumeOptions, g *globalOptions, id string
 		return err
 	}
 	if o.wait {
-		return followAndGet(ctx, g, job.ID, followOptions{json: o.json, outDir: o.outDir, poll: defaultPoll})
+		return followAndGet(ctx, g, job.ID, followOptions{json: o.json, outDir: o.outDir, poll: defaultPoll, retryFor: api.DefaultReconnectFor})
 	}
 	if o.json {
 		return g.printJSON(job)

@@ -55,6 +55,7 @@ type submitOptions struct {
 	afterAny    []string
 	pollEvery   time.Duration
 	waitTimeout time.Duration
+	retryFor    time.Duration
 
 	// secrets are --secret NAME[=env:VAR|file:PATH] (secrets.go).
 	secrets []string
@@ -141,6 +142,7 @@ already submitted, several at once.`,
 	f.IntVar(&o.maxFailures, "max-failures", 0, "stop an array at its Nth failed task: the queued tasks are withdrawn (nothing owed), the running ones end as they will, and the array ends failed (flags form; array.max_failures)")
 	f.DurationVar(&o.pollEvery, "poll", defaultPoll, "with --wait: how often to ask a daemon that cannot answer on each change of the job (an older version)")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up following after this long (0: never)")
+	f.DurationVar(&o.retryFor, "retry-for", api.DefaultReconnectFor, "with --wait: "+retryForUsage)
 	return cmd
 }
 
@@ -427,7 +429,7 @@ func runSubmit(ctx context.Context, o submitOptions, g *globalOptions, args []st
 		return err
 	}
 	if o.wait {
-		return followAndGet(ctx, g, job.ID, followOptions{json: o.json, outDir: o.outDir, poll: o.pollEvery, timeout: o.waitTimeout})
+		return followAndGet(ctx, g, job.ID, followOptions{json: o.json, outDir: o.outDir, poll: o.pollEvery, timeout: o.waitTimeout, retryFor: o.retryFor})
 	}
 	if o.json {
 		return g.printJSON(job)

@@ -39,6 +39,9 @@ type waitOptions struct {
 	quiet   bool
 	timeout time.Duration
 	poll    time.Duration
+	// retryFor is how long a daemon that stopped answering is asked
+	// again (--retry-for).
+	retryFor time.Duration
 }
 
 func newWaitCommand(g *globalOptions) *cobra.Command {
@@ -59,12 +62,18 @@ is that of the worst ending:
   6  --timeout passed before the jobs ended (they go on)
   3  no daemon to ask
 
-Stopping wait stops only the waiting.`,
+A restart of the daemon does not end the wait: while the daemon does not
+answer, wait says so on stderr and asks again for up to --retry-for, then
+goes on where it was. Stopping wait stops only the waiting.`,
 		Example: `  e31 wait $JOB1 $JOB2 && echo all completed
   e31 wait --label pipeline=nightly        # every job of a pipeline file
   e31 wait --any $(e31 list --state queued,running --json | jq -r '.[].id')`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ids, err := selectTargets(cmd.Context(), g, args, sel, false)
+			var ids []string
+			err := g.reconnect(o.retryFor, o.poll, o.quiet).Do(cmd.Context(), func(ctx context.Context) (err error) {
+				ids, err = selectTargets(ctx, g, args, sel, false)
+				return err
+			})
 			if err != nil {
 				return err
 			}
@@ -78,6 +87,7 @@ Stopping wait stops only the waiting.`,
 	f.BoolVarP(&o.quiet, "quiet", "q", false, "print nothing; only the exit status tells")
 	f.DurationVar(&o.timeout, "timeout", 0, "give up after this long (exit status 6); 0: wait as long as it takes")
 	f.DurationVar(&o.poll, "poll", time.Second, "how often the jobs are asked about")
+	addRetryFor(f, &o.retryFor)
 	return cmd
 }
 
@@ -93,12 +103,17 @@ func waitJobs(ctx context.Context, g *globalOptions, ids []string, o waitOptions
 		o.poll = time.Second
 	}
 	cl := g.client()
+	rc := g.reconnect(o.retryFor, o.poll, o.quiet)
 	// Full IDs first: a prefix, or an ID not in the list, is resolved (or
 	// refused, naming it) by asking for the one job.
 	pending := make(map[string]bool, len(ids))
 	var order []string
 	for _, id := range ids {
-		j, err := cl.Job(ctx, id)
+		var j api.Job
+		err := rc.Do(ctx, func(ctx context.Context) (err error) {
+			j, err = cl.Job(ctx, id)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("job %s: %w", id, err)
 		}
@@ -110,7 +125,11 @@ func waitJobs(ctx context.Context, g *globalOptions, ids []string, o waitOptions
 	var ended []api.Job
 	worst, why := waitCompleted, ""
 	for {
-		jobs, err := cl.Jobs(ctx)
+		var jobs []api.Job
+		err := rc.Do(ctx, func(ctx context.Context) (err error) {
+			jobs, err = cl.Jobs(ctx)
+			return err
+		})
 		if err != nil {
 			if ctx.Err() != nil {
 				break

@@ -27,6 +27,9 @@ type followOptions struct {
 	outDir  string
 	poll    time.Duration
 	timeout time.Duration
+	// retryFor is how long a daemon that stopped answering is asked
+	// again (--retry-for); 0: not at all.
+	retryFor time.Duration
 }
 
 // followJob prints one line per step as the job reaches it, then writes the
@@ -41,13 +44,19 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 		o.poll = defaultPoll
 	}
 	cl := g.client()
+	// A restart of the daemon pauses the following; the job goes on.
+	rc := g.reconnect(o.retryFor, o.poll, false)
 	seen := 0
 	lastReason := ""
 	// Stopping the command stops only the following.
 	goesOn := func(state string) error {
 		return fmt.Errorf("stopped following job %s (%s; it goes on without this command: e31 status %s follows it, e31 withdraw %s stops it): %w", id, state, id, id, ctx.Err())
 	}
-	j, err := cl.Job(ctx, id)
+	var j api.Job
+	err := rc.Do(ctx, func(ctx context.Context) (err error) {
+		j, err = cl.Job(ctx, id)
+		return err
+	})
 	if ctx.Err() != nil {
 		return goesOn("submitted")
 	}
@@ -85,7 +94,11 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 		}
 		// The daemon answers at the job's next change; one that cannot is
 		// asked again after the poll interval.
-		next, err := cl.NextJob(ctx, j, followWait, o.poll)
+		var next api.Job
+		err := rc.Do(ctx, func(ctx context.Context) (err error) {
+			next, err = cl.NextJob(ctx, j, followWait, o.poll)
+			return err
+		})
 		if ctx.Err() != nil {
 			return goesOn("still " + string(j.State))
 		}
@@ -104,7 +117,11 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 		if err != nil {
 			return err
 		}
-		res, err := cl.Get(ctx, j.ID, api.GetRequest{Dir: abs})
+		var res api.GetResult
+		err = rc.Do(ctx, func(ctx context.Context) (err error) {
+			res, err = cl.Get(ctx, j.ID, api.GetRequest{Dir: abs})
+			return err
+		})
 		if err != nil {
 			return err
 		}
@@ -114,7 +131,11 @@ func followJob(ctx context.Context, g *globalOptions, id string, o followOptions
 		}
 		outDir = res.Dir
 	}
-	rres, err := cl.Receipts(ctx, j.ID, false)
+	var rres api.Receipts
+	err = rc.Do(ctx, func(ctx context.Context) (err error) {
+		rres, err = cl.Receipts(ctx, j.ID, false)
+		return err
+	})
 	if err != nil {
 		return err
 	}
