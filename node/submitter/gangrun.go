@@ -270,6 +270,12 @@ func (r *gangRun) ended(ctx context.Context, g *jobTracker, failed Record) (over
 		return false // the look before carried it out meanwhile
 	}
 	if _, err := r.g.resumeWhole(ctx, g, false); err != nil {
+		if ctx.Err() != nil {
+			// Cut by this node's own stop: the claim stays on disk,
+			// and the next start's run of the gang makes it.
+			r.g.log.Info("gang resume cut by the stop; the next start makes it", "gang", g.id, "err", err)
+			return false
+		}
 		r.g.log.Warn("resume gang", "gang", g.id, "err", err)
 		g.change(func(rec *Record) error {
 			rec.ResumeFailed = err.Error()

@@ -122,6 +122,12 @@ func (k *kit) resumeAttempt(ctx context.Context, id string) {
 	switch {
 	case errors.Is(err, errNotResumable):
 		return
+	case err != nil && ctx.Err() != nil:
+		// Cut by this node's own stop (a pin, an import, the
+		// announcement): no fault of the job's. The claim stays on disk,
+		// and the next start submits the resumption (resumeDueAtStart).
+		k.log.Info("automatic resume cut by the stop; the next start makes it", "job", id, "err", err)
+		return
 	case err != nil:
 		k.log.Warn("automatic resume", "job", id, "err", err)
 		if j := k.jobs.get(id); j != nil {
