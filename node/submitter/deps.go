@@ -10,6 +10,7 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/state"
 	"github.com/e31network/e31/node/view"
+	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -160,6 +161,15 @@ type Deps struct {
 	// it, for one that cannot reach this node is no squatter. nil: never
 	// tried.
 	Reach func(ctx context.Context, p peer.ID) error
+	// TaskNotQueued, when set, is told by Recover of each task of this
+	// node's arrays (and part of its gangs) that is not queued: with its
+	// lease while one holds it, else (lease nil) ended at at. The node's
+	// view of the network's queue starts empty at each start, and an
+	// array is re-announced as one declaration for all its tasks: without
+	// this, the view would hold every task open, and this node's Match,
+	// which judges the proposals of its tasks, would give out tasks that
+	// ended and refuse every provider placing those that did not.
+	TaskNotQueued func(task string, lease *wire.SignedLease, at time.Time)
 }
 
 // Metrics are the submitter's counters, registered by the node.

@@ -3,8 +3,11 @@ package submitter
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
+	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/state"
+	"github.com/e31network/e31/node/wire"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -48,6 +51,7 @@ func (s *Submitter) Recover() error {
 		}
 	}
 	s.jobs.restore(recs)
+	tellTasksNotQueued(recs, s.d.TaskNotQueued)
 	if err := s.secrets.recover(); err != nil {
 		return err
 	}
@@ -57,4 +61,29 @@ func (s *Submitter) Recover() error {
 		}
 	}
 	return nil
+}
+
+// tellTasksNotQueued tells tell (Deps.TaskNotQueued) of each task of recs
+// (this node's arrays and gangs, not its tasks' later attempts, which are
+// announced each on its own) that is leased or has ended.
+func tellTasksNotQueued(recs []*Record, tell func(task string, lease *wire.SignedLease, at time.Time)) {
+	if tell == nil {
+		return
+	}
+	for _, r := range recs {
+		if !isTask(r.ID) || r.State == api.JobQueued {
+			continue
+		}
+		switch {
+		case !r.terminal() && r.Lease != nil:
+			l := *r.Lease
+			tell(r.ID, &l, r.stepAt(api.StepRent))
+		case r.terminal():
+			at := r.Submitted
+			if n := len(r.Steps); n > 0 {
+				at = r.Steps[n-1].At
+			}
+			tell(r.ID, nil, at)
+		}
+	}
 }
