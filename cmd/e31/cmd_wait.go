@@ -60,7 +60,7 @@ is that of the worst ending:
   5  a job ended by the fault of its provider, the network or this node
      (provider-lost, output-lost, ...): resubmitting it may succeed
   6  --timeout passed before the jobs ended (they go on)
-  3  no daemon to ask
+  3  no daemon to ask (none answered for --retry-for)
 
 A restart of the daemon does not end the wait: while the daemon does not
 answer, wait says so on stderr and asks again for up to --retry-for, then
