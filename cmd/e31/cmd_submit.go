@@ -84,8 +84,11 @@ them, and --max-failures N stops the array at its Nth failed task.
 With --wait, submit follows the job through its five steps, writes the output
 to -o DIR (default ./<job>-out) and ends with one line: the outcome, the run
 time, the GPU-hours and the output's CID (with --json, the job and its final
-receipt); it exits non-zero unless the job completed. e31 wait follows jobs
-already submitted, several at once.`,
+receipt); it exits non-zero unless the job completed. A request no offer in
+view could ever hold (a GPU model no one offers, more GPUs or memory than any
+offer has) is accepted with a warning that says why, since the network may
+grow; --wait then does not follow it but ends with that reason and exit
+status 7. e31 wait follows jobs already submitted, several at once.`,
 		Example: `  e31 submit job.yaml --wait
   e31 submit --gpus 1 --limit 1h --input ./data:/data --input ./train.py:/code/train.py -- python3 /code/train.py
   e31 submit --gpus 1 --limit 1h --input .:/code --workdir /code -- python3 train.py
