@@ -39,7 +39,8 @@ type JobUsage struct {
 
 // TaskUsage is one task's held and owed time, over its attempts.
 type TaskUsage struct {
-	// Index is the task's place in its array; -1 on a total.
+	// Index is the task's index in its array (market.Array.Index); -1
+	// on a total.
 	Index int    `json:"index"`
 	ID    string `json:"id,omitempty"`
 	// Attempts counts the task's attempts; Leases the leases they held.
