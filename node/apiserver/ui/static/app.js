@@ -466,6 +466,7 @@ async function refreshLog() {
   const pre = document.getElementById("log");
   if (!chosenJob) return;
   document.getElementById("log-job").textContent = chosenJob;
+  refreshBill(chosenJob);
   const stream = document.querySelector("input[name=stream]:checked").value;
   try {
     const r = await fetch(`/v1/jobs/${encodeURIComponent(chosenJob)}/logs?tail=200&stream=${stream}`, { cache: "no-store" });
@@ -482,6 +483,23 @@ async function refreshLog() {
     status.textContent = "last 200 lines, " + clock(Date.now());
   } catch (e) {
     status.textContent = "log: " + e.message;
+  }
+}
+
+// refreshBill shows what the chosen job held and owes: the daemon's one
+// sum over every attempt and task of the job (/v1/usage?job=), the
+// figures e31 status, usage --job and verify of its export print.
+async function refreshBill(id) {
+  const p = document.getElementById("job-bill");
+  try {
+    const rep = await getJSON("/v1/usage?job=" + encodeURIComponent(id));
+    if (id !== chosenJob) return;
+    const t = rep.total || {};
+    const h = (x) => (x || 0).toFixed(3);
+    p.textContent = plural(t.leases || 0, "lease") + ": held " + h(t.gpu_hours) + " GPU-h, owed " +
+      h(t.owed_gpu_hours) + ", not owed " + h(t.not_owed_gpu_hours);
+  } catch (e) {
+    if (id === chosenJob) p.textContent = "held time: " + e.message;
   }
 }
 
