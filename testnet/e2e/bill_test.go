@@ -29,18 +29,29 @@ jobs:
     output: {path: /out}
   - name: sweep
     after: [prepare]
-    work: {command: [sh, -c, "sleep 4; echo $E31_TASK_INDEX > /out/i"]}
-    request: {gpus: 1, limit: 1m}
+    work: {command: [sh, -c, "sleep 4; test $E31_TASK_INDEX -ne 4 && echo $E31_TASK_INDEX > /out/i"]}
+    request: {gpus: 1, limit: 1m, retries: 1}
     output: {path: /out}
     array: {count: 6}
 `
 
+// billFixed is the sweep's work with its bug fixed, for resume --with.
+const billFixed = `name: sweep
+work: {command: [sh, -c, "sleep 1; echo $E31_TASK_INDEX > /out/i"]}
+request: {gpus: 1, limit: 1m}
+output: {path: /out}
+array: {count: 6}
+`
+
 // One bill, one ID: a pipeline's array stage runs on three nodes, the
 // submitter's own among them, and a provider is killed mid-array so that
-// the tasks it held go on under new IDs. Under the ID the user was shown,
-// status, usage --job, usage --job --tasks, receipts --job and the export
-// that verify checks all give the same held and owed figures, over every
-// task and attempt; status ID.N names a task of the held array.
+// the tasks it held go on under new IDs; task 4 fails by its own bug, is
+// retried (request.retries) and fails again, and e31 resume --failed
+// --with runs it with the bug fixed. Under the ID the user was shown,
+// status, usage --job, usage --job --tasks, receipts --job, the export
+// that verify checks and the dashboard all give the same held and owed
+// figures, over every task and attempt, before the resume and after it;
+// status ID.N names a task of the held array.
 func TestBillOneIDOneSum(t *testing.T) {
 	c := start(t, cluster.Options{
 		N:             3,
@@ -91,14 +102,38 @@ func TestBillOneIDOneSum(t *testing.T) {
 		t.Fatal(err)
 	}
 	end := waitJob(t, sub, id, 3*time.Minute, "the sweep to end", func(j api.Job) bool { return j.State.Terminal() })
-	if end.Tasks == nil || end.Tasks.Completed != 6 {
-		t.Fatalf("the sweep ended %s with tasks %+v", end.Outcome, end.Tasks)
+	if end.Tasks == nil || end.Tasks.Completed != 5 || end.Tasks.Failed != 1 {
+		t.Fatalf("the sweep ended %s with tasks %+v, want 5 completed and task 4 failed", end.Outcome, end.Tasks)
 	}
 
 	f := billOf(t, ctx, api0, id, dir)
-	if f.moreAttempts == 0 {
-		t.Fatalf("no task went on under a new ID after node %d was killed:\n%s", victim, f.tasksText)
+	if f.moreAttempts < 2 {
+		t.Fatalf("want task 4 retried and a task gone on under a new ID after node %d was killed:\n%s", victim, f.tasksText)
 	}
+	dashboardBill(t, ctx, c.Nodes[0], id, f)
+
+	// Task 4 again, with the bug fixed: its third attempt.
+	fixed := filepath.Join(dir, "fixed.yaml")
+	if err := os.WriteFile(fixed, []byte(billFixed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, code := runE31(t, ctx, api0, "resume", id, "--failed", "--with", fixed, "--wait"); code != 0 {
+		t.Fatalf("e31 resume %s --failed --with %s --wait: exit %d\n%s", id, fixed, code, got)
+	}
+	again := billOf(t, ctx, api0, id, dir)
+	if again.held <= f.held || again.leases <= f.leases {
+		t.Errorf("after the resume: held %.6f GPU-h in %d leases, before %.6f in %d", again.held, again.leases, f.held, f.leases)
+	}
+	var ju api.JobUsage
+	if out, code := runE31(t, ctx, api0, "usage", "--job", id, "--tasks", "--json"); code != 0 || json.Unmarshal([]byte(out), &ju) != nil {
+		t.Fatalf("e31 usage --job %s --tasks --json: exit %d\n%s", id, code, out)
+	}
+	for _, task := range ju.Tasks {
+		if task.Index == 4 && task.Attempts < 3 {
+			t.Errorf("task 4 counts %d attempts, want its first, its retry and its resumption:\n%s", task.Attempts, again.tasksText)
+		}
+	}
+	dashboardBill(t, ctx, c.Nodes[0], id, again)
 	// ID.N of the held array is its task N.
 	for i := range 6 {
 		task := regexp.MustCompile(`(?m)^job\s+` + regexp.QuoteMeta(market.TaskID(array, i)) + ` `)
@@ -241,4 +276,17 @@ func heldLine(t *testing.T, what, out, pattern string) (held, owed float64) {
 		t.Fatalf("%s: %v %v\n%s", what, err1, err2, out)
 	}
 	return held, owed
+}
+
+// dashboardBill checks that n's dashboard, with the job chosen, shows the
+// held and owed figures status gave.
+func dashboardBill(t *testing.T, ctx context.Context, n *cluster.Node, id string, b bill) {
+	t.Helper()
+	exe := browser(t)
+	dom := string(chromiumFor(t, ctx, exe, 3*time.Second, "--dump-dom", uiLink(t, ctx, n)+"#job="+id))
+	text := textOf(dom, "job-bill")
+	held, owed := heldLine(t, "the dashboard", text, `held ([0-9.]+) GPU-h, owed ([0-9.]+), not owed`)
+	if math.Abs(held-b.held) > 0.0011 || math.Abs(owed-b.owed) > 0.0011 {
+		t.Errorf("the dashboard says %q; status says held %.6f, owed %.6f", text, b.held, b.owed)
+	}
 }
