@@ -250,7 +250,7 @@ func (w arrayWritten) err() error {
 		errs = append(errs, fmt.Sprintf("%d tasks not written: %s", len(w.missing), listSome(w.missing)))
 	}
 	if len(w.failed) > 0 {
-		errs = append(errs, fmt.Sprintf("tasks %s failed (what they returned is written all the same, logs included)", indexRanges(w.failed)))
+		errs = append(errs, fmt.Sprintf("tasks %s failed (what they returned is written all the same, logs included)", market.FormatIndexList(w.failed)))
 	}
 	if len(errs) == 0 {
 		return nil

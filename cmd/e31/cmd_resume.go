@@ -116,7 +116,7 @@ func runResume(ctx context.Context, o resumeOptions, g *globalOptions, id string
 	writef(g.stdout, "%s\n", job.ID)
 	switch n := len(job.Attempts); {
 	case job.Tasks != nil && len(chosen) > 0:
-		writef(g.stderr, "tasks %s of array %s run again, each as its next attempt%s\n", indexRanges(chosen), arrayID(job), workSaid(o))
+		writef(g.stderr, "tasks %s of array %s run again, each as its next attempt%s\n", market.FormatIndexList(chosen), arrayID(job), workSaid(o))
 	case job.Tasks != nil:
 		writef(g.stderr, "tasks of array %s run again%s\n", arrayID(job), workSaid(o))
 	case n > 1:

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/spf13/cobra"
 )
@@ -68,7 +69,7 @@ func printJob(g *globalOptions, j api.Job) {
 	if t := j.Tasks; t != nil && len(j.Parts) == 0 {
 		writef(tw, "tasks\t%s\n", describeTasks(t))
 		if len(t.FailedIndices) > 0 {
-			writef(tw, "failed tasks\t%s\n", indexRanges(t.FailedIndices))
+			writef(tw, "failed tasks\t%s\n", market.FormatIndexList(t.FailedIndices))
 		}
 	}
 	if j.Reason != "" {
@@ -168,27 +169,6 @@ func describeTasks(t *api.TaskCounts) string {
 		}
 	}
 	return fmt.Sprintf("%d tasks: %s", t.Total, strings.Join(parts, ", "))
-}
-
-// indexRanges writes sorted indices as Slurm does: 1-3,7,9-10.
-func indexRanges(idx []int) string {
-	var b strings.Builder
-	for i := 0; i < len(idx); {
-		j := i
-		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		if j > i {
-			fmt.Fprintf(&b, "%d-%d", idx[i], idx[j])
-		} else {
-			fmt.Fprintf(&b, "%d", idx[i])
-		}
-		i = j + 1
-	}
-	return b.String()
 }
 
 // describeAttempt is one line on an attempt of a job: its ID, provider,
