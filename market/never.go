@@ -70,9 +70,9 @@ func NeverHeld(r Request, offers []Offer) string {
 		slices.Sort(models)
 		return fmt.Sprintf("no offer in view has gpu_model %s (offered: %s)", r.GPUModel, strings.Join(models, ", "))
 	case counts[ReasonGPUModel]+counts[ReasonGPUMemory] == n:
-		return fmt.Sprintf("no offer in view has %s with %s or more each: the most any has is %s", gpusNamed(r, 0), r.GPUMemory, Size(mostGPUMem))
+		return fmt.Sprintf("no offer in view has %s with %s or more each: the most any has is %s", gpuNoun(r.GPUModel, 0), r.GPUMemory, Size(mostGPUMem))
 	case counts[ReasonGPUs] > 0 && counts[ReasonGPUModel]+counts[ReasonGPUMemory]+counts[ReasonGPUs] == n:
-		return fmt.Sprintf("no offer in view could ever hold %d %s: the most any has is %d", r.GPUs, gpusNamed(r, r.GPUs), mostGPUs)
+		return fmt.Sprintf("no offer in view could ever hold %d %s: the most any has is %d", r.GPUs, gpuNoun(r.GPUModel, r.GPUs), mostGPUs)
 	case counts[ReasonCPUs] == n:
 		return fmt.Sprintf("no offer in view could ever hold %d CPUs: the most any has is %d", r.CPUs, mostCPUs)
 	case counts[ReasonMemory] == n:
@@ -91,17 +91,4 @@ func NeverHeld(r Request, offers []Offer) string {
 		}
 	}
 	return fmt.Sprintf("no offer in view could ever hold the job (%s)", strings.Join(parts, ", "))
-}
-
-// gpusNamed names the GPUs r asks for, "GPUs" or "H100 GPUs", for n of
-// them (0: any number).
-func gpusNamed(r Request, n int) string {
-	noun := "GPUs"
-	if n == 1 {
-		noun = "GPU"
-	}
-	if r.GPUModel != "" {
-		noun = r.GPUModel + " " + noun
-	}
-	return noun
 }

@@ -102,7 +102,7 @@ func describeWait(s *demandShape, counts map[string]int) string {
 	case counts[ReasonGPUModel] == total:
 		return "no offer has gpu_model " + s.model
 	case counts[ReasonGPUModel]+counts[ReasonGPUMemory] == total:
-		return fmt.Sprintf("no offer has %s with %s or more each", gpuNoun(s, 0), Size(s.con.minMem))
+		return fmt.Sprintf("no offer has %s with %s or more each", gpuNoun(s.model, 0), Size(s.con.minMem))
 	case counts[ReasonWindow] == total:
 		return fmt.Sprintf("every offer's contribution hours end before the job's limit would (the last window closes at %s, the limit runs to %s)",
 			FormatInstant(s.lastWindow), FormatInstant(s.end))
@@ -210,17 +210,18 @@ func describeNeed(s *demandShape, free bool) string {
 		}
 		return fmt.Sprintf("%d %s%s and %s of memory", s.cpus, adj, cpus, Size(s.mem))
 	}
-	return strconv.Itoa(s.gpus) + " " + adj + gpuNoun(s, s.gpus)
+	return strconv.Itoa(s.gpus) + " " + adj + gpuNoun(s.model, s.gpus)
 }
 
-// gpuNoun names the requested devices: "GPU", "H100 GPUs".
-func gpuNoun(s *demandShape, n int) string {
+// gpuNoun names n GPUs of model ("" for any): "GPU", "H100 GPUs"; n of
+// 0 is any number.
+func gpuNoun(model string, n int) string {
 	noun := "GPUs"
 	if n == 1 {
 		noun = "GPU"
 	}
-	if s.model != "" {
-		noun = s.model + " " + noun
+	if model != "" {
+		noun = model + " " + noun
 	}
 	return noun
 }
