@@ -85,6 +85,13 @@ func (m *matcher) avoids(j *jobState, p *provider) bool {
 func (m *matcher) processAvoiding(j *jobState, rank int, avoid []int32) bool {
 	s := j.shape
 	indexDead, noReserve := s.indexDead, s.noReserve
+	// The cut shape, like the job's own, is shared with jobs that avoid
+	// no one: what this job finds without its avoided providers is not
+	// what they would.
+	cutDead := false
+	if j.cut != nil {
+		cutDead = j.cut.indexDead
+	}
 	var out []*provider
 	for _, pi := range avoid {
 		if p := &m.provs[pi]; p.class != nil {
@@ -97,6 +104,9 @@ func (m *matcher) processAvoiding(j *jobState, rank int, avoid []int32) bool {
 		if q.class == nil && q.res == nil {
 			m.ix.add(q)
 		}
+	}
+	if j.cut != nil {
+		j.cut.indexDead = cutDead
 	}
 	if ok {
 		s.indexDead = indexDead

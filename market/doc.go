@@ -47,7 +47,9 @@
 //     offer lends no disk: NoDisk), images, require_image, cpu_jobs (a job
 //     without GPUs on an offer with NoCPUJobs), disk (request.disk above
 //     the offer's MaxJobDisk, what it can grant now), gpu_model, gpu_memory, gpus (too few devices at all), window (its
-//     contribution hours end before Now + the job's limit), busy (too few
+//     contribution hours end before Now + the job's limit; for a job that
+//     checkpoints and fits nowhere whole, before Now + its checkpoint
+//     interval + WindowMargin: see Contribution hours), busy (too few
 //     free now), cpus, memory. An offer turned away is counted under the
 //     first filter it fails, which is what Wait.Counts and Wait.Reason
 //     report.
@@ -297,9 +299,25 @@
 // then says Closed while it is outside its hours, and OpenUntil, when the
 // window it is in ends. A closed provider is given nothing and, like a
 // draining one, is reserved for no job: its GPUs are not coming back soon.
-// An open one takes only jobs whose declared limit ends by OpenUntil, now
+// An open one takes jobs whose declared limit ends by OpenUntil, now
 // or, for a reservation, from the reservation's start; providers enforce
 // limits, so such a job is over before the owner wants the machine back.
+//
+// A job that checkpoints (Job.Checkpoint, from output.checkpoints.every)
+// may also be cut at the close: the provider preempts it then with its
+// grace, it is owed up to its last checkpoint, and its submitter puts it
+// back in the queue to go on from there elsewhere. The rule and its order
+// (window.go): a job is placed where it fits whole if any offer takes it
+// whole now (locality, best fit, rendezvous weight, as for every job);
+// else, if it checkpoints, where the window leaves it at least one
+// checkpoint interval plus WindowMargin from now, by best fit and the
+// rendezvous weight; else it reserves, only where its whole limit fits
+// the window from the reservation's start. Parts of gangs and jobs
+// without checkpoints keep to whole fit alone. The interval is hashed
+// with the job only when set, so views without it hash as before; a peer
+// of an earlier version, which does not read it, places such a job only
+// whole, and so may lose a round to a peer that cuts it, never double-book
+// (see Claims).
 // Both are signed in the offer and hashed with the view only when set, so
 // every peer filters alike and views without hours hash as before. In the
 // starvation bound below, a provider that closes is one that leaves the

@@ -168,8 +168,10 @@ type shapeKey struct {
 	mem    uint64
 	disk   uint64
 	// limit is the job's limit when the view has contribution windows,
-	// and 0 otherwise: see shapeOf.
+	// and 0 otherwise: see shapeOf. For a cut shape it is the least
+	// window the job may be cut in (cutSpan).
 	limit Duration
+	cut   bool
 }
 
 // jobState is a valid open job as the pass sees it. It holds copies of
@@ -182,6 +184,10 @@ type jobState struct {
 	limit Duration // job.Request.Limit
 	h     uint64   // H(seed ‖ id), computed while the jobs are in ID order
 	shape *demandShape
+	// cut is the job's request with the least window it may be cut in
+	// (window.go), where the view has windows; nil for a job that may not
+	// be cut.
+	cut   *demandShape
 	res   *provider       // reserved for this job
 	sub   *submitterQueue // its submitter's running share
 	local int32           // m.locals[local-1] when the job weighs data; 0 otherwise
@@ -479,6 +485,9 @@ func (m *matcher) buildJobs(n *normalized) {
 		js.limit = j.Request.Limit
 		js.h = tieHash(&m.seed, 'j', j.ID)
 		js.shape = m.shapeOf(&j.Request, j.Image)
+		if span := cutSpan(j); span != 0 && m.windows {
+			js.cut = m.shapeFor(&j.Request, j.Image, span, true)
+		}
 		js.local = m.localJob(j)
 		q := last
 		if q == nil || q.name != j.Submitter {
@@ -512,9 +521,15 @@ type recentShape struct {
 // and what the pass learns about one (no room, nothing to reserve) serves
 // them all.
 func (m *matcher) shapeOf(r *Request, image bool) *demandShape {
-	k := shapeKey{image: image, gpus: r.GPUs, model: r.GPUModel, minMem: uint64(r.GPUMemory), cpus: int64(r.CPUs), mem: uint64(r.Memory), disk: r.DiskBytes()}
+	return m.shapeFor(r, image, r.Limit, false)
+}
+
+// shapeFor interns a request whose window must hold span from now: its
+// limit, or for a cut shape the least window it may be cut in.
+func (m *matcher) shapeFor(r *Request, image bool, span Duration, cut bool) *demandShape {
+	k := shapeKey{image: image, gpus: r.GPUs, model: r.GPUModel, minMem: uint64(r.GPUMemory), cpus: int64(r.CPUs), mem: uint64(r.Memory), disk: r.DiskBytes(), cut: cut}
 	if m.windows {
-		k.limit = r.Limit
+		k.limit = span
 	}
 	// The slot depends on the numbers of the request and the length of the
 	// model name, not on the name's bytes.
@@ -522,6 +537,9 @@ func (m *matcher) shapeOf(r *Request, image bool) *demandShape {
 		k.minMem*0x2545f4914f6cdd1d ^ uint64(len(k.model))*0xff51afd7ed558ccd ^ uint64(k.limit)*0xc2b2ae3d27d4eb4f
 	if image {
 		h = ^h
+	}
+	if cut {
+		h = h*0x9e3779b97f4a7c15 + 1
 	}
 	slot := &m.recent[(h^h>>29^h>>47)%shapeCacheSize]
 	if slot.shape != nil && slot.key == k {
@@ -534,7 +552,7 @@ func (m *matcher) shapeOf(r *Request, image bool) *demandShape {
 			model:  r.GPUModel,
 		}
 		if m.windows {
-			s.end = satAdd(m.now, int64(r.Limit))
+			s.end = satAdd(m.now, int64(span))
 		}
 		m.shapes[k] = s
 	}
@@ -590,9 +608,18 @@ func (m *matcher) process(j *jobState, rank int) bool {
 	return false
 }
 
-// place finds the best provider for j now, or reports there is none.
+// place finds the best provider for j now, or reports there is none:
+// where it fits whole, else, for a job that may be cut at a window's close,
+// where a window leaves it enough (window.go).
 func (m *matcher) place(j *jobState) (*provider, bool) {
-	s := j.shape
+	if p, ok := m.placeIn(j, j.shape); ok || j.cut == nil {
+		return p, ok
+	}
+	return m.placeIn(j, j.cut)
+}
+
+// placeIn finds the best provider now for j's request as shape s has it.
+func (m *matcher) placeIn(j *jobState, s *demandShape) (*provider, bool) {
 	d := &s.demand
 	var best *provider
 	var bestFit fitKey

@@ -389,17 +389,26 @@ func refMatch(v View, o Options) Result {
 		}
 		return r.GPUs == 0 || r.GPUModel == "" || reason(&rprov{gpus: p.gpus, cpus: 1 << 62, mem: 1 << 62}, r) != ReasonGPUModel
 	}
+	var pickIn func(j *Job, avoid []string, skip []*rprov, span Duration, local bool) (*rprov, [5]uint64, bool)
 	// pick is the provider j takes now, leaving out those in skip and
 	// those avoid names, by locality, best fit and the rendezvous weight;
 	// couldWait says a holder of j's data could take it once it has room.
 	pick := func(j *Job, avoid []string, skip []*rprov) (best *rprov, bestKey [5]uint64, couldWait bool) {
+		return pickIn(j, avoid, skip, j.Request.Limit, true)
+	}
+	// pickIn is pick with the window a place must leave the job from now,
+	// span, and whether a holder of the job's data comes first.
+	pickIn = func(j *Job, avoid []string, skip []*rprov, span Duration, local bool) (best *rprov, bestKey [5]uint64, couldWait bool) {
 		r := &j.Request
 		for _, p := range provs {
 			if slices.Contains(avoid, p.id) || slices.Contains(skip, p) {
 				continue
 			}
 			held := heldBy(p, j)
-			if imageReason(p, j) != "" || !inWindow(p, now, r.Limit) || !fitsNow(p, r) || p.reserved && satAdd(now, int64(r.Limit)) > p.from {
+			if !local {
+				held = 0
+			}
+			if imageReason(p, j) != "" || !inWindow(p, now, span) || !fitsNow(p, r) || p.reserved && satAdd(now, int64(r.Limit)) > p.from {
 				if held > 0 && everFits(p, j) {
 					couldWait = true
 				}
@@ -490,6 +499,12 @@ func refMatch(v View, o Options) Result {
 			!(starving > 0 && now-j.SubmittedAt >= starving) {
 			waits = append(waits, waiting{job: j, localUntil: satAdd(j.SubmittedAt, int64(wait))})
 			return false
+		}
+		// A job that checkpoints, placed nowhere whole, may be cut at a
+		// window's close where the window leaves it one interval and the
+		// margin; a gang's part never is (gangs are visited apart).
+		if span := j.Checkpoint + WindowMargin; best == nil && j.Checkpoint > 0 && span < j.Request.Limit {
+			best, _, _ = pickIn(j, j.Avoid, nil, span, false)
 		}
 		if best != nil {
 			place(j, best)
@@ -782,7 +797,8 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 				Limit:     rapid.SampledFrom([]Duration{10 * Minute, 30 * Minute, Hour, 2 * Hour, 4 * Hour}).Draw(t, "jobLimit"),
 				Disk:      rapid.SampledFrom([]Size{0, 0, 16 * MiB, 10 * GiB, 50 * GiB}).Draw(t, "jobDisk"),
 			},
-			Image: rapid.IntRange(0, 3).Draw(t, "jobImage") == 0,
+			Image:      rapid.IntRange(0, 3).Draw(t, "jobImage") == 0,
+			Checkpoint: rapid.SampledFrom([]Duration{0, 0, 5 * Minute, 20 * Minute, Hour}).Draw(t, "jobCheckpoint"),
 		})
 		genJobData(t, &v.Jobs[len(v.Jobs)-1])
 		if nProv > 0 && rapid.IntRange(0, 3).Draw(t, "hasAvoid") == 0 {
@@ -964,6 +980,7 @@ func genGangView(t *rapid.T) (View, Options) {
 				GPUs: rapid.SampledFrom([]int{0, 1, 1, 2, 4}).Draw(t, "jobGPUs"), CPUs: rapid.SampledFrom([]int{1, 4}).Draw(t, "jobCPUs"),
 				Memory: GiB, Limit: rapid.SampledFrom([]Duration{10 * Minute, Hour, 4 * Hour}).Draw(t, "jobLimit"),
 			},
+			Checkpoint: rapid.SampledFrom([]Duration{0, 0, 5 * Minute, 20 * Minute}).Draw(t, "jobCheckpoint"),
 		}
 		genJobData(t, &j)
 		v.Jobs = append(v.Jobs, j)

@@ -150,7 +150,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		return ""
 
 	case "job":
-		// job j1 submitter=alice gpus=8 limit=1h age=5m model=H100 gpumem=40GiB cpus=2 memory=8GiB image=yes avoid=p1,p2 nodes=2
+		// job j1 submitter=alice gpus=8 limit=1h age=5m model=H100 gpumem=40GiB cpus=2 memory=8GiB image=yes avoid=p1,p2 nodes=2 checkpoint=20m
 		j := Job{
 			Image: arg(d, "image", "no") == "yes",
 			ID:    name, Submitter: arg(d, "submitter", "alice"),
@@ -170,6 +170,8 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 				j.Data = append(j.Data, Datum{Root: root, Size: uint64(mustSize(t, size))})
 			}
 		}
+		// checkpoint=20m: the job checkpoints that often (Job.Checkpoint)
+		j.Checkpoint = mustDuration(t, arg(d, "checkpoint", "0s"))
 		j.Request.Locality = arg(d, "locality", "")
 		j.Request.LocalityWait = mustDuration(t, arg(d, "wait", "0s"))
 		// nodes=3 makes a gang: parts j1.0, j1.1 and j1.2, each with the

@@ -48,7 +48,8 @@ type Offer struct {
 	// OpenUntil is when the provider's current contribution window ends,
 	// in ms since the Unix epoch; 0 means it does not end. Match places a
 	// job there, or reserves the provider for it, only if the job's
-	// declared limit ends by then.
+	// declared limit ends by then, or places a job that checkpoints there
+	// to be cut at the close (window.go).
 	OpenUntil int64 `json:"open_until,omitempty"`
 	// MaxJobDisk is the largest request.disk the provider can grant now:
 	// its own cap, or less where its disk has less room to lend beside
@@ -100,6 +101,11 @@ type Job struct {
 	// on: its submitter named them, in a signed re-announcement, for
 	// failing this job (see "Avoided providers" in the package doc).
 	Avoid []string `json:"avoid,omitempty"`
+	// Checkpoint is the job's checkpoint interval
+	// (output.checkpoints.every), 0 for a job that declares none: a job
+	// that checkpoints may be placed in a window shorter than its limit
+	// and go on elsewhere from its checkpoint (window.go).
+	Checkpoint Duration `json:"checkpoint,omitempty"`
 }
 
 // Lease is compute held for a job, announced and signed by both sides.
@@ -380,6 +386,11 @@ func appendJob(b []byte, j *Job) []byte {
 		// one node) carries its node count.
 		b = append(b, 'G')
 		b = appendInt(b, int64(j.Request.Nodes))
+	}
+	if j.Checkpoint != 0 {
+		// Likewise only a job that checkpoints carries its interval.
+		b = append(b, 'R')
+		b = appendInt(b, int64(j.Checkpoint))
 	}
 	return b
 }

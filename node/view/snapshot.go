@@ -131,6 +131,9 @@ func (v *Market) snapshot(cutoff, arrivedBy time.Time, offers []SignedOffer, fir
 		}
 		mj := market.Job{ID: j.ID, Submitter: j.submitter, SubmittedAt: submittedAt, Request: j.Body.Declaration.Request, Image: j.Body.Declaration.Work.Image != "",
 			Data: j.Body.Declaration.Reads()}
+		if cp := j.Body.Declaration.Output.Checkpoints; cp != nil {
+			mj.Checkpoint = cp.Every // a job that checkpoints may be cut at a window's close
+		}
 		for _, a := range j.avoid {
 			// From the view's Now, the same on every peer: an avoid lifts
 			// in the same epoch everywhere.
