@@ -3,17 +3,21 @@ package provider
 import (
 	"time"
 
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 )
 
 // A contributor may lend its GPUs only at set times (e31d --hours, a
 // node/hours.Schedule). Outside its hours the offer says the node is
 // closed; inside, it says when the window closes, and Match places there
-// only jobs whose declared limit ends before (market.Offer.OpenUntil). The
-// provider checks the same before it proposes, as the arbiter of its own
-// GPUs, and at each window's end drains quickly whatever still runs: its
-// limit was declared to end by then, or it came from a view that had not
-// yet heard of the hours.
+// jobs whose declared limit ends before (market.Offer.OpenUntil), and jobs
+// that checkpoint where the window leaves them a checkpoint interval and
+// market.WindowMargin (market/window.go). The provider checks the same
+// before it proposes, as the arbiter of its own GPUs, and at each window's
+// end drains quickly whatever still runs: each run gets SIGTERM and its
+// grace, and its lease ends preempted, owed up to its last checkpoint, to
+// go on elsewhere from there. A job that checkpoints was placed to be cut
+// so; any other came from a view that had not yet heard of the hours.
 
 // openHours are the node's hours as the provider keeps to them. Immutable.
 type openHours struct {
@@ -50,10 +54,19 @@ func (o openHours) window(now time.Time) (closed bool, openUntil int64) {
 }
 
 // inHours reports whether a job of this limit, leased now, ends inside
-// the node's hours.
-func (o openHours) inHours(now time.Time, limit time.Duration) bool {
+// the node's hours, or, for a job that checkpoints this often (0: never),
+// whether the window leaves it enough to be cut at the close, as Match's
+// rule has it (market/window.go).
+func (o openHours) inHours(now time.Time, limit, checkpoint time.Duration) bool {
 	closed, until := o.window(now)
-	return !closed && (until == 0 || now.Add(limit).UnixMilli() <= until)
+	if closed {
+		return false
+	}
+	if until == 0 || now.Add(limit).UnixMilli() <= until {
+		return true
+	}
+	span := checkpoint + time.Duration(market.WindowMargin)*time.Millisecond
+	return checkpoint > 0 && span < limit && now.Add(span).UnixMilli() <= until
 }
 
 // watch tells the offer of each window's opening and end, and drains

@@ -29,8 +29,13 @@ func TestHours(t *testing.T) {
 		if closed || until != now.Add(2*time.Hour).UnixMilli() {
 			t.Fatalf("window at the start: closed %v, until %s; want open until 02:00", closed, time.UnixMilli(until).UTC())
 		}
-		if !p.hours.inHours(now, time.Hour) || p.hours.inHours(now, 3*time.Hour) {
+		if !p.hours.inHours(now, time.Hour, 0) || p.hours.inHours(now, 3*time.Hour, 0) {
 			t.Fatal("a 1h job must fit the window and a 3h one must not")
+		}
+		// A 3h job that checkpoints every 20m may be cut at the close; one
+		// that checkpoints every 2h would get no checkpoint in by then.
+		if !p.hours.inHours(now, 3*time.Hour, 20*time.Minute) || p.hours.inHours(now, 3*time.Hour, 2*time.Hour) {
+			t.Fatal("a 3h job checkpointing every 20m must be taken to be cut, one every 2h must not")
 		}
 
 		l := releasedLease(t, p, prov, now)
@@ -48,7 +53,7 @@ func TestHours(t *testing.T) {
 		if len(changed) == 0 {
 			t.Fatal("the offer was not told of the window's end")
 		}
-		if closed, _ := p.Window(time.Now()); !closed || p.hours.inHours(time.Now(), time.Minute) {
+		if closed, _ := p.Window(time.Now()); !closed || p.hours.inHours(time.Now(), time.Minute, 0) {
 			t.Fatal("after the window the node still takes work")
 		}
 		for len(changed) > 0 {

@@ -21,7 +21,7 @@ func (p *Provider) Propose(a market.Assignment, epoch uint64, viewHash string) {
 	if !ok || p.d.Runner == nil || !p.Takes(oj.Body.Declaration.Work) || p.Draining() {
 		return // a view that has not yet heard of the drain
 	}
-	if !p.hours.inHours(time.Now(), time.Duration(oj.Body.Declaration.Request.Limit)*time.Millisecond) {
+	if !p.hours.inHours(time.Now(), time.Duration(oj.Body.Declaration.Request.Limit)*time.Millisecond, cutEvery(oj.Body.Declaration)) {
 		return // a view that has not yet heard of the hours
 	}
 	if oj.Body.Declaration.Request.Gang() && p.d.OpenGang == nil {
@@ -214,4 +214,14 @@ func (lr *leaseRunner) start(ctx context.Context, cancel context.CancelCauseFunc
 	}) {
 		cancel(nil)
 	}
+}
+
+// cutEvery is how often a job checkpoints, which lets it be cut at a
+// window's close (market/window.go); 0 for a job that may not be: it
+// declares no checkpoints, or is part of a gang.
+func cutEvery(d market.Declaration) time.Duration {
+	if cp := d.Output.Checkpoints; cp != nil && !d.Request.Gang() {
+		return time.Duration(cp.Every) * time.Millisecond
+	}
+	return 0
 }
