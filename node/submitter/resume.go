@@ -199,6 +199,7 @@ func (j *jobTracker) resumption(fromStart bool) (market.Declaration, error) {
 	// for a program that wants to know it was resumed.
 	d = fromTheStart(d)
 	d.Output.Checkpoints.From = r.Checkpoint
+	d.Request.Limit = leftToRun(d.Request.Limit, r.ranToCheckpoint(), cp.Every)
 	d.Work.Env = maps.Clone(d.Work.Env)
 	if d.Work.Env == nil {
 		d.Work.Env = map[string]string{}
@@ -252,4 +253,33 @@ func (j *jobTracker) claimResume() bool {
 		return false
 	}
 	return true
+}
+
+// minResumeLimit is the least limit leftToRun gives a resumption: the
+// time to stage, start and get somewhere.
+const minResumeLimit = 10 * market.Minute
+
+// leftToRun is the limit of a resumption: the attempt's own limit less
+// what it ran up to the checkpoint the resumption starts from, since each
+// attempt's limit is already what its predecessors left it; at least two
+// checkpoint intervals and minResumeLimit, and never more than the limit.
+// A resumed job so asks only for the time it has left, and fits windows
+// that its whole limit would not. The limit is the declaration's own
+// field, which every peer reads, and the lease's, which bounds its
+// receipts (ledger.BoundRule).
+func leftToRun(limit, ran, every market.Duration) market.Duration {
+	floor := min(limit, max(minResumeLimit, 2*every))
+	return max(limit-max(ran, 0), floor)
+}
+
+// ranToCheckpoint is how long the attempt ran before the checkpoint it
+// took last, by the provider's clock as its events said; 0 when the
+// checkpoint is not its own (it came from an earlier attempt) or either
+// instant is unknown.
+func (r *Record) ranToCheckpoint() market.Duration {
+	run := r.stepAt(api.StepRun)
+	if r.Lease == nil || r.CheckpointLease != r.Lease.Terms.ID || run.IsZero() || !r.CheckpointAt.After(run) {
+		return 0
+	}
+	return market.Duration(r.CheckpointAt.Sub(run).Milliseconds())
 }
