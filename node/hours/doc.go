@@ -14,8 +14,9 @@
 //   - Open(t): is t inside the hours? Outside them the node's offer says
 //     Closed (market.Offer), and Match gives it no work.
 //   - Closes(t): when does the stretch of open time that t is in end? The
-//     offer states it as OpenUntil, so Match places there only jobs whose
-//     declared limit ends by then, and the node knows when to drain.
+//     offer states it as OpenUntil, so Match places there jobs whose
+//     declared limit ends by then, and jobs that checkpoint to be cut at
+//     the close (market/window.go), and the node knows when to drain.
 //   - Opens(t): when does the next window open? The node sleeps until then.
 //
 // A Schedule is a week of minutes, each open or closed, so windows that
