@@ -13,6 +13,7 @@ import (
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/apiserver"
 	"github.com/e31network/e31/node/metrics"
+	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -60,7 +61,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	acfg := apiserver.Config{GetLimits: n.outputLimits(), Addr: n.cfg.API, Network: n.net, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Drainer: n.provider, Logs: n.submitter, Doctor: n.cfg.Doctor, Log: n.log, Panicked: n.metrics.Panicked, Access: access}
+	acfg := apiserver.Config{GetLimits: n.outputLimits(), Addr: n.cfg.API, Network: n.net, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Drainer: n.provider, Leases: provider.NewLeaseQuery(n.provider, n.ledger), Logs: n.submitter, Doctor: n.cfg.Doctor, Log: n.log, Panicked: n.metrics.Panicked, Access: access}
 	if n.cfg.DebugPartition {
 		acfg.Block = n.block
 	}

@@ -41,6 +41,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/receipts", handler(s.receipts))
 	mux.HandleFunc("GET /v1/receipts/export", s.exportReceipts)
 	mux.HandleFunc("GET /v1/usage", handler(s.usage))
+	mux.HandleFunc("GET /v1/leases", handler(s.leases))
 	if s.cfg.Drainer != nil {
 		mux.HandleFunc("GET /v1/drain", handler(func(*http.Request) (any, error) { return s.cfg.Drainer.DrainStatus(), nil }))
 		mux.HandleFunc("POST /v1/drain", handler(s.drain))

@@ -111,6 +111,9 @@ type Config struct {
 	Drainer Drainer
 	// Logs, when set, serves GET /v1/jobs/{id}/logs.
 	Logs Logs
+	// Leases are the leases this node provides, for GET /v1/leases; nil
+	// lists none.
+	Leases Leases
 	// Block, when set, serves POST /v1/debug/block: cut this node off from
 	// the peers named (an empty list heals). Off in a default daemon.
 	Block func(peers []peer.ID)
