@@ -61,8 +61,8 @@ func TestLeaseQueryLive(t *testing.T) {
 	l := got[0]
 	want := api.Lease{
 		ID: terms.ID, Job: terms.Job, Name: "train-llm", Submitter: sub.ID.String(),
-		GPUs:        []api.LeaseGPU{{UUID: terms.GPUs[0], Model: "RTX 4090"}, {UUID: terms.GPUs[1], Model: "RTX 4090"}},
-		CPUs:        terms.CPUs, MemoryBytes: terms.MemoryBytes, HeldSince: start, Limit: 8 * 3600,
+		GPUs: []api.LeaseGPU{{UUID: terms.GPUs[0], Model: "RTX 4090"}, {UUID: terms.GPUs[1], Model: "RTX 4090"}},
+		CPUs: terms.CPUs, MemoryBytes: terms.MemoryBytes, HeldSince: start, Limit: 8 * 3600,
 		Phase: "running", RunStart: start.Add(time.Minute), CheckpointAt: ckpt, Checkpoints: 3,
 	}
 	if l.ID != want.ID || l.Job != want.Job || l.Name != want.Name || l.Submitter != want.Submitter ||
