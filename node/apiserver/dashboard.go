@@ -52,6 +52,7 @@ var snapshotParts = []struct{ name, path string }{
 	{"jobs", "/v1/jobs"},
 	{"receipts", "/v1/receipts"},
 	{"usage", "/v1/usage"},
+	{"leases", "/v1/leases"},
 }
 
 // page is index.html as package ui serves it, cut where the snapshot

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -21,15 +22,15 @@ type Leases interface {
 // oldest first. With history=1, the leases it provided that have ended,
 // the newest first: at most max (api.DefaultLeaseHistory when absent), of
 // those held since since (a duration back from now or an RFC 3339 time).
-// A server given no Leases lists none: its node provides nothing.
+// A server given no Leases answers ErrNoLeases.
 func (s *Server) leases(r *http.Request) (any, error) {
 	q := r.URL.Query()
 	if q.Get("history") == "" {
 		if q.Has("since") || q.Has("max") {
-			return nil, badRequest(fmt.Errorf("since and max are read with history=1: the live leases are listed whole"))
+			return nil, badRequest(errors.New("since and max are read with history=1: the live leases are listed whole"))
 		}
 		if s.cfg.Leases == nil {
-			return []api.Lease{}, nil
+			return nil, ErrNoLeases
 		}
 		return s.cfg.Leases.Live(r.Context())
 	}
@@ -44,7 +45,10 @@ func (s *Server) leases(r *http.Request) (any, error) {
 		}
 	}
 	if s.cfg.Leases == nil {
-		return []api.EndedLease{}, nil
+		return nil, ErrNoLeases
 	}
 	return s.cfg.Leases.History(r.Context(), f)
 }
+
+// ErrNoLeases answers GET /v1/leases on a server given no Leases.
+var ErrNoLeases = errors.New("this daemon lists no leases over its API")

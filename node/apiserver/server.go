@@ -111,8 +111,8 @@ type Config struct {
 	Drainer Drainer
 	// Logs, when set, serves GET /v1/jobs/{id}/logs.
 	Logs Logs
-	// Leases are the leases this node provides, for GET /v1/leases; nil
-	// lists none.
+	// Leases, when set, serves GET /v1/leases: the leases this node
+	// provides.
 	Leases Leases
 	// Block, when set, serves POST /v1/debug/block: cut this node off from
 	// the peers named (an empty list heals). Off in a default daemon.
@@ -384,7 +384,7 @@ func status(err error) int {
 		// A request's context ends with the daemon's stop (or with the
 		// client, who reads no answer): the client asks again later.
 		return http.StatusServiceUnavailable
-	case errors.Is(err, ErrNoDoctor), errors.Is(err, ErrNoDashboard):
+	case errors.Is(err, ErrNoDoctor), errors.Is(err, ErrNoDashboard), errors.Is(err, ErrNoLeases):
 		return http.StatusNotImplemented
 	case errors.Is(err, ErrUnauthorized):
 		return http.StatusUnauthorized

@@ -19,7 +19,7 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 // by the user (a click, a link, the address), or else the newest running.
 let chosenJob = null;
 let chosenByUser = false;
-// data is the last answers drawn: {id, nodes, jobs, receipts, usage}.
+// data is the last answers drawn: {id, nodes, jobs, receipts, usage, leases}.
 let data = null;
 // view is the jobs table's filter and page, kept in the address's hash
 // (#state=queued&name=train&page=2&job=ID) so that a reload or a link
@@ -512,15 +512,15 @@ function firstData() {
     snap = JSON.parse(document.getElementById("snapshot").textContent || "null");
   } catch (_) { /* no snapshot: fetch */ }
   if (!snap || !["id", "nodes", "jobs", "receipts"].every((k) => k in snap)) return null;
-  return { id: snap.id, nodes: snap.nodes, jobs: snap.jobs, receipts: snap.receipts, usage: snap.usage ?? null };
+  return { id: snap.id, nodes: snap.nodes, jobs: snap.jobs, receipts: snap.receipts, usage: snap.usage ?? null, leases: snap.leases ?? null };
 }
 
 async function fetchAll() {
-  const [id, nodes, jobs, receipts, usage] = await Promise.all([
+  const [id, nodes, jobs, receipts, usage, leases] = await Promise.all([
     getJSON("/v1/id"), getJSON("/v1/nodes?lost=1"), getJSON("/v1/jobs"),
-    getJSON("/v1/receipts"), getJSON("/v1/usage").catch(() => null),
+    getJSON("/v1/receipts"), getJSON("/v1/usage").catch(() => null), getJSON("/v1/leases").catch(() => null),
   ]);
-  return { id, nodes, jobs, receipts, usage };
+  return { id, nodes, jobs, receipts, usage, leases };
 }
 
 // draw redraws everything from d; from is where the first drawing's data
@@ -530,6 +530,7 @@ function draw(d, from) {
   const id = d.id || {};
   document.getElementById("self").replaceChildren("node ", peer(id.peer_id), " on ", el("b", {}, id.network));
   drawNetwork(d.nodes || []);
+  drawLiveLeases(d.leases);
   const jobs = d.jobs || [];
   if (!chosenJob && jobs.length) {
     const running = jobs.filter((j) => j.state === "running");
