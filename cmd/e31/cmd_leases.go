@@ -31,7 +31,7 @@ func newLeasesCommand(g *globalOptions) *cobra.Command {
 		Long: `leases lists the leases this node provides now, the oldest first: the job
 and its name, the submitter, the GPUs held, when the lease was signed, when
 the job's limit ends it at the latest, its phase (held, staging, running,
-output), its last checkpoint, and what its receipts so far hold and make owed
+output, released), its last checkpoint, and what its receipts so far hold and make owed
 under the default policy (the sum e31 usage and e31 receipts show; it grows
 with each interim receipt, every receipt interval).
 

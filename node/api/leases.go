@@ -22,7 +22,8 @@ type Lease struct {
 	// lease's run, whose limit counts from its start, has not started.
 	Limit  Seconds   `json:"limit_seconds"`
 	EndsBy time.Time `json:"ends_by,omitzero"`
-	// Phase is where the lease stands: held, staging, running or output.
+	// Phase is where the lease stands: held, staging, running, output
+	// or, until its runner lets it go, released.
 	Phase string `json:"phase"`
 	// RunStart is when the job's run started, zero before.
 	RunStart time.Time `json:"run_start,omitzero"`
