@@ -16,8 +16,10 @@ import (
 // leases): the leases the role holds now, each from its runner, and the
 // leases it provided that have ended, from the ledger. What a lease is
 // owed is the ledger's one sum, ledger.Policy.Bill under
-// ledger.DefaultPolicy, over the record its receipts make (LeaseRecord.
-// Counted), so that it agrees with e31 usage and e31 receipts.
+// ledger.DefaultPolicy, of the record its receipts make
+// (ledger.LeaseRecord.Counted), so that it agrees with e31 usage and e31
+// receipts. A lease whose receipts are open but whose runner is gone (its
+// end not yet on record here) is in neither list.
 //
 // It holds no state of its own: every answer is read when asked, and no
 // lock of the role's is held while the ledger is read.
