@@ -1,6 +1,7 @@
 package submitter
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,7 +37,15 @@ type rework struct {
 // reworkAsked reports whether a resume request asks for more than a plain
 // resume: chosen tasks, or changed work.
 func reworkAsked(req api.SubmitRequest) bool {
-	return len(req.Declaration) > 0 || len(req.Tasks) > 0 || req.Image != "" || len(req.Data) > 0
+	return givesDeclaration(req) || len(req.Tasks) > 0 || req.Image != "" || len(req.Data) > 0
+}
+
+// givesDeclaration reports whether a request carries a declaration: a
+// client sends a resume's absent one as JSON null, as every e31 before
+// resume --with did.
+func givesDeclaration(req api.SubmitRequest) bool {
+	d := bytes.TrimSpace(req.Declaration)
+	return len(d) > 0 && !bytes.Equal(d, []byte("null"))
 }
 
 // changes reports whether the rerun changes the work.
@@ -46,7 +55,7 @@ func (w rework) changes() bool { return w.decl != nil || w.image != "" || len(w.
 // array's chosen tasks, a task named alone, or a job.
 func (k *kit) rerun(ctx context.Context, req api.SubmitRequest, progress content.Progress) (api.Job, error) {
 	w := rework{tasks: req.Tasks, image: req.Image, data: req.Data, fromStart: req.FromStart}
-	if len(req.Declaration) > 0 {
+	if givesDeclaration(req) {
 		if w.image != "" || len(w.data) > 0 {
 			return api.Job{}, invalid(errors.New("the new work is a declaration, or the job's own with another image or inputs: not both"))
 		}

@@ -278,3 +278,24 @@ func (cidImages) Import(_ context.Context, ref string, _ content.Progress) (imag
 	}
 	return image.Record{CID: c, Ref: ref, Size: 1}, nil
 }
+
+// TestNullDeclarationIsAPlainResume: a resume request whose declaration is
+// JSON null, as a client that sends no new work writes it, asks for no
+// rework; one with a declaration, tasks or an image does.
+func TestNullDeclarationIsAPlainResume(t *testing.T) {
+	for _, tc := range []struct {
+		req  api.SubmitRequest
+		want bool
+	}{
+		{api.SubmitRequest{ResumeOf: "j"}, false},
+		{api.SubmitRequest{ResumeOf: "j", Declaration: json.RawMessage("null")}, false},
+		{api.SubmitRequest{ResumeOf: "j", Declaration: json.RawMessage(" null\n")}, false},
+		{api.SubmitRequest{ResumeOf: "j", Declaration: json.RawMessage(`{"name":"x"}`)}, true},
+		{api.SubmitRequest{ResumeOf: "j", Tasks: []int{2}}, true},
+		{api.SubmitRequest{ResumeOf: "j", Image: "docker-archive:x.tar"}, true},
+	} {
+		if got := reworkAsked(tc.req); got != tc.want {
+			t.Errorf("reworkAsked(declaration %q, tasks %v, image %q) = %v, want %v", tc.req.Declaration, tc.req.Tasks, tc.req.Image, got, tc.want)
+		}
+	}
+}
