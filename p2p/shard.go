@@ -140,3 +140,27 @@ func ParseShardMarker(network string, proto protocol.ID) (s Shard, ok bool) {
 	}
 	return s, true
 }
+
+// ParseAnyShardMarker reads a ShardMarker of any network: the network it
+// names and the shard. A peer of another network marks its own network's
+// name, so ParseShardMarker with this node's name would not know it for a
+// marker at all. ok is false for a protocol that is no ShardMarker.
+func ParseAnyShardMarker(proto protocol.ID) (network string, s Shard, ok bool) {
+	rest, found := strings.CutPrefix(string(proto), "/e31/")
+	if !found {
+		return "", Shard{}, false
+	}
+	scope, found := strings.CutSuffix(rest, "/member/1")
+	if !found || scope == "" {
+		return "", Shard{}, false
+	}
+	if i := strings.LastIndex(scope, "/shard-"); i > 0 {
+		if s, ok := ParseShardMarker(scope[:i], proto); ok {
+			return scope[:i], s, true
+		}
+	}
+	if s, ok := ParseShardMarker(scope, proto); ok && s.Whole() {
+		return scope, s, true
+	}
+	return "", Shard{}, false
+}

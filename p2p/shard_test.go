@@ -167,3 +167,38 @@ func TestParseShardMarker(t *testing.T) {
 		}
 	}
 }
+
+func TestParseAnyShardMarker(t *testing.T) {
+	for _, tc := range []struct {
+		network string
+		s       Shard
+	}{{"e31", Shard{Count: 1}}, {"testnet", Shard{Index: 3, Count: 4}}, {"lab/a", Shard{Count: 1}}, {"lab/a", Shard{Index: 1, Count: 2}}} {
+		n, got, ok := ParseAnyShardMarker(ShardMarker(tc.network, tc.s))
+		if !ok || n != tc.network || got != tc.s {
+			t.Errorf("ParseAnyShardMarker(ShardMarker(%q, %v)) = %q, %v, %v", tc.network, tc.s, n, got, ok)
+		}
+	}
+	for _, p := range []string{"/e31/member/1", "/e31//member/1", "/e31/e31/member/2", "/e31/e31/offers/1", "/ipfs/id/1.0.0", ""} {
+		if n, got, ok := ParseAnyShardMarker(protocol.ID(p)); ok {
+			t.Errorf("ParseAnyShardMarker(%q) = %q, %v; want not a marker", p, n, got)
+		}
+	}
+}
+
+// FuzzParseAnyShardMarker: a peer's protocols are its own to choose. Any
+// protocol read as a marker is exactly the marker of what it was read as.
+func FuzzParseAnyShardMarker(f *testing.F) {
+	for _, p := range []string{"/e31/e31/member/1", "/e31/testnet/shard-3-of-4/member/1", "/e31/e31/shard-1-of-3/member/1",
+		"/e31/a/shard-0-of-2/shard-1-of-2/member/1", "/e31//shard-0-of-2/member/1", "/e31/member/1", "/ipfs/id/1.0.0"} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		n, s, ok := ParseAnyShardMarker(protocol.ID(p))
+		if !ok {
+			return
+		}
+		if n == "" || s.Valid() != nil || ShardMarker(n, s) != protocol.ID(p) {
+			t.Fatalf("ParseAnyShardMarker(%q) = %q, %v: not its marker", p, n, s)
+		}
+	})
+}

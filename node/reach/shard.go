@@ -3,6 +3,7 @@ package reach
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -168,15 +169,16 @@ func (s *ShardMates) Answer(_ context.Context, from peer.ID, raw json.RawMessage
 // maxNoted bounds the peers watch remembers having logged.
 const maxNoted = 1024
 
-// note logs, once a peer, an e31d that splits the network into another
-// number of shards than this node (the two never meet in a market: every
-// peer of a network needs the same --shards), or one that marks no shard
-// at all (an older protocol), naming the version it says it runs.
+// note logs, once a peer, an e31d that can never be in this node's market,
+// and says why: it is on another network, it splits the network into
+// another number of shards than this node (every peer of a network needs
+// the same --shards), or it marks no shard at all (an older version),
+// naming the version it says it runs.
 func (s *ShardMates) note(ev event.EvtPeerIdentificationCompleted, noted map[peer.ID]bool) {
 	if noted[ev.Peer] || !strings.HasPrefix(ev.AgentVersion, "e31d/") {
 		return
 	}
-	why, theirs := s.mismatch(ev.Protocols)
+	why, theirs := Mismatch(s.Network, s.Shard, ev.Protocols)
 	if why == "" {
 		return
 	}
@@ -184,20 +186,34 @@ func (s *ShardMates) note(ev event.EvtPeerIdentificationCompleted, noted map[pee
 		clear(noted)
 	}
 	noted[ev.Peer] = true
-	s.Log.Warn("a peer on this network is in no market this node takes part in", "peer", ev.Peer, "version", ev.AgentVersion,
-		"why", why, "its_shard", theirs, "shard", s.Shard.String())
+	s.Log.Warn("peer "+ev.Peer.String()+" is in no market this node takes part in: "+why, "peer", ev.Peer, "version", ev.AgentVersion,
+		"why", why, "its_shard", theirs, "network", s.Network, "shard", s.Shard.String())
 }
 
-// mismatch says why a peer advertising protos can never be in this node's
-// market, or "" when it can be.
-func (s *ShardMates) mismatch(protos []protocol.ID) (why, theirs string) {
+// Mismatch says why a peer advertising protos can never be in the market
+// of a node of network in shard, or "" when it can be; theirs is the
+// peer's shard ("none" where it marks none). A marker of this network
+// wins over one of another, so that a peer is never told apart by the
+// order of its protocols.
+func Mismatch(network string, shard p2p.Shard, protos []protocol.ID) (why, theirs string) {
+	other := ""
 	for _, p := range protos {
-		if sh, ok := p2p.ParseShardMarker(s.Network, p); ok {
-			if max(sh.Count, 1) != max(s.Shard.Count, 1) {
-				return "it splits the network into another number of shards (--shards)", sh.String()
+		n, sh, ok := p2p.ParseAnyShardMarker(p)
+		switch {
+		case !ok:
+		case n != network:
+			if other == "" {
+				other, theirs = n, sh.String()
 			}
+		case max(sh.Count, 1) != max(shard.Count, 1):
+			return fmt.Sprintf("it splits the network into another number of shards (--shards %d; this node: --shards %d)",
+				max(sh.Count, 1), max(shard.Count, 1)), sh.String()
+		default:
 			return "", sh.String()
 		}
 	}
-	return "it speaks an older protocol, which marks no shard", "none"
+	if other != "" {
+		return fmt.Sprintf("it is on network %q (this node: %q; e31d --network names it)", other, network), theirs
+	}
+	return "it runs an older version of e31d, which marks no shard", "none"
 }

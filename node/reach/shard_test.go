@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
 // lockedBuffer is a log sink safe for the host's goroutines.
@@ -126,7 +127,7 @@ func TestShardMates(t *testing.T) {
 	poll.Until(t, "the warning about the old node", 10*time.Second, func() bool {
 		for _, line := range strings.Split(logs.String(), "\n") {
 			if strings.Contains(line, "peer="+old.ID().String()) {
-				return strings.Contains(line, "version=e31d/0.4.0") && strings.Contains(line, "older protocol")
+				return strings.Contains(line, "version=e31d/0.4.0") && strings.Contains(line, "older version")
 			}
 		}
 		return false
@@ -147,4 +148,24 @@ func oldHost(t *testing.T, version string) host.Host {
 	}
 	t.Cleanup(func() { h.Close() })
 	return h
+}
+
+func TestMismatch(t *testing.T) {
+	two := p2p.Shard{Index: 1, Count: 2}
+	for _, tc := range []struct {
+		name   string
+		protos []protocol.ID
+		want   string // a part of why; "" when the peer can be in the market
+	}{
+		{"same", []protocol.ID{"/ipfs/id/1.0.0", p2p.ShardMarker("e31", p2p.Shard{Count: 2})}, ""},
+		{"other shard count", []protocol.ID{p2p.ShardMarker("e31", p2p.Shard{Index: 3, Count: 4})}, "--shards 4; this node: --shards 2"},
+		{"other network", []protocol.ID{p2p.ShardMarker("testnet", p2p.Shard{Count: 1})}, `on network "testnet" (this node: "e31"`},
+		{"this network wins", []protocol.ID{p2p.ShardMarker("testnet", p2p.Shard{Count: 1}), p2p.ShardMarker("e31", two)}, ""},
+		{"no marker", []protocol.ID{"/ipfs/id/1.0.0"}, "older version"},
+	} {
+		why, _ := Mismatch("e31", two, tc.protos)
+		if tc.want == "" && why != "" || !strings.Contains(why, tc.want) {
+			t.Errorf("%s: Mismatch = %q, want %q", tc.name, why, tc.want)
+		}
+	}
 }
