@@ -29,7 +29,9 @@ func newUpCommand() *cobra.Command {
 		Short: "Start N e31d nodes on 127.0.0.1 and wait until they all see each other's offers",
 		Long: `up builds e31d and e31 into DIR/bin, starts N daemons on 127.0.0.1 (node 0
 is the bootstrap peer of the rest), each with simulated GPUs, waits until every
-node sees every offer, and writes DIR/nodes.json. The nodes keep running after
+node sees every offer, and writes DIR/nodes.json: each node's peer ID,
+addresses, API, network name and the e31d flags that join the network through
+it (--network testnet --bootstrap ADDR). The nodes keep running after
 up returns; stop them with "testnet down --dir DIR".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runUp(cmd.Context(), o) },
@@ -81,6 +83,8 @@ func runUp(ctx context.Context, o upOptions) error {
 		fmt.Println()
 	}
 	fmt.Printf("\nnodes: %s\n", filepath.Join(dir, cluster.NodesFile))
+	fmt.Printf("join:  %s %s --data DIR   # network %q; without --network a daemon is on another\n",
+		bin.E31d, c.Nodes[0].Join, c.Nodes[0].Network)
 	fmt.Printf("try:   export E31_API=%s E31_API_TOKEN_FILE=%s\n       %s nodes\n", c.Nodes[0].API, c.Nodes[0].TokenFile, bin.E31)
 	fmt.Printf("       %s ui   # a one-time link to node0's dashboard\n", bin.E31)
 	fmt.Printf("stop:  go run ./testnet down --dir %s\n", dir)

@@ -88,6 +88,13 @@ type Node struct {
 	// TokenFile holds the token the node's API asks of every request
 	// (e31 --api-token-file, E31_API_TOKEN_FILE).
 	TokenFile string `json:"api_token_file"`
+	// Network is the network the node is on (e31d --network); Join the
+	// e31d flags that join it through this node: its network, its shard
+	// count where the network is split, and this node as the bootstrap
+	// peer. A daemon started without them is on another network, and
+	// never meets these nodes in a market.
+	Network string `json:"network,omitempty"`
+	Join    string `json:"join,omitempty"`
 
 	args []string
 	// e31d is the daemon binary this node runs; empty: Options.Bin.E31d.
@@ -247,7 +254,11 @@ func (c *Cluster) launch(ctx context.Context, n *Node) error {
 	if n.e31d != "" {
 		bin = n.e31d
 	}
-	return launch(ctx, bin, c.opts.Detach, n)
+	if err := launch(ctx, bin, c.opts.Detach, n); err != nil {
+		return err
+	}
+	n.Network, n.Join = c.opts.Network, c.joinFlags(n)
+	return nil
 }
 
 func launch(ctx context.Context, e31d string, detach bool, n *Node) error {
@@ -327,6 +338,19 @@ func (c *Cluster) Addrs() []string {
 func (n *Node) Client() *api.Client {
 	tok, _ := api.ReadToken(n.TokenFile)
 	return api.NewClient(n.API, api.WithToken(tok))
+}
+
+// joinFlags are the e31d flags that join the cluster's network through n:
+// "--network NAME [--shards N] --bootstrap ADDR".
+func (c *Cluster) joinFlags(n *Node) string {
+	flags := "--network " + c.opts.Network
+	if c.opts.Shards > 1 {
+		flags += " --shards " + strconv.Itoa(c.opts.Shards)
+	}
+	if len(n.Addrs) > 0 {
+		flags += " --bootstrap " + n.Addrs[0]
+	}
+	return flags
 }
 
 // WriteNodesFile writes Dir/nodes.json.
