@@ -41,7 +41,7 @@ func (n *Node) wireLoops() {
 		submitter: n.submitter, units: n.units, signalWork: n.signalWork}
 	n.net = &networkQueries{cfg: n.cfg, self: n.self, shard: n.shard, started: n.started, host: n.host,
 		punches: n.punches, compute: n.compute, disk: n.disk, provider: n.provider, offers: n.offers,
-		market: n.market, matches: &n.matches, addrs: n.Addrs}
+		market: n.market, matches: &n.matches, addrs: n.Addrs, reach: n.reach.Status}
 }
 
 // matchActions carry out a Match result on this node's roles and its

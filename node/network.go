@@ -37,6 +37,8 @@ type networkQueries struct {
 	matches  *epoch.History
 	// addrs are the node's addresses (Node.Addrs).
 	addrs func() []string
+	// reach is how peers reach the node now (reach.Teller.Status).
+	reach func() reach.Status
 }
 
 // ID describes this node (GET /v1/id).
@@ -64,6 +66,9 @@ func (q *networkQueries) ID() api.ID {
 		out.Disk = &api.Disk{Size: st.Size, Free: st.Free, Reserve: st.Reserve, Promised: st.Promised, Lendable: st.Lendable,
 			MaxJobDisk: st.MaxJobDisk, Cap: st.Cap, NoDisk: st.NoDisk, Why: st.Why, Jobs: st.Jobs}
 		out.NoCPUJobs = q.cfg.NoCPUJobs
+	}
+	if r := q.reach(); r.State != reach.StateOff {
+		out.Reachability = &api.Reachability{State: r.State, Relays: r.Relays, Why: r.Why, Fix: r.Fix, Line: r.Line()}
 	}
 	if q.cfg.Hours != nil {
 		out.Hours = q.cfg.Hours.String()

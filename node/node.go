@@ -98,6 +98,8 @@ type Node struct {
 	// are in no market this node takes part in.
 	shardMates *reach.ShardMates
 	peers      *reach.Book // where peers are, remembered across restarts
+	// reach tells the owner how peers reach the node (the log, e31 id).
+	reach *reach.Teller
 
 	// delays is the gossip delay this node observed, announced in its
 	// offer; clock turns the announcements into each epoch's delay.
@@ -239,6 +241,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if n.natOn {
 		n.peers.Relays = n.boot
 	}
+	n.reach = &reach.Teller{Host: n.host, On: n.natOn, Boot: n.boot, Log: n.log}
 	if n.exchange, err = content.NewExchange(life, n.host, n.store, n.access, content.ExchangeOptions{
 		Log: n.log, StallTimeout: cfg.StallTimeout, UploadLimit: cfg.UploadLimit, Served: n.countServed,
 		Panicked: n.metrics.Panicked,

@@ -97,6 +97,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 
 	n.loops.Go(func() { n.shardMates.Run(loopCtx) })
+	n.loops.Go(func() { n.reach.Run(loopCtx) })
 	n.loops.Go(func() { n.feed.receiveOffers(loopCtx, offersSub) })
 	n.loops.Go(func() { n.feed.expireOffers(loopCtx) })
 	n.loops.Go(func() { n.feed.receiveJobs(loopCtx, jobsSub) })

@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	ma "github.com/multiformats/go-multiaddr"
@@ -404,4 +405,15 @@ func IsRelayed(a ma.Multiaddr) bool {
 	}
 	_, err := a.ValueForProtocol(ma.P_CIRCUIT)
 	return err == nil
+}
+
+// RelayOf is the relay a circuit address goes through: the peer named
+// before /p2p-circuit; empty for an address that goes through none.
+func RelayOf(a ma.Multiaddr) peer.ID { return relayOf(a) }
+
+// ServesRelay reports whether peer p, as identify last described it to h,
+// serves as a circuit v2 relay (speaks the hop protocol).
+func ServesRelay(h host.Host, p peer.ID) bool {
+	in, err := h.Peerstore().SupportsProtocols(p, proto.ProtoIDv2Hop)
+	return err == nil && len(in) > 0
 }

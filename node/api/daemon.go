@@ -29,6 +29,23 @@ type ID struct {
 	Disk *Disk `json:"disk,omitempty"`
 	// NoCPUJobs says this node takes only jobs that ask for GPUs.
 	NoCPUJobs bool `json:"no_cpu_jobs,omitempty"`
+	// Reachability is how peers reach this node; nil where it runs no
+	// NAT traversal (--nat off, or it listens on loopback alone).
+	Reachability *Reachability `json:"reachability,omitempty"`
+}
+
+// Reachability is how peers reach a node, as it tells its owner.
+type Reachability struct {
+	// State is public (peers dial it), relayed (through Relays, until a
+	// hole is punched), unreachable (no peer can: it gets no work) or
+	// unknown (not learned yet).
+	State  string   `json:"state"`
+	Relays []string `json:"relays,omitempty"`
+	// Why says what the state rests on; Fix, when unreachable, what to
+	// change; Line is all of it in one line, as e31 id prints it.
+	Why  string `json:"why,omitempty"`
+	Fix  string `json:"fix,omitempty"`
+	Line string `json:"line"`
 }
 
 // Disk is the data dir's disk as a provider lends it (node/diskroom).
