@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
@@ -15,8 +16,14 @@ func newIDCommand(g *globalOptions) *cobra.Command {
 	var o idOptions
 	cmd := &cobra.Command{
 		Use:   "id",
-		Short: "Show this node's peer ID, addresses and GPUs",
-		Args:  cobra.NoArgs,
+		Short: "Show this node's peer ID, addresses, GPUs and whether peers can reach it",
+		Long: `id shows this node's peer ID, network, version, GPUs, drain, hours, disk and
+addresses, and how peers reach it (reach): public, relayed through a relay R, or
+unreachable, with why and the fix: a node no peer can reach gets no work.
+--json gives the same, reachability as {state, relays, why, fix, line}; a node
+that runs no NAT traversal (--nat off, or listening on loopback alone) says
+nothing of it.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runID(cmd.Context(), o, g)
 		},
@@ -47,6 +54,9 @@ func runID(ctx context.Context, o idOptions, g *globalOptions) error {
 	if d := id.Disk; d != nil {
 		writef(g.stdout, "disk      %s\n", describeDisk(*d))
 	}
+	if r := id.Reachability; r != nil {
+		fmt.Fprintf(g.stdout, "reach     %s\n", describeReach(*r))
+	}
 	if id.NoCPUJobs {
 		fmt.Fprintf(g.stdout, "takes     only jobs that ask for GPUs (--cpu-jobs=false)\n")
 	}
@@ -54,6 +64,21 @@ func runID(ctx context.Context, o idOptions, g *globalOptions) error {
 		fmt.Fprintf(g.stdout, "address   %s\n", a)
 	}
 	return nil
+}
+
+// describeReach says how peers reach the node: "public", "relayed through
+// R", or, for a node no peer can reach, "unreachable: no peer can reach
+// this node: it gets no work; why; fix: …".
+func describeReach(r api.Reachability) string {
+	switch r.State {
+	case "public":
+		return "public: peers dial this node directly"
+	case "relayed":
+		return "relayed through " + strings.Join(r.Relays, ", ")
+	case "unreachable":
+		return "unreachable: " + r.Line
+	}
+	return r.Line
 }
 
 // describeDisk says how the data dir's disk stands and what of it the node
