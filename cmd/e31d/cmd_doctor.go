@@ -20,7 +20,10 @@ func newDoctorCommand() *cobra.Command {
 		Long: `doctor checks what e31d needs to run jobs here: the OCI runtime (it must run
 a probe container), cgroups, user namespaces and overlayfs (for jobs that bring
 their own image), the NVIDIA driver and GPUs, CDI specs, free disk for the
-data dir and the layer cache, the listen addresses, and clock sync. Each check
+data dir and the layer cache, the listen addresses, clock sync, and whether
+peers can reach this machine: a short-lived host of its own asks the bootstrap
+peers (public, relayed through a bootstrap peer that serves as a relay, or
+unreachable, why and the fix; up to 45 s). Each check
 is ok, warn or fail, with how to fix it. Run it as root, with the same --config
 or flags as the daemon.
 
@@ -52,6 +55,9 @@ The exit status is 1 when any check fails; warnings alone exit 0.`,
 					return fmt.Errorf("--disk-reserve: %w", err)
 				}
 			}
+			if err := countAsPublic(o.file.NATPublicNet); err != nil {
+				return err
+			}
 			rep := doctor.Run(cmd.Context(), doctor.Machine{}, doctor.Options{
 				DataDir:         o.file.Data,
 				ImageCacheBytes: int64(cache),
@@ -60,6 +66,7 @@ The exit status is 1 when any check fails; warnings alone exit 0.`,
 				Listen:          o.file.Listen,
 				Runtime:         o.file.Runtime,
 			})
+			rep.Checks = append(rep.Checks, doctor.Reach(cmd.Context(), doctor.ReachOptions{Listen: o.file.Listen, NAT: o.file.NAT, Bootstrap: o.file.Bootstrap}))
 			if gpuJob {
 				rep.Checks = append(rep.Checks, doctor.GPUJobs(cmd.Context(), doctor.GPUJobOptions{
 					DataDir: o.file.Data,
@@ -91,6 +98,9 @@ The exit status is 1 when any check fails; warnings alone exit 0.`,
 	f.StringVar(&o.file.ImageCacheSize, "image-cache-size", "64GiB", "disk the layer cache may take under DATA/layers")
 	f.StringVar(&o.file.DiskReserve, "disk-reserve", "", "the daemon's --disk-reserve (default: a tenth of the data dir's filesystem and at least 20GiB, at most a quarter of it)")
 	f.BoolVar(&o.file.UnboundedDisk, "unbounded-disk", false, "the daemon's --unbounded-disk: jobs are taken where their disks cannot be bounded")
+	f.StringArrayVar(&o.file.Bootstrap, "bootstrap", nil, "the daemon's --bootstrap peers, asked whether they can reach this machine; repeatable")
+	f.StringVar(&o.file.NAT, "nat", "auto", "the daemon's --nat: auto (on unless every --listen is loopback), on or off; off skips the reachability check")
+	f.StringArrayVar(&o.file.NATPublicNet, "nat-public-net", nil, "the daemon's --nat-public-net: a private IPv4 network that counts as public; repeatable")
 	f.BoolVar(&asJSON, "json", false, "print the checks as JSON")
 	f.BoolVar(&gpuJob, "gpu-job", false, "also run a small CUDA job in the sandbox on each GPU, as a lease would")
 	return cmd
