@@ -523,12 +523,23 @@ async function fetchAll() {
   return { id, nodes, jobs, receipts, usage, leases };
 }
 
+// reachBadge says in the header how peers reach this node (GET /v1/id's
+// reachability): public, relayed through R, or unreachable, its why and
+// fix in full beside it; nothing where the node does not learn it.
+function reachBadge(r) {
+  if (!r) return [];
+  const text = r.state === "relayed" ? "relayed through " + (r.relays || []).map(peerShort).join(", ") : r.state;
+  const badge = el("span", { class: "reach reach-" + r.state, title: r.line }, text);
+  if (r.state !== "unreachable") return [" · ", badge];
+  return [" · ", badge, el("div", { class: "reach-why" }, r.line)];
+}
+
 // draw redraws everything from d; from is where the first drawing's data
 // came from (the page's snapshot, or fetched), which the page records.
 function draw(d, from) {
   data = d;
   const id = d.id || {};
-  document.getElementById("self").replaceChildren("node ", peer(id.peer_id), " on ", el("b", {}, id.network));
+  document.getElementById("self").replaceChildren("node ", peer(id.peer_id), " on ", el("b", {}, id.network), ...reachBadge(id.reachability));
   drawNetwork(d.nodes || []);
   drawLiveLeases(d.leases);
   const jobs = d.jobs || [];
