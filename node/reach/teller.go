@@ -80,7 +80,7 @@ func (t *Teller) tell(s Status, was string) {
 	}
 	switch s.State {
 	case StateUnreachable:
-		t.Log.Warn(s.Line(), append(args, "why", s.Why, "fix", s.Fix)...)
+		t.Log.Warn(NoWork, append(args, "why", s.Why, "fix", s.Fix)...)
 	case StateRelayed:
 		t.Log.Info("peers reach this node through a relay", append(args, "relays", s.Relays)...)
 	default:

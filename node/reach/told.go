@@ -30,6 +30,9 @@ const (
 	StateOff = "off"
 )
 
+// NoWork begins what an unreachable node is told.
+const NoWork = "no peer can reach this node: it gets no work"
+
 // Status is how peers reach this node, as its contributor is told it: in
 // the log, by e31 id, by e31d doctor and on the dashboard.
 type Status struct {
@@ -47,7 +50,7 @@ type Status struct {
 func (s Status) Line() string {
 	switch s.State {
 	case StateUnreachable:
-		return "no peer can reach this node: it gets no work; " + s.Why + "; fix: " + s.Fix
+		return NoWork + "; " + s.Why + "; fix: " + s.Fix
 	case StateRelayed:
 		return "relayed through " + strings.Join(s.Relays, ", ") + ": " + s.Why
 	}

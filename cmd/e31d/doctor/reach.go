@@ -33,9 +33,6 @@ type ReachOptions struct {
 // dial-back comes some 15 s after a host starts.
 const DefaultReachWait = 45 * time.Second
 
-// noWork begins the detail of a machine no peer can reach.
-const noWork = "no peer can reach this node: it gets no work; "
-
 // reachConnectTimeout bounds the dial of each bootstrap peer.
 const reachConnectTimeout = 10 * time.Second
 
@@ -70,7 +67,7 @@ func Reach(ctx context.Context, o ReachOptions) Result {
 			// the one peers make by bootstrapping from it, which they
 			// cannot here.
 			s := reach.Explain(reach.Facts{Traversal: true, Reach: p2p.ReachPrivate})
-			return result(name, Warn, s.Fix, "%s%s (no address this machine listens on is public)", noWork, s.Why)
+			return result(name, Warn, s.Fix, "%s; %s (no address this machine listens on is public)", reach.NoWork, s.Why)
 		}
 		return result(name, Warn, "name the network's bootstrap peers (--bootstrap) to check through them",
 			"not checked: no bootstrap peer to ask whether it can dial this machine")
@@ -101,7 +98,7 @@ func Reach(ctx context.Context, o ReachOptions) Result {
 		// daemon becomes one with its first offer, this host never.
 		return result(name, OK, "", "relayed: behind a NAT, and %d bootstrap peers serve as a relay, on which e31d will hold a slot once its first offer reaches them (%s)", f.BootRelays, where)
 	case s.State == reach.StateUnreachable:
-		return result(name, Fail, s.Fix, "unreachable: %s%s (%s)", noWork, s.Why, where)
+		return result(name, Fail, s.Fix, "unreachable: %s; %s (%s)", reach.NoWork, s.Why, where)
 	}
 	return result(name, Warn, "run it again; if it says so again, check that the bootstrap peers run e31d with NAT traversal on (--nat)",
 		"unknown after %s: %s (%s; connected to %d)", wait, s.Why, where, f.BootConnected)
