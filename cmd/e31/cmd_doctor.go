@@ -23,7 +23,9 @@ func newDoctorCommand(g *globalOptions) *cobra.Command {
 e31d doctor does before a daemon starts: the OCI runtime (a probe container),
 cgroups, user namespaces and overlayfs, the job disk, the NVIDIA driver and
 GPUs, CDI specs, free disk for the data dir, the listen addresses and clock
-sync. Where no daemon answers, it runs e31d doctor (beside e31, or on PATH)
+sync; and how peers reach the daemon (reachability: public, relayed, or
+unreachable with why and the fix), as the running daemon knows it. Where no
+daemon answers, it runs e31d doctor (beside e31, or on PATH)
 with e31d's defaults.
 
 The exit status is 1 when any check fails; warnings alone exit 0.`,

@@ -22,7 +22,8 @@ import (
 // TestReachToldBehindNAT: a provider behind a home router whose only
 // bootstrap peer serves as no relay can be reached by no peer, and is told
 // so where its owner looks: once in its log, with why and the fix; in
-// e31 id --json; and by e31d doctor, run beside it with the same flags.
+// e31 id (and --json); by e31d doctor, run beside it with the same flags;
+// and by e31 doctor, which asks the daemon.
 func TestReachToldBehindNAT(t *testing.T) {
 	requireSandbox(t)
 	if testing.Short() && os.Getenv(netns.RequireEnv) == "" {
@@ -120,6 +121,20 @@ func TestReachToldBehindNAT(t *testing.T) {
 	}
 	if err == nil {
 		t.Errorf("e31d doctor exited 0 with a failed check")
+	}
+
+	// e31 doctor asks the running daemon, which says what it knows.
+	out, err = exec.Command(bin.E31, "--api", prov.API, "doctor", "--json").Output()
+	if ee := (*exec.ExitError)(nil); err != nil && !errors.As(err, &ee) {
+		t.Fatalf("e31 doctor: %v", err)
+	}
+	rep = doctor.Report{}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("e31 doctor --json: %v: %s", err, out)
+	}
+	if last := rep.Checks[len(rep.Checks)-1]; last.Name != "reachability" || last.Status != doctor.Fail ||
+		!strings.Contains(last.Detail, why) || !strings.Contains(last.Detail, "this running daemon") || last.Fix == "" {
+		t.Errorf("e31 doctor's last check %+v, want the daemon's reachability, failed", last)
 	}
 
 	// Told once: nothing changed meanwhile.
