@@ -293,7 +293,7 @@ func TestDashboardManyJobs(t *testing.T) {
 	t.Run("first paint", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
-		for _, f := range []string{"", "app.js", "style.css"} {
+		for _, f := range []string{"", "leases.js", "app.js", "style.css"} {
 			b := httpGet(t, base+f, c.Nodes[0])
 			if f == "" {
 				f = "index.html"
