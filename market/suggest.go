@@ -45,6 +45,11 @@ func stripIndex(field string) string {
 	return field
 }
 
+// Nearest is the one word of known within a small edit distance of s, as
+// nearest below: the suggestion for a name a user typed, for decoders of
+// other names than a declaration's fields (e31d's config keys).
+func Nearest(s string, known []string) string { return nearest(s, known) }
+
 // nearest is the one word of known within a small edit distance of s
 // (a third of its length, at least 1, at most 3), "" when there is none
 // or two are equally near.
