@@ -29,7 +29,6 @@ import (
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/p2p"
-	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -279,11 +278,9 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	if err != nil {
 		return fmt.Errorf("read config: %w", err)
 	}
-	var fc fileConfig
-	dec := toml.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&fc); err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
+	fc, err := decodeConfig(path, data)
+	if err != nil {
+		return err
 	}
 	set := func(name string, apply func()) {
 		if !flags.Changed(name) {
@@ -352,7 +349,7 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 		}
 		v, err := time.ParseDuration(d.file)
 		if err != nil {
-			return fmt.Errorf("config %s: %s: %w", path, d.name, err)
+			return durationProblem(path, data, d.name, d.file)
 		}
 		*d.dst = v
 	}
