@@ -18,6 +18,10 @@ import (
 // found. Such a node cannot run jobs.
 var ErrNoRuntime = errors.New("no working container runtime (runc or crun)")
 
+// ErrRuntimeNotFound is returned by NewRunner, with ErrNoRuntime, when no
+// runtime binary is there at all (rather than one that fails its probe).
+var ErrRuntimeNotFound = errors.New("not found")
+
 // ErrNoImages is wrapped by the error of Run for an image job, and by
 // ImageSupport, on a host where image jobs cannot run (no usable mount
 // root, or a uid range that is not the daemon's own).
@@ -210,7 +214,7 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 		if o.Runtime != "" {
 			what = o.Runtime
 		}
-		return nil, fmt.Errorf("%w: %s not found; install runc (Debian/Ubuntu: apt-get install -y runc; Fedora/RHEL: dnf install -y runc)", ErrNoRuntime, what)
+		return nil, fmt.Errorf("%w: %s %w; install runc (Debian/Ubuntu: apt-get install -y runc; Fedora/RHEL: dnf install -y runc)", ErrNoRuntime, what, ErrRuntimeNotFound)
 	}
 	var failures []string
 	for _, path := range candidates {
@@ -248,7 +252,13 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 			"images", imageErr == nil, "gpu_injection", r.GPUInjection())
 		return r, nil
 	}
-	return nil, fmt.Errorf("%w: %s; install a runc that works here (apt-get install -y runc)", ErrNoRuntime, strings.Join(failures, "; "))
+	fix := "install a runc that works here (apt-get install -y runc)"
+	if os.Geteuid() != 0 {
+		// A runtime run by another user is rootless, which needs user
+		// namespaces and cgroup delegation the sandbox does not ask for.
+		fix = "the sandbox runs as root: run e31d as root or through the systemd unit"
+	}
+	return nil, fmt.Errorf("%w: %s; %s", ErrNoRuntime, strings.Join(failures, "; "), fix)
 }
 
 // probe runs `true` in a sandbox with every kind of limit set.

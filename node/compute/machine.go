@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/e31network/e31/exec"
@@ -86,7 +87,10 @@ func Open(ctx context.Context, self string, o Options) (*Machine, error) {
 		// Without a working sandbox the node still submits, fetches and
 		// verifies; it only offers no compute.
 		hint := "install one with: apt-get install -y runc"
-		if !errors.Is(err, exec.ErrNoRuntime) {
+		switch {
+		case os.Geteuid() != 0 && !errors.Is(err, exec.ErrRuntimeNotFound):
+			hint = "run e31d as root or through the systemd unit: the sandbox runs as root"
+		case !errors.Is(err, exec.ErrNoRuntime):
 			hint = "the runtime failed its probe; check it, or pick another with --runtime"
 		}
 		o.Log.Warn("no working OCI runtime: this node offers no compute but can still submit jobs; "+hint, "err", err)

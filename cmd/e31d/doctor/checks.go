@@ -31,7 +31,13 @@ func checkRuntime(ctx context.Context, h Host, o Options) Result {
 	rt, err := h.Runtime(ctx, o.Runtime)
 	if err != nil {
 		fix := "install runc (Debian/Ubuntu: apt-get install -y runc; Fedora/RHEL: dnf install -y runc)"
-		if !errors.Is(err, exec.ErrNoRuntime) || o.Runtime != "" {
+		switch {
+		case !h.Root() && !errors.Is(err, exec.ErrRuntimeNotFound):
+			// Run by another user a runtime is rootless, which needs
+			// user namespaces the sandbox does not set up: the fix is
+			// root, not another install.
+			fix = "run e31d as root or through the systemd unit, and this check as root: sudo e31d doctor"
+		case !errors.Is(err, exec.ErrNoRuntime) || o.Runtime != "":
 			fix = "check that the runtime runs a container as root here, or name another with --runtime"
 		}
 		return result("runtime", Fail, fix, "no OCI runtime runs a probe container: %v", err)
@@ -190,6 +196,10 @@ func baseNames(paths []string) []string {
 	return out
 }
 
+// CheckDisk is the data dir's check alone, which e31d runs at start: that
+// it can be written, and the free space on its filesystem.
+func CheckDisk(h Host, o Options) Result { return checkDisk(h, o) }
+
 func checkDisk(h Host, o Options) Result {
 	d, err := h.Disk(o.DataDir)
 	if err != nil {
@@ -198,6 +208,9 @@ func checkDisk(h Host, o Options) Result {
 	free := formatBytes(d.Free)
 	reserve := cmp.Or(o.DiskReserve, diskroom.DefaultReserve(d.Size))
 	switch {
+	case d.NotWritable != nil:
+		return result("disk", Fail, "name a data dir on a writable filesystem with --data, or remount that one read-write",
+			"data dir %s cannot be written: %v", o.DataDir, d.NotWritable)
 	case d.Free < minFreeBytes:
 		return result("disk", Fail, "free space there, or name a data dir on a larger filesystem with --data",
 			"data dir %s: only %s free on %s", o.DataDir, free, d.Mount)

@@ -153,6 +153,9 @@ func TestEachProblem(t *testing.T) {
 		{"disk full", func(f *fakeHost, _ *Options) { f.disk.Free = 100 << 20 }, "disk", Fail, "100.0 MiB free", "--data"},
 		{"disk under the reserve", func(f *fakeHost, _ *Options) { f.disk.Free = 50 << 30 }, "disk", Fail, "under the 102.4 GiB e31d keeps in reserve", "--disk-reserve"},
 		{"disk below the layer cache", func(f *fakeHost, o *Options) { f.disk.Free, o.DiskReserve = 10<<30, 5<<30 }, "disk", Warn, "less than the layer cache", "--image-cache-size"},
+		{"data dir read-only", func(f *fakeHost, _ *Options) {
+			f.disk.Free, f.disk.NotWritable = 1<<20, errors.New("/var/lib is on a read-only filesystem")
+		}, "disk", Fail, "cannot be written: /var/lib is on a read-only filesystem", "read-write"},
 		{"data dir unusable", func(f *fakeHost, _ *Options) { f.diskErr = errors.New("/var/lib/e31 is not a directory") }, "disk", Fail, "not a directory", "--data"},
 		{"data dir open to others", func(f *fakeHost, _ *Options) { f.dataMode = 0o755 }, "data dir", Warn, "is 0755", "chmod 700 /var/lib/e31"},
 		{"data dir open to its group", func(f *fakeHost, _ *Options) { f.dataMode = 0o750 }, "data dir", Warn, "API's token", "every start"},
