@@ -508,6 +508,13 @@ func run(cmd *cobra.Command, o *options) error {
 			Runtime:         o.file.Runtime,
 		})
 	}
+	if err := checkAtStart(log, doctor.Machine{}, doctor.Options{
+		DataDir:         o.file.Data,
+		ImageCacheBytes: int64(imageCache),
+		DiskReserve:     uint64(diskReserve),
+	}, o.debugDiskFree != ""); err != nil {
+		return err
+	}
 	n, err := node.New(ctx, node.Config{
 		CPUs:              o.file.CPUs,
 		MemoryBytes:       memory,

@@ -112,6 +112,9 @@ type CDISpecs struct {
 type Disk struct {
 	Mount      string // the existing directory measured
 	Free, Size uint64
+	// NotWritable is nil when this user can write in Mount, else why
+	// not (a read-only filesystem counts no free space either).
+	NotWritable error
 }
 
 // checkTimeout bounds each check: a hung runtime or mount must not hang

@@ -180,7 +180,16 @@ func (Machine) Disk(path string) (Disk, error) {
 	if err := unix.Statfs(p, &st); err != nil {
 		return Disk{}, fmt.Errorf("statfs %s: %w", p, err)
 	}
-	return Disk{Mount: p, Free: st.Bavail * uint64(st.Bsize), Size: st.Blocks * uint64(st.Bsize)}, nil
+	d := Disk{Mount: p, Free: st.Bavail * uint64(st.Bsize), Size: st.Blocks * uint64(st.Bsize)}
+	switch {
+	case st.Flags&unix.ST_RDONLY != 0:
+		d.NotWritable = fmt.Errorf("%s is on a read-only filesystem", p)
+	default:
+		if err := unix.Access(p, unix.W_OK); err != nil {
+			d.NotWritable = fmt.Errorf("%s: %w", p, err)
+		}
+	}
+	return d, nil
 }
 
 // DataDirMode stats the data dir.
