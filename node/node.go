@@ -58,6 +58,9 @@ type Node struct {
 	gossip *p2p.Gossip
 	// endLife ends the context the exchange and the gossip run on.
 	endLife context.CancelFunc
+	// dirLock holds the data dir against a second daemon until the
+	// stores are closed; immutable after New.
+	dirLock *dataDirLock
 	// gangs serves the gang networks of the parts this node runs; nil
 	// where it runs no sandbox.
 	gangs    *gangnet.Registry
@@ -204,6 +207,10 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 			}
 		}
 	}()
+	if n.dirLock, err = lockDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	closers = append(closers, n.dirLock.Release)
 	if n.compute, err = compute.Open(ctx, self.String(), compute.Options{DataDir: cfg.DataDir, SimGPUs: cfg.SimGPUs,
 		Discover: cfg.DiscoverGPUs, Runtime: cfg.Runtime, Runner: cfg.testRunner, SeeGPUs: cfg.testSeeGPUs, Log: n.log}); err != nil {
 		return nil, err

@@ -211,6 +211,10 @@ func (n *Node) shutdown(srv *apiserver.Server) {
 	if err := n.compute.Close(); err != nil {
 		n.log.Warn("remove the sandbox's run directory", "err", err)
 	}
+	// Last: the next daemon on this data dir may start now.
+	if err := n.dirLock.Release(); err != nil {
+		n.log.Warn("release the data dir", "err", err)
+	}
 }
 
 // closeStores releases the host and the stores, in reverse order of
