@@ -91,8 +91,21 @@ func Parse(spec string) (Schedule, error) {
 // add opens the minutes of one window.
 func (s *Schedule) add(w string) error {
 	f := strings.Fields(w)
+	if len(f) == 1 {
+		if _, _, err := parseSpan(f[0]); err == nil {
+			// Hours with no days: most likely meant for every day.
+			return &specError{w, fmt.Sprintf("no days: for every day write %q, or name the days, such as \"Mon-Fri %s\"", "daily "+f[0], f[0])}
+		}
+	}
+	if len(f) == 2 {
+		if _, _, err := parseSpan(f[0]); err == nil {
+			if _, err := parseDays(f[1]); err == nil {
+				return &specError{w, fmt.Sprintf("days come first: %q", f[1]+" "+f[0])}
+			}
+		}
+	}
 	if len(f) != 2 {
-		return &specError{w, "want DAYS START-END, such as Mon-Fri 19:00-07:30"}
+		return &specError{w, "want DAYS START-END, such as Mon-Fri 19:00-07:30, or daily 19:00-07:30 for every day"}
 	}
 	days, err := parseDays(f[0])
 	if err != nil {
