@@ -66,3 +66,48 @@ func TestExampleConfigLoads(t *testing.T) {
 		t.Errorf("loaded %+v, retention %s", o.file, o.retention)
 	}
 }
+
+// TestUnitVerifiesWithManPages runs systemd-analyze verify as the docs
+// have a contributor run it, with man pages checked: once e31d's pages
+// are installed (step 1 of docs/contributing-gpus.md), the unit's
+// Documentation= lines find them.
+func TestUnitVerifiesWithManPages(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze not installed (apt-get install -y systemd)")
+	}
+	if _, err := exec.LookPath("man"); err != nil {
+		t.Skip("man not installed (apt-get install -y man-db)")
+	}
+	manDir := t.TempDir()
+	cmd := newCommand()
+	cmd.SetArgs([]string{"man", "--dir", filepath.Join(manDir, "man1")})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("e31d man: %v", err)
+	}
+	unit, err := os.ReadFile("dist/e31d.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "e31d.service")
+	const exe = "ExecStart=/usr/local/bin/e31d "
+	if err := os.WriteFile(path, []byte(strings.Replace(string(unit), exe, "ExecStart="+self+" ", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	verify := exec.Command(analyze, "verify", path)
+	verify.Env = append(os.Environ(), "MANPATH="+manDir)
+	out, err := verify.CombinedOutput()
+	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
+		t.Errorf("systemd-analyze verify with e31d's man pages installed: %v\n%s", err, out)
+	}
+	// Without them it fails, as a contributor would see it.
+	bare := exec.Command(analyze, "verify", path)
+	bare.Env = append(os.Environ(), "MANPATH="+t.TempDir())
+	if out, err := bare.CombinedOutput(); err == nil && !strings.Contains(string(out), "man e31d") {
+		t.Errorf("verify without the man pages passed: %s", out)
+	}
+}
