@@ -20,10 +20,12 @@ func newDoctorCommand() *cobra.Command {
 		Long: `doctor checks what e31d needs to run jobs here: the OCI runtime (it must run
 a probe container), cgroups, user namespaces and overlayfs (for jobs that bring
 their own image), the NVIDIA driver and GPUs, CDI specs, free disk for the
-data dir and the layer cache, the listen addresses, clock sync, and whether
-peers can reach this machine: a short-lived host of its own asks the bootstrap
-peers (public, relayed through a bootstrap peer that serves as a relay, or
-unreachable, why and the fix; up to 45 s). Each check
+data dir (that it can be written) and the layer cache, the listen addresses,
+clock sync, and whether peers can reach this machine: a short-lived host of its
+own asks the bootstrap peers (public, relayed through a bootstrap peer that
+serves as a relay, or unreachable, why and the fix; up to 45 s); under Windows'
+WSL 2, also what GPU jobs there lack (/dev/dxg, NVML in /usr/lib/wsl/lib on the
+loader path, systemd). Each check
 is ok, warn or fail, with how to fix it. Run it as root, with the same --config
 or flags as the daemon.
 

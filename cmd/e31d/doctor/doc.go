@@ -19,6 +19,10 @@
 // driver is a warning, not a failure: it can still run the testnet with
 // --sim-gpus and submit jobs.
 //
+// Under Windows' WSL the kernel is a light VM's and the GPU is
+// paravirtualised (wsl.go): one check, only there, says what of it a GPU
+// job lacks, read from files under a root that tests replace.
+//
 // Clock skew against peers is not measured: the daemon learns no peer's
 // time, so the clock check asks the kernel whether NTP keeps the clock
 // synchronised, which is what keeps receipts' times comparable.

@@ -86,6 +86,9 @@ type Host interface {
 	// KernelAEAD reports the kernel's release and how it offers
 	// algif_aead, for CVE-2026-31431 (copyfail.go).
 	KernelAEAD() KernelAEAD
+	// WSL says whether the kernel is Windows' WSL and what it offers a
+	// GPU job (wsl.go).
+	WSL() WSL
 }
 
 // RuntimeInfo is the OCI runtime that passed its probe.
@@ -129,6 +132,9 @@ func Run(ctx context.Context, h Host, o Options) Report {
 	var gpus int
 	checks := []func(context.Context) Result{
 		func(context.Context) Result { return checkRoot(h) },
+		// On Windows' WSL, what it lacks for GPU jobs; elsewhere no
+		// check (a Result without a name is left out).
+		func(context.Context) Result { return checkWSL(h, o) },
 		func(ctx context.Context) Result { return checkRuntime(ctx, h, o) },
 		func(context.Context) Result { return checkCgroups(h) },
 		func(ctx context.Context) Result { return checkUserNS(ctx, h) },
@@ -149,8 +155,12 @@ func Run(ctx context.Context, h Host, o Options) Report {
 	var rep Report
 	for _, c := range checks {
 		cctx, cancel := context.WithTimeout(ctx, checkTimeout)
-		rep.Checks = append(rep.Checks, c(cctx))
+		r := c(cctx)
 		cancel()
+		if r.Name == "" {
+			continue
+		}
+		rep.Checks = append(rep.Checks, r)
 	}
 	return rep
 }

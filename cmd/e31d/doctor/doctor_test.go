@@ -37,6 +37,7 @@ type fakeHost struct {
 	synced     bool
 	syncKnown  bool
 	aead       KernelAEAD
+	wsl        WSL
 }
 
 func healthy() *fakeHost {
@@ -70,6 +71,7 @@ func (f *fakeHost) DataDirMode(string) (fs.FileMode, error)     { return f.dataM
 func (f *fakeHost) RunningDaemon(string) []string               { return f.running }
 func (f *fakeHost) ClockSynced() (bool, bool)                   { return f.synced, f.syncKnown }
 func (f *fakeHost) KernelAEAD() KernelAEAD                      { return f.aead }
+func (f *fakeHost) WSL() WSL                                    { return f.wsl }
 
 var opts = Options{DataDir: "/var/lib/e31", ImageCacheBytes: 64 << 30, Listen: []string{"/ip4/0.0.0.0/tcp/4031", "/ip4/0.0.0.0/udp/4031/quic-v1"}}
 
