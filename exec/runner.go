@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -253,7 +254,8 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 		return r, nil
 	}
 	fix := "install a runc that works here (apt-get install -y runc)"
-	if os.Geteuid() != 0 {
+	installed := slices.ContainsFunc(candidates, func(p string) bool { _, err := os.Stat(p); return err == nil })
+	if installed && os.Geteuid() != 0 {
 		// A runtime run by another user is rootless, which needs user
 		// namespaces and cgroup delegation the sandbox does not ask for.
 		fix = "the sandbox runs as root: run e31d as root or through the systemd unit"
