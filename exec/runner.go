@@ -260,6 +260,9 @@ func NewRunner(ctx context.Context, o RunnerOptions) (*Runner, error) {
 		// namespaces and cgroup delegation the sandbox does not ask for.
 		fix = "the sandbox runs as root: run e31d as root or through the systemd unit"
 	}
+	if !installed {
+		return nil, fmt.Errorf("%w: %s (%w); %s", ErrNoRuntime, strings.Join(failures, "; "), ErrRuntimeNotFound, fix)
+	}
 	return nil, fmt.Errorf("%w: %s; %s", ErrNoRuntime, strings.Join(failures, "; "), fix)
 }
 

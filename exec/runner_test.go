@@ -457,8 +457,8 @@ func TestNoRuntime(t *testing.T) {
 		Runtime:   "/nonexistent/runc",
 		StateRoot: filepath.Join(t.TempDir(), "state"),
 	})
-	if !errors.Is(err, ErrNoRuntime) || !strings.Contains(err.Error(), "apt-get install -y runc") {
-		t.Fatalf("err = %v, want ErrNoRuntime with an install hint", err)
+	if !errors.Is(err, ErrNoRuntime) || !errors.Is(err, ErrRuntimeNotFound) || !strings.Contains(err.Error(), "apt-get install -y runc") {
+		t.Fatalf("err = %v, want ErrNoRuntime and ErrRuntimeNotFound with an install hint", err)
 	}
 }
 
