@@ -66,26 +66,43 @@ func decodeConfig(path string, data []byte) (fileConfig, error) {
 	if err := toml.Unmarshal(data, &doc); err != nil {
 		return fc, &configError{Path: path, Problems: []configProblem{syntaxProblem(data, err)}}
 	}
+	fields := configFields()
+	cerr := &configError{Path: path}
+	// Unknown keys first, all of them, from a decode that cannot meet a
+	// wrong type; then the first wrong type, from the real one.
+	loose := reflect.New(looseConfig()).Interface()
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(&fc)
-	if err == nil {
-		return fc, nil
-	}
-	fields := configFields()
 	var missing *toml.StrictMissingError
-	var de *toml.DecodeError
-	switch {
-	case errors.As(err, &missing):
-		cerr := &configError{Path: path}
+	if err := dec.Decode(loose); errors.As(err, &missing) {
 		for i := range missing.Errors {
 			cerr.Problems = append(cerr.Problems, unknownKeyProblem(&missing.Errors[i], doc, fields))
 		}
-		return fc, cerr
-	case errors.As(err, &de):
-		return fc, &configError{Path: path, Problems: []configProblem{typeProblem(de, doc, fields)}}
 	}
-	return fc, &configError{Path: path, Problems: []configProblem{{Msg: err.Error()}}}
+	var de *toml.DecodeError
+	switch err := toml.NewDecoder(bytes.NewReader(data)).Decode(&fc); {
+	case errors.As(err, &de):
+		cerr.Problems = append(cerr.Problems, typeProblem(de, doc, fields))
+	case err != nil:
+		cerr.Problems = append(cerr.Problems, configProblem{Msg: err.Error()})
+	}
+	if len(cerr.Problems) == 0 {
+		return fc, nil
+	}
+	slices.SortStableFunc(cerr.Problems, func(a, b configProblem) int { return a.Line - b.Line })
+	return fc, cerr
+}
+
+// looseConfig is fileConfig with every field's type any: decoding into it
+// finds the unknown keys whatever the values' types.
+func looseConfig() reflect.Type {
+	t := reflect.TypeFor[fileConfig]()
+	fields := make([]reflect.StructField, 0, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		fields = append(fields, reflect.StructField{Name: f.Name, Type: reflect.TypeFor[any](), Tag: f.Tag})
+	}
+	return reflect.StructOf(fields)
 }
 
 // configField is one key of the config file.

@@ -25,6 +25,8 @@ func TestConfigErrors(t *testing.T) {
 				"e31d.toml:3:1: unknown key frobnicate; the keys are e31d's flags' long names (e31d --help)"}, 2},
 		{"unknown table", "mdns = true\n[relay]\ndata = true\n",
 			[]string{"e31d.toml:2:2: unknown table [relay]; the config has no tables"}, 1},
+		{"unknown key and wrong type", "reclaim-on-use = \"yes\"\nreclaim_idle = \"5m\"\n",
+			[]string{"e31d.toml:1:18: reclaim-on-use wants true or false, got a string\nconfig /etc/e31/e31d.toml:2:1: unknown key reclaim_idle; did you mean reclaim-idle?"}, 2},
 		{"bool as string", "reclaim-on-use = \"yes\"\n",
 			[]string{"e31d.toml:1:18: reclaim-on-use wants true or false, got a string"}, 1},
 		{"optional bool", "cpu-jobs = 1\n",
