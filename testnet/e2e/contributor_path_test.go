@@ -224,8 +224,10 @@ func TestContributorPathFromTheDocs(t *testing.T) {
 	})
 
 	// Take work: a job only this node can hold, from the submitter.
-	out, code := runE31(t, ctx, sub.API, "submit", "--json", "--gpus", "1", "--gpu-model", "RTX4090", "--limit", "5m",
-		"--", "sh", "-c", "sleep 20")
+	// It runs until the submitter withdraws it, so that e31 leases is
+	// read while it runs whatever the machine's load.
+	out, code := runE31(t, ctx, sub.API, "submit", "--json", "--gpus", "1", "--gpu-model", "RTX4090", "--limit", "15m",
+		"--", "sh", "-c", "sleep 900")
 	var job api.Job
 	if code != 0 || json.Unmarshal([]byte(out), &job) != nil || job.ID == "" {
 		t.Fatalf("e31 submit on the submitter: exit %d\n%s", code, out)
@@ -242,9 +244,12 @@ func TestContributorPathFromTheDocs(t *testing.T) {
 	if out := e31(steps.path, onDocSock+"leases"); !strings.Contains(out, job.ID) {
 		t.Fatalf("e31 leases does not list job %s while it runs:\n%s", job.ID, out)
 	}
-	done := waitJob(t, sub.Client(), job.ID, 2*time.Minute, "the job to end", released)
-	if done.Outcome != "completed" || done.Provider != self.PeerID {
-		t.Fatalf("the job ended %s on %s, want completed on the contributor's node %s", done.Outcome, done.Provider, self.PeerID)
+	if out, code := runE31(t, ctx, sub.API, "withdraw", job.ID); code != 0 {
+		t.Fatalf("e31 withdraw %s on the submitter: exit %d\n%s", job.ID, code, out)
+	}
+	done := waitJob(t, sub.Client(), job.ID, 2*time.Minute, "the job to end", func(j api.Job) bool { return j.State.Terminal() })
+	if done.Outcome != "withdrawn" || done.Provider != self.PeerID {
+		t.Fatalf("the job ended %s on %s, want withdrawn on the contributor's node %s", done.Outcome, done.Provider, self.PeerID)
 	}
 
 	// Drain, and undrain: the drain block is a list to choose from, so
