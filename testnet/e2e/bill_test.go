@@ -117,8 +117,12 @@ func TestBillOneIDOneSum(t *testing.T) {
 	if err := os.WriteFile(fixed, []byte(billFixed), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got, code := runE31(t, ctx, api0, "resume", id, "--failed", "--with", fixed, "--wait"); code != 0 {
-		t.Fatalf("e31 resume %s --failed --with %s --wait: exit %d\n%s", id, fixed, code, got)
+	outDir := filepath.Join(dir, "resumed-out") // --wait writes the array's outputs
+	if got, code := runE31(t, ctx, api0, "resume", id, "--failed", "--with", fixed, "--wait", "-o", outDir); code != 0 {
+		t.Fatalf("e31 resume %s --failed --with %s --wait -o %s: exit %d\n%s", id, fixed, outDir, code, got)
+	}
+	if b, err := os.ReadFile(filepath.Join(outDir, "4", "out", "i")); err != nil || strings.TrimSpace(string(b)) != "4" {
+		t.Errorf("resume --wait -o wrote task 4's output as %q (%v), want 4", b, err)
 	}
 	again := billOf(t, ctx, api0, id, dir)
 	if again.held <= f.held || again.leases <= f.leases {

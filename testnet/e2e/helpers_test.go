@@ -361,10 +361,14 @@ func randomInput(t *testing.T, name string, size int) (string, []byte) {
 
 // runE31 runs the e31 command against the daemon at api, as its user
 // does, and returns what it printed and its exit status; a command that
-// could not be run at all fails the test.
+// could not be run at all fails the test. It runs in a folder of its own,
+// so that what a command writes by default (submit --wait's ./JOB-out)
+// stays out of the source tree.
 func runE31(t *testing.T, ctx context.Context, api string, args ...string) (string, int) {
 	t.Helper()
-	out, err := exec.CommandContext(ctx, bin.E31, append([]string{"--api", api}, args...)...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, bin.E31, append([]string{"--api", api}, args...)...)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
