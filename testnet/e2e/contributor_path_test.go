@@ -223,7 +223,13 @@ func TestContributorPathFromTheDocs(t *testing.T) {
 		return strings.Contains(e31(steps.path, onDocSock+"nodes"), self.PeerID)
 	})
 
-	// Take work: a job only this node can hold, from the submitter.
+	// Take work: a job only this node can hold, from the submitter, once
+	// the submitter's view holds this node's offer (else submit warns
+	// that no offer could hold the job).
+	poll.Until(t, "the submitter to see this node's offer", 60*time.Second, func() bool {
+		nodes, err := sub.Client().Nodes(ctx)
+		return err == nil && slices.ContainsFunc(nodes, func(n api.Node) bool { return n.PeerID == self.PeerID })
+	})
 	// It runs until the submitter withdraws it, so that e31 leases is
 	// read while it runs whatever the machine's load.
 	out, code := runE31(t, ctx, sub.API, "submit", "--json", "--gpus", "1", "--gpu-model", "RTX4090", "--limit", "15m",
