@@ -128,25 +128,10 @@ func TestArrayRowsGolden(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// #job=none: no row is the chosen one, whatever the newest job.
-	cmd := exec.CommandContext(ctx, exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=3000", "--lang=en-US", "--dump-dom", srv.URL+"/ui/#job=none")
-	cmd.Env = append(os.Environ(), "TZ=UTC")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium: %v\n%s", err, stderr.String())
-	}
-	dom := string(out)
+	dom := string(headless(t, ctx, exe, "--dump-dom", srv.URL+"/ui/#job=none"))
 	if dir := os.Getenv("E31_ARTIFACTS"); dir != "" {
 		// For a person to look at: the same page, drawn.
-		shot := exec.CommandContext(ctx, exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-			"--user-data-dir="+t.TempDir(), "--virtual-time-budget=3000", "--lang=en-US", "--window-size=1400,1400",
-			"--screenshot="+filepath.Join(dir, "dashboard-arrays.png"), srv.URL+"/ui/#job=none")
-		shot.Env = cmd.Env
-		if b, err := shot.CombinedOutput(); err != nil {
-			t.Errorf("screenshot: %v\n%s", err, b)
-		}
+		headless(t, ctx, exe, "--window-size=1400,1400", "--screenshot="+filepath.Join(dir, "dashboard-arrays.png"), srv.URL+"/ui/#job=none")
 	}
 
 	var got strings.Builder
@@ -189,4 +174,22 @@ func TestArrayRowsGolden(t *testing.T) {
 func layout(row string) string {
 	r := strings.NewReplacer("<td", "\n  <td", "<br>", "<br>\n    ", `<span class="tasks`, "\n    <span class=\"tasks", `<span class="failed`, "\n    <span class=\"failed")
 	return r.Replace(row)
+}
+
+// headless runs headless Chromium with args after the flags every page
+// test shares (three seconds of virtual time, English, UTC) and returns
+// its stdout; a browser that fails fails the test.
+func headless(t *testing.T, ctx context.Context, exe string, args ...string) []byte {
+	t.Helper()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=3000", "--lang=en-US"}
+	cmd := exec.CommandContext(ctx, exe, append(base, args...)...)
+	cmd.Env = append(os.Environ(), "TZ=UTC")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium: %v\n%s", err, stderr.String())
+	}
+	return out
 }

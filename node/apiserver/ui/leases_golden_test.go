@@ -1,13 +1,11 @@
 package ui_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -55,16 +53,7 @@ func TestLeasesSectionGolden(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=3000", "--lang=en-US", "--dump-dom", srv.URL+"/ui/#job=none")
-	cmd.Env = append(os.Environ(), "TZ=UTC")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium: %v\n%s", err, stderr.String())
-	}
-	dom := string(out)
+	dom := string(headless(t, ctx, exe, "--dump-dom", srv.URL+"/ui/#job=none"))
 	var got strings.Builder
 	count := regexp.MustCompile(`<span id="leases-count"[^>]*>[^<]*</span>`).FindString(dom)
 	fmt.Fprintf(&got, "== count\n%s\n", count)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -42,15 +40,9 @@ func TestHeaderReachability(t *testing.T) {
 			Network: reachNetwork{r: tc.r}, Jobs: fakeJobs{}, Ledger: fakeLedger{}, Logs: fakeLogs{}, Log: slog.New(slog.DiscardHandler),
 		}))
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		cmd := exec.CommandContext(ctx, exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-			"--user-data-dir="+t.TempDir(), "--virtual-time-budget=3000", "--lang=en-US", "--dump-dom", srv.URL+"/ui/")
-		cmd.Env = append(os.Environ(), "TZ=UTC")
-		out, err := cmd.Output()
+		out := headless(t, ctx, exe, "--dump-dom", srv.URL+"/ui/")
 		cancel()
 		srv.Close()
-		if err != nil {
-			t.Fatalf("chromium: %v", err)
-		}
 		header, _, _ := strings.Cut(string(out), "</header>")
 		for _, w := range tc.want {
 			if !strings.Contains(header, w) {
