@@ -42,6 +42,9 @@ type Declaration struct {
 	// unlike work they are not all broadcast, and every task of an array
 	// and part of a gang gets them all.
 	Secrets []Secret `json:"secrets,omitempty" yaml:"secrets,omitempty"`
+	// Verify asks the submitter to check the results (see Verify); it
+	// stays on the submitter's node, as Labels do.
+	Verify *Verify `json:"verify,omitempty" yaml:"verify,omitempty"`
 }
 
 // Work is the program the sandbox runs.
@@ -368,6 +371,7 @@ func validate(d *Declaration, ps *problems) {
 	validateAfter("after_any", d.AfterAny, ps)
 	validateArray(d.Array, d.Work.Env, ps)
 	validateSecrets(d.Secrets, d.Work.Env, ps)
+	validateVerify(d, ps)
 	if d.Array != nil && d.Request.Gang() {
 		// A task of an array is one job; its parts would need IDs of two
 		// levels, which neither the view nor SplitTaskID has.

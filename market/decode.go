@@ -292,8 +292,12 @@ func (dc *decoder) declaration(n *yaml.Node) Declaration {
 			}
 		case "secrets":
 			d.Secrets = dc.secrets(v, f)
+		case "verify":
+			if s := dc.section(v, f); s != nil {
+				d.Verify = dc.verify(s, f)
+			}
 		default:
-			dc.unknown(f, "name, work, data, request, output, labels, after, after_any, array, secrets")
+			dc.unknown(f, "name, work, data, request, output, labels, after, after_any, array, secrets, verify")
 		}
 	})
 	if !ok {
