@@ -80,7 +80,11 @@ func (j receiptPhase) receipt(ctx context.Context, req wire.ReceiptRequest, r le
 	if len(prev) > 0 && prev[len(prev)-1].Receipt.Digest() != r.Prev {
 		return nil, false, errors.New("receipt does not continue the chain")
 	}
-	if r.Final {
+	if err := j.checkProbeEnding(r.Lease, &r); err != nil {
+		return nil, false, err
+	}
+	probeEnded := r.Final && j.probeEnded(r.Lease)
+	if r.Final && !probeEnded {
 		if ours, ok := j.disputes(ctx, r); ok {
 			if _, err := j.d.Ledger.RecordDispute(ctx, r.Lease, ours, r); err != nil {
 				return nil, false, fmt.Errorf("record dispute: %w", err)
@@ -101,6 +105,10 @@ func (j receiptPhase) receipt(ctx context.Context, req wire.ReceiptRequest, r le
 		return nil, false, err
 	}
 	j.d.Metrics.Receipts.Inc()
+	if probeEnded {
+		j.requeueAfterProbe(ctx, r, terms.GPUs)
+		return wire.ReceiptReply{Receipt: mustJSON(r)}, false, nil
+	}
 	now := time.Now()
 	// The receipt is in the ledger, the record of what was held; the job's
 	// own record follows, and a failure to write it is logged and counted

@@ -48,6 +48,7 @@ type Record struct {
 	// automatically, so that it happens once.
 	Resumed bool `json:"resumed,omitempty"`
 	RecordSeen
+	RecordProbe
 	RecordAvoid
 	RecordGang
 	RecordArray
