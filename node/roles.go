@@ -75,7 +75,7 @@ func (n *Node) wireRoles() {
 	})
 	n.handlers[wire.ProtoLease] = n.submitter.HandleProposal
 	n.handlers[wire.ProtoEvent] = n.submitter.HandleEvent
-	n.handlers[wire.ProtoProbe] = n.submitter.HandleProbe
+	n.handlers[wire.ProtoProbe] = submitter.JudgeProbes(n.submitter).Handle
 	n.handlers[wire.ProtoOutput] = n.submitter.HandleOutput
 	n.handlers[wire.ProtoReceipt] = n.submitter.HandleReceipt
 	n.handlers[wire.ProtoLogs] = n.provider.HandleLogs

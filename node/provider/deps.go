@@ -9,6 +9,7 @@ import (
 
 	"github.com/e31network/e31/content"
 	"github.com/e31network/e31/exec"
+	"github.com/e31network/e31/exec/gpuprobe"
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/diskroom"
 	"github.com/e31network/e31/node/view"
@@ -176,6 +177,10 @@ type Deps struct {
 	// SeeGPUs asks the driver, just before a run, which GPUs the machine
 	// has now, by UUID and model. Nil: the GPUs found at start.
 	SeeGPUs func(ctx context.Context) []exec.GPU
+	// ProbeGPUs runs the GPU probe (exec/gpuprobe) on gpus inside a
+	// sandbox, before a lease's run (probe.go). Nil: real GPUs are not
+	// probed; simulated ones always answer with their simulated identity.
+	ProbeGPUs func(ctx context.Context, gpus []exec.GPU) (gpuprobe.Report, error)
 	// OpenGang makes a gang part's private network (gang.go). Nil: gang
 	// parts end failed, the provider's doing.
 	OpenGang OpenGang

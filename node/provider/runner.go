@@ -99,7 +99,7 @@ func (lr *leaseRunner) run(ctx context.Context) {
 	ran := false
 	staged := lr.stage(ctx, &st)
 	lr.disk.staged(lr.snapshot().ID())
-	if staged && join.join(ctx, &st) {
+	if staged && join.join(ctx, &st) && lr.probe(ctx) {
 		res, ran = lr.runJob(ctx, &st), true
 	}
 	lr.output(res, st.work, ran)

@@ -138,7 +138,7 @@ func (s *Submitter) HandleOutput(ctx context.Context, from peer.ID, raw json.Raw
 	if err != nil {
 		return nil, err
 	}
-	if err := j.checkProbeEnding(req.Lease, nil); err != nil {
+	if err := (probePhase{j}).check(req.Lease, nil); err != nil {
 		return nil, err
 	}
 	return (runPhase{j}).output(ctx, from, c, req)

@@ -36,8 +36,21 @@ type RecordProbe struct {
 	ProbeFailed string `json:"probe_failed,omitempty"`
 }
 
-// HandleProbe judges a provider's GPU probe result against its offer.
-func (s *Submitter) HandleProbe(_ context.Context, from peer.ID, raw json.RawMessage) (any, error) {
+// ProbeJudge answers providers' GPU probe results (wire.ProtoProbe) for
+// a Submitter's jobs.
+type ProbeJudge struct {
+	s *Submitter // immutable
+}
+
+// JudgeProbes is the judge of the GPU probes of s's leases.
+func JudgeProbes(s *Submitter) ProbeJudge { return ProbeJudge{s: s} }
+
+// probePhase is a job's GPU probe, once judged.
+type probePhase struct{ *jobTracker }
+
+// Handle judges a provider's GPU probe result against its offer.
+func (pj ProbeJudge) Handle(_ context.Context, from peer.ID, raw json.RawMessage) (any, error) {
+	s := pj.s
 	var req wire.ProbeRequest
 	if err := p2p.DecodeStrict(raw, &req); err != nil {
 		return nil, err
@@ -139,10 +152,10 @@ func (r *Record) probeFailed(lease string) string {
 	return ""
 }
 
-// checkProbeEnding refuses a receipt or an output of a lease whose probe
+// check refuses a receipt or an output of a lease whose probe
 // failed, but for the one final receipt that ends it there: failed, by
 // the provider, for the probe.
-func (j *jobTracker) checkProbeEnding(lease string, r *ledger.Receipt) error {
+func (j probePhase) check(lease string, r *ledger.Receipt) error {
 	var why string
 	j.view(func(rec *Record) { why = rec.probeFailed(lease) })
 	switch {
@@ -158,21 +171,21 @@ func (j *jobTracker) checkProbeEnding(lease string, r *ledger.Receipt) error {
 	return nil
 }
 
-// requeueAfterProbe puts the job back in the queue once the final receipt
+// requeue puts the job back in the queue once the final receipt
 // of a lease whose probe failed is countersigned: the release is announced
 // as requeued, so that peers hold the job open for its re-announcement,
 // which avoids the provider.
-func (j *jobTracker) requeueAfterProbe(ctx context.Context, r ledger.Receipt, gpus []string) {
+func (j probePhase) requeue(ctx context.Context, r ledger.Receipt, gpus []string) {
 	body := wire.ReleaseBody{Lease: r.Lease, Job: r.Job, Provider: r.Provider.String(), Submitter: r.Submitter.String(), GPUs: gpus,
 		Outcome: r.Outcome, Attribution: r.Attribution, HeldMs: r.HeldUntil.Sub(r.HeldFrom).Milliseconds(), At: r.HeldUntil.UnixMilli(), Requeued: true}
 	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
 		j.log.Warn("announce release of a lease that failed its GPU probe", "lease", r.Lease, "err", err)
 	}
-	(failureWatch{j}).avoid(ctx, r.Provider.String(), r.Lease, r.Reason)
+	(failureWatch{j.jobTracker}).avoid(ctx, r.Provider.String(), r.Lease, r.Reason)
 }
 
-// probeEnded reports whether the probe of lease failed here.
-func (j *jobTracker) probeEnded(lease string) bool {
+// ended reports whether the probe of lease failed here.
+func (j probePhase) ended(lease string) bool {
 	var why string
 	j.view(func(rec *Record) { why = rec.probeFailed(lease) })
 	return why != ""

@@ -80,10 +80,10 @@ func (j receiptPhase) receipt(ctx context.Context, req wire.ReceiptRequest, r le
 	if len(prev) > 0 && prev[len(prev)-1].Receipt.Digest() != r.Prev {
 		return nil, false, errors.New("receipt does not continue the chain")
 	}
-	if err := j.checkProbeEnding(r.Lease, &r); err != nil {
+	if err := (probePhase{j.jobTracker}).check(r.Lease, &r); err != nil {
 		return nil, false, err
 	}
-	probeEnded := r.Final && j.probeEnded(r.Lease)
+	probeEnded := r.Final && (probePhase{j.jobTracker}).ended(r.Lease)
 	if r.Final && !probeEnded {
 		if ours, ok := j.disputes(ctx, r); ok {
 			if _, err := j.d.Ledger.RecordDispute(ctx, r.Lease, ours, r); err != nil {
@@ -106,7 +106,7 @@ func (j receiptPhase) receipt(ctx context.Context, req wire.ReceiptRequest, r le
 	}
 	j.d.Metrics.Receipts.Inc()
 	if probeEnded {
-		j.requeueAfterProbe(ctx, r, terms.GPUs)
+		(probePhase{j.jobTracker}).requeue(ctx, r, terms.GPUs)
 		return wire.ReceiptReply{Receipt: mustJSON(r)}, false, nil
 	}
 	now := time.Now()
