@@ -47,7 +47,7 @@ func (n *Node) wireRoles() {
 		Calls: calls, Gossip: n.gossip, Jobs: n.market, Access: n.access, Records: n.state, AddrBook: n.peers,
 		Metrics: n.metrics.Provider, Log: n.log, OfferChanged: n.signalOfferChanged, Rematch: n.signalWork, HeldElsewhere: n.heldElsewhere, Path: path,
 		Runner: n.compute.Runner, Images: n.providerImages(), Misbehave: n.cfg.Misbehave,
-		Disks: n.compute.Disks(), Room: n.disk, SeeGPUs: n.compute.SeeGPUs(), OpenGang: n.openGang(),
+		Disks: n.compute.Disks(), Room: n.disk, SeeGPUs: n.compute.SeeGPUs(), ProbeGPUs: n.compute.ProbeGPUs(), OpenGang: n.openGang(),
 	})
 	n.submitter = submitter.New(submitter.Config{
 		ProposalTTL:       n.cfg.ProposalTTL,
