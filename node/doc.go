@@ -68,7 +68,18 @@
 //   - across jobs, Match ranks a provider by the number of distinct
 //     submitters that name it in the view's avoid lists.
 //
+// A provider may also lie about what it has and what it did. One that
+// offers GPUs it lacks is caught before the run by the GPU probe: the
+// submitter compares the probe's result from the sandbox with the offer,
+// and a mismatch ends the lease failed by the provider ("gpu probe
+// failed: ..."), nothing owed, the job requeued avoiding it
+// (node/submitter probe.go). One that returns an output it did not
+// compute (a byte changed, an empty folder) is for the submitter's
+// verification of results to catch.
+//
 // A provider can be made to misbehave in these ways, for tests only, by a
-// daemon built with the byzantine tag (cmd/e31d, Config.Misbehave); the
-// end-to-end suite runs them as TestByzantine… in testnet/e2e.
+// daemon built with the byzantine tag (cmd/e31d, Config.Misbehave: squat,
+// no-run, silent, withhold-receipt, fake-model, wrong-output, no-work);
+// the end-to-end suite runs them as TestByzantine… and TestProbe… in
+// testnet/e2e.
 package node

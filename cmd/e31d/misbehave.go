@@ -4,6 +4,9 @@ package main
 
 import (
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -20,6 +23,8 @@ const (
 	misSilent          = "silent"           // after the first lease, send nothing at all
 	misWithholdReceipt = "withhold-receipt" // never offer a receipt to countersign
 	misFakeModel       = "fake-model"       // advertise a GPU model the machine lacks
+	misWrongOutput     = "wrong-output"     // run the job, then change one byte of its output
+	misNoWork          = "no-work"          // return an empty output at once, never running the job
 	// misRawContent plays a hostile submitter: POST /v1/debug/car stores
 	// arbitrary DAGs, and jobs may name them unchecked
 	// (node.Config.RawContent).
@@ -32,15 +37,16 @@ const fakeModel = "B300"
 func misbehaveFlag(f *pflag.FlagSet) func() (misbehaviour, error) {
 	var names []string
 	f.StringSliceVar(&names, "misbehave", nil, "test build only: break the protocol on purpose, a comma list of "+
-		strings.Join([]string{misSquat, misNoRun, misSilent, misWithholdReceipt, misFakeModel, misRawContent}, ", ")+
-		" ("+misFakeModel+" claims "+fakeModel+" for every GPU; "+misRawContent+
+		strings.Join([]string{misSquat, misNoRun, misSilent, misWithholdReceipt, misFakeModel, misWrongOutput, misNoWork, misRawContent}, ", ")+
+		" ("+misFakeModel+" claims "+fakeModel+" for every GPU; "+misWrongOutput+" flips the last byte of the output's first file; "+
+		misNoWork+" completes every job at once with an empty output; "+misRawContent+
 		" serves POST /v1/debug/car, which stores a CAR's blocks unchecked, and submits jobs naming them)")
 	return func() (misbehaviour, error) {
 		var m misbehaviour
 		b := &byzantine{}
 		for _, n := range names {
 			switch n {
-			case misSquat, misNoRun, misSilent, misWithholdReceipt, misFakeModel:
+			case misSquat, misNoRun, misSilent, misWithholdReceipt, misFakeModel, misWrongOutput, misNoWork:
 				if slices.Contains(b.modes, n) {
 					return m, fmt.Errorf("--misbehave: %s given twice", n)
 				}
@@ -91,4 +97,58 @@ func (b *byzantine) Model(real string) string {
 		return fakeModel
 	}
 	return real
+}
+
+func (b *byzantine) Work(string) bool { return !b.has(misNoWork) }
+
+func (b *byzantine) Output(_, dir string) error {
+	if !b.has(misWrongOutput) {
+		return nil
+	}
+	return flipOutput(dir)
+}
+
+// flipOutput changes one byte of the output folder dir: the last byte of
+// its first regular file in sorted order (WalkDir's lexical order, folders
+// entered as they come), or, in an output with no such file, a file x of
+// one byte.
+func flipOutput(dir string) error {
+	var first string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil && info.Size() > 0 {
+				first = path
+				return filepath.SkipAll
+			}
+		}
+		return nil
+	})
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	if first == "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, "x"), []byte{'x'}, 0o644)
+	}
+	f, err := os.OpenFile(first, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, info.Size()-1); err != nil {
+		return err
+	}
+	last[0] ^= 0xff
+	_, err = f.WriteAt(last, info.Size()-1)
+	return err
 }

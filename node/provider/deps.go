@@ -221,6 +221,12 @@ type Misbehaviour interface {
 	Silent() bool
 	// Model is the model the offer shows for a device of model real.
 	Model(real string) string
+	// Work reports whether to run the job's command at all; false ends
+	// the run at once, exit 0, with an empty output.
+	Work(lease string) bool
+	// Output may change the output folder dir after the run, before it is
+	// imported.
+	Output(lease, dir string) error
 }
 
 // Metrics are the provider's counters, registered by the node.

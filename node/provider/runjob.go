@@ -66,7 +66,7 @@ func (lr *leaseRunner) runJob(ctx context.Context, st *staged) exec.Result {
 	} else {
 		close(ckptDone)
 	}
-	res, err := lr.d.Runner.Run(ctx, spec)
+	res, err := runSandbox(ctx, lr.d, spec)
 	stopCkpt()
 	<-ckptDone
 	if spec.Checkpoint != nil {
