@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -217,43 +216,25 @@ func slowest(ls []time.Duration) time.Duration {
 	return s[len(s)-1].Round(time.Millisecond)
 }
 
-// TestByzantineReceiptsAndModel: a provider that withholds its receipts
-// runs a job and hands back its output, but the submitter's record owes it
-// nothing beyond what was countersigned (here nothing); a provider that
-// advertises a GPU model it lacks gets a job asking for that model, and the
-// receipt names the model its own check saw, not the one it claimed.
-func TestByzantineReceiptsAndModel(t *testing.T) {
+// TestByzantineReceipts: a provider that withholds its receipts runs a job
+// and hands back its output, but the submitter's record owes it nothing
+// beyond what was countersigned (here nothing). A provider that advertises
+// a GPU model it lacks is TestProbeFakeModel's: its leases end at the GPU
+// probe, before the run.
+func TestByzantineReceipts(t *testing.T) {
 	b := byzantineBin(t)
 	c := start(t, cluster.Options{
-		N:             3,
-		SimGPUsByNode: []string{"", "1xH100:80GiB", "1xA100:40GiB"},
-		Misbehave:     []string{"", "fake-model", "withhold-receipt"},
+		N:             2,
+		SimGPUsByNode: []string{"", "1xA100:40GiB"},
+		Misbehave:     []string{"", "withhold-receipt"},
 		Heartbeat:     500 * time.Millisecond, Args: byzArgs, Bin: b,
 	})
 	sub := c.Client(0)
-	faker, withholder := c.Nodes[1].PeerID, c.Nodes[2].PeerID
+	withholder := c.Nodes[1].PeerID
 
-	// Only the faker claims the model (cmd/e31d misbehave.go: B300).
-	d := decl("fake-model", "echo done > /out/result", 1, time.Minute)
-	d.Request.GPUModel = "B300"
-	fj := submit(t, sub, d)
-	d = decl("withheld", "sleep 1; echo done > /out/result", 1, time.Minute)
+	d := decl("withheld", "sleep 1; echo done > /out/result", 1, time.Minute)
 	d.Request.GPUModel = "A100"
 	wj := submit(t, sub, d)
-
-	fj = waitJob(t, sub, fj.ID, time.Minute, "release", released)
-	if fj.Provider != faker || fj.Outcome != string(ledger.OutcomeCompleted) {
-		t.Fatalf("the B300 job ended %s/%s on %s, want completed on the faker %s", fj.Outcome, fj.Attribution, fj.Provider, faker)
-	}
-	fin := waitFinal(t, sub, fj.ID)
-	if fin.OneSided() || fin.GPUModel != "H100" {
-		t.Fatalf("the final receipt of the B300 job names model %q (one-sided %t), want the H100 the provider has: the lie is not visible", fin.GPUModel, fin.OneSided())
-	}
-	if len(fin.GPUsSeen) != 1 || !strings.Contains(fin.GPUsSeen[0].Model, "H100") {
-		t.Fatalf("the final receipt of the B300 job says the run saw %+v, want the one H100 the provider has", fin.GPUsSeen)
-	}
-	fj = waitJob(t, sub, fj.ID, time.Minute, "the GPU mismatch flagged", func(j api.Job) bool { return j.GPUMismatch != "" })
-	t.Logf("job declared for B300 ran on a provider whose receipt says %s, saw %+v: %s", fin.GPUModel, fin.GPUsSeen, fj.GPUMismatch)
 
 	// Receipts due: 2 receipt intervals + the receipt timeout after the run
 	// started, then the submitter ends the lease on its side.
