@@ -35,6 +35,9 @@ const (
 	// kindLease is a lease's evidence in an export file (leases.go); no
 	// chain entry holds one.
 	kindLease
+	// kindVerdict is a verdict in an export file (verdict.go); no chain
+	// entry holds one.
+	kindVerdict
 )
 
 func (k entryKind) field() string {

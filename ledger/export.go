@@ -58,6 +58,10 @@ type exportEntryJSON struct {
 	// receipt of the lease: the terms both parties signed, which bound
 	// the held time of its receipts. It has no index.
 	Lease json.RawMessage `json:"lease,omitempty"`
+	// Verdict is a submitter's verdict on replicas (verdict.go), written
+	// after the entries when one of its replicas' leases is in the file.
+	// It has no index.
+	Verdict json.RawMessage `json:"verdict,omitempty"`
 }
 
 func exportEntryField(name string) (fieldSet, bool) {
@@ -70,6 +74,8 @@ func exportEntryField(name string) (fieldSet, bool) {
 		return disputeField, true
 	case "lease":
 		return evidenceField, true
+	case "verdict":
+		return verdictField, true
 	}
 	return nil, false
 }
@@ -83,7 +89,9 @@ func exportEntryField(name string) (fieldSet, bool) {
 // embeds its public key, so VerifyExport can check the file anywhere with
 // nothing else. Before the first receipt of each lease whose evidence this
 // node kept comes that evidence, so that VerifyExport checks the held time
-// of the lease's receipts against its terms. The file is a selection, not the hash chain: it proves what
+// of the lease's receipts against its terms. After the entries come the
+// verdicts kept that name a lease of the file, which VerifyExport checks
+// against the final receipts. The file is a selection, not the hash chain: it proves what
 // each party signed, not that the exporting node's ledger is whole. Export
 // returns the number of entries written.
 func (l *Ledger) Export(ctx context.Context, w io.Writer, f ExportFilter) (int, error) {
@@ -141,6 +149,9 @@ func (l *Ledger) Export(ctx context.Context, w io.Writer, f ExportFilter) (int, 
 		put(b)
 		n++
 	}
+	if err := l.exportVerdicts(ctx, written, put); err != nil {
+		return n, err
+	}
 	bw.WriteString("\n]}\n")
 	if err := bw.Flush(); err != nil {
 		return n, fmt.Errorf("export: %w", err)
@@ -163,8 +174,14 @@ type ExportReport struct {
 	// without it).
 	Leases    int `json:"leases"`
 	Unbounded int `json:"unbounded"`
+	// Verdicts counts the verdicts checked (verdict.go);
+	// VerdictsWithoutReceipts those of them naming a replica whose final
+	// receipt is not in the file, checked there by signature and
+	// majority alone.
+	Verdicts                int `json:"verdicts,omitempty"`
+	VerdictsWithoutReceipts int `json:"verdicts_without_receipts,omitempty"`
 	// Held sums what the file's leases held and what of it DefaultPolicy
-	// makes owed, each lease counted once as the ledger counts it
+	// makes owed (the leases the file's verdicts name losers not owed), each lease counted once as the ledger counts it
 	// (SumEntries): the totals the signatures just checked vouch for. Set
 	// only for a file that verifies.
 	Held HeldSum `json:"held"`
@@ -246,6 +263,7 @@ func verifyExport(r io.Reader, workers int) (ExportReport, error) {
 		settled  = map[string]bool{}
 		terms    = map[string]LeaseTerms{} // from the file's lease entries
 		bounded  = exportBounds{}
+		verdicts exportVerdicts
 		sigs     = newSigChecker(context.Background(), workers)
 		// The first failure found while reading: its position (entry
 		// number, 1-based) and message. A signature failure still being
@@ -267,10 +285,19 @@ func verifyExport(r io.Reader, workers int) (ExportReport, error) {
 			failed(pos, "entry #%d: %d bytes, at most %d", pos, len(raw), maxExportEntry)
 			break
 		}
-		e, ev, err := decodeExportEntry(raw)
+		e, ev, vd, err := decodeExportEntry(raw)
 		if err != nil {
 			failed(pos, "entry #%d: %v", pos, err)
 			break
+		}
+		if vd != nil {
+			if err := vd.Verify(); err != nil {
+				failed(pos, "entry #%d (verdict on %s): %v", pos, vd.Job, err)
+				break
+			}
+			verdicts.add(pos, vd)
+			seen = append(seen, exportSeen{kind: kindVerdict})
+			continue
 		}
 		if ev != nil {
 			t, err := ev.verify()
@@ -319,6 +346,11 @@ func verifyExport(r io.Reader, workers int) (ExportReport, error) {
 			}
 		}
 	}
+	if failMsg == "" {
+		if pos, err := verdicts.check(entries); err != nil {
+			failed(pos, "entry #%d: %v", pos, err)
+		}
+	}
 	if bad := sigs.wait(); bad != nil && bad.job.pos <= failAt {
 		failAt = bad.job.pos
 		failMsg = fmt.Sprintf("%s: %v", exportEntryName(failAt, seen[failAt-1].index, &bad.job), bad.err)
@@ -333,6 +365,10 @@ func verifyExport(r io.Reader, workers int) (ExportReport, error) {
 			rep.Leases++
 			continue
 		}
+		if seen[i].kind == kindVerdict {
+			rep.Verdicts++
+			continue
+		}
 		rep.Entries++
 		switch seen[i].kind {
 		case kindReceipt:
@@ -345,7 +381,8 @@ func verifyExport(r io.Reader, workers int) (ExportReport, error) {
 		return rep, fmt.Errorf("%w: %s", ErrBadExport, failMsg)
 	}
 	rep.Unbounded = len(bounded.unbounded)
-	rep.Held = SumEntries(entries, DefaultPolicy(), nil)
+	rep.VerdictsWithoutReceipts = verdicts.withoutReceipts
+	rep.Held = SumEntries(entries, DefaultPolicy().WithLost(verdicts.all()), nil)
 	for lease, n := range oneSided {
 		if settled[lease] {
 			rep.Superseded += n
@@ -391,18 +428,36 @@ func exportEntryName(pos, index uint64, j *sigJob) string {
 }
 
 // decodeExportEntry decodes one entry of an export file: a receipt or a
-// dispute (the Entry), or a lease's evidence (ev set, the Entry zero).
-func decodeExportEntry(raw []byte) (e Entry, ev *LeaseEvidence, err error) {
+// dispute (the Entry), a lease's evidence (ev set, the Entry zero) or a
+// verdict (vd set, the Entry zero).
+func decodeExportEntry(raw []byte) (e Entry, ev *LeaseEvidence, vd *Verdict, err error) {
 	if err := checkKeys(raw, exportEntryField); err != nil {
-		return Entry{}, nil, err
+		return Entry{}, nil, nil, err
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.DisallowUnknownFields()
 	var x exportEntryJSON
 	if err := d.Decode(&x); err != nil {
-		return Entry{}, nil, err
+		return Entry{}, nil, nil, err
 	}
 	e = Entry{Index: x.Index, Superseded: x.Superseded}
+	if x.Verdict != nil {
+		if x.Lease != nil || x.Receipt != nil || x.Dispute != nil || x.Index != 0 || x.Superseded {
+			return Entry{}, nil, nil, errors.New("a verdict entry holds the verdict alone")
+		}
+		v, err := UnmarshalVerdict(x.Verdict)
+		if err != nil {
+			return Entry{}, nil, nil, fmt.Errorf("verdict: %w", err)
+		}
+		return Entry{}, nil, &v, nil
+	}
+	e, ev, err = decodeExportRecord(x, e)
+	return e, ev, nil, err
+}
+
+// decodeExportRecord decodes what an entry other than a verdict holds.
+func decodeExportRecord(x exportEntryJSON, e Entry) (Entry, *LeaseEvidence, error) {
+	var ev *LeaseEvidence
 	switch {
 	case x.Lease != nil && x.Receipt == nil && x.Dispute == nil && x.Index == 0 && !x.Superseded:
 		d := json.NewDecoder(bytes.NewReader(x.Lease))
@@ -437,7 +492,7 @@ func decodeExportEntry(raw []byte) (e Entry, ev *LeaseEvidence, err error) {
 		}
 		e.Dispute = &dp
 	default:
-		return Entry{}, nil, errors.New("an entry holds exactly one of receipt, dispute and lease (a lease without index)")
+		return Entry{}, nil, errors.New("an entry holds exactly one of receipt, dispute, lease and verdict (a lease or verdict without index)")
 	}
 	return e, nil, nil
 }

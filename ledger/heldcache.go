@@ -79,7 +79,7 @@ func (l *Ledger) countedLeases(ctx context.Context, job string) ([]countedLease,
 		}
 		ls = append(ls, countedLease{
 			r: Receipt{
-				Provider: r.Provider, Submitter: r.Submitter, GPUs: r.GPUs, CPUs: r.CPUs, MemoryBytes: r.MemoryBytes, DiskBytes: r.DiskBytes, Final: r.Final,
+				Lease: r.Lease, Provider: r.Provider, Submitter: r.Submitter, GPUs: r.GPUs, CPUs: r.CPUs, MemoryBytes: r.MemoryBytes, DiskBytes: r.DiskBytes, Final: r.Final,
 				HeldFrom: r.HeldFrom, HeldUntil: r.HeldUntil,
 				Outcome: r.Outcome, Attribution: r.Attribution, CheckpointAt: r.CheckpointAt,
 			},

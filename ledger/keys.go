@@ -22,6 +22,7 @@ import (
 //	p/<len><peer><index>          empty; one per party of the receipt
 //	t/<held_until ms><index>      empty
 //	v/<len><lease>                the lease's evidence (leases.go), beside the chain
+//	w/<sha256 of signing bytes>   a verdict (verdict_store.go), beside the chain
 //
 // Receipts both parties signed have l/ (and f/) keys; one-sided records
 // have o/ keys and disputes d/ keys instead, so that the l/ keys of a lease
@@ -39,6 +40,7 @@ const (
 	prefixOne           = "o/"
 	prefixDisp          = "d/"
 	prefixLeaseEvidence = "v/"
+	prefixVerdict       = "w/"
 	keyHead             = "h"
 )
 

@@ -28,6 +28,26 @@ type Policy struct {
 	// OpenOwed says whether the held time of a lease with no final record
 	// yet (countersigned interim receipts) is owed so far.
 	OpenOwed bool `json:"open_owed"`
+	// Lost are the leases whose replicas a verdict named losers: held,
+	// never owed. The ledger fills it from the verdicts it keeps (Usage,
+	// HeldByJobs), an export's check from the verdicts in the file
+	// (VerifyExport); it is not part of the rule shown.
+	Lost map[string]bool `json:"-"`
+}
+
+// WithLost returns p with the leases vs name as losers added to Lost.
+func (p Policy) WithLost(vs []Verdict) Policy {
+	lost := make(map[string]bool, len(p.Lost))
+	for k, v := range p.Lost {
+		lost[k] = v
+	}
+	for i := range vs {
+		for _, r := range vs[i].Losers() {
+			lost[r.Lease] = true
+		}
+	}
+	p.Lost = lost
+	return p
 }
 
 // Owes reports whether time held under a lease that ended in c is owed.
@@ -71,9 +91,12 @@ type UsageRow struct {
 	Attribution Attribution `json:"attribution"`
 	// Basis is how the counted record stands: two-sided, one-sided,
 	// disputed (this node's version counted) or open.
-	Basis    Settlement `json:"basis"`
-	Leases   int        `json:"leases"`
-	GPUHours float64    `json:"gpu_hours"`
+	Basis Settlement `json:"basis"`
+	// LostVerification says a verdict named these leases' replicas
+	// losers: held, not owed (Policy.Lost).
+	LostVerification bool    `json:"lost_verification,omitempty"`
+	Leases           int     `json:"leases"`
+	GPUHours         float64 `json:"gpu_hours"`
 	// Owed says whether any of GPUHours is owed, OwedGPUHours how much:
 	// all of it but for endings owed up to their last checkpoint.
 	Owed         bool    `json:"owed"`
@@ -100,6 +123,9 @@ type UsageTotal struct {
 	// OneSided is the part of GPUHours that rests on one-sided records or
 	// disputed versions: one party's word.
 	OneSided float64 `json:"one_sided_gpu_hours"`
+	// Lost is the part of NotOwed held by replicas a verdict named
+	// losers.
+	Lost float64 `json:"lost_verification_gpu_hours,omitempty"`
 	// CPUHours, OwedCPUHours, MemoryGiBHours and DiskGiBHours sum the
 	// rows' (UsageRow).
 	CPUHours       float64 `json:"cpu_hours"`
@@ -132,15 +158,19 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 	if err != nil {
 		return UsageReport{}, fmt.Errorf("usage: %w", err)
 	}
+	rep := UsageReport{Policy: policy}
+	if policy, err = l.withLost(ctx, policy); err != nil {
+		return UsageReport{}, fmt.Errorf("usage: %w", err)
+	}
 	type key struct {
 		peer        peer.ID
 		role, model string
 		outcome     Outcome
 		attribution Attribution
 		basis       Settlement
+		lost        bool
 	}
 	rows := map[key]*UsageRow{}
-	rep := UsageReport{Policy: policy}
 	for _, lr := range settledLeases(es) {
 		r := lr.Counted()
 		if r == nil || (f.Job != nil && !f.Job(r.Job)) {
@@ -165,11 +195,11 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 			if side.role == RoleSubmitter && r.Submitter == r.Provider {
 				continue
 			}
-			k := key{side.id, side.role, r.GPUModel, r.Outcome, r.Attribution, lr.State}
+			k := key{side.id, side.role, r.GPUModel, r.Outcome, r.Attribution, lr.State, b.Lost}
 			row := rows[k]
 			if row == nil {
 				row = &UsageRow{Peer: k.peer, Role: k.role, GPUModel: k.model, Outcome: k.outcome,
-					Attribution: k.attribution, Basis: k.basis, Owed: b.Owed}
+					Attribution: k.attribution, Basis: k.basis, LostVerification: k.lost, Owed: b.Owed}
 				rows[k] = row
 			}
 			counted = true
@@ -191,7 +221,8 @@ func (l *Ledger) Usage(ctx context.Context, f UsageFilter, policy Policy) (Usage
 	}
 	slices.SortFunc(rep.Rows, func(a, b UsageRow) int {
 		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Role, b.Role), cmp.Compare(a.GPUModel, b.GPUModel),
-			cmp.Compare(a.Outcome, b.Outcome), cmp.Compare(a.Attribution, b.Attribution), cmp.Compare(a.Basis, b.Basis))
+			cmp.Compare(a.Outcome, b.Outcome), cmp.Compare(a.Attribution, b.Attribution), cmp.Compare(a.Basis, b.Basis),
+			boolOrder(a.LostVerification, b.LostVerification))
 	})
 	rep.ByPeer = totals(rep.Rows, func(r *UsageRow) UsageTotal { return UsageTotal{Peer: r.Peer, Role: r.Role} })
 	rep.ByModel = totals(rep.Rows, func(r *UsageRow) UsageTotal { return UsageTotal{GPUModel: r.GPUModel} })
@@ -223,11 +254,25 @@ func totals(rows []UsageRow, key func(*UsageRow) UsageTotal) []UsageTotal {
 		if r.Basis == SettlementOneSided || r.Basis == SettlementDisputed {
 			t.OneSided += r.GPUHours
 		}
+		if r.LostVerification {
+			t.Lost += r.GPUHours
+		}
 	}
 	slices.SortFunc(out, func(a, b UsageTotal) int {
 		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Role, b.Role), cmp.Compare(a.GPUModel, b.GPUModel))
 	})
 	return out
+}
+
+// boolOrder orders false before true.
+func boolOrder(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // heldSince is the part of r's held interval at or after since.
@@ -275,6 +320,10 @@ type JobHeld struct {
 // Policy.Bill, as Usage counts it.
 func (l *Ledger) HeldByJobs(ctx context.Context, policy Policy, jobs ...string) (JobHeld, error) {
 	var out JobHeld
+	policy, err := l.withLost(ctx, policy)
+	if err != nil {
+		return JobHeld{}, err
+	}
 	for _, job := range jobs {
 		ls, err := l.countedLeases(ctx, job)
 		if err != nil {

@@ -24,13 +24,18 @@ type LeaseBill struct {
 	// Own says the lease is its submitter's own job on its own GPUs: held,
 	// owed by no one, whatever its ending.
 	Own bool
+	// Lost says a verdict named the lease's replica a loser: its held
+	// time is not owed (Policy.Lost).
+	Lost bool
 }
 
 // Bill is what the lease whose counted record is r held from since (zero:
 // all of it), and what p makes owed of it. This is the one place the rule
 // for a node's own job on its own GPUs is applied (the package
 // documentation states it): a record whose provider is its submitter is
-// held and never owed.
+// held and never owed; and of the rule for replicas that lost a
+// verification: a lease in p.Lost is held and not owed, whatever its
+// ending.
 func (p Policy) Bill(r *Receipt, since time.Time) LeaseBill {
 	held, owedHeld := heldSince(r, since), p.owedHeld(r, since)
 	b := LeaseBill{
@@ -50,6 +55,9 @@ func (p Policy) Bill(r *Receipt, since time.Time) LeaseBill {
 	if r.Provider != "" && r.Provider == r.Submitter {
 		b.Own, b.Owed, b.OwedGPUHours, b.OwedCPUHours = true, false, 0, 0
 	}
+	if p.Lost[r.Lease] {
+		b.Lost, b.Owed, b.OwedGPUHours, b.OwedCPUHours = true, false, 0, 0
+	}
 	return b
 }
 
@@ -67,6 +75,9 @@ type HeldSum struct {
 	OneSidedGPUHours float64 `json:"one_sided_gpu_hours"`
 	CPUHours         float64 `json:"cpu_hours"`
 	OwedCPUHours     float64 `json:"owed_cpu_hours"`
+	// LostGPUHours is the part of NotOwedGPUHours held by replicas a
+	// verdict named losers (Policy.Lost): what failed verification cost.
+	LostGPUHours float64 `json:"lost_verification_gpu_hours,omitempty"`
 }
 
 // Add counts one lease's bill; oneSided says its record rests on one
@@ -81,6 +92,9 @@ func (s *HeldSum) Add(b LeaseBill, oneSided bool) {
 	s.OwedCPUHours += b.OwedCPUHours
 	if oneSided {
 		s.OneSidedGPUHours += b.GPUHours
+	}
+	if b.Lost {
+		s.LostGPUHours += b.GPUHours
 	}
 }
 

@@ -35,6 +35,8 @@ type Memory struct {
 	entries []ledger.Entry // guarded by mu: entry Index i+1 at i
 	// leases are the terms kept for each lease (KeepLease), guarded by mu.
 	leases map[string]ledger.LeaseTerms
+	// verdicts are those kept (KeepVerdict), guarded by mu.
+	verdicts []ledger.Verdict
 }
 
 // KeepLease keeps a lease's terms, as ledger.Ledger does, without
@@ -284,7 +286,7 @@ func copyEntry(e ledger.Entry) ledger.Entry {
 
 // HeldByJobs sums the held time of the jobs' leases as ledger.Ledger
 // does, each lease by the record LeaseRecord.Counted names, billed by
-// Policy.Bill.
+// Policy.Bill, the losers of the verdicts kept not owed.
 func (m *Memory) HeldByJobs(ctx context.Context, policy ledger.Policy, jobs ...string) (ledger.JobHeld, error) {
 	var leases []string
 	m.mu.Lock()
@@ -297,6 +299,7 @@ func (m *Memory) HeldByJobs(ctx context.Context, policy ledger.Policy, jobs ...s
 			leases = append(leases, r.Lease)
 		}
 	}
+	policy = policy.WithLost(m.verdicts)
 	m.mu.Unlock()
 	var out ledger.JobHeld
 	for _, name := range leases {
