@@ -82,6 +82,7 @@ func (n *Node) wireRoles() {
 	n.handlers[wire.ProtoStage] = n.submitter.HandleStage
 	n.handlers[wire.ProtoRelay] = n.provider.HandleRelay
 	n.handlers[wire.ProtoGang] = n.provider.HandleGang
+	n.handlers[wire.ProtoVerdict] = provider.NewVerdictInbox(n.self, n.ledger, n.log).Handle
 	n.handlers[wire.ProtoWithdraw] = func(_ context.Context, from peer.ID, raw json.RawMessage) (any, error) {
 		var req wire.WithdrawRequest
 		if err := p2p.DecodeStrict(raw, &req); err != nil {

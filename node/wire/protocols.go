@@ -24,6 +24,10 @@ const (
 	ProtoReceipt protocol.ID = "/e31/receipt/1"
 	// ProtoWithdraw: submitter → provider, stop a leased job.
 	ProtoWithdraw protocol.ID = "/e31/withdraw/1"
+	// ProtoVerdict: submitter → provider, the submitter's signed verdict
+	// on replicas of a job, one of them the provider's (VerdictRequest);
+	// the reply is empty or a refusal (CodeBadVerdict and its kin).
+	ProtoVerdict protocol.ID = "/e31/verdict/1"
 )
 
 // Refusal codes: the machine-readable reason a party sends with a refused
