@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -71,7 +72,12 @@ func (l *Ledger) ProviderRecords(ctx context.Context) (map[peer.ID]ProviderRecor
 	}
 	out := map[peer.ID]ProviderRecord{}
 	firsts := map[peer.ID][]time.Duration{}
-	for _, lr := range settledLeases(es) {
+	leases := settledLeases(es)
+	starts, err := l.proposedAt(ctx, leases)
+	if err != nil {
+		return nil, fmt.Errorf("provider records: %w", err)
+	}
+	for _, lr := range leases {
 		if len(lr.Receipts) == 0 {
 			continue
 		}
@@ -83,13 +89,9 @@ func (l *Ledger) ProviderRecords(ctx context.Context) (map[peer.ID]ProviderRecor
 			rec.Disputes++
 		}
 		if first.Seq == 0 {
-			start := msTime(first.HeldFrom)
-			ev, ok, err := l.KeptLease(ctx, lr.Lease)
-			if err != nil {
-				return nil, fmt.Errorf("provider records: %w", err)
-			}
-			if t, perr := ev.Parse(); ok && perr == nil && !t.Proposed.IsZero() {
-				start = t.Proposed
+			start, ok := starts[lr.Lease]
+			if !ok {
+				start = msTime(first.HeldFrom)
 			}
 			if d := msTime(first.HeldUntil).Sub(start); d >= 0 {
 				firsts[first.Provider] = append(firsts[first.Provider], d)
@@ -122,6 +124,32 @@ func (l *Ledger) ProviderRecords(ctx context.Context) (map[peer.ID]ProviderRecor
 		out[p] = rec
 	}
 	return out, nil
+}
+
+// proposedAt reads, in one transaction, when each lease with a
+// two-sided receipt was proposed, by the terms kept for it; a lease
+// without kept terms is left out.
+func (l *Ledger) proposedAt(ctx context.Context, leases []*LeaseRecord) (map[string]time.Time, error) {
+	out := map[string]time.Time{}
+	err := l.view(ctx, func(txn *badger.Txn) error {
+		for _, lr := range leases {
+			if len(lr.Receipts) == 0 {
+				continue
+			}
+			ev, ok, err := keptLease(txn, lr.Lease)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if t, err := ev.Parse(); err == nil && !t.Proposed.IsZero() {
+				out[lr.Lease] = t.Proposed
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // countEnding counts a two-sided final receipt in the record.

@@ -20,7 +20,10 @@ func newNodesCommand(g *globalOptions) *cobra.Command {
 		Use:   "nodes",
 		Short: "List the providers in this node's view and their GPUs",
 		Long: `nodes lists every provider whose offer this node holds: its GPUs (free or
-held), CPUs and memory, and when its last heartbeat arrived. A provider that
+held), CPUs and memory, this node's score of it from its own ledger ("12
+ok/1 bad": completed leases, and endings it caused or verifications it lost;
+"new"; e31 peers PROVIDER has the detail), and when its last heartbeat
+arrived. A provider that
 misses three heartbeats leaves the list; with --lost, those that left it in
 the last hour follow, marked lost, as their last offer stood.`,
 		Args: cobra.NoArgs,
@@ -28,7 +31,7 @@ the last hour follow, marked lost, as their last offer stood.`,
 			return runNodes(cmd.Context(), o, g)
 		},
 	}
-	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON: [{peer_id, gpus: [{index, uuid, model, memory_bytes, free}], last_seen}]")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON: [{peer_id, gpus: [{index, uuid, model, memory_bytes, free}], score, last_seen}]")
 	cmd.Flags().BoolVar(&o.lost, "lost", false, "also list the providers lost in the last hour (missed heartbeats), with lost_at in JSON")
 	return cmd
 }
@@ -49,7 +52,7 @@ func runNodes(ctx context.Context, o nodesOptions, g *globalOptions) error {
 		return g.printJSON(nodes)
 	}
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PEER\tGPUS\tFREE\tMODELS\tREACH\tLAST SEEN")
+	fmt.Fprintln(tw, "PEER\tGPUS\tFREE\tMODELS\tREACH\tSCORE\tLAST SEEN")
 	for _, n := range nodes {
 		free := 0
 		for _, gpu := range n.GPUs {
@@ -86,7 +89,11 @@ func runNodes(ctx context.Context, o nodesOptions, g *globalOptions) error {
 		if reach == "" {
 			reach = "-"
 		}
-		writef(tw, "%s\t%d\t%d\t%s\t%s\t%s ago\n", name, len(n.GPUs), free, models(n.GPUs), reach, time.Since(n.LastSeen).Round(100*time.Millisecond))
+		score := n.Score
+		if score == "" {
+			score = "-"
+		}
+		writef(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s ago\n", name, len(n.GPUs), free, models(n.GPUs), reach, score, time.Since(n.LastSeen).Round(100*time.Millisecond))
 	}
 	return tw.Flush()
 }

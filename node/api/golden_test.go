@@ -20,7 +20,7 @@ func TestTypesEncodeAsPinned(t *testing.T) {
 		&Transfer{}, &Job{}, &TaskCounts{}, &DonePoint{}, &Attempt{}, &Part{}, &Held{}, &GPUSeen{},
 		&SubmitRequest{}, &SubmitEvent{}, &GetRequest{}, &GetResult{}, &Receipts{}, &Dispute{},
 		&Verify{}, &Match{}, &Block{}, &Image{}, &ImageImportRequest{}, &ImageEvent{},
-		&DrainRequest{}, &Drain{}, &JobIDs{}, &TaskIDs{}, &JobUsage{}, &TaskUsage{},
+		&DrainRequest{}, &Drain{}, &JobIDs{}, &TaskIDs{}, &JobUsage{}, &TaskUsage{}, &PeerRecord{},
 	}
 	ledgertest.PinnedTypes(t, filepath.Join("testdata", "golden"), types, *updateGolden)
 }

@@ -49,6 +49,10 @@ type Node struct {
 	// the rest is its last offer (its GPUs as they stood, LastSeen its
 	// last heartbeat). It is listed for an hour, or until it comes back.
 	LostAt *time.Time `json:"lost_at,omitempty"`
+	// Score is this node's record of the provider in a few characters
+	// ("12 ok/1 bad", or "new"): local knowledge from its own ledger
+	// (PeerRecord); empty where the daemon keeps no records.
+	Score string `json:"score,omitempty"`
 }
 
 // HeldRoot is one root an offer says its provider holds.

@@ -32,3 +32,31 @@ type Strike struct {
 type Block struct {
 	Peers []string `json:"peers"`
 }
+
+// PeerRecord is what this node's own ledger says of a provider (GET
+// /v1/peers/{id}/record): receipts both parties signed and the verdicts
+// it keeps. It is local knowledge, never a part of Match.
+type PeerRecord struct {
+	PeerID string `json:"peer_id"`
+	// Score is the record in a few characters: "12 ok/1 bad", or "new".
+	Score string `json:"score"`
+	// Leases counts the provider's leases with a receipt both parties
+	// signed; Completed those that completed.
+	Leases    int `json:"leases"`
+	Completed int `json:"completed"`
+	// ProviderCaused counts the endings its final receipts hold the
+	// provider responsible for; Disputes the leases whose end was
+	// disputed.
+	ProviderCaused int `json:"provider_caused"`
+	Disputes       int `json:"disputes"`
+	// VerificationWins and VerificationLosses count its replicas that a
+	// verdict found with the majority, or against it.
+	VerificationWins   int `json:"verification_wins"`
+	VerificationLosses int `json:"verification_losses"`
+	// GPUProbeFailures counts its leases ended because its GPUs failed
+	// the probe at lease start.
+	GPUProbeFailures int `json:"gpu_probe_failures"`
+	// MedianFirstReceiptSeconds is the median time from a lease's start
+	// to its first receipt's end; 0 where none is known.
+	MedianFirstReceiptSeconds float64 `json:"median_first_receipt_s"`
+}

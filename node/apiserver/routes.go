@@ -23,7 +23,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	n := s.cfg.Network
 	mux.HandleFunc("GET /v1/id", handler(func(*http.Request) (any, error) { return n.ID(), nil }))
 	mux.HandleFunc("GET /v1/peers", handler(func(*http.Request) (any, error) { return n.Peers(), nil }))
-	mux.HandleFunc("GET /v1/nodes", handler(func(r *http.Request) (any, error) { return nodes(n, r), nil }))
+	mux.HandleFunc("GET /v1/peers/{id}/record", handler(s.peerRecord))
+	mux.HandleFunc("GET /v1/nodes", handler(func(r *http.Request) (any, error) { return s.withScores(r.Context(), nodes(n, r)), nil }))
 	mux.HandleFunc("GET /v1/matches", handler(func(*http.Request) (any, error) { return n.Matches(), nil }))
 	mux.HandleFunc("POST /v1/jobs", s.submit)
 	mux.HandleFunc("GET /v1/jobs", handler(func(r *http.Request) (any, error) {

@@ -384,7 +384,7 @@ func status(err error) int {
 		// A request's context ends with the daemon's stop (or with the
 		// client, who reads no answer): the client asks again later.
 		return http.StatusServiceUnavailable
-	case errors.Is(err, ErrNoDoctor), errors.Is(err, ErrNoDashboard), errors.Is(err, ErrNoLeases):
+	case errors.Is(err, ErrNoDoctor), errors.Is(err, ErrNoDashboard), errors.Is(err, ErrNoLeases), errors.Is(err, ErrNoRecords):
 		return http.StatusNotImplemented
 	case errors.Is(err, ErrUnauthorized):
 		return http.StatusUnauthorized
