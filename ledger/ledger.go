@@ -77,6 +77,7 @@ type Ledger struct {
 	writerDone chan struct{}   // closed when the writer has returned
 	keys       keyCache        // signers' keys, expanded for repeated checks
 	held       heldCache       // HeldByJobs' counted leases, forgotten on commit
+	lost       lostCache       // the leases kept verdicts name losers, forgotten on KeepVerdict
 
 	mu     sync.RWMutex // held for reading by every operation, so Close waits for them
 	closed bool         // guarded by mu

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -37,9 +38,9 @@ type Policy struct {
 
 // WithLost returns p with the leases vs name as losers added to Lost.
 func (p Policy) WithLost(vs []Verdict) Policy {
-	lost := make(map[string]bool, len(p.Lost))
-	for k, v := range p.Lost {
-		lost[k] = v
+	lost := maps.Clone(p.Lost)
+	if lost == nil {
+		lost = map[string]bool{}
 	}
 	for i := range vs {
 		for _, r := range vs[i].Losers() {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"sync"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -46,6 +48,7 @@ func (l *Ledger) KeepVerdict(ctx context.Context, v Verdict) error {
 		}
 		return nil // kept already: the same signed bytes
 	})
+	l.lost.forget()
 	if err != nil {
 		return fmt.Errorf("keep verdict on %s: %w", v.Job, err)
 	}
@@ -85,9 +88,54 @@ func (l *Ledger) Verdicts(ctx context.Context) ([]Verdict, error) {
 // withLost is p with the leases the kept verdicts name as losers added
 // to its Lost set, so that Bill makes them not owed.
 func (l *Ledger) withLost(ctx context.Context, p Policy) (Policy, error) {
-	vs, err := l.Verdicts(ctx)
-	if err != nil {
-		return Policy{}, err
+	lost, gen, ok := l.lost.get()
+	if !ok {
+		vs, err := l.Verdicts(ctx)
+		if err != nil {
+			return Policy{}, err
+		}
+		lost = Policy{}.WithLost(vs).Lost
+		l.lost.put(lost, gen)
 	}
-	return p.WithLost(vs), nil
+	if len(p.Lost) == 0 {
+		p.Lost = lost // read only, as every Policy's Lost is
+		return p, nil
+	}
+	merged := make(map[string]bool, len(p.Lost)+len(lost))
+	maps.Copy(merged, p.Lost)
+	maps.Copy(merged, lost)
+	p.Lost = merged
+	return p, nil
+}
+
+// lostCache remembers the leases the kept verdicts name losers, so that
+// summing the held time of each of an array's tasks (HeldByJobs) does not
+// read every verdict for each. KeepVerdict forgets it, and a read that
+// raced a KeepVerdict is not kept.
+type lostCache struct {
+	mu   sync.Mutex
+	gen  uint64          // counts KeepVerdict calls
+	lost map[string]bool // nil: not known
+}
+
+func (c *lostCache) get() (map[string]bool, uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lost, c.gen, c.lost != nil
+}
+
+// put keeps lost if no verdict was kept since gen.
+func (c *lostCache) put(lost map[string]bool, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen == gen {
+		c.lost = lost
+	}
+}
+
+func (c *lostCache) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.lost = nil
 }

@@ -85,6 +85,6 @@ func runReceiptsExport(ctx context.Context, o exportOptions, g *globalOptions) e
 		fmt.Fprintf(g.stderr, "%s: no entries matched: the file proves nothing, and e31 verify refuses it\n", o.out)
 		return nil
 	}
-	fmt.Fprintf(g.stderr, "%s: %d leases; %s\n", o.out, rep.Held.Leases, heldOwed(rep.Held.GPUHours, rep.Held.OwedGPUHours))
+	fmt.Fprintf(g.stderr, "%s: %d leases; %s%s\n", o.out, rep.Held.Leases, heldOwed(rep.Held.GPUHours, rep.Held.OwedGPUHours), lostShare(rep.Held.LostGPUHours))
 	return nil
 }

@@ -101,7 +101,7 @@ func runUsage(ctx context.Context, o usageOptions, g *globalOptions, now time.Ti
 		fmt.Fprintf(g.stdout, "since %s\n\n", since.Local().Format(time.RFC3339))
 	}
 	if o.job != "" {
-		fmt.Fprintf(g.stdout, "job %s: %d leases; %s\n\n", o.job, rep.Total.Leases, heldOwed(rep.Total.GPUHours, rep.Total.OwedGPUHours))
+		fmt.Fprintf(g.stdout, "job %s: %d leases; %s%s\n\n", o.job, rep.Total.Leases, heldOwed(rep.Total.GPUHours, rep.Total.OwedGPUHours), lostShare(rep.Total.LostGPUHours))
 	}
 	return printUsage(g.stdout, rep)
 }
@@ -111,6 +111,9 @@ const oneSidedMark = "*"
 
 // ownMark names, in place of a role, this node's own jobs on its GPUs.
 const ownMark = "own jobs"
+
+// lostMark names the leases whose replicas lost a verification.
+const lostMark = "lost verification"
 
 func printUsage(w io.Writer, rep ledger.UsageReport) error {
 	if len(rep.Rows) == 0 {
@@ -154,6 +157,9 @@ func printUsage(w io.Writer, rep ledger.UsageReport) error {
 			if r.Role == ledger.RoleSelf {
 				owed = "no (" + ownMark + ")"
 			}
+			if r.LostVerification {
+				owed = "no (" + lostMark + ")"
+			}
 			writef(tw, "%s\t%s\t%s\t%s\t%s%s\t%d\t%s\t%s\t%s\n", r.Peer, orDash(r.GPUModel), orDash(r.Outcome), orDash(r.Attribution),
 				r.Basis, mark, r.Leases, hours(r.GPUHours), owed, hours(r.CPUHours))
 		}
@@ -166,6 +172,9 @@ func printUsage(w io.Writer, rep ledger.UsageReport) error {
 		if own {
 			fmt.Fprintf(w, "%s: this node's own jobs on its own GPUs, held but owed by no one.\n", ownMark)
 		}
+		if lost := rep.Total.LostGPUHours; lost > 0 {
+			fmt.Fprintf(w, "not owed, %s: %s GPU-h, held by replicas whose result a verdict found against the majority.\n", lostMark, hours(lost))
+		}
 	}
 	_, err := fmt.Fprintln(w, describePolicy(rep.Policy))
 	return err
@@ -175,6 +184,16 @@ func printUsage(w io.Writer, rep ledger.UsageReport) error {
 // owed and not owed GPU-hours under the default policy.
 func heldOwed(held, owed float64) string {
 	return fmt.Sprintf("held %s GPU-h, owed %s, not owed %s", hours(held), hours(owed), hours(held-owed))
+}
+
+// lostShare follows heldOwed where some of the hours not owed were held
+// by replicas a verdict found against the majority: what failed
+// verification cost.
+func lostShare(lost float64) string {
+	if lost <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (of which lost verification %s)", hours(lost))
 }
 
 // printTaskUsage prints e31 usage --job ID --tasks: a row a task, as sacct
@@ -195,8 +214,8 @@ func printTaskUsage(w io.Writer, ju api.JobUsage) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\njob %s: %d tasks, %d leases; %s\n%s\n", ju.ID, len(ju.Tasks), tot.Leases,
-		heldOwed(tot.GPUHours, tot.OwedGPUHours), describePolicy(ledger.DefaultPolicy()))
+	_, err := fmt.Fprintf(w, "\njob %s: %d tasks, %d leases; %s%s\n%s\n", ju.ID, len(ju.Tasks), tot.Leases,
+		heldOwed(tot.GPUHours, tot.OwedGPUHours), lostShare(tot.LostGPUHours), describePolicy(ledger.DefaultPolicy()))
 	return err
 }
 
@@ -227,7 +246,8 @@ func describePolicy(p ledger.Policy) string {
 			"  owed:        what the job caused (attribution job: completed, failed, limit) or its submitter (withdrawn)\n" +
 			"  not owed:    what the provider or the network caused (provider-lost, output-lost, their failures)\n" +
 			"  preempted:   owed up to the last checkpoint the job goes on from, not after it (none without one)\n" +
-			"  own GPUs:    a node's own job on its own GPUs is held, owed by no one\n")
+			"  own GPUs:    a node's own job on its own GPUs is held, owed by no one\n" +
+			"  replicas:    a replica whose result a verdict found against the majority is held, not owed (lost verification)\n")
 	} else {
 		b.WriteString("policy: custom\n  owed:        outcome/attribution")
 		for i, c := range p.Owed {

@@ -81,7 +81,7 @@ func runVerify(o verifyOptions, g *globalOptions, path string) error {
 		}
 	} else if res.OK {
 		fmt.Fprintf(g.stdout, "%s: %s\n", path, exportSummary(rep))
-		fmt.Fprintf(g.stdout, "%s: %d leases; %s\n", path, rep.Held.Leases, heldOwed(rep.Held.GPUHours, rep.Held.OwedGPUHours))
+		fmt.Fprintf(g.stdout, "%s: %d leases; %s%s\n", path, rep.Held.Leases, heldOwed(rep.Held.GPUHours, rep.Held.OwedGPUHours), lostShare(rep.Held.LostGPUHours))
 	} else if err == nil {
 		writef(g.stdout, "%s: NOTHING TO VERIFY: %s\n", path, res.Problem)
 	} else {
@@ -105,6 +105,12 @@ func exportSummary(rep ledger.ExportReport) string {
 	}
 	if rep.Unbounded > 0 {
 		s += fmt.Sprintf("; %d leases without terms that bound their held time (signed before the rule, or exported without them): not checked", rep.Unbounded)
+	}
+	if rep.Verdicts > 0 {
+		s += fmt.Sprintf("; %d verdicts on replicas check against the receipts", rep.Verdicts)
+		if rep.VerdictsWithoutReceipts > 0 {
+			s += fmt.Sprintf(" (%d name replicas whose final receipts are not in the file: checked by signature and majority alone)", rep.VerdictsWithoutReceipts)
+		}
 	}
 	return s
 }

@@ -56,4 +56,7 @@ type TaskUsage struct {
 	NotOwedGPUHours float64  `json:"not_owed_gpu_hours"`
 	CPUHours        float64  `json:"cpu_hours"`
 	OwedCPUHours    float64  `json:"owed_cpu_hours"`
+	// LostGPUHours is the part of NotOwedGPUHours held by replicas a
+	// verdict found against the majority.
+	LostGPUHours float64 `json:"lost_verification_gpu_hours,omitempty"`
 }

@@ -239,7 +239,7 @@ func (s *Server) taskUsage(ctx context.Context, job string) (api.JobUsage, error
 
 func taskUsageOf(h ledger.JobHeld) api.TaskUsage {
 	return api.TaskUsage{Leases: h.Leases, GPUHours: h.GPUHours, OwedGPUHours: h.OwedGPUHours,
-		NotOwedGPUHours: h.NotOwedGPUHours, CPUHours: h.CPUHours, OwedCPUHours: h.OwedCPUHours}
+		NotOwedGPUHours: h.NotOwedGPUHours, CPUHours: h.CPUHours, OwedCPUHours: h.OwedCPUHours, LostGPUHours: h.LostGPUHours}
 }
 
 // exportReceipts streams the export file of the entries the query selects
