@@ -120,7 +120,10 @@
 //   - a lease still open is owed up to its latest countersigned receipt;
 //   - a lease whose provider is its submitter (a node's own job on its own
 //     GPUs) is held and owed by no one, whatever its ending: no one else
-//     lent anything.
+//     lent anything;
+//   - a lease whose replica a verdict the ledger keeps found against the
+//     majority (Verdict.Losers, Policy.Lost) is held and not owed, whatever
+//     its ending: its result was not the work asked for.
 //
 // Policy.Bill applies these rules to one lease, and is the only place they
 // are applied: Usage, HeldByJobs (what a job's status shows), SumEntries
