@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"time"
 
+	"github.com/e31network/e31/node/api"
 	"github.com/spf13/cobra"
 )
 
@@ -53,8 +55,8 @@ func runPeers(ctx context.Context, o peersOptions, g *globalOptions) error {
 
 // runPeerRecord prints this node's record of one provider.
 func runPeerRecord(ctx context.Context, o peersOptions, g *globalOptions, id string) error {
-	rec, err := g.client().PeerRecord(ctx, id)
-	if err != nil {
+	var rec api.PeerRecord
+	if err := g.client().Do(ctx, http.MethodGet, api.PeerRecordPath(id), nil, nil, &rec); err != nil {
 		return err
 	}
 	if o.json {

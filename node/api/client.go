@@ -192,12 +192,6 @@ func (c *Client) Peers(ctx context.Context) ([]Peer, error) {
 	return out, c.Do(ctx, http.MethodGet, "/v1/peers", nil, nil, &out)
 }
 
-// PeerRecord is the daemon's record of a provider, from its own ledger.
-func (c *Client) PeerRecord(ctx context.Context, id string) (PeerRecord, error) {
-	var out PeerRecord
-	return out, c.Do(ctx, http.MethodGet, "/v1/peers/"+url.PathEscape(id)+"/record", nil, nil, &out)
-}
-
 // Nodes lists the providers in the daemon's view of offers.
 func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
 	var out []Node

@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"net/url"
+	"time"
+)
 
 // Peer is a connected libp2p peer.
 type Peer struct {
@@ -32,6 +35,9 @@ type Strike struct {
 type Block struct {
 	Peers []string `json:"peers"`
 }
+
+// PeerRecordPath is the path of GET /v1/peers/{id}/record, for Client.Do.
+func PeerRecordPath(id string) string { return "/v1/peers/" + url.PathEscape(id) + "/record" }
 
 // PeerRecord is what this node's own ledger says of a provider (GET
 // /v1/peers/{id}/record): receipts both parties signed and the verdicts
