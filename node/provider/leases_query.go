@@ -16,7 +16,8 @@ import (
 // leases): the leases the role holds now, each from its runner, and the
 // leases it provided that have ended, from the ledger. What a lease is
 // owed is the ledger's one sum, ledger.Policy.Bill under
-// ledger.DefaultPolicy, of the record its receipts make
+// ledger.DefaultPolicy (the losers of the verdicts kept not owed), of the
+// record its receipts make
 // (ledger.LeaseRecord.Counted), so that it agrees with e31 usage and e31
 // receipts. A lease whose receipts are open but whose runner is gone (its
 // end not yet on record here) is in neither list.
@@ -28,6 +29,26 @@ type LeaseQuery struct {
 	leases *registry     // the role's registry; its own lock
 	ledger LeaseLedger   // immutable
 	policy ledger.Policy // immutable: ledger.DefaultPolicy
+}
+
+// verdictsLedger is a LeaseLedger that keeps verdicts (ledger.Ledger).
+type verdictsLedger interface {
+	Verdicts(ctx context.Context) ([]ledger.Verdict, error)
+}
+
+// billing is the policy leases are billed by: the default, the leases
+// that the verdicts kept name losers not owed, where the ledger keeps
+// verdicts.
+func (q *LeaseQuery) billing(ctx context.Context) (ledger.Policy, error) {
+	vl, ok := q.ledger.(verdictsLedger)
+	if !ok {
+		return q.policy, nil
+	}
+	vs, err := vl.Verdicts(ctx)
+	if err != nil {
+		return ledger.Policy{}, fmt.Errorf("verdicts: %w", err)
+	}
+	return q.policy.WithLost(vs), nil
 }
 
 // LeaseLedger is what LeaseQuery reads of the ledger (ledger.Ledger).
@@ -43,6 +64,10 @@ func NewLeaseQuery(p *Provider, l LeaseLedger) *LeaseQuery {
 
 // Live lists the leases not yet released, the oldest first.
 func (q *LeaseQuery) Live(ctx context.Context) ([]api.Lease, error) {
+	policy, err := q.billing(ctx)
+	if err != nil {
+		return nil, err
+	}
 	runners := q.leases.active()
 	out := make([]api.Lease, 0, len(runners))
 	for _, r := range runners {
@@ -52,7 +77,7 @@ func (q *LeaseQuery) Live(ctx context.Context) ([]api.Lease, error) {
 			return nil, fmt.Errorf("receipts of lease %s: %w", l.ID, err)
 		}
 		if c := lr.Counted(); c != nil {
-			l.Billed = billed(q.policy.Bill(c, time.Time{}), c)
+			l.Billed = billed(policy.Bill(c, time.Time{}), c)
 		}
 		out = append(out, l)
 	}
@@ -110,6 +135,10 @@ func (q *LeaseQuery) History(ctx context.Context, f api.LeasesQuery) ([]api.Ende
 	if err != nil {
 		return nil, fmt.Errorf("lease history: %w", err)
 	}
+	policy, err := q.billing(ctx)
+	if err != nil {
+		return nil, err
+	}
 	// The ledger's last entry of each lease comes first, so that the
 	// leases are read newest first and the scan stops at n.
 	seen := map[string]bool{}
@@ -138,7 +167,7 @@ func (q *LeaseQuery) History(ctx context.Context, f api.LeasesQuery) ([]api.Ende
 			ID: c.Lease, Job: c.Job, Submitter: c.Submitter.String(), GPUs: c.GPUs, GPUModel: c.GPUModel,
 			HeldFrom: c.HeldFrom, HeldUntil: c.HeldUntil,
 			Outcome: string(c.Outcome), Attribution: string(c.Attribution), Record: string(lr.State),
-			Billed: billed(q.policy.Bill(c, time.Time{}), c),
+			Billed: billed(policy.Bill(c, time.Time{}), c),
 		})
 	}
 	slices.SortStableFunc(out, func(a, b api.EndedLease) int { return b.HeldUntil.Compare(a.HeldUntil) })

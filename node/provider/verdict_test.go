@@ -8,6 +8,7 @@ import (
 
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/ledger/ledgertest"
+	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 )
@@ -148,5 +149,30 @@ func TestVerdictInboxKeepsGood(t *testing.T) {
 	}
 	if u.Total.OwedGPUHours != 0 || u.Total.LostGPUHours <= 0 {
 		t.Errorf("usage after the verdict: %+v, want nothing owed and the lease lost", u.Total)
+	}
+}
+
+// A lease a kept verdict names a loser is billed not owed in the
+// provider's own history of its leases (e31 leases), as in e31 usage.
+func TestLeaseHistoryLostVerification(t *testing.T) {
+	ctx := context.Background()
+	c := newVerdictCase(t)
+	q := &LeaseQuery{self: c.me.ID, ledger: c.ledger, policy: ledger.DefaultPolicy()}
+	owed := func() float64 {
+		t.Helper()
+		h, err := q.History(ctx, api.LeasesQuery{})
+		if err != nil || len(h) != 1 {
+			t.Fatalf("history: %+v, %v; want lease-me", h, err)
+		}
+		return h[0].Billed.OwedGPUHours
+	}
+	if owed() <= 0 {
+		t.Fatal("a completed lease is not owed before any verdict")
+	}
+	if _, err := c.inbox.Handle(ctx, c.sub.ID, c.verdict(t, c.sub, "lease-me", outBad)); err != nil {
+		t.Fatal(err)
+	}
+	if got := owed(); got != 0 {
+		t.Errorf("owed %v GPU-h after the verdict, want 0", got)
 	}
 }
