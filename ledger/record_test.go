@@ -59,6 +59,25 @@ func TestProviderRecords(t *testing.T) {
 	}
 }
 
+// The time to a first receipt counts from the proposal where the lease's
+// terms are kept, from the receipt's own start otherwise.
+func TestProviderRecordFirstReceiptFromProposal(t *testing.T) {
+	ctx := context.Background()
+	sub, prov := newParty(t, 2), newParty(t, 10)
+	l := openMem(t, Options{Self: sub.id})
+	if err := l.KeepLease(ctx, evidenceOf(t, "lease-a", "job-1", prov, sub, 2, t0.Add(-30*time.Second), time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, finalWith(t, "lease-a", "job-1", prov, sub, cidA))
+	recs, err := l.ProviderRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recs[prov.id].MedianFirstReceipt; got != 90*time.Second {
+		t.Errorf("first receipt after %v, want 1m30s (30s from proposal to start, 1m held)", got)
+	}
+}
+
 func TestMedian(t *testing.T) {
 	for _, c := range []struct {
 		in   []time.Duration
