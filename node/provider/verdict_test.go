@@ -27,7 +27,7 @@ type verdictCase struct {
 	inbox                  *VerdictInbox
 }
 
-func newVerdictCase(t *testing.T) *verdictCase {
+func newVerdictCase(t testing.TB) *verdictCase {
 	t.Helper()
 	c := &verdictCase{
 		me: ledgertest.NewParty(t, 1), sub: ledgertest.NewParty(t, 2),
@@ -60,7 +60,7 @@ func newVerdictCase(t *testing.T) *verdictCase {
 
 // verdict is by's signed verdict comparing lease-me (with output mine)
 // and the honest provider's lease-h.
-func (c *verdictCase) verdict(t *testing.T, by ledgertest.Party, lease, mine string) json.RawMessage {
+func (c *verdictCase) verdict(t testing.TB, by ledgertest.Party, lease, mine string) json.RawMessage {
 	t.Helper()
 	v := ledger.NewVerdict("job-1", by.ID, ledger.CompareOutput, []ledger.VerdictReplica{
 		{Lease: lease, Provider: c.me.ID, Output: mine, Compared: mine},
@@ -175,4 +175,33 @@ func TestLeaseHistoryLostVerification(t *testing.T) {
 	if got := owed(); got != 0 {
 		t.Errorf("owed %v GPU-h after the verdict, want 0", got)
 	}
+}
+
+// FuzzVerdictInbox feeds the verdict handler whatever a peer might send:
+// it never panics, and keeps only a verdict that verifies and names the
+// provider's lease with the output its receipt names.
+func FuzzVerdictInbox(f *testing.F) {
+	c := newVerdictCase(f)
+	f.Add([]byte(c.verdict(f, c.sub, "lease-me", outBad)))
+	f.Add([]byte(c.verdict(f, c.sub, "lease-me", outGood)))
+	f.Add([]byte(c.verdict(f, c.other, "lease-me", outBad)))
+	f.Add([]byte(`{"verdict":{}}`))
+	f.Add([]byte(`{"verdict":null}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		_, err := c.inbox.Handle(context.Background(), c.sub.ID, raw)
+		if err != nil {
+			return
+		}
+		var req wire.VerdictRequest
+		if jerr := json.Unmarshal(raw, &req); jerr != nil {
+			t.Fatalf("kept a verdict from a request that does not decode: %v", jerr)
+		}
+		v, verr := ledger.UnmarshalVerdict(req.Verdict)
+		if verr != nil || v.Verify() != nil || v.Submitter != c.sub.ID {
+			t.Fatalf("kept a verdict that does not verify or is not the submitter's: %v", verr)
+		}
+		if r, ok := v.Replica("lease-me"); !ok || r.Output != outBad || r.Provider != c.me.ID {
+			t.Fatalf("kept a verdict that does not name lease-me with its output: %+v", v.Replicas)
+		}
+	})
 }
