@@ -70,14 +70,20 @@ func (l *Ledger) ProviderRecords(ctx context.Context) (map[peer.ID]ProviderRecor
 	if err != nil {
 		return nil, fmt.Errorf("provider records: %w", err)
 	}
-	out := map[peer.ID]ProviderRecord{}
-	firsts := map[peer.ID][]time.Duration{}
-	leases := settledLeases(es)
-	starts, err := l.proposedAt(ctx, leases)
+	starts, err := l.proposedAt(ctx, settledLeases(es))
 	if err != nil {
 		return nil, fmt.Errorf("provider records: %w", err)
 	}
-	for _, lr := range leases {
+	return ProviderRecordsOf(es, vs, starts), nil
+}
+
+// ProviderRecordsOf builds each provider's record from entries and
+// verdicts, the time to a lease's first receipt counted from when it was
+// proposed where starts says (by lease ID), else from its first held time.
+func ProviderRecordsOf(es []Entry, vs []Verdict, starts map[string]time.Time) map[peer.ID]ProviderRecord {
+	out := map[peer.ID]ProviderRecord{}
+	firsts := map[peer.ID][]time.Duration{}
+	for _, lr := range settledLeases(es) {
 		if len(lr.Receipts) == 0 {
 			continue
 		}
@@ -123,7 +129,7 @@ func (l *Ledger) ProviderRecords(ctx context.Context) (map[peer.ID]ProviderRecor
 		rec.MedianFirstReceipt = median(ds)
 		out[p] = rec
 	}
-	return out, nil
+	return out
 }
 
 // proposedAt reads, in one transaction, when each lease with a

@@ -124,9 +124,9 @@ func TestVerdictSignRefuses(t *testing.T) {
 	}
 	bad := v
 	bad.Replicas = append([]VerdictReplica(nil), v.Replicas...)
-	bad.Replicas[0].Compared = "something else"
+	bad.Replicas[0].Compared = "\x1b[2J"
 	if err := bad.Sign(sub.sk); !errors.Is(err, ErrInvalidVerdict) {
-		t.Errorf("compared is not the output on an output verdict: %v, want ErrInvalidVerdict", err)
+		t.Errorf("compared holds a terminal control: %v, want ErrInvalidVerdict", err)
 	}
 	paths := NewVerdict("job-1", sub.id, "paths:result.csv,logs/\x1b]52;c;x\x07", v.Replicas, t0)
 	if err := paths.Sign(sub.sk); !errors.Is(err, ErrInvalidVerdict) {

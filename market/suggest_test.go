@@ -13,10 +13,10 @@ func TestUnknownFieldSuggests(t *testing.T) {
 		yaml, want string
 	}{
 		{"name: x\nwork: {comand: [true]}\nrequest: {gpus: 1, limit: 1h}\n", "work.comand: unknown field (want one of image, command, env, workdir); did you mean command?"},
-		{base + "resume: auto\n", "resume: unknown field (want one of name, work, data, request, output, labels, after, after_any, array, secrets); resume goes under output.checkpoints"},
+		{base + "resume: auto\n", "resume: unknown field (want one of name, work, data, request, output, labels, after, after_any, array, secrets, verify); resume goes under output.checkpoints"},
 		{"name: x\nwork: {command: [true]}\nrequest: {gpu: 1, limit: 1h}\n", "did you mean gpus?"},
 		{"name: x\nwork: {command: [true]}\nrequest: {gpus: 1, limit: 1h}\ndata: [{source: ./a, mount: /a, mnt: /b}]\n", "unknown field (want one of source, mount)"},
-		{base + "zzzzzz: 1\n", "zzzzzz: unknown field (want one of name, work, data, request, output, labels, after, after_any, array, secrets)\n"},
+		{base + "zzzzzz: 1\n", "zzzzzz: unknown field (want one of name, work, data, request, output, labels, after, after_any, array, secrets, verify)\n"},
 	} {
 		_, err := DecodeDeclaration([]byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error()+"\n", c.want) {

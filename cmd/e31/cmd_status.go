@@ -72,6 +72,19 @@ func printJob(g *globalOptions, j api.Job) {
 			writef(tw, "failed tasks\t%s\n", market.FormatIndexList(t.FailedIndices))
 		}
 	}
+	if v := j.Verification; v != nil {
+		writef(tw, "verification\t%s, %s: %s\n", v.Mode, v.State, v.Reason)
+		for i, r := range v.Replicas {
+			lost := ""
+			if r.Lost {
+				lost = ", LOST"
+			}
+			writef(tw, "replica %d\t%s on %s%s %s%s\n", i+1, r.State, orDash(r.Provider), outcomeOf(r.Outcome), orDash(r.Compared), lost)
+		}
+		if len(v.Caught) > 0 {
+			writef(tw, "caught\t%s (%d tasks run again)\n", strings.Join(v.Caught, ", "), v.Rerun)
+		}
+	}
 	if j.Reason != "" {
 		writef(tw, "reason\t%s\n", j.Reason)
 	}
@@ -139,6 +152,9 @@ func printJob(g *globalOptions, j api.Job) {
 			h.GPUHours, h.OwedGPUHours, h.GPUHours-h.OwedGPUHours)
 		if h.OneSidedGPUHours > 0 {
 			line += fmt.Sprintf(" (%.3f on this node's word alone)", h.OneSidedGPUHours)
+		}
+		if h.VerificationGPUHours > 0 {
+			line += fmt.Sprintf("; checking the results held %.3f of it", h.VerificationGPUHours)
 		}
 		if h.CPUHours > 0 {
 			line += fmt.Sprintf("; %.3f CPU-h, owed %.3f", h.CPUHours, h.OwedCPUHours)

@@ -59,6 +59,9 @@ type submitOptions struct {
 
 	// secrets are --secret NAME[=env:VAR|file:PATH] (secrets.go).
 	secrets []string
+	// verify are --replicas, --spot, --min-record, --compare-path.
+	check   checkOptions
+	flagSet *pflag.FlagSet
 }
 
 func newSubmitCommand(g *globalOptions) *cobra.Command {
@@ -143,6 +146,8 @@ status 7. e31 wait follows jobs already submitted, several at once.`,
 	f.StringVar(&o.values, "values", "", "A,B,C: run the command once per value, which its task sees as $E31_TASK_VALUE (no value may hold a comma: use --values-file); with --array 7,40 only those indices run, each with the value of its index (flags form; array.values)")
 	f.StringVar(&o.valuesFile, "values-file", "", "FILE: as --values, one value a line (flags form; array.values_file)")
 	f.IntVar(&o.maxFailures, "max-failures", 0, "stop an array at its Nth failed task: the queued tasks are withdrawn (nothing owed), the running ones end as they will, and the array ends failed (flags form; array.max_failures)")
+	o.check.flags(f)
+	o.flagSet = f
 	f.DurationVar(&o.pollEvery, "poll", defaultPoll, "with --wait: how often to ask a daemon that cannot answer on each change of the job (an older version)")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up following after this long (0: never)")
 	f.DurationVar(&o.retryFor, "retry-for", api.DefaultReconnectFor, "with --wait: "+retryForUsage)
@@ -459,6 +464,11 @@ func checkJob(o submitOptions, g *globalOptions, d *market.Declaration, base str
 	}
 	if len(d.Labels) > market.MaxLabels {
 		return fmt.Errorf("--label: the job would have %d labels, over the %d it may have", len(d.Labels), market.MaxLabels)
+	}
+	if o.flagSet != nil {
+		if err := o.check.apply(o.flagSet, d); err != nil {
+			return err
+		}
 	}
 	var unstaged []string
 	if abs, err := filepath.Abs(base); err == nil {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/e31network/e31/ledger"
 )
@@ -44,4 +47,25 @@ func (m *Memory) Verdicts(ctx context.Context) ([]ledger.Verdict, error) {
 		out[i] = v
 	}
 	return out, nil
+}
+
+// ProviderRecords builds each provider's record from the entries and
+// verdicts kept, as ledger.Ledger does, timing first receipts from the
+// kept leases' proposals.
+func (m *Memory) ProviderRecords(ctx context.Context) (map[peer.ID]ledger.ProviderRecord, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	vs, _ := m.Verdicts(ctx)
+	es := m.Entries()
+	starts := map[string]time.Time{}
+	for _, e := range es {
+		if e.Receipt.Lease == "" {
+			continue
+		}
+		if t, ok := m.KeptLease(e.Receipt.Lease); ok {
+			starts[e.Receipt.Lease] = t.Proposed
+		}
+	}
+	return ledger.ProviderRecordsOf(es, vs, starts), nil
 }

@@ -67,6 +67,9 @@ type Job struct {
 	// array is released once every task has ended. Its tasks are jobs of
 	// their own, under ARRAY.INDEX.
 	Tasks *TaskCounts `json:"tasks,omitempty"`
+	// Verification, on a job whose declaration asks for its results to
+	// be checked (verify), is how the check stands.
+	Verification *Verification `json:"verification,omitempty"`
 	// Parts, on a gang (request.nodes), are its parts in rank order:
 	// where each runs and how it stands. A gang is an array whose tasks
 	// are its parts, placed and ended together.
@@ -137,6 +140,9 @@ type Held struct {
 	// OwedCPUHours the part owed: all a job without GPUs held.
 	CPUHours     float64 `json:"cpu_hours,omitempty"`
 	OwedCPUHours float64 `json:"owed_cpu_hours,omitempty"`
+	// VerificationGPUHours is the part of GPUHours that checking the
+	// results held: the other replicas, the spot checks (verify).
+	VerificationGPUHours float64 `json:"verification_gpu_hours,omitempty"`
 }
 
 // GPUSeen is one GPU a run saw: its UUID and model as the driver names it.

@@ -32,6 +32,9 @@ const (
 	PrefixDrain = "drain/" // this node drained by its owner (node/provider)
 	// PrefixStrike: a submitter this node's provider struck off (node/provider).
 	PrefixStrike = "strike/"
+	// PrefixDistrust: a provider that lost a check of results on this
+	// node's jobs (node/submitter).
+	PrefixDistrust = "distrust/"
 	// PrefixSecret: the values of the secrets of a job this node submitted,
 	// apart from its record, until it has ended for good (node/submitter).
 	PrefixSecret = "secret/"

@@ -80,6 +80,7 @@ type arrayOwn struct {
 	labels      map[string]string
 	sources     []string
 	maxFailures int
+	verify      *market.Verify
 }
 
 // announceArray keeps the records of an array whose declaration is
@@ -95,7 +96,7 @@ func (s *intake) announceArray(ctx context.Context, sealed p2p.Signed, decl mark
 	id := wire.JobID(sealed)
 	now := time.Now()
 	n := decl.Parts()
-	parent := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, State: api.JobQueued, Submitted: now, RecordArray: RecordArray{Tasks: n, MaxFailures: own.maxFailures}}
+	parent := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, State: api.JobQueued, Submitted: now, RecordArray: RecordArray{Tasks: n, MaxFailures: own.maxFailures}, RecordVerify: RecordVerify{Verify: own.verify}}
 	if held != nil {
 		parent.Root = held.root()
 	}
@@ -137,6 +138,9 @@ func (s *intake) announceArray(ctx context.Context, sealed p2p.Signed, decl mark
 	}
 	if decl.Request.Gang() {
 		s.gangs.of(id) // its run follows the gang from here
+	}
+	if own.verify != nil && own.verify.Spot > 0 {
+		s.verify.watchArray(id)
 	}
 	if err := s.d.Gossip.PublishRaw(ctx, p2p.TopicJobs, sealed.Raw); err != nil {
 		s.log.Warn("announce array", "array", id, "err", err)
@@ -203,6 +207,15 @@ func (a arrayRun) view(seen uint64, done bool) (api.Job, <-chan struct{}) {
 	}
 	if parent.isGang() {
 		s.gangs.view(&out, parent)
+	}
+	if parent.Verify != nil && parent.Verify.Spot > 0 {
+		v, pending := (spotDraw{s.verify}).shown(parent)
+		out.Verification = v
+		out.Version += s.verify.version() << 48
+		if pending > 0 && out.State.Terminal() {
+			out.State, out.Outcome, out.Reason = api.JobRunning, "", "checking: "+v.Reason
+			wake = s.verify.merge(wake)
+		}
 	}
 	if out.State.Terminal() || done || out.Version != seen {
 		return out, nil

@@ -52,6 +52,12 @@ type (
 		ByLease(ctx context.Context, lease string) ([]ledger.Entry, error)
 		HeldByJobs(ctx context.Context, policy ledger.Policy, jobs ...string) (ledger.JobHeld, error)
 		KeepLease(ctx context.Context, ev ledger.LeaseEvidence) error
+		// KeepVerdict keeps a signed verdict on replicas this node
+		// compared: each lost lease is not owed from then on.
+		KeepVerdict(ctx context.Context, v ledger.Verdict) error
+		// ProviderRecords is what this node's ledger saw of each provider
+		// (verify.min_record reads how many leases it completed).
+		ProviderRecords(ctx context.Context) (map[peer.ID]ledger.ProviderRecord, error)
 	}
 	// Caller sends a request over a direct stream and reads the reply.
 	Caller interface {

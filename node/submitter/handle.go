@@ -29,10 +29,14 @@ type handle interface {
 // ID it was submitted under) or as one of its attempts.
 func (k *kit) handleOf(j *jobTracker) handle {
 	var root string
-	var array, gang, held bool
-	j.view(func(r *Record) { root, array, gang, held = r.Root, r.isArray(), r.isGang(), r.placeholder() })
+	var array, gang, held, replicated bool
+	j.view(func(r *Record) {
+		root, array, gang, held, replicated = r.Root, r.isArray(), r.isGang(), r.placeholder(), r.replicated()
+	})
 	whole := root == ""
 	switch {
+	case replicated:
+		return replicaRun{chain{k, j, whole}}
 	case gang:
 		return gangHandle{k, j, whole}
 	case array:

@@ -65,6 +65,9 @@ func (s *Submitter) HandleProposal(ctx context.Context, from peer.ID, raw json.R
 		// the code that closes it in the provider's view. This node's
 		// own provider proposes only what this node's Match gave it.
 		avoid, err := s.claims.check(j, from, t, now)
+		if err == nil {
+			avoid, err = s.verify.claims(ctx, j, t.Provider, now)
+		}
 		if avoid != "" {
 			s.tasks.Go(func() { (failureWatch{j}).avoid(s.ctx, from.String(), "", avoid) })
 		}

@@ -20,6 +20,9 @@ type kit struct {
 	// gangs are the runs of the gangs, and what acts on a gang whole
 	// (gangs.go); immutable after New.
 	gangs *gangs
+	// verify follows the checks of results under way (verifier.go);
+	// immutable after New.
+	verify *verifier
 
 	// resuming orders the resumptions of jobs, so that an attempt is
 	// continued by one attempt at most, and the release of held jobs. An

@@ -100,6 +100,7 @@ func (k *kit) ledgerJobsOf(j *jobTracker, tasks bool) api.JobIDs {
 					continue // not on disk: a stop during submit
 				}
 				ids := k.appendAttemptIDs(nil, t.id)
+				ids = k.appendReplicaIDs(ids, t)
 				for _, id := range ids {
 					add(id)
 				}
@@ -124,7 +125,22 @@ func (k *kit) ledgerJobsOf(j *jobTracker, tasks bool) api.JobIDs {
 			// attempts'.
 		default:
 			add(id)
+			for _, r := range k.appendReplicaIDs(nil, a) {
+				add(r)
+			}
 		}
 	}
 	return out
+}
+
+// appendReplicaIDs appends the IDs of every attempt of the other runs of
+// the check whose first run's tracker is j (replicas.go): what checking
+// the job's results held is the job's too.
+func (k *kit) appendReplicaIDs(ids []string, j *jobTracker) []string {
+	var replicas []string
+	j.view(func(r *Record) { replicas = r.Replicas })
+	for _, id := range replicas {
+		ids = k.appendAttemptIDs(ids, id)
+	}
+	return ids
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/ipfs/go-cid"
 )
@@ -25,10 +26,10 @@ func (s *Submitter) Jobs() []api.Job {
 	out := make([]api.Job, 0, len(recs))
 	for i := range recs {
 		first := &recs[i]
-		if first.rec.Root != "" || first.rec.Array != "" {
-			continue // an attempt after the first, or a task: shown within its job or array
+		if first.rec.Root != "" || first.rec.Array != "" || first.rec.ReplicaOf != "" {
+			continue // an attempt after the first, a task or a replica: shown within its job or array
 		}
-		if first.rec.isArray() {
+		if first.rec.isArray() || first.rec.replicated() {
 			if t := s.jobs.get(first.rec.ID); t != nil {
 				j, _ := s.handleOf(t).view(0, true) // an array, or a gang
 				out = append(out, j)
@@ -206,6 +207,34 @@ func (k *kit) withHeld(ctx context.Context, j *api.Job) {
 		return
 	}
 	j.Held = HeldOf(h)
+	if checks := k.checkIDs(t); len(checks) > 0 {
+		if c, err := k.d.Ledger.HeldByJobs(ctx, ledger.DefaultPolicy(), checks...); err == nil {
+			j.Held.VerificationGPUHours = c.GPUHours
+		}
+	}
+}
+
+// checkIDs are the ledger's job IDs of the runs that check the results of
+// the job whose tracker is t: its other replicas, or its tasks'.
+func (k *kit) checkIDs(t *jobTracker) []string {
+	var ids []string
+	for _, a := range k.attempts(t) {
+		ids = k.appendReplicaIDs(ids, a)
+		var n int
+		var indices []int
+		var id string
+		a.view(func(r *Record) { id, n, indices = r.ID, r.Tasks, r.taskIndices() })
+		for place := range n {
+			i := place
+			if indices != nil {
+				i = indices[place]
+			}
+			if task := k.jobs.get(market.TaskID(id, i)); task != nil {
+				ids = k.appendReplicaIDs(ids, task)
+			}
+		}
+	}
+	return ids
 }
 
 // HeldOf is a sum of held time as the API shows it.

@@ -52,6 +52,7 @@ type Record struct {
 	RecordAvoid
 	RecordGang
 	RecordArray
+	RecordVerify
 }
 
 // RecordChain links an attempt into its job's chain (attempts.go).
@@ -164,6 +165,20 @@ type RecordArray struct {
 	// recorded the lease: a task's lease is announced by this node, so
 	// the view cannot tell.
 	Confirmed bool `json:"confirmed,omitempty"`
+}
+
+// provider is the provider of the record's lease, "" without one.
+func (r *Record) provider() string {
+	if r.Lease == nil {
+		return ""
+	}
+	return r.Lease.Terms.Provider
+}
+
+// replicated reports whether the record is the first of a job run as
+// replicas, whose check is not over (replicas.go).
+func (r *Record) replicated() bool {
+	return r.Verify != nil && r.Verify.Replicas > 1 && r.Root == "" && r.ReplicaOf == ""
 }
 
 // setEnding records how the job's lease ended, or how the job ended

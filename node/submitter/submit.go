@@ -52,7 +52,12 @@ func (s *Submitter) Submit(ctx context.Context, req api.SubmitRequest, progress 
 // imports, signs and broadcasts their declarations, keeps their records
 // and secrets, and hands held jobs (hold.go) and arrays (array.go) their
 // first records. It keeps no state of its own.
-type intake struct{ *kit }
+type intake struct {
+	*kit
+	// replicas submits the other replicas of a job that asks for them
+	// and follows the check (replicate.go); immutable after New.
+	replicas func(ctx context.Context, head Record) error
+}
 
 // submit checks, imports, signs and broadcasts a declaration: a new job,
 // with secrets the values of its secrets (secretsGiven), or with parent
@@ -92,6 +97,10 @@ func (s *intake) submit(ctx context.Context, decl market.Declaration, parent *Re
 	// broadcast. A resumption keeps those of the job it resumes.
 	labels := decl.Labels
 	decl.Labels = nil
+	// So is the verify section: no provider may tell a job that will be
+	// checked, or a run that checks another, from any other job.
+	check := decl.Verify
+	decl.Verify = nil
 	if labels == nil && parent != nil {
 		labels = maps.Clone(parent.Labels)
 	}
@@ -130,10 +139,11 @@ func (s *intake) submit(ctx context.Context, decl market.Declaration, parent *Re
 		defer s.forgetUnregistered(id)
 	}
 	if decl.Split() {
-		return s.announceArray(ctx, sealed, decl, arrayOwn{labels, sources, maxFailures}, parent)
+		return s.announceArray(ctx, sealed, decl, arrayOwn{labels, sources, maxFailures, check}, parent)
 	}
 	now := time.Now()
-	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, RecordChain: RecordChain{ResumeOf: resumeOf}, State: api.JobQueued, Submitted: now}
+	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, RecordChain: RecordChain{ResumeOf: resumeOf}, State: api.JobQueued, Submitted: now,
+		RecordVerify: RecordVerify{Verify: check}}
 	rec.step(api.StepSubmit, now)
 	// Every DAG the provider will fetch stays pinned for the job.
 	if err := s.pinContent(ctx, rec); err != nil {
@@ -170,6 +180,13 @@ func (s *intake) submit(ctx context.Context, decl market.Declaration, parent *Re
 		s.d.Metrics.Submitted.Inc() // a held job was counted when it was
 	}
 	s.log.Info("job submitted", "job", id, "name", decl.Name, "gpus", decl.Request.GPUs)
+	if snap.replicated() {
+		if err := s.replicas(ctx, snap); err != nil {
+			s.log.Warn("replicas not all submitted: the check compares those that run", "job", id, "err", err)
+		}
+		out, _ := s.handleOf(j).view(0, true)
+		return out, nil
+	}
 	out := snap.API()
 	out.Version = s.versionBase // no change counted yet
 	return out, nil

@@ -80,7 +80,7 @@ func New(cfg Config, d Deps) *Submitter {
 		secrets: &secretStore{records: d.Records}},
 		ctx: ctx, cancel: cancel}
 	s.kit = &kit{parts: &s.parts, jobs: newRegistry(&s.parts)}
-	s.in = &intake{s.kit}
+	s.in = &intake{kit: s.kit}
 	s.kit.in = s.in
 	s.reload = s.jobs.get
 	s.stage.parts = &s.parts
@@ -97,6 +97,9 @@ func New(cfg Config, d Deps) *Submitter {
 			d.Metrics.Panics.Inc()
 		}
 	}
+	s.kit.verify = newVerifier(s.kit)
+	s.kit.verify.drawArray = spotDraw{s.kit.verify}.array
+	s.in.replicas = s.kit.verify.submitted
 	s.gangs = newGangs(ctx, &s.parts, s.kit, s.jobs, &s.tasks, &s.resuming)
 	return s
 }
@@ -126,6 +129,7 @@ func (s *Submitter) Start() {
 	s.tasks.Go(func() { s.holdLoop(s.ctx) })
 	s.tasks.Go(func() { s.stopLoop(s.ctx) })
 	s.tasks.Go(func() { s.secretsLoop(s.ctx) })
+	s.tasks.Go(func() { s.verify.loop(s.ctx) })
 	s.gangs.start()
 }
 

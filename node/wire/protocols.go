@@ -62,6 +62,16 @@ const (
 	// proposed further than the allowed clock skew from the submitter's
 	// clock, or expiring too far ahead.
 	CodeStale = "stale"
+	// CodeDistrusted: the submitter declines a proposal from a provider
+	// whose run lost a check of results on one of its jobs, for as long
+	// as its distrust lasts.
+	CodeDistrusted = "distrusted"
+	// CodeOtherReplica: the submitter declines a proposal for a run of a
+	// check of results from the provider of another run of the same check.
+	CodeOtherReplica = "other-replica"
+	// CodeNoRecord: the submitter declines a proposal for a job that asks
+	// for providers it has seen complete more leases (verify.min_record).
+	CodeNoRecord = "no-record"
 	// CodeOutsideLease: the submitter will not countersign a receipt whose
 	// held time the lease does not allow (ledger.LeaseBounds): from before
 	// the proposal, or past its limit and the allowances after it.

@@ -1,0 +1,81 @@
+package submitter
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
+)
+
+// claims refuses a proposal for the queued job j that the checks of
+// results rule out, with why the provider is to be avoided for it: a
+// provider this node distrusts (distrust.go), the provider of another run
+// of the same check, or, for a job that asks for a record
+// (verify.min_record), one this node's ledger has seen complete fewer
+// leases.
+func (v *verifier) claims(ctx context.Context, j *jobTracker, provider string, now time.Time) (avoid string, err error) {
+	if d, ok := v.distrust.of(provider, now); ok {
+		return "it lost a check of results", p2p.Refuse(wire.CodeDistrusted,
+			fmt.Errorf("declined: provider %s lost a check of results (job %s) and is distrusted until %s", provider, d.Job, d.Until.UTC().Format(time.RFC3339)))
+	}
+	first := firstOf(v.k, j)
+	if first == nil {
+		return "", nil
+	}
+	head := first.snapshot()
+	if head.ReplicaOf != "" {
+		if t := v.k.jobs.get(head.ReplicaOf); t != nil {
+			head = t.snapshot()
+		}
+	}
+	if len(head.Replicas) > 0 {
+		runs, _ := v.runs(head)
+		for _, r := range runs {
+			if r.t.id == first.id {
+				continue
+			}
+			for _, a := range v.k.attempts(r.t) {
+				if rec := a.snapshot(); rec.provider() == provider {
+					return "it runs another replica of the job", p2p.Refuse(wire.CodeOtherReplica,
+						fmt.Errorf("declined: provider %s runs another replica of job %s", provider, head.ID))
+				}
+			}
+		}
+	}
+	if vf := verifyOf(v.k, head); vf != nil && vf.MinRecord > 0 {
+		if n := v.completed(ctx, provider); n < vf.MinRecord {
+			return "too short a record", p2p.Refuse(wire.CodeNoRecord,
+				fmt.Errorf("declined: job %s asks for providers that completed %d leases for this node; provider %s completed %d", head.ID, vf.MinRecord, provider, n))
+		}
+	}
+	return "", nil
+}
+
+// firstOf is the tracker of the first attempt of the job j is an attempt
+// of; nil when it is not in the registry.
+func firstOf(k *kit, j *jobTracker) *jobTracker {
+	var root string
+	j.view(func(r *Record) { root = r.root() })
+	if root == j.id {
+		return j
+	}
+	return k.jobs.get(root)
+}
+
+// completed is how many leases provider completed for this node, as its
+// own ledger's two-sided receipts say.
+func (v *verifier) completed(ctx context.Context, provider string) int {
+	recs, err := v.k.d.Ledger.ProviderRecords(ctx)
+	if err != nil {
+		v.k.log.Warn("read providers' records", "err", err)
+		return 0
+	}
+	for p, r := range recs {
+		if p.String() == provider {
+			return r.Completed
+		}
+	}
+	return 0
+}
