@@ -39,6 +39,7 @@ type Compare struct {
 	Paths []string `json:"paths,omitempty" yaml:"paths,omitempty"`
 	// Command runs as a small job over two replicas' outputs, mounted at
 	// /a and /b: exit status 0 means they agree (a numeric tolerance, say).
+	// Refused for now: the comparator job is not run yet.
 	Command []string `json:"command,omitempty" yaml:"command,omitempty"`
 	// Image is the comparator's software; empty: the provider's base root.
 	Image string `json:"image,omitempty" yaml:"image,omitempty"`
@@ -177,6 +178,11 @@ func validateVerify(d *Declaration, ps *problems) {
 			default:
 				validateText(f, p, ps)
 			}
+		}
+		if len(c.Command) > 0 {
+			// Declared for what is to come; refused until the comparator
+			// job runs, rather than compared some other way in silence.
+			ps.add("verify.compare.command", "is not supported yet: compare paths (verify.compare.paths) that are reproducible, or use replicas: 3")
 		}
 		if c.Image != "" && len(c.Command) == 0 {
 			ps.add("verify.compare.image", "needs verify.compare.command")

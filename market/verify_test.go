@@ -34,6 +34,7 @@ func TestVerifySection(t *testing.T) {
 		{job + "verify: {replicas: 2, compare: {paths: [../x]}}\n", "inside the output folder"},
 		{job + "verify: {replicas: 2, compare: {paths: [a], command: [cmp]}}\n", "takes paths or command, not both"},
 		{job + "verify: {replicas: 2, compare: {}}\n", "needs paths or command"},
+		{job + "verify: {replicas: 2, compare: {command: [cmp, /a, /b]}}\n", "verify.compare.command: is not supported yet"},
 		{job + "verify: {compare: {paths: [a]}}\n", "nothing runs twice to compare"},
 		{job + "verify: {min_record: -1}\n", "verify.min_record"},
 		{job + "verify: {replica: 2}\n", "verify.replica"},
