@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
+
+	"github.com/e31network/e31/node/api"
 )
 
 // replicate submits one more run of the check whose first run's record is
@@ -22,7 +25,32 @@ func (v *verifier) replicate(ctx context.Context, head Record, avoid []string) e
 	if len(decl.Secrets) > 0 && values == nil {
 		return fmt.Errorf("the values of its secrets were dropped when the job ended")
 	}
-	job, err := v.k.in.submit(ctx, decl, nil, nil, values)
+	t := v.k.jobs.get(head.ID)
+	if t == nil {
+		return fmt.Errorf("job %s: %w", head.ID, ErrNotFound)
+	}
+	// Linked both ways before the replica is broadcast: a proposal for
+	// it, or for another run of the check, from a provider of another
+	// run is refused from the first (verify_claims.go).
+	now := time.Now()
+	job, err := v.k.in.submitAs(ctx, decl, nil, nil, values, func(r *Record) error {
+		r.ReplicaOf = head.ID
+		for _, p := range avoid {
+			if p == v.k.d.Self.String() {
+				continue
+			}
+			r.Avoid = append(r.Avoid, p)
+			if r.AvoidUntil == nil {
+				r.AvoidUntil, r.Avoided = map[string]time.Time{}, map[string]int{}
+			}
+			r.Avoided[p]++
+			r.AvoidUntil[p] = now.Add(v.k.cfg.avoidFor(1))
+		}
+		return t.update(func(h *Record) error {
+			h.Replicas = append(slices.Clone(h.Replicas), r.ID)
+			return nil
+		})
+	})
 	if err != nil {
 		return fmt.Errorf("submit a replica: %w", err)
 	}
@@ -30,27 +58,9 @@ func (v *verifier) replicate(ctx context.Context, head Record, avoid []string) e
 	if rt == nil {
 		return fmt.Errorf("submit a replica: job %s not registered", job.ID)
 	}
-	if err := rt.update(func(r *Record) error { r.ReplicaOf = head.ID; return nil }); err != nil {
-		return err
-	}
-	t := v.k.jobs.get(head.ID)
-	if t == nil {
-		return fmt.Errorf("job %s: %w", head.ID, ErrNotFound)
-	}
-	if err := t.update(func(r *Record) error {
-		r.Replicas = append(slices.Clone(r.Replicas), job.ID)
-		return nil
-	}); err != nil {
-		return err
-	}
-	for _, p := range avoid {
-		if p == v.k.d.Self.String() {
-			continue
-		}
-		v.mu.Lock()
-		v.avoided[[2]string{job.ID, p}] = true
-		v.mu.Unlock()
-		(failureWatch{rt}).avoid(ctx, p, "", "it ran another replica of the job")
+	if snap := rt.snapshot(); len(snap.Avoid) > 0 && snap.State == api.JobQueued {
+		// The avoids go out with the job's next announcement at once.
+		announceAvoiding(ctx, v.k.parts, snap.ID, snap.Envelope, snap.avoiding(now, v.k.cfg.avoidFor(1)))
 	}
 	v.k.log.Info("replica submitted", "job", head.ID, "replica", job.ID, "avoiding", len(avoid))
 	v.watch(head.ID)

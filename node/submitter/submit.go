@@ -63,6 +63,13 @@ type intake struct {
 // with secrets the values of its secrets (secretsGiven), or with parent
 // the next attempt of parent's job, which reads the job's.
 func (s *intake) submit(ctx context.Context, decl market.Declaration, parent *Record, progress content.Progress, secrets map[string][]byte) (api.Job, error) {
+	return s.submitAs(ctx, decl, parent, progress, secrets, nil)
+}
+
+// submitAs is submit, with before, when set, given the new job's record
+// once its ID is known and before it is saved and broadcast: what must
+// hold from the first proposal on (a replica names the job it checks).
+func (s *intake) submitAs(ctx context.Context, decl market.Declaration, parent *Record, progress content.Progress, secrets map[string][]byte, before func(*Record) error) (api.Job, error) {
 	// Made exact below, in place: a resumption's declaration shares its
 	// data with the record it came from.
 	decl.Data = slices.Clone(decl.Data)
@@ -164,6 +171,11 @@ func (s *intake) submit(ctx context.Context, decl market.Declaration, parent *Re
 			rec.Preemptions++
 		}
 		rec.Root = parent.root()
+	}
+	if before != nil {
+		if err := before(rec); err != nil {
+			return api.Job{}, err
+		}
 	}
 	j := newJobTracker(s.parts, rec)
 	snap := j.snapshot()
