@@ -15,9 +15,9 @@ import (
 // out of what is signed and broadcast, so that no provider can tell a
 // job that will be checked, or a run that checks another, from any other.
 type Verify struct {
-	// Replicas runs a single job on this many distinct providers (2 or
-	// 3) and compares their outputs; with 2 that disagree, a third runs
-	// and the majority wins.
+	// Replicas runs a job, or each task of an array, on this many
+	// distinct providers (2 or 3) and compares their outputs; with 2 that
+	// disagree, a third runs and the majority wins.
 	Replicas int `json:"replicas,omitempty" yaml:"replicas,omitempty"`
 	// Spot runs again, on another provider, this share (0 < spot ≤ 1) of
 	// an array's tasks, each drawn once the task has completed.
@@ -39,7 +39,6 @@ type Compare struct {
 	Paths []string `json:"paths,omitempty" yaml:"paths,omitempty"`
 	// Command runs as a small job over two replicas' outputs, mounted at
 	// /a and /b: exit status 0 means they agree (a numeric tolerance, say).
-	// Refused for now: the comparator job is not run yet.
 	Command []string `json:"command,omitempty" yaml:"command,omitempty"`
 	// Image is the comparator's software; empty: the provider's base root.
 	Image string `json:"image,omitempty" yaml:"image,omitempty"`
@@ -138,8 +137,6 @@ func validateVerify(d *Declaration, ps *problems) {
 	switch {
 	case v.Replicas != 0 && (v.Replicas < MinReplicas || v.Replicas > MaxReplicas):
 		ps.add("verify.replicas", "must be %d or %d, not %d", MinReplicas, MaxReplicas, v.Replicas)
-	case v.Replicas != 0 && d.Array != nil:
-		ps.add("verify.replicas", "cannot be set with array: check an array's tasks with verify.spot")
 	case v.Replicas != 0 && d.Request.Gang():
 		ps.add("verify.replicas", "cannot be set with request.nodes: a gang's replicas are not supported")
 	}
@@ -178,11 +175,6 @@ func validateVerify(d *Declaration, ps *problems) {
 			default:
 				validateText(f, p, ps)
 			}
-		}
-		if len(c.Command) > 0 {
-			// Declared for what is to come; refused until the comparator
-			// job runs, rather than compared some other way in silence.
-			ps.add("verify.compare.command", "is not supported yet: compare paths (verify.compare.paths) that are reproducible, or use replicas: 3")
 		}
 		if c.Image != "" && len(c.Command) == 0 {
 			ps.add("verify.compare.image", "needs verify.compare.command")

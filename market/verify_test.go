@@ -15,6 +15,9 @@ func TestVerifySection(t *testing.T) {
 	if v := d.Verify; v.Replicas != 2 || v.MinRecord != 3 || v.Mode() != "paths:metrics.json,model/" || !v.Checks() {
 		t.Fatalf("verify %+v, mode %q", v, v.Mode())
 	}
+	if _, err := DecodeDeclaration([]byte(array + "verify: {replicas: 2}\n")); err != nil {
+		t.Errorf("replicas on an array: %v", err)
+	}
 	d, err = DecodeDeclaration([]byte(array + "verify: {spot: 5%}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +28,6 @@ func TestVerifySection(t *testing.T) {
 	for _, c := range []struct{ doc, want string }{
 		{job + "verify: {replicas: 4}\n", "verify.replicas: must be 2 or 3, not 4"},
 		{job + "verify: {replicas: 1}\n", "verify.replicas: must be 2 or 3"},
-		{array + "verify: {replicas: 2}\n", "check an array's tasks with verify.spot"},
 		{job + "verify: {spot: 0.1}\n", "verify.spot: needs an array"},
 		{array + "verify: {spot: 1.5}\n", "verify.spot: must be a share such as 0.05"},
 		{array + "verify: {spot: -0.1}\n", "within (0, 1]"},
@@ -34,7 +36,6 @@ func TestVerifySection(t *testing.T) {
 		{job + "verify: {replicas: 2, compare: {paths: [../x]}}\n", "inside the output folder"},
 		{job + "verify: {replicas: 2, compare: {paths: [a], command: [cmp]}}\n", "takes paths or command, not both"},
 		{job + "verify: {replicas: 2, compare: {}}\n", "needs paths or command"},
-		{job + "verify: {replicas: 2, compare: {command: [cmp, /a, /b]}}\n", "verify.compare.command: is not supported yet"},
 		{job + "verify: {compare: {paths: [a]}}\n", "nothing runs twice to compare"},
 		{job + "verify: {min_record: -1}\n", "verify.min_record"},
 		{job + "verify: {replica: 2}\n", "verify.replica"},

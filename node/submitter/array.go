@@ -81,6 +81,10 @@ type arrayOwn struct {
 	sources     []string
 	maxFailures int
 	verify      *market.Verify
+	// before, when set, is given the array's record and its tasks' once
+	// their IDs are known and before they are saved and broadcast (a
+	// replica array names the array it checks; replicate.go).
+	before func(*Record) error
 }
 
 // announceArray keeps the records of an array whose declaration is
@@ -127,6 +131,16 @@ func (s *intake) announceArray(ctx context.Context, sealed p2p.Signed, decl mark
 		tasks[k] = r
 		items = append(items, state.Item{ID: r.ID, Value: r})
 	}
+	if own.before != nil {
+		if err := own.before(parent); err != nil {
+			return api.Job{}, err
+		}
+		for _, r := range tasks {
+			if err := own.before(r); err != nil {
+				return api.Job{}, err
+			}
+		}
+	}
 	// Saved before it is broadcast: a proposal may arrive at once.
 	if err := s.d.Records.PutAll(state.PrefixJob, items); err != nil {
 		s.d.Metrics.PersistErrors.Inc()
@@ -139,8 +153,10 @@ func (s *intake) announceArray(ctx context.Context, sealed p2p.Signed, decl mark
 	if decl.Request.Gang() {
 		s.gangs.of(id) // its run follows the gang from here
 	}
-	if own.verify != nil && own.verify.Spot > 0 {
-		s.verify.watchArray(id)
+	if own.verify.Checks() {
+		if err := s.replicas(ctx, *parent, tasks); err != nil {
+			s.log.Warn("replicas of the array not all submitted: the checks compare those that run", "array", id, "err", err)
+		}
 	}
 	if err := s.d.Gossip.PublishRaw(ctx, p2p.TopicJobs, sealed.Raw); err != nil {
 		s.log.Warn("announce array", "array", id, "err", err)
@@ -208,7 +224,7 @@ func (a arrayRun) view(seen uint64, done bool) (api.Job, <-chan struct{}) {
 	if parent.isGang() {
 		s.gangs.view(&out, parent)
 	}
-	if parent.Verify != nil && parent.Verify.Spot > 0 {
+	if parent.Verify.Checks() {
 		v, pending := (spotDraw{s.verify}).shown(parent)
 		out.Verification = v
 		out.Version += s.verify.version() << 48
@@ -350,6 +366,16 @@ func (a arrayRun) withdraw(ctx context.Context) (api.Job, error) {
 	}
 	if _, err := a.k.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindWithdrawal, wire.WithdrawalBody{Job: id}); err != nil {
 		a.k.log.Warn("announce withdrawal", "array", id, "err", err)
+	}
+	var replicas []string
+	a.p.view(func(r *Record) { replicas = r.Replicas })
+	for _, rid := range replicas {
+		// The arrays that check this one's tasks (verify.replicas).
+		if t := a.k.jobs.get(rid); t != nil {
+			if _, err := (arrayRun{a.k, t}).withdraw(ctx); err != nil {
+				a.k.log.Warn("withdraw the replica of an array", "array", id, "replica", rid, "err", err)
+			}
+		}
 	}
 	out, _ := a.view(0, true)
 	return out, nil

@@ -42,6 +42,10 @@ type RecordVerify struct {
 	// RerunFor, on a task's first record, names the provider whose check
 	// failed: every task it returned for the array was run again.
 	RerunFor string `json:"rerun_for,omitempty"`
+	// Comparators, on a check's first record with verify.compare.command,
+	// are the comparator jobs run, by the pair of runs they compare
+	// (comparePair). Never changed in place.
+	Comparators map[string]string `json:"comparators,omitempty"`
 }
 
 // Verdict is what comparing a job's replicas found.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 )
 
@@ -68,15 +69,54 @@ func (v *verifier) replicate(ctx context.Context, head Record, avoid []string) e
 }
 
 // submitted submits the replicas a job's declaration asks for beside the
-// job as submitted, whose record is head, and follows the check.
-func (v *verifier) submitted(ctx context.Context, head Record) error {
-	defer v.watch(head.ID)
-	for range head.Verify.Replicas - 1 {
-		if err := v.replicate(ctx, head, nil); err != nil {
-			return err
+// job as submitted, whose record is head (and, for an array, tasks its
+// tasks'), and follows the check. An array's replicas are arrays of their
+// own, the same signed work, each task the replica of the task of the same
+// index; spot checks are drawn as its tasks complete (spot.go).
+func (v *verifier) submitted(ctx context.Context, head Record, tasks []*Record) error {
+	if !head.isArray() {
+		defer v.watch(head.ID)
+		for range head.Verify.Replicas - 1 {
+			if err := v.replicate(ctx, head, nil); err != nil {
+				return err
+			}
+			if t := v.k.jobs.get(head.ID); t != nil {
+				head = t.snapshot()
+			}
 		}
-		if t := v.k.jobs.get(head.ID); t != nil {
-			head = t.snapshot()
+		return nil
+	}
+	defer v.watchArray(head.ID)
+	if head.Verify.Replicas < 2 {
+		return nil
+	}
+	for _, t := range tasks {
+		defer v.watch(t.ID)
+	}
+	values, err := v.k.secrets.load(v.k.secretsRoot(&head))
+	if err != nil {
+		return err
+	}
+	decl := head.Declaration
+	decl.Labels = maps.Clone(head.Labels)
+	for range head.Verify.Replicas - 1 {
+		_, err := v.k.in.submitAs(ctx, decl, nil, nil, values, func(r *Record) error {
+			of := head.ID
+			if !r.isArray() {
+				of = market.TaskID(head.ID, r.Index)
+			}
+			r.ReplicaOf = of
+			t := v.k.jobs.get(of)
+			if t == nil {
+				return fmt.Errorf("job %s: %w", of, ErrNotFound)
+			}
+			return t.update(func(h *Record) error {
+				h.Replicas = append(slices.Clone(h.Replicas), r.ID)
+				return nil
+			})
+		})
+		if err != nil {
+			return fmt.Errorf("submit a replica of the array: %w", err)
 		}
 	}
 	return nil

@@ -33,12 +33,14 @@ func (s spotDraw) array(ctx context.Context, id string) (over bool) {
 		return true
 	}
 	var share float64
+	var checks bool
 	at.view(func(r *Record) {
-		if r.Verify != nil {
+		checks = r.Verify.Checks()
+		if checks {
 			share = r.Verify.Spot
 		}
 	})
-	if share <= 0 {
+	if !checks {
 		return true
 	}
 	a := arrayRun{k, at}
@@ -57,7 +59,7 @@ func (s spotDraw) array(ctx context.Context, id string) (over bool) {
 			done = false
 			continue
 		}
-		if first.Spot != "" || last.Outcome != ledger.OutcomeCompleted || first.RerunFor != "" {
+		if share <= 0 || first.Spot != "" || last.Outcome != ledger.OutcomeCompleted || first.RerunFor != "" || len(first.Replicas) > 0 {
 			continue
 		}
 		draw := spotPass
@@ -155,14 +157,14 @@ func (s spotDraw) shown(parent Record) (*api.Verification, int) {
 			continue
 		}
 		var spot, rerun string
-		var completed bool
-		t.view(func(r *Record) { spot, rerun = r.Spot, r.RerunFor })
+		var completed, replicated bool
+		t.view(func(r *Record) { spot, rerun, replicated = r.Spot, r.RerunFor, len(r.Replicas) > 0 })
 		last := s.v.k.lastAttempt(t)
 		last.view(func(r *Record) { completed = r.terminal() && r.Outcome == ledger.OutcomeCompleted })
-		if spot == spotCheck {
+		if spot == spotCheck || replicated {
 			out.Checks++
 		}
-		if spot == "" && completed && rerun == "" {
+		if parent.Verify.Spot > 0 && spot == "" && completed && rerun == "" && !replicated {
 			undrawn++
 		}
 		if rerun != "" {
@@ -176,13 +178,13 @@ func (s spotDraw) shown(parent Record) (*api.Verification, int) {
 	pending := s.pending(parent.ID) + undrawn
 	switch {
 	case pending > 0:
-		out.Reason = fmt.Sprintf("%d of %d spot checks under way", pending, out.Checks+undrawn)
+		out.Reason = fmt.Sprintf("%d of %d checks under way", pending, out.Checks+undrawn)
 	case len(out.Caught) > 0:
 		out.State = verdictSettled
-		out.Reason = fmt.Sprintf("spot checks caught %d provider(s); their %d tasks ran again elsewhere", len(out.Caught), out.Rerun)
+		out.Reason = fmt.Sprintf("checks caught %d provider(s); their %d tasks ran again elsewhere", len(out.Caught), out.Rerun)
 	default:
 		out.State = verdictAgreed
-		out.Reason = fmt.Sprintf("%d spot checks agreed", out.Checks)
+		out.Reason = fmt.Sprintf("%d checks agreed", out.Checks)
 	}
 	return out, pending
 }

@@ -56,7 +56,7 @@ type intake struct {
 	*kit
 	// replicas submits the other replicas of a job that asks for them
 	// and follows the check (replicate.go); immutable after New.
-	replicas func(ctx context.Context, head Record) error
+	replicas func(ctx context.Context, head Record, tasks []*Record) error
 }
 
 // submit checks, imports, signs and broadcasts a declaration: a new job,
@@ -146,7 +146,7 @@ func (s *intake) submitAs(ctx context.Context, decl market.Declaration, parent *
 		defer s.forgetUnregistered(id)
 	}
 	if decl.Split() {
-		return s.announceArray(ctx, sealed, decl, arrayOwn{labels, sources, maxFailures, check}, parent)
+		return s.announceArray(ctx, sealed, decl, arrayOwn{labels, sources, maxFailures, check, before}, parent)
 	}
 	now := time.Now()
 	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, RecordChain: RecordChain{ResumeOf: resumeOf}, State: api.JobQueued, Submitted: now,
@@ -193,7 +193,7 @@ func (s *intake) submitAs(ctx context.Context, decl market.Declaration, parent *
 	}
 	s.log.Info("job submitted", "job", id, "name", decl.Name, "gpus", decl.Request.GPUs)
 	if snap.replicated() {
-		if err := s.replicas(ctx, snap); err != nil {
+		if err := s.replicas(ctx, snap, nil); err != nil {
 			s.log.Warn("replicas not all submitted: the check compares those that run", "job", id, "err", err)
 		}
 		out, _ := s.handleOf(j).view(0, true)

@@ -92,3 +92,21 @@ func (v *verifier) send(ctx context.Context, provider string, lv ledger.Verdict)
 		v.k.log.Warn("send verdict to the provider that lost", "job", lv.Job, "provider", provider, "err", err)
 	}
 }
+
+// abandon ends a check whose compared run is gone: the runs of it not
+// over are withdrawn (nothing owed for what never ran), and the verdict
+// says why, naming no loser.
+func (v *verifier) abandon(ctx context.Context, t *jobTracker, others []run, why string) {
+	for _, r := range others {
+		if !r.last.terminal() {
+			if err := v.k.withdrawLast(ctx, r.t, true); err != nil {
+				v.k.log.Warn("withdraw a check no longer needed", "job", t.id, "replica", r.t.id, "err", err)
+			}
+		}
+	}
+	t.change(func(rec *Record) error {
+		rec.Verdict = &Verdict{State: verdictMoot, Reason: why, At: time.Now()}
+		return nil
+	})
+	v.note(t.id, "abandoned")
+}

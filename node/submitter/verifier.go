@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/e31network/e31/ledger"
-	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/task"
 )
@@ -115,10 +114,12 @@ func (v *verifier) recover() {
 	for _, r := range recs {
 		switch {
 		case r.rec.Verdict != nil:
-		case r.rec.replicated() || (len(r.rec.Replicas) > 0 && r.rec.Spot == spotCheck):
+		case r.rec.isArray():
+			if r.rec.Verify.Checks() {
+				v.watchArray(r.rec.ID)
+			}
+		case r.rec.replicated() || len(r.rec.Replicas) > 0:
 			v.watch(r.rec.ID)
-		case r.rec.isArray() && r.rec.Verify != nil && r.rec.Verify.Spot > 0:
-			v.watchArray(r.rec.ID)
 		}
 	}
 }
@@ -188,6 +189,12 @@ func (v *verifier) step(ctx context.Context, id string) (over bool) {
 	if !ok {
 		return false // a replica's record not loaded yet: a stop during its submit
 	}
+	if head.RerunFor != "" {
+		// The task ran again, its provider caught by another check: the
+		// run this check was to compare is gone, and so is the check.
+		v.abandon(ctx, t, runs[1:], "the task ran again elsewhere: its provider "+head.RerunFor+" lost a check of results")
+		return true
+	}
 	v.note(id, summary(runs))
 	v.keepApart(ctx, runs)
 	for _, r := range runs {
@@ -204,6 +211,14 @@ func (v *verifier) step(ctx context.Context, id string) (over bool) {
 			return false
 		}
 		results[i] = res
+	}
+	if mode.Mode() == ledger.CompareCommand {
+		if done, err := v.byCommand(ctx, t, head, mode, results); err != nil || !done {
+			if err != nil {
+				v.k.log.Warn("compare replicas by the user's comparator: tried again next round", "job", id, "err", err)
+			}
+			return false
+		}
 	}
 	d := decide(results)
 	if d.State == "" { // two that differ: a third runs
@@ -251,87 +266,4 @@ func summary(runs []run) string {
 		fmt.Fprintf(&b, "%s %s %s %s;", r.last.ID, r.last.State, r.last.Outcome, r.last.provider())
 	}
 	return b.String()
-}
-
-// decide compares the results: all alike, agreed; two that differ, State
-// "" (a third must run); else the majority, or none.
-func decide(results []ReplicaRun) Verdict {
-	count := map[string]int{}
-	for _, r := range results {
-		count[r.Compared]++
-	}
-	d := Verdict{Results: results}
-	winner := ""
-	for c, n := range count {
-		if 2*n > len(results) {
-			winner = c
-		}
-	}
-	switch {
-	case len(count) == 1 && !results[0].hasOutput():
-		d.State, d.Reason = verdictMoot, "no replica returned an output: "+string(results[0].Outcome)
-		return d
-	case len(count) == 1:
-		d.State = verdictAgreed
-	case len(results) < market.MaxReplicas:
-		return Verdict{} // two that differ: a third decides
-	case winner == "":
-		d.State = verdictDisagreed
-		d.Reason = "replicas disagree: " + whoReturned(results)
-		return d
-	default:
-		d.State = verdictSettled
-	}
-	d.Winner = winner
-	for i := range d.Results {
-		r := &d.Results[i]
-		r.Lost = r.Compared != winner
-		if d.Output == "" && !r.Lost {
-			d.Output = r.Output
-		}
-	}
-	switch {
-	case d.State == verdictAgreed:
-		d.Reason = fmt.Sprintf("%d replicas agree", len(results))
-	case d.Output == "":
-		d.Reason = "the majority of replicas returned no output: " + whoReturned(results)
-	default:
-		d.Reason = "the majority of replicas agree; lost: " + whoReturned(lost(d.Results))
-	}
-	return d
-}
-
-func (r ReplicaRun) hasOutput() bool { return r.Outcome == ledger.OutcomeCompleted && r.Output != "" }
-
-func lost(rs []ReplicaRun) []ReplicaRun {
-	var out []ReplicaRun
-	for _, r := range rs {
-		if r.Lost {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// whoReturned names which provider returned what.
-func whoReturned(rs []ReplicaRun) string {
-	parts := make([]string, len(rs))
-	for i, r := range rs {
-		who := r.Provider
-		if who == "" {
-			who = "no provider"
-		}
-		parts[i] = fmt.Sprintf("%s returned %s", who, r.Compared)
-	}
-	return strings.Join(parts, "; ")
-}
-
-func providersOf(rs []ReplicaRun) []string {
-	var out []string
-	for _, r := range rs {
-		if r.Provider != "" {
-			out = append(out, r.Provider)
-		}
-	}
-	return out
 }

@@ -174,3 +174,53 @@ func readOutputFile(t *testing.T, cl *api.Client, id, name string) string {
 	}
 	return string(b)
 }
+
+// TestArrayReplicasWithAComparator: an array whose every task runs on two
+// distinct providers (verify.replicas: 2), compared by the user's own
+// comparator (verify.compare.command): each run writes its task's value
+// and the time, so the outputs differ byte for byte, and the comparator,
+// a CPU job of its own over the two outputs mounted at /a and /b, accepts
+// them when the values match. The array completes once every task's check
+// agreed, and its status counts the checks.
+func TestArrayReplicasWithAComparator(t *testing.T) {
+	c := start(t, cluster.Options{
+		N:             4,
+		SimGPUsByNode: []string{"", "1xH100:80GiB", "1xH100:80GiB", "1xH100:80GiB"},
+		Heartbeat:     500 * time.Millisecond,
+	})
+	sub := c.Client(0)
+	d := decl("compared", `echo "$E31_TASK_INDEX $(date +%s%N)" > /out/v`, 1, time.Minute)
+	d.Array = &market.Array{Count: 4}
+	d.Verify = &market.Verify{Replicas: 2, Compare: &market.Compare{
+		Command: []string{"sh", "-c", `read a x < /a/v && read b y < /b/v && [ "$a" = "$b" ]`}}}
+	arr := submit(t, sub, d)
+	arr = waitJob(t, sub, arr.ID, 5*time.Minute, "release", released)
+	v := arr.Verification
+	if arr.Outcome != "completed" || v == nil || v.State != "agreed" || v.Checks != 4 {
+		t.Fatalf("the array ended %s (%s), verification %+v; want completed, 4 checks agreed", arr.Outcome, arr.Reason, v)
+	}
+	for i := range 4 {
+		tj, err := sub.Job(context.Background(), market.TaskID(arr.ID, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tj.Outcome != "completed" {
+			t.Fatalf("task %d ended %s", i, tj.Outcome)
+		}
+	}
+	for _, j := range listJobs(t, sub) {
+		if j.ID != arr.ID {
+			t.Errorf("job %s (%s) is listed beside the array: replicas and comparators are shown within it", j.ID, j.Name)
+		}
+	}
+}
+
+// listJobs is node 0's list of jobs.
+func listJobs(t *testing.T, cl *api.Client) []api.Job {
+	t.Helper()
+	js, err := cl.Jobs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
