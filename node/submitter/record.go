@@ -178,7 +178,7 @@ func (r *Record) provider() string {
 // replicated reports whether the record is the first of a job run as
 // replicas, whose check is not over (replicas.go).
 func (r *Record) replicated() bool {
-	return r.Verify != nil && r.Verify.Replicas > 1 && r.Root == "" && r.ReplicaOf == ""
+	return r.Verify != nil && r.Verify.Replicas > 1 && r.Root == "" && r.ReplicaOf == "" && !r.isArray()
 }
 
 // setEnding records how the job's lease ended, or how the job ended

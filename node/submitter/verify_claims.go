@@ -12,9 +12,9 @@ import (
 // claims refuses a proposal for the queued job j that the checks of
 // results rule out, with why the provider is to be avoided for it: a
 // provider this node distrusts (distrust.go), the provider of another run
-// of the same check, or, for a job that asks for a record
-// (verify.min_record), one this node's ledger has seen complete fewer
-// leases.
+// of the same check while the check is open, or, for a job that asks for
+// a record (verify.min_record), one this node's ledger has seen complete
+// fewer leases.
 func (v *verifier) claims(ctx context.Context, j *jobTracker, provider string, now time.Time) (avoid string, err error) {
 	if d, ok := v.distrust.of(provider, now); ok {
 		return "it lost a check of results", p2p.Refuse(wire.CodeDistrusted,
@@ -30,7 +30,9 @@ func (v *verifier) claims(ctx context.Context, j *jobTracker, provider string, n
 			head = t.snapshot()
 		}
 	}
-	if len(head.Replicas) > 0 {
+	if len(head.Replicas) > 0 && head.Verdict == nil && head.RerunFor == "" {
+		// Only while the check is open: a task run again once its
+		// provider was caught may go to any provider but that one.
 		runs, _ := v.runs(head)
 		for _, r := range runs {
 			if r.t.id == first.id {

@@ -196,9 +196,19 @@ func TestArrayReplicasWithAComparator(t *testing.T) {
 	arr := submit(t, sub, d)
 	arr = waitJob(t, sub, arr.ID, 5*time.Minute, "release", released)
 	v := arr.Verification
-	if arr.Outcome != "completed" || v == nil || v.State != "agreed" || v.Checks != 4 {
-		t.Fatalf("the array ended %s (%s), verification %+v; want completed, 4 checks agreed", arr.Outcome, arr.Reason, v)
+	if arr.Outcome != "completed" || v == nil || v.State != "agreed" || v.Checks != 4 || v.Mode != "command" {
+		t.Fatalf("the array ended %s (%s), verification %+v; want completed, 4 checks by the comparator agreed", arr.Outcome, arr.Reason, v)
 	}
+	if h := arr.Held; h == nil || h.VerificationGPUHours <= 0 || h.VerificationGPUHours >= h.GPUHours {
+		t.Fatalf("held %+v: want the replicas' share of it above 0 and below the whole", h)
+	}
+	// Each run wrote the time too: the outputs differ byte for byte, and
+	// only the comparator calls them the same result.
+	var outs []string
+	for i := range 4 {
+		outs = append(outs, readOutputFile(t, sub, market.TaskID(arr.ID, i), "v"))
+	}
+	t.Logf("the tasks' outputs: %q", outs)
 	for i := range 4 {
 		tj, err := sub.Job(context.Background(), market.TaskID(arr.ID, i))
 		if err != nil {
