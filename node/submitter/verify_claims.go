@@ -39,9 +39,15 @@ func (v *verifier) claims(ctx context.Context, j *jobTracker, provider string, n
 				continue
 			}
 			for _, a := range v.k.attempts(r.t) {
-				if rec := a.snapshot(); rec.provider() == provider {
+				rec := a.snapshot()
+				other := rec.provider()
+				if other == provider {
 					return "it runs another replica of the job", p2p.Refuse(wire.CodeOtherReplica,
 						fmt.Errorf("declined: provider %s runs another replica of job %s", provider, head.ID))
+				}
+				if other != "" && sameBlock(v.addrsOf(provider), v.addrsOf(other)) {
+					return "it shares an address block with the provider of another replica", p2p.Refuse(wire.CodeOtherReplica,
+						fmt.Errorf("declined: provider %s shares a public address block with %s, which runs another replica of job %s", provider, other, head.ID))
 				}
 			}
 		}
@@ -80,4 +86,13 @@ func (v *verifier) completed(ctx context.Context, provider string) int {
 		}
 	}
 	return 0
+}
+
+// addrsOf are the addresses a provider's offer in this node's view lists.
+func (v *verifier) addrsOf(provider string) []string {
+	e, ok := v.k.d.Offers.Get(provider)
+	if !ok {
+		return nil
+	}
+	return e.Addrs
 }
