@@ -109,8 +109,12 @@ func (r replicaRun) view(seen uint64, done bool) (api.Job, <-chan struct{}) {
 			out.State, out.Outcome, out.Attribution = api.JobRunning, "", ""
 			out.Reason = "checking: " + v.Reason
 		}
-	case d.State == verdictAgreed || d.State == verdictSettled:
+	case (d.State == verdictAgreed || d.State == verdictSettled) && d.Output != "":
 		out.State, out.Outcome, out.Attribution, out.Output = api.JobReleased, string(ledger.OutcomeCompleted), "", d.Output
+		out.Reason = d.Reason
+	case d.State == verdictSettled:
+		// The majority returned no output: the job failed as they did.
+		out.State, out.Outcome, out.Output = api.JobReleased, string(ledger.OutcomeFailed), ""
 		out.Reason = d.Reason
 	case d.State == verdictDisagreed:
 		out.State, out.Outcome, out.Attribution, out.Output = api.JobReleased, string(ledger.OutcomeFailed), string(ledger.AttributionProvider), ""
