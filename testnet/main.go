@@ -11,6 +11,7 @@
 //	go run ./testnet bench --only idle,throughput --profile /tmp/prof
 //	go run ./testnet byzantine-bench
 //	go run ./testnet gravity-bench --dataset-mib 64
+//	go run ./testnet verify-bench --tasks 1000
 //
 // Each benchmark is a package of its own: bench is testnet/bench/speed,
 // measure is testnet/bench/measure and <name>-bench is testnet/bench/<name>;
@@ -37,7 +38,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newNATBenchCommand(), newEpochBenchCommand(), newBenchCommand(), newFloodBenchCommand(), newByzantineBenchCommand(), newGravityBenchCommand(), newScaleBenchCommand(), newRogueBenchCommand())
+	root.AddCommand(newUpCommand(), newDownCommand(), newDemoCommand(), newMeasureCommand(), newImageBenchCommand(), newNATBenchCommand(), newEpochBenchCommand(), newBenchCommand(), newFloodBenchCommand(), newByzantineBenchCommand(), newGravityBenchCommand(), newScaleBenchCommand(), newRogueBenchCommand(), newVerifyBenchCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "testnet:", err)
 		os.Exit(1)
