@@ -11,6 +11,7 @@
 //	flood      honest jobs under a Sybil and an invalid-message flood (flood-bench)
 //	byzantine  honest jobs among byzantine providers (byzantine-bench)
 //	gravity    one dataset moved to many jobs (gravity-bench)
+//	verify     what checking results costs and catches (verify-bench)
 //
 // What is here is what more than one of them needs, and no goal of any:
 //

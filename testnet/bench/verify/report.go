@@ -85,7 +85,7 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	for _, c := range r.Cost {
 		if c.NotMeasured != "" {
-			fmt.Fprintf(tw, "%s\t%d\tnot measured: %s\t\t\t\t\t\t\t\n", c.Verify, c.Tasks, c.NotMeasured)
+			fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t-\t-\t-\t\n", c.Verify, c.Tasks)
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1fs\t%s\t%.4f\t%s\t%.4f\t%d\t\n", c.Verify, c.Tasks, c.Completed, c.WallS,
@@ -93,6 +93,11 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, c := range r.Cost {
+		if c.NotMeasured != "" {
+			fmt.Fprintf(w, "%s: not measured: %s\n", c.Verify, c.NotMeasured)
+		}
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

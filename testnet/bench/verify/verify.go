@@ -85,18 +85,19 @@ func Model(o Options) []Draws {
 // starts one testnet in dir (a submitter per spot rate, o.Honest honest
 // providers and one no-work provider) and measures the cost and the
 // catch parts on it; log, if not nil, receives progress lines.
-func Run(ctx context.Context, dir string, log func(format string, args ...any), o Options) (Report, error) {
+func Run(ctx context.Context, dir string, log func(format string, args ...any), o Options) (rep Report, err error) {
 	o.defaults()
 	logf := bench.Env{Log: log}.Logf
 	submitters := max(1, len(o.Rates))
-	rep := Report{
-		Machine: fmt.Sprintf("%s/%s, %d CPUs, load %s, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), bench.LoadAvg(), time.Now().UTC().Format("2006-01-02")),
+	rep = Report{
+		Machine: fmt.Sprintf("%s/%s, %d CPUs, no GPU (simulated), %s, load %s at the start", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"), bench.LoadAvg()),
 		Network: fmt.Sprintf("%d submitters, %d honest providers x %d simulated %s, 1 no-work provider x %d simulated L4; cost arrays of %d tasks, catch arrays of %d",
 			submitters, o.Honest, o.GPUs, honestModel, o.LiarGPUs, o.Tasks, o.CatchTasks),
 		TaskRunS: o.TaskRun.Seconds(),
 		Model:    Model(o),
 		Seed:     o.Seed,
 	}
+	defer func() { rep.Machine += ", " + bench.LoadAvg() + " at the end" }()
 	logf("building e31d, its byzantine build and e31 (load %s)", bench.LoadAvg())
 	bin, err := cluster.Build(ctx, filepath.Join(dir, "bin"))
 	if err != nil {
