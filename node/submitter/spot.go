@@ -146,26 +146,38 @@ func (s spotDraw) rerun(ctx context.Context, a arrayRun, tids []string, now time
 }
 
 // shown is the spot checks of the array whose record is parent, as the
-// API shows them, and how many are under way.
+// API shows them, and how many are under way, counting the tasks of a
+// provider just caught that are not yet run again: until then the array
+// has not ended.
 func (s spotDraw) shown(parent Record) (*api.Verification, int) {
 	out := &api.Verification{Mode: parent.Verify.Mode(), State: "checking", Spot: parent.Verify.Spot}
 	caught := map[string]bool{}
-	undrawn := 0
+	undrawn, due := 0, 0
+	now := time.Now()
 	for _, tid := range taskIDsOf(parent) {
 		t := s.v.k.jobs.get(tid)
 		if t == nil {
 			continue
 		}
-		var spot, rerun string
+		var spot, rerun, provider string
 		var completed, replicated bool
 		t.view(func(r *Record) { spot, rerun, replicated = r.Spot, r.RerunFor, len(r.Replicas) > 0 })
 		last := s.v.k.lastAttempt(t)
-		last.view(func(r *Record) { completed = r.terminal() && r.Outcome == ledger.OutcomeCompleted })
+		last.view(func(r *Record) {
+			completed = r.terminal() && !r.resumeDue() && r.Outcome == ledger.OutcomeCompleted
+			provider = r.provider()
+		})
 		if spot == spotCheck || replicated {
 			out.Checks++
 		}
 		if parent.Verify.Spot > 0 && spot == "" && completed && rerun == "" && !replicated {
 			undrawn++
+		}
+		// Completed on a provider a check has just caught: the next
+		// round runs it again (rerun), so the array is not over yet,
+		// though every check is.
+		if _, distrusted := s.v.distrust.of(provider, now); completed && rerun == "" && provider != "" && distrusted {
+			due++
 		}
 		if rerun != "" {
 			out.Rerun++
@@ -179,6 +191,8 @@ func (s spotDraw) shown(parent Record) (*api.Verification, int) {
 	switch {
 	case pending > 0:
 		out.Reason = fmt.Sprintf("%d of %d checks under way", pending, out.Checks+undrawn)
+	case due > 0:
+		out.Reason = fmt.Sprintf("%d tasks of a caught provider to run again", due)
 	case len(out.Caught) > 0:
 		out.State = verdictSettled
 		out.Reason = fmt.Sprintf("checks caught %d provider(s); their %d tasks ran again elsewhere", len(out.Caught), out.Rerun)
@@ -186,7 +200,7 @@ func (s spotDraw) shown(parent Record) (*api.Verification, int) {
 		out.State = verdictAgreed
 		out.Reason = fmt.Sprintf("%d checks agreed", out.Checks)
 	}
-	return out, pending
+	return out, pending + due
 }
 
 // taskIDsOf are the IDs of the tasks of the array whose record is r.
