@@ -39,9 +39,11 @@ func (d Draws) Share() float64 {
 }
 
 // Simulate draws trials trials of k tasks at rate s from a math/rand
-// seeded with seed, so that a run can be repeated draw for draw.
+// seeded with seed, so that a run can be repeated draw for draw; each
+// rate and k draws from a stream of its own, so that the rows of a report
+// do not share their luck.
 func Simulate(seed uint64, s float64, k, trials int) Draws {
-	r := rand.New(rand.NewPCG(seed, uint64(k)))
+	r := rand.New(rand.NewPCG(seed, math.Float64bits(s)^uint64(k)))
 	d := Draws{Spot: s, K: k, Trials: trials}
 	for range trials {
 		for range k {
