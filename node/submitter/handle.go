@@ -29,10 +29,10 @@ type handle interface {
 // ID it was submitted under) or as one of its attempts.
 func (k *kit) handleOf(j *jobTracker) handle {
 	var root string
-	var array, gang, held, replicated, spot bool
+	var array, gang, held, replicated, checked bool
 	j.view(func(r *Record) {
 		root, array, gang, held, replicated = r.Root, r.isArray(), r.isGang(), r.placeholder(), r.replicated()
-		spot = r.Spot == spotCheck && len(r.Replicas) > 0
+		checked = len(r.Replicas) > 0 && r.ReplicaOf == ""
 	})
 	whole := root == ""
 	switch {
@@ -44,8 +44,8 @@ func (k *kit) handleOf(j *jobTracker) handle {
 		return arrayRun{k, j}
 	case held:
 		return heldJob{chain{k, j, whole}}
-	case spot:
-		return spotTask{chain{k, j, whole}}
+	case checked:
+		return checkedTask{chain{k, j, whole}}
 	}
 	return chain{k, j, whole}
 }

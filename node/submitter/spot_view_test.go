@@ -17,8 +17,8 @@ import (
 // completed on a provider a check has just caught and are not yet run
 // again: between the verdict and the verifier's next round (which runs
 // them again) its view says so, rather than released with the caught
-// provider's outputs as the array's. A task drawn for a check shows the
-// check in its own view.
+// provider's outputs as the array's. A task checked by other runs shows
+// the check in its own view.
 func TestSpotArrayWaitsForACaughtProvidersTasks(t *testing.T) {
 	h := newHarness(t, Config{ProviderLostAfter: time.Hour, RequeueEvery: time.Hour}, noOffers{})
 	d := market.NewDeclaration("sweep", []string{"sim"}, 1, market.Hour, nil)
