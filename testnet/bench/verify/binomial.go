@@ -28,6 +28,8 @@ type Draws struct {
 	K      int     `json:"k"`
 	Trials int     `json:"trials"`
 	Caught int     `json:"caught"`
+	// Model is the model's chance, PCaught(Spot, K).
+	Model float64 `json:"model"`
 }
 
 // Share is the share of trials that caught the liar.
@@ -44,7 +46,7 @@ func (d Draws) Share() float64 {
 // do not share their luck.
 func Simulate(seed uint64, s float64, k, trials int) Draws {
 	r := rand.New(rand.NewPCG(seed, math.Float64bits(s)^uint64(k)))
-	d := Draws{Spot: s, K: k, Trials: trials}
+	d := Draws{Spot: s, K: k, Trials: trials, Model: PCaught(s, k)}
 	for range trials {
 		for range k {
 			if r.Float64() < s {

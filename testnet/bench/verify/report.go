@@ -43,6 +43,10 @@ type Catch struct {
 	Rerun     int     `json:"rerun"`
 	Completed int     `json:"completed"`
 	WallS     float64 `json:"wall_s"`
+	// ModelChecks and ModelPCaught are the model's, for the JSON
+	// report: ExpectedChecks and PCaught.
+	ModelChecks  float64 `json:"model_checks"`
+	ModelPCaught float64 `json:"model_p_caught"`
 }
 
 // ExpectedChecks is the model's mean checks on the liar's tasks.

@@ -169,6 +169,7 @@ func Run(ctx context.Context, dir string, log func(format string, args ...any), 
 			return rep, nil
 		}
 		row.Spot, row.WallS = s, wall.Seconds()
+		row.ModelChecks, row.ModelPCaught = row.ExpectedChecks(), row.PCaught()
 		logf("catch at spot %g: k=%d, %d checks on them (expected %.1f), caught %t (P %.4f), %d as checker, %d rerun",
 			s, row.LiarTasks, row.LiarChecks, row.ExpectedChecks(), row.Caught, row.PCaught(), row.AsChecker, row.Rerun)
 		rep.Catch = append(rep.Catch, row)

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -80,4 +81,15 @@ func TestReportText(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden.Check(t, "testdata/report.txt", b.String())
+}
+
+// The JSON report carries the model beside each draw, for scripts.
+func TestDrawsJSON(t *testing.T) {
+	b, err := json.Marshal(Simulate(1, 0.5, 2, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"model":0.75`) {
+		t.Fatalf("draws as JSON: %s, want the model's 0.75 in it", b)
+	}
 }
