@@ -141,6 +141,20 @@ func Run(ctx context.Context, dir string, log func(format string, args ...any), 
 		}
 		logf("cost %s: %d tasks", k.name, o.Tasks)
 		j, wall, err := runArray(ctx, c, c.Client(0), d, o.Wait)
+		if err != nil && ctx.Err() == nil && !j.State.Terminal() {
+			// The others are still measured, on a network the array
+			// no longer holds.
+			row.NotMeasured = err.Error()
+			logf("cost %s: %v; withdrawn", k.name, err)
+			if _, werr := c.Client(0).Withdraw(ctx, j.ID); werr != nil {
+				return rep, fmt.Errorf("cost, %s: %w; withdraw: %w", k.name, err, werr)
+			}
+			if err := bench.WaitIdle(ctx, c, 2*time.Minute); err != nil {
+				return rep, fmt.Errorf("cost, %s: %w", k.name, err)
+			}
+			rep.Cost = append(rep.Cost, row)
+			continue
+		}
 		if err != nil {
 			return rep, fmt.Errorf("cost, %s: %w", k.name, err)
 		}
@@ -209,6 +223,7 @@ func runArray(ctx context.Context, c *cluster.Cluster, cl *api.Client, d market.
 		j, err = cl.NextJob(lctx, j, 30*time.Second, 100*time.Millisecond)
 	}
 	wall := time.Since(start)
+	j.ID = id
 	if err != nil {
 		if errors.Is(lctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			return j, wall, fmt.Errorf("array %s not released %s after its submit (%s, %s)", id, limit, j.State, j.Reason)
