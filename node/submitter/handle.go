@@ -36,7 +36,9 @@ func (k *kit) handleOf(j *jobTracker) handle {
 	})
 	whole := root == ""
 	switch {
-	case replicated:
+	// An array run as replicas is followed as an array: its tasks are
+	// checked one by one, and arrayRun's view counts the checks.
+	case replicated && !array:
 		return replicaRun{chain{k, j, whole}}
 	case gang:
 		return gangHandle{k, j, whole}

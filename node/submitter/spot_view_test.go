@@ -69,3 +69,27 @@ func TestSpotArrayWaitsForACaughtProvidersTasks(t *testing.T) {
 		t.Fatalf("the checked task is %s with verification %+v", tv.State, tv.Verification)
 	}
 }
+
+// An array run as replicas is viewed as an array: its tasks counted and
+// its checks beside them, not as one job waiting for its replicas.
+func TestReplicatedArrayIsViewedAsAnArray(t *testing.T) {
+	h := newHarness(t, Config{ProviderLostAfter: time.Hour, RequeueEvery: time.Hour}, noOffers{})
+	d := market.NewDeclaration("sweep", []string{"sim"}, 1, market.Hour, nil)
+	d.Array = &market.Array{Count: 3}
+	d.Verify = &market.Verify{Replicas: 2}
+	raw, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := h.s.Submit(context.Background(), api.SubmitRequest{Declaration: raw}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := h.job(t, j.ID)
+	if got.Tasks == nil || got.Tasks.Total != 3 || got.Verification == nil || got.Verification.Checks != 3 {
+		t.Fatalf("an array of 3 tasks run as replicas is viewed with tasks %+v, verification %+v", got.Tasks, got.Verification)
+	}
+	if tv := h.job(t, market.TaskID(j.ID, 0)).Verification; tv == nil || len(tv.Replicas) != 2 {
+		t.Fatalf("task 0 of an array run as replicas shows the check %+v, want its 2 runs", tv)
+	}
+}
