@@ -2,6 +2,7 @@ package submitter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -73,6 +74,10 @@ func (s *intake) submitAs(ctx context.Context, decl market.Declaration, parent *
 	// Made exact below, in place: a resumption's declaration shares its
 	// data with the record it came from.
 	decl.Data = slices.Clone(decl.Data)
+	if parent == nil && (len(decl.After) > 0 || len(decl.AfterAny) > 0) && decl.Array == nil && decl.Verify != nil && decl.Verify.Replicas > 1 {
+		s.d.Metrics.Rejected.Inc()
+		return api.Job{}, invalid(errors.New("verify.replicas with after or after_any: a held job is not run as replicas yet; submit it once its upstreams have ended, or run it as an array of one task"))
+	}
 	if parent == nil && (len(decl.After) > 0 || len(decl.AfterAny) > 0) {
 		return s.submitHeld(ctx, decl, progress, secrets)
 	}
