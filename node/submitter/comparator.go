@@ -46,7 +46,6 @@ func (v *verifier) byCommand(ctx context.Context, t *jobTracker, head Record, vf
 				if id, err = v.startComparator(ctx, t, head, vf, results[i], results[j], key); err != nil {
 					return false, err
 				}
-				head.Comparators = map[string]string{key: id} // only to go on; the record has it
 				done = false
 				continue
 			}
