@@ -230,7 +230,7 @@ func (a arrayRun) view(seen uint64, done bool) (api.Job, <-chan struct{}) {
 		out.Version += s.verify.version() << 48
 		if pending > 0 && out.State.Terminal() {
 			out.State, out.Outcome, out.Reason = api.JobRunning, "", "checking: "+v.Reason
-			wake = s.verify.merge(wake)
+			wake = s.verify.next()
 		}
 	}
 	if out.State.Terminal() || done || out.Version != seen {

@@ -39,9 +39,11 @@ const prefixDistrust = state.PrefixDistrust
 type distrust struct {
 	p *parts // immutable
 
-	// mu guards byProvider, loaded once. A state lock.
+	// loaded reads the records once, before the first question: a
+	// caller that comes meanwhile waits for it rather than see none.
+	loaded sync.Once
+	// mu guards byProvider. A state lock.
 	mu         sync.Mutex
-	loaded     bool
 	byProvider map[string]Distrusted
 }
 
@@ -56,14 +58,10 @@ func distrustFor(n int) time.Duration {
 	return min(d, MaxDistrustFor)
 }
 
-func (t *distrust) load() {
-	t.mu.Lock()
-	loaded := t.loaded
-	t.loaded = true
-	t.mu.Unlock()
-	if loaded {
-		return
-	}
+func (t *distrust) load() { t.loaded.Do(t.read) }
+
+// read takes the distrusted providers from the records.
+func (t *distrust) read() {
 	got := map[string]Distrusted{}
 	err := t.p.d.Records.Each(prefixDistrust, func(b []byte) error {
 		var d Distrusted

@@ -99,7 +99,7 @@ const (
 type replicaRun struct{ chain }
 
 func (r replicaRun) view(seen uint64, done bool) (api.Job, <-chan struct{}) {
-	out, changed := r.chain.view(seen, done)
+	out, _ := r.chain.view(seen, done)
 	head := r.j.snapshot()
 	v := r.k.verify.shown(head)
 	out.Verification = v
@@ -124,7 +124,7 @@ func (r replicaRun) view(seen uint64, done bool) (api.Job, <-chan struct{}) {
 	if out.State.Terminal() || done || out.Version != seen {
 		return out, nil
 	}
-	return out, r.k.verify.merge(changed)
+	return out, r.k.verify.next()
 }
 
 // output is the majority's output, once the verdict is in.

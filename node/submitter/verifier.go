@@ -76,10 +76,10 @@ func (v *verifier) version() uint64 {
 	return v.ver
 }
 
-// merge is the channel closed at the next change of any check: each
+// next is the channel closed at the next change of any check: each
 // round reads every run of every check, so a change of a run reaches the
 // views within a round.
-func (v *verifier) merge(_ <-chan struct{}) <-chan struct{} {
+func (v *verifier) next() <-chan struct{} {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.changed
