@@ -11,6 +11,7 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/task"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // The verifier follows every check of results under way: the replicas of
@@ -46,6 +47,11 @@ type verifier struct {
 	// summaries is each group's last summary, so that a change of one bumps
 	// ver and closes changed, which the views of checks wait on.
 	summaries map[string]string
+	// records are the providers' records as the ledger gave them at
+	// recordsAt: proposals for a job with verify.min_record read them,
+	// and the ledger is read again only once they are recordsFor old.
+	records   map[peer.ID]ledger.ProviderRecord
+	recordsAt time.Time
 	ver       uint64
 	changed   chan struct{}
 }

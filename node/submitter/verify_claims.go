@@ -7,6 +7,7 @@ import (
 
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // claims refuses a proposal for the queued job j that the checks of
@@ -75,18 +76,30 @@ func firstOf(k *kit, j *jobTracker) *jobTracker {
 // completed is how many leases provider completed for this node, as its
 // own ledger's two-sided receipts say.
 func (v *verifier) completed(ctx context.Context, provider string) int {
-	recs, err := v.k.d.Ledger.ProviderRecords(ctx)
+	p, err := peer.Decode(provider)
 	if err != nil {
-		v.k.log.Warn("read providers' records", "err", err)
 		return 0
 	}
-	for p, r := range recs {
-		if p.String() == provider {
-			return r.Completed
+	now := time.Now()
+	v.mu.Lock()
+	recs, fresh := v.records, now.Sub(v.recordsAt) < recordsFor
+	v.mu.Unlock()
+	if !fresh {
+		if recs, err = v.k.d.Ledger.ProviderRecords(ctx); err != nil {
+			v.k.log.Warn("read providers' records", "err", err)
+			return 0
 		}
+		v.mu.Lock()
+		v.records, v.recordsAt = recs, now
+		v.mu.Unlock()
 	}
-	return 0
+	return recs[p].Completed
 }
+
+// recordsFor is how long the providers' records read from the ledger
+// answer proposals before it is read again: each read goes over the whole
+// ledger, and a lease completes in minutes, not seconds.
+const recordsFor = 10 * time.Second
 
 // addrsOf are the addresses a provider's offer in this node's view lists.
 func (v *verifier) addrsOf(provider string) []string {
