@@ -107,6 +107,9 @@ func (s *Submitter) HandleStage(ctx context.Context, from peer.ID, raw json.RawM
 		staging = s.stage.stagingOf(req.Job, from, roots, holders, jobs)
 	}
 	if !allowed {
+		// Refused, it stops staging the job (its prestage ends here):
+		// nobody is to wait for it any more.
+		s.stage.forgetStager(req.Job, from)
 		return nil, p2p.Refuse(wire.CodeNotReserved, fmt.Errorf("job %s is neither leased to nor reserved for %s", req.Job, from))
 	}
 	for _, c := range roots {
@@ -275,12 +278,22 @@ func (st *stageState) stagingOf(job string, to peer.ID, roots []cid.Cid, holders
 	return out
 }
 
+// forgetStager drops p as a stager of job: it was refused, and staging
+// before a lease stops at a refusal.
+func (st *stageState) forgetStager(job string, p peer.ID) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.asked, stager{job: job, by: p})
+}
+
 // stagingBy reports whether p may still be staging the job of r: it holds
-// the job's lease and has not started it, or the job is still queued.
+// the job's lease and has not started it, or the job is still queued and
+// does not avoid p (a provider the job avoids is refused the job's
+// inputs, and stops).
 func stagingBy(r *Record, p peer.ID) bool {
 	switch r.State {
 	case api.JobQueued:
-		return true
+		return !slices.Contains(r.Avoid, p.String())
 	case api.JobRenting:
 		return r.Lease != nil && r.Lease.Terms.Provider == p.String()
 	}

@@ -307,3 +307,61 @@ func stillStaging(provs ...wiretest.Party) *relayCalls {
 	}
 	return c
 }
+
+// TestStageForgetsAStagerRefusedOrAvoided: a provider that staged a queued
+// job before the lease, and was then refused it (its Match assignment gone)
+// or avoided by it (it runs another replica, say), stops staging; the
+// provider given the job next is not told to wait for it. Waiting would
+// hold the job unproposed for as long as a provider waits for a stager.
+func TestStageForgetsAStagerRefusedOrAvoided(t *testing.T) {
+	for _, how := range []string{"refused", "avoided"} {
+		t.Run(how, func(t *testing.T) {
+			h := newHarness(t, Config{}, noOffers{})
+			root := "bafybeibc5tpecq4aytyaz4yncnltextxha662ssunj6yysvtspqbbvhtxq"
+			now := time.Now()
+			provs := []wiretest.Party{wiretest.FreshParty(t), wiretest.FreshParty(t)}
+			h.s.d.Calls = stillStaging(provs...)
+			d := market.NewDeclaration("j", []string{"true"}, 1, market.Hour, []market.Input{{Source: root, Mount: "/data"}})
+			r := &Record{ID: "job-0", Declaration: d, State: api.JobQueued, Submitted: now}
+			r.step(api.StepSubmit, now)
+			if err := h.records.Put(state.PrefixJob, r.ID, r); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.s.Recover(); err != nil {
+				t.Fatal(err)
+			}
+			h.s.d.Offers = onOffer{provs[0].ID.String(): true, provs[1].ID.String(): true}
+			h.s.d.Placement = placed{r.ID: {provs[0].ID.String()}}
+			ask := func(i int) (wire.StageReply, error) {
+				raw, _ := json.Marshal(wire.StageRequest{Job: r.ID})
+				rep, err := h.s.HandleStage(context.Background(), provs[i].ID, raw)
+				if err != nil {
+					return wire.StageReply{}, err
+				}
+				return rep.(wire.StageReply), nil
+			}
+			if _, err := ask(0); err != nil {
+				t.Fatalf("first provider, given the job: %v", err)
+			}
+			h.s.d.Placement = placed{r.ID: {provs[1].ID.String()}}
+			switch how {
+			case "refused":
+				if _, err := ask(0); p2p.RefusalCode(err) != wire.CodeNotReserved {
+					t.Fatalf("first provider, the job given elsewhere: %v, want refused %s", err, wire.CodeNotReserved)
+				}
+			case "avoided":
+				h.s.jobs.get(r.ID).change(func(r *Record) error {
+					r.Avoid = append(r.Avoid, provs[0].ID.String())
+					return nil
+				})
+			}
+			rep, err := ask(1)
+			if err != nil {
+				t.Fatalf("second provider, given the job: %v", err)
+			}
+			if len(rep.Staging) != 0 {
+				t.Errorf("second provider: told to wait for %+v, a stager that stopped", rep.Staging)
+			}
+		})
+	}
+}
