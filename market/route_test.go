@@ -1,0 +1,86 @@
+package market
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+func digest(c Class, i, providers, queued int, free ...int) Digest {
+	return Digest{Class: c, Index: i, Count: 4, Providers: providers, FreeBoxes: free, Queued: queued}
+}
+
+func TestRouteTakesAFittingSubshardWithMoreHeadroom(t *testing.T) {
+	ds := []Digest{
+		digest("H100x8", 0, 10, 5, 5, 0, 0, 0, 0, 0, 0, 0, 5), // 5 free boxes, 5 queued
+		digest("H100x8", 1, 10, 0, 2, 0, 0, 0, 0, 0, 0, 0, 8), // 8 free boxes
+		digest("A100x8", 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10),
+		digest("cpu", 0, 100, 0, 100),
+	}
+	r := Request{GPUs: 8, GPUModel: "H100"}
+	for seed := range uint64(50) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		d, ok := Route(r, nil, ds, rng.IntN)
+		if !ok || d.Class != "H100x8" || d.Index != 1 {
+			t.Fatalf("seed %d: routed to %+v, %v; want H100x8 subshard 1, the only two fit and it has more headroom", seed, d, ok)
+		}
+	}
+	if _, ok := Route(Request{GPUs: 8, GPUModel: "B200"}, nil, ds, rand.IntN); ok {
+		t.Error("a B200 job was routed where no B200 is offered")
+	}
+	if _, ok := Route(Request{GPUs: 8, Nodes: 20}, nil, ds, rand.IntN); ok {
+		t.Error("a gang of 20 was routed to a subshard of 10 providers")
+	}
+}
+
+func TestRouteFollowsTheData(t *testing.T) {
+	ds := []Digest{
+		digest("H100x8", 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10),
+		digest("H100x8", 1, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1),
+	}
+	ds[1].Held = []HeldRoot{{Root: "bafyinput", Bytes: 1 << 40, Holders: 3}}
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 2))
+		if d, _ := Route(Request{GPUs: 8}, []string{"bafyinput"}, ds, rng.IntN); d.Index != 1 {
+			t.Fatalf("seed %d: routed to subshard %d, want 1, which holds the input and has room", seed, d.Index)
+		}
+	}
+}
+
+// TestRouteSpreadsLoad: with many equal subshards, two random choices
+// spread jobs over all of them rather than herd to one.
+func TestRouteSpreadsLoad(t *testing.T) {
+	var ds []Digest
+	for i := range 16 {
+		ds = append(ds, digest("H100x1-4", i, 100, 0, 0, 100))
+	}
+	hits := map[int]int{}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 1600 {
+		d, _ := Route(Request{GPUs: 1}, nil, ds, rng.IntN)
+		hits[d.Index]++
+		ds[d.Index].Queued++ // each job queues where it went
+	}
+	for i := range 16 {
+		if hits[i] < 80 || hits[i] > 120 {
+			t.Errorf("subshard %d got %d of 1600 jobs; want about 100", i, hits[i])
+		}
+	}
+}
+
+func TestMoveOnlyAfterWaitingWithoutRoom(t *testing.T) {
+	here := digest("H100x8", 0, 10, 20, 10)
+	there := digest("H100x8", 1, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4)
+	r := Request{GPUs: 8}
+	if _, ok := Move(r, nil, time.Minute, here, []Digest{here, there}, rand.IntN); ok {
+		t.Error("moved before MoveAfter")
+	}
+	d, ok := Move(r, nil, MoveAfter, here, []Digest{here, there}, rand.IntN)
+	if !ok || d.Index != 1 {
+		t.Errorf("after waiting: %+v %v, want subshard 1", d, ok)
+	}
+	roomy := digest("H100x8", 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4)
+	if _, ok := Move(r, nil, time.Hour, roomy, []Digest{roomy, there}, rand.IntN); ok {
+		t.Error("moved from a subshard with headroom")
+	}
+}
