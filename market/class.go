@@ -159,8 +159,12 @@ func isDigits(s string) bool {
 	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
-func hasLetter(s string) bool { return strings.ContainsFunc(s, func(r rune) bool { return r >= 'A' && r <= 'Z' }) }
-func hasDigit(s string) bool  { return strings.ContainsFunc(s, func(r rune) bool { return r >= '0' && r <= '9' }) }
+func hasLetter(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r >= 'A' && r <= 'Z' })
+}
+func hasDigit(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r >= '0' && r <= '9' })
+}
 
 // ParseClass checks a class name as a peer sends it: the grammar ClassOf
 // writes.
