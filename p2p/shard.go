@@ -23,17 +23,42 @@ const MaxShards = 4096
 // Direct streams (proposals, receipts, output) and content are not
 // sharded. The zero value, like Count 1, is the whole network on the
 // unsharded topics.
+//
+// A shard may be of a resource class (Class, market.Class's name): the
+// class's market, or one subshard of it when Count > 1. A class shard
+// holds only the providers whose boxes are of its class, and the jobs
+// declared in it.
 type Shard struct {
-	Index int `json:"index"`
-	Count int `json:"count"`
+	Class string `json:"class,omitempty"`
+	Index int    `json:"index"`
+	Count int    `json:"count"`
 }
 
 // Whole reports whether s is the whole network, not a part of it.
-func (s Shard) Whole() bool { return s.Count <= 1 }
+func (s Shard) Whole() bool { return s.Count <= 1 && s.Class == "" }
+
+// MaxClassLen bounds a shard's class name.
+const MaxClassLen = 32
+
+// validClass reports whether c can name a class shard's topics: 1 to
+// MaxClassLen letters, digits, '-' and '+'.
+func validClass(c string) bool {
+	if c == "" || len(c) > MaxClassLen {
+		return false
+	}
+	for _, r := range c {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '+') {
+			return false
+		}
+	}
+	return true
+}
 
 // Valid reports what is wrong with s, if anything.
 func (s Shard) Valid() error {
 	switch {
+	case s.Class != "" && !validClass(s.Class):
+		return fmt.Errorf("shard class %q: want 1 to %d letters, digits, '-' or '+'", s.Class, MaxClassLen)
 	case s.Count < 0 || s.Count > MaxShards:
 		return fmt.Errorf("shard count %d is outside 1..%d", s.Count, MaxShards)
 	case s.Count&(s.Count-1) != 0:
@@ -44,8 +69,14 @@ func (s Shard) Valid() error {
 	return nil
 }
 
-// String is "INDEX/COUNT", as ParseShard reads it.
-func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, max(s.Count, 1)) }
+// String is "INDEX/COUNT", as ParseShard reads it, after "CLASS:" for a
+// class shard.
+func (s Shard) String() string {
+	if s.Class != "" {
+		return fmt.Sprintf("%s:%d/%d", s.Class, s.Index, max(s.Count, 1))
+	}
+	return fmt.Sprintf("%d/%d", s.Index, max(s.Count, 1))
+}
 
 // ParseShard reads "INDEX/COUNT".
 func ParseShard(v string) (Shard, error) {
@@ -81,12 +112,29 @@ func ShardOf(id peer.ID, count int) Shard {
 
 // Scope is the name under which s's topics live on network: the network
 // itself when s is the whole network, "NETWORK/shard-INDEX-of-COUNT"
-// otherwise. TopicName(s.Scope(network), short) is a topic of the shard.
+// for a hash shard, "NETWORK/class-CLASS" for a class's market and
+// "NETWORK/class-CLASS/shard-INDEX-of-COUNT" for a subshard of a class.
+// TopicName(s.Scope(network), short) is a topic of the shard.
 func (s Shard) Scope(network string) string {
 	if s.Whole() {
 		return network
 	}
-	return fmt.Sprintf("%s/shard-%d-of-%d", network, s.Index, s.Count)
+	base := network
+	if s.Class != "" {
+		base = network + "/class-" + s.Class
+		if s.Count <= 1 {
+			return base
+		}
+	}
+	return fmt.Sprintf("%s/shard-%d-of-%d", base, s.Index, s.Count)
+}
+
+// ClassShardOf is the subshard of class, split count ways, that a peer
+// of the class takes part in: as ShardOf, within the class.
+func ClassShardOf(id peer.ID, class string, count int) Shard {
+	s := ShardOf(id, count)
+	s.Class = class
+	return s
 }
 
 // ShardMarker is the protocol a peer of a sharded network registers to say
@@ -130,11 +178,21 @@ func ParseShardMarker(network string, proto protocol.ID) (s Shard, ok bool) {
 	case scope == "":
 		return Shard{Count: 1}, true
 	}
-	var i, n int
-	if _, err := fmt.Sscanf(scope, "/shard-%d-of-%d", &i, &n); err != nil {
-		return Shard{}, false
+	if rest, ok := strings.CutPrefix(scope, "/class-"); ok {
+		class, sub, _ := strings.Cut(rest, "/")
+		s.Class, s.Count = class, 1
+		scope = ""
+		if sub != "" {
+			scope = "/" + sub
+		}
 	}
-	s = Shard{Index: i, Count: n}
+	if scope != "" {
+		var i, n int
+		if _, err := fmt.Sscanf(scope, "/shard-%d-of-%d", &i, &n); err != nil {
+			return Shard{}, false
+		}
+		s.Index, s.Count = i, n
+	}
 	if s.Valid() != nil || s.Whole() || ShardMarker(network, s) != proto {
 		return Shard{}, false
 	}
@@ -153,6 +211,11 @@ func ParseAnyShardMarker(proto protocol.ID) (network string, s Shard, ok bool) {
 	scope, found := strings.CutSuffix(rest, "/member/1")
 	if !found || scope == "" {
 		return "", Shard{}, false
+	}
+	if i := strings.LastIndex(scope, "/class-"); i > 0 {
+		if s, ok := ParseShardMarker(scope[:i], proto); ok {
+			return scope[:i], s, true
+		}
 	}
 	if i := strings.LastIndex(scope, "/shard-"); i > 0 {
 		if s, ok := ParseShardMarker(scope[:i], proto); ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,20 @@ func TestShardScope(t *testing.T) {
 	}
 	if got := TopicName(Shard{Index: 3, Count: 64}.Scope("e31"), TopicOffers); got != "/e31/e31/shard-3-of-64/offers/1" {
 		t.Errorf("shard 3/64's offers topic is %q", got)
+	}
+	if got := TopicName(Shard{Class: "H100x8", Count: 1}.Scope("e31"), TopicJobs); got != "/e31/e31/class-H100x8/jobs/1" {
+		t.Errorf("class H100x8's jobs topic is %q", got)
+	}
+	if got := TopicName(Shard{Class: "H100x8", Index: 1, Count: 4}.Scope("e31"), TopicOffers); got != "/e31/e31/class-H100x8/shard-1-of-4/offers/1" {
+		t.Errorf("subshard 1/4 of H100x8's offers topic is %q", got)
+	}
+	if (Shard{Class: "cpu"}).Whole() {
+		t.Error("a class's market is taken for the whole network")
+	}
+	for _, bad := range []Shard{{Class: "a/b", Count: 1}, {Class: "H100 x8", Count: 1}, {Class: strings.Repeat("A", MaxClassLen+1), Count: 1}} {
+		if bad.Valid() == nil {
+			t.Errorf("class shard %q is valid", bad.Class)
+		}
 	}
 }
 
@@ -154,7 +169,7 @@ func TestSuggestShards(t *testing.T) {
 }
 
 func TestParseShardMarker(t *testing.T) {
-	for _, s := range []Shard{{Count: 1}, {Index: 0, Count: 2}, {Index: 63, Count: 64}} {
+	for _, s := range []Shard{{Count: 1}, {Index: 0, Count: 2}, {Index: 63, Count: 64}, {Class: "H100x8", Count: 1}, {Class: "consumer-24G", Index: 3, Count: 8}} {
 		got, ok := ParseShardMarker("e31", ShardMarker("e31", s))
 		if !ok || got != s {
 			t.Errorf("ParseShardMarker(ShardMarker(%v)) = %v, %v", s, got, ok)
@@ -172,7 +187,8 @@ func TestParseAnyShardMarker(t *testing.T) {
 	for _, tc := range []struct {
 		network string
 		s       Shard
-	}{{"e31", Shard{Count: 1}}, {"testnet", Shard{Index: 3, Count: 4}}, {"lab/a", Shard{Count: 1}}, {"lab/a", Shard{Index: 1, Count: 2}}} {
+	}{{"e31", Shard{Count: 1}}, {"testnet", Shard{Index: 3, Count: 4}}, {"lab/a", Shard{Count: 1}}, {"lab/a", Shard{Index: 1, Count: 2}},
+		{"e31", Shard{Class: "H100x1-4", Count: 1}}, {"lab/a", Shard{Class: "cpu", Index: 1, Count: 2}}} {
 		n, got, ok := ParseAnyShardMarker(ShardMarker(tc.network, tc.s))
 		if !ok || n != tc.network || got != tc.s {
 			t.Errorf("ParseAnyShardMarker(ShardMarker(%q, %v)) = %q, %v, %v", tc.network, tc.s, n, got, ok)
@@ -189,7 +205,8 @@ func TestParseAnyShardMarker(t *testing.T) {
 // protocol read as a marker is exactly the marker of what it was read as.
 func FuzzParseAnyShardMarker(f *testing.F) {
 	for _, p := range []string{"/e31/e31/member/1", "/e31/testnet/shard-3-of-4/member/1", "/e31/e31/shard-1-of-3/member/1",
-		"/e31/a/shard-0-of-2/shard-1-of-2/member/1", "/e31//shard-0-of-2/member/1", "/e31/member/1", "/ipfs/id/1.0.0"} {
+		"/e31/a/shard-0-of-2/shard-1-of-2/member/1", "/e31//shard-0-of-2/member/1",
+		"/e31/e31/class-H100x8/member/1", "/e31/e31/class-cpu/shard-1-of-2/member/1", "/e31/e31/class-/member/1", "/e31/a/class-x/class-y/member/1", "/e31/member/1", "/ipfs/id/1.0.0"} {
 		f.Add(p)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
