@@ -485,4 +485,31 @@
 // pass may take, by best fit, the provider another job had reserved in the
 // previous pass. The bound above uses only the first reservation, which
 // nothing can take. starve_test.go checks it under a stream of small jobs.
+//
+// # Classes and routing
+//
+// A network too large for one market splits it by what is offered, not by
+// who offers it (class.go). ClassOf names a box's class from its offer's
+// GPUs alone, so every peer derives the same one: "cpu", "consumer-24G"
+// (consumer cards by memory), or a model family and a box size band,
+// "H100x8", "H100x1-4", "A100x5-7", "H200x9+". Every box a job could run
+// on is in a class that Fits its request, so splitting by class strands no
+// job the way splitting by peer ID does: a rare model's few boxes are all
+// in one market, and so are a gang's boxes. A class too large for one
+// market is split again into subshards by peer ID; within a class the
+// boxes are alike, so the pieces are interchangeable.
+//
+// A Digest summarises one subshard for the whole network: providers, free
+// GPUs per box, queued work, the oldest wait, the largest inputs held. A
+// submitter routes each job (route.go) to a subshard of a class that fits
+// it by two random choices weighed on headroom: of two fitting subshards
+// drawn at random, the one with more boxes free beyond its queue. Always
+// taking the single best would herd every submitter reading the same
+// digests onto one subshard until the next digest; two choices spread
+// load evenly (route_test.go) while still avoiding full subshards. A
+// subshard whose providers hold one of the job's inputs comes first where
+// it has room: data gravity across subshards, as locality is within one.
+// A job that has waited MoveAfter in a subshard with no headroom is moved
+// to another with room (Move). Match itself does not change: it runs in
+// each subshard as it runs in one market, and is deterministic there.
 package market
