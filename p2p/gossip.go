@@ -18,10 +18,13 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// The two gossip topics of the protocol, by short name.
+// The gossip topics of the protocol, by short name. Offers and jobs are
+// a shard's (GossipConfig.Shard); the digest topic is the whole
+// network's, whatever the shard: every peer hears each shard's digest.
 const (
 	TopicOffers = "offers"
 	TopicJobs   = "jobs"
+	TopicDigest = "digest"
 )
 
 // TopicName is the full pubsub topic of a short name on a network.
@@ -110,7 +113,8 @@ type Gossip struct {
 	meter    *meter // what the gossip carried (Counts)
 }
 
-// NewGossip starts gossipsub on h and joins both topics.
+// NewGossip starts gossipsub on h and joins the shard's two topics and
+// the network's digest topic.
 func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipConfig) (*Gossip, error) {
 	if cfg.Network == "" {
 		return nil, errors.New("gossip: no network name")
@@ -131,12 +135,12 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	m := newMeter(scope)
+	m := newMeter(scope, cfg.Network)
 	opts := append(MessageOptions(),
 		pubsub.WithPeerExchange(true),
 		pubsub.WithFloodPublish(true),
 		pubsub.WithGossipSubParams(RouterParams()),
-		cfg.Guard.options(scope, m.received),
+		cfg.Guard.options(scope, cfg.Network, m.received),
 		pubsub.WithLogger(slog.New(pubsubLog{cfg.Log.Handler()}).With("component", "pubsub")),
 	)
 	opts = append(opts, pubsub.WithRawTracer(m))
@@ -161,8 +165,11 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 	for _, r := range reasons {
 		g.rejected[r] = new(atomic.Uint64)
 	}
-	for _, short := range []string{TopicOffers, TopicJobs} {
+	for _, short := range []string{TopicOffers, TopicJobs, TopicDigest} {
 		name := TopicName(scope, short)
+		if short == TopicDigest {
+			name = TopicName(cfg.Network, short)
+		}
 		bv := cfg.Validators[short]
 		v := cfg.Guard.wrap(short, g.validator(short, bv))
 		if cfg.Accepted != nil {
@@ -404,7 +411,11 @@ func (s *Subscription) Cancel() { s.sub.Cancel() }
 
 // TopicPeers lists the peers known on a topic, sorted.
 func (g *Gossip) TopicPeers(topic string) []peer.ID {
-	ps := g.ps.ListPeers(TopicName(g.scope, topic))
+	name := TopicName(g.scope, topic)
+	if t, ok := g.topics[topic]; ok {
+		name = t.String()
+	}
+	ps := g.ps.ListPeers(name)
 	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
 	return ps
 }

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// What the gossip meter counts, by topic: the two E31 topics, and
+// What the gossip meter counts, by topic: the three E31 topics, and
 // TopicNone for what names no topic (IWANT and IDONTWANT, which carry only
 // message IDs, subscriptions, and topics of other networks).
 const TopicNone = "none"
@@ -65,11 +65,12 @@ func GossipKinds() []string {
 }
 
 // GossipTopics returns every topic label the meter counts under.
-func GossipTopics() []string { return []string{TopicOffers, TopicJobs, TopicNone} }
+func GossipTopics() []string { return []string{TopicOffers, TopicJobs, TopicDigest, TopicNone} }
 
 const (
 	iOffers = iota
 	iJobs
+	iDigest
 	iNone
 	nTopics
 )
@@ -80,14 +81,16 @@ const (
 // counters are atomics, as pubsub calls tracers synchronously from its
 // event loop and from the goroutines that write to each peer.
 type meter struct {
-	offers, jobs string // full topic names; immutable
+	offers, jobs, digest string // full topic names; immutable
 	msgs         [nTopics][nKinds]atomic.Uint64
 	bytesIn      [nTopics]atomic.Uint64
 	bytesOut     [nTopics]atomic.Uint64
 }
 
-func newMeter(network string) *meter {
-	return &meter{offers: TopicName(network, TopicOffers), jobs: TopicName(network, TopicJobs)}
+// newMeter meters the topics of a shard's scope (Shard.Scope) and of its
+// network.
+func newMeter(scope, network string) *meter {
+	return &meter{offers: TopicName(scope, TopicOffers), jobs: TopicName(scope, TopicJobs), digest: TopicName(network, TopicDigest)}
 }
 
 func (m *meter) topic(name string) int {
@@ -96,6 +99,8 @@ func (m *meter) topic(name string) int {
 		return iOffers
 	case m.jobs:
 		return iJobs
+	case m.digest:
+		return iDigest
 	}
 	return iNone
 }

@@ -105,7 +105,7 @@ func ScoreParams(network string, whitelist []*net.IPNet) (*pubsub.PeerScoreParam
 	return params, thresholds
 }
 
-// topicScoreParams is the same for both topics: their traffic differs in
+// topicScoreParams is the same for every topic: their traffic differs in
 // volume, not in what counts as misbehaviour.
 func topicScoreParams() *pubsub.TopicScoreParams {
 	return &pubsub.TopicScoreParams{
@@ -143,11 +143,14 @@ type Rate struct {
 // heartbeat per provider (one a second with the testnet's heartbeat,
 // fewer in production), 200 a second covers 200 providers at that pace;
 // the jobs topic carries declarations, requeues, leases and releases, far
-// fewer, and is where a Sybil flood of declarations lands.
+// fewer, and is where a Sybil flood of declarations lands. The digest
+// topic carries one digest a minute per shard of the whole network: 100 a
+// second covers 6,000 shards.
 func DefaultLimits() map[string]Rate {
 	return map[string]Rate{
 		TopicOffers: {PerSecond: 200, Burst: 400},
 		TopicJobs:   {PerSecond: 100, Burst: 300},
+		TopicDigest: {PerSecond: 100, Burst: 300},
 	}
 }
 
@@ -285,15 +288,20 @@ func NewGuard(cfg GuardConfig) *Guard {
 // A nil Guard stands for NewGuard's defaults: scoring is never off.
 // received, if not nil, sees every incoming RPC whole, before the limits
 // trim it: what the peer received, whatever it then drops.
-func (g *Guard) options(network string, received func(*pubsub.RPC)) pubsub.Option {
+//
+// scope names the shard's topics (Shard.Scope), network the network's
+// own, the digest topic's.
+func (g *Guard) options(scope, network string, received func(*pubsub.RPC)) pubsub.Option {
 	if g == nil {
 		g = NewGuard(GuardConfig{})
 	}
 	return func(ps *pubsub.PubSub) error {
-		params, thresholds := ScoreParams(network, g.whitelist)
+		params, thresholds := ScoreParams(scope, g.whitelist)
+		params.Topics[TopicName(network, TopicDigest)] = topicScoreParams()
 		short := map[string]string{
-			TopicName(network, TopicOffers): TopicOffers,
-			TopicName(network, TopicJobs):   TopicJobs,
+			TopicName(scope, TopicOffers):   TopicOffers,
+			TopicName(scope, TopicJobs):     TopicJobs,
+			TopicName(network, TopicDigest): TopicDigest,
 		}
 		for _, o := range []pubsub.Option{
 			pubsub.WithPeerScore(params, thresholds),
