@@ -21,7 +21,7 @@ func TestBodiesEncodeAsPinned(t *testing.T) {
 		&EventRequest{}, &StepAt{}, &OutputRequest{}, &ReceiptRequest{}, &ReceiptReply{},
 		&WithdrawRequest{}, &RequeueBody{}, &AvoidEntry{}, &Avoided{}, &ShardPeersRequest{},
 		&ShardPeersReply{}, &ShardPeer{}, &StageRequest{}, &StageReply{}, &RootSources{},
-		&RelayRequest{}, &TaskBatchBody{},
+		&RelayRequest{}, &TaskBatchBody{}, &DigestBody{}, &DigestMember{},
 	}
 	ledgertest.PinnedTypes(t, filepath.Join("testdata", "golden"), bodies, *updateGolden)
 }
