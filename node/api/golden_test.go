@@ -21,6 +21,7 @@ func TestTypesEncodeAsPinned(t *testing.T) {
 		&SubmitRequest{}, &SubmitEvent{}, &GetRequest{}, &GetResult{}, &Receipts{}, &Dispute{},
 		&Verify{}, &Match{}, &Block{}, &Image{}, &ImageImportRequest{}, &ImageEvent{},
 		&DrainRequest{}, &Drain{}, &JobIDs{}, &TaskIDs{}, &JobUsage{}, &TaskUsage{}, &PeerRecord{},
+		&Market{}, &MarketShard{}, &MarketMember{},
 	}
 	ledgertest.PinnedTypes(t, filepath.Join("testdata", "golden"), types, *updateGolden)
 }

@@ -26,6 +26,9 @@ func (s *Server) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/peers/{id}/record", handler(s.peerRecord))
 	mux.HandleFunc("GET /v1/nodes", handler(func(r *http.Request) (any, error) { return s.withScores(r.Context(), nodes(n, r)), nil }))
 	mux.HandleFunc("GET /v1/matches", handler(func(*http.Request) (any, error) { return n.Matches(), nil }))
+	if s.cfg.Market != nil {
+		mux.HandleFunc("GET /v1/market", handler(func(*http.Request) (any, error) { return s.cfg.Market(), nil }))
+	}
 	mux.HandleFunc("POST /v1/jobs", s.submit)
 	mux.HandleFunc("GET /v1/jobs", handler(func(r *http.Request) (any, error) {
 		if r.URL.Query().Get("attempts") != "" {

@@ -109,6 +109,9 @@ type Config struct {
 	// Drainer, when set, serves GET and POST /v1/drain and POST
 	// /v1/undrain.
 	Drainer Drainer
+	// Market, when set, serves GET /v1/market: every shard's latest
+	// digest.
+	Market func() api.Market
 	// Logs, when set, serves GET /v1/jobs/{id}/logs.
 	Logs Logs
 	// Leases, when set, serves GET /v1/leases: the leases this node
