@@ -12,6 +12,7 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/digest"
 	"github.com/e31network/e31/node/hours"
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/reach"
@@ -103,6 +104,10 @@ type Config struct {
 	// Heartbeat is how often a provider re-publishes its offer; a provider
 	// silent for three heartbeats leaves every view. Default 10s.
 	Heartbeat time.Duration
+	// DigestEvery is how often the publisher of this node's shard
+	// publishes its digest on the network's digest topic (node/digest);
+	// default 60s.
+	DigestEvery time.Duration
 	// Epoch is the length of a matching epoch; default 1s.
 	Epoch time.Duration
 	// EpochDelay is how long before an epoch's start a message must have
@@ -343,6 +348,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	def(&c.Epoch, time.Second)
+	def(&c.DigestEvery, digest.DefaultEvery)
 	def(&c.ProposalTTL, 10*time.Second)
 	def(&c.ReceiptInterval, 60*time.Second)
 	def(&c.Grace, 30*time.Second)

@@ -11,6 +11,7 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/acl"
 	"github.com/e31network/e31/node/compute"
+	"github.com/e31network/e31/node/digest"
 	"github.com/e31network/e31/node/diskroom"
 	"github.com/e31network/e31/node/epoch"
 	"github.com/e31network/e31/node/gangnet"
@@ -65,6 +66,7 @@ type Node struct {
 	// where it runs no sandbox.
 	gangs    *gangnet.Registry
 	guard    *p2p.Guard       // gossip peer scores and per-peer rate limits
+	digests  *digest.Book     // every shard's latest digest (digest.go)
 	compute  *compute.Machine // the GPUs and the sandbox jobs run in
 	disk     *diskroom.Room   // the data dir's disk, lent to jobs (disk.go)
 	started  time.Time
@@ -169,6 +171,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		gater:    p2p.NewGater(),
 		punches:  reach.NewPunches(cfg.PunchWait),
 		guard:    p2p.NewGuard(p2p.GuardConfig{Declarations: []string{wire.KindDeclaration, wire.KindRequeue}}),
+		digests:  digest.NewBook(digest.Timing{Every: cfg.DigestEvery}, nil),
 	}
 	n.units = units{log: n.log, metrics: n.metrics, loops: &n.loops}
 	n.clock = newClock(cfg, n.offers)
@@ -272,6 +275,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		Validators: map[string]p2p.BodyValidator{
 			p2p.TopicOffers: wire.ValidateOffer,
 			p2p.TopicJobs:   view.NewJobChecks(n.market).Validate,
+			p2p.TopicDigest: n.digests.Validate,
 		},
 	})
 	if err != nil {

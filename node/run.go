@@ -61,7 +61,8 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	acfg := apiserver.Config{GetLimits: n.outputLimits(), Addr: n.cfg.API, Network: n.net, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Drainer: n.provider, Leases: provider.NewLeaseQuery(n.provider, n.ledger), Logs: n.submitter, Doctor: doctorWithReach(n.cfg.Doctor, n.reach.Status), Log: n.log, Panicked: n.metrics.Panicked, Access: access}
+	acfg := apiserver.Config{GetLimits: n.outputLimits(), Addr: n.cfg.API, Network: n.net, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Drainer: n.provider, Leases: provider.NewLeaseQuery(n.provider, n.ledger),
+		Market: func() api.Market { return marketOf(n.digests, n.shard, time.Now()) }, Logs: n.submitter, Doctor: doctorWithReach(n.cfg.Doctor, n.reach.Status), Log: n.log, Panicked: n.metrics.Panicked, Access: access}
 	if n.cfg.DebugPartition {
 		acfg.Block = n.block
 	}
@@ -101,6 +102,9 @@ func (n *Node) Run(ctx context.Context) error {
 	n.loops.Go(func() { n.feed.receiveOffers(loopCtx, offersSub) })
 	n.loops.Go(func() { n.feed.expireOffers(loopCtx) })
 	n.loops.Go(func() { n.feed.receiveJobs(loopCtx, jobsSub) })
+	if err := n.startDigests(loopCtx); err != nil {
+		return err
+	}
 	n.loops.Go(func() { n.epochs.Run(loopCtx) })
 	// A node with no GPUs, or no runtime to run jobs in, offers nothing,
 	// and has nothing to lease between epochs.
