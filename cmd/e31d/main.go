@@ -25,6 +25,7 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/node/digest"
 	"github.com/e31network/e31/node/hours"
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/view"
@@ -92,6 +93,7 @@ type fileConfig struct {
 	// Durations, as Go durations ("30s").
 	Epoch           string `toml:"epoch"`
 	EpochDelay      string `toml:"epoch-delay"`
+	DigestEvery     string `toml:"digest-every"`
 	ReceiptInterval string `toml:"receipt-interval"`
 	Grace           string `toml:"grace"`
 	GangStartWithin string `toml:"gang-start-within"`
@@ -126,7 +128,7 @@ type options struct {
 	// misbehave reads --misbehave, which only a byzantine build has.
 	misbehave func() (misbehaviour, error)
 	// Durations parsed from flags, or from the file where no flag was given.
-	heartbeat, epoch, epochDelay, receiptInterval, grace, gangStartWithin, outputTimeout, proposalTTL, stallTimeout, retention, providerLost time.Duration
+	heartbeat, epoch, epochDelay, digestEvery, receiptInterval, grace, gangStartWithin, outputTimeout, proposalTTL, stallTimeout, retention, providerLost time.Duration
 
 	// localityWait is --locality-wait and avoidFor --avoid-for, parsed
 	// like the durations above.
@@ -149,6 +151,7 @@ func (o *options) durationFlags(fc *fileConfig) []struct {
 		{"heartbeat", &o.heartbeat, fc.Heartbeat},
 		{"epoch", &o.epoch, fc.Epoch},
 		{"epoch-delay", &o.epochDelay, fc.EpochDelay},
+		{"digest-every", &o.digestEvery, fc.DigestEvery},
 		{"receipt-interval", &o.receiptInterval, fc.ReceiptInterval},
 		{"grace", &o.grace, fc.Grace},
 		{"gang-start-within", &o.gangStartWithin, fc.GangStartWithin},
@@ -224,6 +227,7 @@ on the command line win.`,
 	f.DurationVar(&o.heartbeat, "heartbeat", node.DefaultHeartbeat, "how often the offer is re-published; 3 missed heartbeats drop a provider")
 	f.DurationVar(&o.epoch, "epoch", time.Second, "length of a matching epoch, from 50ms to 1m")
 	f.DurationVar(&o.epochDelay, "epoch-delay", 0, "how long before an epoch's start a message must have been signed to count in its view; 0 (default) adapts it to the gossip delays providers announce, at most half the epoch; every peer of a network must use the same setting")
+	f.DurationVar(&o.digestEvery, "digest-every", digest.DefaultEvery, "how often the publisher of this node's shard publishes the shard's digest on the network's digest topic (e31 market); every peer of a network must use the same setting")
 	f.DurationVar(&o.receiptInterval, "receipt-interval", time.Minute, "how often an interim receipt is signed while compute is held")
 	f.DurationVar(&o.grace, "grace", 30*time.Second, "time between SIGTERM and SIGKILL at a job's limit or withdrawal (cut short once no process of the job handles SIGTERM)")
 	f.DurationVar(&o.gangStartWithin, "gang-start-within", provider.DefaultGangStartWithin, "how long a staged part of a gang waits for the gang lease its submitter signs; past it the part ends withdrawn, the submitter's doing, and a submitter that lets it lapse twice in a row is struck off")
@@ -550,6 +554,7 @@ func run(cmd *cobra.Command, o *options) error {
 		Heartbeat:         o.heartbeat,
 		Epoch:             o.epoch,
 		EpochDelay:        o.epochDelay,
+		DigestEvery:       o.digestEvery,
 		ReceiptInterval:   o.receiptInterval,
 		Grace:             o.grace,
 		GangStartWithin:   o.gangStartWithin,
