@@ -39,6 +39,9 @@ type Options struct {
 	Bin Binaries
 	// Heartbeat of every node; default 1s.
 	Heartbeat time.Duration
+	// DigestEvery is every node's e31d --digest-every; 0: the daemon's
+	// default (a minute).
+	DigestEvery time.Duration
 	// Network name; default "testnet".
 	Network string
 	// Shards splits the network's market (e31d --shards); 0 or 1: one.
@@ -191,6 +194,9 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 		"--cpus", "64",
 		"--memory", "256GiB",
 		"--debug-partition",
+	}
+	if c.opts.DigestEvery > 0 {
+		args = append(args, "--digest-every", c.opts.DigestEvery.String())
 	}
 	if i >= len(c.opts.RealDiskByNode) || !c.opts.RealDiskByNode[i] {
 		args = append(args, "--debug-disk-free", "1TiB")
