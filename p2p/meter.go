@@ -82,9 +82,9 @@ const (
 // event loop and from the goroutines that write to each peer.
 type meter struct {
 	offers, jobs, digest string // full topic names; immutable
-	msgs         [nTopics][nKinds]atomic.Uint64
-	bytesIn      [nTopics]atomic.Uint64
-	bytesOut     [nTopics]atomic.Uint64
+	msgs                 [nTopics][nKinds]atomic.Uint64
+	bytesIn              [nTopics]atomic.Uint64
+	bytesOut             [nTopics]atomic.Uint64
 }
 
 // newMeter meters the topics of a shard's scope (Shard.Scope) and of its
