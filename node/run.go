@@ -61,8 +61,8 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	acfg := apiserver.Config{GetLimits: n.outputLimits(), Addr: n.cfg.API, Network: n.net, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Drainer: n.provider, Leases: provider.NewLeaseQuery(n.provider, n.ledger),
-		Market: func() api.Market { return marketOf(n.digests, n.shard, time.Now()) }, Logs: n.submitter, Doctor: doctorWithReach(n.cfg.Doctor, n.reach.Status), Log: n.log, Panicked: n.metrics.Panicked, Access: access}
+	acfg := apiserver.Config{GetLimits: n.outputLimits(), Addr: n.cfg.API, Network: n.net, Jobs: n.submitter, Content: n.store, Images: n.images, Ledger: n.ledger, Drainer: n.provider, Leases: provider.NewLeaseQuery(n.provider, n.ledger), Logs: n.submitter, Doctor: doctorWithReach(n.cfg.Doctor, n.reach.Status), Log: n.log, Panicked: n.metrics.Panicked, Access: access}
+	acfg.Market = func() api.Market { return marketOf(n.digests, n.shard, time.Now()) }
 	if n.cfg.DebugPartition {
 		acfg.Block = n.block
 	}
