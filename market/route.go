@@ -1,9 +1,6 @@
 package market
 
-import (
-	"slices"
-	"time"
-)
+import "slices"
 
 // Digest is one subshard's summary, as one of its members publishes it
 // for the whole network (a few hundred bytes about once a minute): how
@@ -120,13 +117,13 @@ func Route(r Request, roots []string, digests []Digest, draw func(n int) int) (D
 
 // MoveAfter is how long a job waits in its subshard before its submitter
 // looks for another with headroom (Move).
-const MoveAfter = 2 * time.Minute
+const MoveAfter = 2 * Minute
 
 // Move says where a job asking r that has waited waited in the subshard
 // here should go instead: another fitting subshard with headroom, drawn as
 // Route draws, once the job has waited MoveAfter and here has none. ok is
 // false when it should stay.
-func Move(r Request, roots []string, waited time.Duration, here Digest, digests []Digest, draw func(n int) int) (Digest, bool) {
+func Move(r Request, roots []string, waited Duration, here Digest, digests []Digest, draw func(n int) int) (Digest, bool) {
 	if waited < MoveAfter || here.Headroom(r) > 0 {
 		return Digest{}, false
 	}

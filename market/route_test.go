@@ -3,7 +3,6 @@ package market
 import (
 	"math/rand/v2"
 	"testing"
-	"time"
 )
 
 func digest(c Class, i, providers, queued int, free ...int) Digest {
@@ -72,7 +71,7 @@ func TestMoveOnlyAfterWaitingWithoutRoom(t *testing.T) {
 	here := digest("H100x8", 0, 10, 20, 10)
 	there := digest("H100x8", 1, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4)
 	r := Request{GPUs: 8}
-	if _, ok := Move(r, nil, time.Minute, here, []Digest{here, there}, rand.IntN); ok {
+	if _, ok := Move(r, nil, Minute, here, []Digest{here, there}, rand.IntN); ok {
 		t.Error("moved before MoveAfter")
 	}
 	d, ok := Move(r, nil, MoveAfter, here, []Digest{here, there}, rand.IntN)
@@ -80,7 +79,7 @@ func TestMoveOnlyAfterWaitingWithoutRoom(t *testing.T) {
 		t.Errorf("after waiting: %+v %v, want subshard 1", d, ok)
 	}
 	roomy := digest("H100x8", 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4)
-	if _, ok := Move(r, nil, time.Hour, roomy, []Digest{roomy, there}, rand.IntN); ok {
+	if _, ok := Move(r, nil, Hour, roomy, []Digest{roomy, there}, rand.IntN); ok {
 		t.Error("moved from a subshard with headroom")
 	}
 }
