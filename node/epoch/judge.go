@@ -59,7 +59,7 @@ func (j *Judge) Assigns(job, provider string, now time.Time) bool {
 	if !j.last.at.IsZero() && age >= 0 && age < judgeReuse && gives(j.last.res, job, provider) {
 		return true
 	}
-	if !j.last.at.IsZero() && age >= 0 && age < judgeFresh {
+	if !j.last.at.IsZero() && age >= 0 && age < judgeFresh && mentions(j.last.res, job) {
 		return false
 	}
 	res, ok := j.pass(now)
@@ -80,6 +80,28 @@ func (j *Judge) pass(now time.Time) (res market.Result, ok bool) {
 	offers := j.Clock.Offers.At(now, now)
 	v := j.Market.Current(now, offers, func(t time.Time) uint64 { e, _ := j.Clock.Of(t); return e }, j.Clock.First)
 	return market.Match(v, market.Options{}), true
+}
+
+// mentions reports whether res says anything of job: a pass made on a
+// view that did not hold the job yet (declared a moment ago) settles no
+// question about it, however fresh.
+func mentions(res market.Result, job string) bool {
+	for _, a := range res.Assignments {
+		if a.Job == job {
+			return true
+		}
+	}
+	for _, r := range res.Reservations {
+		if r.Job == job {
+			return true
+		}
+	}
+	for _, w := range res.Waiting {
+		if w.Job == job {
+			return true
+		}
+	}
+	return false
 }
 
 // gives reports whether res assigns job to provider or reserves it for it.
