@@ -225,6 +225,12 @@ dist.init_process_group("gloo")
 rank = dist.get_rank()
 p = "/ckpt/step"
 step = int(open(p).read()) if os.path.exists(p) else 0
+# Each part resumes from its own last checkpoint, pulled at its own time:
+# the parts agree to start from the earliest, as a training script's
+# ranks agree on the step they resume from.
+t = torch.tensor([float(step)])
+dist.all_reduce(t, op=dist.ReduceOp.MIN)
+step = int(t.item())
 print("start at", step, flush=True)
 while step < 24:
     t = torch.tensor([float(step)])
