@@ -72,6 +72,15 @@ type Config struct {
 	// Shard, if set, is the shard this node takes part in; nil means the
 	// one its peer ID picks (p2p.ShardOf).
 	Shard *int
+	// Market is how the network's market is split, the same on every
+	// peer: "" by Shards (one market when 1), or MarketClasses, by
+	// resource class, where a provider's shard is derived from its GPUs
+	// (ClassShard) and Shards and Shard do not apply.
+	Market string
+	// ClassShards is how many subshards a class's market is split into,
+	// by class name (a power of two, default 1), the same on every peer;
+	// only with Market MarketClasses.
+	ClassShards map[string]int
 	// MDNS turns on LAN discovery. Off by default: it multicasts on every
 	// interface.
 	MDNS bool
@@ -335,6 +344,9 @@ func (c Config) withDefaults() (Config, error) {
 		if err := (p2p.Shard{Index: *c.Shard, Count: c.Shards}).Valid(); err != nil {
 			return c, err
 		}
+	}
+	if err := c.checkMarket(); err != nil {
+		return c, err
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = DefaultHeartbeat

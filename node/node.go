@@ -262,6 +262,9 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 	if cfg.Shard != nil {
 		n.shard.Index = *cfg.Shard
 	}
+	if cfg.Market == MarketClasses {
+		n.shard = ClassShard(cfg, self, machineGPUs(n.compute))
+	}
 	if !n.shard.Whole() {
 		n.log.Info("taking part in one shard of the network's market", "shard", n.shard.String(), "network", cfg.Network)
 	}

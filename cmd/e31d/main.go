@@ -46,6 +46,8 @@ type fileConfig struct {
 	Network      string   `toml:"network"`
 	Shards       int      `toml:"shards"`
 	Shard        string   `toml:"shard"`
+	Market       string   `toml:"market"`
+	ClassShards  string   `toml:"class-shards"`
 	MDNS         bool     `toml:"mdns"`
 	NAT          string   `toml:"nat"`
 	RelayService bool     `toml:"relay-service"`
@@ -213,6 +215,8 @@ on the command line win.`,
 	f.StringVar(&o.file.Network, "network", node.DefaultNetwork, "network name; peers on other networks are ignored")
 	f.IntVar(&o.file.Shards, "shards", 1, "how many shards the network's market is split into: a power of two, the same on every peer of the network; a peer hears and matches only its own shard's offers and jobs")
 	f.StringVar(&o.file.Shard, "shard", "", "take part in this shard, 0 to shards-1 (default: the one the peer ID picks)")
+	f.StringVar(&o.file.Market, "market", "", "how the network's market is split, the same on every peer: \"classes\" by resource class (a provider offers in the market of its GPUs' class, e.g. H100x1-4, consumer-24G, cpu; --shards and --shard do not apply); default: one market, or --shards")
+	f.StringVar(&o.file.ClassShards, "class-shards", "", "with --market classes, how many subshards a class's market is split into, a power of two, the same on every peer: CLASS=N,..., e.g. H100x1-4=4,consumer-24G=16 (default 1 each)")
 	f.BoolVar(&o.file.MDNS, "mdns", false, "discover peers on the LAN with mDNS (multicasts on every interface)")
 	f.StringVar(&o.file.NAT, "nat", node.NATAuto, "reach and be reached from behind a NAT: AutoNAT, port mapping, hole punching, relay slots on the bootstrap peers; auto (on unless every --listen is loopback), on or off")
 	f.BoolVar(&o.file.RelayService, "relay-service", false, "serve as a circuit relay for peers behind NATs (for a bootstrap peer on a public address)")
@@ -304,6 +308,8 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("network", func() { o.file.Network = or(fc.Network, o.file.Network) })
 	set("shards", func() { o.file.Shards = cmp.Or(fc.Shards, o.file.Shards) })
 	set("shard", func() { o.file.Shard = or(fc.Shard, o.file.Shard) })
+	set("market", func() { o.file.Market = or(fc.Market, o.file.Market) })
+	set("class-shards", func() { o.file.ClassShards = or(fc.ClassShards, o.file.ClassShards) })
 	set("mdns", func() { o.file.MDNS = o.file.MDNS || fc.MDNS })
 	set("nat", func() { o.file.NAT = or(fc.NAT, o.file.NAT) })
 	set("relay-service", func() { o.file.RelayService = o.file.RelayService || fc.RelayService })
@@ -478,6 +484,10 @@ func run(cmd *cobra.Command, o *options) error {
 	if err != nil {
 		return err
 	}
+	classShards, err := marketFlags(o.file.Market, o.file.ClassShards, o.file.Shards > 1 || shard != nil)
+	if err != nil {
+		return err
+	}
 	misbehave, err := o.misbehave()
 	if err != nil {
 		return err
@@ -542,6 +552,8 @@ func run(cmd *cobra.Command, o *options) error {
 		Network:           o.file.Network,
 		Shards:            o.file.Shards,
 		Shard:             shard,
+		Market:            o.file.Market,
+		ClassShards:       classShards,
 		MDNS:              o.file.MDNS,
 		NAT:               o.file.NAT,
 		RelayService:      o.file.RelayService,
