@@ -276,8 +276,8 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		Panicked: n.metrics.Panicked,
 		Accepted: n.relayPeers.hook(),
 		Validators: map[string]p2p.BodyValidator{
-			p2p.TopicOffers: wire.ValidateOffer,
-			p2p.TopicJobs:   view.NewJobChecks(n.market).Validate,
+			p2p.TopicOffers: wire.OfferValidator(n.shard),
+			p2p.TopicJobs:   view.NewJobChecks(n.market).In(n.shard).Validate,
 			p2p.TopicDigest: n.digests.Validate,
 		},
 	})

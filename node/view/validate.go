@@ -12,13 +12,23 @@ import (
 
 // JobChecks are the checks of the jobs topic's messages that need what a
 // view holds. They keep no state of their own: each asks the Market, under
-// its lock, and the Market is all they hold (immutable).
+// its lock, and the Market and the topic's scope are all they hold
+// (immutable).
 type JobChecks struct {
 	market *Market
+	// scope is the part of the market whose jobs topic is checked: in a
+	// class scope a declaration must name it (wire.CheckMarket).
+	scope p2p.Shard
 }
 
 // NewJobChecks returns the checks of the jobs topic against m.
 func NewJobChecks(m *Market) JobChecks { return JobChecks{market: m} }
+
+// In returns the checks of the jobs topic of scope.
+func (c JobChecks) In(scope p2p.Shard) JobChecks {
+	c.scope = scope
+	return c
+}
 
 // Validate is the body validator of the jobs topic: the stateless checks
 // of wire.ValidateJobMessage, plus those that need the view: a withdrawal
@@ -34,8 +44,11 @@ func (c JobChecks) Validate(s p2p.Signed) error {
 		}
 		// Declarations this node verified when they arrived are not
 		// verified again.
-		_, err = wire.CheckRequeueKnown(s, func(raw []byte, _ peer.ID) bool { return known[sha256.Sum256(raw)] })
-		return err
+		decls, err := wire.CheckRequeueKnown(s, func(raw []byte, _ peer.ID) bool { return known[sha256.Sum256(raw)] })
+		if err != nil {
+			return err
+		}
+		return c.inScope(decls)
 	}
 	if s.Message.Kind == wire.KindDeclaration && v.Refuses(s.Signer, time.Now()) {
 		return fmt.Errorf("%w: the view is full and %s first in line to be evicted", p2p.ErrUnwanted, s.Signer)
@@ -44,6 +57,8 @@ func (c JobChecks) Validate(s p2p.Signed) error {
 		return err
 	}
 	switch s.Message.Kind {
+	case wire.KindDeclaration:
+		return c.inScope([]p2p.Signed{s})
 	case wire.KindRelease:
 		var b wire.ReleaseBody
 		_ = s.Decode(&b) // decoded by wire.ValidateJobMessage already
@@ -127,4 +142,26 @@ func (c JobChecks) knownLocked(h [32]byte, signer peer.ID) bool {
 	}
 	j, ok := v.jobs[id]
 	return ok && j.Hash == h && j.Submitter == signer
+}
+
+// inScope refuses, in a class scope, any of decls (declarations that
+// passed wire's checks; zero for those the view already holds) that does
+// not name the scope as its market.
+func (c JobChecks) inScope(decls []p2p.Signed) error {
+	if c.scope.Class == "" {
+		return nil
+	}
+	for _, d := range decls {
+		if d.Raw == nil {
+			continue
+		}
+		var b wire.DeclarationBody
+		if err := d.Decode(&b); err != nil {
+			return err
+		}
+		if err := wire.CheckMarket(b, c.scope); err != nil {
+			return err
+		}
+	}
+	return nil
 }

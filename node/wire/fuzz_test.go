@@ -119,6 +119,13 @@ func FuzzOfferBody(f *testing.F) {
 		if err := s.Decode(&b); err != nil {
 			t.Fatalf("accepted, but the body does not decode: %v", err)
 		}
+		// In a class scope, only an offer of the class passes.
+		scope := p2p.Shard{Class: "H200x1-4", Count: 1}
+		if wire.OfferValidator(scope)(s) == nil {
+			if d, _ := wire.DecodeOffer(s); market.ClassOf(d.Offer.GPUs) != "H200x1-4" {
+				t.Fatalf("accepted on %s's topic an offer of class %s", scope, market.ClassOf(d.Offer.GPUs))
+			}
+		}
 		if err := b.Check(prov.ID); err != nil {
 			t.Fatalf("accepted, but check refuses it: %v", err)
 		}
@@ -210,6 +217,10 @@ func FuzzJobMessage(f *testing.F) {
 	indexed.Declaration.Array = &market.Array{Indices: []int{7, 40, 73}, Parallel: 5}
 	badIndices := wiretest.Declaration(f)
 	badIndices.Declaration.Array = &market.Array{Indices: []int{40, 7, 7}}
+	inClass := wiretest.Declaration(f)
+	inClass.Market = &p2p.Shard{Class: "H100x8", Index: 1, Count: 4}
+	inNoClass := wiretest.Declaration(f)
+	inNoClass.Market = &p2p.Shard{Index: 1, Count: 4}
 	release := wiretest.Release(prov.ID, sub.ID)
 
 	for _, s := range []struct {
@@ -224,6 +235,8 @@ func FuzzJobMessage(f *testing.F) {
 		{wire.KindDeclaration, 1, sized, true},
 		{wire.KindDeclaration, 1, indexed, true},
 		{wire.KindDeclaration, 1, badIndices, false},
+		{wire.KindDeclaration, 1, inClass, true},
+		{wire.KindDeclaration, 1, inNoClass, false},
 		{wire.KindWithdrawal, 1, wire.WithdrawalBody{Job: "q3v7kz2mxa4bnc6dpe8f"}, true},
 		{wire.KindLease, 0, lease, true},
 		{wire.KindRelease, 0, release, true},
@@ -262,6 +275,11 @@ func FuzzJobMessage(f *testing.F) {
 			for i, in := range b.Declaration.Data {
 				if _, err := cid.Decode(in.Source); err != nil {
 					t.Fatalf("accepted data[%d].source %q, not a CID", i, in.Source)
+				}
+			}
+			if m := b.Market; m != nil {
+				if _, err := market.ParseClass(m.Class); err != nil || m.Valid() != nil {
+					t.Fatalf("accepted a declaration in market %+v, no class market", *m)
 				}
 			}
 		case wire.KindWithdrawal:

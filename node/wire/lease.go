@@ -32,6 +32,12 @@ type DeclarationBody struct {
 	Addrs []string `json:"addrs"`
 	// ResumeOf names the job this one resumes from its checkpoint.
 	ResumeOf string `json:"resume_of,omitempty"`
+	// Market names the class market, or subshard of one, the job is
+	// declared in, in a network split by class; absent otherwise. It is
+	// signed with the rest: the jobs topic of any other scope refuses the
+	// declaration (CheckMarket), so that no one can replay it into a
+	// second subshard, where it would be leased a second time.
+	Market *p2p.Shard `json:"market,omitempty"`
 }
 
 // WithdrawalBody withdraws a job; only its submitter's signature counts.
@@ -263,6 +269,11 @@ func (b DeclarationBody) Check() error {
 	}
 	if len(b.Addrs) > MaxOfferAddrs {
 		return fmt.Errorf("declaration lists %d addresses, limit %d", len(b.Addrs), MaxOfferAddrs)
+	}
+	if m := b.Market; m != nil {
+		if err := checkClassShard(*m); err != nil {
+			return fmt.Errorf("declaration market: %w", err)
+		}
 	}
 	return nil
 }
