@@ -6,6 +6,7 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/compute"
+	"github.com/e31network/e31/node/submitter"
 	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -72,3 +73,19 @@ func machineGPUs(m *compute.Machine) []market.GPU {
 	}
 	return out
 }
+
+// markets is how the submitter chooses the market a job is declared in:
+// nil where the network is not split by class.
+func (n *Node) markets() *submitter.Markets {
+	if n.cfg.Market != MarketClasses {
+		return nil
+	}
+	return &submitter.Markets{Own: n.shard, Digests: noDigests{}}
+}
+
+// noDigests is a source of the network's digests that knows none: the
+// submitter then declares a job in this node's own market when its class
+// fits.
+type noDigests struct{}
+
+func (noDigests) Digests() []market.Digest { return nil }

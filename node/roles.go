@@ -71,7 +71,7 @@ func (n *Node) wireRoles() {
 		Key: n.key, Self: n.self, Store: n.raw.submitterStore(), Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: path,
 		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,
 		Metrics: n.metrics.Submitter, Log: n.log, Addrs: n.Addrs, Images: n.raw.submitterImages(), Reach: n.peers.Reach,
-		Placement: n.placement(), TaskNotQueued: n.taskNotQueued,
+		Placement: n.placement(), TaskNotQueued: n.taskNotQueued, Markets: n.markets(),
 	})
 	n.handlers[wire.ProtoLease] = n.submitter.HandleProposal
 	n.handlers[wire.ProtoEvent] = n.submitter.HandleEvent

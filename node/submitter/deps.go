@@ -157,6 +157,10 @@ type Deps struct {
 	// Addrs are this node's addresses, put in each declaration so that
 	// providers can reach it with a proposal.
 	Addrs func() []string
+	// Markets chooses the class market each job is declared in, which
+	// its declaration names; nil where the network is not split by class:
+	// a declaration then names none.
+	Markets *Markets
 	// Placement says whether this node's Match, on its view as it stands,
 	// gives a job to a provider: a proposal no epoch's pass of this node
 	// gave the provider is countersigned only if it does (claims.go).

@@ -98,6 +98,17 @@ func (s *intake) submitAs(ctx context.Context, decl market.Declaration, parent *
 		s.d.Metrics.Rejected.Inc()
 		return api.Job{}, invalid(err)
 	}
+	// Chosen before the inputs are imported: a job no market here fits
+	// is refused at once.
+	var declaredIn *p2p.Shard
+	if s.d.Markets != nil {
+		m, err := s.d.Markets.choose(decl.Request, sourceRoots(decl))
+		if err != nil {
+			s.d.Metrics.Rejected.Inc()
+			return api.Job{}, invalid(err)
+		}
+		declaredIn = &m
+	}
 	if r := &decl.Request; r.Locality == "" && r.LocalityWait == 0 {
 		if s.cfg.NoLocality {
 			r.Locality = market.LocalityOff
@@ -132,7 +143,7 @@ func (s *intake) submitAs(ctx context.Context, decl market.Declaration, parent *
 		maxFailures, a.MaxFailures = a.MaxFailures, 0
 		decl.Array = &a
 	}
-	body := wire.DeclarationBody{Declaration: decl, Addrs: s.d.Addrs(), ResumeOf: announcedOf}
+	body := wire.DeclarationBody{Declaration: decl, Addrs: s.d.Addrs(), ResumeOf: announcedOf, Market: declaredIn}
 	if err := body.Check(); err != nil {
 		return api.Job{}, invalid(err)
 	}
