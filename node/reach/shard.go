@@ -205,6 +205,13 @@ func Mismatch(network string, shard p2p.Shard, protos []protocol.ID) (why, their
 			if other == "" {
 				other, theirs = n, sh.String()
 			}
+		case (sh.Class != "") != (shard.Class != ""):
+			return fmt.Sprintf("it splits the market %s (this node: %s; every peer needs the same --market)",
+				marketMode(sh), marketMode(shard)), sh.String()
+		case sh.Class != "":
+			// In a market split by class, peers of other classes and
+			// subshards are the rule, not a mistake.
+			return "", sh.String()
 		case max(sh.Count, 1) != max(shard.Count, 1):
 			return fmt.Sprintf("it splits the network into another number of shards (--shards %d; this node: --shards %d)",
 				max(sh.Count, 1), max(shard.Count, 1)), sh.String()
@@ -216,4 +223,12 @@ func Mismatch(network string, shard p2p.Shard, protos []protocol.ID) (why, their
 		return fmt.Sprintf("it is on network %q (this node: %q; e31d --network names it)", other, network), theirs
 	}
 	return "it runs an older version of e31d, which marks no shard", "none"
+}
+
+// marketMode names how a peer in shard splits the network's market.
+func marketMode(shard p2p.Shard) string {
+	if shard.Class != "" {
+		return "by class (--market classes)"
+	}
+	return "by --shards"
 }

@@ -169,3 +169,25 @@ func TestMismatch(t *testing.T) {
 		}
 	}
 }
+
+// In a market split by class, a peer of another class or subshard is in
+// the network's market; a peer that splits it another way is not.
+func TestMismatchClasses(t *testing.T) {
+	h100 := p2p.Shard{Class: "H100x8", Index: 1, Count: 4}
+	for _, tc := range []struct {
+		name  string
+		shard p2p.Shard
+		peer  p2p.Shard
+		want  string
+	}{
+		{"another subshard", h100, p2p.Shard{Class: "H100x8", Index: 2, Count: 4}, ""},
+		{"another class, split otherwise", h100, p2p.Shard{Class: "cpu", Count: 1}, ""},
+		{"a peer of hash shards", h100, p2p.Shard{Index: 1, Count: 4}, "this node: by class"},
+		{"a peer of classes", p2p.Shard{Count: 1}, p2p.Shard{Class: "cpu", Count: 1}, "by class (--market classes) (this node: by --shards"},
+	} {
+		why, _ := Mismatch("e31", tc.shard, []protocol.ID{p2p.ShardMarker("e31", tc.peer)})
+		if tc.want == "" && why != "" || !strings.Contains(why, tc.want) {
+			t.Errorf("%s: Mismatch = %q, want %q", tc.name, why, tc.want)
+		}
+	}
+}
