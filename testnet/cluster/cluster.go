@@ -48,6 +48,12 @@ type Options struct {
 	// Each node's shard is the one its peer ID picks unless ArgsByNode
 	// names one (--shard).
 	Shards int
+	// Market splits the network's market another way (e31d --market):
+	// "classes", by resource class, each node in its GPUs' class market.
+	Market string
+	// ClassShards splits classes into subshards (e31d --class-shards),
+	// with Market "classes".
+	ClassShards string
 	// Args are extra e31d flags for every node.
 	Args []string
 	// Misbehave, when set, gives node i the --misbehave list Misbehave[i]
@@ -207,6 +213,12 @@ func (c *Cluster) startNode(ctx context.Context, i int, boot []string) (*Node, e
 	if c.opts.Shards > 1 {
 		args = append(args, "--shards", strconv.Itoa(c.opts.Shards))
 	}
+	if c.opts.Market != "" {
+		args = append(args, "--market", c.opts.Market)
+	}
+	if c.opts.ClassShards != "" {
+		args = append(args, "--class-shards", c.opts.ClassShards)
+	}
 	for _, b := range boot {
 		args = append(args, "--bootstrap", b)
 	}
@@ -347,11 +359,18 @@ func (n *Node) Client() *api.Client {
 }
 
 // joinFlags are the e31d flags that join the cluster's network through n:
-// "--network NAME [--shards N] --bootstrap ADDR".
+// "--network NAME [--shards N] [--market M] [--class-shards S]
+// --bootstrap ADDR".
 func (c *Cluster) joinFlags(n *Node) string {
 	flags := "--network " + c.opts.Network
 	if c.opts.Shards > 1 {
 		flags += " --shards " + strconv.Itoa(c.opts.Shards)
+	}
+	if c.opts.Market != "" {
+		flags += " --market " + c.opts.Market
+	}
+	if c.opts.ClassShards != "" {
+		flags += " --class-shards " + c.opts.ClassShards
 	}
 	if len(n.Addrs) > 0 {
 		flags += " --bootstrap " + n.Addrs[0]
