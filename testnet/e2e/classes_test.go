@@ -1,0 +1,80 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/e31network/e31/market"
+	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/testnet/cluster"
+)
+
+// A network split by resource class: each provider takes part in the
+// market of its GPUs' class, which e31 id names, and sees only that
+// market's providers; a job is declared in its submitter's class market
+// when that class fits it, so the same request runs on an H100 from an
+// H100 node and on the consumer card from the consumer node, and a node
+// in no class that fits a job refuses it, naming its class.
+func TestClassMarkets(t *testing.T) {
+	c := start(t, cluster.Options{
+		N:             4,
+		Market:        "classes",
+		SimGPUsByNode: []string{"", "1xH100:80GiB", "1xH100:80GiB", "1xRTX4090:24GiB"},
+	})
+	ctx := context.Background()
+	for i, want := range []string{"cpu:0/1", "H100x1-4:0/1", "H100x1-4:0/1", "consumer-24G:0/1"} {
+		id, err := c.Client(i).ID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id.Shard != want {
+			t.Errorf("%s: shard %q, want %q", c.Nodes[i].Name, id.Shard, want)
+		}
+	}
+	// start waited for each class market's views to converge; the H100
+	// nodes see each other and not the consumer card.
+	h100s := peerIDs(c, []int{1, 2})
+	got, err := c.Client(1).Nodes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range got {
+		if !slices.Contains(h100s, p.PeerID) {
+			t.Errorf("node1, of class H100x1-4, sees provider %s of another class", p.PeerID)
+		}
+	}
+
+	h100 := decl("on-h100", "echo ok", 1, time.Minute)
+	h100.Request.GPUModel = "H100"
+	small := decl("20gib", "echo ok", 1, time.Minute)
+	small.Request.GPUMemory = 20 * market.GiB
+	for _, run := range []struct {
+		from int
+		d    market.Declaration
+		on   []string
+	}{
+		{from: 1, d: h100, on: h100s},
+		{from: 2, d: small, on: h100s},
+		{from: 3, d: small, on: []string{c.Nodes[3].PeerID}},
+	} {
+		id := submit(t, c.Client(run.from), run.d).ID
+		j := waitJob(t, c.Client(run.from), id, 90*time.Second, "released", released)
+		if j.Outcome != "completed" || !slices.Contains(run.on, j.Provider) {
+			t.Errorf("job %s from %s: %s on %s (%s), want completed on one of %v", run.d.Name, c.Nodes[run.from].Name, j.Outcome, j.Provider, j.Reason, run.on)
+		}
+	}
+
+	// Node 0 has no GPUs: its class, cpu, fits no GPU job.
+	raw, err := json.Marshal(decl("gpu", "true", 1, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Client(0).Submit(ctx, api.SubmitRequest{Declaration: raw}, nil)
+	if err == nil || !strings.Contains(err.Error(), "cpu") || !strings.Contains(err.Error(), "fits no class market") {
+		t.Errorf("a GPU job from a node of class cpu: %v, want a refusal naming the class", err)
+	}
+}
