@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/e31network/e31/node/metrics"
@@ -107,7 +108,11 @@ const crowdedShard = 4 * p2p.ShardProviders
 func (f *gossipFeed) warnCrowded(was bool) bool {
 	held := f.offers.Len()
 	now := held > crowdedShard
-	if now && !was {
+	switch {
+	case now && !was && f.shard.Class != "":
+		f.log.Warn("this node's class market holds more providers than a shard is sized for: every peer pays for each; the class should split into more subshards (--class-shards)",
+			"providers", held, "shard", f.shard.String(), "suggested_class_shards", f.shard.Class+"="+strconv.Itoa(p2p.SuggestShards(held*max(f.shard.Count, 1))))
+	case now && !was:
 		f.log.Warn("this node's market holds more providers than a shard is sized for: every peer pays for each; the network should split into more shards",
 			"providers", held, "shard", f.shard.String(), "suggested_shards", p2p.SuggestShards(held*max(f.shard.Count, 1)))
 	}
