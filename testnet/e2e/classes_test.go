@@ -10,7 +10,11 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
+	"github.com/e31network/e31/p2p"
+	"github.com/e31network/e31/testnet/bench"
+	"github.com/e31network/e31/testnet/byzantine/rogue"
 	"github.com/e31network/e31/testnet/cluster"
+	"github.com/e31network/e31/testnet/poll"
 )
 
 // A network split by resource class: each provider takes part in the
@@ -18,12 +22,16 @@ import (
 // market's providers; a job is declared in its submitter's class market
 // when that class fits it, so the same request runs on an H100 from an
 // H100 node and on the consumer card from the consumer node, and a node
-// in no class that fits a job refuses it, naming its class.
+// in no class that fits a job refuses it, naming its class. A stranger
+// that offers a consumer card on the H100 market's topic is refused
+// there as invalid and never in view, and is in view once it offers
+// what the class holds.
 func TestClassMarkets(t *testing.T) {
 	c := start(t, cluster.Options{
 		N:             4,
 		Market:        "classes",
 		SimGPUsByNode: []string{"", "1xH100:80GiB", "1xH100:80GiB", "1xRTX4090:24GiB"},
+		Metrics:       true,
 	})
 	ctx := context.Background()
 	for i, want := range []string{"cpu:0/1", "H100x1-4:0/1", "H100x1-4:0/1", "consumer-24G:0/1"} {
@@ -77,4 +85,46 @@ func TestClassMarkets(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cpu") || !strings.Contains(err.Error(), "fits no class market") {
 		t.Errorf("a GPU job from a node of class cpu: %v, want a refusal naming the class", err)
 	}
+
+	// A stranger in the H100 market offers consumer cards there.
+	r, err := rogue.New(ctx, rogue.Config{Network: "testnet", Shard: p2p.Shard{Class: "H100x1-4", Count: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	if err := r.Connect(ctx, c.Addrs()...); err != nil {
+		t.Fatal(err)
+	}
+	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := r.Joined(jctx); err != nil {
+		t.Fatal(err)
+	}
+	invalid := func() float64 {
+		m, err := bench.Scrape(ctx, c.Nodes[1].Metrics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m[`e31_gossip_rejected_total{reason="invalid"}`]
+	}
+	before := invalid()
+	if err := r.Offer(ctx, r.GPUs("NVIDIA GeForce RTX 4090", 1, 24<<30)); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "node1 to refuse, as invalid, a consumer card's offer on the H100 topic", 30*time.Second, func() bool { return invalid() > before })
+	inView := func() bool {
+		got, err := c.Client(1).Nodes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(got, func(p api.Node) bool { return p.PeerID == r.ID().String() })
+	}
+	if inView() {
+		t.Fatal("node1 holds the refused offer in its view")
+	}
+	// The same stranger offering an H100 is in the class's market.
+	if err := r.Offer(ctx, r.GPUs("H100", 1, 80<<30)); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "node1 to hold the stranger's H100 offer", 30*time.Second, inView)
 }

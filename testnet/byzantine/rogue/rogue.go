@@ -28,6 +28,10 @@ import (
 type Config struct {
 	// Network names the E31 network to join; default "testnet".
 	Network string
+	// Shard is the part of the network's market whose topics the rogue
+	// joins; zero: the whole network's. A class market's, say, to offer
+	// there what is not of its class.
+	Shard p2p.Shard
 	// Listen is the host's listen address; default a free TCP port on
 	// 127.0.0.1.
 	Listen string
@@ -155,7 +159,7 @@ func New(ctx context.Context, cfg Config) (*Rogue, error) {
 	// No validators: the rogue publishes what the network's would refuse
 	// (an offer whose GPU model is a terminal escape), and reads the
 	// topics itself.
-	r.gossip, err = p2p.NewGossip(rctx, h, key, p2p.GossipConfig{Network: cfg.Network, Log: cfg.Log})
+	r.gossip, err = p2p.NewGossip(rctx, h, key, p2p.GossipConfig{Network: cfg.Network, Shard: cfg.Shard, Log: cfg.Log})
 	if err != nil {
 		return fail(fmt.Errorf("rogue: gossip: %w", err))
 	}
