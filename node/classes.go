@@ -55,12 +55,12 @@ func classShards(cfg Config, class market.Class) int {
 	return 1
 }
 
-// ClassShard is the class market, or subshard of it, that a peer self
+// classShardOf is the class market, or subshard of it, that a peer self
 // with gpus takes part in under cfg: its class is market.ClassOf(gpus)
 // ("cpu" without GPUs), its subshard the one its peer ID picks in the
 // class (p2p.ClassShardOf). Every peer derives it alike from an offer,
 // so that the offers topic's validator can refuse an offer out of place.
-func ClassShard(cfg Config, self peer.ID, gpus []market.GPU) p2p.Shard {
+func classShardOf(cfg Config, self peer.ID, gpus []market.GPU) p2p.Shard {
 	class := market.ClassOf(gpus)
 	return p2p.ClassShardOf(self, string(class), classShards(cfg, class))
 }

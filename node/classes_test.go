@@ -42,13 +42,13 @@ func TestClassShard(t *testing.T) {
 	h100 := []market.GPU{{UUID: "a", Model: "H100", MemoryBytes: 80 << 30}}
 	rtx := []market.GPU{{UUID: "b", Model: "RTX4090", MemoryBytes: 24 << 30}}
 	cfg := Config{Market: MarketClasses, ClassShards: map[string]int{"consumer-24G": 8}}
-	if got, want := ClassShard(cfg, id, h100), (p2p.Shard{Class: "H100x1-4", Count: 1}); got != want {
+	if got, want := classShardOf(cfg, id, h100), (p2p.Shard{Class: "H100x1-4", Count: 1}); got != want {
 		t.Errorf("one H100: %+v, want %+v", got, want)
 	}
-	if got, want := ClassShard(cfg, id, nil), (p2p.Shard{Class: "cpu", Count: 1}); got != want {
+	if got, want := classShardOf(cfg, id, nil), (p2p.Shard{Class: "cpu", Count: 1}); got != want {
 		t.Errorf("no GPUs: %+v, want %+v", got, want)
 	}
-	got := ClassShard(cfg, id, rtx)
+	got := classShardOf(cfg, id, rtx)
 	if want := p2p.ClassShardOf(id, "consumer-24G", 8); got != want || got.Count != 8 {
 		t.Errorf("an RTX4090 in a class split 8 ways: %+v, want %+v", got, want)
 	}

@@ -75,7 +75,7 @@ type Config struct {
 	// Market is how the network's market is split, the same on every
 	// peer: "" by Shards (one market when 1), or MarketClasses, by
 	// resource class, where a provider's shard is derived from its GPUs
-	// (ClassShard) and Shards and Shard do not apply.
+	// (classShardOf) and Shards and Shard do not apply.
 	Market string
 	// ClassShards is how many subshards a class's market is split into,
 	// by class name (a power of two, default 1), the same on every peer;

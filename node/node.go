@@ -263,7 +263,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		n.shard.Index = *cfg.Shard
 	}
 	if cfg.Market == MarketClasses {
-		n.shard = ClassShard(cfg, self, machineGPUs(n.compute))
+		n.shard = classShardOf(cfg, self, machineGPUs(n.compute))
 	}
 	if !n.shard.Whole() {
 		n.log.Info("taking part in one shard of the network's market", "shard", n.shard.String(), "network", cfg.Network)
