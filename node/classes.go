@@ -6,6 +6,7 @@ import (
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/compute"
+	"github.com/e31network/e31/node/digest"
 	"github.com/e31network/e31/node/submitter"
 	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -80,12 +81,18 @@ func (n *Node) markets() *submitter.Markets {
 	if n.cfg.Market != MarketClasses {
 		return nil
 	}
-	return &submitter.Markets{Own: n.shard, Digests: noDigests{}}
+	return &submitter.Markets{Own: n.shard, Digests: bookDigests{n.digests}}
 }
 
-// noDigests is a source of the network's digests that knows none: the
-// submitter then declares a job in this node's own market when its class
-// fits.
-type noDigests struct{}
+// bookDigests is the network's digests as the node's book holds them
+// (digest.go): the latest of each shard, none older than the book keeps.
+type bookDigests struct{ book *digest.Book }
 
-func (noDigests) Digests() []market.Digest { return nil }
+func (b bookDigests) Digests() []market.Digest {
+	entries := b.book.All()
+	out := make([]market.Digest, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, e.Body.Digest())
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package submitter
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/p2p"
@@ -36,10 +37,14 @@ type Markets struct {
 // fits no market this node follows is refused, naming the class it is in.
 func (m *Markets) choose(r market.Request, roots []string) (p2p.Shard, error) {
 	var followed []market.Digest
+	var elsewhere []string // markets that fit, as the digests tell, not followed
 	if m.Digests != nil {
 		for _, d := range m.Digests.Digests() {
-			if m.follows(d) {
+			switch {
+			case m.follows(d):
 				followed = append(followed, d)
+			case d.Class.Fits(r) && d.Providers >= max(r.Nodes, 1) && len(elsewhere) < 3:
+				elsewhere = append(elsewhere, p2p.Shard{Class: string(d.Class), Index: d.Index, Count: max(d.Count, 1)}.String())
 			}
 		}
 	}
@@ -52,6 +57,10 @@ func (m *Markets) choose(r market.Request, roots []string) (p2p.Shard, error) {
 	}
 	if market.Class(m.Own.Class).Fits(r) {
 		return m.Own, nil
+	}
+	if len(elsewhere) > 0 {
+		return p2p.Shard{}, fmt.Errorf("the job fits no class market this node takes part in: this node is in %s, whose boxes cannot hold %s; the digests show it fits %s: submit it from a node there",
+			m.Own, requestText(r), strings.Join(elsewhere, ", "))
 	}
 	return p2p.Shard{}, fmt.Errorf("the job fits no class market this node takes part in: this node is in %s, whose boxes cannot hold %s; submit it from a node of a class that fits it",
 		m.Own, requestText(r))

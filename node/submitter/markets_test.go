@@ -43,6 +43,11 @@ func TestMarketsChoose(t *testing.T) {
 			want:    h100,
 		},
 		{
+			name: "a job the digests show fits elsewhere", own: cpu, req: market.Request{GPUs: 8, GPUModel: "H100"},
+			digests: fixedDigests{{Class: "H100x8", Count: 1, Providers: 9}},
+			err:     "the digests show it fits H100x8:0/1",
+		},
+		{
 			name: "a digest of its own market", own: cpu, req: market.Request{},
 			digests: fixedDigests{{Class: "cpu", Providers: 3}, {Class: "H100x8", Count: 1, Providers: 9}},
 			want:    cpu,
