@@ -12,8 +12,11 @@ import (
 type scaleBenchOptions struct {
 	scale scale.Options
 	mesh  scale.MeshOptions
-	json  bool
-	keep  bool
+	// market runs the market simulation instead (--market).
+	market  bool
+	marketO scale.MarketOptions
+	json    bool
+	keep    bool
 }
 
 func newScaleBenchCommand() *cobra.Command {
@@ -45,14 +48,33 @@ model's prediction (testnet/bench/scale/model.go).
 With --mesh N it runs instead the multi-hop check of what the near network
 assumes: N real gossip hosts in process, each dialling a few at random,
 publishing --mesh-rate messages a second; it prints the copies of each
-message a host receives and sends, and publish-to-delivery delays.`,
+message a host receives and sends, and publish-to-delivery delays.
+
+With --market it runs instead the market simulation, with no daemon: a
+seeded trace of --providers providers (default 2000 in this mode; the mix
+of docs/figures.md: consumer cards, A100/H100 boxes, 8xH200, a rare
+8xB200) and one-hour jobs at --load of each pool's GPUs, from Zipf-skewed
+submitters, over --hours after an hour's warm-up, replayed in three
+designs side by side: hash shards (today's), class shards with jobs routed
+on digests, and one market, each market placing by the real market.Match
+every 10 s. It prints, per class of job, the share that waited, p50/p90
+wait, the jobs never placeable and the share stranded (waited while a
+fitting box was free elsewhere), beside the issue's goals.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.market {
+				if !cmd.Flags().Changed("providers") {
+					o.marketO.Providers = 0 // the simulation's own default
+				} else {
+					o.marketO.Providers = o.scale.Providers
+				}
+				return runMarketSim(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			return runScaleBench(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&o.scale.Providers, "providers", 1000, "providers in the simulated network")
+	f.IntVar(&o.scale.Providers, "providers", 1000, "providers in the simulated network (with --market: default 2000)")
 	f.Float64Var(&o.scale.JobsPerS, "jobs-per-s", 10, "jobs declared a second in the simulated network")
 	f.IntVar(&o.scale.Shards, "shards", 0, "shards the network's market is split into, a power of two (default: enough for at most 256 providers each)")
 	f.IntVar(&o.scale.Neighbours, "neighbours", 6, "gossip peers carrying the network to the daemon")
@@ -66,9 +88,21 @@ message a host receives and sends, and publish-to-delivery delays.`,
 	f.IntVar(&o.mesh.Hosts, "mesh", 0, "instead, the multi-hop check: this many real gossip hosts, copies per message and delays")
 	f.Float64Var(&o.mesh.Rate, "mesh-rate", 20, "messages a second in the multi-hop check")
 	f.DurationVar(&o.mesh.Window, "mesh-window", 30*time.Second, "how long the multi-hop check publishes")
+	f.BoolVar(&o.market, "market", false, "instead, the market simulation (no daemon): three designs of the market on one seeded trace, what each costs the jobs")
+	f.Float64Var(&o.marketO.Load, "load", 0.75, "with --market: GPU-hours asked per GPU-hour offered, 0.5 to 0.9")
+	f.Float64Var(&o.marketO.Hours, "hours", 3, "with --market: hours of arrivals counted, after an hour's warm-up (an hour's drain follows)")
+	f.Uint64Var(&o.marketO.Seed, "seed", 1, "with --market: the seed of the trace and of every draw (the same seed, the same report)")
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
 	f.BoolVar(&o.keep, "keep", false, "keep the daemon's data dir and log, and print where")
 	return cmd
+}
+
+func runMarketSim(ctx context.Context, o scaleBenchOptions, stdout, stderr io.Writer) error {
+	r, err := scale.RunMarket(ctx, progress(stderr), o.marketO)
+	if err != nil {
+		return err
+	}
+	return printReport(stdout, o.json, r, r.WriteText)
 }
 
 func runScaleBench(ctx context.Context, o scaleBenchOptions, stdout, stderr io.Writer) error {
