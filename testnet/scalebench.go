@@ -68,6 +68,9 @@ fitting box was free elsewhere), beside the issue's goals.`,
 				} else {
 					o.marketO.Providers = o.scale.Providers
 				}
+				if cmd.Flags().Changed("submitters") {
+					o.marketO.Submitters = o.scale.Submitters
+				}
 				return runMarketSim(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
 			return runScaleBench(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -82,7 +85,7 @@ fitting box was free elsewhere), beside the issue's goals.`,
 	f.DurationVar(&o.scale.Heartbeat, "heartbeat", 10*time.Second, "every provider's offer interval, the daemon's too")
 	f.DurationVar(&o.scale.QueueWait, "queue-wait", 30*time.Second, "how long each job stays open")
 	f.DurationVar(&o.scale.Run, "run", time.Minute, "how long each lease holds its GPUs before its release; negative: jobs are withdrawn, never leased")
-	f.IntVar(&o.scale.Submitters, "submitters", 100, "submitters taking turns to declare the jobs")
+	f.IntVar(&o.scale.Submitters, "submitters", 100, "submitters taking turns to declare the jobs (with --market: drawn by Zipf, default 1000)")
 	f.DurationVar(&o.scale.DepartureLimit, "departure", 2*time.Minute, "longest wait for a silent provider to leave the daemon's view (0: skip)")
 	f.DurationVar(&o.scale.ProbeEvery, "probe-every", 2*time.Second, "how often the daemon submits a job of its own for a real provider beside it, whose rounds lost are counted (negative: none)")
 	f.IntVar(&o.mesh.Hosts, "mesh", 0, "instead, the multi-hop check: this many real gossip hosts, copies per message and delays")

@@ -22,4 +22,22 @@
 // take (probe.go), so that the lease protocol runs between two real
 // daemons inside the far network's load, and counts the matching rounds it
 // loses on them (e31_match_rounds_lost_total).
+//
+// The market simulation (market.go, scale-bench --market) measures what
+// the cost report cannot: what splitting the market costs the jobs. It
+// replays one seeded trace (market_trace.go: the mix of consumer
+// cards, A100/H100 boxes, 8×H200 and a rare 8×B200; one-hour jobs at a
+// set load of each pool, from Zipf-skewed submitters, with gangs, arrays,
+// any-GPU jobs and jobs whose dataset ten providers hold) in three
+// designs side by side: hash shards (p2p.ShardOf of providers and
+// submitters), class shards (market.ClassOf, hash subshards as
+// p2p.SuggestShards splits a large class, jobs routed by market.Route on
+// digests published every minute and moved by market.Move), and one
+// market. No daemon runs: each market (market_shard.go) is the real
+// market.Match every 10 s on a View assembled as node/view assembles one,
+// its assignments carried out as leases that end when the job has run.
+// The report (market_report.go) gives per class of job the share that
+// waited, p50/p90 wait, the jobs their market could never hold and the
+// share stranded (waited while a fitting box was free somewhere), beside
+// the goals.
 package scale
