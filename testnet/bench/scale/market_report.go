@@ -73,8 +73,9 @@ type ClassFigures struct {
 	// arrival, or never placed; WaitedOneMarket the same in one market.
 	Waited          float64 `json:"waited"`
 	WaitedOneMarket float64 `json:"waited_one_market"`
-	// P50WaitS and P90WaitS are the wait of those placed, from the first
-	// round after arrival.
+	// P50WaitS and P90WaitS are the wait from the first round after
+	// arrival; a job never placed counts as waiting to the end of the
+	// simulation (a lower bound).
 	P50WaitS float64 `json:"p50_wait_s"`
 	P90WaitS float64 `json:"p90_wait_s"`
 	// Never counts the jobs their market could never hold (or no market
@@ -137,6 +138,7 @@ func counted(tr Trace, j simJob) bool {
 func figures(tr Trace, d *design, one *DesignFigures) DesignFigures {
 	f := DesignFigures{Markets: len(d.markets), Classes: map[string]ClassFigures{}, Moves: d.moves}
 	round := marketRound.Milliseconds()
+	end := tr.End.Milliseconds()
 	waits := map[string][]float64{}
 	local := map[string]int{}
 	stranded, total := 0, 0
@@ -163,9 +165,11 @@ func figures(tr Trace, d *design, one *DesignFigures) DesignFigures {
 		case s.never:
 			c.Never++
 			c.Waited++
+			waits[t.Kind] = append(waits[t.Kind], float64(end-first)/1000)
 		default:
 			c.Unplaced++
 			c.Waited++
+			waits[t.Kind] = append(waits[t.Kind], float64(end-first)/1000)
 		}
 		if s.stranded {
 			c.Stranded++
@@ -184,7 +188,7 @@ func figures(tr Trace, d *design, one *DesignFigures) DesignFigures {
 			c.WaitedOneMarket = one.Classes[k].Waited
 		}
 		if k == "data" {
-			l := float64(local[k]) / float64(max(len(w), 1))
+			l := float64(local[k]) / float64(max(c.Jobs-c.Never-c.Unplaced, 1))
 			c.Local = &l
 		}
 		f.Classes[k] = c
@@ -294,7 +298,8 @@ func (r MarketReport) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(&b, "\nwaited, stranded: %% of the class's jobs; each column hash shards / class shards / one market\n")
+	fmt.Fprintf(&b, "\nwaited, stranded: %% of the class's jobs; each column hash shards / class shards / one market;\n")
+	fmt.Fprintf(&b, "a wait counts from the first round after arrival, a job never placed as waiting to the end (a lower bound)\n")
 	fmt.Fprintf(&b, "stranded, all jobs: hash shards %.2f%%, class shards %.2f%%, one market %.2f%%\n",
 		100*m.HashShards.Stranded, 100*m.Stranded, 100*m.OneMarket.Stranded)
 	if d, ok := m.Classes["data"]; ok && d.Local != nil {

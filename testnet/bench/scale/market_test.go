@@ -62,8 +62,12 @@ func TestMarketRareModelNeverInOtherHashShards(t *testing.T) {
 		t.Fatalf("%d of 12 submitters outside the rare box's shard; the test needs some of each", outside)
 	}
 	r := simulate(t, tr)
-	if got := r.Market.HashShards.Classes["B200x8"].Never; got != outside {
-		t.Errorf("hash shards: %d B200 jobs never, want %d (their submitters' shards hold none)", got, outside)
+	h := r.Market.HashShards.Classes["B200x8"]
+	if h.Never != outside {
+		t.Errorf("hash shards: %d B200 jobs never, want %d (their submitters' shards hold none)", h.Never, outside)
+	}
+	if outside*10 > 12 && h.P90WaitS < time.Hour.Seconds() {
+		t.Errorf("hash shards: p90 wait %.0fs with %d of 12 jobs never placed, want them counted as waiting to the end", h.P90WaitS, outside)
 	}
 	for name, f := range map[string]DesignFigures{"class shards": r.Market.DesignFigures, "one market": r.Market.OneMarket} {
 		c := f.Classes["B200x8"]
