@@ -255,7 +255,7 @@ func goals(class, hash DesignFigures) []MarketGoal {
 // others by name.
 func classOrder(classes map[string]ClassFigures) []string {
 	var out, rest []string
-	for _, k := range jobMix {
+	for _, k := range jobMix() {
 		if _, ok := classes[k.kind]; ok {
 			out = append(out, k.kind)
 		}

@@ -41,8 +41,8 @@ func simulate(t *testing.T, tr Trace) MarketReport {
 // submitters outside its shard can never run, and are counted "never";
 // class shards and one market run them all.
 func TestMarketRareModelNeverInOtherHashShards(t *testing.T) {
-	offers := offersOf("c", 600, consumerBox) // 4 hash shards
-	b200 := simOffer("rare", boxMix[len(boxMix)-1])
+	offers := offersOf("c", 600, consumerBox()) // 4 hash shards
+	b200 := simOffer("rare", boxMix()[len(boxMix())-1])
 	offers = append(offers, b200)
 	shards := p2p.SuggestShards(len(offers))
 	if shards < 2 {
@@ -84,7 +84,7 @@ func TestMarketRareModelNeverInOtherHashShards(t *testing.T) {
 // other shards' boxes are free: those jobs are stranded. One market runs
 // them all at once.
 func TestMarketHotShardStrandsJobs(t *testing.T) {
-	offers := offersOf("c", 600, consumerBox)
+	offers := offersOf("c", 600, consumerBox())
 	shards := p2p.SuggestShards(len(offers))
 	home := p2p.ShardOf(peer.ID("hot"), shards).Index
 	inShard := 0
@@ -123,7 +123,7 @@ func TestMarketHotShardStrandsJobs(t *testing.T) {
 // moves, all its parts together, to a subshard of its class that has
 // room, and a lone job likewise.
 func TestMarketMovesWaitingJobsWhole(t *testing.T) {
-	h100 := boxMix[0]
+	h100 := boxMix()[0]
 	offers := offersOf("h", 600, h100) // H100x8 in several subshards
 	tr := Trace{Offers: offers, End: time.Hour, Jobs: []TraceJob{
 		traceJob("gang", "s1", 0, 8, "H100"),

@@ -106,20 +106,25 @@ type boxKind struct {
 }
 
 // boxMix is the network: 60% one-GPU consumer cards (59.5%, the
-// rest), 30% A100/H100 boxes of 1, 4 and 8 GPUs, 10% 8×H200 and 0.5% of
-// a rare 8×B200.
-var boxMix = []boxKind{
-	{model: modelH100, mem: 80 << 30, gpus: 8, share: 0.12, pool: "H100"},
-	{model: modelH100, mem: 80 << 30, gpus: 4, share: 0.06, pool: "H100"},
-	{model: modelH100, mem: 80 << 30, gpus: 1, share: 0.03, pool: "H100"},
-	{model: modelA100, mem: 80 << 30, gpus: 8, share: 0.045, pool: "A100"},
-	{model: modelA100, mem: 80 << 30, gpus: 4, share: 0.03, pool: "A100"},
-	{model: modelA100, mem: 80 << 30, gpus: 1, share: 0.015, pool: "A100"},
-	{model: modelH200, mem: 141 << 30, gpus: 8, share: 0.10, pool: "H200"},
-	{model: modelB200, mem: 180 << 30, gpus: 8, share: 0.005, pool: "B200"},
+// rest: consumerBox), 30% A100/H100 boxes of 1, 4 and 8 GPUs, 10% 8×H200
+// and 0.5% of a rare 8×B200, the last.
+func boxMix() []boxKind {
+	return []boxKind{
+		{model: modelH100, mem: 80 << 30, gpus: 8, share: 0.12, pool: "H100"},
+		{model: modelH100, mem: 80 << 30, gpus: 4, share: 0.06, pool: "H100"},
+		{model: modelH100, mem: 80 << 30, gpus: 1, share: 0.03, pool: "H100"},
+		{model: modelA100, mem: 80 << 30, gpus: 8, share: 0.045, pool: "A100"},
+		{model: modelA100, mem: 80 << 30, gpus: 4, share: 0.03, pool: "A100"},
+		{model: modelA100, mem: 80 << 30, gpus: 1, share: 0.015, pool: "A100"},
+		{model: modelH200, mem: 141 << 30, gpus: 8, share: 0.10, pool: "H200"},
+		{model: modelB200, mem: 180 << 30, gpus: 8, share: 0.005, pool: "B200"},
+	}
 }
 
-var consumerBox = boxKind{model: modelConsumer, mem: 24 << 30, gpus: 1, pool: "consumer"}
+// consumerBox is a one-GPU consumer card's box.
+func consumerBox() boxKind {
+	return boxKind{model: modelConsumer, mem: 24 << 30, gpus: 1, pool: "consumer"}
+}
 
 // jobKind is one kind of declaration in the mix: share of its pool's
 // GPU-hours, and the request it makes.
@@ -138,17 +143,19 @@ type jobKind struct {
 // jobMix is what the jobs ask for, by pool: each pool's jobs ask for
 // Load of its GPU-hours. Jobs that take any GPU ("any") are counted
 // against the consumer pool, though they may run anywhere.
-var jobMix = []jobKind{
-	{kind: "consumer-24G", pool: "consumer", share: 0.45, gpus: []int{1}, model: "RTX 4090"},
-	{kind: "array", pool: "consumer", share: 0.20, gpus: []int{1}, model: "RTX 4090", tasks: 10},
-	{kind: "data", pool: "consumer", share: 0.15, gpus: []int{1}, model: "RTX 4090", data: true},
-	{kind: "any", pool: "consumer", share: 0.20, gpus: []int{1}},
-	{kind: "H100x8", pool: "H100", share: 0.50, gpus: []int{8}, model: "H100"},
-	{kind: "H100x1-4", pool: "H100", share: 0.30, gpus: []int{1, 4}, model: "H100"},
-	{kind: "gang", pool: "H100", share: 0.20, gpus: []int{8}, model: "H100", nodes: 8},
-	{kind: "A100", pool: "A100", share: 1, gpus: []int{1, 4, 8}, model: "A100"},
-	{kind: "H200x8", pool: "H200", share: 1, gpus: []int{8}, model: "H200"},
-	{kind: "B200x8", pool: "B200", share: 1, gpus: []int{8}, model: "B200"},
+func jobMix() []jobKind {
+	return []jobKind{
+		{kind: "consumer-24G", pool: "consumer", share: 0.45, gpus: []int{1}, model: "RTX 4090"},
+		{kind: "array", pool: "consumer", share: 0.20, gpus: []int{1}, model: "RTX 4090", tasks: 10},
+		{kind: "data", pool: "consumer", share: 0.15, gpus: []int{1}, model: "RTX 4090", data: true},
+		{kind: "any", pool: "consumer", share: 0.20, gpus: []int{1}},
+		{kind: "H100x8", pool: "H100", share: 0.50, gpus: []int{8}, model: "H100"},
+		{kind: "H100x1-4", pool: "H100", share: 0.30, gpus: []int{1, 4}, model: "H100"},
+		{kind: "gang", pool: "H100", share: 0.20, gpus: []int{8}, model: "H100", nodes: 8},
+		{kind: "A100", pool: "A100", share: 1, gpus: []int{1, 4, 8}, model: "A100"},
+		{kind: "H200x8", pool: "H200", share: 1, gpus: []int{8}, model: "H200"},
+		{kind: "B200x8", pool: "B200", share: 1, gpus: []int{8}, model: "B200"},
+	}
 }
 
 // Every job runs for jobRun, fixed, and declares it as its limit.
@@ -176,7 +183,7 @@ func NewTrace(o MarketOptions) Trace {
 	// Providers: the rare kinds by count, the consumer cards the rest.
 	var kinds []boxKind
 	rest := o.Providers
-	for _, k := range boxMix {
+	for _, k := range boxMix() {
 		n := int(math.Round(k.share * float64(o.Providers)))
 		rest -= n
 		for range n {
@@ -184,7 +191,7 @@ func NewTrace(o MarketOptions) Trace {
 		}
 	}
 	for range rest {
-		kinds = append(kinds, consumerBox)
+		kinds = append(kinds, consumerBox())
 	}
 	poolGPUs := map[string]int{}
 	var consumers []int
@@ -208,7 +215,7 @@ func NewTrace(o MarketOptions) Trace {
 	}
 
 	zipf := rand.NewZipf(rng, 1.1, 1, uint64(o.Submitters-1))
-	for _, k := range jobMix {
+	for _, k := range jobMix() {
 		gpus := 0.0
 		for _, g := range k.gpus {
 			gpus += float64(g)
