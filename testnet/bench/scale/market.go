@@ -286,7 +286,7 @@ func (d *design) move(now int64) {
 			if j.job.Request.Nodes >= 2 && !j.unit {
 				continue // a gang moves with its part 0
 			}
-			waited := time.Duration(now-o.declared) * time.Millisecond
+			waited := market.Duration(now - o.declared)
 			to, ok := market.Move(j.job.Request, j.roots, waited, m.digest, d.digests, d.rng.IntN)
 			if !ok {
 				continue

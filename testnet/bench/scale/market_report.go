@@ -104,7 +104,7 @@ func newMarketReport(tr Trace, seed uint64, hash, class, one *design) MarketRepo
 	r := MarketReport{
 		Providers: len(tr.Offers), WarmUpH: tr.MeasureFrom.Hours(), DrainH: (tr.End - tr.MeasureTo).Hours(),
 		Hours: (tr.MeasureTo - tr.MeasureFrom).Hours(), Seed: seed, JobRun: "fixed " + jobRun.String() + " (limit = run)",
-		RoundS: marketRound.Seconds(), DigestS: digestEvery.Seconds(), MoveAfterS: market.MoveAfter.Seconds(),
+		RoundS: marketRound.Seconds(), DigestS: digestEvery.Seconds(), MoveAfterS: float64(market.MoveAfter) / 1000,
 		Declarations: len(tr.Jobs), Jobs: len(hash.jobs),
 		HashShardCount: len(hash.markets), Subshards: len(class.markets),
 	}

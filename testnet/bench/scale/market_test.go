@@ -148,11 +148,11 @@ func TestMarketMovesWaitingJobsWhole(t *testing.T) {
 			d.state[j].market = 0
 		}
 	}
-	d.move(market.MoveAfter.Milliseconds() - 1)
+	d.move(int64(market.MoveAfter) - 1)
 	if len(full.open) != 4 || d.moves != 0 {
 		t.Fatalf("before MoveAfter: %d open, %d moves; want all 4 jobs staying", len(full.open), d.moves)
 	}
-	d.move(market.MoveAfter.Milliseconds())
+	d.move(int64(market.MoveAfter))
 	if len(full.open) != 0 || d.moves != 2 {
 		t.Fatalf("after MoveAfter: %d open in the full subshard, %d moves; want none left, 2 moves", len(full.open), d.moves)
 	}
@@ -168,7 +168,7 @@ func TestMarketMovesWaitingJobsWhole(t *testing.T) {
 		for _, o := range m.open {
 			found = found || o.idx == j
 		}
-		if !found || m.open[0].declared != market.MoveAfter.Milliseconds() {
+		if !found || m.open[0].declared != int64(market.MoveAfter) {
 			t.Errorf("job %s not open in %s since the move", d.jobs[j].job.ID, m.name)
 		}
 	}
