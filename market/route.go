@@ -65,38 +65,57 @@ func (d Digest) Headroom(r Request) float64 {
 	return float64(free-d.Queued) / float64(nodes)
 }
 
-// holds reports whether the digest lists any of roots as held.
-func (d Digest) holds(roots []string) bool {
+// heldBy counts the holders the digest lists of any of roots.
+func (d Digest) heldBy(roots []string) int {
+	n := 0
 	for _, h := range d.Held {
 		if slices.Contains(roots, h.Root) {
-			return true
+			n += h.Holders
 		}
 	}
-	return false
+	return n
 }
 
 // Route picks the subshard a job asking r, reading roots, is declared in,
-// from the digests of the whole market: of the subshards whose class fits
-// r (Class.Fits) and that hold enough providers for its nodes, two drawn
-// at random (draw(n) returns a number in [0, n)), and of the two the one
-// with more headroom; a subshard whose providers hold one of its inputs
-// is taken first where it has headroom. Two random choices, never the
-// single best: every submitter reading the same digests would send its
-// jobs to the same best subshard, which would fill while others idle. ok
-// is false when no subshard fits.
+// from the digests of the whole market, in three steps:
+//
+//   - Fit: the subshards whose class fits r (Class.Fits) and that hold
+//     enough providers for its nodes.
+//   - Smallest boxes first: of those, the ones of the smallest box size
+//     band that has headroom for r, as Match in one market fills the
+//     smallest box that fits first. A one-GPU job sent to an idle 8-GPU
+//     class would take a GPU from a box a whole-box job or a gang needs.
+//     Where no band has headroom, every fitting subshard stays: the job
+//     queues somewhere it fits.
+//   - The data: where any of those holds one of the job's inputs, only
+//     those that do, the most holders first.
+//
+// Of what is left, two drawn at random (draw(n) returns a number in
+// [0, n)), and of the two the one with more holders of the inputs, then
+// more headroom. Two random choices, never the single best: every
+// submitter reading the same digests would send its jobs to the same
+// best subshard, which would fill while others idle. ok is false when no
+// subshard fits.
 func Route(r Request, roots []string, digests []Digest, draw func(n int) int) (Digest, bool) {
-	var fit, local []Digest
+	var fit []Digest
 	for _, d := range digests {
-		if !d.Class.Fits(r) || d.Providers < max(r.Nodes, 1) {
-			continue
-		}
-		fit = append(fit, d)
-		if len(roots) > 0 && d.holds(roots) && d.Headroom(r) > 0 {
-			local = append(local, d)
+		if d.Class.Fits(r) && d.Providers >= max(r.Nodes, 1) {
+			fit = append(fit, d)
 		}
 	}
-	if len(local) > 0 {
-		fit = local
+	if band, ok := smallestRoomyBand(r, fit); ok {
+		fit = slices.DeleteFunc(fit, func(d Digest) bool { return boxBandOf(d.Class) != band })
+	}
+	if len(roots) > 0 {
+		var local []Digest
+		for _, d := range fit {
+			if d.heldBy(roots) > 0 && d.Headroom(r) > 0 {
+				local = append(local, d)
+			}
+		}
+		if len(local) > 0 {
+			fit = local
+		}
 	}
 	switch len(fit) {
 	case 0:
@@ -109,10 +128,43 @@ func Route(r Request, roots []string, digests []Digest, draw func(n int) int) (D
 	if b >= a {
 		b++
 	}
-	if fit[b].Headroom(r) > fit[a].Headroom(r) {
+	ha, hb := fit[a].heldBy(roots), fit[b].heldBy(roots)
+	if hb > ha || hb == ha && fit[b].Headroom(r) > fit[a].Headroom(r) {
 		return fit[b], true
 	}
 	return fit[a], true
+}
+
+// boxBandOf orders classes by the size of their boxes: cpu first, then
+// consumer cards (one or two to a box) with the 1-4 band, then 5-7, 8
+// and 9+.
+func boxBandOf(c Class) int {
+	switch {
+	case c == ClassCPU:
+		return 0
+	case c.Family() == "":
+		return 4 // consumer cards
+	}
+	return c.MaxBoxGPUs()
+}
+
+// bandMargin is the headroom a band's subshard must show to be preferred:
+// a digest is up to a minute old, and a band with room for one more job
+// by it may be full by the time the job is declared there.
+const bandMargin = 2
+
+// smallestRoomyBand is the smallest box band among fit with a subshard
+// whose headroom for r is at least bandMargin; ok is false where none has.
+func smallestRoomyBand(r Request, fit []Digest) (band int, ok bool) {
+	for _, d := range fit {
+		if d.Headroom(r) < bandMargin {
+			continue
+		}
+		if b := boxBandOf(d.Class); !ok || b < band {
+			band, ok = b, true
+		}
+	}
+	return band, ok
 }
 
 // MoveAfter is how long a job waits in its subshard before its submitter

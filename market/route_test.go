@@ -83,3 +83,41 @@ func TestMoveOnlyAfterWaitingWithoutRoom(t *testing.T) {
 		t.Error("moved from a subshard with headroom")
 	}
 }
+
+// TestRouteFillsSmallBoxesFirst: a one-GPU job goes to the class of small
+// boxes while it has room, as Match in one market fills the smallest box
+// first, and only then to idle 8-GPU boxes a whole-box job needs.
+func TestRouteFillsSmallBoxesFirst(t *testing.T) {
+	small := digest("H100x1-4", 0, 10, 0, 0, 10)
+	big := digest("H100x8", 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10)
+	r := Request{GPUs: 1, GPUModel: "H100"}
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		if d, _ := Route(r, nil, []Digest{big, small}, rng.IntN); d.Class != "H100x1-4" {
+			t.Fatalf("seed %d: a one-GPU job went to %s while the small boxes had room", seed, d.Class)
+		}
+	}
+	full := small
+	full.Queued = 20
+	if d, _ := Route(r, nil, []Digest{big, full}, rand.IntN); d.Class != "H100x8" {
+		t.Errorf("with the small boxes full, the job went to %s; want the 8-GPU boxes with room", d.Class)
+	}
+	if d, _ := Route(Request{}, nil, []Digest{big, digest("cpu", 0, 5, 0, 5)}, rand.IntN); d.Class != ClassCPU {
+		t.Errorf("a CPU job went to %s while CPU boxes had room", d.Class)
+	}
+}
+
+// TestRouteWeighsHolders: of two subshards that hold a job's input, the
+// one with more holders wins.
+func TestRouteWeighsHolders(t *testing.T) {
+	a := digest("H100x8", 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10)
+	b := digest("H100x8", 1, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2)
+	a.Held = []HeldRoot{{Root: "bafyinput", Holders: 1}}
+	b.Held = []HeldRoot{{Root: "bafyinput", Holders: 6}}
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 4))
+		if d, _ := Route(Request{GPUs: 8}, []string{"bafyinput"}, []Digest{a, b}, rng.IntN); d.Index != 1 {
+			t.Fatalf("seed %d: went to subshard %d, want 1 with 6 holders", seed, d.Index)
+		}
+	}
+}
