@@ -148,16 +148,17 @@ func boxBandOf(c Class) int {
 	return c.MaxBoxGPUs()
 }
 
-// bandMargin is the headroom a band's subshard must show to be preferred:
-// a digest is up to a minute old, and a band with room for one more job
-// by it may be full by the time the job is declared there.
+// bandMargin is the least headroom a band's subshard must show to be
+// preferred, and a tenth of its providers where that is more: a digest is
+// up to a minute old, and a band with room for a few more jobs by it may
+// be full by the time a job is declared there.
 const bandMargin = 2
 
 // smallestRoomyBand is the smallest box band among fit with a subshard
-// whose headroom for r is at least bandMargin; ok is false where none has.
+// whose headroom for r is at least its margin; ok is false where none has.
 func smallestRoomyBand(r Request, fit []Digest) (band int, ok bool) {
 	for _, d := range fit {
-		if d.Headroom(r) < bandMargin {
+		if d.Headroom(r) < max(bandMargin, float64(d.Providers)/10) {
 			continue
 		}
 		if b := boxBandOf(d.Class); !ok || b < band {
