@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sort"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +32,25 @@ const (
 // TopicName is the full pubsub topic of a short name on a network.
 func TopicName(network, short string) string {
 	return "/e31/" + network + "/" + short + "/1"
+}
+
+// topicShort is the short name of name, a topic of network
+// (TopicName(scope, short) for the scope of any of its shards, or the
+// digest topic); ok is false for any other topic.
+func topicShort(network, name string) (short string, ok bool) {
+	rest, found := strings.CutPrefix(name, "/e31/"+network+"/")
+	if !found {
+		return "", false
+	}
+	if rest == TopicDigest+"/1" {
+		return TopicDigest, true
+	}
+	for _, short := range []string{TopicOffers, TopicJobs} {
+		if scope, found := strings.CutSuffix(rest, short+"/1"); found && (scope == "" || strings.HasSuffix(scope, "/") && (strings.HasPrefix(scope, "class-") || strings.HasPrefix(scope, "shard-"))) {
+			return short, true
+		}
+	}
+	return "", false
 }
 
 // JobsValidations bounds the jobs topic's messages being validated at
@@ -103,6 +124,8 @@ type Gossip struct {
 	ps       *pubsub.PubSub
 	key      crypto.PrivKey
 	self     peer.ID
+	network  string
+	shard    Shard  // the market the node takes part in (GossipConfig.Shard)
 	scope    string // the topics' network and shard (Shard.Scope)
 	now      func() time.Time
 	log      *slog.Logger
@@ -111,6 +134,11 @@ type Gossip struct {
 	topics   map[string]*pubsub.Topic
 	rejected map[string]*atomic.Uint64
 	meter    *meter // what the gossip carried (Counts)
+	guard    *Guard // nil: no declaration bound (Guard.wrap)
+	accepted func(topic string, s Signed)
+
+	mu     sync.Mutex
+	joined map[string]*Market // guarded by mu: the markets joined while running, by scope
 }
 
 // NewGossip starts gossipsub on h and joins the shard's two topics and
@@ -153,6 +181,8 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 		ps:       ps,
 		key:      key,
 		self:     h.ID(),
+		network:  cfg.Network,
+		shard:    cfg.Shard,
 		scope:    scope,
 		now:      cfg.Now,
 		log:      cfg.Log,
@@ -161,6 +191,9 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 		topics:   make(map[string]*pubsub.Topic),
 		rejected: make(map[string]*atomic.Uint64),
 		meter:    m,
+		guard:    cfg.Guard,
+		accepted: cfg.Accepted,
+		joined:   make(map[string]*Market),
 	}
 	for _, r := range reasons {
 		g.rejected[r] = new(atomic.Uint64)
@@ -170,25 +203,35 @@ func NewGossip(ctx context.Context, h host.Host, key crypto.PrivKey, cfg GossipC
 		if short == TopicDigest {
 			name = TopicName(cfg.Network, short)
 		}
-		bv := cfg.Validators[short]
-		v := cfg.Guard.wrap(short, g.validator(short, bv))
-		if cfg.Accepted != nil {
-			v = telling(short, v, cfg.Accepted)
-		}
-		var opts []pubsub.ValidatorOpt
-		if short == TopicJobs {
-			opts = append(opts, pubsub.WithValidatorConcurrency(JobsValidations))
-		}
-		if err := ps.RegisterTopicValidator(name, g.recovering(short, v), opts...); err != nil {
-			return nil, fmt.Errorf("register validator for %s: %w", name, err)
-		}
-		t, err := ps.Join(name)
+		t, err := g.join(short, name, cfg.Validators[short])
 		if err != nil {
-			return nil, fmt.Errorf("join %s: %w", name, err)
+			return nil, err
 		}
 		g.topics[short] = t
 	}
 	return g, nil
+}
+
+// join registers the validator of the topic name, of short name short,
+// and joins it.
+func (g *Gossip) join(short, name string, bv BodyValidator) (*pubsub.Topic, error) {
+	v := g.guard.wrap(short, g.validator(short, bv))
+	if g.accepted != nil {
+		v = telling(short, v, g.accepted)
+	}
+	var opts []pubsub.ValidatorOpt
+	if short == TopicJobs {
+		opts = append(opts, pubsub.WithValidatorConcurrency(JobsValidations))
+	}
+	if err := g.ps.RegisterTopicValidator(name, g.recovering(short, v), opts...); err != nil {
+		return nil, fmt.Errorf("register validator for %s: %w", name, err)
+	}
+	t, err := g.ps.Join(name)
+	if err != nil {
+		_ = g.ps.UnregisterTopicValidator(name)
+		return nil, fmt.Errorf("join %s: %w", name, err)
+	}
+	return t, nil
 }
 
 // messageID names a gossip message by its topic and bytes. Messages carry no

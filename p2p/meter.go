@@ -82,6 +82,7 @@ const (
 // event loop and from the goroutines that write to each peer.
 type meter struct {
 	offers, jobs, digest string // full topic names; immutable
+	network              string // immutable: the topics of its other markets (Gossip.Join) count too
 	msgs                 [nTopics][nKinds]atomic.Uint64
 	bytesIn              [nTopics]atomic.Uint64
 	bytesOut             [nTopics]atomic.Uint64
@@ -90,7 +91,7 @@ type meter struct {
 // newMeter meters the topics of a shard's scope (Shard.Scope) and of its
 // network.
 func newMeter(scope, network string) *meter {
-	return &meter{offers: TopicName(scope, TopicOffers), jobs: TopicName(scope, TopicJobs), digest: TopicName(network, TopicDigest)}
+	return &meter{offers: TopicName(scope, TopicOffers), jobs: TopicName(scope, TopicJobs), digest: TopicName(network, TopicDigest), network: network}
 }
 
 func (m *meter) topic(name string) int {
@@ -101,6 +102,12 @@ func (m *meter) topic(name string) int {
 		return iJobs
 	case m.digest:
 		return iDigest
+	}
+	switch short, _ := topicShort(m.network, name); short {
+	case TopicOffers:
+		return iOffers
+	case TopicJobs:
+		return iJobs
 	}
 	return iNone
 }

@@ -298,11 +298,7 @@ func (g *Guard) options(scope, network string, received func(*pubsub.RPC)) pubsu
 	return func(ps *pubsub.PubSub) error {
 		params, thresholds := ScoreParams(scope, g.whitelist)
 		params.Topics[TopicName(network, TopicDigest)] = topicScoreParams()
-		short := map[string]string{
-			TopicName(scope, TopicOffers):   TopicOffers,
-			TopicName(scope, TopicJobs):     TopicJobs,
-			TopicName(network, TopicDigest): TopicDigest,
-		}
+		short := func(name string) (string, bool) { return topicShort(network, name) }
 		for _, o := range []pubsub.Option{
 			pubsub.WithPeerScore(params, thresholds),
 			pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(g.setScores), g.every),
@@ -328,7 +324,7 @@ func (g *Guard) options(scope, network string, received func(*pubsub.RPC)) pubsu
 // messages are kept: they are how the mesh heals, and scoring bounds them.
 // A dropped message is not marked seen, so an honest copy of it arriving
 // from another peer is still delivered.
-func (g *Guard) trim(from peer.ID, rpc *pubsub.RPC, short map[string]string) {
+func (g *Guard) trim(from peer.ID, rpc *pubsub.RPC, short func(name string) (string, bool)) {
 	msgs := rpc.GetPublish()
 	if len(msgs) == 0 {
 		return
@@ -340,7 +336,7 @@ func (g *Guard) trim(from peer.ID, rpc *pubsub.RPC, short map[string]string) {
 	g.received[from] += uint64(len(msgs))
 	kept := msgs[:0]
 	for _, m := range msgs {
-		topic, ok := short[m.GetTopic()]
+		topic, ok := short(m.GetTopic())
 		if !ok || g.take(from, topic, now) {
 			kept = append(kept, m)
 			continue
