@@ -81,6 +81,9 @@ type arrayOwn struct {
 	sources     []string
 	maxFailures int
 	verify      *market.Verify
+	// market is the class market the array is declared in; nil: this
+	// node's own.
+	market *p2p.Shard
 	// before, when set, is given the array's record and its tasks' once
 	// their IDs are known and before they are saved and broadcast (a
 	// replica array names the array it checks; replicate.go).
@@ -100,7 +103,7 @@ func (s *intake) announceArray(ctx context.Context, sealed p2p.Signed, decl mark
 	id := wire.JobID(sealed)
 	now := time.Now()
 	n := decl.Parts()
-	parent := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, State: api.JobQueued, Submitted: now, RecordArray: RecordArray{Tasks: n, MaxFailures: own.maxFailures}, RecordVerify: RecordVerify{Verify: own.verify}}
+	parent := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Market: own.market, Labels: labels, Sources: sources, State: api.JobQueued, Submitted: now, RecordArray: RecordArray{Tasks: n, MaxFailures: own.maxFailures}, RecordVerify: RecordVerify{Verify: own.verify}}
 	if held != nil {
 		parent.Root = held.root()
 	}
@@ -125,7 +128,7 @@ func (s *intake) announceArray(ctx context.Context, sealed p2p.Signed, decl mark
 	items = append(items, state.Item{ID: id, Value: parent})
 	for k := range n {
 		i := decl.Array.Index(k)
-		r := &Record{ID: market.TaskID(id, i), Envelope: sealed.Raw, Declaration: decl.Task(i), Labels: labels, Sources: sources,
+		r := &Record{ID: market.TaskID(id, i), Envelope: sealed.Raw, Declaration: decl.Task(i), Market: own.market, Labels: labels, Sources: sources,
 			State: api.JobQueued, Submitted: now, RecordArray: RecordArray{Array: id, Index: i}}
 		r.step(api.StepSubmit, now)
 		tasks[k] = r
@@ -158,7 +161,7 @@ func (s *intake) announceArray(ctx context.Context, sealed p2p.Signed, decl mark
 			s.log.Warn("replicas of the array not all submitted: the checks compare those that run", "array", id, "err", err)
 		}
 	}
-	if err := s.d.Gossip.PublishRaw(ctx, p2p.TopicJobs, sealed.Raw); err != nil {
+	if err := s.publishJobRaw(ctx, own.market, sealed.Raw); err != nil {
 		s.log.Warn("announce array", "array", id, "err", err)
 	}
 	if held == nil {
@@ -364,7 +367,7 @@ func (a arrayRun) withdraw(ctx context.Context) (api.Job, error) {
 			return api.Job{}, err
 		}
 	}
-	if _, err := a.k.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindWithdrawal, wire.WithdrawalBody{Job: id}); err != nil {
+	if err := a.k.publishJob(ctx, marketOf(a.p), wire.KindWithdrawal, wire.WithdrawalBody{Job: id}); err != nil {
 		a.k.log.Warn("announce withdrawal", "array", id, "err", err)
 	}
 	var replicas []string

@@ -9,7 +9,6 @@ import (
 
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
-	"github.com/e31network/e31/p2p"
 )
 
 // An array with array.max_failures N stops at its N-th failed task, as a
@@ -135,7 +134,7 @@ func (a arrayRun) stopIfFailing(ctx context.Context) (bool, error) {
 		}
 		withdrawn++
 	}
-	if _, err := a.k.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindWithdrawal, wire.WithdrawalBody{Job: a.p.id}); err != nil {
+	if err := a.k.publishJob(ctx, marketOf(a.p), wire.KindWithdrawal, wire.WithdrawalBody{Job: a.p.id}); err != nil {
 		a.k.log.Warn("announce withdrawal", "array", a.p.id, "err", err)
 	}
 	if err := a.p.update(func(r *Record) error { r.StopDone = true; return nil }); err != nil {

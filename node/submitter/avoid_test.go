@@ -343,7 +343,7 @@ func TestOwnProviderNeverAvoided(t *testing.T) {
 func TestOwnNameLeftOutOfAvoidList(t *testing.T) {
 	h := newHarness(t, Config{}, noOffers{})
 	other := wiretest.FreshParty(t).ID.String()
-	announceAvoiding(context.Background(), &h.s.parts, "job", []byte("signed declaration"),
+	announceAvoiding(context.Background(), &h.s.parts, nil, "job", []byte("signed declaration"),
 		[]wire.Avoided{{Provider: h.sub.ID.String(), Until: time.Now().Add(time.Hour)}, {Provider: other, Until: time.Now().Add(time.Hour)}})
 	rq := h.gossip.bodies(wire.KindRequeue)
 	if len(rq) != 1 {

@@ -32,6 +32,11 @@ import (
 //     a provider that proposes from a pass between epochs, which this node
 //     has not run.
 //
+// A job declared in a class market this node follows but does not take
+// part in (Markets.Follow) is checked against that market's offers and a
+// pass on its view (Followed): this node runs no epoch there. While the
+// node does not follow it, every proposal is refused (CodeNoOffer).
+//
 // A proposal for a job no longer queued gets CodeNotQueued first, so that
 // an honest provider that lost a race closes the job in its view. A
 // provider with an offer refused as stale or unfit is avoided for the job
@@ -91,8 +96,8 @@ func checkProposalTime(t wire.LeaseTerms, now time.Time) error {
 
 // checkOffer checks that the provider's offer, as this node holds it,
 // fits the job's request with the GPUs the terms name.
-func (s claimCheck) checkOffer(t wire.LeaseTerms, req market.Request, now time.Time) error {
-	e, ok := s.d.Offers.Get(t.Provider)
+func (s claimCheck) checkOffer(offers Offers, t wire.LeaseTerms, req market.Request, now time.Time) error {
+	e, ok := offers.Get(t.Provider)
 	if !ok || (e.Heartbeat > 0 && now.Sub(e.LastSeen) > view.MissedHeartbeats*e.Heartbeat) {
 		return p2p.Refuse(wire.CodeNoOffer, fmt.Errorf("declined: no current offer of provider %s in this node's view", t.Provider))
 	}
@@ -133,8 +138,14 @@ func offered(o market.Offer, u string) (market.GPU, bool) {
 // assignedTo reports whether this node's Match gave job j to provider: one
 // of its last assignedFor epoch passes assigned the job to it, the last
 // reserved it for it, or a pass on the view as it stands assigns or
-// reserves it.
+// reserves it. A job of a market this node follows, not its own, has no
+// epoch's passes: only a pass on that market's view counts.
 func (s claimCheck) assignedTo(j *jobTracker, provider string, now time.Time) bool {
+	m := marketOf(j)
+	if !s.ownMarket(m) {
+		_, placement, ok := s.judgedIn(m)
+		return ok && placement != nil && placement.Assigns(j.id, provider, now)
+	}
 	pass := s.pass()
 	j.mu.Lock()
 	as := j.assigned[provider]
@@ -156,7 +167,12 @@ func (s claimCheck) assignedTo(j *jobTracker, provider string, now time.Time) bo
 // view and Match (see above); avoid, when set, says why the provider's
 // refusals call for it to be avoided for the job.
 func (s claimCheck) check(j *jobTracker, from peer.ID, t wire.LeaseTerms, now time.Time) (avoid string, err error) {
-	err = s.checkOffer(t, j.request(), now)
+	m := marketOf(j)
+	offers, _, ok := s.judgedIn(m)
+	if !ok {
+		return "", p2p.Refuse(wire.CodeNoOffer, fmt.Errorf("declined: job %s is of market %s, which this node does not follow now", t.Job, m))
+	}
+	err = s.checkOffer(offers, t, j.request(), now)
 	if err == nil && !s.assignedTo(j, t.Provider, now) {
 		err = p2p.Refuse(wire.CodeNotAssigned, fmt.Errorf("declined: no Match of this node gave job %s to provider %s", t.Job, t.Provider))
 	}

@@ -27,21 +27,25 @@ type Markets struct {
 	// Draw returns a number in [0, n), for market.Route's two random
 	// choices; nil: math/rand/v2.
 	Draw func(n int) int
+	// Follow follows the markets of this node's jobs other than Own; nil:
+	// a job is declared only in Own.
+	Follow Follower
 }
 
 // choose is the market a job asking r, reading roots, is declared in:
-// the subshard market.Route picks, on the digests known, among those
-// this node follows (it countersigns a proposal only against its own
-// Match of the job's market, so it declares only where it sees the offers
-// and the jobs); else its own market when its class fits r. A job that
-// fits no market this node follows is refused, naming the class it is in.
+// the subshard market.Route picks, on the digests known, among every
+// market's when this node can follow another (Follow; it countersigns a
+// proposal only against its own Match of the job's market, so it follows
+// the market chosen), else among its own's; failing that, its own market
+// when its class fits r. A job that fits no market this node can follow
+// is refused, naming the class it is in.
 func (m *Markets) choose(r market.Request, roots []string) (p2p.Shard, error) {
 	var followed []market.Digest
 	var elsewhere []string // markets that fit, as the digests tell, not followed
 	if m.Digests != nil {
 		for _, d := range m.Digests.Digests() {
 			switch {
-			case m.follows(d):
+			case m.follows(d) || m.Follow != nil:
 				followed = append(followed, d)
 			case d.Class.Fits(r) && d.Providers >= max(r.Nodes, 1) && len(elsewhere) < 3:
 				elsewhere = append(elsewhere, p2p.Shard{Class: string(d.Class), Index: d.Index, Count: max(d.Count, 1)}.String())
@@ -62,11 +66,16 @@ func (m *Markets) choose(r market.Request, roots []string) (p2p.Shard, error) {
 		return p2p.Shard{}, fmt.Errorf("the job fits no class market this node takes part in: this node is in %s, whose boxes cannot hold %s; the digests show it fits %s: submit it from a node there",
 			m.Own, requestText(r), strings.Join(elsewhere, ", "))
 	}
+	if m.Follow != nil {
+		return p2p.Shard{}, fmt.Errorf("the job fits no class market the digests show: this node is in %s, whose boxes cannot hold %s, and no other market's digest shows boxes that can",
+			m.Own, requestText(r))
+	}
 	return p2p.Shard{}, fmt.Errorf("the job fits no class market this node takes part in: this node is in %s, whose boxes cannot hold %s; submit it from a node of a class that fits it",
 		m.Own, requestText(r))
 }
 
-// follows reports whether d is the digest of a market this node follows.
+// follows reports whether d is the digest of the market this node takes
+// part in.
 func (m *Markets) follows(d market.Digest) bool {
 	return string(d.Class) == m.Own.Class && d.Index == m.Own.Index && max(d.Count, 1) == max(m.Own.Count, 1)
 }

@@ -178,7 +178,7 @@ func (j probePhase) check(lease string, r *ledger.Receipt) error {
 func (j probePhase) requeue(ctx context.Context, r ledger.Receipt, gpus []string) {
 	body := wire.ReleaseBody{Lease: r.Lease, Job: r.Job, Provider: r.Provider.String(), Submitter: r.Submitter.String(), GPUs: gpus,
 		Outcome: r.Outcome, Attribution: r.Attribution, HeldMs: r.HeldUntil.Sub(r.HeldFrom).Milliseconds(), At: r.HeldUntil.UnixMilli(), Requeued: true}
-	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
+	if err := j.publishJob(ctx, marketOf(j.jobTracker), wire.KindRelease, body); err != nil {
 		j.log.Warn("announce release of a lease that failed its GPU probe", "lease", r.Lease, "err", err)
 	}
 	(failureWatch{j.jobTracker}).avoid(ctx, r.Provider.String(), r.Lease, r.Reason)

@@ -83,7 +83,7 @@ func (j *jobTracker) propose(from peer.ID, sl wire.SignedLease) (any, error) {
 		j.d.Access.Allow(from, c)
 	}
 	if isTask(t.Job) {
-		j.batch.lease(sl)
+		j.batch.lease(j.keyOf(marketOf(j)), sl)
 	}
 	j.log.Info("lease accepted", "job", t.Job, "lease", t.ID, "provider", from)
 	// The secrets' values go with the countersignature, to the provider

@@ -131,7 +131,7 @@ func (j receiptPhase) receipt(ctx context.Context, req wire.ReceiptRequest, r le
 	e.log(j.log)
 	if r.Final && isTask(r.Job) {
 		// A task's provider leaves its release to this node.
-		j.batch.release(wire.ReleaseBody{Lease: r.Lease, Job: r.Job, Provider: r.Provider.String(), Submitter: r.Submitter.String(), GPUs: gpus,
+		j.batch.release(j.keyOf(marketOf(j.jobTracker)), wire.ReleaseBody{Lease: r.Lease, Job: r.Job, Provider: r.Provider.String(), Submitter: r.Submitter.String(), GPUs: gpus,
 			Outcome: r.Outcome, Attribution: r.Attribution,
 			HeldMs: r.HeldUntil.Sub(r.HeldFrom).Milliseconds(), At: r.HeldUntil.UnixMilli()})
 	}

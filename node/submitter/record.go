@@ -9,6 +9,7 @@ import (
 	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
+	"github.com/e31network/e31/p2p"
 	"github.com/ipfs/go-cid"
 )
 
@@ -24,6 +25,11 @@ type Record struct {
 	ID          string             `json:"id"`
 	Envelope    []byte             `json:"envelope"` // the signed declaration
 	Declaration market.Declaration `json:"declaration"`
+	// Market is the class market the job was declared in (its
+	// declaration's market), whose jobs topic carries its messages; nil:
+	// this node's own (no class markets, or a record from before jobs
+	// named theirs).
+	Market *p2p.Shard `json:"market,omitempty"`
 	// Labels are the submitter's tags for the job (the declaration's
 	// labels, taken out of what is broadcast).
 	Labels map[string]string `json:"labels,omitempty"`

@@ -61,7 +61,7 @@ func (v *verifier) replicate(ctx context.Context, head Record, avoid []string) e
 	}
 	if snap := rt.snapshot(); len(snap.Avoid) > 0 && snap.State == api.JobQueued {
 		// The avoids go out with the job's next announcement at once.
-		announceAvoiding(ctx, v.k.parts, snap.ID, snap.Envelope, snap.avoiding(now, v.k.cfg.avoidFor(1)))
+		announceAvoiding(ctx, v.k.parts, snap.Market, snap.ID, snap.Envelope, snap.avoiding(now, v.k.cfg.avoidFor(1)))
 	}
 	v.k.log.Info("replica submitted", "job", head.ID, "replica", job.ID, "avoiding", len(avoid))
 	v.watch(head.ID)

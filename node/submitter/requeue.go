@@ -79,7 +79,7 @@ func (j failureWatch) requeue(ctx context.Context, provider, lease, reason strin
 	default:
 		j.log.Warn("provider failed the job: avoiding it", "job", j.id, "provider", provider, "reason", reason)
 	}
-	announceAvoiding(ctx, j.parts, j.id, env, avoid)
+	announceAvoiding(ctx, j.parts, marketOf(j.jobTracker), j.id, env, avoid)
 	return true
 }
 
@@ -152,23 +152,23 @@ func (j failureWatch) liftAvoids(ctx context.Context, now time.Time) {
 	}
 	j.log.Info("avoid lifted", "job", j.id, "providers", lifted)
 	if queued {
-		announceAvoiding(ctx, j.parts, j.id, env, avoid)
+		announceAvoiding(ctx, j.parts, marketOf(j.jobTracker), j.id, env, avoid)
 	}
 }
 
 // announceAvoiding re-announces one queued job with its avoid list. Should
 // peers refuse the list, the job is announced without it: a job not
 // re-announced leaves every view, and would wait for nothing.
-func announceAvoiding(ctx context.Context, p *parts, job string, env []byte, avoid []wire.Avoided) {
+func announceAvoiding(ctx context.Context, p *parts, m *p2p.Shard, job string, env []byte, avoid []wire.Avoided) {
 	// A record saved by a version that could name this node keeps its
 	// name; peers refuse a list naming the signer.
 	avoid = slices.DeleteFunc(avoid, func(q wire.Avoided) bool { return q.Provider == p.d.Self.String() })
-	_, err := p.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueAvoiding(job, env, avoid))
+	err := p.publishJob(ctx, m, wire.KindRequeue, wire.RequeueAvoiding(job, env, avoid))
 	if err == nil || ctx.Err() != nil {
 		return
 	}
 	p.log.Warn("re-announce job with its avoid list: announcing it without", "err", err)
-	if _, err := p.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueBody{Declarations: [][]byte{env}}); err != nil && ctx.Err() == nil {
+	if err := p.publishJob(ctx, m, wire.KindRequeue, wire.RequeueBody{Declarations: [][]byte{env}}); err != nil && ctx.Err() == nil {
 		p.log.Warn("re-announce job", "err", err)
 	}
 }
@@ -208,7 +208,7 @@ func (j *jobTracker) releaseUnrun(ctx context.Context, leaseID, reason string, n
 	// that follows (view.Market.ReleaseLease).
 	body := wire.ReleaseBody{Lease: t.ID, Job: t.Job, Provider: t.Provider, Submitter: t.Submitter, GPUs: t.GPUs,
 		Outcome: lost.Outcome, Attribution: lost.Attribution, HeldMs: heldMs, At: now.UnixMilli(), Requeued: true}
-	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, body); err != nil {
+	if err := j.publishJob(ctx, marketOf(j), wire.KindRelease, body); err != nil {
 		j.log.Warn("announce release of a lease never run", "lease", t.ID, "err", err)
 	}
 	(failureWatch{j}).requeue(ctx, t.Provider, t.ID, reason, avoid)
@@ -255,7 +255,7 @@ func (j failureWatch) endWithheld(ctx context.Context, leaseID, reason string, n
 		return
 	}
 	j.log.Warn("provider withholds receipts: lease ended on this side", "job", t.Job, "lease", t.ID, "provider", t.Provider)
-	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, releaseOnThisSide(t, es, withheld, now)); err != nil {
+	if err := j.publishJob(ctx, marketOf(j.jobTracker), wire.KindRelease, releaseOnThisSide(t, es, withheld, now)); err != nil {
 		j.log.Warn("announce release of a lease with withheld receipts", "lease", t.ID, "err", err)
 	}
 }

@@ -108,6 +108,13 @@ func (s *intake) submitAs(ctx context.Context, decl market.Declaration, parent *
 			return api.Job{}, invalid(err)
 		}
 		declaredIn = &m
+		if !s.ownMarket(declaredIn) {
+			// Followed from now, while the inputs are imported: the
+			// declaration finds peers on its jobs topic.
+			if _, err := s.d.Markets.Follow.Follow(ctx, m); err != nil {
+				return api.Job{}, fmt.Errorf("follow market %s for the job: %w", m, err)
+			}
+		}
 	}
 	if r := &decl.Request; r.Locality == "" && r.LocalityWait == 0 {
 		if s.cfg.NoLocality {
@@ -162,10 +169,10 @@ func (s *intake) submitAs(ctx context.Context, decl market.Declaration, parent *
 		defer s.forgetUnregistered(id)
 	}
 	if decl.Split() {
-		return s.announceArray(ctx, sealed, decl, arrayOwn{labels, sources, maxFailures, check, before}, parent)
+		return s.announceArray(ctx, sealed, decl, arrayOwn{labels, sources, maxFailures, check, declaredIn, before}, parent)
 	}
 	now := time.Now()
-	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Labels: labels, Sources: sources, RecordChain: RecordChain{ResumeOf: resumeOf}, State: api.JobQueued, Submitted: now,
+	rec := &Record{ID: id, Envelope: sealed.Raw, Declaration: decl, Market: declaredIn, Labels: labels, Sources: sources, RecordChain: RecordChain{ResumeOf: resumeOf}, State: api.JobQueued, Submitted: now,
 		RecordVerify: RecordVerify{Verify: check}}
 	rec.step(api.StepSubmit, now)
 	// Every DAG the provider will fetch stays pinned for the job.
@@ -200,7 +207,7 @@ func (s *intake) submitAs(ctx context.Context, decl market.Declaration, parent *
 		return api.Job{}, err
 	}
 	s.jobs.add(j)
-	if err := s.d.Gossip.PublishRaw(ctx, p2p.TopicJobs, sealed.Raw); err != nil {
+	if err := s.publishJobRaw(ctx, declaredIn, sealed.Raw); err != nil {
 		// Saved and queued: the requeue loop announces it again.
 		s.log.Warn("announce job", "job", id, "err", err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/task"
 	"github.com/e31network/e31/node/wire"
-	"github.com/e31network/e31/p2p"
 )
 
 // watchProviders ends, as provider-lost, the leases of this node's jobs
@@ -146,7 +145,7 @@ func (j lossWatch) providerLost(ctx context.Context, now time.Time) (resume bool
 	// Everyone's view frees the lease, as it would on the provider's own
 	// release; the held time the network charges is the last countersigned
 	// receipt.
-	if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRelease, releaseOnThisSide(t, es, lost, now)); err != nil {
+	if err := j.publishJob(ctx, marketOf(j.jobTracker), wire.KindRelease, releaseOnThisSide(t, es, lost, now)); err != nil {
 		j.log.Warn("announce provider-lost release", "lease", t.ID, "err", err)
 	}
 	return true
@@ -193,7 +192,7 @@ func (j *jobTracker) requeueUnconfirmed(now time.Time) {
 	if err == nil && task {
 		// Every view holds the lease this node announced: its release
 		// frees the GPUs and opens the task again.
-		j.batch.release(wire.ReleaseBody{Lease: terms.ID, Job: terms.Job, Provider: terms.Provider, Submitter: terms.Submitter, GPUs: terms.GPUs,
+		j.batch.release(j.keyOf(marketOf(j)), wire.ReleaseBody{Lease: terms.ID, Job: terms.Job, Provider: terms.Provider, Submitter: terms.Submitter, GPUs: terms.GPUs,
 			Outcome: ledger.OutcomeProviderLost, Attribution: ledger.AttributionProvider, At: now.UnixMilli(), Requeued: true})
 	}
 }
@@ -201,8 +200,9 @@ func (j *jobTracker) requeueUnconfirmed(now time.Time) {
 // requeueLoop re-announces this node's queued jobs every RequeueEvery.
 func (s *Submitter) requeueLoop(ctx context.Context) {
 	task.Every(ctx, s.cfg.RequeueEvery, func(time.Time) {
-		// Re-announce the queued jobs now.
-		var envs [][]byte
+		// Re-announce the queued jobs now, each on its market's jobs
+		// topic.
+		envs := map[marketKey][][]byte{}
 		// The tasks of an array share its one declaration, announced
 		// once for them all.
 		announced := map[string]bool{}
@@ -213,24 +213,27 @@ func (s *Submitter) requeueLoop(ctx context.Context) {
 			case !queued:
 			case len(avoid) > 0:
 				// Rare, and each carries its own list: announced apart.
-				announceAvoiding(ctx, &s.parts, id, env, avoid)
+				announceAvoiding(ctx, &s.parts, marketOf(j), id, env, avoid)
 			case array != "" && announced[array]:
 			default:
 				if array != "" {
 					announced[array] = true
 				}
-				envs = append(envs, env)
+				k := s.keyOf(marketOf(j))
+				envs[k] = append(envs[k], env)
 			}
 		}
-		batches, tooLarge := wire.RequeueBatches(envs)
-		if len(tooLarge) > 0 {
-			// Refused at submit since; only a job queued by an older version
-			// can be here.
-			s.log.Warn("queued declarations too large to re-announce", "count", len(tooLarge))
-		}
-		for _, b := range batches {
-			if _, err := s.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindRequeue, wire.RequeueBody{Declarations: b}); err != nil && ctx.Err() == nil {
-				s.log.Warn("re-announce queued jobs", "err", err)
+		for k, envs := range envs {
+			batches, tooLarge := wire.RequeueBatches(envs)
+			if len(tooLarge) > 0 {
+				// Refused at submit since; only a job queued by an older
+				// version can be here.
+				s.log.Warn("queued declarations too large to re-announce", "count", len(tooLarge))
+			}
+			for _, b := range batches {
+				if err := s.publishJob(ctx, k.market(), wire.KindRequeue, wire.RequeueBody{Declarations: b}); err != nil && ctx.Err() == nil {
+					s.log.Warn("re-announce queued jobs", "market", k.String(), "err", err)
+				}
 			}
 		}
 	})

@@ -7,7 +7,6 @@ import (
 	"github.com/e31network/e31/ledger"
 	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/node/wire"
-	"github.com/e31network/e31/p2p"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -69,7 +68,7 @@ func (j *jobTracker) withdraw(ctx context.Context, announce bool) (api.Job, erro
 		return out, nil // held for its upstreams: the network never heard of it
 	}
 	if announce {
-		if _, err := j.d.Gossip.Publish(ctx, p2p.TopicJobs, wire.KindWithdrawal, wire.WithdrawalBody{Job: id}); err != nil {
+		if err := j.publishJob(ctx, marketOf(j), wire.KindWithdrawal, wire.WithdrawalBody{Job: id}); err != nil {
 			j.log.Warn("announce withdrawal", "job", id, "err", err)
 		}
 	}
