@@ -75,13 +75,15 @@ func machineGPUs(m *compute.Machine) []market.GPU {
 	return out
 }
 
-// markets is how the submitter chooses the market a job is declared in:
-// nil where the network is not split by class.
+// markets is how the submitter chooses the market a job is declared in,
+// and follows it where it is not this node's own: nil where the network
+// is not split by class.
 func (n *Node) markets() *submitter.Markets {
 	if n.cfg.Market != MarketClasses {
 		return nil
 	}
-	return &submitter.Markets{Own: n.shard, Digests: bookDigests{n.digests}}
+	n.follows = newFollows(n)
+	return &submitter.Markets{Own: n.shard, Digests: bookDigests{n.digests}, Follow: n.follows}
 }
 
 // bookDigests is the network's digests as the node's book holds them

@@ -39,6 +39,9 @@ func (n *Node) wireLoops() {
 	n.feed = &gossipFeed{log: n.log, self: n.self, started: n.started, shard: n.shard, heartbeat: n.cfg.Heartbeat,
 		offers: n.offers, market: n.market, delays: n.delays, peers: n.peers, provider: n.provider,
 		submitter: n.submitter, units: n.units, signalWork: n.signalWork}
+	if n.follows != nil {
+		n.follows.feed, n.follows.open = n.feed, n.submitter.Markets
+	}
 	n.net = &networkQueries{cfg: n.cfg, self: n.self, shard: n.shard, started: n.started, host: n.host,
 		punches: n.punches, compute: n.compute, disk: n.disk, provider: n.provider, offers: n.offers,
 		market: n.market, matches: &n.matches, addrs: n.Addrs, reach: n.reach.Status}

@@ -117,6 +117,10 @@ type Node struct {
 	epochs *epoch.Loop      // the epoch's Match
 	fast   *epoch.FastPath  // the pass between epochs
 	offer  *offer.Publisher // this node's offer
+	// follows are the class markets followed for this node's jobs
+	// (follow.go); nil where the market is not split by class. Built by
+	// wireRoles, its feed set by wireLoops, run by Run.
+	follows *follows
 	// matches are the last Match results (GET /v1/matches); locks itself.
 	matches epoch.History
 

@@ -102,6 +102,9 @@ func (n *Node) Run(ctx context.Context) error {
 	n.loops.Go(func() { n.feed.receiveOffers(loopCtx, offersSub) })
 	n.loops.Go(func() { n.feed.expireOffers(loopCtx) })
 	n.loops.Go(func() { n.feed.receiveJobs(loopCtx, jobsSub) })
+	if n.follows != nil {
+		n.loops.Go(func() { n.follows.Run(loopCtx) })
+	}
 	if err := n.startDigests(loopCtx); err != nil {
 		return err
 	}
