@@ -19,10 +19,12 @@ import (
 
 // A network split by resource class: each provider takes part in the
 // market of its GPUs' class, which e31 id names, and sees only that
-// market's providers; a job is declared in its submitter's class market
-// when that class fits it, so the same request runs on an H100 from an
-// H100 node and on the consumer card from the consumer node, and a node
-// in no class that fits a job refuses it, naming its class. A stranger
+// market's providers. A job is declared in a class market that fits it,
+// chosen on the digests of every market, and its submitter follows that
+// market while the job is open: an H100 job runs on an H100 from an H100
+// node, from the node without GPUs and from the consumer node alike, and
+// a job for 20 GiB of GPU memory, which both classes hold, runs on either.
+// A job no market holds is refused, naming the submitter's class. A stranger
 // that offers a consumer card on the H100 market's topic is refused
 // there as invalid and never in view, and is in view once it offers
 // what the class holds.
@@ -32,6 +34,9 @@ func TestClassMarkets(t *testing.T) {
 		Market:        "classes",
 		SimGPUsByNode: []string{"", "1xH100:80GiB", "1xH100:80GiB", "1xRTX4090:24GiB"},
 		Metrics:       true,
+		// Each class market's digest comes often: a node of another
+		// class routes a job by it.
+		DigestEvery: 3 * time.Second,
 	})
 	ctx := context.Background()
 	for i, want := range []string{"cpu:0/1", "H100x1-4:0/1", "H100x1-4:0/1", "consumer-24G:0/1"} {
@@ -60,14 +65,15 @@ func TestClassMarkets(t *testing.T) {
 	h100.Request.GPUModel = "H100"
 	small := decl("20gib", "echo ok", 1, time.Minute)
 	small.Request.GPUMemory = 20 * market.GiB
+	gpus := append(slices.Clone(h100s), c.Nodes[3].PeerID)
 	for _, run := range []struct {
 		from int
 		d    market.Declaration
 		on   []string
 	}{
 		{from: 1, d: h100, on: h100s},
-		{from: 2, d: small, on: h100s},
-		{from: 3, d: small, on: []string{c.Nodes[3].PeerID}},
+		{from: 2, d: small, on: gpus},
+		{from: 3, d: small, on: gpus},
 	} {
 		id := submit(t, c.Client(run.from), run.d).ID
 		j := waitJob(t, c.Client(run.from), id, 90*time.Second, "released", released)
@@ -76,14 +82,36 @@ func TestClassMarkets(t *testing.T) {
 		}
 	}
 
-	// Node 0 has no GPUs: its class, cpu, fits no GPU job.
-	raw, err := json.Marshal(decl("gpu", "true", 1, time.Minute))
+	// Node 0 has no GPUs and node 3 a consumer card: neither class holds
+	// an H100 job, which each declares in the H100 market, as its digest
+	// shows, and follows there until it completes on an H100.
+	raw, err := json.Marshal(h100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []int{0, 3} {
+		var j api.Job
+		// Refused until the H100 market's digest has reached the node.
+		poll.Until(t, c.Nodes[from].Name+" to declare an H100 job in the H100 market", 60*time.Second, func() bool {
+			j, err = c.Client(from).Submit(ctx, api.SubmitRequest{Declaration: raw}, nil)
+			return err == nil
+		})
+		j = waitJob(t, c.Client(from), j.ID, 90*time.Second, "released", released)
+		if j.Outcome != "completed" || !slices.Contains(h100s, j.Provider) {
+			t.Errorf("H100 job from %s: %s on %s (%s), want completed on one of %v", c.Nodes[from].Name, j.Outcome, j.Provider, j.Reason, h100s)
+		}
+	}
+
+	// No class market holds a B200.
+	b200 := decl("b200", "true", 1, time.Minute)
+	b200.Request.GPUModel = "B200"
+	raw, err = json.Marshal(b200)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.Client(0).Submit(ctx, api.SubmitRequest{Declaration: raw}, nil)
 	if err == nil || !strings.Contains(err.Error(), "cpu") || !strings.Contains(err.Error(), "fits no class market") {
-		t.Errorf("a GPU job from a node of class cpu: %v, want a refusal naming the class", err)
+		t.Errorf("a B200 job from a node of class cpu: %v, want a refusal naming the class", err)
 	}
 
 	// A stranger in the H100 market offers consumer cards there.
