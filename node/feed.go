@@ -28,6 +28,7 @@ type gossipFeed struct {
 	self      peer.ID
 	started   time.Time     // when the node started (observeDelay)
 	shard     p2p.Shard     // this node's shard (warnCrowded)
+	followed  bool          // the views are of a market this node follows, not its own: no warnCrowded
 	heartbeat time.Duration // Config.Heartbeat
 	offers    *view.Offers
 	market    *view.Market
@@ -93,7 +94,9 @@ func (f *gossipFeed) expireOffers(ctx context.Context) {
 		for _, p := range f.offers.Expire(now) {
 			f.log.Info("provider left the view", "provider", p, "reason", "missed heartbeats")
 		}
-		crowded = f.warnCrowded(crowded)
+		if !f.followed {
+			crowded = f.warnCrowded(crowded)
+		}
 	})
 }
 

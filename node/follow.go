@@ -24,7 +24,9 @@ import (
 const followLinger = 5 * time.Minute
 
 // followSweep is how often the followed markets are looked over: left once
-// idle past followLinger, and their views pruned.
+// idle past followLinger, their views pruned as the node's own epoch
+// prunes its own (Node.prune), and their members reached again while
+// their topics have no peers.
 const followSweep = 30 * time.Second
 
 // follows are the class markets this node follows for its jobs, besides
@@ -63,6 +65,7 @@ type followedMarket struct {
 	offers *view.Offers
 	market *view.Market
 	judge  *epoch.Judge
+	ctx    context.Context    // the market's feed's: ends when it is left
 	stop   context.CancelFunc // ends the market's feed
 	// idle is since when no job of this node is open in the market; zero
 	// while one is. Guarded by follows.mu.
@@ -136,10 +139,10 @@ func (f *follows) join(s p2p.Shard) (*followedMarket, error) {
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(f.ctx)
-	m := &followedMarket{shard: s, topics: topics, offers: offers, market: mkt, stop: stop,
+	m := &followedMarket{shard: s, topics: topics, offers: offers, market: mkt, ctx: ctx, stop: stop,
 		judge: &epoch.Judge{Clock: newClock(f.cfg, offers), Market: mkt, Log: f.units.log, Panicked: f.units.metrics.Panicked}}
 	feed := *f.feed
-	feed.shard, feed.offers, feed.market = s, offers, mkt
+	feed.shard, feed.offers, feed.market, feed.followed = s, offers, mkt, true
 	feed.delays = view.NewGossipDelays(view.DefaultDelayWindow)
 	feed.signalWork = func() {} // no pass of this node's runs there
 	f.units.loops.Go(func() { feed.receiveOffers(ctx, offersSub) })
@@ -205,7 +208,14 @@ func (f *follows) Run(ctx context.Context) {
 		for _, m := range f.idleMarkets(f.open(), now) {
 			f.leave(m)
 		}
-		f.prune(now)
+		for _, m := range f.followed() {
+			m.market.Prune(now, time.Hour, max(10*f.cfg.Heartbeat, 3*requeueEvery*f.cfg.Heartbeat))
+			if len(m.topics.TopicPeers(p2p.TopicJobs)) == 0 {
+				// Joined before its digest was heard (a restart
+				// re-announcing its jobs), or its members since gone.
+				f.units.loops.Go(func() { f.reach(m.ctx, m.shard) })
+			}
+		}
 	})
 }
 
@@ -243,16 +253,13 @@ func (f *follows) leave(m *followedMarket) {
 	f.units.log.Info("left a class market: no job of this node is open there", "market", m.shard.String())
 }
 
-// prune forgets, in each followed market's view, what the node's own
-// epoch forgets in its own (Node.prune).
-func (f *follows) prune(now time.Time) {
+// followed are the markets followed now.
+func (f *follows) followed() []*followedMarket {
 	f.mu.Lock()
-	markets := make([]*followedMarket, 0, len(f.markets))
+	defer f.mu.Unlock()
+	out := make([]*followedMarket, 0, len(f.markets))
 	for _, m := range f.markets {
-		markets = append(markets, m)
+		out = append(out, m)
 	}
-	f.mu.Unlock()
-	for _, m := range markets {
-		m.market.Prune(now, time.Hour, max(10*f.cfg.Heartbeat, 3*requeueEvery*f.cfg.Heartbeat))
-	}
+	return out
 }
