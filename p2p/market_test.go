@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/e31network/e31/testnet/poll"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -183,5 +185,28 @@ func TestTopicShort(t *testing.T) {
 		if got != c.short || ok != (c.short != "") {
 			t.Errorf("topicShort(%q) = %q, %v; want %q", c.name, got, ok, c.short)
 		}
+	}
+}
+
+// The per-peer rate limits hold on the topics of a market joined while
+// running as on the node's own: trim knows a topic of any of the
+// network's shards by its name.
+func TestTrimLimitsJoinedMarkets(t *testing.T) {
+	now := time.Unix(1000, 0)
+	g := NewGuard(GuardConfig{Limits: map[string]Rate{TopicJobs: {PerSecond: 1, Burst: 2}}, Now: func() time.Time { return now }})
+	short := func(name string) (string, bool) { return topicShort("test", name) }
+	joined := TopicName(Shard{Class: "H100x8", Index: 1, Count: 2}.Scope("test"), TopicJobs)
+	other := "/e31/another/jobs/1"
+	rpc := &pubsub.RPC{}
+	for _, topic := range []string{joined, joined, joined, other, other, other} {
+		rpc.Publish = append(rpc.Publish, &pb.Message{Topic: &topic, Data: []byte("x")})
+	}
+	g.trim(peer.ID("a"), rpc, short)
+	kept := map[string]int{}
+	for _, m := range rpc.Publish {
+		kept[m.GetTopic()]++
+	}
+	if kept[joined] != 2 || kept[other] != 3 {
+		t.Fatalf("kept %d of 3 on a joined market's jobs topic (burst 2) and %d of 3 on another network's; want 2 and 3", kept[joined], kept[other])
 	}
 }
