@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/digest"
 	"github.com/e31network/e31/node/epoch"
 	"github.com/e31network/e31/node/submitter"
@@ -52,6 +53,9 @@ type follows struct {
 	// open are the markets of this node's open jobs
 	// (Submitter.Markets).
 	open func() []p2p.Shard
+	// waits tells the submitter why its jobs wait in a followed market,
+	// as a pass there says (Submitter.NoteFollowedWaits).
+	waits func(market.Result)
 
 	mu      sync.Mutex                    // state lock: guards markets and each market's idle
 	markets map[p2p.Shard]*followedMarket // by marketKey
@@ -204,6 +208,7 @@ func memberInfo(m wire.DigestMember) (peer.AddrInfo, error) {
 // then stops every market's feed.
 func (f *follows) Run(ctx context.Context) {
 	defer f.stop()
+	f.units.loops.Go(func() { f.tellWaits(ctx) })
 	task.Every(ctx, followSweep, func(now time.Time) {
 		for _, m := range f.idleMarkets(f.open(), now) {
 			f.leave(m)

@@ -40,7 +40,7 @@ func (n *Node) wireLoops() {
 		offers: n.offers, market: n.market, delays: n.delays, peers: n.peers, provider: n.provider,
 		submitter: n.submitter, units: n.units, signalWork: n.signalWork}
 	if n.follows != nil {
-		n.follows.feed, n.follows.open = n.feed, n.submitter.Markets
+		n.follows.feed, n.follows.open, n.follows.waits = n.feed, n.submitter.Markets, n.submitter.NoteFollowedWaits
 	}
 	n.net = &networkQueries{cfg: n.cfg, self: n.self, shard: n.shard, started: n.started, host: n.host,
 		punches: n.punches, compute: n.compute, disk: n.disk, provider: n.provider, offers: n.offers,

@@ -70,6 +70,19 @@ func (j *Judge) Assigns(job, provider string, now time.Time) bool {
 	return gives(res, job, provider)
 }
 
+// Pass runs Match on the view at now, as a question would, and keeps it
+// to answer the questions that follow; ok is false where none ran (see
+// pass). A node that makes no epoch passes on a view (a market it only
+// follows for its jobs) reads from it why its jobs wait.
+func (j *Judge) Pass(now time.Time) (res market.Result, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if res, ok = j.pass(now); ok {
+		j.last = judged{at: now, res: res}
+	}
+	return res, ok
+}
+
 // pass runs Match on the view at now; ok is false where none ran: no job
 // open, too many, or a panic, which fails this pass only.
 func (j *Judge) pass(now time.Time) (res market.Result, ok bool) {

@@ -264,10 +264,10 @@ func (s *kit) holdLoop(ctx context.Context) {
 			})
 			switch {
 			case held:
-				s.held(j).release(ctx)
+				heldOf(s, j).release(ctx)
 			case claimed:
 				s.resuming.Lock()
-				s.held(j).finishRelease(ctx)
+				heldOf(s, j).finishRelease(ctx)
 				s.resuming.Unlock()
 			}
 		}
@@ -405,5 +405,5 @@ func (h heldJob) finishRelease(ctx context.Context) {
 	s.log.Info("held job released", "job", j.id, "as", next)
 }
 
-// held is the handle of a held job's record, j.
-func (k *kit) held(j *jobTracker) heldJob { return heldJob{chain{k, j, true}} }
+// heldOf is the handle of a held job's record, j.
+func heldOf(k *kit, j *jobTracker) heldJob { return heldJob{chain{k, j, true}} }

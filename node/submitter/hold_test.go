@@ -69,7 +69,7 @@ func TestHeldUntilUpstreams(t *testing.T) {
 		t.Fatalf("a held job was announced (%d announcements, was %d)", n, announced)
 	}
 	depT := h.s.jobs.get(dep.ID)
-	h.s.held(depT).release(ctx)
+	heldOf(h.s.kit, depT).release(ctx)
 	if j := h.job(t, dep.ID); len(j.Attempts) != 0 || j.State != api.JobQueued {
 		t.Fatalf("released while its upstream is queued: %s, %d attempts", j.State, len(j.Attempts))
 	}
@@ -86,7 +86,7 @@ func TestHeldUntilUpstreams(t *testing.T) {
 	}
 
 	h.end(t, up.ID, ledger.OutcomeCompleted, ledger.AttributionJob)
-	h.s.held(depT).release(ctx)
+	heldOf(h.s.kit, depT).release(ctx)
 	j := h.job(t, dep.ID)
 	if j.ID != dep.ID || j.Name != "train" || len(j.Attempts) != 1 || j.Attempts[0].ID == dep.ID || j.State != api.JobQueued {
 		t.Fatalf("released: %s %q %s with attempts %+v", j.ID, j.Name, j.State, j.Attempts)
@@ -98,7 +98,7 @@ func TestHeldUntilUpstreams(t *testing.T) {
 	if first.Root != dep.ID || first.ResumeOf != dep.ID {
 		t.Fatalf("the first attempt: root %q, resume of %q", first.Root, first.ResumeOf)
 	}
-	h.s.held(depT).release(ctx) // released once
+	heldOf(h.s.kit, depT).release(ctx) // released once
 	if n := h.gossip.rawCount(); n != announced+1 {
 		t.Fatalf("released twice: %d announcements", n)
 	}
@@ -117,8 +117,8 @@ func TestHeldUntilUpstreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.end(t, up2.ID, ledger.OutcomeFailed, ledger.AttributionJob)
-	h.s.held(h.s.jobs.get(dep2.ID)).release(ctx)
-	h.s.held(h.s.jobs.get(anyDep.ID)).release(ctx)
+	heldOf(h.s.kit, h.s.jobs.get(dep2.ID)).release(ctx)
+	heldOf(h.s.kit, h.s.jobs.get(anyDep.ID)).release(ctx)
 	j = h.job(t, dep2.ID)
 	if !j.State.Terminal() || j.Outcome != string(ledger.OutcomeFailed) || j.Attribution != string(ledger.AttributionJob) ||
 		!strings.Contains(j.Reason, "upstream "+up2.ID+" ended failed") || len(j.Attempts) != 0 {
@@ -145,7 +145,7 @@ func TestHeldUntilUpstreams(t *testing.T) {
 		t.Fatalf("the withdrawal of a job the network never heard of was announced")
 	}
 	h.end(t, up3.ID, ledger.OutcomeCompleted, ledger.AttributionJob)
-	h.s.held(h.s.jobs.get(dep3.ID)).release(ctx)
+	heldOf(h.s.kit, h.s.jobs.get(dep3.ID)).release(ctx)
 	if j := h.job(t, dep3.ID); j.State != api.JobWithdrawn || len(j.Attempts) != 0 {
 		t.Fatalf("a withdrawn held job was released: %s, %d attempts", j.State, len(j.Attempts))
 	}
@@ -179,7 +179,7 @@ func TestHeldJobEdges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	h.s.held(h.s.jobs.get(dep.ID)).release(ctx)
+	heldOf(h.s.kit, h.s.jobs.get(dep.ID)).release(ctx)
 	if j := h.job(t, dep.ID); j.State != api.JobQueued || len(j.Attempts) != 0 {
 		t.Fatalf("released before its upstream's output came: %s, %d attempts", j.State, len(j.Attempts))
 	}
@@ -194,7 +194,7 @@ func TestHeldJobEdges(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.end(t, up2.ID, ledger.OutcomeFailed, ledger.AttributionJob)
-	h.s.held(h.s.jobs.get(dep2.ID)).release(ctx)
+	heldOf(h.s.kit, h.s.jobs.get(dep2.ID)).release(ctx)
 	announced := h.gossip.rawCount()
 	h.s.resumeDueAtStart(ctx)
 	h.s.autoResume(ctx, dep2.ID)

@@ -32,7 +32,7 @@ func TestLedgerJobsOfAHeldArray(t *testing.T) {
 		t.Fatalf("a held array not yet released: %+v, %v", ids, err)
 	}
 	h.end(t, up.ID, ledger.OutcomeCompleted, ledger.AttributionJob)
-	h.s.held(h.s.jobs.get(held.ID)).release(ctx)
+	heldOf(h.s.kit, h.s.jobs.get(held.ID)).release(ctx)
 	j := h.job(t, held.ID)
 	if j.Tasks == nil || j.Tasks.ID == held.ID {
 		t.Fatalf("released: %+v", j.Tasks)

@@ -102,6 +102,26 @@ func TestClassMarkets(t *testing.T) {
 		}
 	}
 
+	// A job that waits in a market node 0 only follows says why, as a
+	// job waiting in its own market does: no H100 box has a TiB of
+	// memory to lend.
+	huge := h100
+	huge.Name, huge.Request.Memory = "huge", 1024*market.GiB
+	if raw, err = json.Marshal(huge); err != nil {
+		t.Fatal(err)
+	}
+	j, err := c.Client(0).Submit(ctx, api.SubmitRequest{Declaration: raw}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j = waitJob(t, c.Client(0), j.ID, 60*time.Second, "a reason to wait naming memory", func(j api.Job) bool {
+		return strings.Contains(j.Reason, "memory")
+	})
+	t.Logf("job %s waits in the H100 market: %s", j.ID, j.Reason)
+	if _, err := c.Client(0).Withdraw(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+
 	// No class market holds a B200.
 	b200 := decl("b200", "true", 1, time.Minute)
 	b200.Request.GPUModel = "B200"
