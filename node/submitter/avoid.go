@@ -170,17 +170,7 @@ func (j failureWatch) notePass(pass uint64, waits, assigned []string, matched bo
 	if matched {
 		j.matchedPass = pass
 	}
-	for _, why := range waits {
-		for p, note := range j.notes {
-			if why == matchedWait(p) {
-				why = note // what this node learnt of the provider since
-			}
-		}
-		if j.rec.Wait != why {
-			j.rec.Wait = why
-			j.bump()
-		}
-	}
+	j.setWaitsLocked(waits)
 	if j.lastPass != pass {
 		j.lastPass = pass
 		j.passes++

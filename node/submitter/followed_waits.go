@@ -37,6 +37,13 @@ func (j failureWatch) noteWaits(waits []string) {
 	if j.rec.State != api.JobQueued {
 		return
 	}
+	j.setWaitsLocked(waits)
+}
+
+// setWaitsLocked sets the job's wait to each of waits in turn (each a
+// change a follower hears of), a provider's matched wait replaced by what
+// this node learnt of the provider since. The caller holds j.mu.
+func (j failureWatch) setWaitsLocked(waits []string) {
 	for _, why := range waits {
 		for p, note := range j.notes {
 			if why == matchedWait(p) {
