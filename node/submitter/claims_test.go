@@ -130,6 +130,18 @@ func TestProposalClaimsChecked(t *testing.T) {
 		}
 	}
 	waitAvoided(chosen.ID)
+	// Every avoid the refusals called for is made before the list is
+	// cleared below: the chosen provider was refused five times, and an
+	// avoid made after the clearing would refuse its next proposal.
+	waitTasks := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := h.s.tasks.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitTasks()
 	if avoided := h.job(t, j.id).Avoid; slices.Contains(avoided, stranger.ID.String()) {
 		t.Fatalf("a stranger with no offer is avoided (%v): no Match could place the job on it anyway", avoided)
 	}
@@ -155,11 +167,7 @@ func TestProposalClaimsChecked(t *testing.T) {
 	}
 	// Every avoid the refusals called for has been made once the
 	// Submitter's tasks are done: none names the unassigned provider.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := h.s.tasks.Wait(ctx); err != nil {
-		t.Fatal(err)
-	}
+	waitTasks()
 	if slices.Contains(h.job(t, j.id).Avoid, fitting.ID.String()) {
 		t.Fatal("a provider refused as unassigned is avoided")
 	}
