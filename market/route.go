@@ -174,10 +174,13 @@ const MoveAfter = 2 * Minute
 
 // Move says where a job asking r that has waited waited in the subshard
 // here should go instead: another fitting subshard with headroom, drawn as
-// Route draws, once the job has waited MoveAfter and here has none. ok is
-// false when it should stay.
-func Move(r Request, roots []string, waited Duration, here Digest, digests []Digest, draw func(n int) int) (Digest, bool) {
-	if waited < MoveAfter || here.Headroom(r) > 0 {
+// Route draws, once the job has waited after (0: MoveAfter) and here has
+// none. ok is false when it should stay.
+func Move(r Request, roots []string, waited, after Duration, here Digest, digests []Digest, draw func(n int) int) (Digest, bool) {
+	if after <= 0 {
+		after = MoveAfter
+	}
+	if waited < after || here.Headroom(r) > 0 {
 		return Digest{}, false
 	}
 	var others []Digest

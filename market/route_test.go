@@ -71,15 +71,21 @@ func TestMoveOnlyAfterWaitingWithoutRoom(t *testing.T) {
 	here := digest("H100x8", 0, 10, 20, 10)
 	there := digest("H100x8", 1, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4)
 	r := Request{GPUs: 8}
-	if _, ok := Move(r, nil, Minute, here, []Digest{here, there}, rand.IntN); ok {
+	if _, ok := Move(r, nil, Minute, 0, here, []Digest{here, there}, rand.IntN); ok {
 		t.Error("moved before MoveAfter")
 	}
-	d, ok := Move(r, nil, MoveAfter, here, []Digest{here, there}, rand.IntN)
+	d, ok := Move(r, nil, MoveAfter, 0, here, []Digest{here, there}, rand.IntN)
 	if !ok || d.Index != 1 {
 		t.Errorf("after waiting: %+v %v, want subshard 1", d, ok)
 	}
+	if _, ok := Move(r, nil, 10*Second, 10*Second, here, []Digest{here, there}, rand.IntN); !ok {
+		t.Error("not moved after a bound of its own")
+	}
+	if _, ok := Move(r, nil, 10*Second-1, 10*Second, here, []Digest{here, there}, rand.IntN); ok {
+		t.Error("moved before a bound of its own")
+	}
 	roomy := digest("H100x8", 0, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4)
-	if _, ok := Move(r, nil, Hour, roomy, []Digest{roomy, there}, rand.IntN); ok {
+	if _, ok := Move(r, nil, Hour, 0, roomy, []Digest{roomy, there}, rand.IntN); ok {
 		t.Error("moved from a subshard with headroom")
 	}
 }

@@ -287,7 +287,7 @@ func (d *design) move(now int64) {
 				continue // a gang moves with its part 0
 			}
 			waited := market.Duration(now - o.declared)
-			to, ok := market.Move(j.job.Request, j.roots, waited, m.digest, d.digests, d.rng.IntN)
+			to, ok := market.Move(j.job.Request, j.roots, waited, 0, m.digest, d.digests, d.rng.IntN)
 			if !ok {
 				continue
 			}
