@@ -117,6 +117,11 @@ type Config struct {
 	// publishes its digest on the network's digest topic (node/digest);
 	// default 60s.
 	DigestEvery time.Duration
+	// MoveAfter is how long a job of this node waits in a class market
+	// whose digest shows no room for it before it moves to one whose
+	// digest shows room (submitter.Config.MoveAfter); default
+	// market.MoveAfter.
+	MoveAfter time.Duration
 	// Epoch is the length of a matching epoch; default 1s.
 	Epoch time.Duration
 	// EpochDelay is how long before an epoch's start a message must have

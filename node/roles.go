@@ -67,6 +67,7 @@ func (n *Node) wireRoles() {
 		// staging or not, and another every interval after.
 		RunWithin:   2*n.cfg.ReceiptInterval + n.cfg.ProposalTTL,
 		ReceiptsDue: 2*n.cfg.ReceiptInterval + n.cfg.ReceiptTimeout,
+		MoveAfter:   n.cfg.MoveAfter,
 	}, submitter.Deps{
 		Key: n.key, Self: n.self, Store: n.raw.submitterStore(), Fetcher: n.exchange, Ledger: n.ledger, Calls: calls, Path: path,
 		Gossip: n.gossip, Offers: n.offers, Leases: n.market, Access: n.access, Records: n.state,

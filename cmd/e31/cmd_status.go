@@ -63,6 +63,9 @@ func printJob(g *globalOptions, j api.Job) {
 		writef(tw, "task\t%d of array %s\n", j.Index, j.Array)
 	}
 	writef(tw, "state\t%s\n", j.State)
+	if j.Market != "" {
+		writef(tw, "market\t%s\n", j.Market)
+	}
 	for _, p := range j.Parts {
 		writef(tw, "part %d\t%s on %s%s\n", p.Rank, p.State, orDash(p.Provider), outcomeOf(p.Outcome))
 	}

@@ -96,6 +96,7 @@ type fileConfig struct {
 	Epoch           string `toml:"epoch"`
 	EpochDelay      string `toml:"epoch-delay"`
 	DigestEvery     string `toml:"digest-every"`
+	MoveAfter       string `toml:"move-after"`
 	ReceiptInterval string `toml:"receipt-interval"`
 	Grace           string `toml:"grace"`
 	GangStartWithin string `toml:"gang-start-within"`
@@ -130,7 +131,7 @@ type options struct {
 	// misbehave reads --misbehave, which only a byzantine build has.
 	misbehave func() (misbehaviour, error)
 	// Durations parsed from flags, or from the file where no flag was given.
-	heartbeat, epoch, epochDelay, digestEvery, receiptInterval, grace, gangStartWithin, outputTimeout, proposalTTL, stallTimeout, retention, providerLost time.Duration
+	heartbeat, epoch, epochDelay, digestEvery, moveAfter, receiptInterval, grace, gangStartWithin, outputTimeout, proposalTTL, stallTimeout, retention, providerLost time.Duration
 
 	// localityWait is --locality-wait and avoidFor --avoid-for, parsed
 	// like the durations above.
@@ -154,6 +155,7 @@ func (o *options) durationFlags(fc *fileConfig) []struct {
 		{"epoch", &o.epoch, fc.Epoch},
 		{"epoch-delay", &o.epochDelay, fc.EpochDelay},
 		{"digest-every", &o.digestEvery, fc.DigestEvery},
+		{"move-after", &o.moveAfter, fc.MoveAfter},
 		{"receipt-interval", &o.receiptInterval, fc.ReceiptInterval},
 		{"grace", &o.grace, fc.Grace},
 		{"gang-start-within", &o.gangStartWithin, fc.GangStartWithin},
@@ -231,6 +233,7 @@ on the command line win.`,
 	f.DurationVar(&o.heartbeat, "heartbeat", node.DefaultHeartbeat, "how often the offer is re-published; 3 missed heartbeats drop a provider")
 	f.DurationVar(&o.epoch, "epoch", time.Second, "length of a matching epoch, from 50ms to 1m")
 	f.DurationVar(&o.epochDelay, "epoch-delay", 0, "how long before an epoch's start a message must have been signed to count in its view; 0 (default) adapts it to the gossip delays providers announce, at most half the epoch; every peer of a network must use the same setting")
+	f.DurationVar(&o.moveAfter, "move-after", time.Duration(market.MoveAfter)*time.Millisecond, "with --market classes: how long a job of this node waits in a class market whose digest shows no room for it before it moves to one whose digest shows room")
 	f.DurationVar(&o.digestEvery, "digest-every", digest.DefaultEvery, "how often the publisher of this node's shard publishes the shard's digest on the network's digest topic (e31 market); every peer of a network must use the same setting")
 	f.DurationVar(&o.receiptInterval, "receipt-interval", time.Minute, "how often an interim receipt is signed while compute is held")
 	f.DurationVar(&o.grace, "grace", 30*time.Second, "time between SIGTERM and SIGKILL at a job's limit or withdrawal (cut short once no process of the job handles SIGTERM)")
@@ -567,6 +570,7 @@ func run(cmd *cobra.Command, o *options) error {
 		Epoch:             o.epoch,
 		EpochDelay:        o.epochDelay,
 		DigestEvery:       o.digestEvery,
+		MoveAfter:         o.moveAfter,
 		ReceiptInterval:   o.receiptInterval,
 		Grace:             o.grace,
 		GangStartWithin:   o.gangStartWithin,

@@ -39,6 +39,11 @@ type Job struct {
 	// as its user submitted it, the handle for its whole life.
 	Root   string   `json:"root,omitempty"`
 	Inputs []string `json:"inputs,omitempty"`
+	// Market, in a network split by resource class (e31d --market
+	// classes), is the class market the job is declared in, that of its
+	// last attempt: a job that waited in one with no room moves to
+	// another (its attempts say from where).
+	Market string `json:"market,omitempty"`
 	// Attempts are the job's runs, first to last: the job as submitted and
 	// each resumption of it. The job's state, provider, steps and output
 	// are those of the last; an attempt lost with its provider and due to
@@ -108,8 +113,11 @@ type Attempt struct {
 	// StartedFrom is the checkpoint the attempt resumed from; empty for a
 	// run from the beginning.
 	StartedFrom string `json:"started_from,omitempty"`
-	Checkpoint  string `json:"checkpoint,omitempty"` // the last it took
-	Output      string `json:"output,omitempty"`
+	// Market is the class market the attempt was declared in; "" where
+	// the network is not split by class.
+	Market     string `json:"market,omitempty"`
+	Checkpoint string `json:"checkpoint,omitempty"` // the last it took
+	Output     string `json:"output,omitempty"`
 }
 
 // Part is one part of a gang (request.nodes): its rank, the job that

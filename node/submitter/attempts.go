@@ -26,6 +26,9 @@ func (r *Record) attempt(n int) api.Attempt {
 	if cp := r.Declaration.Output.Checkpoints; cp != nil {
 		a.StartedFrom = cp.From
 	}
+	if r.Market != nil {
+		a.Market = r.Market.String()
+	}
 	if r.Lease != nil {
 		a.Provider, a.Lease = r.Lease.Terms.Provider, r.Lease.Terms.ID
 	}

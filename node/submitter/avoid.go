@@ -362,3 +362,8 @@ func latest(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// clone is a copy of the avoids that shares nothing with a.
+func (a RecordAvoid) clone() RecordAvoid {
+	return RecordAvoid{Avoid: slices.Clone(a.Avoid), AvoidUntil: maps.Clone(a.AvoidUntil), Avoided: maps.Clone(a.Avoided)}
+}

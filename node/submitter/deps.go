@@ -130,6 +130,10 @@ type Config struct {
 	// a receipt to countersign before the submitter ends it on its side;
 	// zero: never.
 	ReceiptsDue time.Duration
+	// MoveAfter is how long a job waits in a class market whose digest
+	// shows no room for it before it moves to one whose digest does
+	// (move.go); zero: market.MoveAfter.
+	MoveAfter time.Duration
 }
 
 // Deps are the parts of the node the submitter acts through.

@@ -39,6 +39,9 @@ func (j *jobTracker) propose(from peer.ID, sl wire.SignedLease) (any, error) {
 		if r.State != api.JobQueued {
 			return p2p.Refuse(wire.CodeNotQueued, fmt.Errorf("declined: job %s is %s", t.Job, r.State))
 		}
+		if r.MovedTo != nil {
+			return p2p.Refuse(wire.CodeNotQueued, fmt.Errorf("declined: job %s is moving to market %s", t.Job, r.MovedTo))
+		}
 		if slices.Contains(r.Avoid, t.Provider) {
 			// A view that has not caught up with the avoid list yet.
 			return p2p.Refuse(wire.CodeDeclined, fmt.Errorf("declined: provider %s failed job %s before", t.Provider, t.Job))

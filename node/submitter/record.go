@@ -72,6 +72,10 @@ type RecordChain struct {
 	// ResumeFailed says why an automatic resumption due to this attempt
 	// could not be submitted: the job ends with this attempt.
 	ResumeFailed string `json:"resume_failed,omitempty"`
+	// MovedTo, on a queued attempt, is the class market it is being moved
+	// to (move.go): from then on no proposal for it is accepted, and once
+	// its next attempt is declared there, it ends withdrawn.
+	MovedTo *p2p.Shard `json:"moved_to,omitempty"`
 }
 
 // RecordOutput is what the attempt's run left: its output and its last
@@ -103,6 +107,9 @@ type RecordRetries struct {
 	// in Resumes.
 	Preemptions int `json:"preemptions,omitempty"`
 	Retries     int `json:"retries,omitempty"`
+	// Moves counts the attempts before this one that were moved to
+	// another class market while queued (move.go).
+	Moves int `json:"moves,omitempty"`
 }
 
 // RecordHold is set on the record of a held job (hold.go).
@@ -274,6 +281,9 @@ func (r *Record) API() api.Job {
 		Avoid:       slices.Clone(r.Avoid),
 		Array:       r.Array,
 		Index:       r.Index,
+	}
+	if r.Market != nil {
+		out.Market = r.Market.String()
 	}
 	if !r.ProviderKeeps.IsZero() {
 		t := r.ProviderKeeps.UTC()

@@ -86,8 +86,12 @@ func (s *intake) submitAs(ctx context.Context, decl market.Declaration, parent *
 	resumeOf, announcedOf := "", ""
 	if parent != nil {
 		resumeOf, announcedOf = parent.ID, parent.ID
-		if parent.placeholder() {
+		switch {
+		case parent.placeholder():
 			announcedOf = ""
+		case parent.MovedTo != nil:
+			// Not a resumption: the same run, declared elsewhere.
+			announcedOf = parent.ResumeOf
 		}
 	}
 	if err := s.resolveJobSources(ctx, &decl); err != nil {
@@ -103,6 +107,9 @@ func (s *intake) submitAs(ctx context.Context, decl market.Declaration, parent *
 	var declaredIn *p2p.Shard
 	if s.d.Markets != nil {
 		m, err := s.d.Markets.choose(decl.Request, sourceRoots(decl))
+		if parent != nil && parent.MovedTo != nil {
+			m, err = *parent.MovedTo, nil // where the move takes it
+		}
 		if err != nil {
 			s.d.Metrics.Rejected.Inc()
 			return api.Job{}, invalid(err)
@@ -181,7 +188,13 @@ func (s *intake) submitAs(ctx context.Context, decl market.Declaration, parent *
 	}
 	if parent != nil {
 		rec.Resumes, rec.Retries = parent.Resumes+1, parent.Retries
+		rec.Moves = parent.Moves
 		switch {
+		case parent.MovedTo != nil:
+			// The same run, queued elsewhere: it keeps its counts and
+			// the providers it avoids.
+			rec.Resumes, rec.Moves = parent.Resumes, parent.Moves+1
+			rec.RecordAvoid = parent.RecordAvoid.clone()
 		case parent.placeholder():
 			rec.Resumes = 0 // the first run of a held job
 		case parent.retried():
@@ -211,7 +224,7 @@ func (s *intake) submitAs(ctx context.Context, decl market.Declaration, parent *
 		// Saved and queued: the requeue loop announces it again.
 		s.log.Warn("announce job", "job", id, "err", err)
 	}
-	if parent == nil || !parent.placeholder() {
+	if parent == nil || !parent.placeholder() && parent.MovedTo == nil {
 		s.d.Metrics.Submitted.Inc() // a held job was counted when it was
 	}
 	s.log.Info("job submitted", "job", id, "name", decl.Name, "gpus", decl.Request.GPUs)

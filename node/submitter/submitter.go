@@ -130,6 +130,7 @@ func (s *Submitter) Start() {
 	s.tasks.Go(func() { s.stopLoop(s.ctx) })
 	s.tasks.Go(func() { s.secretsLoop(s.ctx) })
 	s.tasks.Go(func() { s.verify.loop(s.ctx) })
+	s.tasks.Go(func() { mover{s.kit}.loop(s.ctx) })
 	s.gangs.start()
 }
 

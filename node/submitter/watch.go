@@ -244,7 +244,7 @@ func (s *Submitter) requeueLoop(ctx context.Context) {
 func (j *jobTracker) announcement() (env []byte, avoid []wire.Avoided, queued bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.rec.State != api.JobQueued || j.rec.placeholder() || j.rec.isArray() {
+	if j.rec.State != api.JobQueued || j.rec.placeholder() || j.rec.isArray() || j.rec.MovedTo != nil {
 		return nil, nil, false // a held job is not announced; an array is, by its tasks
 	}
 	if len(j.rec.Avoid) > 0 {
