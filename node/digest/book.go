@@ -23,8 +23,9 @@ type Entry struct {
 // into, of a few classes each.
 const MaxEntries = 4 * p2p.MaxShards
 
-// Book keeps the latest digest of each shard of the network, and refuses
-// a digest that comes sooner than MinGap after the last of its shard.
+// Book keeps the digest of each shard of the network that the best-ranked
+// signer of the shard's current round published, and refuses what comes
+// too often.
 type Book struct {
 	// Immutable after NewBook.
 	timing Timing
@@ -44,10 +45,10 @@ func NewBook(timing Timing, now func() time.Time) *Book {
 }
 
 // Validate is the digest topic's body validator: what wire.ValidateDigest
-// accepts, unless its shard's last digest came less than MinGap ago
-// (p2p.ErrUnwanted: a flood, or two publishers at once, costs the
-// forwarder nothing) or was signed later. A digest it accepts is the
-// shard's latest from then on.
+// accepts, if Admit lets it replace the shard's digest held. A digest it
+// accepts is the shard's from then on. Every refusal is p2p.ErrUnwanted:
+// a flood, two publishers at once or a digest overtaken on the way cost
+// the forwarder nothing.
 func (b *Book) Validate(s p2p.Signed) error {
 	if err := wire.ValidateDigest(s); err != nil {
 		return err
@@ -61,11 +62,8 @@ func (b *Book) Validate(s p2p.Signed) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if last, ok := b.byShard[body.Shard]; ok && now.Sub(last.Arrived) < b.timing.MaxAge() {
-		if gap := now.Sub(last.Arrived); gap < b.timing.MinGap() {
-			return fmt.Errorf("%w: digest of shard %s %v after the last, at most one per %v", p2p.ErrUnwanted, body.Shard, gap.Round(time.Millisecond), b.timing.MinGap())
-		}
-		if e.SignedAt.Before(last.SignedAt) {
-			return fmt.Errorf("%w: digest of shard %s signed before the one held", p2p.ErrUnwanted, body.Shard)
+		if err := b.timing.Admit(last, e); err != nil {
+			return fmt.Errorf("%w: digest of shard %s by %s: %w", p2p.ErrUnwanted, body.Shard, s.Signer, err)
 		}
 	}
 	if _, ok := b.byShard[body.Shard]; !ok && len(b.byShard) >= b.max {

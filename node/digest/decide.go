@@ -30,6 +30,7 @@ const (
 	WhyFirst     = "first"     // first in the round's order, its digest due
 	WhySuccessor = "successor" // second, and the shard silent past Successor
 	WhyChange    = "change"    // its publisher, and the market moved past ChangeShare
+	WhyOutrank   = "outrank"   // first in the round's order, the digest held of the round by a member ranked after it
 )
 
 // Decide says whether the node publishes its shard's digest now, and why:
@@ -38,15 +39,23 @@ const (
 // ChangeShare since it (no sooner than MinGap after it); the second does
 // the same when no digest of the shard came for Successor, the first
 // being silent. Every other member stays silent: one digest per shard
-// per round, whoever reads the network.
+// per round, whoever reads the network. The first also publishes at once
+// when the digest held is of its round and signed by a member ranked
+// after it, which every peer's Book replaces with its own (Admit): a
+// member that publishes first does not silence the round's publisher.
 func (t Timing) Decide(turn Turn) (publish bool, why string) {
-	order := Order(Round(turn.Now, t.every()), turn.Members)
+	round := Round(turn.Now, t.every())
+	order := Order(round, turn.Members)
 	pos := slices.Index(order, turn.Self)
 	if pos < 0 || pos > 1 {
 		return false, ""
 	}
 	if turn.Now.Sub(turn.Since) < t.MinGap() {
 		return false, "" // not yet heard the topic long enough to know
+	}
+	if l := turn.Last; pos == 0 && l != nil && l.Publisher != turn.Self &&
+		Round(l.SignedAt, t.every()) == round && RanksBefore(round, turn.Self, l.Publisher) {
+		return true, WhyOutrank
 	}
 	var lastAt time.Time
 	if turn.Last != nil {

@@ -194,3 +194,135 @@ func TestBuild(t *testing.T) {
 		t.Fatalf("held %+v; want bafy-big first, held by 2", b.Held)
 	}
 }
+
+// digestAt is ps's digest of the whole network's shard, signed at at.
+func digestAt(t *testing.T, p wiretest.Party, at time.Time) p2p.Signed {
+	t.Helper()
+	s, err := p2p.Seal(p.SK, wire.KindDigest, wire.DigestBody{Shard: p2p.Shard{Count: 1}, Providers: 3, FreeBoxes: []int{1, 2}}, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p2p.Open(s.Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// A member that publishes before the round's elected publisher is
+// replaced by it at once, and cannot take the shard back within the
+// round; a later-ranked digest is taken once the held one is Every old.
+func TestBookKeepsTheBestRankedSigner(t *testing.T) {
+	const every = time.Minute
+	start := time.UnixMilli(Round(time.Unix(1_800_000_000, 0), every) * every.Milliseconds())
+	c := &clock{t: start.Add(5 * time.Second)}
+	b := NewBook(Timing{Every: every}, c.now)
+	ps, ids := parties(t, 3)
+	byID := map[peer.ID]wiretest.Party{}
+	for _, p := range ps {
+		byID[p.ID] = p
+	}
+	order := Order(Round(start, every), ids)
+	first, second, last := byID[order[0]], byID[order[1]], byID[order[2]]
+	whole := p2p.Shard{Count: 1}
+	held := func() peer.ID {
+		t.Helper()
+		e, ok := b.Last(whole)
+		if !ok {
+			t.Fatal("no digest held")
+		}
+		return e.Publisher
+	}
+	validate := func(p wiretest.Party, signed time.Time) error { return b.Validate(digestAt(t, p, signed)) }
+
+	if err := validate(last, c.t); err != nil {
+		t.Fatalf("the round's first digest, by its last member: %v", err)
+	}
+	c.t = c.t.Add(time.Second)
+	if err := validate(first, c.t); err != nil {
+		t.Fatalf("the round's first member 1s after its last (MinGap %v): %v", Timing{Every: every}.MinGap(), err)
+	}
+	if held() != first.ID {
+		t.Fatalf("held the digest of %s, want the round's first %s", held(), first.ID)
+	}
+	heldAt := c.t
+	for _, p := range []wiretest.Party{second, last} {
+		c.t = heldAt.Add(20 * time.Second)
+		if err := validate(p, c.t); !errors.Is(err, p2p.ErrUnwanted) {
+			t.Fatalf("a later-ranked member 20s after the first's digest: got %v, want unwanted", err)
+		}
+	}
+	c.t = heldAt.Add(2 * time.Second)
+	if err := validate(first, c.t); !errors.Is(err, p2p.ErrUnwanted) {
+		t.Fatalf("the first's repeat 2s later: got %v, want unwanted", err)
+	}
+	if held() != first.ID {
+		t.Fatalf("held %s after refusals, want %s", held(), first.ID)
+	}
+	// The successor's digest of the same round, the first's one Every
+	// old (clocks apart: it is still of the round by its signing time).
+	signed := start.Add(30 * time.Second)
+	c.t = heldAt.Add(every - time.Millisecond)
+	if err := validate(second, signed); !errors.Is(err, p2p.ErrUnwanted) {
+		t.Fatalf("the second under Every after the first: got %v, want unwanted", err)
+	}
+	c.t = heldAt.Add(every)
+	if err := validate(second, signed); err != nil {
+		t.Fatalf("the second once the first's digest is Every old: %v", err)
+	}
+	if held() != second.ID {
+		t.Fatalf("held %s, want the second %s", held(), second.ID)
+	}
+	// An earlier round is refused; a later one comes MinGap after the
+	// last, whoever signs it.
+	secondAt := c.t
+	c.t = secondAt.Add(20 * time.Second)
+	if err := validate(first, start.Add(-time.Second)); !errors.Is(err, p2p.ErrUnwanted) {
+		t.Fatalf("a digest of the round before: got %v, want unwanted", err)
+	}
+	next := start.Add(every)
+	nextOrder := Order(Round(next, every), ids)
+	other := byID[nextOrder[0]]
+	if other.ID == second.ID {
+		other = byID[nextOrder[1]]
+	}
+	c.t = secondAt.Add(5 * time.Second)
+	if err := validate(other, next); !errors.Is(err, p2p.ErrUnwanted) {
+		t.Fatalf("the next round's digest 5s after the last: got %v, want unwanted", err)
+	}
+	c.t = secondAt.Add(20 * time.Second)
+	if err := validate(other, next); err != nil {
+		t.Fatalf("the next round's digest 20s after the last: %v", err)
+	}
+	if held() != other.ID {
+		t.Fatalf("held %s, want the next round's %s", held(), other.ID)
+	}
+}
+
+// The first in the round's order publishes at once over a digest of its
+// round by a member ranked after it, and not over one of an earlier round.
+func TestDecideOutranks(t *testing.T) {
+	tm := Timing{Every: time.Minute}
+	_, ids := parties(t, 4)
+	now := time.Unix(1_800_000_000, 0).Add(30 * time.Second) // mid-round
+	order := Order(Round(now, time.Minute), ids)
+	first := slices.Index(ids, order[0])
+	body := wire.DigestBody{Providers: 4, FreeBoxes: []int{0, 4}}
+	tu := turnAt(ids, first, now)
+	tu.Fresh = body
+	tu.Last = &Entry{Body: body, Publisher: order[3], SignedAt: now.Add(-time.Second), Arrived: now.Add(-time.Second)}
+	if ok, why := tm.Decide(tu); !ok || why != WhyOutrank {
+		t.Fatalf("first, the round's digest by the last member: %v %q, want to publish (%s)", ok, why, WhyOutrank)
+	}
+	tu.Last.SignedAt = now.Add(-time.Minute)
+	if ok, why := tm.Decide(tu); ok {
+		t.Fatalf("first, the last member's digest of the round before, 1s ago: published (%s)", why)
+	}
+	second := slices.Index(ids, order[1])
+	tu = turnAt(ids, second, now)
+	tu.Fresh = body
+	tu.Last = &Entry{Body: body, Publisher: order[3], SignedAt: now.Add(-time.Second), Arrived: now.Add(-time.Second)}
+	if ok, why := tm.Decide(tu); ok {
+		t.Fatalf("second, the round's digest by the last member 1s ago: published (%s)", why)
+	}
+}
