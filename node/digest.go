@@ -32,7 +32,7 @@ func (n *Node) startDigests(ctx context.Context) error {
 	})
 	// A provider placed in a shard by hand (e31d --shard) is no member
 	// of it by its ID, and every peer would refuse its digests.
-	if own := n.shard; !n.compute.Offers() || wire.DigestShard(n.self, own) != (p2p.Shard{Class: own.Class, Index: own.Index, Count: max(own.Count, 1)}) {
+	if _, member := digestMember(n.self, n.shard, n.compute.Offers()); !member {
 		return nil
 	}
 	self := n.self.String()
@@ -60,6 +60,16 @@ func (n *Node) startDigests(ctx context.Context) error {
 	}
 	n.loops.Go(func() { p.Run(ctx) })
 	return nil
+}
+
+// digestValidator is the digest topic's validator of n: its book, behind the
+// membership check of a member of its shard.
+func (n *Node) digestValidator() digestGate {
+	own, member := digestMember(n.self, n.shard, n.compute.Offers())
+	return digestGate{book: n.digests, self: n.self, own: own, member: member, offered: func(id string) bool {
+		_, ok := n.offers.Get(id)
+		return ok
+	}}
 }
 
 // lastViewHash is the view hash of the last epoch's Match in history

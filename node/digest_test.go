@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -44,5 +45,67 @@ func TestLastViewHash(t *testing.T) {
 	}
 	if got := lastViewHash(nil); got != "" {
 		t.Fatalf("before any Match: %q", got)
+	}
+}
+
+// A member of a shard refuses a digest of its shard by a signer with no
+// offer in its view, without a penalty; it takes one by a provider it
+// sees, its own, and any of another shard; a node that is no member
+// takes the stranger's.
+func TestDigestGate(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	shards := p2p.Shard{Count: 2}
+	self := wiretest.SeededParty(t, 1)
+	own := wire.DigestShard(self.ID, shards)
+	var mates, others []wiretest.Party
+	for seed := byte(2); len(mates) < 2 || len(others) < 1; seed++ {
+		p := wiretest.SeededParty(t, seed)
+		if wire.DigestShard(p.ID, shards) == own {
+			mates = append(mates, p)
+		} else {
+			others = append(others, p)
+		}
+	}
+	seen, stranger, far := mates[0], mates[1], others[0]
+	digestOf := func(p wiretest.Party) p2p.Signed {
+		return wiretest.OnWire(t, p, wire.KindDigest, wire.DigestBody{Shard: wire.DigestShard(p.ID, shards), Providers: 2, FreeBoxes: []int{1, 1}})
+	}
+	gate := func(member bool) digestGate {
+		mine, isMember := digestMember(self.ID, own, member)
+		if mine != own || isMember != member {
+			t.Fatalf("digestMember: %s %v, want %s %v", mine, isMember, own, member)
+		}
+		return digestGate{book: digest.NewBook(digest.Timing{}, func() time.Time { return now }), self: self.ID, own: own, member: isMember,
+			offered: func(id string) bool { return id == seen.ID.String() }}
+	}
+
+	g := gate(true)
+	if err := g.Validate(digestOf(stranger)); !errors.Is(err, p2p.ErrUnwanted) || errors.Is(err, p2p.ErrForged) {
+		t.Fatalf("a stranger's digest of the member's shard: got %v, want unwanted", err)
+	}
+	if _, ok := g.book.Last(own); ok {
+		t.Fatal("the stranger's digest was kept")
+	}
+	for _, c := range []struct {
+		name string
+		p    wiretest.Party
+		gate digestGate
+	}{
+		{"a provider in view, of the member's shard", seen, gate(true)},
+		{"the member's own", self, gate(true)},
+		{"a stranger's, of another shard", far, gate(true)},
+		{"a stranger's, at a node that is no member", stranger, gate(false)},
+	} {
+		if err := c.gate.Validate(digestOf(c.p)); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		if e, ok := c.gate.book.Last(wire.DigestShard(c.p.ID, shards)); !ok || e.Publisher != c.p.ID {
+			t.Errorf("%s: not kept (%v)", c.name, ok)
+		}
+	}
+	// A forged digest stays forged, a penalty, at a member too.
+	forged := wiretest.OnWire(t, far, wire.KindDigest, wire.DigestBody{Shard: own, Providers: 1, FreeBoxes: []int{1}})
+	if err := gate(true).Validate(forged); !errors.Is(err, p2p.ErrForged) {
+		t.Fatalf("a digest of the shard signed by a member of another: got %v, want forged", err)
 	}
 }

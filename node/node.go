@@ -282,7 +282,7 @@ func New(ctx context.Context, cfg Config) (n *Node, err error) {
 		Validators: map[string]p2p.BodyValidator{
 			p2p.TopicOffers: wire.OfferValidator(n.shard),
 			p2p.TopicJobs:   view.NewJobChecks(n.market).In(n.shard).Validate,
-			p2p.TopicDigest: n.digests.Validate,
+			p2p.TopicDigest: n.digestValidator().Validate,
 		},
 	})
 	if err != nil {
