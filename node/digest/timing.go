@@ -5,7 +5,8 @@ import "time"
 // Timing is the digest topic's clock, every span derived from Every so
 // that a test network runs it fast: at the default Every of a minute, a
 // successor steps in after 90 s of silence, a shard's digests come at most
-// once per 10 s, and a digest older than 5 minutes is dropped.
+// once per 10 s (but for a better-ranked signer's of the round, Admit),
+// and a digest older than 5 minutes is dropped.
 type Timing struct {
 	// Every is how often the shard's publisher publishes; also the length
 	// of a round, in which the order of the members is fixed.
@@ -20,7 +21,8 @@ const DefaultEvery = time.Minute
 func (t Timing) Successor() time.Duration { return t.every() * 3 / 2 }
 
 // MinGap is the least time between two digests of one shard: one that
-// comes sooner is refused as unwanted, and a change is published at once
+// comes sooner is refused as unwanted, unless of the held one's round by
+// a signer ranked before its (Admit), and a change is published at once
 // only this long after the last digest.
 func (t Timing) MinGap() time.Duration { return t.every() / 6 }
 
