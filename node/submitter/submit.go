@@ -106,9 +106,12 @@ func (s *intake) submitAs(ctx context.Context, decl market.Declaration, parent *
 	// is refused at once.
 	var declaredIn *p2p.Shard
 	if s.d.Markets != nil {
-		m, err := s.d.Markets.choose(decl.Request, sourceRoots(decl))
+		var m p2p.Shard
+		var err error
 		if parent != nil && parent.MovedTo != nil {
-			m, err = *parent.MovedTo, nil // where the move takes it
+			m = *parent.MovedTo // where the move takes it (move.go)
+		} else {
+			m, err = s.d.Markets.choose(decl.Request, sourceRoots(decl))
 		}
 		if err != nil {
 			s.d.Metrics.Rejected.Inc()
