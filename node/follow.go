@@ -52,7 +52,7 @@ type follows struct {
 	feed *gossipFeed
 	// open are the markets of this node's open jobs
 	// (Submitter.Markets).
-	open func() []p2p.Shard
+	open func() []submitter.OpenMarket
 	// waits tells the submitter why its jobs wait in a followed market,
 	// as a pass there says (Submitter.NoteFollowedWaits).
 	waits func(market.Result)
@@ -74,6 +74,9 @@ type followedMarket struct {
 	// idle is since when no job of this node is open in the market; zero
 	// while one is. Guarded by follows.mu.
 	idle time.Time
+	// heard is how the market's offers are heard while a job of this node
+	// is being placed there (follow_offers.go).
+	heard offersHeard
 }
 
 func (m *followedMarket) Publish(ctx context.Context, topic, kind string, body any) (p2p.Signed, error) {
@@ -132,11 +135,6 @@ func (f *follows) join(s p2p.Shard) (*followedMarket, error) {
 	if err != nil {
 		return nil, err
 	}
-	offersSub, err := topics.Subscribe(p2p.TopicOffers)
-	if err != nil {
-		_ = topics.Leave()
-		return nil, err
-	}
 	jobsSub, err := topics.Subscribe(p2p.TopicJobs)
 	if err != nil {
 		_ = topics.Leave()
@@ -149,7 +147,13 @@ func (f *follows) join(s p2p.Shard) (*followedMarket, error) {
 	feed.shard, feed.offers, feed.market, feed.followed = s, offers, mkt, true
 	feed.delays = view.NewGossipDelays(view.DefaultDelayWindow)
 	feed.signalWork = func() {} // no pass of this node's runs there
-	f.units.loops.Go(func() { feed.receiveOffers(ctx, offersSub) })
+	m.heard.feed = &feed
+	// Followed for a job being placed there: its offers are heard at once.
+	if err := m.heard.want(f.units, m, true, time.Now(), offersLinger*f.cfg.Heartbeat); err != nil {
+		stop()
+		_ = topics.Leave()
+		return nil, err
+	}
 	f.units.loops.Go(func() { feed.receiveJobs(ctx, jobsSub) })
 	f.units.loops.Go(func() { feed.expireOffers(ctx) })
 	f.units.loops.Go(func() { f.reach(ctx, s) })
@@ -226,10 +230,10 @@ func (f *follows) Run(ctx context.Context) {
 
 // idleMarkets marks when each followed market not in open became idle,
 // and takes out of the followed those idle for followLinger by now.
-func (f *follows) idleMarkets(open []p2p.Shard, now time.Time) []*followedMarket {
+func (f *follows) idleMarkets(open []submitter.OpenMarket, now time.Time) []*followedMarket {
 	busy := make(map[p2p.Shard]bool, len(open))
-	for _, s := range open {
-		busy[marketKey(s)] = true
+	for _, o := range open {
+		busy[marketKey(o.Shard)] = true
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

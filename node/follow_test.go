@@ -6,8 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/e31network/e31/node/submitter"
 	"github.com/e31network/e31/p2p"
 )
+
+// opened is the markets of open jobs, none being placed.
+func opened(ss ...p2p.Shard) []submitter.OpenMarket {
+	out := make([]submitter.OpenMarket, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, submitter.OpenMarket{Shard: s})
+	}
+	return out
+}
 
 // A followed market is kept while a job of this node is open there, and
 // left once none has been for followLinger; a job opened again in time
@@ -19,13 +29,13 @@ func TestFollowsLeaveIdleMarkets(t *testing.T) {
 		h100: {shard: h100}, a100: {shard: a100},
 	}}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	if gone := f.idleMarkets([]p2p.Shard{{Class: "H100x8"}}, t0); len(gone) != 0 {
+	if gone := f.idleMarkets(opened(p2p.Shard{Class: "H100x8"}), t0); len(gone) != 0 {
 		t.Fatalf("left %d markets at once; want none", len(gone))
 	}
-	if gone := f.idleMarkets([]p2p.Shard{h100}, t0.Add(followLinger-time.Second)); len(gone) != 0 {
+	if gone := f.idleMarkets(opened(h100), t0.Add(followLinger-time.Second)); len(gone) != 0 {
 		t.Fatalf("left %d markets before they lingered; want none", len(gone))
 	}
-	gone := f.idleMarkets([]p2p.Shard{h100}, t0.Add(followLinger))
+	gone := f.idleMarkets(opened(h100), t0.Add(followLinger))
 	if len(gone) != 1 || gone[0].shard != a100 {
 		t.Fatalf("left %v; want the A100 market alone", gone)
 	}
@@ -37,7 +47,7 @@ func TestFollowsLeaveIdleMarkets(t *testing.T) {
 	}
 	// The job ends; another opens there before the market has lingered.
 	f.idleMarkets(nil, t0.Add(2*followLinger))
-	f.idleMarkets([]p2p.Shard{h100}, t0.Add(3*followLinger-time.Second))
+	f.idleMarkets(opened(h100), t0.Add(3*followLinger-time.Second))
 	if gone := f.idleMarkets(nil, t0.Add(3*followLinger)); len(gone) != 0 {
 		t.Fatalf("left %d markets idle for no time; want none", len(gone))
 	}

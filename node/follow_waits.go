@@ -15,7 +15,11 @@ import (
 // market's Judge's, which answers the claims check's questions after it.
 func (f *follows) tellWaits(ctx context.Context) {
 	task.Every(ctx, max(f.cfg.Epoch, time.Second), func(now time.Time) {
+		f.tuneOffers(f.open(), now)
 		for _, m := range f.followed() {
+			if !m.heard.on() {
+				continue // no job of this node waits there
+			}
 			if res, ok := m.judge.Pass(now); ok && f.waits != nil {
 				f.waits(res)
 			}

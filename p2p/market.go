@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -124,6 +125,16 @@ func (m *Market) Subscribe(topic string) (*Subscription, error) {
 	s := &Subscription{sub: sub}
 	m.subs = append(m.subs, s)
 	return s, nil
+}
+
+// Unsubscribe cancels s, a subscription made by Subscribe: once the last
+// subscription to a topic is cancelled, the node stops receiving it
+// (gossipsub tells its peers), but may still publish on it.
+func (m *Market) Unsubscribe(s *Subscription) {
+	m.mu.Lock()
+	m.subs = slices.DeleteFunc(m.subs, func(x *Subscription) bool { return x == s })
+	m.mu.Unlock()
+	s.Cancel()
 }
 
 // TopicPeers lists the peers known on one of the market's topics, sorted;

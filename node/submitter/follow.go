@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/e31network/e31/node/api"
 	"github.com/e31network/e31/p2p"
 )
 
@@ -111,22 +112,38 @@ func marketOf(j *jobTracker) *p2p.Shard {
 	return j.rec.Market
 }
 
+// OpenMarket is a market, other than this node's own, in which a job of
+// this node is open (Submitter.Markets).
+type OpenMarket struct {
+	Shard p2p.Shard
+	// Placing says a job of this node there is queued or its lease not
+	// yet running: proposals for it are judged on the market's offers.
+	// Once every job there runs, the offers are not needed.
+	Placing bool
+}
+
 // Markets are the markets of this node's open jobs other than its own:
-// those it must follow (Follower).
-func (s *kit) Markets() []p2p.Shard {
-	var out []p2p.Shard
-	seen := map[p2p.Shard]bool{}
+// those it must follow (Follower), each with whether a job there is being
+// placed.
+func (s *kit) Markets() []OpenMarket {
+	var out []OpenMarket
+	at := map[p2p.Shard]int{}
 	for _, j := range s.jobs.live() {
 		j.mu.Lock()
-		m, open := j.rec.Market, !j.rec.terminal()
+		m, open, state := j.rec.Market, !j.rec.terminal(), j.rec.State
 		j.mu.Unlock()
 		if !open || s.ownMarket(m) {
 			continue
 		}
 		k := p2p.Shard{Class: m.Class, Index: m.Index, Count: max(m.Count, 1)}
-		if !seen[k] {
-			seen[k] = true
-			out = append(out, k)
+		i, seen := at[k]
+		if !seen {
+			i = len(out)
+			at[k] = i
+			out = append(out, OpenMarket{Shard: k})
+		}
+		if state == api.JobQueued || state == api.JobRenting {
+			out[i].Placing = true
 		}
 	}
 	return out

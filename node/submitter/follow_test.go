@@ -111,7 +111,7 @@ func TestJobOfAnotherMarketPublishesThere(t *testing.T) {
 	if there.rawCount() != 1 || h.gossip.rawCount() != 0 {
 		t.Fatalf("declaration announced %d times in the H100 market, %d in the node's own; want 1 and 0", there.rawCount(), h.gossip.rawCount())
 	}
-	if ms := h.s.Markets(); len(ms) != 1 || ms[0] != h100 {
+	if ms := h.s.Markets(); len(ms) != 1 || ms[0] != (OpenMarket{Shard: h100, Placing: true}) {
 		t.Fatalf("markets to follow: %v, want [%v]", ms, h100)
 	}
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -97,4 +98,62 @@ func TestJobMovesToAMarketWithRoom(t *testing.T) {
 	if f, err := c.Client(owner[from]).Job(ctx, fill[from]); err != nil || f.State != api.JobRunning {
 		t.Fatalf("the job filling %s: %v, %v; want it running", from, f.State, err)
 	}
+}
+
+// A node that only submits hears a followed market's offers only while a
+// job of its own is being placed there: once its one job there runs, it
+// stops hearing them (six heartbeats later), and a job queued there again
+// brings them back, with a reason to wait from the node's own pass.
+func TestFollowedOffersHeardWhilePlacing(t *testing.T) {
+	c := start(t, cluster.Options{
+		N:             2,
+		Market:        "classes",
+		SimGPUsByNode: []string{"", "1xH100:80GiB"},
+		DigestEvery:   3 * time.Second,
+		Metrics:       true,
+	})
+	ctx := context.Background()
+	offersIn := func() float64 {
+		return scrape(t, c.Nodes[0].Metrics)[`e31_gossip_bytes_total{direction="in",topic="offers"}`]
+	}
+	// Still: no offer heard for three heartbeats (the testnet's is a
+	// second), by the samples taken as the poll asks.
+	type sample struct {
+		at time.Time
+		v  float64
+	}
+	var samples []sample
+	still := func() bool {
+		now := sample{time.Now(), offersIn()}
+		samples = append(samples, now)
+		for i := len(samples) - 1; i >= 0; i-- {
+			if now.at.Sub(samples[i].at) >= 3*time.Second {
+				return samples[i].v == now.v
+			}
+		}
+		return false
+	}
+	long := decl("long", "sleep 600", 1, 20*time.Minute)
+	long.Request.GPUModel = "H100"
+	var j api.Job
+	var err error
+	raw, _ := json.Marshal(long)
+	poll.Until(t, "node0 to declare an H100 job in the H100 market", 60*time.Second, func() bool {
+		j, err = c.Client(0).Submit(ctx, api.SubmitRequest{Declaration: raw}, nil)
+		return err == nil
+	})
+	t.Cleanup(func() { _, _ = c.Client(0).Withdraw(context.Background(), j.ID) })
+	waitJob(t, c.Client(0), j.ID, 90*time.Second, "running", func(j api.Job) bool { return j.State == api.JobRunning })
+	if offersIn() == 0 {
+		t.Fatal("node0 heard no offer of the H100 market while its job was placed there")
+	}
+	poll.Until(t, "node0 to stop hearing the H100 market's offers", 60*time.Second, still)
+
+	next := submit(t, c.Client(0), long)
+	t.Cleanup(func() { _, _ = c.Client(0).Withdraw(context.Background(), next.ID) })
+	before := offersIn()
+	poll.Until(t, "node0 to hear the H100 market's offers again", 30*time.Second, func() bool { return offersIn() > before })
+	waitJob(t, c.Client(0), next.ID, 60*time.Second, "a reason to wait", func(j api.Job) bool {
+		return j.State == api.JobQueued && j.Reason != ""
+	})
 }
