@@ -115,6 +115,11 @@ type Request struct {
 	// gpu_memory are per node), which Match places all together on
 	// distinct providers or not at all. Part i runs Task(i).
 	Nodes int `json:"nodes,omitempty" yaml:"nodes,omitempty"`
+	// MaxPrice is the most the job pays per GPU-hour, in the network's
+	// currency: Match places it only on offers whose Price is at or under
+	// it. 0: no cap. A job without GPUs is not capped (Offer.Price is per
+	// GPU).
+	MaxPrice Price `json:"max_price,omitempty" yaml:"max_price,omitempty"`
 }
 
 // Gang reports whether the request makes a gang: two nodes or more.
@@ -527,6 +532,9 @@ func validateRequest(r *Request, ps *problems) {
 	}
 	if r.Nodes < 0 || r.Nodes > MaxNodes {
 		ps.add("request.nodes", "must be between 1 and %d providers at once (0 means 1)", MaxNodes)
+	}
+	if r.MaxPrice < 0 || r.MaxPrice > MaxPrice {
+		ps.add("request.max_price", "must be a price per GPU-hour such as 2.40, at most %s", MaxPrice)
 	}
 }
 

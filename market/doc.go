@@ -323,6 +323,32 @@
 // starvation bound below, a provider that closes is one that leaves the
 // view.
 //
+// # Prices
+//
+// An offer names a price: what an hour of one of its GPUs costs, in the
+// network's currency, as a Price (millionths of a unit, so that every
+// comparison is of integers and alike on every peer). A job may cap what
+// it pays per GPU-hour (request.max_price). Both are signed, and both are
+// hashed with the view only when set. The cap is a filter, after the
+// device count and before the window (price): an offer above it never
+// takes the job, and a job every offer's price turns away waits saying
+// so, with the cheapest price in view ("the cheapest asks 2.40 per
+// GPU-hour, the cap is 2.00"). A job without GPUs is not capped: prices
+// are per GPU.
+//
+// How price weighs against the rest: data gravity first, then best fit,
+// then price, then the avoid count and the rendezvous weight. Locality
+// comes first because a holder saves the submitter the staging hours,
+// which it pays at the lease's price too, and the wait for them; best fit
+// before price because a one-GPU job that took a GPU of the only free
+// eight-GPU box, however much cheaper, would leave a whole-box job or a
+// gang waiting for it, which costs the network more than the difference.
+// So among places that fit a job alike, the cheaper wins; a reservation
+// takes the provider free earliest, then the cheaper. Within one
+// submitter and across submitters the order of jobs does not change:
+// fairness decides who goes first, and each job in its turn takes the
+// cheapest place that fits it best.
+//
 // # Avoided providers
 //
 // A provider may take a place in Match and never serve it: it advertises

@@ -20,6 +20,7 @@ const (
 	ReasonGPUModel    = "gpu_model"     // no device of the requested model
 	ReasonGPUMemory   = "gpu_memory"    // no device of the model with enough memory
 	ReasonGPUs        = "gpus"          // too few such devices in all, free or not
+	ReasonPrice       = "price"         // the provider's price is above request.max_price
 	ReasonWindow      = "window"        // the provider's contribution hours end before the job's limit would
 	ReasonBusy        = "busy"          // enough devices, but too few free now
 	ReasonCPUs        = "cpus"          // too few CPUs free now
@@ -77,6 +78,7 @@ func feasibility() [numFilters]namedFilter {
 		{ReasonGPUModel, modelFilter{}},
 		{ReasonGPUMemory, gpuMemoryFilter{}},
 		{ReasonGPUs, gpuCountFilter{}},
+		{ReasonPrice, priceFilter{}},
 		{ReasonWindow, windowFilter{}},
 		{ReasonBusy, gpuFreeFilter{}},
 		{ReasonCPUs, cpuFilter{}},
@@ -95,7 +97,7 @@ func firstFailure(fs *[numFilters]namedFilter, d *demand, s *shape) string {
 }
 
 // numFilters is the length of the filter stack.
-const numFilters = 15
+const numFilters = 16
 
 type reachableFilter struct{}
 
@@ -147,6 +149,15 @@ type gpuCountFilter struct{}
 
 func (gpuCountFilter) pass(d *demand, s *shape) bool {
 	return d.gpus == 0 || d.con.count(s.static.gpus, true) >= d.gpus
+}
+
+// priceFilter keeps a job with GPUs off a provider whose price per
+// GPU-hour is above the job's cap. A job without GPUs is not capped: the
+// price is per GPU.
+type priceFilter struct{}
+
+func (priceFilter) pass(d *demand, s *shape) bool {
+	return d.gpus == 0 || d.maxPrice == 0 || s.static.price <= d.maxPrice
 }
 
 // windowFilter keeps a job off a provider whose contribution hours end
@@ -217,6 +228,8 @@ type offerTerms struct {
 	noDisk bool
 	// noCPUJobs: the provider takes only jobs that ask for GPUs.
 	noCPUJobs bool
+	// price is the offer's price per GPU-hour.
+	price Price
 }
 
 // gpuType is a device model and memory size; devices of one type are
@@ -393,7 +406,8 @@ func (in *interner) multiset(types []int32) *multiset {
 
 func (in *interner) static(gpus *multiset, cpus int64, mem uint64, o *Offer) *staticShape {
 	k := staticKey{gpus.id, cpus, mem, offerTerms{images: o.Images, requireImage: o.RequireImage, unreachable: o.Unreachable,
-		draining: o.Draining, closed: o.Closed, openUntil: o.OpenUntil, maxJobDisk: o.MaxJobDisk, noDisk: o.NoDisk != "", noCPUJobs: o.NoCPUJobs}}
+		draining: o.Draining, closed: o.Closed, openUntil: o.OpenUntil, maxJobDisk: o.MaxJobDisk, noDisk: o.NoDisk != "", noCPUJobs: o.NoCPUJobs,
+		price: o.Price}}
 	if s, ok := in.statics[k]; ok {
 		return s
 	}

@@ -145,11 +145,13 @@ func (ix *index) nearest(c *class, key uint64) (int32, uint64) {
 	return best, bestW
 }
 
-// fitKey is what best fit minimizes, before the rendezvous weight. A
-// provider that more submitters name in avoid lists loses ties of fit.
+// fitKey is what best fit minimizes, before the rendezvous weight. Of
+// places that fit alike, the cheaper wins; a provider that more
+// submitters name in avoid lists loses ties of fit and price.
 type fitKey struct {
 	gpusLeft int
 	memLeft  uint64
+	price    Price
 	failures int32
 }
 
@@ -158,6 +160,9 @@ func (a fitKey) compare(b fitKey) int {
 		return c
 	}
 	if c := cmp.Compare(a.memLeft, b.memLeft); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.price, b.price); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.failures, b.failures)

@@ -400,7 +400,8 @@ func (m *matcher) reserveGang(g *gang) {
 				continue // reserved for an earlier part, or closed by then
 			}
 			w := m.ix.arena.hash[p.idx] ^ part.h
-			if best == nil || c.at < bestAt || c.at == bestAt && (w < bestW || w == bestW && p.idx < best.idx) {
+			if best == nil || c.at < bestAt || c.at == bestAt && (p.static.price < best.static.price ||
+				p.static.price == best.static.price && (w < bestW || w == bestW && p.idx < best.idx)) {
 				best, bestAt, bestW = p, c.at, w
 			}
 		}
@@ -494,7 +495,9 @@ func (m *matcher) gangWait(gi int32) (string, map[string]int) {
 		g.reason = describeGangInFlight(g.id, g.nodes, g.gone)
 	default:
 		if s.gangCounts == nil {
-			s.gangCounts, _, _ = m.countReasons(&s.demand, ReasonFree)
+			var x countExtremes
+			s.gangCounts, x = m.countReasons(&s.demand, ReasonFree)
+			s.cheapest = x.cheapest // the same whatever counts as free
 		}
 		g.counts = s.gangCounts
 		if len(g.running) > 0 {

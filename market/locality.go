@@ -172,7 +172,7 @@ func (m *matcher) placeLocal(j *jobState) (best *provider, wait bool) {
 			}
 			continue
 		}
-		f := fitKey{gpusLeft: p.shape.avail.total - d.gpus, memLeft: p.shape.mem - d.mem, failures: p.failures}
+		f := fitKey{gpusLeft: p.shape.avail.total - d.gpus, memLeft: p.shape.mem - d.mem, price: p.shape.static.price, failures: p.failures}
 		w := j.h ^ m.ix.arena.hash[p.idx]
 		if best == nil || held > bestHeld || held == bestHeld && betterFit(f, w, p.idx, bestFit, bestW, best.idx) {
 			best, bestHeld, bestFit, bestW = p, held, f, w

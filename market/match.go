@@ -132,6 +132,9 @@ type demand struct {
 	// limit), which a provider's contribution window must reach. It is
 	// set only when some offer in the view has a window; see shapeOf.
 	end int64
+	// maxPrice is request.max_price: no offer whose price is above it
+	// takes the job; 0: no cap.
+	maxPrice Price
 }
 
 // demandShape is the state shared by every job with the same request.
@@ -157,6 +160,9 @@ type demandShape struct {
 	// lastWindow is the latest end of the contribution windows that
 	// turned the job away for ending too soon (ReasonWindow).
 	lastWindow int64
+	// cheapest is the lowest price of the offers turned away by
+	// request.max_price alone (ReasonPrice).
+	cheapest Price
 }
 
 type shapeKey struct {
@@ -170,8 +176,9 @@ type shapeKey struct {
 	// limit is the job's limit when the view has contribution windows,
 	// and 0 otherwise: see shapeOf. For a cut shape it is the least
 	// window the job may be cut in (cutSpan).
-	limit Duration
-	cut   bool
+	limit    Duration
+	cut      bool
+	maxPrice Price
 }
 
 // jobState is a valid open job as the pass sees it. It holds copies of
@@ -527,14 +534,15 @@ func (m *matcher) shapeOf(r *Request, image bool) *demandShape {
 // shapeFor interns a request whose window must hold span from now: its
 // limit, or for a cut shape the least window it may be cut in.
 func (m *matcher) shapeFor(r *Request, image bool, span Duration, cut bool) *demandShape {
-	k := shapeKey{image: image, gpus: r.GPUs, model: r.GPUModel, minMem: uint64(r.GPUMemory), cpus: int64(r.CPUs), mem: uint64(r.Memory), disk: r.DiskBytes(), cut: cut}
+	k := shapeKey{image: image, gpus: r.GPUs, model: r.GPUModel, minMem: uint64(r.GPUMemory), cpus: int64(r.CPUs), mem: uint64(r.Memory), disk: r.DiskBytes(), cut: cut, maxPrice: r.MaxPrice}
 	if m.windows {
 		k.limit = span
 	}
 	// The slot depends on the numbers of the request and the length of the
 	// model name, not on the name's bytes.
 	h := uint64(k.gpus)*0x9e3779b97f4a7c15 ^ uint64(k.cpus)*0xbf58476d1ce4e5b9 ^ k.mem*0x94d049bb133111eb ^
-		k.minMem*0x2545f4914f6cdd1d ^ uint64(len(k.model))*0xff51afd7ed558ccd ^ uint64(k.limit)*0xc2b2ae3d27d4eb4f
+		k.minMem*0x2545f4914f6cdd1d ^ uint64(len(k.model))*0xff51afd7ed558ccd ^ uint64(k.limit)*0xc2b2ae3d27d4eb4f ^
+		uint64(k.maxPrice)*0xd6e8feb86659fd93
 	if image {
 		h = ^h
 	}
@@ -548,7 +556,7 @@ func (m *matcher) shapeFor(r *Request, image bool, span Duration, cut bool) *dem
 	s, ok := m.shapes[k]
 	if !ok {
 		s = &demandShape{
-			demand: demand{gpus: r.GPUs, con: m.in.constraint(r.GPUModel, uint64(r.GPUMemory)), cpus: int64(r.CPUs), mem: uint64(r.Memory), image: image, disk: r.DiskBytes()},
+			demand: demand{gpus: r.GPUs, con: m.in.constraint(r.GPUModel, uint64(r.GPUMemory)), cpus: int64(r.CPUs), mem: uint64(r.Memory), image: image, disk: r.DiskBytes(), maxPrice: r.MaxPrice},
 			model:  r.GPUModel,
 		}
 		if m.windows {
@@ -625,7 +633,7 @@ func (m *matcher) placeIn(j *jobState, s *demandShape) (*provider, bool) {
 	var bestFit fitKey
 	var bestW uint64
 	consider := func(p *provider, w uint64) {
-		f := fitKey{gpusLeft: p.shape.avail.total - d.gpus, memLeft: p.shape.mem - d.mem, failures: p.failures}
+		f := fitKey{gpusLeft: p.shape.avail.total - d.gpus, memLeft: p.shape.mem - d.mem, price: p.shape.static.price, failures: p.failures}
 		if best == nil {
 			best, bestFit, bestW = p, f, w
 			return

@@ -24,6 +24,7 @@ func NeverHeld(r Request, offers []Offer) string {
 	nodes := max(r.Nodes, 1)
 	counts := map[string]int{}
 	able, mostGPUs, mostCPUs := 0, 0, 0
+	var cheapest Price // of the offers that could hold it but for its cap
 	var mostMem, mostGPUMem uint64
 	var models []string
 	for i := range offers {
@@ -55,6 +56,11 @@ func NeverHeld(r Request, offers []Offer) string {
 			counts[ReasonCPUs]++
 		case o.MemoryBytes < uint64(r.Memory):
 			counts[ReasonMemory]++
+		case r.GPUs > 0 && r.MaxPrice > 0 && o.Price > r.MaxPrice:
+			counts[ReasonPrice]++
+			if cheapest == 0 || o.Price < cheapest {
+				cheapest = o.Price
+			}
 		default:
 			able++
 		}
@@ -77,6 +83,8 @@ func NeverHeld(r Request, offers []Offer) string {
 		return fmt.Sprintf("no offer in view could ever hold %d CPUs: the most any has is %d", r.CPUs, mostCPUs)
 	case counts[ReasonMemory] == n:
 		return fmt.Sprintf("no offer in view could ever hold %s of memory: the most any has is %s", r.Memory, Size(mostMem))
+	case counts[ReasonPrice] > 0 && counts[ReasonPrice]+counts[ReasonGPUModel]+counts[ReasonGPUMemory]+counts[ReasonGPUs]+counts[ReasonCPUs]+counts[ReasonMemory] == n:
+		return fmt.Sprintf("no offer in view that could hold the job asks request.max_price %s or less: the cheapest asks %s per GPU-hour", r.MaxPrice, cheapest)
 	}
 	var parts []string
 	for _, c := range []struct{ reason, phrase string }{

@@ -14,8 +14,8 @@ func TestNeverHeld(t *testing.T) {
 		return gs
 	}
 	offers := []Offer{
-		{Provider: "a", GPUs: h100(8), CPUs: 64, MemoryBytes: 512 << 30},
-		{Provider: "b", GPUs: []GPU{{Model: "NVIDIA L4", MemoryBytes: 24 << 30}}, CPUs: 8, MemoryBytes: 32 << 30, Draining: true},
+		{Provider: "a", GPUs: h100(8), CPUs: 64, MemoryBytes: 512 << 30, Price: 2_400_000},
+		{Provider: "b", GPUs: []GPU{{Model: "NVIDIA L4", MemoryBytes: 24 << 30}}, CPUs: 8, MemoryBytes: 32 << 30, Draining: true, Price: 2_500_000},
 	}
 	for _, tc := range []struct {
 		name string
@@ -34,6 +34,9 @@ func TestNeverHeld(t *testing.T) {
 		{"few of a model", Request{GPUs: 2, GPUModel: "L4"}, "no offer in view could ever hold 2 L4 GPUs: the most any has is 1"},
 		{"mixed", Request{GPUs: 1, GPUModel: "L4", CPUs: 16}, "no offer in view could ever hold the job (1 without gpu_model L4, 1 with too few CPUs)"},
 		{"gang", Request{GPUs: 8, Nodes: 2}, "the job runs on 2 providers at once (request.nodes), and only 1 of the 2 offers in view could hold a part"},
+		{"under its cap", Request{GPUs: 1, MaxPrice: 3 * PriceUnit}, ""},
+		{"over its cap", Request{GPUs: 1, MaxPrice: PriceUnit}, "no offer in view that could hold the job asks request.max_price 1.00 or less: the cheapest asks 2.40 per GPU-hour"},
+		{"cpu job under a cap", Request{CPUs: 1, MaxPrice: 1}, ""},
 	} {
 		if got := NeverHeld(tc.r, offers); got != tc.want {
 			t.Errorf("%s: %q\nwant %q", tc.name, got, tc.want)

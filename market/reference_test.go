@@ -65,6 +65,8 @@ func refMatch(v View, o Options) Result {
 		maxJobDisk uint64
 		// openUntil is when the offer's contribution window ends; 0: never.
 		openUntil int64
+		// price is the offer's price per GPU-hour.
+		price Price
 		// listed and bloom are what the offer holds.
 		listed map[string]bool
 		bloom  *bloom.BloomFilter
@@ -78,6 +80,7 @@ func refMatch(v View, o Options) Result {
 		p.images, p.requireImage, p.unreachable, p.draining = off.Images, off.RequireImage, off.Unreachable, off.Draining
 		p.closed, p.openUntil = off.Closed, off.OpenUntil
 		p.noDisk, p.noCPUJobs, p.maxJobDisk = off.NoDisk != "", off.NoCPUJobs, off.MaxJobDisk
+		p.price = off.Price
 		p.listed = map[string]bool{}
 		for _, d := range off.Holdings.Roots {
 			p.listed[d.Root] = true
@@ -163,6 +166,10 @@ func refMatch(v View, o Options) Result {
 	fitsNow := func(p *rprov, r *Request) bool {
 		return countGPUs(p, r, true) >= r.GPUs && p.cpus >= int64(r.CPUs) && p.mem >= uint64(r.Memory)
 	}
+	// overCap says p's price is above the cap of a job with GPUs.
+	overCap := func(p *rprov, r *Request) bool {
+		return r.GPUs > 0 && r.MaxPrice > 0 && p.price > r.MaxPrice
+	}
 	reason := func(p *rprov, r *Request) string {
 		n := r.GPUs
 		anyModel, anyBoth := false, false
@@ -181,6 +188,8 @@ func refMatch(v View, o Options) Result {
 			return ReasonGPUMemory
 		case n > 0 && countGPUs(p, r, false) < n:
 			return ReasonGPUs
+		case overCap(p, r):
+			return ReasonPrice
 		case !inWindow(p, now, r.Limit):
 			return ReasonWindow
 		case n > 0 && countGPUs(p, r, true) < n:
@@ -384,21 +393,21 @@ func refMatch(v View, o Options) Result {
 	}
 	everFits := func(p *rprov, j *Job) bool {
 		r := &j.Request
-		if imageReason(p, j) != "" || !inWindow(p, now, r.Limit) || countGPUs(p, r, false) < r.GPUs || p.totCPUs < int64(r.CPUs) || p.totMem < uint64(r.Memory) {
+		if imageReason(p, j) != "" || overCap(p, r) || !inWindow(p, now, r.Limit) || countGPUs(p, r, false) < r.GPUs || p.totCPUs < int64(r.CPUs) || p.totMem < uint64(r.Memory) {
 			return false
 		}
 		return r.GPUs == 0 || r.GPUModel == "" || reason(&rprov{gpus: p.gpus, cpus: 1 << 62, mem: 1 << 62}, r) != ReasonGPUModel
 	}
-	var pickIn func(j *Job, avoid []string, skip []*rprov, span Duration, local bool) (*rprov, [5]uint64, bool)
+	var pickIn func(j *Job, avoid []string, skip []*rprov, span Duration, local bool) (*rprov, [6]uint64, bool)
 	// pick is the provider j takes now, leaving out those in skip and
 	// those avoid names, by locality, best fit and the rendezvous weight;
 	// couldWait says a holder of j's data could take it once it has room.
-	pick := func(j *Job, avoid []string, skip []*rprov) (best *rprov, bestKey [5]uint64, couldWait bool) {
+	pick := func(j *Job, avoid []string, skip []*rprov) (best *rprov, bestKey [6]uint64, couldWait bool) {
 		return pickIn(j, avoid, skip, j.Request.Limit, true)
 	}
 	// pickIn is pick with the window a place must leave the job from now,
 	// span, and whether a holder of the job's data comes first.
-	pickIn = func(j *Job, avoid []string, skip []*rprov, span Duration, local bool) (best *rprov, bestKey [5]uint64, couldWait bool) {
+	pickIn = func(j *Job, avoid []string, skip []*rprov, span Duration, local bool) (best *rprov, bestKey [6]uint64, couldWait bool) {
 		r := &j.Request
 		for _, p := range provs {
 			if slices.Contains(avoid, p.id) || slices.Contains(skip, p) {
@@ -408,13 +417,13 @@ func refMatch(v View, o Options) Result {
 			if !local {
 				held = 0
 			}
-			if imageReason(p, j) != "" || !inWindow(p, now, span) || !fitsNow(p, r) || p.reserved && satAdd(now, int64(r.Limit)) > p.from {
+			if imageReason(p, j) != "" || overCap(p, r) || !inWindow(p, now, span) || !fitsNow(p, r) || p.reserved && satAdd(now, int64(r.Limit)) > p.from {
 				if held > 0 && everFits(p, j) {
 					couldWait = true
 				}
 				continue
 			}
-			key := [5]uint64{^held, uint64(freeCount(p) - r.GPUs), p.mem - uint64(r.Memory), failures(p), p.h ^ jh(j)}
+			key := [6]uint64{^held, uint64(freeCount(p) - r.GPUs), p.mem - uint64(r.Memory), uint64(p.price), failures(p), p.h ^ jh(j)}
 			if best == nil || slices.Compare(key[:], bestKey[:]) < 0 {
 				best, bestKey = p, key
 			}
@@ -451,7 +460,7 @@ func refMatch(v View, o Options) Result {
 	// at their limits, if p is one j may reserve.
 	earliest := func(p *rprov, j *Job, avoid []string) (int64, bool) {
 		r := &j.Request
-		if p.reserved || slices.Contains(avoid, p.id) || imageReason(p, j) != "" || countGPUs(p, r, false) < r.GPUs || p.totCPUs < int64(r.CPUs) || p.totMem < uint64(r.Memory) {
+		if p.reserved || slices.Contains(avoid, p.id) || imageReason(p, j) != "" || overCap(p, r) || countGPUs(p, r, false) < r.GPUs || p.totCPUs < int64(r.CPUs) || p.totMem < uint64(r.Memory) {
 			return 0, false
 		}
 		if r.GPUs > 0 && r.GPUModel != "" && reason(&rprov{gpus: p.gpus, cpus: 1 << 62, mem: 1 << 62}, r) == ReasonGPUModel {
@@ -520,7 +529,7 @@ func refMatch(v View, o Options) Result {
 					continue
 				}
 				wgt := p.h ^ jh(j)
-				if w.res == nil || at < bestAt || at == bestAt && wgt < bestW {
+				if w.res == nil || at < bestAt || at == bestAt && (p.price < w.res.price || p.price == w.res.price && wgt < bestW) {
 					w.res, bestAt, bestW = p, at, wgt
 				}
 			}
@@ -602,7 +611,7 @@ func refMatch(v View, o Options) Result {
 								continue
 							}
 							wgt := c.p.h ^ jh(part)
-							if best == nil || c.at < bestAt || c.at == bestAt && wgt < bestW {
+							if best == nil || c.at < bestAt || c.at == bestAt && (c.p.price < best.price || c.p.price == best.price && wgt < bestW) {
 								best, bestAt, bestW = c.p, c.at, wgt
 							}
 						}
@@ -657,6 +666,7 @@ func refMatch(v View, o Options) Result {
 		counts := map[string]int{}
 		largest := 0
 		var lastWindow int64
+		var cheapest Price
 		for _, p := range provs {
 			if r.GPUs > 0 {
 				largest = max(largest, countGPUs(p, r, false))
@@ -677,6 +687,9 @@ func refMatch(v View, o Options) Result {
 			if why == ReasonWindow {
 				lastWindow = max(lastWindow, p.openUntil)
 			}
+			if why == ReasonPrice && (cheapest == 0 || p.price < cheapest) {
+				cheapest = p.price
+			}
 			switch why {
 			case ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved, ReasonFree:
 				// It could take the job, now or once free, but for the
@@ -691,7 +704,7 @@ func refMatch(v View, o Options) Result {
 			counts[why]++
 		}
 		ds := &demandShape{demand: demand{gpus: r.GPUs, con: &constraint{minMem: uint64(r.GPUMemory)}, cpus: int64(r.CPUs), mem: uint64(r.Memory),
-			disk: r.DiskBytes(), end: satAdd(now, int64(r.Limit))}, model: r.GPUModel, largest: largest, lastWindow: lastWindow}
+			disk: r.DiskBytes(), end: satAdd(now, int64(r.Limit)), maxPrice: r.MaxPrice}, model: r.GPUModel, largest: largest, lastWindow: lastWindow, cheapest: cheapest}
 		text := describeWait(ds, counts)
 		if w.localUntil != 0 {
 			text, counts = "waiting for a provider that holds its data, until "+FormatInstant(w.localUntil), nil
@@ -738,6 +751,7 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 			Closed:       rapid.IntRange(0, 7).Draw(t, "closed") == 0,
 			NoCPUJobs:    rapid.IntRange(0, 5).Draw(t, "noCPUJobs") == 0,
 			MaxJobDisk:   uint64(rapid.SampledFrom([]Size{0, 0, 0, 8 * GiB, 10 * GiB, 100 * GiB}).Draw(t, "maxJobDisk")),
+			Price:        rapid.SampledFrom([]Price{0, 0, PriceUnit, 2 * PriceUnit, 2*PriceUnit + 400_000}).Draw(t, "price"),
 		}
 		if rapid.IntRange(0, 7).Draw(t, "noDisk") == 0 {
 			o.NoDisk = rapid.SampledFrom([]string{DiskFull, DiskUnbounded}).Draw(t, "why")
@@ -796,6 +810,7 @@ func genView(t *rapid.T, dups bool) (View, Options) {
 				Memory:    Size(rapid.SampledFrom([]int{1, 4, 16, 64}).Draw(t, "jobMem")) * GiB,
 				Limit:     rapid.SampledFrom([]Duration{10 * Minute, 30 * Minute, Hour, 2 * Hour, 4 * Hour}).Draw(t, "jobLimit"),
 				Disk:      rapid.SampledFrom([]Size{0, 0, 16 * MiB, 10 * GiB, 50 * GiB}).Draw(t, "jobDisk"),
+				MaxPrice:  rapid.SampledFrom([]Price{0, 0, 0, PriceUnit, 2 * PriceUnit}).Draw(t, "jobMaxPrice"),
 			},
 			Image:      rapid.IntRange(0, 3).Draw(t, "jobImage") == 0,
 			Checkpoint: rapid.SampledFrom([]Duration{0, 0, 5 * Minute, 20 * Minute, Hour}).Draw(t, "jobCheckpoint"),
@@ -874,6 +889,7 @@ func genGangs(t *rapid.T, v *View, nProv int, subs []string, least, most int) {
 				Limit:     rapid.SampledFrom([]Duration{10 * Minute, 30 * Minute, Hour, 4 * Hour}).Draw(t, "gangLimit"),
 				Nodes:     n,
 				GPUMemory: rapid.SampledFrom([]Size{0, 0, 64 * GiB}).Draw(t, "gangGPUMem"),
+				MaxPrice:  rapid.SampledFrom([]Price{0, 0, 2 * PriceUnit}).Draw(t, "gangMaxPrice"),
 			},
 			Image: rapid.IntRange(0, 3).Draw(t, "gangImage") == 0,
 		}
@@ -939,6 +955,7 @@ func genGangView(t *rapid.T) (View, Options) {
 			Closed:       rapid.IntRange(0, 11).Draw(t, "closed") == 0,
 			NoDisk:       rapid.SampledFrom([]string{"", "", "", "", "", "", "", "", "", "", "", DiskFull}).Draw(t, "noDisk"),
 			MaxJobDisk:   uint64(rapid.SampledFrom([]Size{0, 0, 0, 10 * GiB, 100 * GiB}).Draw(t, "maxJobDisk")),
+			Price:        rapid.SampledFrom([]Price{0, PriceUnit, 2 * PriceUnit}).Draw(t, "price"),
 		}
 		if rapid.IntRange(0, 3).Draw(t, "hasWindow") == 0 {
 			o.OpenUntil = now + int64(rapid.SampledFrom([]Duration{10 * Minute, 30 * Minute, Hour, 2 * Hour, 3 * Hour, 6 * Hour}).Draw(t, "openUntil"))

@@ -57,7 +57,9 @@ func (m *matcher) reserve(j *jobState) *provider {
 			continue
 		}
 		w := m.ix.arena.hash[p.idx] ^ key
-		if best == nil || at < bestAt || at == bestAt && (w < bestW || w == bestW && p.idx < best.idx) {
+		// The earliest, then the cheaper, then the rendezvous weight.
+		if best == nil || at < bestAt || at == bestAt && (p.static.price < best.static.price ||
+			p.static.price == best.static.price && (w < bestW || w == bestW && p.idx < best.idx)) {
 			best, bestAt, bestW = p, at, w
 		}
 	}

@@ -86,12 +86,12 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 
 	case "offer":
 		// offer p1 gpus=4xH100:80GiB,2xA100:40GiB cpus=64 memory=512GiB busy=0,1 images=yes require_image=yes
-		// max_job_disk=20GiB no_disk=full cpu_jobs=no
+		// max_job_disk=20GiB no_disk=full cpu_jobs=no price=2.40
 		o := Offer{Provider: name, CPUs: mustInt(t, arg(d, "cpus", "64")), MemoryBytes: uint64(mustSize(t, arg(d, "memory", "512GiB"))),
 			Images: arg(d, "images", "no") == "yes", RequireImage: arg(d, "require_image", "no") == "yes",
 			Unreachable: arg(d, "unreachable", "no") == "yes", Draining: arg(d, "draining", "no") == "yes",
 			Closed: arg(d, "closed", "no") == "yes", MaxJobDisk: uint64(mustSize(t, arg(d, "max_job_disk", "0"))),
-			NoDisk: arg(d, "no_disk", ""), NoCPUJobs: arg(d, "cpu_jobs", "yes") == "no"}
+			NoDisk: arg(d, "no_disk", ""), NoCPUJobs: arg(d, "cpu_jobs", "yes") == "no", Price: mustPrice(t, arg(d, "price", "0"))}
 		// open_until=+2h: the provider's contribution window ends two hours
 		// from the scenario's now.
 		if u := arg(d, "open_until", ""); u != "" {
@@ -150,7 +150,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		return ""
 
 	case "job":
-		// job j1 submitter=alice gpus=8 limit=1h age=5m model=H100 gpumem=40GiB cpus=2 memory=8GiB image=yes avoid=p1,p2 nodes=2 checkpoint=20m
+		// job j1 submitter=alice gpus=8 limit=1h age=5m model=H100 gpumem=40GiB cpus=2 memory=8GiB image=yes avoid=p1,p2 nodes=2 checkpoint=20m max_price=2.00
 		j := Job{
 			Image: arg(d, "image", "no") == "yes",
 			ID:    name, Submitter: arg(d, "submitter", "alice"),
@@ -160,7 +160,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 				GPUs: mustInt(t, arg(d, "gpus", "1")), GPUModel: strings.ReplaceAll(arg(d, "model", ""), "_", " "),
 				GPUMemory: mustSize(t, arg(d, "gpumem", "0")), CPUs: mustInt(t, arg(d, "cpus", "1")),
 				Memory: mustSize(t, arg(d, "memory", "1GiB")), Limit: mustDuration(t, arg(d, "limit", "1h")),
-				Disk: mustSize(t, arg(d, "disk", "0")),
+				Disk: mustSize(t, arg(d, "disk", "0")), MaxPrice: mustPrice(t, arg(d, "max_price", "0")),
 			},
 		}
 		// data=rootA:10GiB,rootB:1GiB locality=off wait=30s
@@ -206,7 +206,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		// jobs without GPUs are checked against the reference too.
 		checked := slices.ContainsFunc(s.v.Jobs, func(j Job) bool { return len(j.Data) > 0 || j.Request.Nodes != 0 || j.Request.Disk != 0 }) ||
 			slices.ContainsFunc(s.v.Offers, func(o Offer) bool {
-				return o.Closed || o.OpenUntil != 0 || o.MaxJobDisk != 0 || o.NoDisk != "" || o.NoCPUJobs
+				return o.Closed || o.OpenUntil != 0 || o.MaxJobDisk != 0 || o.NoDisk != "" || o.NoCPUJobs || o.Price != 0
 			})
 		if want := refMatch(s.v, o); checked && !reflect.DeepEqual(s.last, want) {
 			t.Errorf("%s: Match differs from the reference matcher:\n%s\nreference:\n%s", d.Pos, s.format(s.last), s.format(want))
@@ -295,4 +295,13 @@ func (s *scenario) format(r Result) string {
 		return "nothing to do\n"
 	}
 	return b.String()
+}
+
+func mustPrice(t *testing.T, s string) Price {
+	t.Helper()
+	p, err := ParsePrice(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

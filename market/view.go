@@ -27,6 +27,11 @@ type Offer struct {
 	GPUs        []GPU  `json:"gpus"`
 	CPUs        int    `json:"cpus"`
 	MemoryBytes uint64 `json:"memory_bytes"`
+	// Price is what an hour of one of its GPUs costs, in the network's
+	// currency: a job whose request.max_price is under it is not placed
+	// here, and of places that fit a job alike Match takes the cheaper.
+	// 0: free.
+	Price Price `json:"price,omitempty"`
 	// Images says the provider can run a job in its own image; without it
 	// only jobs on the host's root are matched to it.
 	Images bool `json:"images,omitempty"`
@@ -392,6 +397,11 @@ func appendJob(b []byte, j *Job) []byte {
 		b = append(b, 'R')
 		b = appendInt(b, int64(j.Checkpoint))
 	}
+	if j.Request.MaxPrice != 0 {
+		// Likewise only a job with a cap carries it.
+		b = append(b, 'M')
+		b = appendInt(b, int64(j.Request.MaxPrice))
+	}
 	return b
 }
 
@@ -429,6 +439,10 @@ func appendOffer(b []byte, o *Offer, gpus []*GPU) []byte {
 	}
 	if o.NoCPUJobs {
 		b = append(b, 'P') // likewise
+	}
+	if o.Price != 0 {
+		b = append(b, 'Q') // likewise, then the price
+		b = appendInt(b, int64(o.Price))
 	}
 	b = append(b, 'O')
 	b = appendString(b, o.Provider)

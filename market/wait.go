@@ -19,7 +19,9 @@ func (m *matcher) waitFor(j *waitNote) Wait {
 	}
 	s := j.shape
 	if s.counts == nil {
-		s.counts, s.largest, s.lastWindow = m.countReasons(&s.demand, ReasonBusy)
+		var x countExtremes
+		s.counts, x = m.countReasons(&s.demand, ReasonBusy)
+		s.largest, s.lastWindow, s.cheapest = x.largest, x.lastWindow, x.cheapest
 		s.message = describeWait(s, s.counts)
 	}
 	w := Wait{Job: j.id, Reason: s.message, Counts: s.counts}
@@ -39,10 +41,20 @@ func (m *matcher) waitFor(j *waitNote) Wait {
 	return w
 }
 
+// countExtremes is what a wait's sentence names beside its counts: the
+// most GPUs of the kind asked for that any offer has, the latest end of
+// the windows that turned the job away, and the lowest price of the
+// offers its cap turned away (0: none).
+type countExtremes struct {
+	largest    int
+	lastWindow int64
+	cheapest   Price
+}
+
 // countReasons counts the offers by the first filter each fails, and an
 // offer in the index that fails none under free: ReasonBusy for a lone
 // job, which cannot meet one (see above), ReasonFree for a gang, which can.
-func (m *matcher) countReasons(d *demand, free string) (counts map[string]int, largest int, lastWindow int64) {
+func (m *matcher) countReasons(d *demand, free string) (counts map[string]int, x countExtremes) {
 	counts = make(map[string]int)
 	count := func(sh *shape, n int, free string) {
 		r := firstFailure(&m.filters, d, sh)
@@ -51,10 +63,15 @@ func (m *matcher) countReasons(d *demand, free string) (counts map[string]int, l
 		}
 		counts[r] += n
 		if d.gpus > 0 {
-			largest = max(largest, d.con.count(sh.static.gpus, true))
+			x.largest = max(x.largest, d.con.count(sh.static.gpus, true))
 		}
-		if r == ReasonWindow {
-			lastWindow = max(lastWindow, sh.static.openUntil)
+		switch r {
+		case ReasonWindow:
+			x.lastWindow = max(x.lastWindow, sh.static.openUntil)
+		case ReasonPrice:
+			if x.cheapest == 0 || sh.static.price < x.cheapest {
+				x.cheapest = sh.static.price
+			}
 		}
 	}
 	for _, b := range m.ix.buckets {
@@ -65,7 +82,7 @@ func (m *matcher) countReasons(d *demand, free string) (counts map[string]int, l
 	for _, p := range m.reserved {
 		count(&p.shape, 1, ReasonReserved)
 	}
-	return counts, largest, lastWindow
+	return counts, x
 }
 
 // describeWait turns counts into a sentence such as
@@ -103,6 +120,8 @@ func describeWait(s *demandShape, counts map[string]int) string {
 		return "no offer has gpu_model " + s.model
 	case counts[ReasonGPUModel]+counts[ReasonGPUMemory] == total:
 		return fmt.Sprintf("no offer has %s with %s or more each", gpuNoun(s.model, 0), Size(s.con.minMem))
+	case counts[ReasonPrice] == total:
+		return fmt.Sprintf("every offer that could hold it asks more than request.max_price: the cheapest asks %s per GPU-hour, the cap is %s", s.cheapest, s.maxPrice)
 	case counts[ReasonWindow] == total:
 		return fmt.Sprintf("every offer's contribution hours end before the job's limit would (the last window closes at %s, the limit runs to %s)",
 			FormatInstant(s.lastWindow), FormatInstant(s.end))
@@ -111,7 +130,7 @@ func describeWait(s *demandShape, counts map[string]int) string {
 	// what the job asks for, however long it waits. The disk a provider
 	// can grant is not one of them: it comes back as its jobs end.
 	never := counts[ReasonNoImages] + counts[ReasonNeedImage] + counts[ReasonCPUJobs] +
-		counts[ReasonGPUModel] + counts[ReasonGPUMemory] + counts[ReasonGPUs]
+		counts[ReasonGPUModel] + counts[ReasonGPUMemory] + counts[ReasonGPUs] + counts[ReasonPrice]
 	if never == total {
 		most := ""
 		if counts[ReasonGPUs] > 0 {
@@ -158,6 +177,8 @@ func describeCounts(s *demandShape, counts map[string]int) string {
 			phrase = "without GPUs of " + Size(s.con.minMem).String()
 		case ReasonGPUs:
 			phrase = "too small"
+		case ReasonPrice:
+			phrase = "asking more than request.max_price " + s.maxPrice.String() + " (the cheapest " + s.cheapest.String() + ")"
 		case ReasonWindow:
 			phrase = "closing before the job would end"
 		case ReasonBusy:
@@ -190,9 +211,9 @@ func describeCounts(s *demandShape, counts map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-func reasonOrder() [19]string {
-	return [19]string{ReasonUnreachable, ReasonDraining, ReasonClosed, ReasonNoDisk, ReasonNoImages, ReasonNeedImage, ReasonCPUJobs, ReasonDisk, ReasonGPUModel, ReasonGPUMemory,
-		ReasonGPUs, ReasonWindow, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved, ReasonAvoided, ReasonOtherPart, ReasonFree}
+func reasonOrder() [20]string {
+	return [20]string{ReasonUnreachable, ReasonDraining, ReasonClosed, ReasonNoDisk, ReasonNoImages, ReasonNeedImage, ReasonCPUJobs, ReasonDisk, ReasonGPUModel, ReasonGPUMemory,
+		ReasonGPUs, ReasonPrice, ReasonWindow, ReasonBusy, ReasonCPUs, ReasonMemory, ReasonReserved, ReasonAvoided, ReasonOtherPart, ReasonFree}
 }
 
 // describeNeed says what the job needs: "8 free GPUs", or with free false
