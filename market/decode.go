@@ -533,8 +533,10 @@ func (dc *decoder) request(n *yaml.Node, field string) Request {
 			r.Retries, _ = dc.int(v, f)
 		case "nodes":
 			r.Nodes, _ = dc.int(v, f)
+		case "max_price":
+			r.MaxPrice, _ = parsed(dc, v, f, "a price per GPU-hour such as 2.40", " or 0.5", ParsePrice)
 		default:
-			dc.unknown(f, "gpus, gpu_model, gpu_memory, cpus, memory, disk, limit, locality, locality_wait, retries, nodes")
+			dc.unknown(f, "gpus, gpu_model, gpu_memory, cpus, memory, disk, limit, locality, locality_wait, retries, nodes, max_price")
 		}
 	})
 	if !haveCPUs && !dc.covers(field+".cpus") {

@@ -82,7 +82,7 @@ func TestGangRejections(t *testing.T) {
 		{"nodes: 4", "nodes: 65", "request.nodes: must be between 1 and 64"},
 		{"nodes: 4", "nodes: two", "request.nodes: must be a whole number"},
 		{"nodes: 4", "nodes: 1.5", "request.nodes: must be a whole number"},
-		{"nodes: 4", "node: 4", "request.node: unknown field (want one of gpus, gpu_model, gpu_memory, cpus, memory, disk, limit, locality, locality_wait, retries, nodes)"},
+		{"nodes: 4", "node: 4", "request.node: unknown field (want one of gpus, gpu_model, gpu_memory, cpus, memory, disk, limit, locality, locality_wait, retries, nodes, max_price)"},
 		{"output: {path: /out}\n", "output: {path: /out}\narray: {count: 3}\n", "request.nodes: cannot be set with array: an array of gangs is not supported, submit the gangs one by one"},
 		{"gpus: 8,", "gpus: -1,", "request.gpus: must be between 0 and 64"},
 	} {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -122,4 +123,57 @@ func (p *Price) UnmarshalYAML(n *yaml.Node) error {
 	}
 	*p = v
 	return nil
+}
+
+// PriceList is a provider's prices per GPU-hour by GPU model
+// (ModelMatches), with a default for models it does not name ("default",
+// or "" for none).
+type PriceList map[string]Price
+
+// ParsePriceList reads "H100=2.40,A100=1.20,default=0.80" (e31d --price).
+func ParsePriceList(s string) (PriceList, error) {
+	out := PriceList{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		model, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || model == "" {
+			return nil, fmt.Errorf("%w %q: want MODEL=PRICE, such as H100=2.40 or default=1.00", ErrBadPrice, kv)
+		}
+		p, err := ParsePrice(v)
+		if err != nil {
+			return nil, fmt.Errorf("price of %s: %w", model, err)
+		}
+		if _, dup := out[model]; dup {
+			return nil, fmt.Errorf("%w: %s priced twice", ErrBadPrice, model)
+		}
+		out[model] = p
+	}
+	return out, nil
+}
+
+// For is the price of a box with gpus: the highest of its models' prices
+// (a mixed box is priced at its dearest GPU, so that no job pays less than
+// the GPU it gets asks), each model priced by the first name in the list,
+// in sorted order, that it matches, else by "default"; 0 without a price.
+func (l PriceList) For(gpus []GPU) Price {
+	names := make([]string, 0, len(l))
+	for k := range l {
+		if k != "default" {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	var out Price
+	for _, g := range gpus {
+		p, found := l["default"], false
+		for _, k := range names {
+			if !found && ModelMatches(g.Model, k) {
+				p, found = l[k], true
+			}
+		}
+		out = max(out, p)
+	}
+	return out
 }

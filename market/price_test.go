@@ -92,3 +92,35 @@ func TestViewHashPrices(t *testing.T) {
 		seen[h] = c.name
 	}
 }
+
+func TestPriceList(t *testing.T) {
+	l, err := ParsePriceList("H100=2.40, A100=1.20,default=0.80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h100 := GPU{Model: "NVIDIA H100 80GB HBM3"}
+	a100 := GPU{Model: "A100-SXM4-40GB"}
+	l4 := GPU{Model: "NVIDIA L4"}
+	for _, tc := range []struct {
+		gpus []GPU
+		want Price
+	}{
+		{[]GPU{h100, h100}, 2_400_000},
+		{[]GPU{a100}, 1_200_000},
+		{[]GPU{l4}, 800_000},
+		{[]GPU{a100, h100}, 2_400_000},
+		{nil, 0},
+	} {
+		if got := l.For(tc.gpus); got != tc.want {
+			t.Errorf("%v: %s, want %s", tc.gpus, got, tc.want)
+		}
+	}
+	if got := (PriceList{"H100": PriceUnit}).For([]GPU{l4}); got != 0 {
+		t.Errorf("a model not named, no default: %s, want 0", got)
+	}
+	for _, bad := range []string{"H100", "=1", "H100=x", "H100=1,H100=2", "H100=-1"} {
+		if _, err := ParsePriceList(bad); !errors.Is(err, ErrBadPrice) {
+			t.Errorf("ParsePriceList(%q): %v, want ErrBadPrice", bad, err)
+		}
+	}
+}
