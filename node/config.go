@@ -117,6 +117,12 @@ type Config struct {
 	// publishes its digest on the network's digest topic (node/digest);
 	// default 60s.
 	DigestEvery time.Duration
+	// Prices are this node's prices per GPU-hour by GPU model (e31d
+	// --price): its offer names the price of its GPUs (market.PriceList).
+	// Currency names their unit, the same on every peer of a network;
+	// default "credits".
+	Prices   market.PriceList
+	Currency string
 	// MoveAfter is how long a job of this node waits in a class market
 	// whose digest shows no room for it before it moves to one whose
 	// digest shows room (submitter.Config.MoveAfter); default
@@ -366,6 +372,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	def(&c.Epoch, time.Second)
 	def(&c.DigestEvery, digest.DefaultEvery)
+	if c.Currency == "" {
+		c.Currency = DefaultCurrency
+	}
 	def(&c.ProposalTTL, 10*time.Second)
 	def(&c.ReceiptInterval, 60*time.Second)
 	def(&c.Grace, 30*time.Second)
@@ -450,3 +459,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	return c, nil
 }
+
+// DefaultCurrency is the unit of prices on a network that names none.
+const DefaultCurrency = "credits"

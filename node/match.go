@@ -34,6 +34,7 @@ func (n *Node) wireLoops() {
 		Log:  n.log, Panicked: n.metrics.Panicked}
 	n.offer = &offer.Publisher{Self: self, CPUs: n.cfg.CPUs, MemoryBytes: n.cfg.MemoryBytes,
 		RequireImage: n.cfg.RequireImage, MaxJobDisk: n.cfg.MaxJobDisk, Heartbeat: n.cfg.Heartbeat,
+		Prices: n.cfg.Prices, Currency: n.cfg.Currency,
 		Provider: n.provider, Reach: func() (string, bool) { return reach.Offered(n.host, n.natOn) },
 		Store: n.store, Gossip: n.gossip, Delays: n.delays, Addrs: n.Addrs, Log: n.log}
 	n.feed = &gossipFeed{log: n.log, self: n.self, started: n.started, shard: n.shard, heartbeat: n.cfg.Heartbeat,

@@ -137,6 +137,8 @@ func (q *networkQueries) apiNode(e view.OfferEntry, leased map[string]bool) api.
 		MaxJobDisk:  e.Offer.MaxJobDisk,
 		NoDisk:      e.Offer.NoDisk,
 		NoCPUJobs:   e.Offer.NoCPUJobs,
+		Price:       e.Offer.Price,
+		Currency:    e.Currency,
 	}
 	for _, g := range e.Offer.GPUs {
 		an.GPUs = append(an.GPUs, api.GPU{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryBytes: g.MemoryBytes, Free: g.Free && !leased[g.UUID]})

@@ -52,7 +52,7 @@ func runNodes(ctx context.Context, o nodesOptions, g *globalOptions) error {
 		return g.printJSON(nodes)
 	}
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PEER\tGPUS\tFREE\tMODELS\tREACH\tSCORE\tLAST SEEN")
+	fmt.Fprintln(tw, "PEER\tGPUS\tFREE\tMODELS\tPRICE/GPU-H\tREACH\tSCORE\tLAST SEEN")
 	for _, n := range nodes {
 		free := 0
 		for _, gpu := range n.GPUs {
@@ -93,7 +93,11 @@ func runNodes(ctx context.Context, o nodesOptions, g *globalOptions) error {
 		if score == "" {
 			score = "-"
 		}
-		writef(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s ago\n", name, len(n.GPUs), free, models(n.GPUs), reach, score, time.Since(n.LastSeen).Round(100*time.Millisecond))
+		price := "free"
+		if n.Price != 0 {
+			price = n.Price.String() + " " + n.Currency
+		}
+		writef(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s ago\n", name, len(n.GPUs), free, models(n.GPUs), price, reach, score, time.Since(n.LastSeen).Round(100*time.Millisecond))
 	}
 	return tw.Flush()
 }

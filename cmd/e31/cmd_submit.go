@@ -46,6 +46,7 @@ type submitOptions struct {
 	resume      string
 	maxResumes  int
 	retries     int
+	maxPrice    string
 	nodes       int
 	array       string
 	values      string
@@ -141,6 +142,7 @@ status 7. e31 wait follows jobs already submitted, several at once.`,
 	f.StringArrayVar(&o.after, "after", nil, "JOB: hold this job on this node until JOB has completed (it ends failed if JOB does not); repeatable; --input job:JOB/out:/in takes JOB's output (flags form; a declaration's after)")
 	f.StringArrayVar(&o.afterAny, "after-any", nil, "JOB: hold this job until JOB has ended, however it ends; repeatable (flags form; a declaration's after_any)")
 	f.IntVar(&o.nodes, "nodes", 0, "run the job as a gang of N parts on N providers at once, --gpus, --cpus and --memory each, with a private network between them (E31_NODE_RANK, MASTER_ADDR, ...; flags form; request.nodes)")
+	f.StringVar(&o.maxPrice, "max-price", "", "the most the job pays per GPU-hour, in the network's currency, e.g. 2.40: it runs only on providers whose price is at or under it (flags form; request.max_price; default: no cap)")
 	f.IntVar(&o.retries, "retries", 0, "run the job again up to N times when it fails by its own fault (exit status, memory), from its last checkpoint if it took one (flags form; request.retries)")
 	f.StringVar(&o.array, "array", "", "run the command as an array of tasks: N (tasks 0 to N-1), a range 0-LAST, or indices and ranges 7,40,73 or 0-9,40,73 (each task keeps its index), any with %P to run at most P at once (0-9999%200); each task sees E31_TASK_INDEX, its index, and E31_TASK_COUNT, how many tasks (flags form; a declaration's array)")
 	f.StringVar(&o.values, "values", "", "A,B,C: run the command once per value, which its task sees as $E31_TASK_VALUE (no value may hold a comma: use --values-file); with --array 7,40 only those indices run, each with the value of its index (flags form; array.values)")
@@ -172,7 +174,7 @@ func fileArg(file string, args []string, dash int) ([]string, error) {
 // with a declaration FILE they would be ignored.
 func flagsFormFlags() []string {
 	return []string{"name", "gpus", "gpu-model", "gpu-memory", "image", "cpus", "memory", "disk", "limit",
-		"input", "output-path", "env", "workdir", "checkpoint-path", "checkpoint-every", "resume", "max-resumes", "retries", "after", "after-any", "array", "values", "values-file", "max-failures", "nodes"}
+		"input", "output-path", "env", "workdir", "checkpoint-path", "checkpoint-every", "resume", "max-resumes", "retries", "max-price", "after", "after-any", "array", "values", "values-file", "max-failures", "nodes"}
 }
 
 // noFlagsFormFlags refuses, naming them, flags of the flags form given with
@@ -349,6 +351,13 @@ func declarationFromFlags(o submitOptions, command []string) (market.Declaration
 	}
 	d.Request.Retries = o.retries
 	d.Request.Nodes = o.nodes
+	if o.maxPrice != "" {
+		p, err := market.ParsePrice(o.maxPrice)
+		if err != nil {
+			return market.Declaration{}, fmt.Errorf("--max-price: %w", err)
+		}
+		d.Request.MaxPrice = p
+	}
 	d.After, d.AfterAny = o.after, o.afterAny
 	a, err := arrayFromFlags(o)
 	if err != nil {

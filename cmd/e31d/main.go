@@ -29,6 +29,7 @@ import (
 	"github.com/e31network/e31/node/hours"
 	"github.com/e31network/e31/node/provider"
 	"github.com/e31network/e31/node/view"
+	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/p2p"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -48,6 +49,8 @@ type fileConfig struct {
 	Shard        string   `toml:"shard"`
 	Market       string   `toml:"market"`
 	ClassShards  string   `toml:"class-shards"`
+	Price        string   `toml:"price"`
+	Currency     string   `toml:"currency"`
 	MDNS         bool     `toml:"mdns"`
 	NAT          string   `toml:"nat"`
 	RelayService bool     `toml:"relay-service"`
@@ -218,6 +221,8 @@ on the command line win.`,
 	f.IntVar(&o.file.Shards, "shards", 1, "how many shards the network's market is split into: a power of two, the same on every peer of the network; a peer hears and matches only its own shard's offers and jobs")
 	f.StringVar(&o.file.Shard, "shard", "", "take part in this shard, 0 to shards-1 (default: the one the peer ID picks)")
 	f.StringVar(&o.file.Market, "market", "", "how the network's market is split, the same on every peer: \"classes\" by resource class (a provider offers in the market of its GPUs' class, e.g. H100x1-4, consumer-24G, cpu; --shards and --shard do not apply); default: one market, or --shards")
+	f.StringVar(&o.file.Price, "price", "", "what an hour of one of this node's GPUs costs, by model, in --currency: MODEL=PRICE,..., e.g. H100=2.40,default=1.00 (a box is priced at its dearest GPU; default: free). Its offer names the price; a job whose request.max_price is under it is not placed here")
+	f.StringVar(&o.file.Currency, "currency", node.DefaultCurrency, "the unit of --price, the same on every peer of a network")
 	f.StringVar(&o.file.ClassShards, "class-shards", "", "with --market classes, how many subshards a class's market is split into, a power of two, the same on every peer: CLASS=N,..., e.g. H100x1-4=4,consumer-24G=16 (default 1 each)")
 	f.BoolVar(&o.file.MDNS, "mdns", false, "discover peers on the LAN with mDNS (multicasts on every interface)")
 	f.StringVar(&o.file.NAT, "nat", node.NATAuto, "reach and be reached from behind a NAT: AutoNAT, port mapping, hole punching, relay slots on the bootstrap peers; auto (on unless every --listen is loopback), on or off")
@@ -313,6 +318,8 @@ func applyFile(flags *pflag.FlagSet, path string, o *options) error {
 	set("shard", func() { o.file.Shard = or(fc.Shard, o.file.Shard) })
 	set("market", func() { o.file.Market = or(fc.Market, o.file.Market) })
 	set("class-shards", func() { o.file.ClassShards = or(fc.ClassShards, o.file.ClassShards) })
+	set("price", func() { o.file.Price = or(fc.Price, o.file.Price) })
+	set("currency", func() { o.file.Currency = or(fc.Currency, o.file.Currency) })
 	set("mdns", func() { o.file.MDNS = o.file.MDNS || fc.MDNS })
 	set("nat", func() { o.file.NAT = or(fc.NAT, o.file.NAT) })
 	set("relay-service", func() { o.file.RelayService = o.file.RelayService || fc.RelayService })
@@ -491,6 +498,13 @@ func run(cmd *cobra.Command, o *options) error {
 	if err != nil {
 		return err
 	}
+	prices, err := market.ParsePriceList(o.file.Price)
+	if err != nil {
+		return fmt.Errorf("--price: %w", err)
+	}
+	if !wire.CurrencyName(o.file.Currency) {
+		return fmt.Errorf("--currency %q: want at most %d lowercase letters, digits or dashes, starting with a letter", o.file.Currency, wire.MaxCurrency)
+	}
 	misbehave, err := o.misbehave()
 	if err != nil {
 		return err
@@ -557,6 +571,8 @@ func run(cmd *cobra.Command, o *options) error {
 		Shard:             shard,
 		Market:            o.file.Market,
 		ClassShards:       classShards,
+		Prices:            prices,
+		Currency:          o.file.Currency,
 		MDNS:              o.file.MDNS,
 		NAT:               o.file.NAT,
 		RelayService:      o.file.RelayService,

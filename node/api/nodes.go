@@ -1,6 +1,10 @@
 package api
 
-import "time"
+import (
+	"time"
+
+	"github.com/e31network/e31/market"
+)
 
 // GPU is one GPU of an offer, as `e31 nodes --json` prints it.
 type GPU struct {
@@ -40,6 +44,10 @@ type Node struct {
 	MaxJobDisk uint64 `json:"max_job_disk,omitempty"`
 	NoDisk     string `json:"no_disk,omitempty"`
 	NoCPUJobs  bool   `json:"no_cpu_jobs,omitempty"`
+	// Price is what an hour of one of its GPUs costs, in Currency (e31d
+	// --price, --currency); absent: free.
+	Price    market.Price `json:"price,omitempty"`
+	Currency string       `json:"currency,omitempty"`
 	// Held are the largest roots the provider's offer says it holds, with
 	// their sizes in bytes; HeldFiltered says its filter holds more.
 	Held         []HeldRoot `json:"held,omitempty"`

@@ -46,6 +46,10 @@ type Publisher struct {
 	// MaxJobDisk caps what the offer says a job's disk may be, beside
 	// what Provider.Disk says can be granted now; 0: no cap of its own.
 	MaxJobDisk uint64
+	// Prices are the node's prices per GPU-hour by model (e31d --price),
+	// Currency their unit: the offer names the price of its GPUs.
+	Prices   market.PriceList
+	Currency string
 	// Heartbeat is how often the offer is published when nothing changes.
 	Heartbeat time.Duration
 	Provider  Provider
@@ -88,6 +92,7 @@ func (p *Publisher) Offer() (market.Offer, string) {
 	o := market.Offer{Provider: p.Self, CPUs: p.CPUs, MemoryBytes: p.MemoryBytes, GPUs: p.Provider.GPUs(),
 		Images: p.Provider.Images(), RequireImage: p.RequireImage, Unreachable: unreachable,
 		Draining: p.Provider.Draining(), NoCPUJobs: !p.Provider.TakesCPUJobs()}
+	o.Price = p.Prices.For(o.GPUs)
 	o.Closed, o.OpenUntil = p.Provider.Window(time.Now())
 	o.MaxJobDisk, o.NoDisk = p.Provider.Disk()
 	if o.NoDisk != "" {
@@ -135,6 +140,9 @@ func (p *Publisher) Run(ctx context.Context) {
 			Addrs:       p.Addrs(),
 			HeartbeatMs: p.Heartbeat.Milliseconds(),
 			GossipP99Ms: p.Delays.Announced(),
+		}
+		if offer.Price != 0 {
+			body.Currency = p.Currency
 		}
 		if p.Provider.Silent() {
 			// Misbehaving on purpose (node.Config.Misbehave): nothing more is sent.

@@ -17,10 +17,12 @@ const MissedHeartbeats = 3
 
 // OfferEntry is one provider in the view.
 type OfferEntry struct {
-	Offer     market.Offer
-	Addrs     []string
-	Reach     string // how peers reach the provider (wire.OfferBody.Reach)
-	SignedAt  int64  // ms; an older offer never replaces a newer one
+	Offer market.Offer
+	Addrs []string
+	Reach string // how peers reach the provider (wire.OfferBody.Reach)
+	// Currency names the unit of the offer's price (wire.OfferBody.Currency).
+	Currency  string
+	SignedAt  int64 // ms; an older offer never replaces a newer one
 	LastSeen  time.Time
 	Heartbeat time.Duration
 	// GossipP99Ms is the p99 gossip delay the provider announced (0: none
@@ -88,7 +90,7 @@ func (v *Offers) Apply(b wire.OfferBody, signedAt int64, now time.Time) (isNew b
 	}
 	e.Offer = b.Offer
 	e.Addrs = b.Addrs
-	e.Reach = b.Reach
+	e.Reach, e.Currency = b.Reach, b.Currency
 	e.SignedAt = signedAt
 	e.LastSeen = now
 	e.Heartbeat = time.Duration(b.HeartbeatMs) * time.Millisecond

@@ -76,7 +76,9 @@ func FuzzOfferBody(f *testing.F) {
 	// cleaned by DecodeOffer.
 	clipboard := wiretest.Offer(prov.ID)
 	clipboard.Offer.GPUs[0].Model = "NVIDIA H200\x1b]52;c;cHduZWQ=\a\u202e"
-	for _, b := range []wire.OfferBody{valid, cpuOnly, eight, announcing, capped, full, holding, clipboard} {
+	priced := wiretest.Offer(prov.ID)
+	priced.Offer.Price, priced.Currency = 2_400_000, "credits"
+	for _, b := range []wire.OfferBody{valid, cpuOnly, eight, announcing, capped, full, holding, clipboard, priced} {
 		s := wiretest.OnWire(f, prov, wire.KindOffer, b)
 		if err := wire.ValidateOffer(s); err != nil {
 			f.Fatalf("valid seed refused: %v", err)
@@ -103,7 +105,13 @@ func FuzzOfferBody(f *testing.F) {
 	bidiAddr.Addrs = append(bidiAddr.Addrs, "/dns4/\u202eexample.com/tcp/4001")
 	escNoDisk := wiretest.Offer(prov.ID)
 	escNoDisk.Offer.NoDisk = "full\x1b[2J"
-	for _, b := range []wire.OfferBody{foreign, dupIndex, silent, slowest, backwards, badFilter, unsorted, escUUID, bidiAddr, escNoDisk} {
+	negative := wiretest.Offer(prov.ID)
+	negative.Offer.Price = -1
+	dearest := wiretest.Offer(prov.ID)
+	dearest.Offer.Price = market.MaxPrice + 1
+	escCurrency := wiretest.Offer(prov.ID)
+	escCurrency.Offer.Price, escCurrency.Currency = 1, "cr\x1b[2J"
+	for _, b := range []wire.OfferBody{foreign, dupIndex, silent, slowest, backwards, badFilter, unsorted, escUUID, bidiAddr, escNoDisk, negative, dearest, escCurrency} {
 		f.Add(sealedBody(f, prov, wire.KindOffer, b))
 	}
 	body := sealedBody(f, prov, wire.KindOffer, valid)

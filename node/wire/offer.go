@@ -29,6 +29,30 @@ type OfferBody struct {
 	// is then marked Unreachable), or "" (not known).
 	Reach       string `json:"reach,omitempty"`
 	GossipP99Ms int64  `json:"gossip_p99_ms,omitempty"`
+	// Currency names the unit of the offer's price (e31d --currency),
+	// the same on every peer of a network; "" where the offer has none.
+	Currency string `json:"currency,omitempty"`
+}
+
+// MaxCurrency bounds a currency's name.
+const MaxCurrency = 16
+
+// CurrencyName reports whether s may name a currency: at most
+// MaxCurrency lowercase ASCII letters, digits and dashes, starting with a
+// letter.
+func CurrencyName(s string) bool {
+	if len(s) > MaxCurrency {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 // How a provider says peers reach it (OfferBody.Reach).
@@ -98,6 +122,12 @@ func (b OfferBody) Check(signer peer.ID) error {
 	}
 	if len(b.Addrs) > MaxOfferAddrs {
 		return fmt.Errorf("offer lists %d addresses, limit %d", len(b.Addrs), MaxOfferAddrs)
+	}
+	if err := b.Offer.Price.Check(); err != nil {
+		return fmt.Errorf("offer price: %w", err)
+	}
+	if b.Currency != "" && !CurrencyName(b.Currency) {
+		return fmt.Errorf("offer currency %q: want at most %d lowercase letters, digits or dashes", b.Currency, MaxCurrency)
 	}
 	switch b.Reach {
 	case "", ReachPublic, ReachRelayed, ReachPrivate:

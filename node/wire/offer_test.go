@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/wire"
 	"github.com/e31network/e31/node/wire/wiretest"
 )
@@ -52,5 +53,31 @@ func TestOfferText(t *testing.T) {
 				t.Fatalf("ValidateOffer = %v, want an error saying %q", err, c.want)
 			}
 		})
+	}
+}
+
+// An offer's price is within bounds and its currency a plain name.
+func TestOfferPrice(t *testing.T) {
+	prov := wiretest.FreshParty(t)
+	for _, c := range []struct {
+		name     string
+		price    int64
+		currency string
+		ok       bool
+	}{
+		{"free", 0, "", true},
+		{"priced", 2_400_000, "credits", true},
+		{"negative", -1, "credits", false},
+		{"over the bound", 1_000_000_000_001, "credits", false},
+		{"a currency a terminal obeys", 1, "cr\x1b[2J", false},
+		{"a currency too long", 1, strings.Repeat("c", wire.MaxCurrency+1), false},
+		{"a currency starting with a digit", 1, "1usd", false},
+	} {
+		b := wiretest.Offer(prov.ID)
+		b.Offer.Price, b.Currency = market.Price(c.price), c.currency
+		err := wire.ValidateOffer(wiretest.OnWire(t, prov, wire.KindOffer, b))
+		if (err == nil) != c.ok {
+			t.Errorf("%s: %v, want accepted %v", c.name, err, c.ok)
+		}
 	}
 }
