@@ -25,6 +25,7 @@ func (n *Node) wireRoles() {
 	// relay, what the last hole punch with it said.
 	path := func(p peer.ID) (p2p.Path, string) { return n.punches.Path(n.host, p) }
 	n.provider = provider.New(provider.Config{
+		Price:           n.cfg.Prices.For(machineGPUs(n.compute)),
 		DataDir:         n.cfg.DataDir,
 		Hours:           n.providerHours(),
 		ProposalTTL:     n.cfg.ProposalTTL,

@@ -113,6 +113,9 @@ func printJob(g *globalOptions, j api.Job) {
 	if j.Provider != "" {
 		writef(tw, "provider\t%s\n", j.Provider)
 		writef(tw, "lease\t%s\n", j.Lease)
+		if j.Price != 0 {
+			writef(tw, "price\t%s per GPU-hour (signed in the lease)\n", j.Price)
+		}
 		writef(tw, "gpus\t%s\n", strings.Join(j.GPUs, ", "))
 	}
 	if j.DataRelay != "" {

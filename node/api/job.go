@@ -1,6 +1,10 @@
 package api
 
-import "time"
+import (
+	"time"
+
+	"github.com/e31network/e31/market"
+)
 
 // Job is a job's status as `e31 status --json` prints it.
 type Job struct {
@@ -12,6 +16,9 @@ type Job struct {
 	Attribution string            `json:"attribution"`
 	Provider    string            `json:"provider"`
 	Lease       string            `json:"lease,omitempty"`
+	// Price is what an hour of one of the lease's GPUs costs, as both
+	// parties signed it; absent: free, or no lease.
+	Price market.Price `json:"price,omitempty"`
 	// Path is, while the lease lives, how this node reaches its provider,
 	// and so how the job's data moves: direct, relayed-data (through a
 	// relay whose circuits carry data, the hole punch having failed;

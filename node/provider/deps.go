@@ -11,6 +11,7 @@ import (
 	"github.com/e31network/e31/exec"
 	"github.com/e31network/e31/exec/gpuprobe"
 	"github.com/e31network/e31/ledger"
+	"github.com/e31network/e31/market"
 	"github.com/e31network/e31/node/diskroom"
 	"github.com/e31network/e31/node/view"
 	"github.com/e31network/e31/p2p"
@@ -109,6 +110,9 @@ type (
 // and defaults.
 type Config struct {
 	DataDir string // lease folders go under DataDir/leases
+	// Price is what an hour of one of this node's GPUs costs, as its
+	// offer names it (e31d --price): every lease it proposes says it.
+	Price market.Price
 	// Hours, when set, are the only times this node lends its GPUs
 	// (hours.go); nil: always.
 	Hours Hours

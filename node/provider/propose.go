@@ -92,6 +92,7 @@ func (p *Provider) proposeLease(a market.Assignment, oj *view.OpenJob, epoch uin
 		ViewHash:    viewHash,
 		Rank:        a.Rank,
 		Bound:       ledger.BoundRule,
+		Price:       p.cfg.Price,
 	}
 	sl := wire.SignedLease{Terms: terms}
 	if err := sl.SignProvider(p.d.Key); err != nil {

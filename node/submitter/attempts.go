@@ -75,7 +75,7 @@ func merged(chain []Record) api.Job {
 			from = "checkpoint " + out.Checkpoint
 		}
 		out.State, out.Outcome, out.Attribution, out.ExitCode = api.JobQueued, "", "", nil
-		out.Provider, out.Lease, out.GPUs = "", "", []string{}
+		out.Provider, out.Lease, out.GPUs, out.Price = "", "", []string{}, 0
 		out.Reason = fmt.Sprintf("resuming: attempt %d ended %s (%s); attempt %d starts from %s",
 			len(chain), last.Outcome, last.Reason, len(chain)+1, from)
 		if last.retried() {

@@ -107,6 +107,10 @@ func (s claimCheck) checkOffer(offers Offers, t wire.LeaseTerms, req market.Requ
 		return p2p.Refuse(wire.CodeUnfit, fmt.Errorf("declined: provider %s is draining", t.Provider))
 	case o.Closed:
 		return p2p.Refuse(wire.CodeUnfit, fmt.Errorf("declined: provider %s is outside its hours", t.Provider))
+	case t.Price < 0 || t.Price > o.Price:
+		return p2p.Refuse(wire.CodeUnfit, fmt.Errorf("declined: the lease asks %s per GPU-hour, provider %s's offer %s", t.Price, t.Provider, o.Price))
+	case req.MaxPrice > 0 && len(t.GPUs) > 0 && t.Price > req.MaxPrice:
+		return p2p.Refuse(wire.CodeUnfit, fmt.Errorf("declined: the lease asks %s per GPU-hour, over the job's request.max_price %s", t.Price, req.MaxPrice))
 	case o.CPUs < t.CPUs || o.MemoryBytes < t.MemoryBytes:
 		return p2p.Refuse(wire.CodeUnfit, fmt.Errorf("declined: provider %s offers %d CPUs and %d bytes of memory, the lease needs %d and %d",
 			t.Provider, o.CPUs, o.MemoryBytes, t.CPUs, t.MemoryBytes))

@@ -99,6 +99,7 @@ func TestProposalClaimsChecked(t *testing.T) {
 		{"unbounded", chosen, []string{"C-0"}, func(t *wire.LeaseTerms) { t.Bound = 0 }, wire.CodeDeclined},
 		{"from a stranger without an offer", stranger, []string{"X-0"}, nil, wire.CodeNoOffer},
 		{"naming a GPU not offered", chosen, []string{"F-0"}, nil, wire.CodeUnfit},
+		{"asking more than its offer's price", chosen, []string{"C-0"}, func(t *wire.LeaseTerms) { t.Price = 1 }, wire.CodeUnfit},
 		{"from a fitting provider Match did not choose", fitting, []string{"F-0"}, nil, wire.CodeNotAssigned},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -445,5 +446,33 @@ func TestCheckpointEventsInOrder(t *testing.T) {
 	// Another lease of the job starts its numbers afresh.
 	if start, err := (runPhase{j}).queueCheckpoint("another-lease", ev(1)); err != nil || !start {
 		t.Fatalf("another lease's first: %v %v", start, err)
+	}
+}
+
+// A lease's price is the offer's or less, and at most the job's cap: a
+// provider that offers at one price and proposes at a higher one, or at
+// one over the cap, is refused as unfit.
+func TestProposalPriceChecked(t *testing.T) {
+	p := wiretest.FreshParty(t)
+	o := offerOf(p.ID, 1, "P")
+	o.Price = 2 * market.PriceUnit
+	offers := offersOf{p.ID.String(): o}
+	terms := wire.LeaseTerms{Provider: p.ID.String(), GPUs: []string{"P-0"}, CPUs: 1, MemoryBytes: 1 << 30}
+	for _, c := range []struct {
+		name       string
+		price, cap market.Price
+		ok         bool
+	}{
+		{"the offer's price", 2 * market.PriceUnit, 0, true},
+		{"less than the offer's", market.PriceUnit, 0, true},
+		{"more than the offer's", 3 * market.PriceUnit, 0, false},
+		{"under the cap", 2 * market.PriceUnit, 2 * market.PriceUnit, true},
+		{"over the cap", 2 * market.PriceUnit, market.PriceUnit, false},
+	} {
+		terms.Price = c.price
+		err := claimCheck{}.checkOffer(offers, terms, market.Request{GPUs: 1, MaxPrice: c.cap}, time.Now())
+		if (err == nil) != c.ok || err != nil && p2p.RefusalCode(err) != wire.CodeUnfit {
+			t.Errorf("%s: %v, want accepted %v (or refused %s)", c.name, err, c.ok, wire.CodeUnfit)
+		}
 	}
 }

@@ -309,6 +309,7 @@ func (r *Record) API() api.Job {
 	if r.Lease != nil {
 		out.Provider = r.Lease.Terms.Provider
 		out.Lease = r.Lease.Terms.ID
+		out.Price = r.Lease.Terms.Price
 		out.GPUs = slices.Clone(r.Lease.Terms.GPUs)
 	}
 	if out.Steps == nil {

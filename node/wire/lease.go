@@ -70,6 +70,12 @@ type LeaseTerms struct {
 	// parties sign it, so the receipts' held time can be checked by
 	// anyone against the terms. Zero on leases signed before the rule.
 	Bound int `json:"bound,omitempty"`
+	// Price is what an hour of one of the lease's GPUs costs, as the
+	// provider's offer named it when it proposed: at most the job's
+	// request.max_price, never more than the offer the submitter's Match
+	// placed the job on. Zero on a free offer and on leases signed before
+	// prices.
+	Price market.Price `json:"price,omitempty"`
 }
 
 // LeaseDomain prefixes the terms in the bytes both parties of a lease

@@ -14,8 +14,8 @@ import (
 
 // Three providers at three prices: every peer sees each price in the
 // provider's offer, a job with a cap lands on the cheapest that fits it,
-// and a job whose cap every offer exceeds waits, saying what the cheapest
-// asks.
+// under a lease both signed at that price, and a job whose cap every
+// offer exceeds waits, saying what the cheapest asks.
 func TestPricedProviders(t *testing.T) {
 	prices := map[int]string{1: "3.00", 2: "1.50", 3: "2.00"}
 	args := make([][]string, 4)
@@ -44,8 +44,8 @@ func TestPricedProviders(t *testing.T) {
 	capped := decl("capped", "echo ok", 1, time.Minute)
 	capped.Request.MaxPrice = 2_500_000
 	j := waitJob(t, sub, submit(t, sub, capped).ID, 90*time.Second, "released", released)
-	if j.Outcome != "completed" || j.Provider != c.Nodes[2].PeerID {
-		t.Fatalf("the capped job: %s on %s (%s); want completed on the cheapest, %s", j.Outcome, j.Provider, j.Reason, c.Nodes[2].PeerID)
+	if j.Outcome != "completed" || j.Provider != c.Nodes[2].PeerID || j.Price.String() != "1.50" {
+		t.Fatalf("the capped job: %s on %s at %s (%s); want completed on the cheapest, %s, at 1.50 signed in the lease", j.Outcome, j.Provider, j.Price, j.Reason, c.Nodes[2].PeerID)
 	}
 
 	tooLow := decl("too-low", "echo ok", 1, time.Minute)
