@@ -27,6 +27,12 @@ func (j *jobTracker) propose(from peer.ID, sl wire.SignedLease) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Decided one task of a capped array at a time (array_parallel.go).
+	done, err := j.parallel.admit(j.parallelOf(t.Job))
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	if err := sl.Countersign(j.d.Key); err != nil {
 		return nil, err
 	}

@@ -34,6 +34,8 @@ type parts struct {
 	served *servedRate
 	// secrets holds the values of the jobs' secrets (secrets.go).
 	secrets *secretStore
+	// parallel keeps the arrays' parallel caps (array_parallel.go).
+	parallel *parallelGate
 }
 
 // Submitter follows the jobs this node submitted through their five steps.
@@ -83,6 +85,7 @@ func New(cfg Config, d Deps) *Submitter {
 	s.in = &intake{kit: s.kit}
 	s.kit.in = s.in
 	s.reload = s.jobs.get
+	s.parallel = &parallelGate{leased: s.jobs.leasedTasks}
 	s.stage.parts = &s.parts
 	s.claims = claimCheck{parts: &s.parts, stage: &s.stage, pass: func() uint64 {
 		s.mu.Lock()
