@@ -99,7 +99,8 @@ func Observe(h host.Host, on bool, boot []peer.AddrInfo) Facts {
 }
 
 // listenPorts are the ports of addrs beyond loopback, "tcp/N" or "udp/N",
-// once each.
+// once each, sorted: the host lists its listeners in no set order, and
+// the advice that names them reads the same each time.
 func listenPorts(addrs []ma.Multiaddr) []string {
 	var out []string
 	for _, a := range addrs {
@@ -116,6 +117,7 @@ func listenPorts(addrs []ma.Multiaddr) []string {
 			}
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 

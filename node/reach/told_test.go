@@ -53,6 +53,12 @@ func TestListenPorts(t *testing.T) {
 	if got := listenPorts(addrs); strings.Join(got, ",") != "tcp/4001,udp/4001" {
 		t.Errorf("listenPorts = %v", got)
 	}
+	// The host lists its listeners in no set order: the ports read the
+	// same whatever it.
+	udpFirst := []ma.Multiaddr{ma.StringCast("/ip4/10.0.0.2/udp/4001/quic-v1"), ma.StringCast("/ip4/10.0.0.2/tcp/4001")}
+	if got := listenPorts(udpFirst); strings.Join(got, ",") != "tcp/4001,udp/4001" {
+		t.Errorf("listenPorts with the UDP listener first = %v", got)
+	}
 }
 
 // TestTellerSettles: a state is told once it has held for the settle
