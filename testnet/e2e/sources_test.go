@@ -16,7 +16,7 @@ import (
 )
 
 // TestInputsFromAnotherProvider: a second job reading the same input as a
-// running one, leased to the other provider, stages it from the provider
+// running one, leased to the other provider, finds it with the provider
 // that holds it, and the submitter, whose uplink is only the fallback,
 // sends it once in all.
 func TestInputsFromAnotherProvider(t *testing.T) {
@@ -46,19 +46,17 @@ func TestInputsFromAnotherProvider(t *testing.T) {
 		t.Fatalf("second job %s/%s on %s (first on %s): %s", j2.State, j2.Outcome, j2.Provider, j1.Provider, j2.Reason)
 	}
 
-	var reader *cluster.Node
-	for _, n := range c.Nodes {
-		if n.PeerID == j2.Provider {
-			reader = n
-		}
+	// One of the two providers fetched the data from the other: the
+	// reader's from the holder's, or, where the holder's job was first
+	// assigned to the reader's provider, which began staging it before the
+	// lease went elsewhere, the holder's from it (node/submitter/stage.go).
+	// Either way the submitter's uplink carried it once.
+	var fromProviders float64
+	for _, n := range c.Nodes[1:] {
+		fromProviders += scrape(t, n.Metrics)[`e31_content_fetched_bytes_total{from="provider"}`]
 	}
-	if reader == nil {
-		t.Fatalf("no node is provider %s", j2.Provider)
-	}
-	m := scrape(t, reader.Metrics)
-	fromProvider, fromSubmitter := m[`e31_content_fetched_bytes_total{from="provider"}`], m[`e31_content_fetched_bytes_total{from="submitter"}`]
-	if fromProvider < float64(len(data)) || fromSubmitter != 0 {
-		t.Errorf("second provider fetched %v bytes from the other provider, %v from the submitter; want the %d of the data from the provider", fromProvider, fromSubmitter, len(data))
+	if fromProviders < float64(len(data)) {
+		t.Errorf("the providers fetched %v bytes from each other; want the %d of the data, fetched from the provider that held it", fromProviders, len(data))
 	}
 	sent := scrape(t, c.Nodes[0].Metrics)[`e31_content_served_bytes_total{to="provider"}`]
 	if sent < float64(len(data)) || sent > 1.1*float64(len(data)) {
