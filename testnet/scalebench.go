@@ -17,6 +17,8 @@ type scaleBenchOptions struct {
 	marketO scale.MarketOptions
 	json    bool
 	keep    bool
+	// table prints runs of --classes side by side instead (--table).
+	table []string
 }
 
 func newScaleBenchCommand() *cobra.Command {
@@ -59,9 +61,28 @@ designs side by side: hash shards (today's), class shards with jobs routed
 on digests, and one market, each market placing by the real market.Match
 every 10 s. It prints, per class of job, the share that waited, p50/p90
 wait, the jobs never placeable and the share stranded (waited while a
-fitting box was free elsewhere), beside the issue's goals.`,
+fitting box was free elsewhere), beside the issue's goals.
+
+With --classes the network's market is split by resource class, as e31d
+--market classes splits it: the far network is the mix above, each
+provider in the subshard of its class that its peer ID picks, each class
+in as many subshards as keep each at or below 256 providers (the daemon is
+told the same with --class-shards), each offer listing 0 to 40 held CIDs,
+and each subshard's digest published once a minute on the digest topic
+by the member every peer elects. The neighbours join every topic of the
+far network; the driver makes the messages of the topics the daemon has
+joined, which are the only ones gossipsub sends it. --role provider: the
+daemon offers one 8xH100 box and hears its subshard and the digests;
+--role submitter: it offers nothing, keeps --open-jobs jobs open (8xH100,
+1xRTX 4090, 8xH200 in turn), routed on the digests, and hears the digests
+and the markets it follows for them. Each figure is printed beside the
+goal of the role. --table A.json,B.json,... prints instead runs of --classes
+--json side by side, role by network size, beside the goals.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(o.table) > 0 {
+				return runRolesTable(o, cmd.OutOrStdout())
+			}
 			if o.market {
 				if !cmd.Flags().Changed("providers") {
 					o.marketO.Providers = 0 // the simulation's own default
@@ -95,6 +116,10 @@ fitting box was free elsewhere), beside the issue's goals.`,
 	f.Float64Var(&o.marketO.Load, "load", 0.75, "with --market: GPU-hours asked per GPU-hour offered, 0.5 to 0.9")
 	f.Float64Var(&o.marketO.Hours, "hours", 3, "with --market: hours of arrivals counted, after an hour's warm-up (an hour's drain follows)")
 	f.Uint64Var(&o.marketO.Seed, "seed", 1, "with --market: the seed of the trace and of every draw (the same seed, the same report)")
+	f.BoolVar(&o.scale.Classes, "classes", false, "split the simulated network by resource class (e31d --market classes): the issue's mix of boxes in class subshards, offers with holdings, a digest per subshard a minute")
+	f.StringVar(&o.scale.Role, "role", scale.RoleProvider, "with --classes, what the daemon is: provider (offers one 8xH100 box) or submitter (offers nothing, keeps --open-jobs jobs open)")
+	f.IntVar(&o.scale.OpenJobs, "open-jobs", 1, "with --role submitter, the jobs the daemon keeps open, each in a market it then follows")
+	f.StringSliceVar(&o.table, "table", nil, "instead, print runs of --classes --json (files, comma-separated) side by side, role by providers, beside the goals")
 	f.BoolVar(&o.json, "json", false, "print the report as JSON")
 	f.BoolVar(&o.keep, "keep", false, "keep the daemon's data dir and log, and print where")
 	return cmd
@@ -127,4 +152,16 @@ func runScaleBench(ctx context.Context, o scaleBenchOptions, stdout, stderr io.W
 		return err
 	}
 	return printReport(stdout, o.json, r, r.WriteText)
+}
+
+func runRolesTable(o scaleBenchOptions, stdout io.Writer) error {
+	reports, err := scale.ReadReports(o.table)
+	if err != nil {
+		return err
+	}
+	t, err := scale.NewRolesTable(reports)
+	if err != nil {
+		return err
+	}
+	return printReport(stdout, o.json, t, t.WriteText)
 }

@@ -32,7 +32,19 @@ type neighbour struct {
 	subs   []*pubsub.Subscription
 }
 
+// newNeighbour starts a neighbour on the offers and jobs topics of
+// network, keyed by their short names.
 func newNeighbour(ctx context.Context, network string) (*neighbour, error) {
+	return newNeighbourOn(ctx, map[string]string{
+		p2p.TopicOffers: p2p.TopicName(network, p2p.TopicOffers),
+		p2p.TopicJobs:   p2p.TopicName(network, p2p.TopicJobs),
+	}, 4096)
+}
+
+// newNeighbourOn starts a neighbour subscribed to topics (full names, by
+// the key its topics map holds them under), each subscription buffering
+// buffer messages.
+func newNeighbourOn(ctx context.Context, topics map[string]string, buffer int) (*neighbour, error) {
 	key, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
 		return nil, err
@@ -51,18 +63,18 @@ func newNeighbour(ctx context.Context, network string) (*neighbour, error) {
 		return nil, fmt.Errorf("scale: start gossipsub: %w", err)
 	}
 	n := &neighbour{h: h, topics: make(map[string]*pubsub.Topic)}
-	for _, short := range []string{p2p.TopicOffers, p2p.TopicJobs} {
-		t, err := ps.Join(p2p.TopicName(network, short))
+	for key, name := range topics {
+		t, err := ps.Join(name)
 		if err != nil {
 			h.Close()
-			return nil, fmt.Errorf("scale: join %s: %w", short, err)
+			return nil, fmt.Errorf("scale: join %s: %w", name, err)
 		}
-		sub, err := t.Subscribe(pubsub.WithBufferSize(4096))
+		sub, err := t.Subscribe(pubsub.WithBufferSize(buffer))
 		if err != nil {
 			h.Close()
-			return nil, fmt.Errorf("scale: subscribe %s: %w", short, err)
+			return nil, fmt.Errorf("scale: subscribe %s: %w", name, err)
 		}
-		n.topics[short] = t
+		n.topics[key] = t
 		n.subs = append(n.subs, sub)
 	}
 	return n, nil
@@ -104,11 +116,25 @@ type far struct {
 	heartbeat  time.Duration
 	neighbours []*neighbour
 	silent     atomic.Int64 // index+1 of a provider that stopped offering; 0: none
-	sent       [2]atomic.Uint64
-	failed     atomic.Uint64
-	rng        *rand.Rand // for the publish order; used by one goroutine at a time (spread)
-	mu         sync.Mutex
+	counters
+	rng *rand.Rand // for the publish order; used by one goroutine at a time (spread)
+	mu  sync.Mutex
 }
+
+// counters are what a driver made: unique offers, jobs-topic messages
+// and digests sent (sent[sentOffers], sent[sentJobs], sent[sentDigests]),
+// and the messages it failed to seal or publish.
+type counters struct {
+	sent   [3]atomic.Uint64
+	failed atomic.Uint64
+}
+
+// Indices of counters.sent.
+const (
+	sentOffers = iota
+	sentJobs
+	sentDigests
+)
 
 // providerKey derives the i-th provider's key from a seed, so that runs
 // are reproducible and keys cost no entropy.
@@ -209,7 +235,7 @@ func (f *far) runOffers(ctx context.Context) {
 					continue
 				}
 				f.spread(ctx, p2p.TopicOffers, raw)
-				f.sent[0].Add(1)
+				f.sent[sentOffers].Add(1)
 			}
 		}
 	}
@@ -240,7 +266,7 @@ func (f *far) runJobs(ctx context.Context, g *task.Group, rate float64, wait, ru
 				continue
 			}
 			f.spread(ctx, p2p.TopicJobs, s.Raw)
-			f.sent[1].Add(1)
+			f.sent[sentJobs].Add(1)
 			job := wire.JobID(s)
 			g.Go(func() {
 				if task.Sleep(ctx, wait) != nil {
@@ -301,5 +327,5 @@ func (f *far) publish(ctx context.Context, key crypto.PrivKey, kind string, body
 		return
 	}
 	f.spread(ctx, p2p.TopicJobs, s.Raw)
-	f.sent[1].Add(1)
+	f.sent[sentJobs].Add(1)
 }

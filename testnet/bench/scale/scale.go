@@ -55,6 +55,16 @@ type Options struct {
 	// can take: the jobs whose rounds lost are counted. Default 2s;
 	// negative: no second daemon, rounds lost not measured.
 	ProbeEvery time.Duration
+	// Classes splits the network by resource class instead (e31d --market
+	// classes; classmeasure.go): a far network of the issue's mix, every
+	// class in subshards, and a digest per subshard a minute. Shards,
+	// ProbeEvery and DepartureLimit do not apply.
+	Classes bool
+	// Role is what the daemon is in a class network: RoleProvider (default)
+	// or RoleSubmitter.
+	Role string
+	// OpenJobs is how many jobs a submitter daemon keeps open. Default 1.
+	OpenJobs int
 }
 
 func (o Options) withDefaults() Options {
@@ -65,6 +75,8 @@ func (o Options) withDefaults() Options {
 	o.QueueWait = cmp.Or(o.QueueWait, 30*time.Second)
 	o.Run = cmp.Or(o.Run, time.Minute)
 	o.ProbeEvery = cmp.Or(o.ProbeEvery, 2*time.Second)
+	o.Role = cmp.Or(o.Role, RoleProvider)
+	o.OpenJobs = cmp.Or(o.OpenJobs, 1)
 	return o
 }
 
@@ -107,6 +119,11 @@ type Measured struct {
 	// DriverErrors the messages it failed to seal or publish.
 	DriverCPUCores float64 `json:"driver_cpu_cores"`
 	DriverErrors   uint64  `json:"driver_errors"`
+	// DigestBytesInPerS is the part of BytesInPerS that came on the
+	// network-wide digest topic, and DigestsSentPerS the digests the
+	// driver made a second (--classes).
+	DigestBytesInPerS float64 `json:"digest_bytes_in_per_s,omitempty"`
+	DigestsSentPerS   float64 `json:"digests_sent_per_s,omitempty"`
 }
 
 // Report is one run: the network, what the daemon paid, and what the cost
@@ -133,6 +150,8 @@ type Report struct {
 	MatchMs          float64 `json:"match_ms"`
 	DepartureDetectS float64 `json:"departure_detect_s"`
 	RoundsLostPer100 float64 `json:"rounds_lost_per_100"`
+	// Classes is the class network's part of the report (--classes).
+	Classes *ClassReport `json:"classes,omitempty"`
 }
 
 // Run builds e31d and e31 into dir/bin and runs Measure there; log, if
@@ -149,6 +168,12 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 	o = o.withDefaults()
 	if o.Providers < 1 {
 		return Report{}, errors.New("scale: --providers must be at least 1")
+	}
+	if o.Classes {
+		return measureClasses(ctx, e, o)
+	}
+	if o.Role != RoleProvider {
+		return Report{}, fmt.Errorf("scale: --role %s needs --classes: in a hash-sharded network the daemon hears its shard whatever its role", o.Role)
 	}
 	shards := o.Shards
 	if shards == 0 {
@@ -218,7 +243,7 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 	if err := task.Sleep(ctx, warm); err != nil {
 		return r, err
 	}
-	before, err := sample(ctx, d, f)
+	before, err := sample(ctx, d, &f.counters)
 	if err != nil {
 		return r, err
 	}
@@ -241,7 +266,7 @@ func Measure(ctx context.Context, e bench.Env, o Options) (Report, error) {
 			peak = max(peak, float64(rss)*1024)
 		}
 	}
-	after, err := sample(ctx, d, f)
+	after, err := sample(ctx, d, &f.counters)
 	if err != nil {
 		return r, err
 	}
@@ -314,11 +339,13 @@ type point struct {
 	metrics     map[string]float64
 	offersSent  uint64
 	jobsSent    uint64
+	digestsSent uint64
 	failed      uint64
 }
 
-func sample(ctx context.Context, d *cluster.Node, f *far) (point, error) {
-	p := point{at: time.Now(), offersSent: f.sent[0].Load(), jobsSent: f.sent[1].Load(), failed: f.failed.Load()}
+func sample(ctx context.Context, d *cluster.Node, f *counters) (point, error) {
+	p := point{at: time.Now(), offersSent: f.sent[sentOffers].Load(), jobsSent: f.sent[sentJobs].Load(),
+		digestsSent: f.sent[sentDigests].Load(), failed: f.failed.Load()}
 	cpu, err := bench.ReadProcCPU(d.PID)
 	if err != nil {
 		return p, fmt.Errorf("scale: the daemon's CPU: %w", err)
@@ -373,6 +400,8 @@ func (p point) since(b point) Measured {
 	if delivered > 0 {
 		m.Copies = (delivered + dup) / delivered
 	}
+	m.DigestBytesInPerS = delta("e31_gossip_bytes_total", `direction="in"`, `topic="digest"`) / s
+	m.DigestsSentPerS = float64(p.digestsSent-b.digestsSent) / s
 	m.OffersSentPerS = float64(p.offersSent-b.offersSent) / s
 	m.JobsMsgsSentPerS = float64(p.jobsSent-b.jobsSent) / s
 	if sent := float64(p.offersSent - b.offersSent); sent > 0 {
@@ -435,6 +464,9 @@ func departure(ctx context.Context, c *cluster.Cluster, f *far, limit time.Durat
 
 // WriteText prints the report for people: each figure beside the model's.
 func (r Report) WriteText(w io.Writer) error {
+	if r.Classes != nil {
+		return r.writeClassText(w)
+	}
 	m, p := r.Measured, r.Model
 	kb := func(b float64) string { return fmt.Sprintf("%.1f KB/s", b/1e3) }
 	rows := [][3]string{
