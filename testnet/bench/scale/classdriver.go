@@ -195,14 +195,10 @@ func (f *classFar) declare(ctx context.Context, g *task.Group, i, p int, wait, r
 	net := f.net
 	j := net.sub[p]
 	s := &net.subs[j]
-	k := net.kinds[p]
-	gpus := min(2, k.gpus)
-	d := market.NewDeclaration(fmt.Sprintf("scale-%d", i), []string{"python", "train.py"}, gpus, market.Hour, nil)
-	d.Request.Memory = 8 * market.GiB
-	d.Request.GPUModel = requestModel(k)
+	body := net.declaration(i, p)
+	d, gpus := body.Declaration, body.Declaration.Request.GPUs
 	sub := i % len(f.submitters)
-	shard := s.shard
-	signed, err := p2p.Seal(f.submitters[sub], wire.KindDeclaration, wire.DeclarationBody{Declaration: d, Market: &shard}, time.Now())
+	signed, err := p2p.Seal(f.submitters[sub], wire.KindDeclaration, body, time.Now())
 	if err != nil {
 		f.failed.Add(1)
 		return
@@ -230,6 +226,17 @@ func (f *classFar) declare(ctx context.Context, g *task.Group, i, p int, wait, r
 		defer net.leased[p].And(^slot)
 		f.lease(ctx, topic, i, p, job, sub, d, slot, run)
 	})
+}
+
+// declaration is far job i, meant for provider p: two GPUs (one on a
+// one-GPU box) of the model of p's box, declared in p's subshard.
+func (c *classNet) declaration(i, p int) wire.DeclarationBody {
+	k := c.kinds[p]
+	d := market.NewDeclaration(fmt.Sprintf("scale-%d", i), []string{"python", "train.py"}, min(2, k.gpus), market.Hour, nil)
+	d.Request.Memory = 8 * market.GiB
+	d.Request.GPUModel = requestModel(k)
+	shard := c.subs[c.sub[p]].shard
+	return wire.DeclarationBody{Declaration: d, Market: &shard}
 }
 
 // requestModel is the model a far job asks for to fit boxes of kind k:
