@@ -39,7 +39,8 @@ func (r Report) writeClassText(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&b, "%-18s %-14s (model: %.1f KB/s in, %.3f cores)\n", "Match per pass", fmt.Sprintf("%.2f ms", m.MatchMs), r.Model.BytesInPerS/1e3, r.Model.CPUCores)
 	}
-	fmt.Fprintf(&b, "%-18s %-14s\n", "of which digests", figure("bytes in per s", m.DigestBytesInPerS))
+	fmt.Fprintf(&b, "%-18s offers %s, jobs %s, digests %s\n", "bytes in by topic", figure("", m.BytesInByTopic["offers"]),
+		figure("", m.BytesInByTopic["jobs"]), figure("", m.BytesInByTopic["digest"]))
 	fmt.Fprintf(&b, "\nthe driver made %.0f offers/s, %.0f jobs messages/s and %.1f digests/s on the daemon's topics, using %.2f cores (%d messages failed)\n"+
 		"unique offers accepted %.0f%%, jobs messages %.0f%%; dropped by per-peer limits: offers %.0f, jobs %.0f\n",
 		m.OffersSentPerS, m.JobsMsgsSentPerS, m.DigestsSentPerS, m.DriverCPUCores, m.DriverErrors,
@@ -97,10 +98,11 @@ type RoleRow struct {
 	Topics          int      `json:"topics"`
 	BytesInPerS     float64  `json:"peer_bytes_in_per_s"`
 	BytesOutPerS    float64  `json:"peer_bytes_out_per_s"`
-	DigestInPerS    float64  `json:"digest_bytes_in_per_s"`
-	CPUCores        float64  `json:"peer_cpu_cores"`
-	RSSBytes        float64  `json:"peer_rss_bytes"`
-	OffersDelivered float64  `json:"offers_delivered"`
+	// InByTopic is BytesInPerS by topic: offers, jobs, digest.
+	InByTopic       map[string]float64 `json:"bytes_in_by_topic"`
+	CPUCores        float64            `json:"peer_cpu_cores"`
+	RSSBytes        float64            `json:"peer_rss_bytes"`
+	OffersDelivered float64            `json:"offers_delivered"`
 	// Goals are the role's goals at this size: the issue's, doubled past
 	// 10,000 providers.
 	Goals []Goal `json:"goals"`
@@ -135,7 +137,7 @@ func NewRolesTable(reports []Report) (RolesTable, error) {
 		}
 		t.Rows = append(t.Rows, RoleRow{Role: cr.Role, Providers: r.Providers, JobsPerS: r.JobsPerS, WindowS: r.WindowS,
 			Market: cr.Market, MarketProviders: cr.MarketProviders, Followed: cr.Followed, Topics: len(cr.Topics),
-			BytesInPerS: m.BytesInPerS, BytesOutPerS: m.BytesOutPerS, DigestInPerS: m.DigestBytesInPerS,
+			BytesInPerS: m.BytesInPerS, BytesOutPerS: m.BytesOutPerS, InByTopic: m.BytesInByTopic,
 			CPUCores: m.CPUCores, RSSBytes: m.RSSBytes, OffersDelivered: m.OffersDelivered, Goals: gs})
 	}
 	slices.SortStableFunc(t.Rows, func(a, b RoleRow) int {
@@ -188,7 +190,7 @@ func ReadReports(paths []string) ([]Report, error) {
 // WriteText prints the table: a line a run, each figure beside its goal.
 func (t RolesTable) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-10s %9s %8s %-26s %-26s %-22s %-22s %s\n", "role", "providers", "jobs/s", "KB/s in (goal)", "KB/s out (goal)", "cores (goal)", "RSS MB (goal)", "heard")
+	fmt.Fprintf(&b, "%-10s %9s %8s %-26s %-20s %-26s %-22s %-22s %s\n", "role", "providers", "jobs/s", "KB/s in (goal)", "in: offers/jobs/dig.", "KB/s out (goal)", "cores (goal)", "RSS MB (goal)", "heard")
 	for _, r := range t.Rows {
 		cells := map[string]string{}
 		for _, g := range r.Goals {
@@ -202,8 +204,9 @@ func (t RolesTable) WriteText(w io.Writer) error {
 		if r.Role == RoleSubmitter {
 			heard = "follows " + orNone(r.Followed)
 		}
-		fmt.Fprintf(&b, "%-10s %9d %8g %-26s %-26s %-22s %-22s %s; %d topics\n", r.Role, r.Providers, r.JobsPerS,
+		fmt.Fprintf(&b, "%-10s %9d %8g %-26s %-20s %-26s %-22s %-22s %s; %d topics\n", r.Role, r.Providers, r.JobsPerS,
 			fmt.Sprintf("%.1f %s", r.BytesInPerS/1e3, cells["bytes in per s"]),
+			fmt.Sprintf("%.0f/%.0f/%.0f", r.InByTopic["offers"]/1e3, r.InByTopic["jobs"]/1e3, r.InByTopic["digest"]/1e3),
 			fmt.Sprintf("%.1f %s", r.BytesOutPerS/1e3, cells["bytes out per s"]),
 			fmt.Sprintf("%.3f %s", r.CPUCores, cells["cores"]),
 			fmt.Sprintf("%.0f %s", r.RSSBytes/1e6, cells["RSS bytes"]),

@@ -119,11 +119,12 @@ type Measured struct {
 	// DriverErrors the messages it failed to seal or publish.
 	DriverCPUCores float64 `json:"driver_cpu_cores"`
 	DriverErrors   uint64  `json:"driver_errors"`
-	// DigestBytesInPerS is the part of BytesInPerS that came on the
-	// network-wide digest topic, and DigestsSentPerS the digests the
-	// driver made a second (--classes).
-	DigestBytesInPerS float64 `json:"digest_bytes_in_per_s,omitempty"`
-	DigestsSentPerS   float64 `json:"digests_sent_per_s,omitempty"`
+	// DigestsSentPerS is the digests the driver made a second (--classes).
+	DigestsSentPerS float64 `json:"digests_sent_per_s,omitempty"`
+	// BytesInByTopic is BytesInPerS by the topic's short name (offers,
+	// jobs, digest), the topics of every market the daemon joined
+	// together.
+	BytesInByTopic map[string]float64 `json:"bytes_in_by_topic,omitempty"`
 }
 
 // Report is one run: the network, what the daemon paid, and what the cost
@@ -400,7 +401,10 @@ func (p point) since(b point) Measured {
 	if delivered > 0 {
 		m.Copies = (delivered + dup) / delivered
 	}
-	m.DigestBytesInPerS = delta("e31_gossip_bytes_total", `direction="in"`, `topic="digest"`) / s
+	m.BytesInByTopic = map[string]float64{}
+	for _, t := range []string{p2p.TopicOffers, p2p.TopicJobs, p2p.TopicDigest} {
+		m.BytesInByTopic[t] = delta("e31_gossip_bytes_total", `direction="in"`, `topic="`+t+`"`) / s
+	}
 	m.DigestsSentPerS = float64(p.digestsSent-b.digestsSent) / s
 	m.OffersSentPerS = float64(p.offersSent-b.offersSent) / s
 	m.JobsMsgsSentPerS = float64(p.jobsSent-b.jobsSent) / s
