@@ -23,6 +23,22 @@
 // daemons inside the far network's load, and counts the matching rounds it
 // loses on them (e31_match_rounds_lost_total).
 //
+// In a class network (scale-bench --classes: classnet.go, classdriver.go,
+// classmeasure.go) the far network is the market simulation's mix of boxes
+// (market_trace.go), each provider in the subshard of its class that its
+// peer ID picks, every class in as many subshards as keep each at or
+// below p2p.ShardProviders (the daemon is told the same, e31d --market
+// classes --class-shards), each offer listing held CIDs, and each
+// subshard's digest published once a minute by the member every peer
+// elects. The neighbours join every topic of the far network, and the
+// driver makes the messages of those the daemon has joined, the only
+// ones gossipsub sends it: the daemon pays for exactly its own topics. It
+// is measured in a role (--role): a provider of one 8×H100 box, which
+// hears its subshard and the digests, or a peer that only submits, which
+// keeps jobs open, routes them on the digests and hears the markets it
+// follows for them. Each figure is printed beside the role's goal, and
+// runs side by side with --table (classreport.go).
+//
 // The market simulation (market.go, scale-bench --market) measures what
 // the cost report cannot: what splitting the market costs the jobs. It
 // replays one seeded trace (market_trace.go: the mix of consumer
